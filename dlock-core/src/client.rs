@@ -1,0 +1,451 @@
+//! [`Client`]: one Redis connection shared by every lock of a process, and its configuration.
+
+use std::fmt;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{FromRedisValue, IntoConnectionInfo, ProtocolVersion, ScriptInvocation};
+use tokio::sync::mpsc;
+
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::key::{LockKeys, validate_name, validate_prefix};
+use crate::lease::validate_ttl;
+use crate::mutex::{Mutex, MutexOptions};
+use crate::scripts;
+use crate::token::client_id;
+use crate::wait::{Orphan, Waiters};
+
+/// Default key prefix: every key dlock writes starts with it.
+pub const DEFAULT_KEY_PREFIX: &str = "dlock:";
+/// Default lease of a lock when none is given: 30 s, like Redisson's watchdog default.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// Default bound on every Redis request.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default bound on establishing a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Longest accepted label, in bytes.
+pub const MAX_LABEL_LEN: usize = 256;
+
+/// A handle on one Redis deployment: cheap to clone, share it across tasks.
+///
+/// All locks of a client share one auto-reconnecting, multiplexed RESP3 connection, which also
+/// carries the wake-up messages of waiting `acquire` calls.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), dlock_core::Error> {
+/// use std::time::Duration;
+/// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+/// let lock = client.mutex("order:42")?;
+/// let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
+/// println!("fencing token {}", guard.fencing_token());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// What every lock handle and guard of a client shares.
+pub(crate) struct Shared {
+    pub(crate) conn: Conn,
+    pub(crate) config: Config,
+    pub(crate) client_id: String,
+    /// `<host>\x1f<pid>`: who holds a lock, for introspection.
+    pub(crate) holder: String,
+    pub(crate) waiters: Arc<Waiters>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) key_prefix: String,
+    pub(crate) default_ttl: Duration,
+    pub(crate) command_timeout: Duration,
+}
+
+/// Builds a [`Client`]; start with [`Client::builder`].
+///
+/// ```no_run
+/// # fn demo() -> Result<(), dlock_core::Error> {
+/// use std::time::Duration;
+/// # let _rt = tokio::runtime::Runtime::new().unwrap(); let _g = _rt.enter();
+/// let client = dlock_core::Client::builder("redis://:secret@127.0.0.1:6379/0")
+///     .key_prefix("billing:locks:")
+///     .default_ttl(Duration::from_secs(10))
+///     .command_timeout(Duration::from_millis(500))
+///     .build()?;
+/// # let _ = client; Ok(()) }
+/// ```
+pub struct ClientBuilder {
+    info: redis::RedisResult<redis::ConnectionInfo>,
+    key_prefix: String,
+    default_ttl: Duration,
+    command_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            info,
+            key_prefix,
+            default_ttl,
+            command_timeout,
+            connect_timeout,
+        } = self;
+        // The connection info may carry a password: show the address only.
+        let addr = info.as_ref().map(|i| i.addr().to_string());
+        f.debug_struct("ClientBuilder")
+            .field("addr", &addr)
+            .field("key_prefix", key_prefix)
+            .field("default_ttl", default_ttl)
+            .field("command_timeout", command_timeout)
+            .field("connect_timeout", connect_timeout)
+            .finish()
+    }
+}
+
+impl ClientBuilder {
+    /// Every key dlock writes starts with this prefix (default [`DEFAULT_KEY_PREFIX`]). It may
+    /// not contain `{` or `}`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Lease of locks that do not set their own (default [`DEFAULT_TTL`]).
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.default_ttl = ttl;
+        self
+    }
+
+    /// Bound on every request to Redis (default [`DEFAULT_COMMAND_TIMEOUT`]). A request that
+    /// does not answer in time fails with [`crate::ErrorKind::Timeout`].
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// Bound on each attempt to (re)connect (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Creates the client. The connection is opened lazily by the first request, so this
+    /// succeeds while Redis is down; use [`ClientBuilder::connect`] to fail fast instead.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a malformed URL, a `rediss://` URL (TLS is not
+    /// compiled in), a key prefix with braces or a default TTL out of range;
+    /// [`crate::ErrorKind::NoRuntime`] outside a Tokio runtime.
+    pub fn build(self) -> Result<Client> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::no_runtime("dlock_core::ClientBuilder::build"))?;
+        let info = self.info.map_err(|e| {
+            Error::invalid(format!(
+                "cannot use this Redis URL: {e}; expected redis://[user][:password@]host[:port][/db]"
+            ))
+        })?;
+        validate_prefix(&self.key_prefix)?;
+        let default_ttl = validate_ttl(self.default_ttl)?;
+        if self.command_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::invalid(
+                "command and connect timeouts must be greater than zero",
+            ));
+        }
+        let client_id = client_id()?;
+        let redis_settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let tcp = tcp_settings(info.tcp_settings().clone(), self.command_timeout);
+        let info = info
+            .set_redis_settings(redis_settings)
+            .set_tcp_settings(tcp);
+        let redis_client = redis::Client::open(info)
+            .map_err(|e| Error::invalid(format!("cannot use this Redis address: {e}")))?;
+
+        let (orphan_tx, orphan_rx) = mpsc::unbounded_channel();
+        let waiters = Arc::new(Waiters::new(&client_id, orphan_tx));
+        let push_target = Arc::downgrade(&waiters);
+        let manager_config = ConnectionManagerConfig::new()
+            .set_push_sender(move |info| {
+                if let Some(waiters) = push_target.upgrade() {
+                    waiters.on_push(info);
+                }
+                Ok::<(), ()>(())
+            })
+            .set_automatic_resubscription()
+            .set_response_timeout(Some(self.command_timeout))
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let manager = ConnectionManager::new_lazy_with_config(redis_client, manager_config)
+            .map_err(|e| Error::from_redis("create the connection", e))?;
+
+        let shared = Arc::new(Shared {
+            conn: Conn::Single(manager),
+            config: Config {
+                key_prefix: self.key_prefix,
+                default_ttl,
+                command_timeout: self.command_timeout,
+            },
+            client_id,
+            holder: holder_identity(),
+            waiters,
+        });
+        runtime.spawn(janitor(Arc::downgrade(&shared), orphan_rx));
+        Ok(Client { shared })
+    }
+
+    /// Creates the client and checks that Redis answers.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::build`], plus [`crate::ErrorKind::Connection`] or
+    /// [`crate::ErrorKind::Timeout`] when Redis does not answer a `PING` in time.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future drops the half-made client.
+    pub async fn connect(self) -> Result<Client> {
+        let client = self.build()?;
+        client.ping().await?;
+        Ok(client)
+    }
+}
+
+impl Client {
+    /// Starts configuring a client for the Redis at `url`
+    /// (`redis://[user][:password@]host[:port][/db]`, or a [`redis::ConnectionInfo`]).
+    pub fn builder(url: impl IntoConnectionInfo) -> ClientBuilder {
+        ClientBuilder {
+            info: url.into_connection_info(),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            default_ttl: DEFAULT_TTL,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// A client with default settings; the connection opens on first use.
+    ///
+    /// # Errors
+    /// See [`ClientBuilder::build`].
+    pub fn open(url: impl IntoConnectionInfo) -> Result<Client> {
+        Self::builder(url).build()
+    }
+
+    /// Checks that Redis answers.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Connection`] or [`crate::ErrorKind::Timeout`] when it does not.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: `PING` changes nothing.
+    pub async fn ping(&self) -> Result<()> {
+        let mut conn = self.shared.conn.clone();
+        let ping = redis::cmd("PING");
+        let reply: redis::RedisResult<String> = tokio::time::timeout(
+            self.shared.config.command_timeout,
+            ping.query_async(&mut conn),
+        )
+        .await
+        .map_err(|_| Error::timeout("PING", self.shared.config.command_timeout))?;
+        reply.map_err(|e| Error::from_redis("PING", e))?;
+        Ok(())
+    }
+
+    /// A handle on the mutex called `name`, with the client's default TTL.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// let lock = client.mutex("invoice:2026-11")?;
+    /// if let Some(guard) = lock.try_acquire().await? {
+    ///     // … exclusive work …
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for an empty name, one longer than
+    /// [`crate::MAX_NAME_LEN`] bytes, or one containing braces or control characters.
+    pub fn mutex(&self, name: &str) -> Result<Mutex> {
+        self.mutex_with(name, MutexOptions::new())
+    }
+
+    /// A handle on the mutex called `name` with explicit options.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// use std::time::Duration;
+    /// use dlock_core::MutexOptions;
+    /// let lock = client.mutex_with(
+    ///     "payment:9913",
+    ///     MutexOptions::new().ttl(Duration::from_secs(10)).label("pay handler"),
+    /// )?;
+    /// # let _ = lock; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::mutex`], plus an out-of-range TTL ([`crate::MIN_TTL`] ..= [`crate::MAX_TTL`])
+    /// or a label longer than [`MAX_LABEL_LEN`] bytes or with control characters.
+    pub fn mutex_with(&self, name: &str, options: MutexOptions) -> Result<Mutex> {
+        validate_name(name)?;
+        let ttl = validate_ttl(options.ttl.unwrap_or(self.shared.config.default_ttl))?;
+        let label = options.label.unwrap_or_default();
+        validate_label(&label)?;
+        let keys = LockKeys::new(&self.shared.config.key_prefix, name);
+        let meta = format!("{}\x1f{label}", self.shared.holder);
+        Ok(Mutex::new(self.shared.clone(), keys, ttl, meta.into()))
+    }
+
+    /// The prefix of every key this client writes.
+    pub fn key_prefix(&self) -> &str {
+        &self.shared.config.key_prefix
+    }
+
+    /// The lease of locks that do not set their own.
+    pub fn default_ttl(&self) -> Duration {
+        self.shared.config.default_ttl
+    }
+
+    /// The bound on every Redis request.
+    pub fn command_timeout(&self) -> Duration {
+        self.shared.config.command_timeout
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Shared {
+            conn: _,
+            config,
+            client_id,
+            holder,
+            waiters,
+        } = &*self.shared;
+        f.debug_struct("Client")
+            .field("config", config)
+            .field("client_id", client_id)
+            .field("holder", holder)
+            .field("waiters", waiters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Runs one script invocation under the command timeout.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        op: &str,
+        name: &str,
+    ) -> Result<T> {
+        let mut conn = self.conn.clone();
+        let timeout = self.config.command_timeout;
+        match tokio::time::timeout(timeout, invocation.invoke_async(&mut conn)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(Error::from_redis(&format!("{op} `{name}`"), e)),
+            Err(_) => Err(Error::timeout(&format!("{op} `{name}`"), timeout)),
+        }
+    }
+
+    /// Best-effort release of `token`'s hold on `keys` (and of its queue entry), in the
+    /// background: for dropped guards, abandoned acquires and orphan grants. Never blocks;
+    /// without a runtime the lease simply expires.
+    pub(crate) fn release_in_background(
+        self: &Arc<Self>,
+        keys: Arc<LockKeys>,
+        token: crate::token::OwnerToken,
+        entry: Option<Box<str>>,
+    ) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!(lock = %keys.name, "dlock: no runtime; the lease will expire instead");
+            return;
+        };
+        let shared = self.clone();
+        handle.spawn(async move {
+            let mut invocation = scripts::RELEASE.prepare_invoke();
+            invocation
+                .key(&*keys.lock)
+                .key(&*keys.fence)
+                .key(&*keys.queue)
+                .arg(token.as_bytes())
+                .arg(entry.as_deref().unwrap_or(""))
+                .arg(shared.conn.publish_command());
+            match shared
+                .eval::<i64>(&invocation, "background release", &keys.name)
+                .await
+            {
+                Ok(outcome) => {
+                    tracing::debug!(lock = %keys.name, outcome, "dlock: background release");
+                }
+                Err(e) => {
+                    tracing::warn!(lock = %keys.name, error = %e, "dlock: background release failed; the lease will expire");
+                }
+            }
+        });
+    }
+}
+
+/// Releases grants that reached this client after their waiter stopped waiting.
+async fn janitor(shared: Weak<Shared>, mut orphans: mpsc::UnboundedReceiver<Orphan>) {
+    while let Some(orphan) = orphans.recv().await {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let keys = LockKeys::from_lock_key(&orphan.lock_key);
+        tracing::debug!(lock = %keys.name, "dlock: releasing a grant nobody waits for");
+        shared.release_in_background(keys, orphan.token, None);
+    }
+}
+
+fn validate_label(label: &str) -> Result<()> {
+    if label.len() > MAX_LABEL_LEN {
+        return Err(Error::invalid(format!(
+            "lock label is {} bytes long; the limit is {MAX_LABEL_LEN} bytes",
+            label.len()
+        )));
+    }
+    if label.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "lock label {label:?} contains control characters; use printable text"
+        )));
+    }
+    Ok(())
+}
+
+/// Low latency (no Nagle delay) and dead-peer detection: keepalive probes on an idle
+/// connection, and on Linux `TCP_USER_TIMEOUT`, which aborts a connection whose data stays
+/// unacknowledged (a host that vanished without a reset) so that the manager reconnects instead
+/// of timing out every request forever. A paused but live server still acknowledges, so it is
+/// not mistaken for a dead one.
+fn tcp_settings(
+    base: redis::io::tcp::TcpSettings,
+    command_timeout: Duration,
+) -> redis::io::tcp::TcpSettings {
+    let keepalive = redis::io::tcp::socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(5))
+        .with_interval(Duration::from_secs(2));
+    let tcp = base.set_nodelay(true).set_keepalive(keepalive);
+    #[cfg(target_os = "linux")]
+    let tcp = tcp.set_user_timeout((command_timeout * 3).max(Duration::from_secs(3)));
+    #[cfg(not(target_os = "linux"))]
+    let _ = command_timeout;
+    tcp
+}
+
+/// `<host>\x1f<pid>` of this process.
+fn holder_identity() -> String {
+    let host = hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    let host: String = host.chars().filter(|c| !c.is_control()).collect();
+    format!("{host}\x1f{}", std::process::id())
+}

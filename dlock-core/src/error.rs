@@ -1,0 +1,272 @@
+//! The one error type of dlock: an opaque [`Error`] that carries an [`ErrorKind`], a message that
+//! says what went wrong and how to fix it, and (where there is one) the Redis error as `source()`.
+//!
+//! Expected outcomes are not errors: a lock held by someone else is `Ok(None)` from `try_acquire`,
+//! and a release that finds the lease already gone is a [`crate::ReleaseOutcome`] value.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+/// What kind of failure an [`Error`] is. Each variant says when it happens and what to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument was rejected before anything was sent to Redis: an empty or malformed lock
+    /// name, a zero or absurd TTL, a bad URL or option. The message names the argument and the
+    /// accepted range. Fix the caller; retrying cannot help.
+    InvalidInput,
+    /// Redis could not be reached, refused the connection, or the connection dropped while a
+    /// request was in flight. The client reconnects by itself on the next request; retry later.
+    /// A request that was in flight may still have taken effect: see [`Error::may_have_taken_effect`].
+    Connection,
+    /// Redis did not answer within the configured command timeout
+    /// ([`crate::ClientBuilder::command_timeout`]). The request may still have taken effect.
+    Timeout,
+    /// The lock stayed held by another owner for the whole wait given to `acquire`. Nothing is
+    /// held and nothing is left queued. Retry later, wait longer, or report "busy" upstream.
+    Busy,
+    /// A key that dlock uses holds a value of another Redis type, so another program writes the
+    /// same key. Choose another lock name or key prefix ([`crate::ClientBuilder::key_prefix`]).
+    WrongType,
+    /// Redis answered something dlock does not understand: usually a server older than dlock
+    /// supports (Redis 6.2 or newer is required) or a key modified by another program.
+    Protocol,
+    /// Any other error reported by the Redis server (out of memory, missing ACL permission, a
+    /// cluster that is down …). The message carries the server's text.
+    Redis,
+    /// A dlock call that needs a Tokio runtime was made outside one. Call it from within a
+    /// runtime (for example under `#[tokio::main]`).
+    NoRuntime,
+    /// The guard's lease is gone: it expired, was taken over by another owner, or was removed by
+    /// an operator. The protected work must stop; anything it writes may race another holder.
+    LeaseLost,
+    /// The operating system failed a request dlock made (its random number generator). Nothing
+    /// was sent to Redis; retrying may help if the failure was transient.
+    System,
+}
+
+impl ErrorKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidInput => "invalid input",
+            Self::Connection => "connection error",
+            Self::Timeout => "timed out",
+            Self::Busy => "lock busy",
+            Self::WrongType => "wrong key type",
+            Self::Protocol => "unexpected reply",
+            Self::Redis => "redis error",
+            Self::NoRuntime => "no tokio runtime",
+            Self::LeaseLost => "lease lost",
+            Self::System => "system error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of every fallible dlock operation.
+///
+/// Opaque on purpose: match on [`Error::kind`] or use the predicates ([`Error::is_busy`],
+/// [`Error::is_timeout`] …). The Redis error, when there is one, is available through
+/// [`std::error::Error::source`].
+///
+/// ```
+/// use dlock_core::{Error, ErrorKind};
+///
+/// fn describe(err: &Error) -> &'static str {
+///     match err.kind() {
+///         ErrorKind::Busy => "someone else holds it",
+///         ErrorKind::Connection | ErrorKind::Timeout => "redis trouble, retry later",
+///         _ => "bug or misconfiguration",
+///     }
+/// }
+/// # let _ = describe;
+/// ```
+pub struct Error {
+    kind: ErrorKind,
+    message: Cow<'static, str>,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::InvalidInput, message)
+    }
+
+    pub(crate) fn protocol(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Protocol, message)
+    }
+
+    pub(crate) fn timeout(what: &str, after: Duration) -> Self {
+        Self::new(
+            ErrorKind::Timeout,
+            format!(
+                "{what}: Redis did not answer within the command timeout of {after:?}; \
+                 the request may still have taken effect"
+            ),
+        )
+    }
+
+    pub(crate) fn no_runtime(what: &str) -> Self {
+        Self::new(
+            ErrorKind::NoRuntime,
+            format!("{what} must be called from within a Tokio runtime"),
+        )
+    }
+
+    /// Classifies an error of the `redis` crate, keeping it as the source.
+    pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Self {
+        let kind = classify(&err);
+        let hint = match kind {
+            ErrorKind::WrongType => {
+                "; a key dlock uses holds another Redis type: another program writes it, \
+                 choose another lock name or key prefix"
+            }
+            ErrorKind::Connection => "; the client reconnects on the next request",
+            _ => "",
+        };
+        Self {
+            kind,
+            message: format!("{context}: {err}{hint}").into(),
+            source: Some(Box::new(err)),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The lock stayed held by another owner for the whole wait.
+    pub fn is_busy(&self) -> bool {
+        self.kind == ErrorKind::Busy
+    }
+
+    /// Redis did not answer within the command timeout.
+    pub fn is_timeout(&self) -> bool {
+        self.kind == ErrorKind::Timeout
+    }
+
+    /// Redis could not be reached or the connection dropped.
+    pub fn is_connection(&self) -> bool {
+        self.kind == ErrorKind::Connection
+    }
+
+    /// An argument was rejected before anything was sent.
+    pub fn is_invalid_input(&self) -> bool {
+        self.kind == ErrorKind::InvalidInput
+    }
+
+    /// The guard's lease is gone (expired, taken over, or removed by an operator).
+    pub fn is_lease_lost(&self) -> bool {
+        self.kind == ErrorKind::LeaseLost
+    }
+
+    /// Whether the failed request may nevertheless have run on the server (its reply was lost or
+    /// late). dlock's scripts are safe to retry and dlock cleans up after its own lost acquire
+    /// requests in the background, so this is informational.
+    pub fn may_have_taken_effect(&self) -> bool {
+        matches!(self.kind, ErrorKind::Timeout | ErrorKind::Connection)
+    }
+}
+
+fn classify(err: &redis::RedisError) -> ErrorKind {
+    if err.is_timeout() {
+        return ErrorKind::Timeout;
+    }
+    if err.is_io_error()
+        || err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || err.is_unrecoverable_error()
+    {
+        return ErrorKind::Connection;
+    }
+    let code = err.code().unwrap_or_default();
+    if code == "WRONGTYPE" || err.detail().is_some_and(|d| d.contains("WRONGTYPE")) {
+        return ErrorKind::WrongType;
+    }
+    match err.kind() {
+        redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => ErrorKind::Protocol,
+        redis::ErrorKind::InvalidClientConfig => ErrorKind::InvalidInput,
+        _ => ErrorKind::Redis,
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            kind,
+            message,
+            source,
+        } = self;
+        f.debug_struct("Error")
+            .field("kind", kind)
+            .field("message", message)
+            .field("source", source)
+            .finish()
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Shorthand for `Result<T, dlock_core::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_kind_and_message() {
+        let err = Error::invalid("lock name is empty; give the lock a name");
+        assert_eq!(
+            err.to_string(),
+            "invalid input: lock name is empty; give the lock a name"
+        );
+        assert!(err.is_invalid_input());
+        assert!(!err.may_have_taken_effect());
+    }
+
+    #[test]
+    fn redis_errors_are_classified_and_chained() {
+        let io = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "refused",
+        ));
+        let err = Error::from_redis("acquire `a`", io);
+        assert_eq!(err.kind(), ErrorKind::Connection);
+        assert!(std::error::Error::source(&err).is_some());
+
+        let timeout =
+            redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, "slow"));
+        assert_eq!(
+            Error::from_redis("acquire `a`", timeout).kind(),
+            ErrorKind::Timeout
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! Lock names and the Redis keys they map to.
+//!
+//! Every key and channel of one lock shares the hash tag `{name}`, so every script touches a single
+//! Redis Cluster slot and runs unchanged on a cluster:
+//!
+//! | key / channel                      | type   | lifetime                                  |
+//! |------------------------------------|--------|-------------------------------------------|
+//! | `<prefix>{<name>}`                 | string | while held; `PX` = the lease              |
+//! | `<prefix>{<name>}:fence`           | string | forever: the last fencing token issued    |
+//! | `<prefix>{<name>}:queue`           | list   | while someone waits                       |
+//! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
+//!
+//! Names may not contain `{` or `}` (they would change the hash tag) nor control characters.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// Longest accepted lock name, in bytes.
+pub const MAX_NAME_LEN: usize = 512;
+/// Longest accepted key prefix, in bytes.
+pub const MAX_PREFIX_LEN: usize = 128;
+
+/// Checks a lock name; the error says what is wrong and how to fix it.
+pub(crate) fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid(
+            "lock name is empty; give the lock a name such as \"order:42\"",
+        ));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::invalid(format!(
+            "lock name is {} bytes long; the limit is {MAX_NAME_LEN} bytes (hash long identifiers)",
+            name.len()
+        )));
+    }
+    check_chars("lock name", name)
+}
+
+/// Checks a key prefix (it may be empty).
+pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(Error::invalid(format!(
+            "key prefix is {} bytes long; the limit is {MAX_PREFIX_LEN} bytes",
+            prefix.len()
+        )));
+    }
+    check_chars("key prefix", prefix)
+}
+
+fn check_chars(what: &str, s: &str) -> Result<()> {
+    if let Some(c) = s.chars().find(|c| matches!(c, '{' | '}')) {
+        return Err(Error::invalid(format!(
+            "{what} {s:?} contains `{c}`; braces are reserved for the Redis Cluster hash tag \
+             that dlock adds around the name, use another character such as `:`"
+        )));
+    }
+    if let Some(c) = s.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(format!(
+            "{what} {s:?} contains the control character {c:?}; use printable characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The Redis keys of one lock, computed once per lock handle and shared by its guards.
+#[derive(Debug)]
+pub(crate) struct LockKeys {
+    /// The lock name as the user gave it.
+    pub(crate) name: Box<str>,
+    /// The key holding the owner token and holder metadata while the lock is held.
+    pub(crate) lock: Box<str>,
+    /// The fencing counter; never expires.
+    pub(crate) fence: Box<str>,
+    /// The FIFO list of waiters (queue entries).
+    pub(crate) queue: Box<str>,
+}
+
+impl LockKeys {
+    /// Builds the keys; `name` and `prefix` must have been validated.
+    pub(crate) fn new(prefix: &str, name: &str) -> Arc<Self> {
+        let lock = format!("{prefix}{{{name}}}");
+        Arc::new(Self {
+            name: name.into(),
+            fence: format!("{lock}:fence").into(),
+            queue: format!("{lock}:queue").into(),
+            lock: lock.into(),
+        })
+    }
+
+    /// Rebuilds the keys from a lock key (as found in a wake channel's name).
+    pub(crate) fn from_lock_key(lock: &str) -> Arc<Self> {
+        let name = lock
+            .find('{')
+            .zip(lock.rfind('}'))
+            .and_then(|(open, close)| lock.get(open + 1..close))
+            .unwrap_or(lock);
+        Arc::new(Self {
+            name: name.into(),
+            fence: format!("{lock}:fence").into(),
+            queue: format!("{lock}:queue").into(),
+            lock: lock.into(),
+        })
+    }
+
+    /// The channel on which the client `client_id` hears that a lock was handed to one of its
+    /// waiters. The release script derives the same name from the lock key.
+    pub(crate) fn wake_channel(&self, client_id: &str) -> String {
+        format!("{}:wake:{client_id}", self.lock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_hash_tag() {
+        let keys = LockKeys::new("app:", "order:42");
+        assert_eq!(&*keys.lock, "app:{order:42}");
+        assert_eq!(&*keys.fence, "app:{order:42}:fence");
+        assert_eq!(&*keys.queue, "app:{order:42}:queue");
+        assert_eq!(keys.wake_channel("c1"), "app:{order:42}:wake:c1");
+        let back = LockKeys::from_lock_key(&keys.lock);
+        assert_eq!(&*back.name, "order:42");
+        assert_eq!(back.fence, keys.fence);
+        assert_eq!(back.queue, keys.queue);
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(validate_name("order:42").is_ok());
+        assert!(validate_name("nightly report").is_ok());
+        let empty = validate_name("").unwrap_err();
+        assert!(empty.to_string().contains("empty"));
+        let brace = validate_name("a{b}").unwrap_err();
+        assert!(brace.to_string().contains("hash tag"));
+        assert!(validate_name("a\nb").is_err());
+        assert!(validate_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+        assert!(validate_name(&"x".repeat(MAX_NAME_LEN + 1)).is_err());
+        assert!(validate_prefix("").is_ok());
+        assert!(validate_prefix("{x}").is_err());
+    }
+}

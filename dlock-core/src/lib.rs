@@ -1,0 +1,85 @@
+//! Distributed locks on Redis for Tokio applications.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), dlock_core::Error> {
+//! use std::time::Duration;
+//!
+//! let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+//! let lock = client.mutex("order:42")?;
+//! let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
+//! // Exclusive across every process that uses the same Redis and lock name.
+//! // Hand the fencing token to the storage you write to.
+//! println!("holding {} with token {}", guard.name(), guard.fencing_token());
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What dlock guarantees
+//! * **Mutual exclusion while the lease lasts.** Acquire, release and extend are each one
+//!   atomic Lua script. Release and extend check a 128-bit owner token drawn from the OS CSPRNG,
+//!   so nothing ever releases or extends a lock it does not own.
+//! * **Retries are safe.** The token names the acquisition: a retried acquire returns the same
+//!   fence and never queues twice; release and extend are owner-checked. An acquire whose reply
+//!   was lost (timeout, dropped future) is released in the background.
+//! * **Fencing tokens** strictly increase per lock name, across releases, expiries and
+//!   processes; they are floored at the server clock so that they keep increasing after a
+//!   restart or failover that lost the counter.
+//! * **Fair, push-based waiting.** A waiter queues in Redis; release hands the lock to the
+//!   oldest live waiter and wakes exactly that waiter (no polling, no thundering herd).
+//!
+//! # What it does not guarantee
+//! * **A lease can be outlived.** A process paused longer than its lease (GC, VM migration,
+//!   swap, `SIGSTOP`) still believes it holds the lock. Use [`MutexGuard::remaining`] before
+//!   irreversible steps, and fencing tokens checked by the storage where a stale writer must
+//!   never get through.
+//! * **Failover can lose a lock.** Redis replicates asynchronously: a lock written to a master
+//!   that fails before replicating is gone on the promoted replica. Fencing tokens stay
+//!   increasing (they are floored at the server clock), but two holders may briefly coexist.
+//! * **Clocks.** Leases are measured by the Redis server; the client's view
+//!   ([`MutexGuard::safe_until`]) is counted from when the request was sent and reduced by a
+//!   drift allowance of `TTL/100 + 2 ms`.
+//!
+//! # Requirements
+//! Redis 6.2 or newer (RESP3, `LPOS`), reached through one multiplexed connection per
+//! [`Client`]. Every key of one lock shares the hash tag `{name}` so the same scripts are ready
+//! for Redis Cluster.
+//!
+//! # Layout
+//! | module | what lives there |
+//! |---|---|
+//! | `client` | [`Client`], [`ClientBuilder`]: the shared connection and configuration |
+//! | `mutex` | [`Mutex`], [`MutexGuard`]: try_acquire / acquire / extend / release |
+//! | `wait` | how waiters learn a lock is theirs: queue, wake channels, fallback timer |
+//! | `lease` | accepted TTLs, drift, the safe-until instant |
+//! | `key` | lock names → Redis keys with a shared hash tag |
+//! | `token` | owner tokens and [`FencingToken`] |
+//! | `conn` | the connection the algorithms are written against |
+//! | `scripts` | one Lua file per state change, each with its contract on top |
+//! | `error` | [`Error`] and [`ErrorKind`] |
+//!
+//! # Features
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | *(none yet)* | | |
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod client;
+mod conn;
+mod error;
+mod key;
+mod lease;
+mod mutex;
+mod scripts;
+mod token;
+mod wait;
+
+pub use client::{
+    Client, ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
+    DEFAULT_TTL, MAX_LABEL_LEN,
+};
+pub use error::{Error, ErrorKind, Result};
+pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
+pub use lease::{MAX_TTL, MIN_TTL};
+pub use mutex::{ExtendOutcome, Mutex, MutexGuard, MutexOptions, ReleaseOutcome};
+pub use token::FencingToken;

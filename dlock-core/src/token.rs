@@ -1,0 +1,134 @@
+//! Owner tokens (who holds a lock) and fencing tokens (which acquisition this is).
+
+use std::fmt;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Length of an owner token on the wire: 128 random bits as lowercase hex.
+pub(crate) const OWNER_TOKEN_LEN: usize = 32;
+
+/// A 128-bit owner token from the operating system's CSPRNG, as 32 lowercase hex digits.
+///
+/// One token is drawn per acquire call and reused by every retry of that call, which is what
+/// makes a retried acquire idempotent. Tokens come straight from `getrandom` rather than a
+/// user-space generator so that a forked process can never repeat its parent's tokens.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct OwnerToken([u8; OWNER_TOKEN_LEN]);
+
+impl OwnerToken {
+    pub(crate) fn generate() -> Result<Self> {
+        let mut raw = [0u8; OWNER_TOKEN_LEN / 2];
+        getrandom::fill(&mut raw).map_err(rng_error)?;
+        Ok(Self(hex(raw)))
+    }
+
+    /// Parses a token received from Redis (a grant message).
+    pub(crate) fn parse(s: &[u8]) -> Option<Self> {
+        let bytes: [u8; OWNER_TOKEN_LEN] = s.try_into().ok()?;
+        bytes
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            .then_some(Self(bytes))
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+fn rng_error(e: getrandom::Error) -> Error {
+    Error::new(
+        ErrorKind::System,
+        format!("the operating system's random number generator failed: {e}"),
+    )
+}
+
+fn hex<const N: usize, const M: usize>(raw: [u8; N]) -> [u8; M] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; M];
+    for (i, b) in raw.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+    }
+    out
+}
+
+/// A random 64-bit identifier for one client (one connection) as 16 hex digits; it names the
+/// client's wake-up channels.
+pub(crate) fn client_id() -> Result<String> {
+    let mut raw = [0u8; 8];
+    getrandom::fill(&mut raw).map_err(rng_error)?;
+    let digits: [u8; 16] = hex(raw);
+    Ok(String::from_utf8_lossy(&digits).into_owned())
+}
+
+impl fmt::Debug for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Anyone who knows a token can release the lock: show only enough to correlate logs.
+        write!(f, "OwnerToken({}…)", &self.as_str()[..6])
+    }
+}
+
+/// A fencing token: strictly increasing per lock name across acquisitions, releases, expiries,
+/// processes and (as long as the Redis server clock does not step back) Redis restarts that lost
+/// data.
+///
+/// Pass it to the storage you protect and have the storage reject writes that carry a token
+/// smaller than the largest it has seen: a holder that was paused past its lease can then no
+/// longer overwrite the work of the next holder.
+///
+/// Issued inside the acquire script as `max(last + 1, server time in µs)`, so its values look like
+/// microsecond timestamps. Compare tokens of the same lock name only.
+///
+/// ```
+/// use dlock_core::FencingToken;
+///
+/// let older = FencingToken::new(1_763_000_000_000_000);
+/// let newer = FencingToken::new(1_763_000_000_000_001);
+/// assert!(newer > older);
+/// assert_eq!(newer.get(), 1_763_000_000_000_001);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    /// Wraps a raw value, e.g. one read back from your storage.
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The raw value.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_hex_unique_and_redacted() {
+        let a = OwnerToken::generate().unwrap();
+        let b = OwnerToken::generate().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), OWNER_TOKEN_LEN);
+        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(OwnerToken::parse(a.as_bytes()), Some(a));
+        assert_eq!(OwnerToken::parse(b"zz"), None);
+        let shown = format!("{a:?}");
+        assert!(!shown.contains(a.as_str()));
+        assert_eq!(client_id().unwrap().len(), 16);
+    }
+}

@@ -1,0 +1,355 @@
+//! How waiters learn that a lock is theirs, without polling.
+//!
+//! A waiter that finds the lock held joins the lock's FIFO queue in Redis (one entry per waiting
+//! acquire call). The owner's release script hands the lock straight to the oldest entry and
+//! publishes the grant on that entry's client channel, `<lock key>:wake:<client id>`. So:
+//!
+//! * **Subscribe first.** A client subscribes to its wake channel of a lock *before* its first
+//!   queued attempt, so a grant can never be published into the void. One subscription per
+//!   client per lock name, shared by every local waiter ([`Waiters::join`]); the last waiter to
+//!   leave unsubscribes.
+//! * **No thundering herd, no barging.** Exactly one waiter is woken per release, in arrival
+//!   order across all processes, and it already owns the lock when it wakes: no second round trip.
+//! * **Dead waiters are skipped.** A publish that reaches no subscriber tells the release script
+//!   that the waiter's client is gone, so it moves on to the next entry.
+//! * **Fallback timer.** Expiry publishes nothing and a message can be lost on a reconnect, so a
+//!   waiter also retries after the holder's remaining lease (PTTL) and right after a disconnect.
+//! * **Orphans.** A grant for a waiter that is no longer waiting (its acquire future was dropped)
+//!   is released by the client's janitor task, which hands the lock on to the next waiter.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::{Notify, mpsc};
+
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::token::OwnerToken;
+
+/// A lock handed to a waiting acquire call by another owner's release.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Grant {
+    pub(crate) token: OwnerToken,
+    pub(crate) fence: u64,
+    /// Server time of the hand-off, in milliseconds.
+    pub(crate) server_ms: i64,
+    pub(crate) lease: Duration,
+}
+
+impl Grant {
+    /// Parses `<token> <fence> <now_ms> <lease_ms>` as published by `release.lua`.
+    fn parse(payload: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let mut parts = text.split(' ');
+        let token = OwnerToken::parse(parts.next()?.as_bytes())?;
+        let fence = parts.next()?.parse().ok()?;
+        let server_ms = parts.next()?.parse().ok()?;
+        let lease = Duration::from_millis(parts.next()?.parse().ok()?);
+        Some(Self {
+            token,
+            fence,
+            server_ms,
+            lease,
+        })
+    }
+}
+
+/// Where one waiting acquire call receives its grant, or a nudge to retry now.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    grant: Mutex<Option<Grant>>,
+    notify: Notify,
+}
+
+impl Slot {
+    fn deliver(&self, grant: Grant) {
+        *lock(&self.grant) = Some(grant);
+        self.notify.notify_one();
+    }
+
+    /// Resolves after a grant was delivered or a retry was requested (a permit is kept if
+    /// nobody is waiting yet, so no wake-up is lost).
+    pub(crate) async fn notified(&self) {
+        self.notify.notified().await;
+    }
+
+    pub(crate) fn take_grant(&self) -> Option<Grant> {
+        lock(&self.grant).take()
+    }
+}
+
+/// A grant nobody waits for any more; the janitor releases it.
+#[derive(Debug)]
+pub(crate) struct Orphan {
+    pub(crate) lock_key: String,
+    pub(crate) token: OwnerToken,
+}
+
+struct ChannelEntry {
+    /// Local waiters using the subscription (guarded by the map's mutex).
+    users: usize,
+    /// Serialises subscribe/unsubscribe of this channel; `true` while subscribed.
+    state: Arc<tokio::sync::Mutex<bool>>,
+}
+
+/// The client-wide registry of waiting acquire calls and of wake-channel subscriptions.
+pub(crate) struct Waiters {
+    slots: Mutex<HashMap<OwnerToken, Arc<Slot>>>,
+    channels: Mutex<HashMap<String, ChannelEntry>>,
+    orphans: mpsc::UnboundedSender<Orphan>,
+    wake_suffix: String,
+}
+
+impl std::fmt::Debug for Waiters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiters")
+            .field("waiting", &lock(&self.slots).len())
+            .field("channels", &lock(&self.channels).len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The maps stay consistent under every panic point (single inserts and removes), so a
+    // poisoned mutex is still safe to use.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Waiters {
+    pub(crate) fn new(client_id: &str, orphans: mpsc::UnboundedSender<Orphan>) -> Self {
+        Self {
+            slots: Mutex::default(),
+            channels: Mutex::default(),
+            orphans,
+            wake_suffix: format!(":wake:{client_id}"),
+        }
+    }
+
+    /// Handles one RESP3 push message from the connection. Called on the connection's task, so
+    /// it only does map look-ups and non-blocking sends.
+    pub(crate) fn on_push(&self, info: PushInfo) {
+        match info.kind {
+            PushKind::Message | PushKind::SMessage => self.on_message(&info.data),
+            PushKind::Disconnection => {
+                // Grants published while we reconnect are lost: every waiter retries now.
+                for slot in lock(&self.slots).values() {
+                    slot.notify.notify_one();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_message(&self, data: &[Value]) {
+        let (Some(Value::BulkString(channel)), Some(Value::BulkString(payload))) =
+            (data.first(), data.get(1))
+        else {
+            return;
+        };
+        let Some(grant) = Grant::parse(payload) else {
+            tracing::warn!("dlock: ignoring a malformed message on a wake channel");
+            return;
+        };
+        let slot = lock(&self.slots).get(&grant.token).cloned();
+        match slot {
+            Some(slot) => slot.deliver(grant),
+            None => {
+                let lock_key = std::str::from_utf8(channel)
+                    .ok()
+                    .and_then(|c| c.strip_suffix(self.wake_suffix.as_str()));
+                if let Some(lock_key) = lock_key {
+                    // The receiver lives as long as the client; a send error means the client is
+                    // shutting down and the lease will simply expire.
+                    let _ = self.orphans.send(Orphan {
+                        lock_key: lock_key.to_owned(),
+                        token: grant.token,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Registers a waiting acquire call; the returned guard unregisters it.
+    pub(crate) fn register(self: &Arc<Self>, token: OwnerToken) -> Registration {
+        let slot = Arc::new(Slot::default());
+        lock(&self.slots).insert(token, slot.clone());
+        Registration {
+            waiters: self.clone(),
+            token,
+            slot,
+        }
+    }
+
+    /// Whether this client is subscribed to `channel` right now (a queued attempt can then be
+    /// sent without subscribing first).
+    pub(crate) fn is_subscribed(&self, channel: &str) -> bool {
+        lock(&self.channels)
+            .get(channel)
+            .is_some_and(|entry| entry.state.try_lock().is_ok_and(|subscribed| *subscribed))
+    }
+
+    /// Joins the users of `channel`, subscribing first if this is the first local waiter.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the membership is counted before the subscribe is awaited and released
+    /// when the future is dropped; the last member to leave unsubscribes unconditionally, which
+    /// also covers a subscribe that was sent but never confirmed.
+    pub(crate) async fn join(self: &Arc<Self>, conn: &Conn, channel: String) -> Result<Membership> {
+        let state = {
+            let mut channels = lock(&self.channels);
+            let entry = channels
+                .entry(channel.clone())
+                .or_insert_with(|| ChannelEntry {
+                    users: 0,
+                    state: Arc::default(),
+                });
+            entry.users += 1;
+            entry.state.clone()
+        };
+        let membership = Membership {
+            waiters: self.clone(),
+            conn: conn.clone(),
+            channel,
+        };
+        let mut subscribed = state.lock().await;
+        if !*subscribed {
+            conn.subscribe(&membership.channel)
+                .await
+                .map_err(|e| Error::from_redis("subscribe to the wake channel", e))?;
+            *subscribed = true;
+        }
+        Ok(membership)
+    }
+
+    /// Runs after the last local waiter of `channel` left: unsubscribes unless someone joined
+    /// again meanwhile, then forgets the channel.
+    async fn cleanup(self: Arc<Self>, conn: Conn, channel: String) {
+        let Some(state) = lock(&self.channels).get(&channel).map(|e| e.state.clone()) else {
+            return;
+        };
+        let mut subscribed = state.lock().await;
+        if lock(&self.channels)
+            .get(&channel)
+            .is_none_or(|entry| entry.users > 0)
+        {
+            return;
+        }
+        if let Err(e) = conn.unsubscribe(&channel).await {
+            // Redis is unreachable: the subscription may come back with the reconnect. That is
+            // harmless (grants for unknown tokens go to the janitor) and the next waiter to leave
+            // this channel unsubscribes again.
+            tracing::debug!(%channel, error = %e, "dlock: unsubscribe failed");
+        }
+        *subscribed = false;
+        let mut channels = lock(&self.channels);
+        if channels.get(&channel).is_some_and(|entry| entry.users == 0) {
+            channels.remove(&channel);
+        }
+    }
+
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        lock(&self.slots).len()
+    }
+}
+
+/// A waiting acquire call's entry in [`Waiters`]; unregisters on drop.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    waiters: Arc<Waiters>,
+    token: OwnerToken,
+    slot: Arc<Slot>,
+}
+
+impl Registration {
+    pub(crate) fn slot(&self) -> &Slot {
+        &self.slot
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        lock(&self.waiters.slots).remove(&self.token);
+    }
+}
+
+/// One local waiter's share of a wake-channel subscription; leaving is on drop.
+pub(crate) struct Membership {
+    waiters: Arc<Waiters>,
+    conn: Conn,
+    channel: String,
+}
+
+impl std::fmt::Debug for Membership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Membership")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let last = {
+            let mut channels = lock(&self.waiters.channels);
+            channels.get_mut(&self.channel).is_some_and(|entry| {
+                entry.users = entry.users.saturating_sub(1);
+                entry.users == 0
+            })
+        };
+        if !last {
+            return;
+        }
+        // Without a runtime the subscription stays until the connection closes; it is harmless
+        // (grants for unknown tokens are released by the janitor).
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(
+                self.waiters
+                    .clone()
+                    .cleanup(self.conn.clone(), std::mem::take(&mut self.channel)),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_parse_and_reach_their_slot() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let waiters = Arc::new(Waiters::new("c0ffee", tx));
+        let token = OwnerToken::generate().unwrap();
+        let registration = waiters.register(token);
+        assert_eq!(waiters.waiting(), 1);
+
+        let payload = format!("{} 17 1700000000000 2500", token.as_str());
+        let message = |payload: &str| PushInfo {
+            kind: PushKind::Message,
+            data: vec![
+                Value::BulkString(b"dlock:{a}:wake:c0ffee".to_vec()),
+                Value::BulkString(payload.as_bytes().to_vec()),
+            ],
+        };
+        waiters.on_push(message(&payload));
+        let grant = registration.slot().take_grant().unwrap();
+        assert_eq!(grant.fence, 17);
+        assert_eq!(grant.server_ms, 1_700_000_000_000);
+        assert_eq!(grant.lease, Duration::from_millis(2500));
+
+        // Once the waiter is gone the grant becomes an orphan for the janitor.
+        drop(registration);
+        assert_eq!(waiters.waiting(), 0);
+        waiters.on_push(message(&payload));
+        let orphan = rx.try_recv().unwrap();
+        assert_eq!(orphan.lock_key, "dlock:{a}");
+        assert_eq!(orphan.token, token);
+
+        // Garbage is ignored, not a panic.
+        waiters.on_push(message("not a grant"));
+        assert!(rx.try_recv().is_err());
+    }
+}

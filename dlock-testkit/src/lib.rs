@@ -1,0 +1,70 @@
+//! A real-Redis test harness for the dlock workspace (`publish = false`).
+//!
+//! Integration tests, examples and the benchmark run against real `redis-server` child
+//! processes, never a mock and never a system Redis service. Each server lives in its own temp
+//! dir on a free port of 127.0.0.1, with persistence off, and is SIGKILLed and reaped when its
+//! handle drops.
+//!
+//! - [`RedisServer`]: one standalone server, with fault injection: [`kill`](RedisServer::kill)
+//!   (a crash), [`restart`](RedisServer::restart) (same port, data lost),
+//!   [`pause`](RedisServer::pause) / [`resume`](RedisServer::resume) (SIGSTOP / SIGCONT).
+//! - [`RedisCluster`]: N masters (default 3) joined with `redis-cli --cluster create`, returned
+//!   once every node reports `cluster_state:ok`.
+//! - [`RedisNodes`]: N independent servers, for Redlock.
+//! - [`ChildGuard`]: any child process, killed and reaped on drop (multi-process tests).
+//!
+//! Every startup failure is a [`HarnessError`] whose text includes the command line and the tail
+//! of the server log, so a failing test explains itself.
+//!
+//! # Requirements
+//!
+//! `redis-server` and `redis-cli` (Redis 7): found through `DLOCK_REDIS_SERVER` /
+//! `DLOCK_REDIS_CLI`, else `PATH`, else `/usr/bin`. On Debian: `apt-get install -y redis-server
+//! redis-tools` (or `make deps`).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use dlock_testkit::RedisServer;
+//!
+//! let server = RedisServer::start()?;
+//! let mut con = server.connection()?;
+//! let pong: String = redis::cmd("PING").query(&mut con)?;
+//! assert_eq!(pong, "PONG");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layout
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `error` | [`HarnessError`] |
+//! | `binary` | locating `redis-server` / `redis-cli` |
+//! | `options` | [`ServerOptions`] and the server command line |
+//! | `port` | free ports (and free cluster bus ports) |
+//! | `launch` | spawning one server, waiting until it is ready (pid-checked), wiping data for a restart |
+//! | `server` | [`RedisServer`] |
+//! | `cluster` | [`RedisCluster`] |
+//! | `nodes` | [`RedisNodes`] |
+//! | `process` | [`ChildGuard`] and signals |
+
+mod binary;
+mod cluster;
+mod error;
+mod launch;
+mod nodes;
+mod options;
+mod port;
+mod process;
+mod server;
+
+pub use binary::{
+    REDIS_CLI_ENV, REDIS_SERVER_ENV, redis_cli_binary, redis_cli_binary_from, redis_server_binary,
+    redis_server_binary_from,
+};
+pub use cluster::RedisCluster;
+pub use error::HarnessError;
+pub use nodes::RedisNodes;
+pub use options::ServerOptions;
+pub use process::ChildGuard;
+pub use server::RedisServer;

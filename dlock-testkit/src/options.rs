@@ -1,0 +1,225 @@
+//! [`ServerOptions`]: how a `redis-server` is configured, and the command line built from it.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::Path;
+
+use crate::HarnessError;
+use crate::launch::LOG_FILE;
+
+/// Settings the harness owns: it must know them (port, files) or relies on them (foreground
+/// process). Setting them through [`ServerOptions::arg`] is rejected.
+const RESERVED: &[&str] = &[
+    "port",
+    "bind",
+    "dir",
+    "logfile",
+    "daemonize",
+    "cluster-enabled",
+    "cluster-config-file",
+];
+
+/// Configuration of a [`RedisServer`](crate::RedisServer) beyond the harness defaults.
+///
+/// Every server runs with `--port P --bind 127.0.0.1 --save "" --appendonly no --dir <tmp>
+/// --logfile <tmp>/redis.log --daemonize no --protected-mode no`, plus `--cluster-enabled yes
+/// --cluster-config-file <tmp>/nodes.conf --cluster-node-timeout 5000` for cluster nodes. Extra
+/// arguments come last, so they override the defaults that are not reserved (`save`,
+/// `appendonly`, `protected-mode`, `cluster-node-timeout`, …). Each value is passed as one
+/// argument, as with `redis-server --name value`.
+///
+/// If `requirepass` is set, [`RedisServer::url`](crate::RedisServer::url) carries the password
+/// and the harness authenticates with it.
+///
+/// # Example
+///
+/// ```no_run
+/// use dlock_testkit::{RedisServer, ServerOptions};
+///
+/// let server = RedisServer::start_with(
+///     ServerOptions::new()
+///         .arg("maxmemory", "10mb")
+///         .arg("maxmemory-policy", "noeviction"),
+/// )?;
+/// # Ok::<(), dlock_testkit::HarnessError>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct ServerOptions {
+    args: Vec<(String, String)>,
+    cluster: bool,
+}
+
+impl ServerOptions {
+    /// The harness defaults: a standalone server with no extra arguments.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let server = dlock_testkit::RedisServer::start_with(dlock_testkit::ServerOptions::new())?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a configuration argument, passed as `--name value` (a leading `--` on `name` is
+    /// accepted). Later arguments override earlier ones.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let options = dlock_testkit::ServerOptions::new().arg("maxmemory", "10mb");
+    /// ```
+    #[must_use]
+    pub fn arg(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let name = name.into();
+        let name = name.strip_prefix("--").unwrap_or(&name).to_owned();
+        self.args.push((name, value.into()));
+        self
+    }
+
+    /// Runs the server as a Redis Cluster node (`cluster-enabled yes`). Used by
+    /// [`RedisCluster`](crate::RedisCluster); a lone cluster node serves no slots.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let options = dlock_testkit::ServerOptions::new().cluster(true);
+    /// assert!(options.is_cluster());
+    /// ```
+    #[must_use]
+    pub fn cluster(mut self, enabled: bool) -> Self {
+        self.cluster = enabled;
+        self
+    }
+
+    /// The extra arguments, in order, names without `--`.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let options = dlock_testkit::ServerOptions::new().arg("--maxmemory", "10mb");
+    /// assert_eq!(options.args(), [("maxmemory".to_owned(), "10mb".to_owned())]);
+    /// ```
+    pub fn args(&self) -> &[(String, String)] {
+        &self.args
+    }
+
+    /// Whether the server runs as a cluster node.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// assert!(!dlock_testkit::ServerOptions::new().is_cluster());
+    /// ```
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// The value of `requirepass`, if set (the last one wins, as in Redis).
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.args
+            .iter()
+            .rev()
+            .find(|(name, _)| name.eq_ignore_ascii_case("requirepass"))
+            .map(|(_, value)| value.as_str())
+            .filter(|value| !value.is_empty())
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), HarnessError> {
+        match self
+            .args
+            .iter()
+            .find(|(name, _)| RESERVED.iter().any(|r| name.eq_ignore_ascii_case(r)))
+        {
+            Some((name, _)) => Err(HarnessError::new(format!(
+                "ServerOptions::arg(\"{name}\", ..): `{name}` is set by the harness and cannot be \
+                 overridden (reserved: {})",
+                RESERVED.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The `redis-server` arguments for a server on `port` keeping its files in `dir`.
+    pub(crate) fn command_args(&self, port: u16, dir: &Path) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut push = |name: &str, value: OsString| {
+            args.push(format!("--{name}").into());
+            args.push(value);
+        };
+        push("port", port.to_string().into());
+        push("bind", "127.0.0.1".into());
+        push("save", "".into());
+        push("appendonly", "no".into());
+        push("dir", dir.into());
+        push("logfile", dir.join(LOG_FILE).into());
+        push("daemonize", "no".into());
+        push("protected-mode", "no".into());
+        if self.cluster {
+            push("cluster-enabled", "yes".into());
+            push("cluster-config-file", dir.join("nodes.conf").into());
+            push("cluster-node-timeout", "5000".into());
+        }
+        for (name, value) in &self.args {
+            push(name, value.into());
+        }
+        args
+    }
+}
+
+impl fmt::Debug for ServerOptions {
+    /// Values of password settings (`requirepass`, `masterauth`) are redacted.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self { args, cluster } = self;
+        let args: Vec<(&str, &str)> = args
+            .iter()
+            .map(|(name, value)| {
+                let secret = ["pass", "auth"]
+                    .iter()
+                    .any(|s| name.to_ascii_lowercase().contains(s));
+                (name.as_str(), if secret { "<redacted>" } else { value })
+            })
+            .collect();
+        f.debug_struct("ServerOptions")
+            .field("args", &args)
+            .field("cluster", cluster)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_names_are_rejected_case_insensitively() {
+        assert!(
+            ServerOptions::new()
+                .arg("maxmemory", "1mb")
+                .validate()
+                .is_ok()
+        );
+        let error = ServerOptions::new().arg("--PORT", "1").validate().err();
+        assert!(error.is_some_and(|e| e.message().contains("set by the harness")));
+    }
+
+    #[test]
+    fn extra_args_come_after_the_defaults() {
+        let args = ServerOptions::new()
+            .cluster(true)
+            .arg("cluster-node-timeout", "1000")
+            .command_args(7000, Path::new("/tmp/x"));
+        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into()).collect();
+        assert_eq!(&args[..4], ["--port", "7000", "--bind", "127.0.0.1"]);
+        assert_eq!(&args[args.len() - 2..], ["--cluster-node-timeout", "1000"]);
+        assert!(args.contains(&"/tmp/x/redis.log".to_owned()));
+    }
+
+    #[test]
+    fn debug_redacts_passwords() {
+        let options = ServerOptions::new().arg("requirepass", "hunter2");
+        assert_eq!(options.password(), Some("hunter2"));
+        assert!(!format!("{options:?}").contains("hunter2"));
+    }
+}

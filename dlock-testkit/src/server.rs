@@ -1,0 +1,377 @@
+//! [`RedisServer`]: one `redis-server` child process in its own temp dir, with fault injection.
+//!
+//! Invariants: while `child` is `Some`, a process we spawned serves `port` (it was checked by pid
+//! at startup); the temp dir outlives every process that writes into it (fields drop in
+//! declaration order, and `Drop` kills the process first anyway).
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::launch::{LOG_FILE, LaunchError, launch, server_url, wipe_data};
+use crate::port::free_port;
+use crate::{ChildGuard, HarnessError, ServerOptions, redis_server_binary};
+
+/// How many fresh ports [`RedisServer::start_with`] tries when it keeps losing the port race.
+const START_ATTEMPTS: usize = 10;
+/// How long [`RedisServer::restart`] waits for its port to become free again.
+const RESTART_WINDOW: Duration = Duration::from_secs(5);
+/// Pause between restart attempts while the port is taken.
+const RESTART_RETRY_INTERVAL: Duration = Duration::from_millis(100);
+/// Timeout of [`RedisServer::connection`] (connect and connection setup).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One `redis-server` child process on 127.0.0.1, in its own temp dir, with no persistence.
+///
+/// Dropping it kills (SIGKILL, after SIGCONT if paused) and reaps the process, then removes the
+/// directory. If the test process itself is killed, the server outlives it: a parent's death
+/// cannot be tied to the child's without `unsafe` (`prctl` in `pre_exec`).
+///
+/// # Example
+///
+/// ```no_run
+/// use dlock_testkit::RedisServer;
+///
+/// let mut server = RedisServer::start()?;
+/// let mut con = server.connection()?;
+/// let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con)?;
+///
+/// server.restart()?; // same port, empty data
+/// let mut con = server.connection()?;
+/// let v: Option<String> = redis::cmd("GET").arg("k").query(&mut con)?;
+/// assert_eq!(v, None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RedisServer {
+    child: Option<ChildGuard>,
+    paused: AtomicBool,
+    port: u16,
+    binary: PathBuf,
+    options: ServerOptions,
+    dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts a standalone server with the default [`ServerOptions`] and waits until it answers.
+    ///
+    /// # Errors
+    ///
+    /// As [`start_with`](Self::start_with).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let server = dlock_testkit::RedisServer::start()?;
+    /// println!("{}", server.url());
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn start() -> Result<RedisServer, HarnessError> {
+        Self::start_with(ServerOptions::new())
+    }
+
+    /// Starts a server with `options` on a free port and waits (up to 10 s) until it answers
+    /// `PING`. A port taken by another process before the server could bind it is retried with
+    /// a new port, up to 10 times.
+    ///
+    /// # Errors
+    ///
+    /// When `redis-server` is not found, an option is reserved by the harness, the temp dir
+    /// cannot be created, or the server exits or does not answer in time. Startup errors include
+    /// the command line and the tail of the server's log and stderr.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use dlock_testkit::{RedisServer, ServerOptions};
+    ///
+    /// let server = RedisServer::start_with(ServerOptions::new().arg("maxmemory", "10mb"))?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn start_with(options: ServerOptions) -> Result<RedisServer, HarnessError> {
+        options.validate()?;
+        let binary = redis_server_binary()?;
+        let mut last_error = None;
+        for _ in 0..START_ATTEMPTS {
+            let dir = TempDir::with_prefix("dlock-testkit-")
+                .map_err(|e| HarnessError::new("cannot create a temp dir").with_source(e))?;
+            let port = free_port(options.is_cluster())?;
+            match launch(&binary, port, dir.path(), &options) {
+                Ok(child) => {
+                    return Ok(RedisServer {
+                        child: Some(child),
+                        paused: AtomicBool::new(false),
+                        port,
+                        binary,
+                        options,
+                        dir,
+                    });
+                }
+                Err(LaunchError::PortTaken(error)) => last_error = Some(error),
+                Err(LaunchError::Failed(error)) => return Err(error),
+            }
+        }
+        let error = HarnessError::new(format!(
+            "could not start redis-server: {START_ATTEMPTS} free ports in a row were taken \
+             before it could bind them"
+        ));
+        Err(match last_error {
+            Some(last) => error.with_source(last),
+            None => error,
+        })
+    }
+
+    /// The TCP port on 127.0.0.1 (unchanged by [`restart`](Self::restart)).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// let addr = format!("127.0.0.1:{}", server.port());
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The connection URL, `redis://127.0.0.1:PORT/` (`redis://:PASSWORD@127.0.0.1:PORT/` when
+    /// `requirepass` was configured).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// let client = redis::Client::open(server.url())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn url(&self) -> String {
+        server_url(self.port, self.options.password())
+    }
+
+    /// The server's process id; `None` after [`kill`](Self::kill) (until a restart).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let mut server = dlock_testkit::RedisServer::start()?;
+    /// assert!(server.pid().is_some());
+    /// server.kill();
+    /// assert_eq!(server.pid(), None);
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(ChildGuard::pid)
+    }
+
+    /// A new synchronous connection, for test setup and assertions (not for the code under
+    /// test, which brings its own async connections).
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached within 5 s: killed, paused, or crashed. The error
+    /// includes the tail of the server log.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// let mut con = server.connection()?;
+    /// let pong: String = redis::cmd("PING").query(&mut con)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connection(&self) -> Result<redis::Connection, HarnessError> {
+        redis::Client::open(self.url())
+            .and_then(|client| client.get_connection_with_timeout(CONNECT_TIMEOUT))
+            .map_err(|e| {
+                HarnessError::new(format!(
+                    "cannot connect to redis-server on port {}",
+                    self.port
+                ))
+                .with_file_tail("server log", &self.log_path())
+                .with_source(e)
+            })
+    }
+
+    /// Kills the server (SIGKILL, after SIGCONT if paused) and reaps it: a crash. The port then
+    /// refuses connections. Idempotent; never panics.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let mut server = dlock_testkit::RedisServer::start()?;
+    /// server.kill();
+    /// assert!(server.connection().is_err());
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if self.paused.swap(false, Ordering::SeqCst) {
+                // Not needed for SIGKILL to work, but leaves no stopped process behind if the
+                // kill itself fails.
+                let _ = child.cont();
+            }
+            child.kill();
+        }
+    }
+
+    /// Restarts the server with **empty data** on the same port: kills the running process (if
+    /// any), deletes every file of its directory but the logs, and starts a new process, waiting
+    /// up to 5 s for the port to be free. Models a restart that lost data; a cluster node comes
+    /// back as a fresh node that belongs to no cluster and serves no slots.
+    ///
+    /// # Errors
+    ///
+    /// When the data files cannot be removed, the port stays taken for 5 s, or the new process
+    /// fails to start (the error includes the log tail).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let mut server = dlock_testkit::RedisServer::start()?;
+    /// let port = server.port();
+    /// server.restart()?;
+    /// assert_eq!(server.port(), port);
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        self.kill();
+        wipe_data(self.dir.path())?;
+        let deadline = Instant::now() + RESTART_WINDOW;
+        loop {
+            match launch(&self.binary, self.port, self.dir.path(), &self.options) {
+                Ok(child) => {
+                    self.child = Some(child);
+                    return Ok(());
+                }
+                Err(LaunchError::PortTaken(error)) => {
+                    if Instant::now() >= deadline {
+                        return Err(HarnessError::new(format!(
+                            "cannot restart redis-server: port {} stayed taken for {} s",
+                            self.port,
+                            RESTART_WINDOW.as_secs()
+                        ))
+                        .with_source(error));
+                    }
+                    thread::sleep(RESTART_RETRY_INTERVAL);
+                }
+                Err(LaunchError::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// Freezes the server with SIGSTOP: connections stay open but nothing is answered, as with
+    /// a hung server or a network partition that drops packets. Undo with
+    /// [`resume`](Self::resume).
+    ///
+    /// # Errors
+    ///
+    /// When the server is not running (killed, or exited).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// server.pause()?;
+    /// // ... a lock holder's renewals now time out ...
+    /// server.resume()?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn pause(&self) -> Result<(), HarnessError> {
+        self.running()?.stop()?;
+        self.paused.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Lets a server frozen by [`pause`](Self::pause) run again (SIGCONT).
+    ///
+    /// # Errors
+    ///
+    /// When the server is not running (killed, or exited).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// server.pause()?;
+    /// server.resume()?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn resume(&self) -> Result<(), HarnessError> {
+        self.running()?.cont()?;
+        self.paused.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The content of the server's log file (all runs, if it was restarted); empty if unreadable.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// assert!(server.log().contains("Ready to accept connections"));
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn log(&self) -> String {
+        fs::read(self.log_path())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The server's directory (working dir, log files, `nodes.conf` of a cluster node). It is
+    /// removed when the server is dropped.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// println!("logs in {}", server.dir().display());
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join(LOG_FILE)
+    }
+
+    fn running(&self) -> Result<&ChildGuard, HarnessError> {
+        self.child.as_ref().ok_or_else(|| {
+            HarnessError::new(format!(
+                "redis-server on port {} is not running (it was killed)",
+                self.port
+            ))
+        })
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl fmt::Debug for RedisServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            child,
+            paused,
+            port,
+            binary,
+            options,
+            dir,
+        } = self;
+        f.debug_struct("RedisServer")
+            .field("port", port)
+            .field("pid", &child.as_ref().map(ChildGuard::pid))
+            .field("paused", &paused.load(Ordering::SeqCst))
+            .field("dir", &dir.path())
+            .field("binary", binary)
+            .field("options", options)
+            .finish()
+    }
+}

@@ -1,0 +1,91 @@
+//! Bad input gets a clear error that says what is wrong and how to fix it, never a panic.
+
+use std::time::Duration;
+
+use dlock_core::{Client, ErrorKind, MutexOptions};
+use redis::AsyncCommands;
+
+use crate::support::{client, raw, redis};
+
+#[tokio::test]
+async fn bad_names_ttls_and_labels_are_rejected_before_any_request() {
+    // Nothing listens on port 1: a request would fail with a connection error instead.
+    let c = Client::open("redis://127.0.0.1:1/").unwrap();
+    for (name, hint) in [
+        ("", "empty"),
+        ("order:{42}", "hash tag"),
+        ("line\nbreak", "control character"),
+    ] {
+        let err = c.mutex(name).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{name:?}");
+        assert!(err.to_string().contains(hint), "{err}");
+    }
+    let long = "x".repeat(dlock_core::MAX_NAME_LEN + 1);
+    assert!(c.mutex(&long).unwrap_err().to_string().contains("limit"));
+
+    for ttl in [
+        Duration::ZERO,
+        Duration::from_millis(5),
+        Duration::from_secs(2 * 86_400),
+    ] {
+        let err = c.mutex_with("n", MutexOptions::new().ttl(ttl)).unwrap_err();
+        assert!(err.is_invalid_input());
+        assert!(err.to_string().contains("accepted range"), "{err}");
+    }
+    let err = c
+        .mutex_with("n", MutexOptions::new().label("tab\there"))
+        .unwrap_err();
+    assert!(err.is_invalid_input());
+}
+
+#[tokio::test]
+async fn bad_client_settings_are_rejected() {
+    let err = Client::open("http://127.0.0.1/").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let err = Client::builder("redis://127.0.0.1/")
+        .key_prefix("app{x}:")
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("key prefix"), "{err}");
+    let err = Client::builder("redis://127.0.0.1/")
+        .default_ttl(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert!(err.is_invalid_input());
+    let err = Client::builder("redis://127.0.0.1/")
+        .command_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert!(err.is_invalid_input());
+}
+
+#[test]
+fn building_outside_a_runtime_is_an_error_not_a_panic() {
+    let err = Client::open("redis://127.0.0.1/").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NoRuntime);
+    assert!(err.to_string().contains("Tokio runtime"), "{err}");
+}
+
+#[tokio::test]
+async fn a_key_of_another_type_is_a_wrongtype_error() {
+    let server = redis();
+    let mut con = raw(&server).await;
+    let () = con.hset("dlock:{typed}", "field", "value").await.unwrap();
+    let err = client(&server)
+        .mutex("typed")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+    assert!(err.to_string().contains("another program"), "{err}");
+
+    let _: usize = con.lpush("dlock:{fence}:fence", "x").await.unwrap();
+    let err = client(&server)
+        .mutex("fence")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+}

@@ -1,0 +1,19 @@
+//! Workspace-level integration tests: every behaviour in its own file, all against real
+//! `redis-server` processes started by `dlock-testkit` (never a mock, never a system service).
+//! Multi-process behaviours start the `dlock-test-worker` binary.
+
+// A panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+mod cancel_acquire;
+mod fencing;
+mod guard_drop;
+mod holder_crash;
+mod invalid_input;
+mod mutex_exclusion;
+mod mutex_release;
+mod redis_down;
+mod retry_safety;
+mod wake_on_release;

@@ -1,0 +1,144 @@
+//! The worker process of the multi-process integration tests.
+//!
+//! Run with: `dlock-test-worker <command> key=value …` (started by the tests, not by hand).
+//!
+//! Commands:
+//! * `count url=… name=… tasks=4 limit=2000 wait_ms=30000 pause_us=200` — `tasks` tasks loop:
+//!   take a ticket (`INCR <name>:tickets`, stop past `limit`), acquire the lock, check that
+//!   nobody else is inside (`INCR <name>:inside` must answer 1), read-pause-write the counter
+//!   `<name>:counter` (a non-atomic increment that loses updates without mutual exclusion),
+//!   append the fencing token to `<name>:fences`, leave, release. Prints
+//!   `acquired=N overlaps=N timeouts=N` on exit.
+//! * `hold url=… name=… ttl_ms=…` — acquire (waiting), print `acquired <fence>`, then sleep until
+//!   killed.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dlock_core::{Client, MutexOptions};
+use redis::AsyncCommands;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_default();
+    let opts: HashMap<String, String> = args
+        .filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&format!("error runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match command.as_str() {
+            "count" => count(&opts).await,
+            "hold" => hold(&opts).await,
+            other => Err(format!("unknown command {other:?}").into()),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&format!("error {e}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn report(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // The parent reads stdout; if it went away there is nobody to tell.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn opt<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str, BoxError> {
+    opts.get(key)
+        .map(String::as_str)
+        .ok_or_else(|| format!("missing {key}=…").into())
+}
+
+fn num(opts: &HashMap<String, String>, key: &str, default: u64) -> Result<u64, BoxError> {
+    opts.get(key).map_or(Ok(default), |v| Ok(v.parse()?))
+}
+
+async fn count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let url = opt(opts, "url")?;
+    let name = opt(opts, "name")?.to_owned();
+    let tasks = num(opts, "tasks", 4)?;
+    let limit = num(opts, "limit", 2000)?;
+    let wait = Duration::from_millis(num(opts, "wait_ms", 30_000)?);
+    let pause = Duration::from_micros(num(opts, "pause_us", 200)?);
+    let client = Client::open(url)?;
+    let lock = client.mutex_with(&name, MutexOptions::new().ttl(Duration::from_secs(10)))?;
+    let plain = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let stats = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (lock, mut con, stats, name) =
+            (lock.clone(), plain.clone(), stats.clone(), name.clone());
+        handles.push(tokio::spawn(async move {
+            loop {
+                let ticket: u64 = con.incr(format!("{name}:tickets"), 1).await?;
+                if ticket > limit {
+                    return Ok::<(), BoxError>(());
+                }
+                let guard = match lock.acquire_timeout(wait).await {
+                    Ok(guard) => guard,
+                    Err(e) if e.is_busy() => {
+                        stats[2].fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                let inside: u64 = con.incr(format!("{name}:inside"), 1).await?;
+                if inside != 1 {
+                    stats[1].fetch_add(1, Ordering::Relaxed);
+                }
+                let value: Option<u64> = con.get(format!("{name}:counter")).await?;
+                tokio::time::sleep(pause).await;
+                let () = con
+                    .set(format!("{name}:counter"), value.unwrap_or(0) + 1)
+                    .await?;
+                let _: u64 = con
+                    .rpush(format!("{name}:fences"), guard.fencing_token().get())
+                    .await?;
+                let _: i64 = con.decr(format!("{name}:inside"), 1).await?;
+                stats[0].fetch_add(1, Ordering::Relaxed);
+                guard.release().await?;
+            }
+        }));
+    }
+    for handle in handles {
+        handle.await??;
+    }
+    report(&format!(
+        "acquired={} overlaps={} timeouts={}",
+        stats[0].load(Ordering::Relaxed),
+        stats[1].load(Ordering::Relaxed),
+        stats[2].load(Ordering::Relaxed)
+    ));
+    Ok(())
+}
+
+async fn hold(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let client = Client::open(opt(opts, "url")?)?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 2_000)?);
+    let lock = client.mutex_with(opt(opts, "name")?, MutexOptions::new().ttl(ttl))?;
+    let guard = lock.acquire().await?;
+    report(&format!("acquired {}", guard.fencing_token()));
+    // Hold until killed: the test SIGKILLs or SIGSTOPs this process.
+    std::future::pending::<()>().await;
+    drop(guard);
+    Ok(())
+}
