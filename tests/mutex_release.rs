@@ -27,7 +27,11 @@ async fn held_lock_is_not_acquired_twice() {
     let server = redis();
     let lock = client(&server).mutex("twice").unwrap();
     let _held = lock.try_acquire().await.unwrap().expect("free lock");
-    assert!(lock.try_acquire().await.unwrap().is_none());
+    // Another task of the same client is another owner …
+    let same_client = lock.clone();
+    let from_task = tokio::spawn(async move { same_client.try_acquire().await.unwrap().is_none() });
+    assert!(from_task.await.unwrap());
+    // … and so is another client (another process).
     let other = client(&server).mutex("twice").unwrap();
     assert!(other.try_acquire().await.unwrap().is_none());
 }
@@ -62,7 +66,8 @@ async fn expired_owner_cannot_release_or_extend_the_new_holder() {
     assert_eq!(stale.release().await.unwrap(), ReleaseOutcome::TakenOver);
 
     // The new holder still holds it, and only it can release it.
-    assert!(new_owner.try_acquire().await.unwrap().is_none());
+    let probe = client(&server).mutex("taken").unwrap();
+    assert!(probe.try_acquire().await.unwrap().is_none());
     assert_eq!(fresh.release().await.unwrap(), ReleaseOutcome::Released);
 }
 

@@ -37,6 +37,7 @@ async fn release(con: &mut redis::aio::MultiplexedConnection, token: &str) -> i6
         .arg(token)
         .arg("")
         .arg("PUBLISH")
+        .arg("")
         .invoke_async(con)
         .await
         .unwrap()
@@ -91,14 +92,14 @@ async fn a_repeated_release_never_touches_the_next_owner() {
     );
     assert_eq!(acquire(&mut con, B, "try", "").await[0], 1);
     assert_eq!(release(&mut con, A).await, -1, "held by another owner");
-    let extended: i64 = redis::Script::new(EXTEND)
+    let extended: Vec<i64> = redis::Script::new(EXTEND)
         .key(KEYS[0])
         .arg(A)
         .arg(60_000)
         .invoke_async(&mut con)
         .await
         .unwrap();
-    assert_eq!(extended, -1);
+    assert_eq!(extended, vec![-1]);
     let value: String = con.get(KEYS[0]).await.unwrap();
     assert!(value.starts_with(B), "B still holds the lock");
 }

@@ -13,9 +13,11 @@ use crate::error::{Error, Result};
 use crate::key::{LockKeys, validate_name, validate_prefix};
 use crate::lease::validate_ttl;
 use crate::mutex::{Mutex, MutexOptions};
+use crate::reentry::HeldLocks;
 use crate::scripts;
 use crate::token::client_id;
 use crate::wait::{Orphan, Waiters};
+use crate::watchdog::Watchdog;
 
 /// Default key prefix: every key dlock writes starts with it.
 pub const DEFAULT_KEY_PREFIX: &str = "dlock:";
@@ -57,6 +59,8 @@ pub(crate) struct Shared {
     /// `<host>\x1f<pid>`: who holds a lock, for introspection.
     pub(crate) holder: String,
     pub(crate) waiters: Arc<Waiters>,
+    pub(crate) held: HeldLocks,
+    pub(crate) watchdog: Watchdog,
 }
 
 #[derive(Clone, Debug)]
@@ -198,6 +202,8 @@ impl ClientBuilder {
             client_id,
             holder: holder_identity(),
             waiters,
+            held: HeldLocks::default(),
+            watchdog: Watchdog::default(),
         });
         runtime.spawn(janitor(Arc::downgrade(&shared), orphan_rx));
         Ok(Client { shared })
@@ -292,16 +298,17 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// As [`Client::mutex`], plus an out-of-range TTL ([`crate::MIN_TTL`] ..= [`crate::MAX_TTL`])
-    /// or a label longer than [`MAX_LABEL_LEN`] bytes or with control characters.
+    /// As [`Client::mutex`], plus an out-of-range TTL ([`crate::MIN_TTL`] ..= [`crate::MAX_TTL`]),
+    /// a watchdog interval longer than half the TTL, a `max_hold` below the minimum TTL, or a
+    /// label longer than [`MAX_LABEL_LEN`] bytes or with control characters.
     pub fn mutex_with(&self, name: &str, options: MutexOptions) -> Result<Mutex> {
         validate_name(name)?;
         let ttl = validate_ttl(options.ttl.unwrap_or(self.shared.config.default_ttl))?;
-        let label = options.label.unwrap_or_default();
-        validate_label(&label)?;
+        let label = options.label.as_deref().unwrap_or_default();
+        validate_label(label)?;
         let keys = LockKeys::new(&self.shared.config.key_prefix, name);
         let meta = format!("{}\x1f{label}", self.shared.holder);
-        Ok(Mutex::new(self.shared.clone(), keys, ttl, meta.into()))
+        Mutex::new(self.shared.clone(), keys, ttl, &options, meta.into())
     }
 
     /// The prefix of every key this client writes.
@@ -328,12 +335,15 @@ impl fmt::Debug for Client {
             client_id,
             holder,
             waiters,
+            held: _,
+            watchdog,
         } = &*self.shared;
         f.debug_struct("Client")
             .field("config", config)
             .field("client_id", client_id)
             .field("holder", holder)
             .field("waiters", waiters)
+            .field("watchdog", watchdog)
             .finish_non_exhaustive()
     }
 }
@@ -377,7 +387,8 @@ impl Shared {
                 .key(&*keys.queue)
                 .arg(token.as_bytes())
                 .arg(entry.as_deref().unwrap_or(""))
-                .arg(shared.conn.publish_command());
+                .arg(shared.conn.publish_command())
+                .arg("");
             match shared
                 .eval::<i64>(&invocation, "background release", &keys.name)
                 .await

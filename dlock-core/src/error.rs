@@ -41,6 +41,10 @@ pub enum ErrorKind {
     /// The guard's lease is gone: it expired, was taken over by another owner, or was removed by
     /// an operator. The protected work must stop; anything it writes may race another holder.
     LeaseLost,
+    /// A reentrancy rule was broken: the current task acquired a lock it already holds through
+    /// a non-reentrant handle (waiting would never end), or released an outer reentrant guard
+    /// while an inner one was still held. A bug in the caller: fix the nesting.
+    Reentrancy,
     /// The operating system failed a request dlock made (its random number generator). Nothing
     /// was sent to Redis; retrying may help if the failure was transient.
     System,
@@ -58,6 +62,7 @@ impl ErrorKind {
             Self::Redis => "redis error",
             Self::NoRuntime => "no tokio runtime",
             Self::LeaseLost => "lease lost",
+            Self::Reentrancy => "reentrancy misuse",
             Self::System => "system error",
         }
     }

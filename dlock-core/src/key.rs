@@ -69,7 +69,7 @@ pub(crate) struct LockKeys {
     /// The lock name as the user gave it.
     pub(crate) name: Box<str>,
     /// The key holding the owner token and holder metadata while the lock is held.
-    pub(crate) lock: Box<str>,
+    pub(crate) lock: Arc<str>,
     /// The fencing counter; never expires.
     pub(crate) fence: Box<str>,
     /// The FIFO list of waiters (queue entries).

@@ -67,19 +67,25 @@
 mod client;
 mod conn;
 mod error;
+mod guard;
+mod inspect;
 mod key;
 mod lease;
 mod mutex;
+mod reentry;
 mod scripts;
 mod token;
 mod wait;
+mod watchdog;
 
 pub use client::{
     Client, ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
     DEFAULT_TTL, MAX_LABEL_LEN,
 };
 pub use error::{Error, ErrorKind, Result};
+pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
+pub use inspect::HolderInfo;
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
-pub use lease::{MAX_TTL, MIN_TTL};
-pub use mutex::{ExtendOutcome, Mutex, MutexGuard, MutexOptions, ReleaseOutcome};
+pub use lease::{Lease, LeaseLost, LostReason, MAX_TTL, MIN_TTL};
+pub use mutex::{Mutex, MutexOptions, OnLost, Wait};
 pub use token::FencingToken;

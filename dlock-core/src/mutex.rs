@@ -1,11 +1,14 @@
-//! The distributed mutex: [`Mutex`] (a handle on one lock name) and [`MutexGuard`] (one held
-//! acquisition).
+//! The distributed mutex: [`Mutex`] (a handle on one lock name), its [`MutexOptions`], and
+//! [`Mutex::with_lock`] (run a future under the lock, stopped if the lease is lost).
 //!
 //! Every state change is one Lua script (`scripts/*.lua`): acquire takes the lock or queues the
 //! caller in one round trip, release hands the lock to the oldest live waiter, extend renews the
-//! lease; release and extend check the owner token. Waiting is push-based, see [`crate::wait`].
+//! lease; release and extend check the owner token. Waiting is push-based (see `wait.rs`);
+//! renewal is the watchdog's (`watchdog.rs`); holds and reentrancy are in `guard.rs` and
+//! `reentry.rs`.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,48 +16,171 @@ use tracing::Instrument;
 
 use crate::client::Shared;
 use crate::error::{Error, ErrorKind, Result};
+use crate::guard::MutexGuard;
 use crate::key::LockKeys;
-use crate::lease::{self, validate_ttl};
+use crate::lease::{self, LeaseCore, NewLease, Renewal};
 use crate::scripts;
-use crate::token::{FencingToken, OwnerToken};
+use crate::token::OwnerToken;
 use crate::wait::{Grant, Registration};
 
 /// The shortest pause between two attempts of a waiting acquire (when the holder's remaining
 /// lease is about to run out).
 const MIN_NAP: Duration = Duration::from_millis(1);
 
+/// What [`Mutex::with_lock`] does when the lease is lost while its future runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the future and return an [`ErrorKind::LeaseLost`] error (default): work that is no
+    /// longer exclusive stops at its next `.await`.
+    #[default]
+    Cancel,
+    /// Let the future finish; it learns of the loss through its [`crate::Lease`]
+    /// (`lost()`, `cancellation_token()`) and decides itself.
+    Signal,
+}
+
+/// How long [`Mutex::with_lock`] waits for the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
+    /// Try once; [`ErrorKind::Busy`] if held.
+    No,
+    /// Wait up to this long; [`ErrorKind::Busy`] afterwards.
+    AtMost(Duration),
+    /// Wait without a limit.
+    Forever,
+}
+
+impl From<Duration> for Wait {
+    fn from(wait: Duration) -> Self {
+        Self::AtMost(wait)
+    }
+}
+
 /// Options of a [`Mutex`] handle; see [`crate::Client::mutex_with`].
 ///
 /// ```
 /// use std::time::Duration;
 /// let options = dlock_core::MutexOptions::new()
-///     .ttl(Duration::from_secs(10))
+///     .ttl(Duration::from_secs(10)) // the lease
+///     .watchdog()                    // renewed every 10 s / 3 while held …
+///     .max_hold(Duration::from_secs(600)) // … for at most 10 minutes
 ///     .label("nightly-report");
 /// # let _ = options;
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct MutexOptions {
     pub(crate) ttl: Option<Duration>,
     pub(crate) label: Option<String>,
+    pub(crate) watchdog: bool,
+    pub(crate) renew_every: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) reentrant: bool,
+    pub(crate) on_lost: OnLost,
+}
+
+impl Default for MutexOptions {
+    fn default() -> Self {
+        Self {
+            ttl: None,
+            label: None,
+            watchdog: false,
+            renew_every: None,
+            max_hold: None,
+            reentrant: true,
+            on_lost: OnLost::Cancel,
+        }
+    }
 }
 
 impl MutexOptions {
-    /// Options with every default: the client's default TTL, no label.
+    /// Options with every default: the client's default TTL as a fixed lease, no label,
+    /// reentrant, [`OnLost::Cancel`].
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The lease of each acquisition, from [`crate::MIN_TTL`] to [`crate::MAX_TTL`]. A holder that
-    /// crashes keeps everyone else out for at most this long.
+    /// The lease, from [`crate::MIN_TTL`] to [`crate::MAX_TTL`]. A holder that crashes keeps
+    /// everyone else out for at most this long.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
     }
 
-    /// A short free-text label stored with the holder's host and pid, for operators.
+    /// Renew the lease while the lock is held (the watchdog), every third of the lease unless
+    /// [`MutexOptions::renew_every`] says otherwise. Without it the lease is fixed: it runs out
+    /// after the TTL unless you [`MutexGuard::extend`] it.
+    pub fn watchdog(mut self) -> Self {
+        self.watchdog = true;
+        self
+    }
+
+    /// Renewal interval of the watchdog (implies [`MutexOptions::watchdog`]); must leave room
+    /// before the lease runs out (at most half the TTL).
+    pub fn renew_every(mut self, interval: Duration) -> Self {
+        self.watchdog = true;
+        self.renew_every = Some(interval);
+        self
+    }
+
+    /// Stop renewing after the lock has been held this long, so that a hung holder eventually
+    /// loses the lock (implies [`MutexOptions::watchdog`]). The lease is shortened so that the
+    /// lock is free by then.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.watchdog = true;
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Whether a task that already holds this lock may acquire it again (default `true`): the
+    /// new guard shares the lease and the fencing token, costs no round trip, and the lock is
+    /// released with the outermost guard. With `false`, such an acquire fails with
+    /// [`ErrorKind::Reentrancy`] instead of waiting for itself.
+    ///
+    /// Reentrancy is scoped to the Tokio task (not the thread); a spawned task is another owner.
+    pub fn reentrant(mut self, reentrant: bool) -> Self {
+        self.reentrant = reentrant;
+        self
+    }
+
+    /// What [`Mutex::with_lock`] does when the lease is lost (default [`OnLost::Cancel`]).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.on_lost = on_lost;
+        self
+    }
+
+    /// A short free-text label stored with the holder's host and pid, for operators
+    /// ([`crate::Client::inspect`]).
     pub fn label(mut self, label: impl Into<String>) -> Self {
         self.label = Some(label.into());
         self
+    }
+
+    /// Checks the options against the effective TTL and says how the lease is kept.
+    pub(crate) fn renewal(&self, ttl: Duration) -> Result<Renewal> {
+        if !self.watchdog {
+            return Ok(Renewal::Fixed);
+        }
+        let interval = self.renew_every.unwrap_or(ttl / 3);
+        if interval.is_zero() || interval > ttl / 2 {
+            return Err(Error::invalid(format!(
+                "watchdog renewal interval {interval:?} must be greater than zero and at most \
+                 half the lease ({ttl:?}), so that a failed renewal can be retried in time"
+            )));
+        }
+        if let Some(max_hold) = self.max_hold
+            && max_hold < lease::MIN_TTL
+        {
+            return Err(Error::invalid(format!(
+                "max_hold {max_hold:?} is shorter than the minimum lease {:?}",
+                lease::MIN_TTL
+            )));
+        }
+        Ok(Renewal::Watchdog {
+            interval,
+            max_hold: self.max_hold,
+        })
     }
 }
 
@@ -79,6 +205,9 @@ pub struct Mutex {
     shared: Arc<Shared>,
     keys: Arc<LockKeys>,
     ttl: Duration,
+    renewal: Renewal,
+    reentrant: bool,
+    on_lost: OnLost,
     /// Holder metadata stored with the lock: `<host>\x1f<pid>\x1f<label>`.
     meta: Arc<str>,
 }
@@ -105,19 +234,31 @@ enum Attempt {
     Held { pttl: Duration, server_ms: i64 },
 }
 
+/// A lock just taken in Redis, before it becomes a lease.
+struct Taken {
+    token: OwnerToken,
+    fence: u64,
+    safe_until: Instant,
+    registration: Option<Registration>,
+}
+
 impl Mutex {
     pub(crate) fn new(
         shared: Arc<Shared>,
         keys: Arc<LockKeys>,
         ttl: Duration,
+        options: &MutexOptions,
         meta: Arc<str>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self> {
+        Ok(Self {
+            renewal: options.renewal(ttl)?,
+            reentrant: options.reentrant,
+            on_lost: options.on_lost,
             shared,
             keys,
             ttl,
             meta,
-        }
+        })
     }
 
     /// The lock name.
@@ -125,24 +266,30 @@ impl Mutex {
         &self.keys.name
     }
 
-    /// The lease each acquisition gets.
+    /// The lease each acquisition gets (renewed by the watchdog if enabled).
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
 
     /// Takes the lock if it is free, without waiting: one round trip.
     ///
-    /// Returns `Ok(None)` when another owner holds it.
+    /// Returns `Ok(None)` when another owner holds it. If the current task already holds it, a
+    /// reentrant mutex returns a nested guard (no round trip) and a non-reentrant one fails with
+    /// [`ErrorKind::Reentrancy`].
     ///
     /// # Errors
     /// [`ErrorKind::Connection`] or [`ErrorKind::Timeout`] when Redis does not answer within the
-    /// command timeout; [`ErrorKind::WrongType`] when the lock's key holds another type.
+    /// command timeout; [`ErrorKind::WrongType`] when the lock's key holds another type;
+    /// [`ErrorKind::Reentrancy`] as above.
     ///
     /// # Cancel safety
     /// Cancel safe. If the future is dropped after the request was sent, the lock may have been
     /// taken on the server; it is released in the background (owner-checked), so nothing stays
     /// held by an acquisition nobody knows about.
     pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
+        if let Some(guard) = self.reenter()? {
+            return Ok(Some(guard));
+        }
         let token = OwnerToken::generate()?;
         let mut cleanup = Cleanup::new(self, token);
         let sent = Instant::now();
@@ -151,7 +298,13 @@ impl Mutex {
         Ok(match outcome {
             Attempt::Acquired { fence, pttl } => {
                 tracing::debug!(lock = %self.keys.name, fence, "dlock: acquired");
-                Some(self.guard(token, fence, lease::safe_until(sent, pttl, self.ttl), None))
+                let safe_until = lease::safe_until(sent, pttl, self.ttl);
+                Some(self.hold(Taken {
+                    token,
+                    fence,
+                    safe_until,
+                    registration: None,
+                }))
             }
             Attempt::Held { pttl, .. } => {
                 tracing::debug!(lock = %self.keys.name, pttl_ms = pttl.as_millis(), "dlock: held by another owner");
@@ -189,33 +342,137 @@ impl Mutex {
         self.acquire_until(Some(wait)).await
     }
 
+    /// Runs `work` while holding the lock, then releases it.
+    ///
+    /// `work` receives the [`crate::Lease`] (fencing token, `lost()`, cancellation token). With
+    /// [`OnLost::Cancel`] (the default) the future is dropped as soon as the lease is lost and
+    /// the call returns an [`ErrorKind::LeaseLost`] error; with [`OnLost::Signal`] it runs to the
+    /// end and reacts itself. Combine with [`MutexOptions::watchdog`] for work of unknown length.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// use std::time::Duration;
+    /// use dlock_core::{MutexOptions, Wait};
+    /// let lock = client.mutex_with("report", MutexOptions::new().watchdog())?;
+    /// let rows = lock
+    ///     .with_lock(Wait::AtMost(Duration::from_secs(5)), |lease| async move {
+    ///         // … exclusive work; lease.fencing_token() goes to the storage …
+    ///         42
+    ///     })
+    ///     .await?;
+    /// # let _ = rows; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::Busy`] when the lock stays held for the whole wait, [`ErrorKind::LeaseLost`]
+    /// when the lease is lost under [`OnLost::Cancel`], otherwise as [`Mutex::acquire`]. If the
+    /// final release fails, the work's output is still returned (the lease then expires).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future drops `work` and releases the lock in the background.
+    pub async fn with_lock<F, Fut, T>(&self, wait: Wait, work: F) -> Result<T>
+    where
+        F: FnOnce(crate::Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = match wait {
+            Wait::No => self
+                .try_acquire()
+                .await?
+                .ok_or_else(|| self.busy(Duration::ZERO))?,
+            Wait::AtMost(wait) => self.acquire_timeout(wait).await?,
+            Wait::Forever => self.acquire().await?,
+        };
+        let lease = guard.lease();
+        let body = work(lease.clone());
+        let output = match self.on_lost {
+            OnLost::Signal => body.await,
+            OnLost::Cancel => {
+                tokio::pin!(body);
+                tokio::select! {
+                    biased;
+                    output = &mut body => output,
+                    lost = lease.lost() => {
+                        drop(guard);
+                        return Err(lost.into_error(&self.keys.name));
+                    }
+                }
+            }
+        };
+        match guard.release().await {
+            Ok(outcome) if !outcome.was_held() => {
+                tracing::warn!(lock = %self.keys.name, ?outcome, "dlock: the work finished after its lease was lost");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(lock = %self.keys.name, error = %e, "dlock: release after the work failed; the lease will expire");
+            }
+        }
+        Ok(output)
+    }
+
+    fn busy(&self, waited: Duration) -> Error {
+        Error::new(
+            ErrorKind::Busy,
+            format!(
+                "lock `{}` was held by another owner for the whole wait of {waited:?}",
+                self.keys.name
+            ),
+        )
+    }
+
+    /// A nested hold if the current task holds this lock already.
+    fn reenter(&self) -> Result<Option<MutexGuard>> {
+        let held = self
+            .shared
+            .held
+            .reenter(&self.keys.lock, &self.keys.name, self.reentrant)?;
+        Ok(held.map(|(lease, depth)| {
+            tracing::debug!(lock = %self.keys.name, depth, "dlock: re-entered");
+            MutexGuard::new(lease, depth)
+        }))
+    }
+
+    /// Turns a lock just taken in Redis into a lease with its first hold.
+    fn hold(&self, taken: Taken) -> MutexGuard {
+        let lease = LeaseCore::new(NewLease {
+            shared: self.shared.clone(),
+            keys: self.keys.clone(),
+            token: taken.token,
+            fence: taken.fence,
+            ttl: self.ttl,
+            safe_until: taken.safe_until,
+            renewal: self.renewal,
+            registration: taken.registration,
+        });
+        self.shared.held.insert(&lease);
+        self.shared.watchdog.register(&self.shared, &lease);
+        MutexGuard::new(lease, 1)
+    }
+
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<MutexGuard> {
+        if let Some(guard) = self.reenter()? {
+            return Ok(guard);
+        }
         let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name);
         let started = Instant::now();
         let deadline = wait.and_then(|w| started.checked_add(w));
-        let result = self.acquire_inner(deadline).instrument(span).await;
-        if let Ok(guard) = &result {
-            tracing::debug!(
-                lock = %self.keys.name,
-                fence = guard.fence.get(),
-                waited_us = started.elapsed().as_micros(),
-                "dlock: acquired"
-            );
+        match self.acquire_inner(deadline).instrument(span).await {
+            Ok(taken) => {
+                tracing::debug!(
+                    lock = %self.keys.name,
+                    fence = taken.fence,
+                    waited_us = started.elapsed().as_micros(),
+                    "dlock: acquired"
+                );
+                Ok(self.hold(taken))
+            }
+            Err(e) if e.is_busy() => Err(self.busy(started.elapsed())),
+            Err(e) => Err(e),
         }
-        result.map_err(|e| match e.kind() {
-            ErrorKind::Busy => Error::new(
-                ErrorKind::Busy,
-                format!(
-                    "lock `{}` was held by another owner for the whole wait of {:?}",
-                    self.keys.name,
-                    started.elapsed()
-                ),
-            ),
-            _ => e,
-        })
     }
 
-    async fn acquire_inner(&self, deadline: Option<Instant>) -> Result<MutexGuard> {
+    async fn acquire_inner(&self, deadline: Option<Instant>) -> Result<Taken> {
         let token = OwnerToken::generate()?;
         let mut cleanup = Cleanup::new(self, token);
         let channel = self.keys.wake_channel(&self.shared.client_id);
@@ -229,7 +486,12 @@ impl Mutex {
             match outcome {
                 Attempt::Acquired { fence, pttl } => {
                     let safe_until = lease::safe_until(sent, pttl, self.ttl);
-                    return Ok(self.guard(token, fence, safe_until, None));
+                    return Ok(Taken {
+                        token,
+                        fence,
+                        safe_until,
+                        registration: None,
+                    });
                 }
                 Attempt::Held { pttl, .. } => {
                     tracing::debug!(pttl_ms = pttl.as_millis(), "dlock: contended; waiting");
@@ -260,8 +522,12 @@ impl Mutex {
             match self.attempt(token, mode, &entry).await? {
                 Attempt::Acquired { fence, pttl } => {
                     cleanup.disarm();
-                    let safe_until = lease::safe_until(sent, pttl, self.ttl);
-                    return Ok(self.guard(token, fence, safe_until, Some(registration)));
+                    return Ok(Taken {
+                        token,
+                        fence,
+                        safe_until: lease::safe_until(sent, pttl, self.ttl),
+                        registration: Some(registration),
+                    });
                 }
                 Attempt::Held { .. } if last => {
                     cleanup.disarm();
@@ -276,8 +542,12 @@ impl Mutex {
                         () = registration.slot().notified() => {
                             if let Some(grant) = registration.slot().take_grant() {
                                 cleanup.disarm();
-                                let safe_until = granted_safe_until(&grant, sent, server_ms);
-                                return Ok(self.guard(token, grant.fence, safe_until, Some(registration)));
+                                return Ok(Taken {
+                                    token,
+                                    fence: grant.fence,
+                                    safe_until: granted_safe_until(&grant, sent, server_ms),
+                                    registration: Some(registration),
+                                });
                             }
                             // A nudge without a grant (reconnect): retry now.
                         }
@@ -316,25 +586,6 @@ impl Mutex {
             _ => Err(unexpected("acquire", &reply)),
         }
     }
-
-    fn guard(
-        &self,
-        token: OwnerToken,
-        fence: u64,
-        safe_until: Instant,
-        registration: Option<Registration>,
-    ) -> MutexGuard {
-        MutexGuard {
-            shared: self.shared.clone(),
-            keys: self.keys.clone(),
-            token,
-            fence: FencingToken::new(fence),
-            ttl: self.ttl,
-            safe_until,
-            done: false,
-            _registration: registration,
-        }
-    }
 }
 
 impl fmt::Debug for Mutex {
@@ -343,11 +594,17 @@ impl fmt::Debug for Mutex {
             shared: _,
             keys,
             ttl,
+            renewal,
+            reentrant,
+            on_lost,
             meta: _,
         } = self;
         f.debug_struct("Mutex")
             .field("name", &keys.name)
             .field("ttl", ttl)
+            .field("renewal", renewal)
+            .field("reentrant", reentrant)
+            .field("on_lost", on_lost)
             .finish_non_exhaustive()
     }
 }
@@ -369,7 +626,7 @@ fn millis_or(ms: i64, ttl: Duration) -> Duration {
     u64::try_from(ms).map_or(ttl, Duration::from_millis)
 }
 
-fn unexpected(op: &str, reply: &[i64]) -> Error {
+pub(crate) fn unexpected(op: &str, reply: &[i64]) -> Error {
     Error::protocol(format!(
         "{op}: unexpected script reply {reply:?}; is the server Redis 6.2 or newer and the key \
          written only by dlock?"
@@ -416,199 +673,5 @@ impl Drop for Cleanup<'_> {
                 self.entry.take(),
             );
         }
-    }
-}
-
-/// What [`MutexGuard::release`] found on the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReleaseOutcome {
-    /// We still owned the lock and released it (handing it to the next waiter, if any).
-    Released,
-    /// The lease had expired and nobody holds the lock: nothing was changed.
-    Expired,
-    /// The lease had expired and another owner holds the lock now: it was left untouched.
-    /// Whatever the guard protected may have overlapped with that owner.
-    TakenOver,
-}
-
-impl ReleaseOutcome {
-    /// Whether we still owned the lock when releasing it.
-    pub fn was_held(self) -> bool {
-        self == Self::Released
-    }
-}
-
-/// What [`MutexGuard::extend`] found on the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ExtendOutcome {
-    /// We still owned the lock; it now has the new lease.
-    Extended,
-    /// The lease had expired and nobody holds the lock: nothing was re-created.
-    Expired,
-    /// The lease had expired and another owner holds the lock now: it was left untouched.
-    TakenOver,
-}
-
-/// One held acquisition of a [`Mutex`].
-///
-/// Release it with [`MutexGuard::release`], which reports whether we still owned the lock.
-/// Dropping the guard instead releases it in the background, best effort: it never blocks and
-/// never panics, also outside a runtime, where the lease simply expires.
-///
-/// ```no_run
-/// # async fn demo(lock: dlock_core::Mutex) -> Result<(), dlock_core::Error> {
-/// let guard = lock.acquire().await?;
-/// assert!(guard.remaining() > std::time::Duration::ZERO);
-/// if !guard.release().await?.was_held() {
-///     eprintln!("the lease ran out before we finished: the work may have overlapped");
-/// }
-/// # Ok(()) }
-/// ```
-pub struct MutexGuard {
-    shared: Arc<Shared>,
-    keys: Arc<LockKeys>,
-    token: OwnerToken,
-    fence: FencingToken,
-    ttl: Duration,
-    safe_until: Instant,
-    /// Set once release got an answer: Drop has nothing left to do.
-    done: bool,
-    /// Kept while held so that a late duplicate of our grant is recognised as ours rather than
-    /// released as an orphan.
-    _registration: Option<Registration>,
-}
-
-impl MutexGuard {
-    /// The lock name.
-    pub fn name(&self) -> &str {
-        &self.keys.name
-    }
-
-    /// The fencing token of this acquisition: larger than that of every earlier acquisition of
-    /// the same name.
-    pub fn fencing_token(&self) -> FencingToken {
-        self.fence
-    }
-
-    /// The lease length of the last acquire or extend.
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-
-    /// The last instant at which this guard may act as the owner (monotonic clock): the lease
-    /// counted from when the request that set it was sent, less a clock-drift allowance.
-    pub fn safe_until(&self) -> Instant {
-        self.safe_until
-    }
-
-    /// How much of the lease is left, by [`MutexGuard::safe_until`]; zero once it has run out.
-    pub fn remaining(&self) -> Duration {
-        self.safe_until.saturating_duration_since(Instant::now())
-    }
-
-    /// Gives the lock a new lease of `ttl`, counted from now, if we still own it.
-    ///
-    /// # Errors
-    /// [`ErrorKind::InvalidInput`] for a TTL out of range; [`ErrorKind::Connection`] or
-    /// [`ErrorKind::Timeout`] when Redis does not answer in time (the lease is unchanged or
-    /// extended; [`MutexGuard::remaining`] keeps the old, conservative value).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: extending is idempotent, and the guard's view of the lease only changes
-    /// once the answer has arrived.
-    pub async fn extend(&mut self, ttl: Duration) -> Result<ExtendOutcome> {
-        let ttl = validate_ttl(ttl)?;
-        let mut invocation = scripts::EXTEND.prepare_invoke();
-        invocation
-            .key(&*self.keys.lock)
-            .arg(self.token.as_bytes())
-            .arg(lease::millis(ttl));
-        let sent = Instant::now();
-        let reply: i64 = self
-            .shared
-            .eval(&invocation, "extend", &self.keys.name)
-            .await?;
-        let outcome = match reply {
-            1 => ExtendOutcome::Extended,
-            0 => ExtendOutcome::Expired,
-            -1 => ExtendOutcome::TakenOver,
-            _ => return Err(unexpected("extend", &[reply])),
-        };
-        if outcome == ExtendOutcome::Extended {
-            self.ttl = ttl;
-            self.safe_until = lease::safe_until(sent, ttl, ttl);
-        } else {
-            self.safe_until = self.safe_until.min(sent);
-        }
-        tracing::debug!(lock = %self.keys.name, ?outcome, ttl_ms = ttl.as_millis(), "dlock: extend");
-        Ok(outcome)
-    }
-
-    /// Releases the lock if we still own it and says what was found.
-    ///
-    /// # Errors
-    /// [`ErrorKind::Connection`] or [`ErrorKind::Timeout`] when Redis does not answer in time;
-    /// the release is then retried once in the background, and the lease expires otherwise.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: if the future is dropped before the answer arrived, the guard's drop
-    /// releases again in the background; release is owner-checked, so running twice is harmless.
-    pub async fn release(mut self) -> Result<ReleaseOutcome> {
-        let mut invocation = scripts::RELEASE.prepare_invoke();
-        invocation
-            .key(&*self.keys.lock)
-            .key(&*self.keys.fence)
-            .key(&*self.keys.queue)
-            .arg(self.token.as_bytes())
-            .arg("")
-            .arg(self.shared.conn.publish_command());
-        let reply: i64 = self
-            .shared
-            .eval(&invocation, "release", &self.keys.name)
-            .await?;
-        self.done = true;
-        let outcome = match reply {
-            1 | 2 => ReleaseOutcome::Released,
-            0 => ReleaseOutcome::Expired,
-            -1 => ReleaseOutcome::TakenOver,
-            _ => return Err(unexpected("release", &[reply])),
-        };
-        tracing::debug!(lock = %self.keys.name, ?outcome, handed_off = reply == 2, "dlock: release");
-        Ok(outcome)
-    }
-}
-
-impl Drop for MutexGuard {
-    fn drop(&mut self) {
-        if !self.done {
-            self.done = true;
-            self.shared
-                .release_in_background(self.keys.clone(), self.token, None);
-        }
-    }
-}
-
-impl fmt::Debug for MutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self {
-            shared: _,
-            keys,
-            token,
-            fence,
-            ttl,
-            safe_until: _,
-            done,
-            _registration: _,
-        } = self;
-        f.debug_struct("MutexGuard")
-            .field("name", &keys.name)
-            .field("token", token)
-            .field("fence", fence)
-            .field("ttl", ttl)
-            .field("remaining", &self.remaining())
-            .field("released", done)
-            .finish()
     }
 }

@@ -9,8 +9,12 @@
 //!   `<name>:counter` (a non-atomic increment that loses updates without mutual exclusion),
 //!   append the fencing token to `<name>:fences`, leave, release. Prints
 //!   `acquired=N overlaps=N timeouts=N` on exit.
-//! * `hold url=… name=… ttl_ms=…` — acquire (waiting), print `acquired <fence>`, then sleep until
-//!   killed.
+//! * `hold url=… name=… ttl_ms=… [watchdog=1]` — acquire (waiting), print `acquired <fence>`,
+//!   then sleep until killed.
+//! * `write url=… name=… ttl_ms=…` — acquire with the watchdog, print `acquired <fence>`, then
+//!   every 20 ms check the lease *before* writing its fencing token to `<name>:store` through a
+//!   fenced compare-and-set; on loss print `lost <reason>` and exit. A holder paused past its
+//!   lease must notice the loss before its next write.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
         match command.as_str() {
             "count" => count(&opts).await,
             "hold" => hold(&opts).await,
+            "write" => write(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
     });
@@ -134,11 +139,54 @@ async fn count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 async fn hold(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let client = Client::open(opt(opts, "url")?)?;
     let ttl = Duration::from_millis(num(opts, "ttl_ms", 2_000)?);
-    let lock = client.mutex_with(opt(opts, "name")?, MutexOptions::new().ttl(ttl))?;
+    let mut options = MutexOptions::new().ttl(ttl);
+    if num(opts, "watchdog", 0)? == 1 {
+        options = options.watchdog();
+    }
+    let lock = client.mutex_with(opt(opts, "name")?, options)?;
     let guard = lock.acquire().await?;
     report(&format!("acquired {}", guard.fencing_token()));
     // Hold until killed: the test SIGKILLs or SIGSTOPs this process.
     std::future::pending::<()>().await;
     drop(guard);
     Ok(())
+}
+
+/// Writes `fence` to `store` unless the store has seen a larger token: the storage side of
+/// fencing. Returns whether the write was accepted.
+pub(crate) const FENCED_SET: &str = "local seen = tonumber(redis.call('GET', KEYS[1]) or '0') \
+    if tonumber(ARGV[1]) < seen then return 0 end redis.call('SET', KEYS[1], ARGV[1]) return 1";
+
+async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let url = opt(opts, "url")?;
+    let name = opt(opts, "name")?;
+    let client = Client::open(url)?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 500)?);
+    let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl).watchdog())?;
+    let guard = lock.acquire().await?;
+    let lease = guard.lease();
+    let fence = guard.fencing_token().get();
+    report(&format!("acquired {fence}"));
+    let mut con = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let fenced = redis::Script::new(FENCED_SET);
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Check before every write: a pause may have outlived the lease.
+        if !lease.is_held() {
+            let lost = lease.lost().await;
+            report(&format!("lost {:?}", lost.reason()));
+            return Ok(());
+        }
+        let accepted: i64 = fenced
+            .key(format!("{name}:store"))
+            .arg(fence)
+            .invoke_async(&mut con)
+            .await?;
+        if accepted != 1 {
+            report("error a write with a live lease was rejected by the fenced store");
+            return Ok(());
+        }
+    }
 }

@@ -1,22 +1,29 @@
--- extend.lua: give a mutex the caller owns a new lease, counted from now.
+-- extend.lua: give locks the caller owns a new lease, counted from now. Used for one lock
+-- (MutexGuard::extend) and for the watchdog's batched renewals (up to 100 locks per call).
 --
--- KEYS[1]  lock key (see acquire.lua)
--- ARGV[1]  owner token of the caller
--- ARGV[2]  new lease in milliseconds
+-- KEYS[i]      lock key of the i-th lock (see acquire.lua); in a cluster all share one slot
+-- ARGV[2i-1]   owner token of the i-th lock
+-- ARGV[2i]     new lease of the i-th lock, in milliseconds
 --
--- Returns  1   extended
---          0   not held by anyone: the caller's lease had expired (nothing is re-created)
+-- Returns  an array with, for each lock in order:
+--          1   extended
+--          0   not held by anyone: the lease had expired or the key was deleted (nothing is
+--              re-created)
 --          -1  held by another owner
 --
 -- Retry safety: owner-checked and absolute (PEXPIRE sets, never adds), so running it twice
 -- leaves the same state as running it once.
 
-local held = redis.call('GET', KEYS[1])
-if not held then
-  return 0
+local out = {}
+for i = 1, #KEYS do
+  local held = redis.call('GET', KEYS[i])
+  if not held then
+    out[i] = 0
+  elseif string.sub(held, 1, 32) ~= ARGV[2 * i - 1] then
+    out[i] = -1
+  else
+    redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
+    out[i] = 1
+  end
 end
-if string.sub(held, 1, 32) ~= ARGV[1] then
-  return -1
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
+return out

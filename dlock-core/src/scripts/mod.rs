@@ -15,6 +15,10 @@ pub(crate) static ACQUIRE: LazyLock<Script> =
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("release.lua")));
 
-/// Owner-checked lease extension.
+/// Owner-checked lease extension of one or many locks (the watchdog's batches).
 pub(crate) static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("extend.lua")));
+
+/// Reads the holder and queue length of a lock.
+pub(crate) static INSPECT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("inspect.lua")));

@@ -7,6 +7,7 @@
 -- ARGV[2]  the caller's own queue entry to drop first, or "" (an acquire abandoned mid-wait
 --          releases this way, whether or not the lock was handed to it meanwhile)
 -- ARGV[3]  publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster: stays on the shard)
+-- ARGV[4]  "force" to release whoever holds the lock (an operator's force_unlock), else ""
 --
 -- Returns  1   released; nobody waits
 --          2   released and handed to the next waiter (its client was told on its wake channel)
@@ -17,7 +18,8 @@
 -- "<token> <fence> <now_ms> <lease_ms>" is published on "<lock key>:wake:<client>". A publish
 -- that reaches no subscriber means that client is gone (crashed, disconnected): the entry is
 -- dropped and the next one is tried, so a dead waiter never inherits the lock.
--- Retry safety: owner-checked; running it twice never releases a lock the caller does not own.
+-- Retry safety: owner-checked (unless forced); running it twice never releases a lock the caller
+-- does not own.
 
 if ARGV[2] ~= '' then
   redis.call('LREM', KEYS[3], 1, ARGV[2])
@@ -26,7 +28,7 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
-if string.sub(held, 1, 32) ~= ARGV[1] then
+if ARGV[4] ~= 'force' and string.sub(held, 1, 32) ~= ARGV[1] then
   return -1
 end
 

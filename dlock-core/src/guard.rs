@@ -1,0 +1,292 @@
+//! [`MutexGuard`]: one hold on a lease, and what releasing or extending it found.
+//!
+//! A lease (one acquisition in Redis, `lease.rs`) carries one hold per guard: the first from the
+//! acquire that took it, more from reentrant acquires of the same task. The lock is released in
+//! Redis with the last hold; holds are released innermost first.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::lease::{self, HoldRelease, Lease, LeaseCore, LeaseLost, validate_ttl};
+use crate::mutex::unexpected;
+use crate::scripts;
+use crate::token::FencingToken;
+
+/// What [`MutexGuard::release`] found on the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// We still owned the lock and released it (handing it to the next waiter, if any).
+    Released,
+    /// An inner reentrant guard was released; the outer guards still hold the lock.
+    Nested,
+    /// The lease had expired and nobody holds the lock: nothing was changed.
+    Expired,
+    /// The lease had expired and another owner holds the lock now: it was left untouched.
+    /// Whatever the guard protected may have overlapped with that owner.
+    TakenOver,
+}
+
+impl ReleaseOutcome {
+    /// Whether we still owned the lock when releasing it.
+    pub fn was_held(self) -> bool {
+        matches!(self, Self::Released | Self::Nested)
+    }
+}
+
+/// What [`MutexGuard::extend`] found on the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExtendOutcome {
+    /// We still owned the lock; it now has the new lease.
+    Extended,
+    /// The lease had expired or the lock was deleted, and nobody holds it: nothing was
+    /// re-created.
+    Expired,
+    /// Another owner holds the lock now: it was left untouched.
+    TakenOver,
+}
+
+/// One hold on a [`crate::Mutex`].
+///
+/// Release it with [`MutexGuard::release`], which reports whether we still owned the lock.
+/// Dropping the guard instead releases it in the background, best effort: it never blocks and
+/// never panics, also outside a runtime, where the lease simply expires.
+///
+/// ```no_run
+/// # async fn demo(lock: dlock_core::Mutex) -> Result<(), dlock_core::Error> {
+/// let guard = lock.acquire().await?;
+/// assert!(guard.remaining() > std::time::Duration::ZERO);
+/// if !guard.release().await?.was_held() {
+///     eprintln!("the lease ran out before we finished: the work may have overlapped");
+/// }
+/// # Ok(()) }
+/// ```
+pub struct MutexGuard {
+    lease: Arc<LeaseCore>,
+    depth: u32,
+    /// Set once this hold's bookkeeping is done: Drop has nothing left to do.
+    done: bool,
+}
+
+impl MutexGuard {
+    pub(crate) fn new(lease: Arc<LeaseCore>, depth: u32) -> Self {
+        Self {
+            lease,
+            depth,
+            done: false,
+        }
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.lease.keys.name
+    }
+
+    /// The fencing token of this acquisition: larger than that of every earlier acquisition of
+    /// the same name. Reentrant guards share the outermost guard's token.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.lease.fence
+    }
+
+    /// The lease length set by the last acquire, extend or renewal.
+    pub fn ttl(&self) -> Duration {
+        self.lease.ttl()
+    }
+
+    /// How deep this guard is nested: 1 for the acquisition, 2 and more for reentrant ones.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The last instant at which this guard may act as the owner (monotonic clock): the lease
+    /// counted from when the request that set it was sent, less a clock-drift allowance.
+    pub fn safe_until(&self) -> Instant {
+        self.lease.safe_until()
+    }
+
+    /// How much of the lease is left, by [`MutexGuard::safe_until`]; zero once it has run out.
+    pub fn remaining(&self) -> Duration {
+        self.safe_until().saturating_duration_since(Instant::now())
+    }
+
+    /// A handle on the lease for the code running under the lock.
+    pub fn lease(&self) -> Lease {
+        Lease {
+            core: self.lease.clone(),
+        }
+    }
+
+    /// Resolves when the lease is lost; see [`Lease::lost`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LeaseLost {
+        self.lease.lost().await
+    }
+
+    /// A token cancelled when the lease is lost; see [`Lease::cancellation_token`].
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.lease.cancellation_token()
+    }
+
+    /// Gives the lock a new lease of `ttl`, counted from now, if we still own it.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a TTL out of range; [`ErrorKind::Connection`] or
+    /// [`ErrorKind::Timeout`] when Redis does not answer in time (the lease is unchanged or
+    /// extended; [`MutexGuard::remaining`] keeps the old, conservative value).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: extending is idempotent, and the guard's view of the lease only changes
+    /// once the answer has arrived.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<ExtendOutcome> {
+        let ttl = validate_ttl(ttl)?;
+        let lease = &self.lease;
+        let mut invocation = scripts::EXTEND.prepare_invoke();
+        invocation
+            .key(&*lease.keys.lock)
+            .arg(lease.token.as_bytes())
+            .arg(lease::millis(ttl));
+        let sent = Instant::now();
+        let reply: Vec<i64> = lease
+            .shared
+            .eval(&invocation, "extend", &lease.keys.name)
+            .await?;
+        let outcome = match reply.as_slice() {
+            [1] => ExtendOutcome::Extended,
+            [0] => ExtendOutcome::Expired,
+            [-1] => ExtendOutcome::TakenOver,
+            _ => return Err(unexpected("extend", &reply)),
+        };
+        match outcome {
+            ExtendOutcome::Extended => lease.extended(sent, ttl),
+            ExtendOutcome::Expired => {
+                lease.fire_lost(lease::LostReason::Expired);
+            }
+            ExtendOutcome::TakenOver => {
+                lease.fire_lost(lease::LostReason::TakenOver);
+            }
+        }
+        tracing::debug!(lock = %lease.keys.name, ?outcome, ttl_ms = ttl.as_millis(), "dlock: extend");
+        Ok(outcome)
+    }
+
+    /// Releases this hold; with the last hold, releases the lock if we still own it and says
+    /// what was found.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Reentrancy`] when an outer reentrant guard is released while an inner one is
+    /// alive (nothing is released then: the inner guards keep the lock, and it is released with
+    /// the last of them); [`ErrorKind::Connection`] or [`ErrorKind::Timeout`] when Redis does not
+    /// answer in time (the release is then retried once in the background, and the lease
+    /// expires otherwise).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped before the answer arrived, the release is retried
+    /// in the background; release is owner-checked, so running twice is harmless.
+    pub async fn release(mut self) -> Result<ReleaseOutcome> {
+        self.done = true;
+        match self.lease.remove_hold(self.depth) {
+            HoldRelease::Nested => return Ok(ReleaseOutcome::Nested),
+            HoldRelease::OutOfOrder => return Err(out_of_order(&self)),
+            HoldRelease::Last => {}
+        }
+        let lease = self.lease.clone();
+        forget(&lease);
+        let pending = PendingRelease(Some(lease.clone()));
+        let mut invocation = scripts::RELEASE.prepare_invoke();
+        invocation
+            .key(&*lease.keys.lock)
+            .key(&*lease.keys.fence)
+            .key(&*lease.keys.queue)
+            .arg(lease.token.as_bytes())
+            .arg("")
+            .arg(lease.shared.conn.publish_command())
+            .arg("");
+        let reply: i64 = lease
+            .shared
+            .eval(&invocation, "release", &lease.keys.name)
+            .await?;
+        pending.disarm();
+        lease.mark_released();
+        let outcome = match reply {
+            1 | 2 => ReleaseOutcome::Released,
+            0 => ReleaseOutcome::Expired,
+            -1 => ReleaseOutcome::TakenOver,
+            _ => return Err(unexpected("release", &[reply])),
+        };
+        tracing::debug!(lock = %lease.keys.name, ?outcome, handed_off = reply == 2, "dlock: release");
+        Ok(outcome)
+    }
+}
+
+fn out_of_order(guard: &MutexGuard) -> Error {
+    Error::new(
+        ErrorKind::Reentrancy,
+        format!(
+            "lock `{}`: the guard of depth {} was released while an inner reentrant guard is \
+             still held; release the innermost guard first (the lock stays held until the last \
+             guard is released)",
+            guard.name(),
+            guard.depth
+        ),
+    )
+}
+
+/// Stops the watchdog and reentrancy bookkeeping of a lease whose last hold is going away.
+fn forget(lease: &LeaseCore) {
+    lease.shared.held.remove(lease);
+    lease.shared.watchdog.deregister(&lease.token);
+}
+
+/// Releases in the background if the explicit release did not get its answer.
+struct PendingRelease(Option<Arc<LeaseCore>>);
+
+impl PendingRelease {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for PendingRelease {
+    fn drop(&mut self) {
+        if let Some(lease) = self.0.take() {
+            lease.mark_released();
+            lease
+                .shared
+                .release_in_background(lease.keys.clone(), lease.token, None);
+        }
+    }
+}
+
+impl Drop for MutexGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        if self.lease.remove_hold(self.depth) == HoldRelease::Last {
+            forget(&self.lease);
+            drop(PendingRelease(Some(self.lease.clone())));
+        }
+    }
+}
+
+impl fmt::Debug for MutexGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self { lease, depth, done } = self;
+        f.debug_struct("MutexGuard")
+            .field("name", &lease.keys.name)
+            .field("token", &lease.token)
+            .field("fence", &lease.fence)
+            .field("depth", depth)
+            .field("remaining", &self.remaining())
+            .field("released", done)
+            .finish()
+    }
+}

@@ -1,0 +1,58 @@
+//! Introspection: who holds a lock (host, pid, label, server-time acquisition, fence, TTL,
+//! waiters), and nothing when it is free.
+
+use std::time::{Duration, SystemTime};
+
+use dlock_core::MutexOptions;
+
+use crate::support::{client, eventually, raw, redis};
+
+#[tokio::test]
+async fn inspect_reports_the_holder() {
+    let server = redis();
+    let c = client(&server);
+    assert_eq!(c.inspect("ins").await.unwrap(), None);
+    let lock = c
+        .mutex_with(
+            "ins",
+            MutexOptions::new()
+                .ttl(Duration::from_secs(20))
+                .label("pay handler"),
+        )
+        .unwrap();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+
+    let waiting = client(&server).mutex("ins").unwrap();
+    let waiter = tokio::spawn(async move { waiting.acquire().await.map(|g| g.fencing_token()) });
+    let mut con = raw(&server).await;
+    eventually(Duration::from_secs(5), "one waiter queued", || {
+        let mut con = con.clone();
+        async move {
+            let n: usize = redis::AsyncCommands::llen(&mut con, "dlock:{ins}:queue")
+                .await
+                .ok()?;
+            (n == 1).then_some(())
+        }
+    })
+    .await;
+
+    let info = c.inspect("ins").await.unwrap().expect("held");
+    assert_eq!(info.pid, std::process::id());
+    assert!(!info.host.is_empty());
+    assert_eq!(info.label.as_deref(), Some("pay handler"));
+    assert_eq!(info.fencing_token, guard.fencing_token());
+    assert!(info.remaining <= Duration::from_secs(20) && info.remaining > Duration::from_secs(10));
+    assert_eq!(info.waiters, 1);
+    let age = SystemTime::now()
+        .duration_since(info.acquired_at)
+        .unwrap_or_default();
+    assert!(
+        age < Duration::from_secs(60),
+        "acquired_at is the server's clock: {age:?}"
+    );
+
+    guard.release().await.unwrap();
+    let next_fence = waiter.await.unwrap().unwrap();
+    assert!(next_fence > info.fencing_token);
+    let _ = &mut con;
+}

@@ -1,0 +1,119 @@
+//! The loss of a lease reaches the holder: an external DEL or `force_unlock` within one renewal
+//! interval, a Redis that died no later than safe-until, and `max_hold` by design.
+
+use std::time::{Duration, Instant};
+
+use dlock_core::{LostReason, MutexOptions};
+use redis::AsyncCommands;
+
+use crate::support::{client, raw, redis};
+
+fn watchdog(lease_ms: u64) -> MutexOptions {
+    MutexOptions::new()
+        .ttl(Duration::from_millis(lease_ms))
+        .watchdog()
+}
+
+#[tokio::test]
+async fn an_external_delete_is_noticed_within_one_renewal_interval() {
+    let server = redis();
+    let lock = client(&server).mutex_with("del", watchdog(900)).unwrap();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let token = guard.cancellation_token();
+    let mut con = raw(&server).await;
+    let _: usize = con.del("dlock:{del}").await.unwrap();
+    // One renewal interval is 300 ms; allow scheduling slack on a busy machine.
+    let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("lost() must resolve after the lock was deleted");
+    assert_eq!(lost.reason(), LostReason::Removed);
+    assert!(token.is_cancelled());
+    assert!(!guard.release().await.unwrap().was_held());
+}
+
+#[tokio::test]
+async fn force_unlock_reaches_the_holder_and_the_next_waiter() {
+    let server = redis();
+    let lock = client(&server).mutex_with("forced", watchdog(900)).unwrap();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let operator = client(&server);
+    assert!(operator.force_unlock("forced").await.unwrap());
+    assert!(
+        !operator.force_unlock("forced").await.unwrap(),
+        "nothing left to force"
+    );
+    let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("lost() after force_unlock");
+    assert!(
+        matches!(lost.reason(), LostReason::Removed | LostReason::TakenOver),
+        "{lost}"
+    );
+    let next = client(&server).mutex("forced").unwrap();
+    assert!(next.try_acquire().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_dead_redis_makes_the_lease_lost_by_safe_until() {
+    let mut server = redis();
+    let c = dlock_core::Client::builder(server.url().as_str())
+        .command_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let lock = c.mutex_with("dead", watchdog(1_000)).unwrap();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    server.kill();
+    let killed = Instant::now();
+    let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() must resolve when Redis is gone");
+    assert_eq!(lost.reason(), LostReason::Unreachable);
+    // It fired because safe-until passed, not before: the holder was not told too early …
+    assert!(Instant::now() >= guard.safe_until());
+    // … and not much later than one lease after Redis died (generous scheduling slack).
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert_eq!(guard.remaining(), Duration::ZERO);
+}
+
+#[tokio::test]
+async fn max_hold_ends_renewal_and_frees_the_lock() {
+    let server = redis();
+    let options = watchdog(300).max_hold(Duration::from_millis(1_200));
+    let lock = client(&server).mutex_with("maxhold", options).unwrap();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let acquired = Instant::now();
+    let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() at max_hold");
+    assert_eq!(lost.reason(), LostReason::MaxHold);
+    // Renewal carried the 300 ms lease well past its first expiry.
+    assert!(
+        acquired.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        acquired.elapsed()
+    );
+    let other = client(&server).mutex("maxhold").unwrap();
+    let taken = other.acquire_timeout(Duration::from_secs(5)).await.unwrap();
+    assert!(taken.fencing_token() > guard.fencing_token());
+}
+
+#[tokio::test]
+async fn a_fixed_lease_is_lost_when_it_runs_out() {
+    let server = redis();
+    let lock = client(&server)
+        .mutex_with("fixed", MutexOptions::new().ttl(Duration::from_millis(150)))
+        .unwrap();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let token = guard.cancellation_token();
+    let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .unwrap();
+    assert_eq!(lost.reason(), LostReason::Expired);
+    tokio::time::timeout(Duration::from_secs(3), token.cancelled())
+        .await
+        .expect("the cancellation token follows the lease");
+}
