@@ -8,6 +8,7 @@
 mod support;
 
 mod cancel_acquire;
+mod cluster;
 mod fencing;
 mod guard_drop;
 mod holder_crash;

@@ -84,26 +84,41 @@ pub(crate) struct Config {
 /// # let _ = client; Ok(()) }
 /// ```
 pub struct ClientBuilder {
-    info: redis::RedisResult<redis::ConnectionInfo>,
+    target: Target,
     key_prefix: String,
     default_ttl: Duration,
     command_timeout: Duration,
     connect_timeout: Duration,
 }
 
+/// Where a client connects.
+enum Target {
+    Single(redis::RedisResult<redis::ConnectionInfo>),
+    Cluster(redis::RedisResult<Vec<redis::ConnectionInfo>>),
+}
+
+impl Target {
+    /// The addresses, for `Debug` (connection infos may carry a password).
+    fn addresses(&self) -> Vec<String> {
+        match self {
+            Self::Single(Ok(info)) => vec![info.addr().to_string()],
+            Self::Cluster(Ok(nodes)) => nodes.iter().map(|i| i.addr().to_string()).collect(),
+            Self::Single(Err(_)) | Self::Cluster(Err(_)) => Vec::new(),
+        }
+    }
+}
+
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self {
-            info,
+            target,
             key_prefix,
             default_ttl,
             command_timeout,
             connect_timeout,
         } = self;
-        // The connection info may carry a password: show the address only.
-        let addr = info.as_ref().map(|i| i.addr().to_string());
         f.debug_struct("ClientBuilder")
-            .field("addr", &addr)
+            .field("addresses", &target.addresses())
             .field("key_prefix", key_prefix)
             .field("default_ttl", default_ttl)
             .field("command_timeout", command_timeout)
@@ -149,11 +164,6 @@ impl ClientBuilder {
     pub fn build(self) -> Result<Client> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::no_runtime("dlock_core::ClientBuilder::build"))?;
-        let info = self.info.map_err(|e| {
-            Error::invalid(format!(
-                "cannot use this Redis URL: {e}; expected redis://[user][:password@]host[:port][/db]"
-            ))
-        })?;
         validate_prefix(&self.key_prefix)?;
         let default_ttl = validate_ttl(self.default_ttl)?;
         if self.command_timeout.is_zero() || self.connect_timeout.is_zero() {
@@ -162,38 +172,23 @@ impl ClientBuilder {
             ));
         }
         let client_id = client_id()?;
-        let redis_settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let tcp = tcp_settings(info.tcp_settings().clone(), self.command_timeout);
-        let info = info
-            .set_redis_settings(redis_settings)
-            .set_tcp_settings(tcp);
-        let redis_client = redis::Client::open(info)
-            .map_err(|e| Error::invalid(format!("cannot use this Redis address: {e}")))?;
-
         let (orphan_tx, orphan_rx) = mpsc::unbounded_channel();
         let waiters = Arc::new(Waiters::new(&client_id, orphan_tx));
         let push_target = Arc::downgrade(&waiters);
-        let manager_config = ConnectionManagerConfig::new()
-            .set_push_sender(move |info| {
-                if let Some(waiters) = push_target.upgrade() {
-                    waiters.on_push(info);
-                }
-                Ok::<(), ()>(())
-            })
-            .set_automatic_resubscription()
-            .set_response_timeout(Some(self.command_timeout))
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let manager = ConnectionManager::new_lazy_with_config(redis_client, manager_config)
-            .map_err(|e| Error::from_redis("create the connection", e))?;
+        let push = move |info| {
+            if let Some(waiters) = push_target.upgrade() {
+                waiters.on_push(info);
+            }
+            Ok::<(), ()>(())
+        };
+        let timeouts = (self.command_timeout, self.connect_timeout);
+        let conn = match self.target {
+            Target::Single(info) => single(info.map_err(bad_url)?, timeouts, push)?,
+            Target::Cluster(nodes) => cluster(nodes.map_err(bad_url)?, timeouts, push)?,
+        };
 
         let shared = Arc::new(Shared {
-            conn: Conn::Single(manager),
+            conn,
             config: Config {
                 key_prefix: self.key_prefix,
                 default_ttl,
@@ -228,8 +223,50 @@ impl Client {
     /// Starts configuring a client for the Redis at `url`
     /// (`redis://[user][:password@]host[:port][/db]`, or a [`redis::ConnectionInfo`]).
     pub fn builder(url: impl IntoConnectionInfo) -> ClientBuilder {
+        Self::builder_for(Target::Single(url.into_connection_info()))
+    }
+
+    /// Starts configuring a client for a Redis Cluster (Redis 7 or newer), given some of its
+    /// nodes (the others are discovered).
+    ///
+    /// Every key of one lock shares the hash tag `{name}`, so each script runs on one slot;
+    /// wake-ups use sharded pub/sub so that they stay on the lock's shard; the watchdog renews
+    /// locks of the same slot together.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), dlock_core::Error> {
+    /// let client = dlock_core::Client::cluster_builder([
+    ///     "redis://10.0.0.1:6379/",
+    ///     "redis://10.0.0.2:6379/",
+    /// ])
+    /// .connect()
+    /// .await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn cluster_builder<T: IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+    ) -> ClientBuilder {
+        let nodes = nodes
+            .into_iter()
+            .map(IntoConnectionInfo::into_connection_info)
+            .collect::<redis::RedisResult<Vec<_>>>()
+            .and_then(|nodes| {
+                if nodes.is_empty() {
+                    Err((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "no cluster node given",
+                    )
+                        .into())
+                } else {
+                    Ok(nodes)
+                }
+            });
+        Self::builder_for(Target::Cluster(nodes))
+    }
+
+    fn builder_for(target: Target) -> ClientBuilder {
         ClientBuilder {
-            info: url.into_connection_info(),
+            target,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             default_ttl: DEFAULT_TTL,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
@@ -402,6 +439,74 @@ impl Shared {
             }
         });
     }
+}
+
+fn bad_url(e: redis::RedisError) -> Error {
+    Error::invalid(format!(
+        "cannot use this Redis URL: {e}; expected redis://[user][:password@]host[:port][/db]"
+    ))
+}
+
+/// A lazily connecting, auto-reconnecting connection to one server, with RESP3 push messages
+/// delivered to `push`.
+fn single(
+    info: redis::ConnectionInfo,
+    (command_timeout, connect_timeout): (Duration, Duration),
+    push: impl redis::aio::AsyncPushSender,
+) -> Result<Conn> {
+    let redis_settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    let tcp = tcp_settings(info.tcp_settings().clone(), command_timeout);
+    let info = info
+        .set_redis_settings(redis_settings)
+        .set_tcp_settings(tcp);
+    let client = redis::Client::open(info)
+        .map_err(|e| Error::invalid(format!("cannot use this Redis address: {e}")))?;
+    let config = ConnectionManagerConfig::new()
+        .set_push_sender(push)
+        .set_automatic_resubscription()
+        .set_response_timeout(Some(command_timeout))
+        .set_connection_timeout(Some(connect_timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500));
+    let manager = ConnectionManager::new_lazy_with_config(client, config)
+        .map_err(|e| Error::from_redis("create the connection", e))?;
+    Ok(Conn::Single(manager))
+}
+
+/// A lazily connecting cluster connection (one RESP3 connection per node).
+fn cluster(
+    nodes: Vec<redis::ConnectionInfo>,
+    (command_timeout, connect_timeout): (Duration, Duration),
+    push: impl redis::aio::AsyncPushSender,
+) -> Result<Conn> {
+    let first = nodes
+        .first()
+        .ok_or_else(|| Error::invalid("no cluster node given"))?;
+    let tcp = tcp_settings(first.tcp_settings().clone(), command_timeout);
+    let auth = first.redis_settings().clone();
+    let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+        .use_protocol(ProtocolVersion::RESP3)
+        .push_sender(push)
+        .tcp_settings(tcp)
+        .response_timeout(command_timeout)
+        .connection_timeout(connect_timeout)
+        .retries(2);
+    if let Some(user) = auth.username() {
+        builder = builder.username(user);
+    }
+    if let Some(password) = auth.password() {
+        builder = builder.password(password);
+    }
+    let client = builder
+        .build()
+        .map_err(|e| Error::invalid(format!("cannot use these cluster nodes: {e}")))?;
+    let connection =
+        client.get_pending_async_connection_with_config(redis::cluster::ClusterConfig::default());
+    Ok(Conn::Cluster(connection))
 }
 
 /// Releases grants that reached this client after their waiter stopped waiting.

@@ -1,12 +1,19 @@
 //! The connection dlock talks through.
 //!
-//! A standalone server is reached through the `redis` crate's [`ConnectionManager`]: one
-//! multiplexed RESP3 connection shared by every lock of a client, reconnecting by itself, and
-//! carrying the pub/sub wake-ups as RESP3 push messages (so waiting costs no extra connection).
+//! * A standalone server is reached through the `redis` crate's [`ConnectionManager`]: one
+//!   multiplexed RESP3 connection shared by every lock of a client, reconnecting by itself, and
+//!   carrying the wake-up messages as RESP3 push messages (so waiting costs no extra connection).
+//! * A Redis Cluster is reached through the crate's async [`ClusterConnection`]: one
+//!   multiplexed RESP3 connection per node, commands routed by key slot, wake-ups on sharded
+//!   pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7), which keeps each message on its key's shard.
+//!
 //! Lock algorithms are written once against [`redis::aio::ConnectionLike`], which this type
-//! implements by delegation; only subscribing differs per backend.
+//! implements by delegation; every script's keys share the lock's hash tag, so each call goes to
+//! one slot. Only subscribing, the publish command and how renewals are batched differ.
 
 use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::Slot;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 /// A cheap-to-clone handle on the client's connection.
@@ -14,14 +21,25 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 pub(crate) enum Conn {
     /// One standalone server (or a proxy that looks like one).
     Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
 }
 
 impl Conn {
-    /// The command the release script publishes hand-offs with. `SPUBLISH` keeps a message on
-    /// the key's shard in a cluster; a standalone server uses classic pub/sub.
+    /// The command the release script publishes hand-offs with.
     pub(crate) fn publish_command(&self) -> &'static str {
         match self {
             Self::Single(_) => "PUBLISH",
+            Self::Cluster(_) => "SPUBLISH",
+        }
+    }
+
+    /// Which script call a lock's renewal may share: any on a standalone server, only locks of
+    /// the same slot on a cluster (a script may not touch keys of several slots).
+    pub(crate) fn batch_group(&self, lock_key: &str) -> Option<Slot> {
+        match self {
+            Self::Single(_) => None,
+            Self::Cluster(_) => Some(Slot::for_key(lock_key)),
         }
     }
 
@@ -29,6 +47,7 @@ impl Conn {
     pub(crate) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
         match self {
             Self::Single(cm) => cm.clone().subscribe(channel).await,
+            Self::Cluster(cc) => cc.clone().ssubscribe(channel).await,
         }
     }
 
@@ -36,6 +55,7 @@ impl Conn {
     pub(crate) async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
         match self {
             Self::Single(cm) => cm.clone().unsubscribe(channel).await,
+            Self::Cluster(cc) => cc.clone().sunsubscribe(channel).await,
         }
     }
 }
@@ -44,6 +64,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Single(cm) => cm.req_packed_command(cmd),
+            Self::Cluster(cc) => cc.req_packed_command(cmd),
         }
     }
 
@@ -55,12 +76,14 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Single(cm) => cm.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(cc) => cc.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(cm) => cm.get_db(),
+            Self::Cluster(cc) => cc.get_db(),
         }
     }
 }

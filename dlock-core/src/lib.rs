@@ -41,8 +41,9 @@
 //!
 //! # Requirements
 //! Redis 6.2 or newer (RESP3, `LPOS`), reached through one multiplexed connection per
-//! [`Client`]. Every key of one lock shares the hash tag `{name}` so the same scripts are ready
-//! for Redis Cluster.
+//! [`Client`]; Redis Cluster needs Redis 7 (sharded pub/sub) and is reached with
+//! [`Client::cluster_builder`]. Every key of one lock shares the hash tag `{name}`, so each
+//! script runs on one slot.
 //!
 //! # Layout
 //! | module | what lives there |
@@ -53,7 +54,13 @@
 //! | `lease` | accepted TTLs, drift, the safe-until instant |
 //! | `key` | lock names → Redis keys with a shared hash tag |
 //! | `token` | owner tokens and [`FencingToken`] |
-//! | `conn` | the connection the algorithms are written against |
+//! | `guard` | [`MutexGuard`]: one hold; release, extend, reentrant nesting |
+//! | `watchdog` | batched lease renewal; declares leases lost |
+//! | `reentry` | task-scoped reentrancy |
+//! | `inspect` | [`HolderInfo`], [`Client::inspect`], [`Client::force_unlock`] |
+//! | `keypart` | [`KeyPart`]: values in lock-name templates |
+//! | `__private` | what `dlock-macros` expands to (hidden, unstable) |
+//! | `conn` | the connection the algorithms are written against (standalone or cluster) |
 //! | `scripts` | one Lua file per state change, each with its contract on top |
 //! | `error` | [`Error`] and [`ErrorKind`] |
 //!
@@ -64,12 +71,15 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[doc(hidden)]
+pub mod __private;
 mod client;
 mod conn;
 mod error;
 mod guard;
 mod inspect;
 mod key;
+mod keypart;
 mod lease;
 mod mutex;
 mod reentry;
@@ -86,6 +96,24 @@ pub use error::{Error, ErrorKind, Result};
 pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
 pub use inspect::HolderInfo;
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
+pub use keypart::KeyPart;
 pub use lease::{Lease, LeaseLost, LostReason, MAX_TTL, MIN_TTL};
 pub use mutex::{Mutex, MutexOptions, OnLost, Wait};
 pub use token::FencingToken;
+
+/// Sets the client that `#[distributed_lock]` functions use when they are not given
+/// `client = …`. Call it once, at start-up.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), dlock_core::Error> {
+/// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+/// dlock_core::set_default_client(client)?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] if a default client is already set (it is never replaced: locks
+/// taken through it must keep one client).
+pub fn set_default_client(client: Client) -> Result<()> {
+    __private::set_default(client)
+}

@@ -214,11 +214,19 @@ async fn run(shared: Weak<Shared>) {
     }
 }
 
-/// Sends the due renewals, [`BATCH`] locks per script call, all calls concurrently, and applies
-/// the answers.
+/// Sends the due renewals, [`BATCH`] locks per script call (of one slot on a cluster), all calls
+/// concurrently, and applies the answers.
 async fn renew(shared: &Arc<Shared>, due: Vec<Due>) {
     let sent = Instant::now();
-    let calls = due.chunks(BATCH).map(|chunk| async move {
+    let mut groups: HashMap<_, Vec<Due>> = HashMap::new();
+    for d in due {
+        groups
+            .entry(shared.conn.batch_group(&d.lease.keys.lock))
+            .or_default()
+            .push(d);
+    }
+    let chunks = groups.values().flat_map(|group| group.chunks(BATCH));
+    let calls = chunks.map(|chunk| async move {
         let mut invocation = scripts::EXTEND.prepare_invoke();
         for d in chunk {
             invocation

@@ -1,0 +1,160 @@
+//! What `dlock-macros` expands to. Not a public API: hidden from the docs, and may change in
+//! any release. Kept small: the macros do parsing and checking at compile time; this module
+//! runs the lock.
+
+#![allow(missing_docs, unreachable_pub)]
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, ErrorKind};
+use crate::lease::Lease;
+use crate::mutex::{MutexOptions, OnLost, Wait};
+
+pub use crate::keypart::KeyPart;
+pub use std::string::String;
+pub use std::time::Duration as StdDuration;
+
+static DEFAULT_CLIENT: OnceLock<Client> = OnceLock::new();
+
+/// Sets the client that `#[distributed_lock]` uses when it is not given `client = …`.
+pub(crate) fn set_default(client: Client) -> Result<(), Error> {
+    DEFAULT_CLIENT.set(client).map_err(|_| {
+        Error::invalid("a default dlock client is already set; set it once, at start-up")
+    })
+}
+
+/// The default client, or an error that says how to set one.
+pub fn default_client() -> Result<&'static Client, Error> {
+    DEFAULT_CLIENT.get().ok_or_else(|| {
+        Error::invalid(
+            "no default dlock client: call dlock_core::set_default_client(client) at start-up, \
+             or pass `client = <expr>` to #[distributed_lock]",
+        )
+    })
+}
+
+/// The lock options of one annotated function, fixed at compile time.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    pub ttl: Option<Duration>,
+    pub watchdog: bool,
+    pub max_hold: Option<Duration>,
+    pub wait: Wait,
+    pub on_lost: OnLost,
+    pub reentrant: bool,
+    pub label: &'static str,
+}
+
+impl Spec {
+    fn options(&self) -> MutexOptions {
+        let mut options = MutexOptions::new()
+            .reentrant(self.reentrant)
+            .on_lost(self.on_lost)
+            .label(self.label);
+        if let Some(ttl) = self.ttl {
+            options = options.ttl(ttl);
+        }
+        if self.watchdog {
+            options = options.watchdog();
+        }
+        if let Some(max_hold) = self.max_hold {
+            options = options.max_hold(max_hold);
+        }
+        options
+    }
+}
+
+/// Return types that can report a busy or lost lock as an error: `Result<T, E>` with
+/// `E: From<dlock_core::Error>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot report a busy or lost lock",
+    label = "the return type of a #[distributed_lock] function",
+    note = "return `Result<T, E>` where `E: From<dlock_core::Error>` (e.g. `Result<T, dlock_core::Error>` or `anyhow::Result<T>`), or use `on_busy = \"skip\"` with `Option<T>`"
+)]
+pub trait ErrorOutput: Sized {
+    fn from_lock_error(error: Error) -> Self;
+}
+
+impl<T, E: From<Error>> ErrorOutput for Result<T, E> {
+    fn from_lock_error(error: Error) -> Self {
+        Err(E::from(error))
+    }
+}
+
+/// Return types of `on_busy = "skip"` functions: `Option<T>` (`None` when busy; also on a lost
+/// lease or a Redis error, which are logged) or `Result<Option<T>, E>` (`Ok(None)` when busy,
+/// `Err` otherwise).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot report a skipped run",
+    label = "the return type of an `on_busy = \"skip\"` function",
+    note = "return `Option<T>` (None when the lock is busy) or `Result<Option<T>, E>` where `E: From<dlock_core::Error>`"
+)]
+pub trait SkipOutput: Sized {
+    fn skipped() -> Self;
+    fn from_lock_error(error: Error) -> Self;
+}
+
+impl<T> SkipOutput for Option<T> {
+    fn skipped() -> Self {
+        None
+    }
+
+    fn from_lock_error(error: Error) -> Self {
+        tracing::warn!(%error, "dlock: skipped a #[distributed_lock] run");
+        None
+    }
+}
+
+impl<T, E: From<Error>> SkipOutput for Result<Option<T>, E> {
+    fn skipped() -> Self {
+        Ok(None)
+    }
+
+    fn from_lock_error(error: Error) -> Self {
+        Err(E::from(error))
+    }
+}
+
+/// Asserts at compile time that a key-template value is a [`KeyPart`] (the macro spans this
+/// call on the parameter, so the error points there).
+pub fn key_part<T: KeyPart + ?Sized>(value: &T, key: &mut String) {
+    value.write_key_part(key);
+}
+
+/// Runs `body` under the lock `key`; a busy or lost lock or a Redis error becomes `R`'s error.
+pub async fn run<R, F, Fut>(client: &Client, key: &str, spec: &Spec, body: F) -> R
+where
+    R: ErrorOutput,
+    F: FnOnce(Lease) -> Fut,
+    Fut: Future<Output = R>,
+{
+    let lock = match client.mutex_with(key, spec.options()) {
+        Ok(lock) => lock,
+        Err(e) => return R::from_lock_error(e),
+    };
+    match lock.with_lock(spec.wait, body).await {
+        Ok(output) => output,
+        Err(e) => R::from_lock_error(e),
+    }
+}
+
+/// Like [`run`], but a busy lock skips the body and returns `R::skipped()`.
+pub async fn run_or_skip<R, F, Fut>(client: &Client, key: &str, spec: &Spec, body: F) -> R
+where
+    R: SkipOutput,
+    F: FnOnce(Lease) -> Fut,
+    Fut: Future<Output = R>,
+{
+    let lock = match client.mutex_with(key, spec.options()) {
+        Ok(lock) => lock,
+        Err(e) => return R::from_lock_error(e),
+    };
+    match lock.with_lock(spec.wait, body).await {
+        Ok(output) => output,
+        Err(e) if e.kind() == ErrorKind::Busy => R::skipped(),
+        Err(e) => R::from_lock_error(e),
+    }
+}
