@@ -89,7 +89,7 @@ async fn hand_off_uses_sharded_pub_sub() {
         let guard = waiter.acquire_timeout(Duration::from_secs(20)).await;
         (guard, started.elapsed())
     });
-    let mut con = raw(&cluster).await;
+    let con = raw(&cluster).await;
     eventually(Duration::from_secs(10), "waiter queued", || {
         let mut con = con.clone();
         async move {
