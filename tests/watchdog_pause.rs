@@ -11,7 +11,7 @@ use crate::support::{Worker, client, raw, redis};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_holder_finds_its_lease_lost_before_writing_again() {
     let server = redis();
-    let mut paused = Worker::spawn(&[
+    let paused = Worker::spawn(&[
         "write".into(),
         format!("url={}", server.url()),
         "name=pause".into(),
