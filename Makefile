@@ -4,13 +4,17 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo test lint fmt doc unit bench clean
+.PHONY: deps demo demo-counter test lint fmt doc unit bench clean
 
 deps:
 	@scripts/ensure-deps.sh
 
-## Command 1: the demo (several processes, one lock).
+## Command 1: the demo — three replicas run the lottery job; each draw happens on one of them.
 demo: deps
+	$(CARGO) run --quiet -p lottery
+
+## The mutex demo: several processes take turns at one lock and lose no update.
+demo-counter: deps
 	$(CARGO) run --quiet -p counter
 
 ## Command 2: every check CI runs — format, lints, docs, all tests and doc tests.
@@ -28,6 +32,12 @@ unit:
 
 fmt:
 	$(CARGO) fmt --all
+
+## The benchmark of WORKLOADS.md (dlock beside a raw-Redis floor, on its own redis-server).
+## `make bench BENCH_ARGS="--quick"` for a smoke run; results also in target/bench/results.json.
+BENCH_ARGS ?=
+bench: deps
+	$(CARGO) run --release --quiet -p dlock-bench -- $(BENCH_ARGS)
 
 clean:
 	$(CARGO) clean

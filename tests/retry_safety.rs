@@ -19,25 +19,31 @@ async fn acquire(
     mode: &str,
     entry: &str,
 ) -> Vec<i64> {
-    redis::Script::new(ACQUIRE)
-        .key(&KEYS[..])
-        .arg(token)
+    let script = redis::Script::new(ACQUIRE);
+    let mut call = if mode == "try" {
+        script.key(&KEYS[..2])
+    } else {
+        script.key(&KEYS[..])
+    };
+    call.arg(format!("{token}- host\x1f1\x1f"))
         .arg(10_000)
-        .arg("host\x1f1\x1f")
-        .arg(mode)
-        .arg(entry)
-        .invoke_async(con)
-        .await
-        .unwrap()
+        .arg(mode);
+    if mode != "try" {
+        call.arg(entry);
+    }
+    // A fresh acquisition answers with the bare fence (the fast path); normalise it to the
+    // array form {1, fence, pttl} of the other outcomes.
+    match call.invoke_async(con).await.unwrap() {
+        redis::Value::Int(fence) => vec![1, fence, 10_000],
+        other => redis::from_redis_value(other).unwrap(),
+    }
 }
 
 async fn release(con: &mut redis::aio::MultiplexedConnection, token: &str) -> i64 {
     redis::Script::new(RELEASE)
         .key(&KEYS[..])
         .arg(token)
-        .arg("")
         .arg("PUBLISH")
-        .arg("")
         .invoke_async(con)
         .await
         .unwrap()
@@ -157,4 +163,39 @@ async fn release_hands_off_to_a_live_waiter_and_tells_it() {
     // The waiter's own acquire now finds the lock is its own.
     let mine = acquire(&mut con, B, "wait", &entry).await;
     assert_eq!(mine[..2], [1, fence]);
+}
+
+#[tokio::test]
+async fn a_queued_waiter_flags_the_lock_so_release_hands_off() {
+    let server = redis();
+    let mut con = raw(&server).await;
+    assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+    let value: String = con.get(KEYS[0]).await.unwrap();
+    assert_eq!(&value[32..33], "-", "nobody waits: release may just delete");
+    let entry = format!("{B} dead 10000 host\x1f2\x1f");
+    assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
+    let value: String = con.get(KEYS[0]).await.unwrap();
+    assert_eq!(&value[32..33], "w", "a waiter marks the lock");
+}
+
+#[tokio::test]
+async fn fences_are_floored_at_the_server_clock() {
+    let server = redis();
+    let mut con = raw(&server).await;
+    // A counter that ran ahead of the clock (or a clock that stepped back) still increases.
+    let ahead: i64 = 9_000_000_000_000_000;
+    let () = con.set(KEYS[1], ahead).await.unwrap();
+    let reply = acquire(&mut con, A, "try", "").await;
+    assert_eq!(reply[..2], [1, ahead + 1]);
+    assert_eq!(release(&mut con, A).await, 1);
+    // A lost counter restarts at the server clock (microseconds), not at 1.
+    let _: usize = con.del(KEYS[1]).await.unwrap();
+    let reply = acquire(&mut con, A, "try", "").await;
+    assert!(
+        reply[1] > 1_700_000_000_000_000,
+        "floored at server time: {}",
+        reply[1]
+    );
+    let pttl: i64 = con.pttl(KEYS[1]).await.unwrap();
+    assert!(pttl > 0, "the counter expires after idle days, not never");
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{FromRedisValue, IntoConnectionInfo, ProtocolVersion, ScriptInvocation};
+use redis::{IntoConnectionInfo, ProtocolVersion, Value};
 use tokio::sync::mpsc;
 
 use crate::conn::Conn;
@@ -14,8 +14,8 @@ use crate::key::{LockKeys, validate_name, validate_prefix};
 use crate::lease::validate_ttl;
 use crate::mutex::{Mutex, MutexOptions};
 use crate::reentry::HeldLocks;
-use crate::scripts;
-use crate::token::client_id;
+use crate::scripts::{self, Call};
+use crate::token::{TokenSource, client_id};
 use crate::wait::{Orphan, Waiters};
 use crate::watchdog::Watchdog;
 
@@ -57,7 +57,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) client_id: String,
     /// `<host>\x1f<pid>`: who holds a lock, for introspection.
-    pub(crate) holder: String,
+    pub(crate) holder: Arc<str>,
+    pub(crate) tokens: TokenSource,
     pub(crate) waiters: Arc<Waiters>,
     pub(crate) held: HeldLocks,
     pub(crate) watchdog: Watchdog,
@@ -195,7 +196,8 @@ impl ClientBuilder {
                 command_timeout: self.command_timeout,
             },
             client_id,
-            holder: holder_identity(),
+            holder: holder_identity().into(),
+            tokens: TokenSource::new()?,
             waiters,
             held: HeldLocks::default(),
             watchdog: Watchdog::default(),
@@ -341,11 +343,16 @@ impl Client {
     pub fn mutex_with(&self, name: &str, options: MutexOptions) -> Result<Mutex> {
         validate_name(name)?;
         let ttl = validate_ttl(options.ttl.unwrap_or(self.shared.config.default_ttl))?;
-        let label = options.label.as_deref().unwrap_or_default();
-        validate_label(label)?;
+        if let Some(label) = &options.label {
+            validate_label(label)?;
+        }
         let keys = LockKeys::new(&self.shared.config.key_prefix, name);
-        let meta = format!("{}\x1f{label}", self.shared.holder);
-        Mutex::new(self.shared.clone(), keys, ttl, &options, meta.into())
+        Mutex::new(self.shared.clone(), keys, ttl, &options)
+    }
+
+    /// The client's Redis connection, for your own commands; see [`crate::Connection`].
+    pub fn connection(&self) -> crate::Connection {
+        crate::Connection(self.shared.conn.clone())
     }
 
     /// The prefix of every key this client writes.
@@ -371,6 +378,7 @@ impl fmt::Debug for Client {
             config,
             client_id,
             holder,
+            tokens: _,
             waiters,
             held: _,
             watchdog,
@@ -386,16 +394,21 @@ impl fmt::Debug for Client {
 }
 
 impl Shared {
-    /// Runs one script invocation under the command timeout.
-    pub(crate) async fn eval<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-        op: &str,
-        name: &str,
-    ) -> Result<T> {
+    /// Sends one script call under the command timeout, loading the script if the server does
+    /// not know it.
+    pub(crate) async fn run(&self, call: &Call, op: &str, name: &str) -> Result<Value> {
         let mut conn = self.conn.clone();
         let timeout = self.config.command_timeout;
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut conn)).await {
+        let request = async {
+            match call.cmd.query_async::<Value>(&mut conn).await {
+                Err(e) if scripts::is_noscript(&e) => {
+                    call.script.load_async(&mut conn).await?;
+                    call.cmd.query_async::<Value>(&mut conn).await
+                }
+                reply => reply,
+            }
+        };
+        match tokio::time::timeout(timeout, request).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(Error::from_redis(&format!("{op} `{name}`"), e)),
             Err(_) => Err(Error::timeout(&format!("{op} `{name}`"), timeout)),
@@ -407,38 +420,46 @@ impl Shared {
     /// without a runtime the lease simply expires.
     pub(crate) fn release_in_background(
         self: &Arc<Self>,
-        keys: Arc<LockKeys>,
+        keys: LockKeys,
         token: crate::token::OwnerToken,
         entry: Option<Box<str>>,
     ) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(lock = %keys.name, "dlock: no runtime; the lease will expire instead");
+            tracing::debug!(lock = %keys.name(), "dlock: no runtime; the lease will expire instead");
             return;
         };
         let shared = self.clone();
         handle.spawn(async move {
-            let mut invocation = scripts::RELEASE.prepare_invoke();
-            invocation
-                .key(&*keys.lock)
-                .key(&*keys.fence)
-                .key(&*keys.queue)
-                .arg(token.as_bytes())
-                .arg(entry.as_deref().unwrap_or(""))
-                .arg(shared.conn.publish_command())
-                .arg("");
-            match shared
-                .eval::<i64>(&invocation, "background release", &keys.name)
-                .await
-            {
+            let call = release_call(&keys, &token, shared.conn.publish_command(), entry.as_deref());
+            match shared.run(&call, "background release", keys.name()).await {
                 Ok(outcome) => {
-                    tracing::debug!(lock = %keys.name, outcome, "dlock: background release");
+                    tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
                 }
                 Err(e) => {
-                    tracing::warn!(lock = %keys.name, error = %e, "dlock: background release failed; the lease will expire");
+                    tracing::warn!(lock = %keys.name(), error = %e, "dlock: background release failed; the lease will expire");
                 }
             }
         });
     }
+}
+
+/// A call of `release.lua` for `token` (and its queue entry, if it was waiting).
+pub(crate) fn release_call(
+    keys: &LockKeys,
+    token: &crate::token::OwnerToken,
+    publish: &'static str,
+    entry: Option<&str>,
+) -> Call {
+    let mut call = Call::new(&scripts::RELEASE, 3);
+    call.arg(&*keys.lock)
+        .arg(keys.fence())
+        .arg(keys.queue())
+        .arg(token.as_bytes())
+        .arg(publish);
+    if let Some(entry) = entry {
+        call.arg(entry);
+    }
+    call
 }
 
 fn bad_url(e: redis::RedisError) -> Error {
@@ -467,7 +488,9 @@ fn single(
     let config = ConnectionManagerConfig::new()
         .set_push_sender(push)
         .set_automatic_resubscription()
-        .set_response_timeout(Some(command_timeout))
+        // The command timeout is applied by `Shared::run` around the whole request (waiting for
+        // a reconnect included); a second per-response timer would only cost CPU.
+        .set_response_timeout(None)
         .set_connection_timeout(Some(connect_timeout))
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
@@ -516,7 +539,7 @@ async fn janitor(shared: Weak<Shared>, mut orphans: mpsc::UnboundedReceiver<Orph
             return;
         };
         let keys = LockKeys::from_lock_key(&orphan.lock_key);
-        tracing::debug!(lock = %keys.name, "dlock: releasing a grant nobody waits for");
+        tracing::debug!(lock = %keys.name(), "dlock: releasing a grant nobody waits for");
         shared.release_in_background(keys, orphan.token, None);
     }
 }

@@ -87,3 +87,51 @@ impl ConnectionLike for Conn {
         }
     }
 }
+
+/// The Redis connection of a [`crate::Client`], for your own commands next to the locks: a
+/// fenced write to the storage you protect, a counter, the scheduler's bookkeeping.
+///
+/// It is the same auto-reconnecting connection (or cluster connection) the locks use, shared
+/// and cheap to clone; use it with any `redis` API that takes a
+/// [`redis::aio::ConnectionLike`]. dlock's command timeout is not applied to your commands:
+/// wrap them in `tokio::time::timeout` where it matters. Avoid blocking commands (`BLPOP` …):
+/// they would hold up every lock of the client.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_core::Client) -> redis::RedisResult<()> {
+/// use redis::AsyncCommands;
+/// let mut con = client.connection();
+/// let visits: u64 = con.incr("visits", 1).await?;
+/// # let _ = visits; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Connection(pub(crate) Conn);
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.0 {
+            Conn::Single(_) => "single",
+            Conn::Cluster(_) => "cluster",
+        };
+        f.debug_tuple("Connection").field(&kind).finish()
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.0.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+}

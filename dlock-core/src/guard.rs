@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::client::release_call;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{self, HoldRelease, Lease, LeaseCore, LeaseLost, validate_ttl};
 use crate::mutex::unexpected;
-use crate::scripts;
+use crate::scripts::{self, Call};
 use crate::token::FencingToken;
 
 /// What [`MutexGuard::release`] found on the server.
@@ -84,7 +85,7 @@ impl MutexGuard {
 
     /// The lock name.
     pub fn name(&self) -> &str {
-        &self.lease.keys.name
+        self.lease.keys.name()
     }
 
     /// The fencing token of this acquisition: larger than that of every earlier acquisition of
@@ -147,20 +148,16 @@ impl MutexGuard {
     pub async fn extend(&mut self, ttl: Duration) -> Result<ExtendOutcome> {
         let ttl = validate_ttl(ttl)?;
         let lease = &self.lease;
-        let mut invocation = scripts::EXTEND.prepare_invoke();
-        invocation
-            .key(&*lease.keys.lock)
+        let mut call = Call::new(&scripts::EXTEND, 1);
+        call.arg(&*lease.keys.lock)
             .arg(lease.token.as_bytes())
             .arg(lease::millis(ttl));
         let sent = Instant::now();
-        let reply: Vec<i64> = lease
-            .shared
-            .eval(&invocation, "extend", &lease.keys.name)
-            .await?;
-        let outcome = match reply.as_slice() {
-            [1] => ExtendOutcome::Extended,
-            [0] => ExtendOutcome::Expired,
-            [-1] => ExtendOutcome::TakenOver,
+        let reply = lease.shared.run(&call, "extend", lease.keys.name()).await?;
+        let outcome = match scripts::ints::<1>(&reply) {
+            Some([1]) => ExtendOutcome::Extended,
+            Some([0]) => ExtendOutcome::Expired,
+            Some([-1]) => ExtendOutcome::TakenOver,
             _ => return Err(unexpected("extend", &reply)),
         };
         match outcome {
@@ -172,7 +169,7 @@ impl MutexGuard {
                 lease.fire_lost(lease::LostReason::TakenOver);
             }
         }
-        tracing::debug!(lock = %lease.keys.name, ?outcome, ttl_ms = ttl.as_millis(), "dlock: extend");
+        tracing::debug!(lock = %lease.keys.name(), ?outcome, ttl_ms = ttl.as_millis(), "dlock: extend");
         Ok(outcome)
     }
 
@@ -199,28 +196,26 @@ impl MutexGuard {
         let lease = self.lease.clone();
         forget(&lease);
         let pending = PendingRelease(Some(lease.clone()));
-        let mut invocation = scripts::RELEASE.prepare_invoke();
-        invocation
-            .key(&*lease.keys.lock)
-            .key(&*lease.keys.fence)
-            .key(&*lease.keys.queue)
-            .arg(lease.token.as_bytes())
-            .arg("")
-            .arg(lease.shared.conn.publish_command())
-            .arg("");
-        let reply: i64 = lease
+        let call = release_call(
+            &lease.keys,
+            &lease.token,
+            lease.shared.conn.publish_command(),
+            None,
+        );
+        let reply = lease
             .shared
-            .eval(&invocation, "release", &lease.keys.name)
+            .run(&call, "release", lease.keys.name())
             .await?;
         pending.disarm();
         lease.mark_released();
-        let outcome = match reply {
-            1 | 2 => ReleaseOutcome::Released,
-            0 => ReleaseOutcome::Expired,
-            -1 => ReleaseOutcome::TakenOver,
-            _ => return Err(unexpected("release", &[reply])),
+        let code = scripts::int(&reply);
+        let outcome = match code {
+            Some(1 | 2) => ReleaseOutcome::Released,
+            Some(0) => ReleaseOutcome::Expired,
+            Some(-1) => ReleaseOutcome::TakenOver,
+            _ => return Err(unexpected("release", &reply)),
         };
-        tracing::debug!(lock = %lease.keys.name, ?outcome, handed_off = reply == 2, "dlock: release");
+        tracing::debug!(lock = %lease.keys.name(), ?outcome, handed_off = code == Some(2), "dlock: release");
         Ok(outcome)
     }
 }
@@ -241,7 +236,9 @@ fn out_of_order(guard: &MutexGuard) -> Error {
 /// Stops the watchdog and reentrancy bookkeeping of a lease whose last hold is going away.
 fn forget(lease: &LeaseCore) {
     lease.shared.held.remove(lease);
-    lease.shared.watchdog.deregister(&lease.token);
+    if lease.renewal != lease::Renewal::Fixed {
+        lease.shared.watchdog.deregister(&lease.token);
+    }
 }
 
 /// Releases in the background if the explicit release did not get its answer.
@@ -281,7 +278,7 @@ impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self { lease, depth, done } = self;
         f.debug_struct("MutexGuard")
-            .field("name", &lease.keys.name)
+            .field("name", &lease.keys.name())
             .field("token", &lease.token)
             .field("fence", &lease.fence)
             .field("depth", depth)

@@ -8,7 +8,7 @@ use redis::Value;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::key::{LockKeys, validate_name};
-use crate::scripts;
+use crate::scripts::{self, Call};
 use crate::token::FencingToken;
 
 /// Who holds a lock, as stored with it by the acquire script.
@@ -21,10 +21,12 @@ pub struct HolderInfo {
     pub pid: u32,
     /// The label the holder set ([`crate::MutexOptions::label`]), if any.
     pub label: Option<String>,
-    /// When the lock was acquired, by the Redis server's clock.
-    pub acquired_at: SystemTime,
-    /// The fencing token of the holder's acquisition.
-    pub fencing_token: FencingToken,
+    /// When the lock was acquired, by the Redis server's clock (`None` when the fencing token
+    /// is unknown, see below).
+    pub acquired_at: Option<SystemTime>,
+    /// The fencing token of the holder's acquisition. `None` only for a lock held longer than
+    /// the fencing counter's 7-day idle expiry (the holder still knows its token).
+    pub fencing_token: Option<FencingToken>,
     /// What is left of the lease, by the server.
     pub remaining: Duration,
     /// How many acquire calls are queued for the lock.
@@ -32,13 +34,11 @@ pub struct HolderInfo {
 }
 
 impl HolderInfo {
-    /// Parses `<token> <fence> <acquired_ms> <host>\x1f<pid>\x1f<label>`.
-    fn parse(value: &str, pttl: i64, waiters: usize) -> Option<Self> {
-        let mut fields = value.splitn(4, ' ');
-        let _token = fields.next()?;
-        let fence = fields.next()?.parse().ok()?;
-        let acquired_ms: u64 = fields.next()?.parse().ok()?;
-        let mut meta = fields.next()?.splitn(3, '\x1f');
+    /// Parses the lock value `<token><flag> <host>\x1f<pid>\x1f<label>` and the holder's fence
+    /// (microseconds of the server clock at acquisition, see `acquire.lua`).
+    fn parse(value: &str, fence: Option<u64>, pttl: i64, waiters: usize) -> Option<Self> {
+        let (_token, meta) = value.split_once(' ')?;
+        let mut meta = meta.splitn(3, '\x1f');
         let host = meta.next()?.to_owned();
         let pid = meta.next()?.parse().ok()?;
         let label = meta.next().filter(|l| !l.is_empty()).map(str::to_owned);
@@ -46,8 +46,8 @@ impl HolderInfo {
             host,
             pid,
             label,
-            acquired_at: UNIX_EPOCH + Duration::from_millis(acquired_ms),
-            fencing_token: FencingToken::new(fence),
+            acquired_at: fence.map(|us| UNIX_EPOCH + Duration::from_micros(us)),
+            fencing_token: fence.map(FencingToken::new),
             remaining: Duration::from_millis(u64::try_from(pttl).unwrap_or(0)),
             waiters,
         })
@@ -76,25 +76,25 @@ impl Client {
     pub async fn inspect(&self, name: &str) -> Result<Option<HolderInfo>> {
         validate_name(name)?;
         let keys = LockKeys::new(&self.shared.config.key_prefix, name);
-        let mut invocation = scripts::INSPECT.prepare_invoke();
-        invocation.key(&*keys.lock).key(&*keys.queue);
-        let reply: Vec<Value> = self.shared.eval(&invocation, "inspect", name).await?;
-        let [value, Value::Int(pttl), Value::Int(waiters)] = reply.as_slice() else {
-            return Err(Error::protocol(format!(
-                "inspect: unexpected reply {reply:?}"
-            )));
+        let mut call = Call::new(&scripts::INSPECT, 3);
+        call.arg(&*keys.lock).arg(keys.fence()).arg(keys.queue());
+        let reply = self.shared.run(&call, "inspect", name).await?;
+        let unexpected = || Error::protocol(format!("inspect: unexpected reply {reply:?}"));
+        let Value::Array(items) = &reply else {
+            return Err(unexpected());
         };
-        let waiters = usize::try_from(*waiters).unwrap_or(0);
+        let [value, fence, pttl, waiters] = items.as_slice() else {
+            return Err(unexpected());
+        };
         let value = match value {
             Value::Nil | Value::Boolean(false) => return Ok(None),
             Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-            other => {
-                return Err(Error::protocol(format!(
-                    "inspect: unexpected value {other:?}"
-                )));
-            }
+            _ => return Err(unexpected()),
         };
-        HolderInfo::parse(&value, *pttl, waiters)
+        let fence = scripts::int(fence).and_then(|f| u64::try_from(f).ok());
+        let pttl = scripts::int(pttl).unwrap_or(-2);
+        let waiters = scripts::int(waiters).and_then(|n| usize::try_from(n).ok());
+        HolderInfo::parse(&value, fence, pttl, waiters.unwrap_or(0))
             .map(Some)
             .ok_or_else(|| {
                 Error::protocol(format!(
@@ -119,18 +119,18 @@ impl Client {
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
         validate_name(name)?;
         let keys = LockKeys::new(&self.shared.config.key_prefix, name);
-        let mut invocation = scripts::RELEASE.prepare_invoke();
-        invocation
-            .key(&*keys.lock)
-            .key(&*keys.fence)
-            .key(&*keys.queue)
-            .arg("")
+        let mut call = Call::new(&scripts::RELEASE, 3);
+        call.arg(&*keys.lock)
+            .arg(keys.fence())
+            .arg(keys.queue())
             .arg("")
             .arg(self.shared.conn.publish_command())
+            .arg("")
             .arg("force");
-        let reply: i64 = self.shared.eval(&invocation, "force_unlock", name).await?;
-        tracing::warn!(lock = %name, held = reply > 0, "dlock: lock forced open");
-        Ok(reply > 0)
+        let reply = self.shared.run(&call, "force_unlock", name).await?;
+        let held = scripts::int(&reply).is_some_and(|code| code > 0);
+        tracing::warn!(lock = %name, held, "dlock: lock forced open");
+        Ok(held)
     }
 }
 
@@ -140,16 +140,24 @@ mod tests {
 
     #[test]
     fn holder_values_parse() {
-        let value = "0123456789abcdef0123456789abcdef 1700000000000001 1700000000000 web-1\x1f4242\x1fpay handler";
-        let info = HolderInfo::parse(value, 1500, 2).unwrap();
+        let value = "0123456789abcdef0123456789abcdefw web-1\x1f4242\x1fpay handler";
+        let info = HolderInfo::parse(value, Some(1_700_000_000_000_001), 1500, 2).unwrap();
         assert_eq!(info.host, "web-1");
         assert_eq!(info.pid, 4242);
         assert_eq!(info.label.as_deref(), Some("pay handler"));
-        assert_eq!(info.fencing_token.get(), 1_700_000_000_000_001);
+        assert_eq!(
+            info.fencing_token,
+            Some(FencingToken::new(1_700_000_000_000_001))
+        );
+        assert_eq!(
+            info.acquired_at,
+            Some(UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_001))
+        );
         assert_eq!(info.remaining, Duration::from_millis(1500));
         assert_eq!(info.waiters, 2);
-        let bare = HolderInfo::parse("t 1 2 host\x1f7\x1f", 10, 0).unwrap();
+        let bare = HolderInfo::parse("t- host\x1f7\x1f", None, 10, 0).unwrap();
         assert_eq!(bare.label, None);
-        assert!(HolderInfo::parse("garbage", 1, 0).is_none());
+        assert_eq!(bare.fencing_token, None);
+        assert!(HolderInfo::parse("garbage", None, 1, 0).is_none());
     }
 }

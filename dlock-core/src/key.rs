@@ -12,7 +12,11 @@
 //!
 //! Names may not contain `{` or `}` (they would change the hash tag) nor control characters.
 
+use std::fmt;
+use std::io::Write;
 use std::sync::Arc;
+
+use redis::{RedisWrite, ToRedisArgs};
 
 use crate::error::{Error, Result};
 
@@ -63,50 +67,79 @@ fn check_chars(what: &str, s: &str) -> Result<()> {
     Ok(())
 }
 
-/// The Redis keys of one lock, computed once per lock handle and shared by its guards.
-#[derive(Debug)]
+/// The Redis keys of one lock: one shared string `<prefix>{<name>}`, from which the other keys
+/// are written straight into a command (no allocation per request). Cheap to clone.
+#[derive(Clone, Debug)]
 pub(crate) struct LockKeys {
-    /// The lock name as the user gave it.
-    pub(crate) name: Box<str>,
-    /// The key holding the owner token and holder metadata while the lock is held.
+    /// `<prefix>{<name>}`: the key holding the owner token and holder metadata while held.
     pub(crate) lock: Arc<str>,
-    /// The fencing counter; never expires.
-    pub(crate) fence: Box<str>,
-    /// The FIFO list of waiters (queue entries).
-    pub(crate) queue: Box<str>,
+    /// Where the name starts in `lock`.
+    name_at: usize,
 }
 
 impl LockKeys {
     /// Builds the keys; `name` and `prefix` must have been validated.
-    pub(crate) fn new(prefix: &str, name: &str) -> Arc<Self> {
-        let lock = format!("{prefix}{{{name}}}");
-        Arc::new(Self {
-            name: name.into(),
-            fence: format!("{lock}:fence").into(),
-            queue: format!("{lock}:queue").into(),
+    pub(crate) fn new(prefix: &str, name: &str) -> Self {
+        let mut lock = String::with_capacity(prefix.len() + name.len() + 2);
+        lock.push_str(prefix);
+        lock.push('{');
+        lock.push_str(name);
+        lock.push('}');
+        Self {
             lock: lock.into(),
-        })
+            name_at: prefix.len() + 1,
+        }
     }
 
     /// Rebuilds the keys from a lock key (as found in a wake channel's name).
-    pub(crate) fn from_lock_key(lock: &str) -> Arc<Self> {
-        let name = lock
-            .find('{')
-            .zip(lock.rfind('}'))
-            .and_then(|(open, close)| lock.get(open + 1..close))
-            .unwrap_or(lock);
-        Arc::new(Self {
-            name: name.into(),
-            fence: format!("{lock}:fence").into(),
-            queue: format!("{lock}:queue").into(),
+    pub(crate) fn from_lock_key(lock: &str) -> Self {
+        let name_at = lock.find('{').map_or(0, |open| open + 1);
+        Self {
             lock: lock.into(),
-        })
+            name_at,
+        }
+    }
+
+    /// The lock name as the user gave it.
+    pub(crate) fn name(&self) -> &str {
+        let end = self.lock.len().saturating_sub(1).max(self.name_at);
+        self.lock.get(self.name_at..end).unwrap_or(&self.lock)
+    }
+
+    /// The fencing counter key, `<lock>:fence`.
+    pub(crate) fn fence(&self) -> Suffixed<'_> {
+        Suffixed(&self.lock, ":fence")
+    }
+
+    /// The waiters' queue key, `<lock>:queue`.
+    pub(crate) fn queue(&self) -> Suffixed<'_> {
+        Suffixed(&self.lock, ":queue")
     }
 
     /// The channel on which the client `client_id` hears that a lock was handed to one of its
     /// waiters. The release script derives the same name from the lock key.
     pub(crate) fn wake_channel(&self, client_id: &str) -> String {
         format!("{}:wake:{client_id}", self.lock)
+    }
+}
+
+/// A key written as `<base><suffix>` straight into a command buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Suffixed<'a>(&'a str, &'static str);
+
+impl fmt::Display for Suffixed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str(self.1)
+    }
+}
+
+impl ToRedisArgs for Suffixed<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's buffer cannot fail.
+        let _ = arg.write_all(self.0.as_bytes());
+        let _ = arg.write_all(self.1.as_bytes());
     }
 }
 
@@ -118,13 +151,19 @@ mod tests {
     fn keys_share_the_hash_tag() {
         let keys = LockKeys::new("app:", "order:42");
         assert_eq!(&*keys.lock, "app:{order:42}");
-        assert_eq!(&*keys.fence, "app:{order:42}:fence");
-        assert_eq!(&*keys.queue, "app:{order:42}:queue");
+        assert_eq!(keys.name(), "order:42");
+        assert_eq!(keys.fence().to_string(), "app:{order:42}:fence");
+        assert_eq!(keys.queue().to_string(), "app:{order:42}:queue");
         assert_eq!(keys.wake_channel("c1"), "app:{order:42}:wake:c1");
         let back = LockKeys::from_lock_key(&keys.lock);
-        assert_eq!(&*back.name, "order:42");
-        assert_eq!(back.fence, keys.fence);
-        assert_eq!(back.queue, keys.queue);
+        assert_eq!(back.name(), "order:42");
+        assert_eq!(back.fence().to_string(), keys.fence().to_string());
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(keys.queue());
+        assert_eq!(
+            cmd.get_packed_command(),
+            b"*2\r\n$3\r\nGET\r\n$20\r\napp:{order:42}:queue\r\n"
+        );
     }
 
     #[test]

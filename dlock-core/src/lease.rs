@@ -60,6 +60,9 @@ pub(crate) fn safe_until(sent: Instant, remaining: Duration, ttl: Duration) -> I
     sent.checked_add(usable).unwrap_or(sent)
 }
 
+/// How deep reentrant holds of one lease may nest.
+pub(crate) const MAX_DEPTH: u32 = 64;
+
 /// Why a lease was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -151,15 +154,16 @@ struct Times {
 /// One acquisition in Redis, shared by every hold (guard) on it and by the watchdog.
 pub(crate) struct LeaseCore {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
     pub(crate) fence: FencingToken,
     pub(crate) owner: Owner,
     pub(crate) acquired_at: Instant,
     pub(crate) renewal: Renewal,
     times: StdMutex<Times>,
-    /// Depths of the live holds (reentrancy); empty once the last hold is gone.
-    depths: StdMutex<Vec<u32>>,
+    /// Depths of the live holds (reentrancy), as a bit set: bit `d - 1` for depth `d`; zero
+    /// once the last hold is gone.
+    depths: StdMutex<u64>,
     lost: OnceLock<LostReason>,
     lost_notify: Notify,
     cancel: OnceLock<CancellationToken>,
@@ -191,7 +195,7 @@ pub(crate) enum HoldRelease {
 /// Everything a new lease needs; see [`LeaseCore::new`].
 pub(crate) struct NewLease {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
     pub(crate) fence: u64,
     pub(crate) ttl: Duration,
@@ -216,7 +220,7 @@ impl LeaseCore {
                 safe_until: new.safe_until,
             }),
             renewal_stopped: AtomicBool::new(false),
-            depths: StdMutex::new(vec![1]),
+            depths: StdMutex::new(1),
             lost: OnceLock::new(),
             lost_notify: Notify::new(),
             cancel: OnceLock::new(),
@@ -276,7 +280,7 @@ impl LeaseCore {
             return false;
         }
         if reason != LostReason::Released {
-            tracing::warn!(lock = %self.keys.name, fence = self.fence.get(), %reason, "dlock: lease lost");
+            tracing::warn!(lock = %self.keys.name(), fence = self.fence.get(), %reason, "dlock: lease lost");
         }
         self.lost_notify.notify_waiters();
         if let Some(token) = self.cancel.get() {
@@ -345,23 +349,28 @@ impl LeaseCore {
         token
     }
 
-    /// Adds a reentrant hold; `None` when the lease is no longer live.
+    /// Adds a reentrant hold one level deeper than the innermost; `None` when the lease is no
+    /// longer live or already [`MAX_DEPTH`] deep.
     pub(crate) fn add_hold(&self) -> Option<u32> {
         let mut depths = lock(&self.depths);
-        if !self.is_live() || depths.is_empty() {
+        if !self.is_live() || *depths == 0 {
             return None;
         }
-        let depth = depths.iter().max().copied().unwrap_or(0) + 1;
-        depths.push(depth);
-        Some(depth)
+        let innermost = u64::BITS - depths.leading_zeros();
+        if innermost >= MAX_DEPTH {
+            return None;
+        }
+        *depths |= 1 << innermost;
+        Some(innermost + 1)
     }
 
     /// Removes the hold of `depth` and says what that means.
     pub(crate) fn remove_hold(&self, depth: u32) -> HoldRelease {
         let mut depths = lock(&self.depths);
-        let innermost = depths.iter().max().copied() == Some(depth);
-        depths.retain(|d| *d != depth);
-        if depths.is_empty() {
+        let bit = 1u64.checked_shl(depth.saturating_sub(1)).unwrap_or(0);
+        let innermost = u64::BITS - depths.leading_zeros() == depth;
+        *depths &= !bit;
+        if *depths == 0 {
             HoldRelease::Last
         } else if innermost {
             HoldRelease::Nested
@@ -380,7 +389,7 @@ impl LeaseCore {
 impl fmt::Debug for LeaseCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaseCore")
-            .field("name", &self.keys.name)
+            .field("name", &self.keys.name())
             .field("token", &self.token)
             .field("fence", &self.fence)
             .field("renewal", &self.renewal)
@@ -413,7 +422,7 @@ pub struct Lease {
 impl Lease {
     /// The lock name.
     pub fn name(&self) -> &str {
-        &self.core.keys.name
+        self.core.keys.name()
     }
 
     /// The fencing token of the acquisition (the same for every reentrant hold of it).
@@ -459,7 +468,7 @@ impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self { core } = self;
         f.debug_struct("Lease")
-            .field("name", &core.keys.name)
+            .field("name", &core.keys.name())
             .field("fence", &core.fence)
             .field("remaining", &self.remaining())
             .field("lost", &core.lost_reason())

@@ -67,7 +67,7 @@
 //! # Features
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | *(none yet)* | | |
+//! | `macros` | yes | `#[distributed_lock]` (re-exported from `dlock-macros`): run an `async fn` under a lock, checked at compile time |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -92,6 +92,7 @@ pub use client::{
     Client, ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
     DEFAULT_TTL, MAX_LABEL_LEN,
 };
+pub use conn::Connection;
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
 pub use inspect::HolderInfo;
@@ -100,6 +101,9 @@ pub use keypart::KeyPart;
 pub use lease::{Lease, LeaseLost, LostReason, MAX_TTL, MIN_TTL};
 pub use mutex::{Mutex, MutexOptions, OnLost, Wait};
 pub use token::FencingToken;
+
+#[cfg(feature = "macros")]
+pub use dlock_macros::distributed_lock;
 
 /// Sets the client that `#[distributed_lock]` functions use when they are not given
 /// `client = …`. Call it once, at start-up.

@@ -9,9 +9,11 @@
 
 use std::fmt;
 use std::future::Future;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redis::{RedisWrite, ToRedisArgs, Value};
 use tracing::Instrument;
 
 use crate::client::Shared;
@@ -19,7 +21,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::guard::MutexGuard;
 use crate::key::LockKeys;
 use crate::lease::{self, LeaseCore, NewLease, Renewal};
-use crate::scripts;
+use crate::scripts::{self, Call};
 use crate::token::OwnerToken;
 use crate::wait::{Grant, Registration};
 
@@ -203,13 +205,33 @@ impl MutexOptions {
 #[derive(Clone)]
 pub struct Mutex {
     shared: Arc<Shared>,
-    keys: Arc<LockKeys>,
+    keys: LockKeys,
     ttl: Duration,
     renewal: Renewal,
     reentrant: bool,
     on_lost: OnLost,
-    /// Holder metadata stored with the lock: `<host>\x1f<pid>\x1f<label>`.
-    meta: Arc<str>,
+    /// The label stored with the holder's host and pid.
+    label: Option<Arc<str>>,
+}
+
+/// The lock value `<token>- <host>\x1f<pid>\x1f<label>` (see `acquire.lua`), written straight
+/// into the command.
+struct LockValue<'a> {
+    token: &'a OwnerToken,
+    holder: &'a str,
+    label: &'a str,
+}
+
+impl ToRedisArgs for LockValue<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's buffer cannot fail.
+        let _ = arg.write_all(self.token.as_bytes());
+        let _ = arg.write_all(b"- ");
+        let _ = arg.write_all(self.holder.as_bytes());
+        let _ = arg.write_all(b"\x1f");
+        let _ = arg.write_all(self.label.as_bytes());
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,25 +267,24 @@ struct Taken {
 impl Mutex {
     pub(crate) fn new(
         shared: Arc<Shared>,
-        keys: Arc<LockKeys>,
+        keys: LockKeys,
         ttl: Duration,
         options: &MutexOptions,
-        meta: Arc<str>,
     ) -> Result<Self> {
         Ok(Self {
             renewal: options.renewal(ttl)?,
             reentrant: options.reentrant,
             on_lost: options.on_lost,
+            label: options.label.as_deref().map(Arc::from),
             shared,
             keys,
             ttl,
-            meta,
         })
     }
 
     /// The lock name.
     pub fn name(&self) -> &str {
-        &self.keys.name
+        self.keys.name()
     }
 
     /// The lease each acquisition gets (renewed by the watchdog if enabled).
@@ -290,14 +311,14 @@ impl Mutex {
         if let Some(guard) = self.reenter()? {
             return Ok(Some(guard));
         }
-        let token = OwnerToken::generate()?;
+        let token = self.shared.tokens.next();
         let mut cleanup = Cleanup::new(self, token);
         let sent = Instant::now();
         let outcome = self.attempt(token, Mode::Try, "").await?;
         cleanup.disarm();
         Ok(match outcome {
             Attempt::Acquired { fence, pttl } => {
-                tracing::debug!(lock = %self.keys.name, fence, "dlock: acquired");
+                tracing::debug!(lock = %self.keys.name(), fence, "dlock: acquired");
                 let safe_until = lease::safe_until(sent, pttl, self.ttl);
                 Some(self.hold(Taken {
                     token,
@@ -307,7 +328,7 @@ impl Mutex {
                 }))
             }
             Attempt::Held { pttl, .. } => {
-                tracing::debug!(lock = %self.keys.name, pttl_ms = pttl.as_millis(), "dlock: held by another owner");
+                tracing::debug!(lock = %self.keys.name(), pttl_ms = pttl.as_millis(), "dlock: held by another owner");
                 None
             }
         })
@@ -394,18 +415,18 @@ impl Mutex {
                     output = &mut body => output,
                     lost = lease.lost() => {
                         drop(guard);
-                        return Err(lost.into_error(&self.keys.name));
+                        return Err(lost.into_error(self.keys.name()));
                     }
                 }
             }
         };
         match guard.release().await {
             Ok(outcome) if !outcome.was_held() => {
-                tracing::warn!(lock = %self.keys.name, ?outcome, "dlock: the work finished after its lease was lost");
+                tracing::warn!(lock = %self.keys.name(), ?outcome, "dlock: the work finished after its lease was lost");
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(lock = %self.keys.name, error = %e, "dlock: release after the work failed; the lease will expire");
+                tracing::warn!(lock = %self.keys.name(), error = %e, "dlock: release after the work failed; the lease will expire");
             }
         }
         Ok(output)
@@ -416,7 +437,7 @@ impl Mutex {
             ErrorKind::Busy,
             format!(
                 "lock `{}` was held by another owner for the whole wait of {waited:?}",
-                self.keys.name
+                self.keys.name()
             ),
         )
     }
@@ -426,9 +447,9 @@ impl Mutex {
         let held = self
             .shared
             .held
-            .reenter(&self.keys.lock, &self.keys.name, self.reentrant)?;
+            .reenter(&self.keys.lock, self.keys.name(), self.reentrant)?;
         Ok(held.map(|(lease, depth)| {
-            tracing::debug!(lock = %self.keys.name, depth, "dlock: re-entered");
+            tracing::debug!(lock = %self.keys.name(), depth, "dlock: re-entered");
             MutexGuard::new(lease, depth)
         }))
     }
@@ -454,13 +475,13 @@ impl Mutex {
         if let Some(guard) = self.reenter()? {
             return Ok(guard);
         }
-        let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name);
+        let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
         let started = Instant::now();
         let deadline = wait.and_then(|w| started.checked_add(w));
         match self.acquire_inner(deadline).instrument(span).await {
             Ok(taken) => {
                 tracing::debug!(
-                    lock = %self.keys.name,
+                    lock = %self.keys.name(),
                     fence = taken.fence,
                     waited_us = started.elapsed().as_micros(),
                     "dlock: acquired"
@@ -473,13 +494,11 @@ impl Mutex {
     }
 
     async fn acquire_inner(&self, deadline: Option<Instant>) -> Result<Taken> {
-        let token = OwnerToken::generate()?;
+        let token = self.shared.tokens.next();
         let mut cleanup = Cleanup::new(self, token);
-        let channel = self.keys.wake_channel(&self.shared.client_id);
-
         // Uncontended fast path: one round trip, no subscription. Skipped when this client is
         // subscribed already (other local waiters exist), as the lock is then most likely held.
-        if !self.shared.waiters.is_subscribed(&channel) {
+        if !self.shared.waiters.is_subscribed(&self.keys.lock) {
             let sent = Instant::now();
             let outcome = self.attempt(token, Mode::Try, "").await?;
             cleanup.disarm();
@@ -504,13 +523,19 @@ impl Mutex {
 
         // Subscribe first, then queue: a grant can never be published before we listen.
         let registration = self.shared.waiters.register(token);
-        let _membership = self.shared.waiters.join(&self.shared.conn, channel).await?;
+        let channel = self.keys.wake_channel(&self.shared.client_id);
+        let _membership = self
+            .shared
+            .waiters
+            .join(&self.shared.conn, &self.keys.lock, channel)
+            .await?;
         let entry: Box<str> = format!(
-            "{} {} {} {}",
+            "{} {} {} {}\x1f{}",
             token.as_str(),
             self.shared.client_id,
             lease::millis(self.ttl),
-            self.meta
+            self.shared.holder,
+            self.label.as_deref().unwrap_or_default()
         )
         .into();
         cleanup.arm(entry.clone());
@@ -560,26 +585,36 @@ impl Mutex {
 
     /// Runs `acquire.lua` once.
     async fn attempt(&self, token: OwnerToken, mode: Mode, entry: &str) -> Result<Attempt> {
-        let mut invocation = scripts::ACQUIRE.prepare_invoke();
-        invocation
-            .key(&*self.keys.lock)
-            .key(&*self.keys.fence)
-            .key(&*self.keys.queue)
-            .arg(token.as_bytes())
-            .arg(lease::millis(self.ttl))
-            .arg(&*self.meta)
-            .arg(mode.as_str())
-            .arg(entry);
-        let reply: Vec<i64> = self
-            .shared
-            .eval(&invocation, "acquire", &self.keys.name)
-            .await?;
-        match *reply.as_slice() {
-            [1, fence, pttl] => Ok(Attempt::Acquired {
+        let queued = mode != Mode::Try;
+        let mut call = Call::new(&scripts::ACQUIRE, if queued { 3 } else { 2 });
+        call.arg(&*self.keys.lock).arg(self.keys.fence());
+        if queued {
+            call.arg(self.keys.queue());
+        }
+        call.arg(LockValue {
+            token: &token,
+            holder: &self.shared.holder,
+            label: self.label.as_deref().unwrap_or_default(),
+        })
+        .arg(lease::millis(self.ttl))
+        .arg(mode.as_str());
+        if queued {
+            call.arg(entry);
+        }
+        let reply = self.shared.run(&call, "acquire", self.keys.name()).await?;
+        if let Value::Int(fence) = reply {
+            // Taken now, with the full lease.
+            return Ok(Attempt::Acquired {
+                fence: u64::try_from(fence).map_err(|_| unexpected("acquire", &reply))?,
+                pttl: self.ttl,
+            });
+        }
+        match scripts::ints::<3>(&reply) {
+            Some([1, fence, pttl]) => Ok(Attempt::Acquired {
                 fence: u64::try_from(fence).map_err(|_| unexpected("acquire", &reply))?,
                 pttl: millis_or(pttl, self.ttl),
             }),
-            [0, pttl, server_ms] => Ok(Attempt::Held {
+            Some([0, pttl, server_ms]) => Ok(Attempt::Held {
                 pttl: millis_or(pttl, self.ttl),
                 server_ms,
             }),
@@ -597,10 +632,11 @@ impl fmt::Debug for Mutex {
             renewal,
             reentrant,
             on_lost,
-            meta: _,
+            label,
         } = self;
         f.debug_struct("Mutex")
-            .field("name", &keys.name)
+            .field("name", &keys.name())
+            .field("label", label)
             .field("ttl", ttl)
             .field("renewal", renewal)
             .field("reentrant", reentrant)
@@ -626,7 +662,7 @@ fn millis_or(ms: i64, ttl: Duration) -> Duration {
     u64::try_from(ms).map_or(ttl, Duration::from_millis)
 }
 
-pub(crate) fn unexpected(op: &str, reply: &[i64]) -> Error {
+pub(crate) fn unexpected(op: &str, reply: &Value) -> Error {
     Error::protocol(format!(
         "{op}: unexpected script reply {reply:?}; is the server Redis 6.2 or newer and the key \
          written only by dlock?"

@@ -1,25 +1,56 @@
 //! Owner tokens (who holds a lock) and fencing tokens (which acquisition this is).
 
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 use crate::error::{Error, ErrorKind, Result};
 
 /// Length of an owner token on the wire: 128 random bits as lowercase hex.
 pub(crate) const OWNER_TOKEN_LEN: usize = 32;
 
-/// A 128-bit owner token from the operating system's CSPRNG, as 32 lowercase hex digits.
+/// A 128-bit owner token from a CSPRNG, as 32 lowercase hex digits.
 ///
 /// One token is drawn per acquire call and reused by every retry of that call, which is what
-/// makes a retried acquire idempotent. Tokens come straight from `getrandom` rather than a
-/// user-space generator so that a forked process can never repeat its parent's tokens.
+/// makes a retried acquire idempotent.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct OwnerToken([u8; OWNER_TOKEN_LEN]);
 
-impl OwnerToken {
-    pub(crate) fn generate() -> Result<Self> {
+/// The owner tokens of one client: ChaCha12 (`rand`'s `StdRng`, a CSPRNG) seeded from the
+/// operating system's generator when the client is built, so drawing a token costs no system
+/// call. A client must not be carried across `fork()` (neither can its Tokio runtime); a client
+/// built after a fork gets a fresh seed.
+pub(crate) struct TokenSource(Mutex<StdRng>);
+
+impl TokenSource {
+    pub(crate) fn new() -> Result<Self> {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).map_err(rng_error)?;
+        Ok(Self(Mutex::new(StdRng::from_seed(seed))))
+    }
+
+    pub(crate) fn next(&self) -> OwnerToken {
         let mut raw = [0u8; OWNER_TOKEN_LEN / 2];
-        getrandom::fill(&mut raw).map_err(rng_error)?;
-        Ok(Self(hex(raw)))
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fill_bytes(&mut raw);
+        OwnerToken(hex(raw))
+    }
+}
+
+impl fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenSource(..)")
+    }
+}
+
+impl OwnerToken {
+    #[cfg(test)]
+    pub(crate) fn generate() -> Result<Self> {
+        Ok(TokenSource::new()?.next())
     }
 
     /// Parses a token received from Redis (a grant message).

@@ -97,7 +97,9 @@ struct ChannelEntry {
 /// The client-wide registry of waiting acquire calls and of wake-channel subscriptions.
 pub(crate) struct Waiters {
     slots: Mutex<HashMap<OwnerToken, Arc<Slot>>>,
-    channels: Mutex<HashMap<String, ChannelEntry>>,
+    /// Wake-channel subscriptions, by lock key (so the fast path can ask without formatting the
+    /// channel name).
+    channels: Mutex<HashMap<Arc<str>, ChannelEntry>>,
     orphans: mpsc::UnboundedSender<Orphan>,
     wake_suffix: String,
 }
@@ -182,11 +184,15 @@ impl Waiters {
         }
     }
 
-    /// Whether this client is subscribed to `channel` right now (a queued attempt can then be
-    /// sent without subscribing first).
-    pub(crate) fn is_subscribed(&self, channel: &str) -> bool {
-        lock(&self.channels)
-            .get(channel)
+    /// Whether this client is subscribed to the wake channel of `lock_key` right now (a queued
+    /// attempt can then be sent without subscribing first).
+    pub(crate) fn is_subscribed(&self, lock_key: &str) -> bool {
+        let channels = lock(&self.channels);
+        if channels.is_empty() {
+            return false;
+        }
+        channels
+            .get(lock_key)
             .is_some_and(|entry| entry.state.try_lock().is_ok_and(|subscribed| *subscribed))
     }
 
@@ -196,11 +202,16 @@ impl Waiters {
     /// Cancel safe: the membership is counted before the subscribe is awaited and released
     /// when the future is dropped; the last member to leave unsubscribes unconditionally, which
     /// also covers a subscribe that was sent but never confirmed.
-    pub(crate) async fn join(self: &Arc<Self>, conn: &Conn, channel: String) -> Result<Membership> {
+    pub(crate) async fn join(
+        self: &Arc<Self>,
+        conn: &Conn,
+        lock_key: &Arc<str>,
+        channel: String,
+    ) -> Result<Membership> {
         let state = {
             let mut channels = lock(&self.channels);
             let entry = channels
-                .entry(channel.clone())
+                .entry(lock_key.clone())
                 .or_insert_with(|| ChannelEntry {
                     users: 0,
                     state: Arc::default(),
@@ -211,6 +222,7 @@ impl Waiters {
         let membership = Membership {
             waiters: self.clone(),
             conn: conn.clone(),
+            lock_key: lock_key.clone(),
             channel,
         };
         let mut subscribed = state.lock().await;
@@ -225,13 +237,13 @@ impl Waiters {
 
     /// Runs after the last local waiter of `channel` left: unsubscribes unless someone joined
     /// again meanwhile, then forgets the channel.
-    async fn cleanup(self: Arc<Self>, conn: Conn, channel: String) {
-        let Some(state) = lock(&self.channels).get(&channel).map(|e| e.state.clone()) else {
+    async fn cleanup(self: Arc<Self>, conn: Conn, lock_key: Arc<str>, channel: String) {
+        let Some(state) = lock(&self.channels).get(&lock_key).map(|e| e.state.clone()) else {
             return;
         };
         let mut subscribed = state.lock().await;
         if lock(&self.channels)
-            .get(&channel)
+            .get(&lock_key)
             .is_none_or(|entry| entry.users > 0)
         {
             return;
@@ -244,8 +256,11 @@ impl Waiters {
         }
         *subscribed = false;
         let mut channels = lock(&self.channels);
-        if channels.get(&channel).is_some_and(|entry| entry.users == 0) {
-            channels.remove(&channel);
+        if channels
+            .get(&lock_key)
+            .is_some_and(|entry| entry.users == 0)
+        {
+            channels.remove(&lock_key);
         }
     }
 
@@ -279,6 +294,7 @@ impl Drop for Registration {
 pub(crate) struct Membership {
     waiters: Arc<Waiters>,
     conn: Conn,
+    lock_key: Arc<str>,
     channel: String,
 }
 
@@ -294,7 +310,7 @@ impl Drop for Membership {
     fn drop(&mut self) {
         let last = {
             let mut channels = lock(&self.waiters.channels);
-            channels.get_mut(&self.channel).is_some_and(|entry| {
+            channels.get_mut(&self.lock_key).is_some_and(|entry| {
                 entry.users = entry.users.saturating_sub(1);
                 entry.users == 0
             })
@@ -305,11 +321,11 @@ impl Drop for Membership {
         // Without a runtime the subscription stays until the connection closes; it is harmless
         // (grants for unknown tokens are released by the janitor).
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(
-                self.waiters
-                    .clone()
-                    .cleanup(self.conn.clone(), std::mem::take(&mut self.channel)),
-            );
+            handle.spawn(self.waiters.clone().cleanup(
+                self.conn.clone(),
+                self.lock_key.clone(),
+                std::mem::take(&mut self.channel),
+            ));
         }
     }
 }

@@ -2,9 +2,11 @@
 //! lease lost as soon as it is.
 //!
 //! One task per client (started with the first watchdog guard, ending with the last). Each lease
-//! is renewed every `interval` (default a third of the lease). Renewals that fall due close
-//! together are coalesced and sent as one `extend.lua` call per [`BATCH`] locks, so holding
-//! 10,000 locks costs about 100 round trips per renewal interval, not 10,000.
+//! is renewed every `interval` (default a third of the lease). Renewals due within half an
+//! interval of each other are sent together — one `extend.lua` call per [`BATCH`] locks — and
+//! then share their next renewal time, so holding 10,000 locks costs about 100 round trips per
+//! renewal interval, not 10,000. (A lease renewed half an interval early still has more than
+//! half of it left: renewing early is safe.)
 //!
 //! A lease is declared lost (see [`crate::lease`]) when a renewal finds the lock deleted or
 //! owned by another, when `safe_until` passes without a successful renewal (Redis unreachable),
@@ -16,11 +18,12 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use redis::Value;
 
 use crate::client::Shared;
 use crate::lease::{self, LeaseCore, LostReason, Renewal};
 
-use crate::scripts;
+use crate::scripts::{self, Call};
 use crate::token::OwnerToken;
 
 /// Locks renewed per script call.
@@ -101,7 +104,7 @@ impl Watchdog {
                 }
                 Err(_) => {
                     self.lock().running = false;
-                    tracing::warn!(lock = %lease.keys.name, "dlock: no runtime for the watchdog; the lease will not be renewed");
+                    tracing::warn!(lock = %lease.keys.name(), "dlock: no runtime for the watchdog; the lease will not be renewed");
                 }
             }
         } else {
@@ -129,7 +132,9 @@ impl Watchdog {
                 lease.fire_lost(lease.deadline_reason());
                 return false;
             }
-            if !entry.winding_down && entry.next_due <= now + entry.interval / 4 {
+            // Renewals due within the next half interval go now, together: leases acquired at
+            // different moments converge onto shared renewal times, so batches stay full.
+            if !entry.winding_down && entry.next_due <= now + entry.interval / 2 {
                 let (ttl, last) = renewal_ttl(&lease, entry.renew_until, now);
                 if last {
                     // max_hold: this renewal (if any) lets the lease end at max_hold.
@@ -227,23 +232,25 @@ async fn renew(shared: &Arc<Shared>, due: Vec<Due>) {
     }
     let chunks = groups.values().flat_map(|group| group.chunks(BATCH));
     let calls = chunks.map(|chunk| async move {
-        let mut invocation = scripts::EXTEND.prepare_invoke();
+        let mut call = Call::new(&scripts::EXTEND, chunk.len());
         for d in chunk {
-            invocation
-                .key(&*d.lease.keys.lock)
-                .arg(d.lease.token.as_bytes())
-                .arg(lease::millis(d.ttl));
+            call.arg(&*d.lease.keys.lock);
         }
-        let reply = shared
-            .eval::<Vec<i64>>(&invocation, "renew", "(watchdog batch)")
-            .await;
-        (chunk, reply)
+        for d in chunk {
+            call.arg(d.lease.token.as_bytes()).arg(lease::millis(d.ttl));
+        }
+        let reply = shared.run(&call, "renew", "(watchdog batch)").await;
+        let statuses = reply.map(|value| match value {
+            Value::Array(items) => items.iter().map(scripts::int).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        });
+        (chunk, statuses)
     });
     for (chunk, reply) in join_all(calls).await {
         match reply {
             Ok(statuses) if statuses.len() == chunk.len() => {
                 for (d, status) in chunk.iter().zip(statuses) {
-                    apply(shared, d, status, sent);
+                    apply(shared, d, status.unwrap_or(0), sent);
                 }
             }
             Ok(statuses) => {

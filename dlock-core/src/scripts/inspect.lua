@@ -1,10 +1,16 @@
 -- inspect.lua: read who holds a mutex, for operators. Changes nothing.
 --
 -- KEYS[1]  lock key   (see acquire.lua)
--- KEYS[2]  queue key
+-- KEYS[2]  fence key
+-- KEYS[3]  queue key
 --
--- Returns  {value, pttl_ms, waiters}  value = "<token> <fence> <acquired_ms> <meta>", or
---          {false, -2, waiters}       when nobody holds the lock
+-- Returns  {value, fence, pttl_ms, waiters}  value = "<token><flag> <meta>"; fence = the
+--                                            holder's fencing token (the last one issued)
+--          {false, false, -2, waiters}       when nobody holds the lock
 
 local held = redis.call('GET', KEYS[1])
-return {held, redis.call('PTTL', KEYS[1]), redis.call('LLEN', KEYS[2])}
+local fence = false
+if held then
+  fence = redis.call('GET', KEYS[2])
+end
+return {held, fence, redis.call('PTTL', KEYS[1]), redis.call('LLEN', KEYS[3])}

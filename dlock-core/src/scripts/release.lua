@@ -4,16 +4,17 @@
 -- KEYS[2]  fence key
 -- KEYS[3]  queue key
 -- ARGV[1]  owner token of the caller
--- ARGV[2]  the caller's own queue entry to drop first, or "" (an acquire abandoned mid-wait
---          releases this way, whether or not the lock was handed to it meanwhile)
--- ARGV[3]  publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster: stays on the shard)
--- ARGV[4]  "force" to release whoever holds the lock (an operator's force_unlock), else ""
+-- ARGV[2]  publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster: stays on the shard)
+-- ARGV[3]  optional: the caller's own queue entry to drop first, or "" (an acquire abandoned
+--          mid-wait releases this way, whether or not the lock was handed to it meanwhile)
+-- ARGV[4]  optional: "force" to release whoever holds the lock (an operator's force_unlock)
 --
 -- Returns  1   released; nobody waits
 --          2   released and handed to the next waiter (its client was told on its wake channel)
 --          0   not held by anyone: the caller's lease had expired
 --          -1  held by another owner: the caller's lease expired and someone else took the lock
 --
+-- Fast path (nobody waits, flag "-"): GET, DEL — two calls.
 -- Hand-off: the oldest entry becomes the owner with its own lease and a fresh fence, and
 -- "<token> <fence> <now_ms> <lease_ms>" is published on "<lock key>:wake:<client>". A publish
 -- that reaches no subscriber means that client is gone (crashed, disconnected): the entry is
@@ -21,15 +22,19 @@
 -- Retry safety: owner-checked (unless forced); running it twice never releases a lock the caller
 -- does not own.
 
-if ARGV[2] ~= '' then
-  redis.call('LREM', KEYS[3], 1, ARGV[2])
+if ARGV[3] and ARGV[3] ~= '' then
+  redis.call('LREM', KEYS[3], 1, ARGV[3])
 end
 local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
-if ARGV[4] ~= 'force' and string.sub(held, 1, 32) ~= ARGV[1] then
+if ARGV[4] ~= 'force' and string.find(held, ARGV[1], 1, true) ~= 1 then
   return -1
+end
+if string.byte(held, 33) ~= 119 then -- 'w': somebody waits
+  redis.call('DEL', KEYS[1])
+  return 1
 end
 
 local now_us, last
@@ -48,11 +53,14 @@ while true do
     end
     last = math.max(last + 1, now_us)
     local fence_s = string.format('%.0f', last)
-    local now_ms = string.format('%.0f', math.floor(now_us / 1000))
-    redis.call('SET', KEYS[2], fence_s)
-    redis.call('SET', KEYS[1], token .. ' ' .. fence_s .. ' ' .. now_ms .. ' ' .. meta, 'PX', lease)
-    local told = redis.call(ARGV[3], KEYS[1] .. ':wake:' .. client,
-      token .. ' ' .. fence_s .. ' ' .. now_ms .. ' ' .. lease)
+    redis.call('SET', KEYS[2], fence_s, 'PX', '604800000')
+    local flag = '-'
+    if redis.call('LLEN', KEYS[3]) > 0 then
+      flag = 'w'
+    end
+    redis.call('SET', KEYS[1], token .. flag .. ' ' .. meta, 'PX', lease)
+    local told = redis.call(ARGV[2], KEYS[1] .. ':wake:' .. client,
+      token .. ' ' .. fence_s .. ' ' .. string.format('%.0f', math.floor(now_us / 1000)) .. ' ' .. lease)
     if told > 0 then
       return 2
     end

@@ -1,0 +1,125 @@
+//! Child processes of the benchmark binary (W1 1-CPU, the W3 workers, the memory probes): the
+//! same executable started with a subcommand, talking over its stdin/stdout in lines.
+//!
+//! Protocol: the child writes `READY` when its set-up is done (W3), waits for `GO` on stdin when
+//! asked to, and ends with one line `RESULT <json>`. Its stderr goes straight to ours, so its
+//! errors are visible. The child is SIGKILLed and reaped if we drop it early (on an error).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+
+use dlock_testkit::ChildGuard;
+use serde::de::DeserializeOwned;
+
+use crate::BoxError;
+
+/// A line the child writes once it is ready to start.
+pub(crate) const READY: &str = "READY";
+/// The line the parent sends to start a child that waits.
+pub(crate) const GO: &str = "GO";
+/// Prefix of the child's result line.
+pub(crate) const RESULT: &str = "RESULT ";
+
+/// A running child of this binary.
+pub(crate) struct Child {
+    guard: ChildGuard,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    what: String,
+}
+
+impl Child {
+    /// Starts `<this binary> args…`.
+    pub(crate) fn spawn(args: &[String]) -> Result<Child, BoxError> {
+        let exe = std::env::current_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut guard = ChildGuard::spawn(cmd)?;
+        let what = guard.command_line().to_owned();
+        let child = guard.child_mut();
+        let stdin = child.stdin.take();
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| format!("`{what}` has no stdout pipe"))?;
+        Ok(Child {
+            guard,
+            stdin,
+            stdout: BufReader::new(stdout),
+            what,
+        })
+    }
+
+    /// Reads lines until one starts with `prefix`; returns the rest of that line.
+    pub(crate) fn wait_for(&mut self, prefix: &str) -> Result<String, BoxError> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line)? == 0 {
+                let status = self.guard.child_mut().wait()?;
+                return Err(format!(
+                    "`{}` exited ({status}) before printing `{prefix}`",
+                    self.what
+                )
+                .into());
+            }
+            if let Some(rest) = line.trim_end().strip_prefix(prefix) {
+                return Ok(rest.to_owned());
+            }
+        }
+    }
+
+    /// Sends one line on the child's stdin.
+    pub(crate) fn send(&mut self, line: &str) -> Result<(), BoxError> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| format!("`{}` has no stdin pipe", self.what))?;
+        writeln!(stdin, "{line}")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
+    /// Reads the child's `RESULT` line, waits for it to exit, and checks that it succeeded.
+    pub(crate) fn result<T: DeserializeOwned>(mut self) -> Result<T, BoxError> {
+        let json = self.wait_for(RESULT)?;
+        drop(self.stdin.take());
+        let status = self.guard.child_mut().wait()?;
+        if !status.success() {
+            return Err(format!("`{}` failed: {status}", self.what).into());
+        }
+        serde_json::from_str(&json)
+            .map_err(|e| format!("`{}` printed a malformed result: {e}", self.what).into())
+    }
+}
+
+/// In a child: prints the result line the parent waits for.
+pub(crate) fn print_result<T: serde::Serialize>(value: &T) -> Result<(), BoxError> {
+    let json = serde_json::to_string(value)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{RESULT}{json}")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// In a child: says it is ready, then blocks until the parent sends `GO`.
+pub(crate) fn ready_then_wait_for_go() -> Result<(), BoxError> {
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{READY}")?;
+        out.flush()?;
+    }
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if std::io::stdin().read_line(&mut line)? == 0 {
+            return Err("the parent closed stdin before sending GO".into());
+        }
+        if line.trim_end() == GO {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick] [--only w1,w2,w3,mem]
+//! [--json PATH]`).
+//!
+//! The benchmark of `/work/shared/WORKLOADS.md` (issue #3): dlock through its ordinary public API
+//! beside a raw-Redis floor measured in the same run, on a redis-server the benchmark starts
+//! itself (dlock-testkit: free loopback port, `--save '' --appendonly no`, nothing else
+//! connected). It prints one markdown report on stdout and writes the figures as JSON.
+//!
+//! # Layout
+//! | module | what |
+//! |---|---|
+//! | `cli` | arguments, subcommands |
+//! | `spec` | the numbers of WORKLOADS.md (full and `--quick`) |
+//! | `subject` | raw floor or dlock behind one `pair` call |
+//! | `floor` | the raw floor: `SET NX PX` + compare-and-delete `EVALSHA` |
+//! | `w1`, `w2`, `w3`, `w3_worker` | the workloads (W3's workers are child processes) |
+//! | `handoff_floor` | W3's floor: one-way pub/sub latency between two processes, W3's rhythm |
+//! | `memory` | client RSS and Redis memory per held guard and per waiting task |
+//! | `redis_stats` | control connection: `FLUSHALL`, `INFO commandstats`/`memory`, queue lengths |
+//! | `window` | a measured window: command, server-CPU and client-CPU deltas |
+//! | `affinity` | CPU pinning for W1 1-CPU |
+//! | `child` | child processes of this binary and their line protocol |
+//! | `stats` | percentiles, hand-off gaps, overlaps, fairness (pure, unit-tested) |
+//! | `targets` | ratios to the floor and issue #3's targets |
+//! | `report` | markdown and JSON output |
+
+// A benchmark reports on stdout and narrates its progress on stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod affinity;
+mod child;
+mod cli;
+mod floor;
+mod handoff_floor;
+mod memory;
+mod redis_stats;
+mod report;
+mod spec;
+mod stats;
+mod subject;
+mod targets;
+mod w1;
+mod w2;
+mod w3;
+mod w3_worker;
+mod window;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use nix::time::{ClockId, clock_gettime};
+
+use crate::cli::Command;
+use crate::redis_stats::Control;
+use crate::report::{Meta, Results};
+use crate::spec::{Counts, WORKER_THREADS};
+
+/// Errors of the benchmark: reported with their message, the run stops.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = cli::parse(&args).and_then(|command| match command {
+        Command::Run { counts, only, json } => run(&counts, only, &json),
+        Command::W1Pinned { url, counts } => w1::pinned_child(&url, &counts),
+        Command::W1One {
+            url,
+            subject,
+            counts,
+        } => w1::one_child(subject, &url, &counts),
+        Command::W3Worker {
+            url,
+            process,
+            counts,
+        } => w3_worker::child_main(&url, process, &counts),
+        Command::HandoffFloor {
+            url,
+            process,
+            counts,
+        } => handoff_floor::child_main(&url, process, &counts),
+        Command::Memory { probe, url, counts } => memory::child_main(&probe, &url, &counts),
+        Command::Help => {
+            println!("{}", cli::USAGE);
+            Ok(())
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dlock-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The benchmark run: every selected workload, then the report.
+fn run(counts: &Counts, only: cli::Workloads, json: &Path) -> Result<(), BoxError> {
+    let server = dlock_testkit::RedisServer::start()?;
+    let url = server.url();
+    let server_pid = server
+        .pid()
+        .ok_or("redis-server is not running right after it started")?;
+    let redis_version = current_thread_runtime()?
+        .block_on(async { Control::connect(&url).await?.redis_version().await })?;
+    let meta = Meta::collect(*counts, redis_version);
+    if counts.quick {
+        eprintln!("dlock-bench: QUICK smoke run: smaller counts, figures not comparable");
+    }
+    eprintln!("dlock-bench: redis {} at {url}", meta.redis_version);
+
+    let results = measure(&url, server_pid, counts, only, meta)?;
+    println!("{}", results.markdown());
+    results.write_json(json)?;
+    eprintln!("dlock-bench: results written to {}", json.display());
+    Ok(())
+}
+
+/// Runs the selected workloads in order: W1, W1 1-CPU, W2, W3 and its floor, memory.
+fn measure(
+    url: &str,
+    server_pid: u32,
+    counts: &Counts,
+    only: cli::Workloads,
+    meta: Meta,
+) -> Result<Results, BoxError> {
+    let w1 = only
+        .w1
+        .then(|| stage("W1 (unpinned)", || w1::run_unpinned(url, counts)))
+        .transpose()?;
+    let w1_pinned = only
+        .w1
+        .then(|| stage("W1 1-CPU", || w1::run_pinned(url, server_pid, counts)))
+        .transpose()?;
+    let w2 = only
+        .w2
+        .then(|| stage("W2", || w2::run_both(url, counts)))
+        .transpose()?;
+    let w3 = only
+        .w3
+        .then(|| stage("W3", || w3::run(url, counts)))
+        .transpose()?;
+    let handoff_floor = only
+        .w3
+        .then(|| stage("W3 hand-off floor", || handoff_floor::run(url, counts)))
+        .transpose()?;
+    let memory = only
+        .mem
+        .then(|| stage("memory", || memory::run(url, counts)))
+        .transpose()?;
+    Ok(Results::new(
+        meta,
+        w1,
+        w1_pinned,
+        w2,
+        w3,
+        handoff_floor,
+        memory,
+    ))
+}
+
+/// Runs one workload, narrating on stderr.
+fn stage<T>(name: &str, f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, BoxError> {
+    eprintln!("dlock-bench: running {name} …");
+    let start = Instant::now();
+    let result = f().map_err(|e| format!("{name}: {e}"))?;
+    eprintln!(
+        "dlock-bench: {name} done in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(result)
+}
+
+/// A current-thread runtime (W1; control work of the parent).
+pub(crate) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// A multi-thread runtime with one worker per vCPU (W2, W3 workers, memory probes).
+pub(crate) fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .enable_all()
+        .build()?)
+}
+
+/// Nanoseconds since `start`, saturating.
+pub(crate) fn elapsed_ns(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process of this machine, so W3 events of
+/// different processes can be merged.
+pub(crate) fn monotonic_ns() -> Result<u64, BoxError> {
+    let now = clock_gettime(ClockId::CLOCK_MONOTONIC)?;
+    let secs = u64::try_from(now.tv_sec())?;
+    let nanos = u64::try_from(now.tv_nsec())?;
+    Ok(secs * 1_000_000_000 + nanos)
+}

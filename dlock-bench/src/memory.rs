@@ -1,0 +1,305 @@
+//! Memory: what a held guard and a waiting task cost, client side (RSS growth) and in Redis
+//! (`used_memory` growth).
+//!
+//! Each probe runs in a fresh child process (`dlock-bench mem guards|waiters`) so that the RSS of
+//! the other workloads, and memory the allocator keeps from them, does not blur the figure:
+//!
+//! * **guards**: acquire 10,000 distinct locks and keep the guards (in a vector allocated
+//!   beforehand, so its pages count as they are filled, as the guards' own inline size).
+//! * **waiters**: a second client holds 100 locks; 10,000 tasks block in `acquire_timeout` on them
+//!   (100 per lock). They are counted as waiting only once the Redis queues
+//!   (`LLEN <prefix>{name}:queue`) hold all 10,000 entries and no task has finished.
+//!
+//! Runtime: multi-thread, 2 worker threads (a typical server application). Both clients warm up
+//! first (connection, scripts, and one contended hand-off for the waiters' code paths).
+
+use std::time::{Duration, Instant};
+
+use dlock_core::{Client, MutexGuard, MutexOptions};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+
+use crate::child::{Child, print_result};
+use crate::redis_stats::Control;
+use crate::spec::{ACQUIRE_WAIT, Counts, TTL};
+use crate::subject::Subject;
+use crate::w1::ratio;
+use crate::{BoxError, multi_thread_runtime};
+
+/// Waiters are started in batches of this many, each batch queued before the next starts.
+const BATCH: u64 = 1_000;
+/// How long one batch may take to be queued.
+const BATCH_DEADLINE: Duration = Duration::from_secs(5);
+/// Pause after the last waiter queued, before RSS is read (late allocations settle).
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// Client and server memory of held guards.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct GuardsResult {
+    pub(crate) guards: u64,
+    pub(crate) rss_growth_bytes: u64,
+    pub(crate) bytes_per_guard: f64,
+    /// `size_of::<MutexGuard>()`: the part of a guard that lives where the caller keeps it.
+    pub(crate) guard_inline_bytes: usize,
+    /// `used_memory` growth per held lock (lock key + fence key).
+    pub(crate) redis_bytes_per_held_lock: f64,
+    /// What is left per lock once all are released (the fence key, kept forever).
+    pub(crate) redis_bytes_per_released_lock: f64,
+}
+
+/// Client and server memory of waiting tasks.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct WaitersResult {
+    pub(crate) waiters: u64,
+    pub(crate) held_locks: u64,
+    /// Queue entries in Redis when RSS was read (must equal `waiters`).
+    pub(crate) queued: u64,
+    pub(crate) rss_growth_bytes: u64,
+    pub(crate) bytes_per_waiter: f64,
+    /// Size of the future each waiting task runs (`tokio::spawn` stores it in the task).
+    pub(crate) task_future_bytes: usize,
+    /// Size of the future returned by `Mutex::acquire_timeout` alone.
+    pub(crate) acquire_future_bytes: usize,
+    /// `used_memory` growth per waiter (its queue entry).
+    pub(crate) redis_bytes_per_waiter: f64,
+    /// Seconds from the first waiter's start to all queued.
+    pub(crate) queueing_s: f64,
+}
+
+/// Both memory probes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct MemoryResult {
+    pub(crate) guards: GuardsResult,
+    pub(crate) waiters: WaitersResult,
+}
+
+/// Runs both probes, each in a fresh child process, after a `FLUSHALL`.
+pub(crate) fn run(url: &str, counts: &Counts) -> Result<MemoryResult, BoxError> {
+    let probe = |which: &str| -> Result<Child, BoxError> {
+        let runtime = crate::current_thread_runtime()?;
+        runtime.block_on(async { Control::connect(url).await?.flushall().await })?;
+        let mut args = vec![
+            "mem".to_owned(),
+            which.to_owned(),
+            "--url".to_owned(),
+            url.to_owned(),
+        ];
+        if counts.quick {
+            args.push("--quick".to_owned());
+        }
+        Child::spawn(&args)
+    };
+    let guards = probe("guards")?.result()?;
+    let waiters = probe("waiters")?.result()?;
+    Ok(MemoryResult { guards, waiters })
+}
+
+/// Entry point of `dlock-bench mem guards|waiters --url URL`.
+pub(crate) fn child_main(which: &str, url: &str, counts: &Counts) -> Result<(), BoxError> {
+    let runtime = multi_thread_runtime()?;
+    match which {
+        "guards" => print_result(&runtime.block_on(guards(url, counts))?),
+        "waiters" => print_result(&runtime.block_on(waiters(url, counts))?),
+        other => Err(format!("unknown memory probe `{other}`; use guards or waiters").into()),
+    }
+}
+
+fn client(url: &str) -> Result<Client, BoxError> {
+    Client::builder(url)
+        .build()
+        .map_err(|e| format!("cannot build the dlock client: {e}").into())
+}
+
+async fn warm_up(client: &Client, tag: &str) -> Result<(), BoxError> {
+    let subject = Subject::Dlock(client.clone());
+    for i in 0..10 {
+        subject.pair(&format!("mem:warm:{tag}:{i}")).await?;
+    }
+    Ok(())
+}
+
+async fn guards(url: &str, counts: &Counts) -> Result<GuardsResult, BoxError> {
+    let mut control = Control::connect(url).await?;
+    let client = client(url)?;
+    warm_up(&client, "guards").await?;
+    let n = counts.mem_guards;
+    let mut held: Vec<MutexGuard> = Vec::with_capacity(usize::try_from(n)?);
+
+    let rss_before = rss_bytes()?;
+    let redis_before = control.used_memory().await?;
+    for i in 0..n {
+        let lock = client.mutex_with(&format!("mem:held:{i}"), MutexOptions::new().ttl(TTL))?;
+        held.push(lock.acquire_timeout(ACQUIRE_WAIT).await?);
+    }
+    let rss_after = rss_bytes()?;
+    let redis_held = control.used_memory().await?;
+
+    for guard in held {
+        guard.release().await?;
+    }
+    let redis_released = control.used_memory().await?;
+    let growth = rss_after.saturating_sub(rss_before);
+    Ok(GuardsResult {
+        guards: n,
+        rss_growth_bytes: growth,
+        bytes_per_guard: ratio(growth, n),
+        guard_inline_bytes: size_of::<MutexGuard>(),
+        redis_bytes_per_held_lock: ratio(redis_held.saturating_sub(redis_before), n),
+        redis_bytes_per_released_lock: ratio(redis_released.saturating_sub(redis_before), n),
+    })
+}
+
+/// One waiting task: blocks until it gets the lock (it never does while measured).
+async fn wait_task(client: Client, name: String) -> Result<(), BoxError> {
+    let lock = client.mutex_with(&name, MutexOptions::new().ttl(TTL))?;
+    let guard = lock.acquire_timeout(ACQUIRE_WAIT).await?;
+    guard.release().await?;
+    Ok(())
+}
+
+async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> {
+    let mut control = Control::connect(url).await?;
+    let holder = client(url)?;
+    let client = client(url)?;
+    warm_up(&holder, "holder").await?;
+    warm_up(&client, "waiter").await?;
+    contended_warm_up(&holder, &client, &mut control).await?;
+
+    let held_locks = counts.mem_held_locks;
+    let mut held = Vec::new();
+    for j in 0..held_locks {
+        let lock = holder.mutex_with(&format!("mem:wait:{j}"), MutexOptions::new().ttl(TTL))?;
+        held.push(lock.acquire_timeout(ACQUIRE_WAIT).await?);
+    }
+    let held_since = Instant::now();
+    let queues: Vec<String> = (0..held_locks)
+        .map(|j| queue_key(&client, &format!("mem:wait:{j}")))
+        .collect();
+    let sizes = future_sizes(&client)?;
+    let n = counts.mem_waiters;
+    let mut handles: Vec<JoinHandle<Result<(), BoxError>>> =
+        Vec::with_capacity(usize::try_from(n)?);
+
+    let rss_before = rss_bytes()?;
+    let redis_before = control.used_memory().await?;
+    let started = Instant::now();
+    while u64::try_from(handles.len())? < n {
+        let batch_end = (u64::try_from(handles.len())? + BATCH).min(n);
+        for i in u64::try_from(handles.len())?..batch_end {
+            let name = format!("mem:wait:{}", i % held_locks);
+            handles.push(tokio::spawn(wait_task(client.clone(), name)));
+        }
+        wait_until_queued(&mut control, &queues, batch_end, &handles).await?;
+    }
+    let queueing_s = started.elapsed().as_secs_f64();
+    tokio::time::sleep(SETTLE).await;
+    let queued = control.total_llen(&queues).await?;
+    check_still_waiting(&handles, queued, n, held_since)?;
+    let rss_after = rss_bytes()?;
+    let redis_after = control.used_memory().await?;
+
+    for handle in &handles {
+        handle.abort();
+    }
+    drop(held);
+    let growth = rss_after.saturating_sub(rss_before);
+    Ok(WaitersResult {
+        waiters: n,
+        held_locks,
+        queued,
+        rss_growth_bytes: growth,
+        bytes_per_waiter: ratio(growth, n),
+        task_future_bytes: sizes.0,
+        acquire_future_bytes: sizes.1,
+        redis_bytes_per_waiter: ratio(redis_after.saturating_sub(redis_before), n),
+        queueing_s,
+    })
+}
+
+/// Sizes of a waiting task's future and of the `acquire_timeout` future inside it (never polled).
+fn future_sizes(client: &Client) -> Result<(usize, usize), BoxError> {
+    let task = wait_task(client.clone(), "mem:size".to_owned());
+    let task_bytes = size_of_val(&task);
+    drop(task);
+    let lock = client.mutex_with("mem:size", MutexOptions::new().ttl(TTL))?;
+    let acquire = lock.acquire_timeout(ACQUIRE_WAIT);
+    let acquire_bytes = size_of_val(&acquire);
+    drop(acquire);
+    Ok((task_bytes, acquire_bytes))
+}
+
+/// One waiter queued behind a held lock and handed it on release, so that the subscription and
+/// hand-off code paths have run once before the baseline is read.
+async fn contended_warm_up(
+    holder: &Client,
+    client: &Client,
+    control: &mut Control,
+) -> Result<(), BoxError> {
+    let name = "mem:warm:contended";
+    let guard = holder
+        .mutex_with(name, MutexOptions::new().ttl(TTL))?
+        .acquire_timeout(ACQUIRE_WAIT)
+        .await?;
+    let waiter = tokio::spawn(wait_task(client.clone(), name.to_owned()));
+    let queue = [queue_key(client, name)];
+    wait_until_queued(control, &queue, 1, std::slice::from_ref(&waiter)).await?;
+    guard.release().await?;
+    waiter.await??;
+    Ok(())
+}
+
+/// Polls the queues until they hold `expected` entries; fails if a waiter finished (it got a
+/// lock or failed) or the batch takes longer than [`BATCH_DEADLINE`].
+async fn wait_until_queued(
+    control: &mut Control,
+    queues: &[String],
+    expected: u64,
+    handles: &[JoinHandle<Result<(), BoxError>>],
+) -> Result<(), BoxError> {
+    let deadline = Instant::now() + BATCH_DEADLINE;
+    loop {
+        if handles.iter().any(JoinHandle::is_finished) {
+            return Err("a waiting task finished before all waiters were queued".into());
+        }
+        let queued = control.total_llen(queues).await?;
+        if queued >= expected {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("only {queued} of {expected} waiters queued after 5 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn check_still_waiting(
+    handles: &[JoinHandle<Result<(), BoxError>>],
+    queued: u64,
+    expected: u64,
+    held_since: Instant,
+) -> Result<(), BoxError> {
+    if queued != expected || handles.iter().any(JoinHandle::is_finished) {
+        return Err(format!("{queued} of {expected} waiters queued at measurement").into());
+    }
+    if held_since.elapsed() >= TTL {
+        return Err("the held locks' leases ran out before memory was measured".into());
+    }
+    Ok(())
+}
+
+/// The Redis queue key of lock `name` (layout documented in dlock-core's `key` module).
+fn queue_key(client: &Client, name: &str) -> String {
+    format!("{}{{{name}}}:queue", client.key_prefix())
+}
+
+/// Resident set size of this process, from `VmRSS` in `/proc/self/status`.
+fn rss_bytes() -> Result<u64, BoxError> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or("/proc/self/status has no VmRSS line")?;
+    Ok(kb * 1024)
+}

@@ -1,0 +1,106 @@
+//! The numbers of WORKLOADS.md in one place: TTL, waits, and the sizes of every workload (full,
+//! or the much smaller `--quick` smoke run).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Lease of every lock (WORKLOADS.md: "TTL 10 s for every lock").
+pub(crate) const TTL: Duration = Duration::from_secs(10);
+/// The same lease in milliseconds, for the raw floor's `SET … PX`.
+pub(crate) const TTL_MS: u64 = 10_000;
+/// Wait limit of every blocking acquire (W3: "waiting up to 30 s").
+pub(crate) const ACQUIRE_WAIT: Duration = Duration::from_secs(30);
+/// W3's pause inside the lock.
+pub(crate) const W3_PAUSE: Duration = Duration::from_millis(1);
+/// Tokio worker threads of the multi-thread runtimes (W2, W3, memory): one per vCPU here.
+pub(crate) const WORKER_THREADS: usize = 2;
+/// The CPU that W1 1-CPU pins the benchmark and redis-server to (`taskset -c 1`).
+pub(crate) const PINNED_CPU: usize = 1;
+
+/// How much work each workload does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Counts {
+    pub(crate) quick: bool,
+    pub(crate) w1_warmup: u64,
+    pub(crate) w1_pairs: u64,
+    pub(crate) w2_tasks: u64,
+    pub(crate) w2_pairs: u64,
+    pub(crate) w2_warmup_per_task: u64,
+    pub(crate) w3_processes: u32,
+    pub(crate) w3_tasks: u32,
+    pub(crate) w3_acquisitions: u64,
+    pub(crate) mem_guards: u64,
+    pub(crate) mem_waiters: u64,
+    pub(crate) mem_held_locks: u64,
+}
+
+impl Counts {
+    /// The figures of WORKLOADS.md.
+    pub(crate) const FULL: Counts = Counts {
+        quick: false,
+        w1_warmup: 1_000,
+        w1_pairs: 20_000,
+        w2_tasks: 64,
+        w2_pairs: 50_000,
+        w2_warmup_per_task: 10,
+        w3_processes: 2,
+        w3_tasks: 4,
+        w3_acquisitions: 2_000,
+        mem_guards: 10_000,
+        mem_waiters: 10_000,
+        mem_held_locks: 100,
+    };
+
+    /// A smoke run: same shapes, about a tenth of the work. Not comparable with full runs.
+    pub(crate) const QUICK: Counts = Counts {
+        quick: true,
+        w1_warmup: 100,
+        w1_pairs: 2_000,
+        w2_tasks: 64,
+        w2_pairs: 5_000,
+        w2_warmup_per_task: 2,
+        w3_processes: 2,
+        w3_tasks: 4,
+        w3_acquisitions: 200,
+        mem_guards: 1_000,
+        mem_waiters: 1_000,
+        mem_held_locks: 10,
+    };
+
+    pub(crate) fn new(quick: bool) -> Counts {
+        if quick { Self::QUICK } else { Self::FULL }
+    }
+
+    /// Pairs of W2 task `task`: the total split as evenly as possible, the first tasks taking one
+    /// more (50,000 over 64: 782 for tasks 0–15, 781 for 16–63).
+    pub(crate) fn w2_pairs_of(&self, task: u64) -> u64 {
+        let base = self.w2_pairs / self.w2_tasks;
+        let extra = self.w2_pairs % self.w2_tasks;
+        base + u64::from(task < extra)
+    }
+
+    /// W3 workers in all.
+    pub(crate) fn w3_workers(&self) -> u32 {
+        self.w3_processes * self.w3_tasks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn w2_split_matches_the_spec() {
+        let c = Counts::FULL;
+        assert_eq!(c.w2_pairs_of(0), 782);
+        assert_eq!(c.w2_pairs_of(15), 782);
+        assert_eq!(c.w2_pairs_of(16), 781);
+        assert_eq!(c.w2_pairs_of(63), 781);
+        let total: u64 = (0..c.w2_tasks).map(|t| c.w2_pairs_of(t)).sum();
+        assert_eq!(total, 50_000);
+        let q = Counts::QUICK;
+        let total: u64 = (0..q.w2_tasks).map(|t| q.w2_pairs_of(t)).sum();
+        assert_eq!(total, q.w2_pairs);
+    }
+}

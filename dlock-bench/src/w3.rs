@@ -1,0 +1,126 @@
+//! W3: contended mutex, the parent side. Starts 2 worker processes (`dlock-bench w3-worker`,
+//! 4 tasks each, see [`crate::w3_worker`]) on one key `w3:lock`, opens the measured window when
+//! both are warmed up, merges their events (CLOCK_MONOTONIC ns, comparable across processes) and
+//! computes the figures of WORKLOADS.md.
+
+use serde::{Deserialize, Serialize};
+
+use crate::child::{Child, GO, READY};
+use crate::redis_stats::{CommandStats, Control};
+use crate::spec::Counts;
+use crate::stats::{Contention, contention, ns_to_us, per_second};
+use crate::w1::ratio;
+use crate::w3_worker::{COUNTER, WorkerReport};
+use crate::window::{Snapshot, WindowDelta};
+use crate::{BoxError, current_thread_runtime};
+
+/// The W3 figures.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct W3Result {
+    pub(crate) processes: u32,
+    pub(crate) workers: u32,
+    /// Tickets handed out (2,000): each should become one acquisition.
+    pub(crate) tickets: u64,
+    pub(crate) window_s: f64,
+    pub(crate) acquisitions_per_s: f64,
+    /// `tickets − final counter`: must be 0.
+    pub(crate) lost_updates: i64,
+    pub(crate) final_counter: u64,
+    pub(crate) timeouts: u64,
+    pub(crate) not_held_at_release: u64,
+    pub(crate) contention: Contention,
+    /// Client requests for the lock per acquisition (EVALSHA, SUBSCRIBE …).
+    pub(crate) round_trips_per_acq: f64,
+    /// Redis commands per acquisition, Lua-internal calls included.
+    pub(crate) commands_per_acq: f64,
+    /// Server time per acquisition in the lock's scripts and commands, µs.
+    pub(crate) server_us_per_acq: f64,
+    /// CPU time of the whole redis-server process per acquisition (the workload's own
+    /// commands included), µs.
+    pub(crate) server_cpu_us_per_acq: f64,
+    /// `INFO commandstats` delta of the window, less the workload's own INCR/GET/SET.
+    pub(crate) commands: CommandStats,
+}
+
+/// Runs W3 against the server at `url`.
+pub(crate) fn run(url: &str, counts: &Counts) -> Result<W3Result, BoxError> {
+    let runtime = current_thread_runtime()?;
+    let mut control = runtime.block_on(Control::connect(url))?;
+    runtime.block_on(control.flushall())?;
+
+    let mut children = Vec::new();
+    for process in 0..counts.w3_processes {
+        let mut args = vec![
+            "w3-worker".to_owned(),
+            "--url".to_owned(),
+            url.to_owned(),
+            "--process".to_owned(),
+            process.to_string(),
+        ];
+        if counts.quick {
+            args.push("--quick".to_owned());
+        }
+        children.push(Child::spawn(&args)?);
+    }
+    for child in &mut children {
+        child.wait_for(READY)?;
+    }
+    let before = runtime.block_on(Snapshot::take(&mut control))?;
+    for child in &mut children {
+        child.send(GO)?;
+    }
+    let mut reports = Vec::new();
+    for child in children {
+        reports.push(child.result::<WorkerReport>()?);
+    }
+    let delta = runtime.block_on(before.delta(&mut control))?;
+    let counter = runtime.block_on(control.get_u64(COUNTER))?;
+    Ok(summarize(reports, delta, counter, counts))
+}
+
+/// Merges the workers' reports into the W3 figures.
+fn summarize(
+    reports: Vec<WorkerReport>,
+    window: WindowDelta,
+    counter: u64,
+    counts: &Counts,
+) -> W3Result {
+    let start = reports.iter().map(|r| r.start_ns).min().unwrap_or(0);
+    let end = reports.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let (incr, get, set) = (sum(|r| r.incr), sum(|r| r.get), sum(|r| r.set));
+    let timeouts = sum(|r| r.timeouts);
+    let not_held_at_release = sum(|r| r.not_held_at_release);
+    let WindowDelta {
+        mut commands,
+        usec,
+        server_cpu_us,
+        ..
+    } = window;
+    commands.subtract("incr", incr);
+    commands.subtract("get", get);
+    commands.subtract("set", set);
+
+    let mut events: Vec<_> = reports.into_iter().flat_map(|r| r.events).collect();
+    let contention = contention(&mut events, counts.w3_workers());
+    let acquisitions = contention.acquisitions;
+    let window = end.saturating_sub(start);
+    W3Result {
+        processes: counts.w3_processes,
+        workers: counts.w3_workers(),
+        tickets: counts.w3_acquisitions,
+        window_s: ns_to_us(window) / 1e6,
+        acquisitions_per_s: per_second(acquisitions, window),
+        lost_updates: i64::try_from(counts.w3_acquisitions).unwrap_or(i64::MAX)
+            - i64::try_from(counter).unwrap_or(i64::MAX),
+        final_counter: counter,
+        timeouts,
+        not_held_at_release,
+        contention,
+        round_trips_per_acq: ratio(commands.round_trips(0), acquisitions),
+        commands_per_acq: ratio(commands.total(), acquisitions),
+        server_us_per_acq: ratio(usec.client_usec(&[]), acquisitions),
+        server_cpu_us_per_acq: ratio(server_cpu_us, acquisitions),
+        commands,
+    }
+}

@@ -1,0 +1,69 @@
+//! The measured window of a workload: what Redis and this process did between its opening and
+//! its closing: commands (`INFO commandstats`), server CPU (`INFO cpu`) and client CPU
+//! (`getrusage`). The CPU figures show where the time of a pair goes (client, server, or waiting).
+
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::TimeVal;
+use serde::{Deserialize, Serialize};
+
+use crate::BoxError;
+use crate::redis_stats::{CommandStats, CommandUsec, Control};
+
+/// Counters at one instant.
+#[derive(Clone, Debug)]
+pub(crate) struct Snapshot {
+    commands: CommandStats,
+    usec: CommandUsec,
+    server_cpu_us: u64,
+    client_cpu_us: u64,
+}
+
+/// What happened inside a window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct WindowDelta {
+    /// Calls per command.
+    pub(crate) commands: CommandStats,
+    /// Server time per command (µs, `usec` of `INFO commandstats`).
+    pub(crate) usec: CommandUsec,
+    /// CPU time of the whole redis-server process (user + system), µs.
+    pub(crate) server_cpu_us: u64,
+    /// CPU time of this process, every thread (user + system), µs.
+    pub(crate) client_cpu_us: u64,
+}
+
+impl Snapshot {
+    /// Reads every counter (one `INFO commandstats cpu`).
+    pub(crate) async fn take(control: &mut Control) -> Result<Snapshot, BoxError> {
+        let (commands, usec, server_cpu_us) = control.commandstats_and_cpu().await?;
+        Ok(Snapshot {
+            commands,
+            usec,
+            server_cpu_us,
+            client_cpu_us: process_cpu_us()?,
+        })
+    }
+
+    /// Reads the counters again and returns the difference.
+    pub(crate) async fn delta(&self, control: &mut Control) -> Result<WindowDelta, BoxError> {
+        let client_cpu_us = process_cpu_us()?;
+        let after = Snapshot::take(control).await?;
+        Ok(WindowDelta {
+            commands: self.commands.delta(&after.commands),
+            usec: self.usec.delta(&after.usec),
+            server_cpu_us: after.server_cpu_us.saturating_sub(self.server_cpu_us),
+            client_cpu_us: client_cpu_us.saturating_sub(self.client_cpu_us),
+        })
+    }
+}
+
+/// User + system CPU time of this process (all threads), µs.
+pub(crate) fn process_cpu_us() -> Result<u64, BoxError> {
+    let usage = getrusage(UsageWho::RUSAGE_SELF)?;
+    Ok(timeval_us(usage.user_time())? + timeval_us(usage.system_time())?)
+}
+
+fn timeval_us(t: TimeVal) -> Result<u64, BoxError> {
+    let secs = u64::try_from(t.tv_sec())?;
+    let micros = u64::try_from(t.tv_usec())?;
+    Ok(secs * 1_000_000 + micros)
+}
