@@ -1,2 +1,258 @@
-//! Attribute macros for dlock. The macros arrive with their own issue; this crate is a placeholder
-//! so the workspace layout is in place.
+//! Attribute macros for dlock:
+//! * [`macro@distributed_lock`]: run an `async fn` under a distributed lock on Redis. Use it
+//!   through `dlock-core` (its default `macros` feature re-exports it).
+//! * [`macro@scheduled`]: turn an `async fn` into a cron job that runs exactly once per
+//!   occurrence across replicas, with the cron expression and time zone checked at compile
+//!   time. Use it through `dlock-scheduler`, which re-exports it
+//!   ([below](#scheduled-cron-jobs)).
+//!
+//! Either way your crate depends on one crate only:
+//!
+//! ```no_run
+//! use dlock_core::{distributed_lock, Client, Error};
+//!
+//! #[derive(Debug)]
+//! enum PayError {
+//!     Lock(Error),
+//!     Declined,
+//! }
+//!
+//! impl From<Error> for PayError {
+//!     fn from(e: Error) -> Self {
+//!         PayError::Lock(e)
+//!     }
+//! }
+//!
+//! struct Payments {
+//!     locks: Client,
+//! }
+//!
+//! impl Payments {
+//!     /// At most one `pay` per order at a time, across every process that shares the Redis.
+//!     #[distributed_lock(
+//!         key = "order:{order_id}", // the lock name, from the parameters
+//!         ttl = "10s",              // the lease; renewed while the body runs (the watchdog)
+//!         wait = "5s",              // wait up to 5 s for a busy lock, then `Busy`
+//!         client = self.locks,      // or a process-wide default: `dlock_core::set_default_client`
+//!         guard = lease,            // the lease, inside the body: fencing token, `lost()` …
+//!     )]
+//!     async fn pay(&self, order_id: u64, cents: u64) -> Result<u64, PayError> {
+//!         if cents == 0 {
+//!             return Err(PayError::Declined);
+//!         }
+//!         // Hand the fencing token to the storage you write to.
+//!         Ok(lease.fencing_token().get())
+//!     }
+//! }
+//!
+//! # async fn demo(payments: Payments) {
+//! match payments.pay(42, 1_000).await {
+//!     Ok(fence) => println!("paid under fencing token {fence}"),
+//!     Err(PayError::Lock(e)) if e.is_busy() => println!("order 42 is being paid elsewhere"),
+//!     Err(PayError::Lock(e)) if e.is_lease_lost() => println!("stopped: {e}"),
+//!     Err(e) => println!("{e:?}"),
+//! }
+//! # }
+//! ```
+//!
+//! Everything that can be checked at compile time is: the key template against the parameters,
+//! the durations, the option values and their combinations, and the return type. Errors point
+//! at the token to fix and say how; all of them are reported at once, and the function is still
+//! emitted so that its own errors show too.
+//!
+//! The reference below is also on the attribute itself ([`distributed_lock`]).
+//!
+#![doc = include_str!("reference.md")]
+//!
+//! # `#[scheduled]`: cron jobs
+//!
+//! ```no_run
+//! use dlock_scheduler::{scheduled, JobContext, Scheduler};
+//!
+//! /// Draws the winners: once per day across every replica, at noon in Berlin.
+//! #[scheduled(name = "lottery", cron = "0 12 * * *", tz = "Europe/Berlin", jitter = "2s")]
+//! async fn lottery(ctx: JobContext) -> Result<(), std::io::Error> {
+//!     println!("{} draws for {}", ctx.replica().id(), ctx.occurrence());
+//!     Ok(())
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+//! // `lottery::job()` is generated next to the function (a module named like it).
+//! let scheduler = Scheduler::builder(client).job(lottery::job()?).build()?;
+//! # let _ = scheduler;
+//! # Ok(()) }
+//! ```
+//!
+//! The reference below is also on the attribute itself ([`scheduled`]).
+//!
+#![doc = include_str!("scheduled/reference.md")]
+//!
+//! # Layout
+//! | module | what lives there |
+//! |---|---|
+//! | `args` | parsing `name = value` options (one generic helper; duplicates and unknown names rejected) |
+//! | `item` | the function's shape (`async fn` or `#[async_trait]` output), parameters, return type |
+//! | `validate` | option values, ranges and combinations → a `Plan` with defaults filled in |
+//! | `template` | the key-template grammar |
+//! | `duration` | the duration grammar |
+//! | `expand` | code generation |
+//! | `errors` | collecting every error of one attribute |
+//! | `scheduled` | `#[scheduled]`: its `args`, `item`, `validate` and `expand` (sharing the modules above) |
+
+mod args;
+mod duration;
+mod errors;
+mod expand;
+mod item;
+mod scheduled;
+mod template;
+mod validate;
+
+use proc_macro::TokenStream;
+use quote::quote;
+use syn::ItemFn;
+
+use crate::errors::Errors;
+use crate::item::Function;
+
+/// Runs an `async fn` under a distributed lock.
+///
+/// ```no_run
+/// use dlock_core::distributed_lock;
+///
+/// #[distributed_lock(key = "report:{day}", ttl = "30s", on_busy = "skip")]
+/// async fn nightly_report(day: u32) -> Option<usize> {
+///     // Runs on one replica; the others get `None`.
+///     Some(42)
+/// }
+/// # let _ = nightly_report;
+/// ```
+///
+#[doc = include_str!("reference.md")]
+#[proc_macro_attribute]
+pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(attr.into(), item.into()).into()
+}
+
+/// Turns an `async fn` into a cron job of dlock-scheduler: each occurrence runs on exactly one
+/// replica. The function stays as written; an uninhabited enum of the same name is added next to
+/// it, with `job()` to register.
+///
+/// ```no_run
+/// use dlock_scheduler::{scheduled, JobContext, Scheduler};
+///
+/// #[scheduled(name = "nightly-report", cron = "30 2 * * *", tz = "Europe/Berlin")]
+/// async fn nightly_report(ctx: JobContext) -> Result<(), std::io::Error> {
+///     println!("report for {} (fence {})", ctx.occurrence(), ctx.fencing_token());
+///     Ok(())
+/// }
+///
+/// /// Every 10 seconds; no context needed.
+/// #[scheduled(name = "heartbeat", cron = "*/10 * * * * *", overlap = "allow", misfire = "skip")]
+/// pub(crate) async fn heartbeat() -> Result<(), String> {
+///     Ok(())
+/// }
+///
+/// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_scheduler::Error> {
+/// let scheduler = Scheduler::builder(client)
+///     .job(nightly_report::job()?)
+///     .job(heartbeat::job()?)
+///     .build()?;
+/// # let _ = scheduler;
+/// # Ok(()) }
+/// ```
+///
+#[doc = include_str!("scheduled/reference.md")]
+#[proc_macro_attribute]
+pub fn scheduled(attr: TokenStream, item: TokenStream) -> TokenStream {
+    scheduled::expand(attr.into(), item.into()).into()
+}
+
+/// Parse → validate → expand; on any error, the errors and the function unchanged.
+fn expand(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let mut errors = Errors::default();
+    let args = args::parse(attr, &mut errors);
+    let func = match syn::parse2::<ItemFn>(item.clone()) {
+        Ok(func) => func,
+        Err(e) => {
+            errors.push(
+                e.span(),
+                format!("`#[distributed_lock]` goes on an `async fn` with a body ({e})"),
+            );
+            return unchanged(errors, item);
+        }
+    };
+    let function = Function::read(&func, &mut errors);
+    let plan = function
+        .as_ref()
+        .and_then(|function| validate::validate(args, function, &mut errors));
+    match (&function, plan) {
+        (Some(function), Some(plan)) if errors.is_empty() => match function.output {
+            Some(output) => expand::expand(function, output, &plan),
+            None => unchanged(errors, item),
+        },
+        _ => unchanged(errors, item),
+    }
+}
+
+/// The errors, then the function as written (so its own errors and rust-analyzer still work).
+fn unchanged(errors: Errors, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    let errors = errors.into_compile_errors();
+    quote!(#errors #item)
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    fn pay() -> proc_macro2::TokenStream {
+        quote!(
+            async fn pay(order: &Order, n: u64) -> Result<u64, E> {
+                Ok(n)
+            }
+        )
+    }
+
+    #[test]
+    fn expands_to_absolute_paths_only() {
+        let out = super::expand(quote!(key = "order:{order.id}:{n}", guard = lease), pay());
+        let text = out.to_string();
+        assert!(
+            text.contains(":: dlock_core :: __private :: run ("),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("dlock_core").count(),
+            text.matches(":: dlock_core").count(),
+            "every path to dlock-core is absolute: {text}"
+        );
+        assert!(!text.contains("compile_error"), "{text}");
+    }
+
+    #[test]
+    fn crate_replaces_every_path() {
+        let out = super::expand(
+            quote!(key = "k", crate = "my::locks", on_busy = "skip"),
+            pay(),
+        );
+        let text = out.to_string();
+        assert!(!text.contains("dlock_core"), "{text}");
+        assert!(
+            text.contains("my :: locks :: __private :: run_or_skip ("),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn on_error_the_function_is_emitted_unchanged() {
+        let item = pay();
+        let out = super::expand(quote!(key = "k", ttl = "10M", nope = 1), item.clone());
+        let text = out.to_string();
+        assert_eq!(text.matches("compile_error").count(), 2, "{text}");
+        assert!(text.ends_with(&item.to_string()), "{text}");
+    }
+}

@@ -1,0 +1,331 @@
+//! Code generation. For
+//! ```text
+//! #[distributed_lock(key = "order:{order_id}", ttl = "10s")]
+//! async fn pay(order_id: u64) -> Result<Receipt, PayError> { body }
+//! ```
+//! the function keeps its signature and its body becomes
+//! ```text
+//! const __DLOCK_SPEC: ::dlock_core::__private::Spec = /* the options, fixed at compile time */;
+//! let __dlock_client: &::dlock_core::Client = match ::dlock_core::__private::default_client() {
+//!     Ok(client) => client,
+//!     Err(error) => return ::dlock_core::__private::ErrorOutput::from_lock_error(error),
+//! };
+//! let mut __dlock_key = ::dlock_core::__private::String::from("order:");
+//! ::dlock_core::__private::key_part(&order_id, &mut __dlock_key);
+//! ::dlock_core::__private::run(__dlock_client, &__dlock_key, &__DLOCK_SPEC, move |_| async move {
+//!     if let Some(__dlock_ret) = None::<Result<Receipt, PayError>> { return __dlock_ret; }
+//!     body
+//! })
+//! .await
+//! ```
+//! * Only absolute paths (`::dlock_core::…`, or the `crate = "…"` path), and the macro's own
+//!   locals are `mixed_site` hygienic: they can neither clash with nor be seen by user code.
+//! * The key is computed by reference before the body runs; each `key_part` call carries the
+//!   parameter's span, so "not a `KeyPart`" is reported on the parameter.
+//! * The body moves into an `async move` block: `return` and `?` still produce the function's
+//!   value (the lock is released first). The never-taken `if let … None::<R>` (as in
+//!   async-trait) fixes the block's output type before the body is checked, so `?` infers;
+//!   `impl Trait` in `R` becomes `_` there.
+//! * The `run`/`run_or_skip` and `from_lock_error` calls carry the return type's span: a return
+//!   type that cannot report a busy or lost lock is reported on the return type, once.
+//! * For `#[async_trait]` output (see `item.rs`) the same code goes inside its
+//!   `Box::pin(async move { … })`, around async-trait's own statements, which already fix the
+//!   output type.
+//! * `client = expr` is cloned (an `Arc` clone) rather than borrowed, so the borrow does not
+//!   outlive into the `move` closure: `client = self.locks` works in `&mut self` methods, and a
+//!   client parameter may still be used in the body.
+
+use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream, TokenTree};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{AttrStyle, ExprAsync, ExprCall, GenericArgument, ItemFn, PathArguments, Type};
+
+use crate::item::{Body, Function};
+use crate::validate::{KeyPiece, KeyValue, Plan, Wait};
+
+/// The function with its body run under the lock.
+pub(crate) fn expand(function: &Function<'_>, output: &Type, plan: &Plan) -> TokenStream {
+    let item = function.item;
+    let (outer, inner): (Vec<_>, Vec<_>) = item
+        .attrs
+        .iter()
+        .partition(|attr| matches!(attr.style, AttrStyle::Outer));
+    let (vis, sig) = (&item.vis, &item.sig);
+    let body = match &function.body {
+        Body::AsyncFn => async_fn_body(item, output, plan),
+        Body::AsyncTrait { stmt, call, block } => {
+            async_trait_body(item, output, plan, (*stmt, call, block))
+        }
+    };
+    quote! {
+        #(#outer)*
+        #vis #sig {
+            #(#inner)*
+            #body
+        }
+    }
+}
+
+fn async_fn_body(item: &ItemFn, output: &Type, plan: &Plan) -> TokenStream {
+    let mut erased = output.clone();
+    erase_impl_trait(&mut erased);
+    let ret = Ident::new("__dlock_ret", Span::mixed_site());
+    let block = &item.block;
+    let body = quote! {
+        if let ::core::option::Option::Some(#ret) = ::core::option::Option::None::<#erased> {
+            #[allow(unreachable_code)]
+            return #ret;
+        }
+        #block
+    };
+    locked(output, plan, body)
+}
+
+/// Keeps every statement of an `#[async_trait]` body and runs its async block under the lock.
+fn async_trait_body(
+    item: &ItemFn,
+    output: &Type,
+    plan: &Plan,
+    (index, call, block): (usize, &ExprCall, &ExprAsync),
+) -> TokenStream {
+    let stmts = item.block.stmts.iter().enumerate().map(|(i, stmt)| {
+        if i != index {
+            return stmt.to_token_stream();
+        }
+        let func = &call.func;
+        let attrs = &block.attrs;
+        let capture = &block.capture;
+        let inner = &block.block.stmts;
+        let locked = locked(output, plan, quote!(#(#inner)*));
+        quote!(#func(#(#attrs)* async #capture { #locked }))
+    });
+    quote!(#(#stmts)*)
+}
+
+/// Spec, client and key, then `run(…, move |guard| async move { body }).await`.
+fn locked(output: &Type, plan: &Plan, body: TokenStream) -> TokenStream {
+    let krate = &plan.krate;
+    let private = quote!(#krate::__private);
+    let returns = ReturnSpans::of(output);
+    let runner = if plan.skip {
+        quote!(run_or_skip)
+    } else {
+        quote!(run)
+    };
+    let run = returns.respan(quote!(#private::#runner));
+    let spec = spec(plan);
+    let spec_name = quote!(__DLOCK_SPEC);
+    let client = Ident::new("__dlock_client", Span::mixed_site());
+    let (bind_client, client_arg) = match &plan.client {
+        Some(expr) => (given_client(expr, krate, &client), quote!(&#client)),
+        None => (default_client(plan, &returns, &client), quote!(#client)),
+    };
+    let key = Ident::new("__dlock_key", Span::mixed_site());
+    let build_key = key_code(&plan.key, &private, &key);
+    let guard = plan
+        .guard
+        .as_ref()
+        .map_or_else(|| quote!(_), ToTokens::to_token_stream);
+    let last = returns.last;
+    let call = quote_spanned! {last=>
+        #run(#client_arg, &#key, &#spec_name, move |#guard| async move { #body }).await
+    };
+    quote! {
+        const #spec_name: #private::Spec = #spec;
+        #bind_client
+        #build_key
+        #call
+    }
+}
+
+/// The spans of the return type's first and last tokens: a path whose first token has `first`
+/// and the rest `last` covers the whole type in rustc's messages (`Span::join` is not stable).
+pub(crate) struct ReturnSpans {
+    pub(crate) first: Span,
+    pub(crate) last: Span,
+}
+
+impl ReturnSpans {
+    pub(crate) fn of(ty: &Type) -> Self {
+        let mut tokens = ty.to_token_stream().into_iter();
+        let first = tokens.next().map_or_else(Span::call_site, |t| t.span());
+        let last = tokens.last().map_or(first, |t| t.span());
+        Self { first, last }
+    }
+
+    /// `tokens` spanned over the return type.
+    pub(crate) fn respan(&self, tokens: TokenStream) -> TokenStream {
+        let mut tokens = respan(tokens, self.last).into_iter();
+        let head = tokens.next().map(|mut tree| {
+            tree.set_span(self.first);
+            tree
+        });
+        head.into_iter().chain(tokens).collect()
+    }
+}
+
+/// `client = expr`: evaluated without an expected type (so `if`/`match` expressions work), then
+/// deref-coerced from `&Client`, `&&Client` or `&Arc<Client>` and cloned (see the module docs).
+/// A type error belongs to the expression, so the call is spanned there.
+fn given_client(expr: &syn::Expr, krate: &syn::Path, client: &Ident) -> TokenStream {
+    let span = expr.span();
+    let expr = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
+    let given = Ident::new("__dlock_given", Span::mixed_site().located_at(span));
+    let clone = respan(quote!(#krate::Client::clone), span);
+    quote! {
+        let #given = &#expr;
+        let #client: #krate::Client = #clone(#given);
+    }
+}
+
+/// The process-wide default client; without one, the call returns the error through `R`.
+fn default_client(plan: &Plan, returns: &ReturnSpans, client: &Ident) -> TokenStream {
+    let krate = &plan.krate;
+    let private = quote!(#krate::__private);
+    let output_trait = if plan.skip {
+        quote!(SkipOutput)
+    } else {
+        quote!(ErrorOutput)
+    };
+    let from_lock_error = returns.respan(quote!(#private::#output_trait::from_lock_error));
+    let last = returns.last;
+    let error = Ident::new("__dlock_error", Span::mixed_site().located_at(last));
+    let lock_error = quote_spanned!(last=> #from_lock_error(#error));
+    quote! {
+        let #client: &#krate::Client = match #private::default_client() {
+            ::core::result::Result::Ok(#client) => #client,
+            ::core::result::Result::Err(#error) => return #lock_error,
+        };
+    }
+}
+
+/// The `Spec` literal.
+fn spec(plan: &Plan) -> TokenStream {
+    let krate = &plan.krate;
+    let private = quote!(#krate::__private);
+    let duration = |d: std::time::Duration| {
+        let ms = Literal::u64_unsuffixed(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        quote!(#private::StdDuration::from_millis(#ms))
+    };
+    let option = |d: Option<std::time::Duration>| match d {
+        Some(d) => {
+            let d = duration(d);
+            quote!(::core::option::Option::Some(#d))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let ttl = option(plan.ttl);
+    let max_hold = option(plan.max_hold);
+    let wait = match plan.wait {
+        Wait::No => quote!(#krate::Wait::No),
+        Wait::AtMost(d) => {
+            let d = duration(d);
+            quote!(#krate::Wait::AtMost(#d))
+        }
+        Wait::Forever => quote!(#krate::Wait::Forever),
+    };
+    let on_lost = if plan.signal {
+        quote!(#krate::OnLost::Signal)
+    } else {
+        quote!(#krate::OnLost::Cancel)
+    };
+    let (watchdog, reentrant, label) = (plan.watchdog, plan.reentrant, &plan.label);
+    quote! {
+        #private::Spec {
+            ttl: #ttl,
+            watchdog: #watchdog,
+            max_hold: #max_hold,
+            wait: #wait,
+            on_lost: #on_lost,
+            reentrant: #reentrant,
+            label: #label,
+        }
+    }
+}
+
+/// Statements that build the lock name in `key`.
+fn key_code(parts: &[KeyPiece], private: &TokenStream, key: &Ident) -> TokenStream {
+    let has_values = parts.iter().any(|p| matches!(p, KeyPiece::Value(_)));
+    let (first, rest) = match parts.split_first() {
+        Some((KeyPiece::Text(text), rest)) => (quote!(#private::String::from(#text)), rest),
+        _ => (quote!(#private::String::new()), parts),
+    };
+    if !has_values {
+        return quote!(let #key = #first;);
+    }
+    let steps = rest.iter().map(|part| match part {
+        KeyPiece::Text(text) => quote!(#key.push_str(#text);),
+        KeyPiece::Value(value) => key_value(value, private, key),
+    });
+    quote! {
+        let mut #key = #first;
+        #(#steps)*
+    }
+}
+
+/// `key_part(&param.field, &mut key);`, every token spanned on the parameter: a type that is not
+/// a `KeyPart`, and a field that does not exist, are reported there. (Spanning the field names
+/// on the key literal instead would make rustc underline everything from the attribute to the
+/// parameter for the `KeyPart` error.)
+fn key_value(value: &KeyValue, private: &TokenStream, key: &Ident) -> TokenStream {
+    let root = &value.root;
+    let span = root.span();
+    let members = value.members.iter().map(|m| match m.parse::<u32>() {
+        Ok(index) => syn::Index { index, span }.to_token_stream(),
+        Err(_) => Ident::new(m, span).to_token_stream(),
+    });
+    let expr = if value.deref {
+        quote_spanned!(span=> &*#root)
+    } else {
+        quote_spanned!(span=> &#root #(.#members)*)
+    };
+    let key_part = respan(quote!(#private::key_part), span);
+    quote_spanned!(span=> #key_part(#expr, &mut #key);)
+}
+
+/// `tokens` with every span set to `span` (for paths whose errors belong to a user's token).
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|tree| match tree {
+            TokenTree::Group(group) => {
+                let mut new = Group::new(group.delimiter(), respan(group.stream(), span));
+                new.set_span(span);
+                TokenTree::Group(new)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
+/// Replaces `impl Trait` by `_` (it cannot be named in a turbofish).
+fn erase_impl_trait(ty: &mut Type) {
+    match ty {
+        Type::ImplTrait(_) => {
+            *ty = Type::Infer(syn::TypeInfer {
+                underscore_token: Default::default(),
+            })
+        }
+        Type::Path(path) => {
+            for segment in &mut path.path.segments {
+                if let PathArguments::AngleBracketed(args) = &mut segment.arguments {
+                    for arg in &mut args.args {
+                        if let GenericArgument::Type(ty) = arg {
+                            erase_impl_trait(ty);
+                        }
+                    }
+                }
+            }
+        }
+        Type::Reference(r) => erase_impl_trait(&mut r.elem),
+        Type::Tuple(t) => t.elems.iter_mut().for_each(erase_impl_trait),
+        Type::Array(a) => erase_impl_trait(&mut a.elem),
+        Type::Slice(s) => erase_impl_trait(&mut s.elem),
+        Type::Paren(p) => erase_impl_trait(&mut p.elem),
+        Type::Group(g) => erase_impl_trait(&mut g.elem),
+        _ => {}
+    }
+}

@@ -1,0 +1,220 @@
+//! The annotated function: which of the two accepted shapes it has, what it returns, and which
+//! parameters a key template may name.
+//!
+//! * An `async fn` (free function, method, generic, in a trait impl with native async fns).
+//! * The output of `#[async_trait]`, which runs first (it sits on the impl block) and leaves a
+//!   plain `fn` returning `Pin<Box<dyn Future<Output = R> + Send + 'async_trait>>` whose body ends
+//!   in `Box::pin(async move { … })`. As in tracing-attributes, the lock then wraps that inner
+//!   async block, and `R` is read from the `Output = R` binding.
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{
+    Expr, ExprAsync, ExprCall, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments,
+    ReturnType, Stmt, Type, TypeParamBound,
+};
+
+use crate::errors::Errors;
+
+/// Where the code to run under the lock is.
+pub(crate) enum Body<'a> {
+    /// `async fn`: the function's block.
+    AsyncFn,
+    /// `#[async_trait]` output: the async block passed to `Box::pin` in the statement at `stmt`.
+    AsyncTrait {
+        stmt: usize,
+        call: &'a ExprCall,
+        block: &'a ExprAsync,
+    },
+}
+
+/// A parameter that a key template may name (a plain `name: Type` binding).
+pub(crate) struct Param {
+    pub(crate) ident: Ident,
+    /// The parameter is a reference (`&T`, `&mut T`): it is interpolated as `&*name`.
+    pub(crate) is_ref: bool,
+}
+
+/// What the macro needs to know about the function.
+pub(crate) struct Function<'a> {
+    pub(crate) item: &'a ItemFn,
+    pub(crate) body: Body<'a>,
+    /// The type the caller receives (`R`); `None` when it is `()` (already reported).
+    pub(crate) output: Option<&'a Type>,
+    pub(crate) params: Vec<Param>,
+    /// The `self` token of a method.
+    pub(crate) receiver: Option<Span>,
+    /// Names bound inside destructuring parameter patterns: not usable in a key.
+    pub(crate) destructured: Vec<Ident>,
+}
+
+impl<'a> Function<'a> {
+    /// Reads `item`; `None` (with an error) when it has neither accepted shape.
+    pub(crate) fn read(item: &'a ItemFn, errors: &mut Errors) -> Option<Self> {
+        let sig = &item.sig;
+        let (body, output) = if sig.asyncness.is_some() {
+            (Body::AsyncFn, async_fn_output(item, errors))
+        } else if let Some((body, output)) = async_trait_shape(item) {
+            (body, unit_checked(output, sig.ident.span(), errors))
+        } else {
+            errors.push(
+                sig.fn_token.span,
+                "`#[distributed_lock]` needs an `async fn`; add `async` (for a trait method, \
+                 use native `async fn` in traits or put `#[async_trait]` on the impl block)",
+            );
+            return None;
+        };
+        let mut function = Function {
+            item,
+            body,
+            output,
+            params: Vec::new(),
+            receiver: None,
+            destructured: Vec::new(),
+        };
+        function.read_params();
+        Some(function)
+    }
+
+    fn read_params(&mut self) {
+        let from_async_trait = matches!(self.body, Body::AsyncTrait { .. });
+        for input in &self.item.sig.inputs {
+            match input {
+                FnArg::Receiver(receiver) => self.receiver = Some(receiver.self_token.span),
+                FnArg::Typed(typed) => match &*typed.pat {
+                    Pat::Ident(pat) if pat.subpat.is_none() => {
+                        // async_trait renames destructured parameters to `__argN`.
+                        let renamed =
+                            from_async_trait && pat.ident.to_string().starts_with("__arg");
+                        if !renamed {
+                            self.params.push(Param {
+                                ident: pat.ident.clone(),
+                                is_ref: matches!(&*typed.ty, Type::Reference(_)),
+                            });
+                        }
+                    }
+                    pat => bound_names(pat, &mut self.destructured),
+                },
+            }
+        }
+    }
+}
+
+/// The return type of an `async fn`, or `None` with an error when it is `()`.
+fn async_fn_output<'a>(item: &'a ItemFn, errors: &mut Errors) -> Option<&'a Type> {
+    match &item.sig.output {
+        ReturnType::Default => {
+            errors.push(item.sig.paren_token.span.close(), UNIT_RETURN);
+            None
+        }
+        ReturnType::Type(_, ty) => unit_checked(ty, ty.span(), errors),
+    }
+}
+
+const UNIT_RETURN: &str = "a `#[distributed_lock]` function reports a busy or lost lock through \
+    its return type; return `Result<T, E>` with `E: From<dlock_core::Error>` (e.g. \
+    `-> Result<(), dlock_core::Error>`), or `Option<T>` with `on_busy = \"skip\"`";
+
+fn unit_checked<'a>(ty: &'a Type, span: Span, errors: &mut Errors) -> Option<&'a Type> {
+    if matches!(ty, Type::Tuple(tuple) if tuple.elems.is_empty()) {
+        errors.push(span, UNIT_RETURN);
+        return None;
+    }
+    Some(ty)
+}
+
+/// Recognises `fn …(…) -> Pin<Box<dyn Future<Output = R> …>> { …; Box::pin(async move { … }) }`.
+fn async_trait_shape(item: &ItemFn) -> Option<(Body<'_>, &Type)> {
+    let ReturnType::Type(_, ty) = &item.sig.output else {
+        return None;
+    };
+    let output = future_output(ty)?;
+    let (stmt, expr) =
+        item.block
+            .stmts
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, stmt)| match stmt {
+                Stmt::Expr(expr, None) => Some((i, expr)),
+                _ => None,
+            })?;
+    let Expr::Call(call) = expr else {
+        return None;
+    };
+    let Expr::Path(func) = &*call.func else {
+        return None;
+    };
+    let segments: Vec<String> = func
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    if !segments.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
+        return None;
+    }
+    let Some(Expr::Async(block)) = call.args.first() else {
+        return None;
+    };
+    Some((Body::AsyncTrait { stmt, call, block }, output))
+}
+
+/// `R` in `Pin<Box<dyn Future<Output = R> + …>>`.
+fn future_output(ty: &Type) -> Option<&Type> {
+    let boxed = single_generic(ty, "Pin")?;
+    let Type::TraitObject(object) = single_generic(boxed, "Box")? else {
+        return None;
+    };
+    object.bounds.iter().find_map(|bound| {
+        let TypeParamBound::Trait(bound) = bound else {
+            return None;
+        };
+        let last = bound.path.segments.last()?;
+        let PathArguments::AngleBracketed(args) = &last.arguments else {
+            return None;
+        };
+        if last.ident != "Future" {
+            return None;
+        }
+        args.args.iter().find_map(|arg| match arg {
+            GenericArgument::AssocType(assoc) if assoc.ident == "Output" => Some(&assoc.ty),
+            _ => None,
+        })
+    })
+}
+
+/// `T` in `Name<T>` (any path ending in `Name`).
+fn single_generic<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
+    let Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match (last.ident == name, args.args.first()) {
+        (true, Some(GenericArgument::Type(inner))) if args.args.len() == 1 => Some(inner),
+        _ => None,
+    }
+}
+
+/// The names a destructuring pattern binds.
+fn bound_names(pat: &Pat, out: &mut Vec<Ident>) {
+    match pat {
+        Pat::Ident(p) => {
+            out.push(p.ident.clone());
+            if let Some((_, sub)) = &p.subpat {
+                bound_names(sub, out);
+            }
+        }
+        Pat::Tuple(p) => p.elems.iter().for_each(|p| bound_names(p, out)),
+        Pat::TupleStruct(p) => p.elems.iter().for_each(|p| bound_names(p, out)),
+        Pat::Struct(p) => p.fields.iter().for_each(|f| bound_names(&f.pat, out)),
+        Pat::Slice(p) => p.elems.iter().for_each(|p| bound_names(p, out)),
+        Pat::Reference(p) => bound_names(&p.pat, out),
+        Pat::Paren(p) => bound_names(&p.pat, out),
+        Pat::Type(p) => bound_names(&p.pat, out),
+        _ => {}
+    }
+}

@@ -1,0 +1,449 @@
+//! Checking `#[scheduled]`'s options at compile time → a [`Plan`].
+//!
+//! * `cron` and `tz` go through `dlock_cron::Schedule::new`, the very function the scheduler
+//!   calls at run time, so a schedule that compiles is exactly one the scheduler runs. Its
+//!   message (what is wrong, and the fix) is reported on the offending string.
+//! * `name` is checked like the lock name it becomes (`sched:<name>`): not empty, no braces
+//!   (they delimit the hash tag) or control characters, at most [`MAX_JOB_NAME_LEN`] bytes.
+//! * Durations use the strict grammar of `crate::duration`; `lease` must be a lease dlock-core
+//!   accepts (10ms ..= 24h).
+//!
+//! Rejected combinations, each with the reason in its message:
+//! * `jitter` not shorter than the lease (the default lease when `lease` is not given): the
+//!   scheduler refuses it, since the run could start after its lock's first lease ran out.
+//! * `max_run` not longer than the lease: the watchdog would never renew, so `max_run` does
+//!   nothing (as `max_hold` ≤ `ttl` in `#[distributed_lock]`).
+
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::{LitStr, Path};
+
+use crate::args::Opt;
+use crate::duration;
+use crate::errors::Errors;
+use crate::scheduled::args::ScheduledArgs;
+use crate::validate::{Checked, MAX_TTL, MIN_TTL, Report, choice, crate_path, opt_duration};
+
+/// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
+/// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`), with room to spare.
+pub(crate) const MAX_JOB_NAME_LEN: usize = 500;
+
+/// The lease of a run when `lease` is not given: `dlock_scheduler::DEFAULT_RUN_LEASE`
+/// (duplicated because a proc-macro crate cannot depend on the crate it expands to;
+/// `tests::default_lease_matches_dlock_scheduler` pins it).
+pub(crate) const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(30);
+
+/// The time zone when `tz` is not given.
+pub(crate) const DEFAULT_TZ: &str = "UTC";
+
+/// A cron expression that is always valid, to check a time zone on its own.
+const ANY_CRON: &str = "* * * * *";
+
+/// `misfire = "…"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Misfire {
+    Skip,
+    FireOnce,
+    CatchUp(Duration),
+}
+
+/// Everything the expansion needs, validated. Options left out stay `None`/`false`: the
+/// expansion then calls no setter, and the scheduler's own default applies.
+pub(crate) struct Plan {
+    pub(crate) name: LitStr,
+    pub(crate) cron: LitStr,
+    /// `None`: the default, UTC.
+    pub(crate) tz: Option<LitStr>,
+    pub(crate) jitter: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) max_run: Option<Duration>,
+    /// `Some(true)` for `"allow"`.
+    pub(crate) overlap_allow: Option<bool>,
+    pub(crate) misfire: Option<Misfire>,
+    /// `Some(true)` for `"signal"`.
+    pub(crate) on_lost_signal: Option<bool>,
+    pub(crate) krate: Path,
+}
+
+/// Validates `args`; `None` if anything was reported to `errors`.
+pub(crate) fn validate(args: ScheduledArgs, errors: &mut Errors) -> Option<Plan> {
+    let mut report = Report {
+        errors,
+        failed: false,
+    };
+    let name = report.take(job_name(args.name.as_ref()));
+    for (span, message) in schedule(args.cron.as_ref(), args.tz.as_ref()) {
+        report.take::<()>(Err((span, message)));
+    }
+    let jitter = report.take(opt_duration(args.jitter.as_ref(), "jitter"));
+    let lease = report.take(lease(args.lease.as_ref()));
+    let max_run = report.take(max_run(args.max_run.as_ref()));
+    let overlap_allow = report.take(given(args.overlap.as_ref(), |opt| {
+        choice(Some(opt), "overlap", ["skip", "allow"])
+    }));
+    let misfire = report.take(given(args.misfire.as_ref(), misfire));
+    let on_lost_signal = report.take(given(args.on_lost.as_ref(), |opt| {
+        choice(Some(opt), "on_lost", ["cancel", "signal"])
+    }));
+    let krate = report.take(crate_path(
+        args.krate.as_ref(),
+        "dlock_scheduler",
+        "my_scheduler",
+    ));
+    if let (Some(jitter), Some(lease), Some(max_run)) = (jitter, lease, max_run) {
+        report.all(combinations(jitter, lease, max_run, &args));
+    }
+    if report.failed {
+        return None;
+    }
+    Some(Plan {
+        name: name?,
+        cron: args.cron?.value,
+        tz: args.tz.map(|tz| tz.value),
+        jitter: jitter?,
+        lease: lease?,
+        max_run: max_run?,
+        overlap_allow: overlap_allow?,
+        misfire: misfire?,
+        on_lost_signal: on_lost_signal?,
+        krate: krate?,
+    })
+}
+
+/// `check` applied to the option if it was given.
+fn given<T>(
+    opt: Option<&Opt<LitStr>>,
+    check: impl FnOnce(&Opt<LitStr>) -> Checked<T>,
+) -> Checked<Option<T>> {
+    opt.map(check).transpose()
+}
+
+fn job_name(opt: Option<&Opt<LitStr>>) -> Checked<LitStr> {
+    let Some(opt) = opt else {
+        return Err((
+            Span::call_site(),
+            "missing `name`: name the job, e.g. `#[scheduled(name = \"lottery\", cron = \"0 12 * \
+             * *\")]`; the name is its key in Redis, so keep it stable when you rename the function"
+                .to_owned(),
+        ));
+    };
+    let lit = &opt.value;
+    let name = lit.value();
+    let at = format!("`name = {name:?}`");
+    let problem = if name.is_empty() {
+        Some("an empty job name; name the job, e.g. `name = \"lottery\"`".to_owned())
+    } else if let Some(c) = name.chars().find(|c| matches!(c, '{' | '}')) {
+        Some(format!(
+            "`{c}` in {at}: braces are reserved in lock names (they delimit the hash tag); use \
+             another character such as `:` or `-`"
+        ))
+    } else if let Some(c) = name.chars().find(|c| c.is_control()) {
+        Some(format!(
+            "the control character {c:?} in {at} cannot be part of a job name; use printable \
+             characters"
+        ))
+    } else if name.len() > MAX_JOB_NAME_LEN {
+        Some(format!(
+            "the job name is {} bytes long; the limit is {MAX_JOB_NAME_LEN} bytes",
+            name.len()
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(message) => Err((lit.span(), message)),
+        None => Ok(lit.clone()),
+    }
+}
+
+/// `cron` and `tz` through `dlock_cron::Schedule::new`, exactly as the scheduler parses them.
+/// When the cron expression is refused, the time zone is checked too (with a valid expression),
+/// so that both mistakes show at once.
+fn schedule(cron: Option<&Opt<LitStr>>, tz: Option<&Opt<LitStr>>) -> Vec<(Span, String)> {
+    let tz_text = tz.map_or_else(|| DEFAULT_TZ.to_owned(), |tz| tz.value.value());
+    let tz_span = tz.map_or_else(Span::call_site, |tz| tz.value.span());
+    let mut found = Vec::new();
+    let Some(cron) = cron else {
+        found.push((
+            Span::call_site(),
+            "missing `cron`: give the schedule, e.g. `cron = \"0 12 * * *\"` (minute hour \
+             day-of-month month day-of-week; 6 fields with seconds first)"
+                .to_owned(),
+        ));
+        if let Err(e) = dlock_cron::Schedule::new(ANY_CRON, &tz_text) {
+            found.push((tz_span, e.to_string()));
+        }
+        return found;
+    };
+    let cron_text = cron.value.value();
+    if let Err(e) = dlock_cron::Schedule::new(&cron_text, &tz_text) {
+        if e.is_time_zone() {
+            found.push((tz_span, e.to_string()));
+        } else {
+            found.push((cron.value.span(), e.to_string()));
+            if let Err(e) = dlock_cron::Schedule::new(ANY_CRON, &tz_text) {
+                found.push((tz_span, e.to_string()));
+            }
+        }
+    }
+    found
+}
+
+fn lease(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
+    let lease = opt_duration(opt, "lease")?;
+    if let (Some(lease), Some(opt)) = (lease, opt) {
+        let text = opt.value.value();
+        if lease < MIN_TTL {
+            return Err((
+                opt.value.span(),
+                format!(
+                    "`lease = {text:?}` is below the shortest lease, 10ms (dlock_core::MIN_TTL)"
+                ),
+            ));
+        }
+        if lease > MAX_TTL {
+            return Err((
+                opt.value.span(),
+                format!(
+                    "`lease = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); \
+                     for long runs keep a short lease: the watchdog renews it while the job runs \
+                     (cap the run with `max_run`)"
+                ),
+            ));
+        }
+    }
+    Ok(lease)
+}
+
+fn max_run(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
+    let max_run = opt_duration(opt, "max_run")?;
+    if let (Some(max_run), Some(opt)) = (max_run, opt)
+        && max_run < MIN_TTL
+    {
+        return Err((
+            opt.value.span(),
+            format!(
+                "`max_run = {:?}` is below the shortest lease, 10ms",
+                opt.value.value()
+            ),
+        ));
+    }
+    Ok(max_run)
+}
+
+/// `"skip"`, `"fire_once"` or `"catch_up(<window>)"`.
+fn misfire(opt: &Opt<LitStr>) -> Checked<Misfire> {
+    let text = opt.value.value();
+    let span = opt.value.span();
+    let usage = "use `misfire = \"fire_once\"` (the default: the latest missed occurrence runs \
+                 once), `\"skip\"` (missed occurrences are dropped) or `\"catch_up(<window>)\"` \
+                 (every missed occurrence up to that old runs), e.g. `\"catch_up(1h)\"`";
+    match text.as_str() {
+        "skip" => return Ok(Misfire::Skip),
+        "fire_once" => return Ok(Misfire::FireOnce),
+        "catch_up" => {
+            return Err((
+                span,
+                "`misfire = \"catch_up\"` needs a window: how old a missed occurrence may be and \
+                 still run, e.g. `misfire = \"catch_up(1h)\"`"
+                    .to_owned(),
+            ));
+        }
+        _ => {}
+    }
+    match text
+        .strip_prefix("catch_up(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        Some(window) => duration::parse(window)
+            .map(Misfire::CatchUp)
+            .map_err(|e| (span, e.message("misfire", &text))),
+        None => Err((
+            span,
+            format!("unknown value {text:?} for `misfire`; {usage}"),
+        )),
+    }
+}
+
+/// The checks across options (see the module docs).
+fn combinations(
+    jitter: Option<Duration>,
+    lease: Option<Duration>,
+    max_run: Option<Duration>,
+    args: &ScheduledArgs,
+) -> Vec<(Span, String)> {
+    let mut found = Vec::new();
+    let (lease, lease_text) = match (lease, &args.lease) {
+        (Some(lease), Some(opt)) => (lease, format!("`lease = {:?}`", opt.value.value())),
+        _ => (
+            DEFAULT_RUN_LEASE,
+            "the default lease (30s; set another with `lease`)".to_owned(),
+        ),
+    };
+    if let (Some(jitter), Some(opt)) = (jitter, &args.jitter)
+        && jitter >= lease
+    {
+        found.push((
+            opt.value.span(),
+            format!(
+                "`jitter = {:?}` must be shorter than {lease_text}: a run may start that much \
+                 after its occurrence was claimed; shorten `jitter` or lengthen `lease`",
+                opt.value.value()
+            ),
+        ));
+    }
+    if let (Some(max_run), Some(opt)) = (max_run, &args.max_run)
+        && max_run <= lease
+    {
+        found.push((
+            opt.value.span(),
+            format!(
+                "`max_run = {:?}` is not longer than {lease_text}: the lease would never be \
+                 renewed, so `max_run` does nothing; remove it or shorten `lease`",
+                opt.value.value()
+            ),
+        ));
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::parse;
+    use proc_macro2::TokenStream;
+    use quote::quote;
+
+    fn check(tokens: TokenStream) -> Result<Plan, String> {
+        let mut errors = Errors::default();
+        let args: ScheduledArgs = parse(tokens, &mut errors);
+        let plan = validate(args, &mut errors);
+        match errors.into_compile_errors() {
+            None => plan.ok_or_else(|| "no plan and no error".to_owned()),
+            Some(e) => Err(e.to_string()),
+        }
+    }
+
+    fn error(tokens: TokenStream) -> String {
+        match check(tokens) {
+            Ok(_) => String::from("accepted"),
+            Err(e) => e,
+        }
+    }
+
+    /// The constants duplicated from dlock-scheduler; it is a dev-dependency, so this compares.
+    #[test]
+    fn default_lease_matches_dlock_scheduler() {
+        assert_eq!(DEFAULT_RUN_LEASE, dlock_scheduler::DEFAULT_RUN_LEASE);
+        assert_eq!(duration::parse("30s"), Ok(DEFAULT_RUN_LEASE));
+    }
+
+    #[test]
+    fn minimal_and_full() {
+        let plan = check(quote!(name = "n", cron = "* * * * *")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(plan.tz.is_none() && plan.lease.is_none() && plan.misfire.is_none());
+        let plan = check(quote!(
+            name = "n",
+            cron = "*/5 * * * * *",
+            tz = "Europe/Berlin",
+            jitter = "2s",
+            lease = "1m",
+            max_run = "1h",
+            overlap = "allow",
+            misfire = "catch_up(1h30m)",
+            on_lost = "signal",
+            crate = "crate::deps::sched",
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            plan.misfire,
+            Some(Misfire::CatchUp(Duration::from_secs(5400)))
+        );
+        assert_eq!(plan.overlap_allow, Some(true));
+        assert_eq!(plan.on_lost_signal, Some(true));
+        assert_eq!(plan.lease, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn schedule_errors_come_from_dlock_cron() {
+        let e = error(quote!(name = "n", cron = "0 12 * *"));
+        assert!(e.contains("has 4 fields"), "{e}");
+        let e = error(quote!(name = "n", cron = "0 0 30 2 *"));
+        let expected = dlock_cron::Schedule::new("0 0 30 2 *", "UTC")
+            .map(|_| String::new())
+            .unwrap_or_else(|e| e.to_string());
+        assert!(e.contains(&expected[..20]), "{e}");
+        // Both mistakes at once.
+        let e = error(quote!(name = "n", cron = "61 * * * *", tz = "Europe/Berln"));
+        assert_eq!(e.matches("compile_error").count(), 2, "{e}");
+        assert!(e.contains("Europe/Berlin"), "{e}");
+        let e = error(quote!(name = "n", tz = "+02:00"));
+        assert!(e.contains("missing `cron`"), "{e}");
+        assert_eq!(e.matches("compile_error").count(), 2, "{e}");
+    }
+
+    #[test]
+    fn names() {
+        assert!(error(quote!(cron = "* * * * *")).contains("missing `name`"));
+        assert!(error(quote!(name = "", cron = "* * * * *")).contains("empty job name"));
+        assert!(error(quote!(name = "a{b", cron = "* * * * *")).contains("braces"));
+        assert!(error(quote!(name = "a\tb", cron = "* * * * *")).contains("control character"));
+        let long = "x".repeat(MAX_JOB_NAME_LEN);
+        assert!(check(quote!(name = #long, cron = "* * * * *")).is_ok());
+        let long = "x".repeat(MAX_JOB_NAME_LEN + 1);
+        assert!(error(quote!(name = #long, cron = "* * * * *")).contains("the limit is 500"));
+    }
+
+    #[test]
+    fn durations_and_combinations() {
+        let e = error(quote!(name = "n", cron = "* * * * *", jitter = "2M"));
+        assert!(e.contains("unknown duration unit `M`"), "{e}");
+        let e = error(quote!(name = "n", cron = "* * * * *", jitter = "30s"));
+        assert!(e.contains("the default lease"), "{e}");
+        let e = error(quote!(
+            name = "n",
+            cron = "* * * * *",
+            jitter = "5s",
+            lease = "5s"
+        ));
+        assert!(e.contains("shorter than `lease = \\\"5s\\\"`"), "{e}");
+        assert!(check(quote!(name = "n", cron = "* * * * *", jitter = "29s999ms")).is_ok());
+        let e = error(quote!(name = "n", cron = "* * * * *", lease = "5ms"));
+        assert!(e.contains("below the shortest lease"), "{e}");
+        let e = error(quote!(name = "n", cron = "* * * * *", lease = "2d"));
+        assert!(e.contains("above the longest lease"), "{e}");
+        let e = error(quote!(name = "n", cron = "* * * * *", max_run = "30s"));
+        assert!(e.contains("not longer than the default lease"), "{e}");
+        assert!(check(quote!(name = "n", cron = "* * * * *", max_run = "31s")).is_ok());
+    }
+
+    #[test]
+    fn misfire_values() {
+        let misfire = |text: &str| {
+            let lit = LitStr::new(text, Span::call_site());
+            super::misfire(&Opt {
+                span: Span::call_site(),
+                value: lit,
+            })
+            .map_err(|(_, message)| message)
+        };
+        assert_eq!(misfire("skip"), Ok(Misfire::Skip));
+        assert_eq!(misfire("fire_once"), Ok(Misfire::FireOnce));
+        assert_eq!(
+            misfire("catch_up(10m)"),
+            Ok(Misfire::CatchUp(Duration::from_secs(600)))
+        );
+        let e = misfire("catch_up").unwrap_err();
+        assert!(e.contains("needs a window"), "{e}");
+        let e = misfire("catch_up(10)").unwrap_err();
+        assert!(
+            e.contains("missing unit") && e.contains("catch_up(10)"),
+            "{e}"
+        );
+        let e = misfire("catchup").unwrap_err();
+        assert!(e.contains("unknown value \"catchup\" for `misfire`"), "{e}");
+        let e = misfire("catch_up(1h").unwrap_err();
+        assert!(e.contains("unknown value"), "{e}");
+    }
+}

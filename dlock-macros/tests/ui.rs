@@ -1,0 +1,21 @@
+//! Compile-time behaviour of `#[distributed_lock]` and `#[scheduled]`, through trybuild:
+//! `ui/pass` must compile under `#![deny(warnings)]` (and run: their `main` only builds futures
+//! or jobs, it never polls them),
+//! `ui/fail` must fail with exactly the golden `.stderr` next to each file — one file per
+//! failure mode. Regenerate a golden file with `TRYBUILD=overwrite`, then read it.
+
+#[test]
+fn ui() {
+    let cases = trybuild::TestCases::new();
+    cases.pass("tests/ui/pass/*.rs");
+    cases.compile_fail("tests/ui/fail/*.rs");
+}
+
+/// `#[scheduled]`: the same rules, under `ui/scheduled/{pass,fail}`. Its pass tests' `main`
+/// builds the jobs (no Redis needed) and checks their name, schedule and options.
+#[test]
+fn scheduled() {
+    let cases = trybuild::TestCases::new();
+    cases.pass("tests/ui/scheduled/pass/*.rs");
+    cases.compile_fail("tests/ui/scheduled/fail/*.rs");
+}

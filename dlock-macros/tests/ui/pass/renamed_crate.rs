@@ -1,0 +1,29 @@
+//! `crate = "…"` when dlock-core is renamed or re-exported.
+#![deny(warnings)]
+
+extern crate dlock_core as my_dlock;
+
+mod deps {
+    pub use dlock_core as locks;
+}
+
+use my_dlock::distributed_lock;
+
+#[distributed_lock(key = "renamed", client = client, crate = "my_dlock")]
+async fn renamed(client: &my_dlock::Client) -> Result<(), my_dlock::Error> {
+    Ok(())
+}
+
+#[distributed_lock(key = "nested", client = client, crate = "crate::deps::locks", on_busy = "skip")]
+async fn reexported(client: &deps::locks::Client) -> Option<u8> {
+    Some(1)
+}
+
+fn check(client: &my_dlock::Client) {
+    drop(renamed(client));
+    drop(reexported(client));
+}
+
+fn main() {
+    let _ = check;
+}

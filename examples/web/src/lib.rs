@@ -1,0 +1,72 @@
+//! Run with: `cargo run -p web -- --redis-url redis://127.0.0.1:6379/ --listen 127.0.0.1:3000`
+//! (or set `DLOCK_REDIS_URL` and `LISTEN`), then:
+//!
+//! ```text
+//! curl -i -X POST localhost:3000/orders/42 -H 'content-type: application/json' -d '{"amount":1250}'
+//! curl -i -X POST localhost:3000/orders/42/pay      # 200 and a receipt
+//! curl -i -X POST localhost:3000/orders/42/pay      # 409 already_paid, with the same receipt
+//! curl -i localhost:3000/orders/42
+//! ```
+//!
+//! An axum service whose payment endpoint runs under `#[distributed_lock]`. Run as many
+//! replicas as you like against one Redis, send them the same order from every side (a
+//! double-clicked "pay" button, a retrying client, a load balancer replaying a request): each
+//! order is charged once. The handler reads the order, calls a (simulated) payment provider for
+//! 50–200 ms, and records the payment; without the lock, two requests would both read "unpaid"
+//! during that call and both charge. The record is also *fenced*: the store keeps the largest
+//! fencing token that wrote the order and rejects a smaller one, so a holder whose lease ran
+//! out (a long GC pause) cannot overwrite the work of the holder after it.
+//!
+//! # HTTP contract
+//! Every error body is JSON `{"error": "<sentence for humans>", "code": "<stable code>", …}`.
+//!
+//! | request | status | body, headers | meaning |
+//! |---|---|---|---|
+//! | `POST /orders/{id}` `{"amount": 1250}` | 201 | the order | created, unpaid (amount in cents, > 0) |
+//! | | 409 | `code: "exists"` | an order with this id exists; nothing changed |
+//! | | 422 | `code: "invalid_amount"` | amount 0 (a malformed body gets axum's 400/415/422) |
+//! | `GET /orders/{id}` | 200 | the order | see below |
+//! | `POST /orders/{id}/pay` | 200 | the receipt | this request charged the order |
+//! | | 409 | `code: "already_paid"`, `receipt` | paid before (by this or another replica): final, the receipt of *that* payment; never charged twice |
+//! | | 409 | `code: "in_progress"`, `Retry-After: 1` | another request holds the order's lock for longer than the 1 s this one waits (or took it over): `{"error": "payment for order 42 in progress, retry"}`; retrying is safe and ends in 200 or `already_paid` |
+//! | any | 404 | `code: "not_found"` | no such order |
+//! | any | 503 | `code: "unavailable"`, `Retry-After: 1` | Redis unreachable or too slow, or the lease was lost mid-payment; retry (the handler is idempotent) |
+//! | any | 500 | `code: "internal"` | a bug or misconfiguration (e.g. another program writes these keys) |
+//!
+//! Both "no" answers of `pay` are 409 Conflict (as payment APIs answer a concurrent request with
+//! the same idempotency key), told apart by `code` and by `Retry-After`, which only the
+//! retryable one carries.
+//!
+//! An order is `{"order_id", "amount", "status": "unpaid"|"paid", "paid_by", "payments",
+//! "receipt"}`, where `payments` counts the payment records (never more than one) and `paid_by`
+//! names the replica that charged it. A receipt is `{"order_id", "amount", "charge_id",
+//! "fencing_token", "paid_by"}`.
+//!
+//! # Data in Redis
+//! | key | type | what |
+//! |---|---|---|
+//! | `order:{42}` | hash | `amount`, `status`, and once paid `paid_by`, `receipt` (JSON), `fence` (the fencing token of the payment) |
+//! | `order:{42}:payments` | list | one receipt (JSON) per recorded payment |
+//! | `provider:charges:{42}` | list | the simulated provider's ledger: one entry per charge it made |
+//!
+//! The braces are a cluster hash tag: the two keys of an order, which one script writes
+//! together, share a slot. The lock itself is dlock's `order:42` (keys under `dlock:`).
+//!
+//! # Layout
+//! | module | what lives there |
+//! |---|---|
+//! | `cli` | configuration (flags or environment), start-up, graceful shutdown |
+//! | `routes` | the axum router and handlers: HTTP in, HTTP out |
+//! | `pay` | [`Payments::pay`], the function under `#[distributed_lock]`, and the simulated provider |
+//! | [`store`] | the orders in Redis and the fenced write that records a payment |
+//! | `error` | [`PayError`] and its HTTP answers |
+
+mod cli;
+mod error;
+mod pay;
+mod routes;
+pub mod store;
+
+pub use cli::{Config, main, serve};
+pub use error::PayError;
+pub use pay::{Payments, Receipt};

@@ -1,0 +1,80 @@
+//! Run with: `cargo run -p web` (see the crate docs for the HTTP contract); these are the routes.
+//!
+//! Thin handlers: extract, call the store or [`Payments::pay`], turn the outcome into the
+//! answer of the contract. Everything that decides lives in `pay` and `store`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::error::PayError;
+use crate::pay::{Payments, Receipt};
+use crate::store::{Order, Store};
+
+/// What every handler shares: cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct AppState {
+    pub(crate) payments: Arc<Payments>,
+    pub(crate) store: Store,
+}
+
+/// The body of `POST /orders/{id}`.
+#[derive(Debug, serde::Deserialize)]
+struct NewOrder {
+    /// In cents.
+    amount: u64,
+}
+
+/// `POST /orders/{id}`, `GET /orders/{id}`, `POST /orders/{id}/pay`.
+pub(crate) fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/orders/{id}", post(create).get(show))
+        .route("/orders/{id}/pay", post(pay))
+        .with_state(state)
+}
+
+/// Creates an unpaid order: 201, or 409 if the id is taken, or 422 for a zero amount.
+async fn create(
+    State(state): State<AppState>,
+    Path(id): Path<u64>,
+    Json(order): Json<NewOrder>,
+) -> Result<Response, PayError> {
+    if order.amount == 0 {
+        let body = json!({ "error": "amount must be at least 1 cent", "code": "invalid_amount" });
+        return Ok((StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response());
+    }
+    if !state.store.create(id, order.amount).await? {
+        let body = json!({ "error": format!("order {id} already exists"), "code": "exists" });
+        return Ok((StatusCode::CONFLICT, Json(body)).into_response());
+    }
+    let created = state.store.get(id).await?.ok_or(PayError::NotFound(id))?;
+    Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+/// The order with its payment state: 200 or 404.
+async fn show(State(state): State<AppState>, Path(id): Path<u64>) -> Result<Json<Order>, PayError> {
+    let order = state.store.get(id).await?.ok_or(PayError::NotFound(id))?;
+    Ok(Json(order))
+}
+
+/// Pays the order under its distributed lock: 200 with the receipt, or an error of the contract.
+async fn pay(
+    State(state): State<AppState>,
+    Path(id): Path<u64>,
+) -> Result<Json<Receipt>, PayError> {
+    match state.payments.pay(id).await {
+        Ok(receipt) => {
+            crate::cli::log(format_args!(
+                "order {id}: paid {} cents, charge {}, fencing token {}",
+                receipt.amount, receipt.charge_id, receipt.fencing_token
+            ));
+            Ok(Json(receipt))
+        }
+        Err(e) => Err(e.for_order(id)),
+    }
+}

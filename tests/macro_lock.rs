@@ -1,0 +1,366 @@
+//! `#[distributed_lock]` at run time, against real Redis: mutual exclusion across tasks and
+//! processes, busy semantics through the user's error type and through skip, a lost lease that
+//! cancels (or only signals) the body, reentrancy of nested annotated calls, the Redis keys that
+//! key templates produce, the watchdog that is on by default, and the process-wide default
+//! client (set in exactly one test: it is global, and every test has its own server).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use dlock_core::{Client, ErrorKind, FencingToken, HolderInfo, LostReason, distributed_lock};
+use redis::AsyncCommands;
+
+use crate::support::{Worker, client, field, raw, redis};
+
+/// The error type of the annotated functions: a lock failure or the application's own.
+#[derive(Debug)]
+enum AppError {
+    Lock(dlock_core::Error),
+    Declined,
+}
+
+impl From<dlock_core::Error> for AppError {
+    fn from(e: dlock_core::Error) -> Self {
+        Self::Lock(e)
+    }
+}
+
+impl AppError {
+    fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Self::Lock(e) => Some(e.kind()),
+            Self::Declined => None,
+        }
+    }
+}
+
+/// Shared state that loses updates without mutual exclusion.
+#[derive(Default)]
+struct Counter {
+    value: AtomicU64,
+    inside: AtomicU64,
+    overlaps: AtomicU64,
+}
+
+/// A read-pause-write increment: two overlapping calls lose one update.
+#[distributed_lock(key = "counter:{name}", client = client, ttl = "5s", wait = "30s")]
+async fn bump(client: &Client, name: &str, counter: &Counter) -> Result<(), AppError> {
+    if counter.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+        counter.overlaps.fetch_add(1, Ordering::SeqCst);
+    }
+    let value = counter.value.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    counter.value.store(value + 1, Ordering::SeqCst);
+    counter.inside.fetch_sub(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_lose_no_update() {
+    let server = redis();
+    let c = client(&server);
+    let counter = Arc::new(Counter::default());
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (c, counter) = (c.clone(), counter.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                bump(&c, "tasks", &counter).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        counter.overlaps.load(Ordering::SeqCst),
+        0,
+        "two bodies ran at once"
+    );
+    assert_eq!(counter.value.load(Ordering::SeqCst), 200, "lost updates");
+    assert_eq!(c.inspect("counter:tasks").await.unwrap(), None, "released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_lose_no_update() {
+    let server = redis();
+    let name = "macro-exclusion";
+    let args: Vec<String> = vec![
+        "macro-count".into(),
+        format!("url={}", server.url()),
+        format!("name={name}"),
+        "tasks=4".into(),
+        "limit=400".into(),
+    ];
+    let workers = [Worker::spawn(&args), Worker::spawn(&args)];
+    let mut acquired = 0;
+    for worker in &workers {
+        let summary = worker.line(Duration::from_secs(240));
+        assert_eq!(
+            field(&summary, "overlaps"),
+            0,
+            "two holders at once: {summary}"
+        );
+        assert_eq!(field(&summary, "timeouts"), 0, "{summary}");
+        acquired += field(&summary, "acquired");
+    }
+    assert_eq!(acquired, 400);
+    let mut con = raw(&server).await;
+    let counter: u64 = con.get(format!("{name}:counter")).await.unwrap();
+    assert_eq!(counter, 400, "lost updates: {}", 400 - counter);
+    let fences: Vec<u64> = con.lrange(format!("{name}:fences"), 0, -1).await.unwrap();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens must strictly increase in acquisition order"
+    );
+}
+
+#[distributed_lock(key = "busy", client = client, wait = "100ms")]
+async fn wait_briefly(client: &Client, ran: &AtomicBool) -> Result<u32, AppError> {
+    ran.store(true, Ordering::SeqCst);
+    Ok(1)
+}
+
+#[distributed_lock(key = "busy", client = client)]
+async fn try_once(client: &Client, ran: &AtomicBool, decline: bool) -> Result<u32, AppError> {
+    ran.store(true, Ordering::SeqCst);
+    if decline {
+        return Err(AppError::Declined);
+    }
+    Ok(2)
+}
+
+#[distributed_lock(key = "busy", client = client, on_busy = "skip")]
+async fn skip_option(client: &Client) -> Option<u32> {
+    Some(3)
+}
+
+#[distributed_lock(key = "busy", client = client, on_busy = "skip", wait = "50ms")]
+async fn skip_result(client: &Client) -> Result<Option<u32>, AppError> {
+    Ok(Some(4))
+}
+
+#[tokio::test]
+async fn a_busy_lock_reaches_the_caller_through_the_return_type() {
+    let server = redis();
+    let c = client(&server);
+    let ran = AtomicBool::new(false);
+    // Free: every form runs its body, and the application's own error passes through.
+    assert_eq!(try_once(&c, &ran, false).await.unwrap(), 2);
+    assert!(matches!(
+        try_once(&c, &ran, true).await,
+        Err(AppError::Declined)
+    ));
+    assert_eq!(skip_option(&c).await, Some(3));
+    assert_eq!(skip_result(&c).await.unwrap(), Some(4));
+
+    let holder = client(&server).mutex("busy").unwrap();
+    let guard = holder.try_acquire().await.unwrap().expect("free");
+    ran.store(false, Ordering::SeqCst);
+    let err = wait_briefly(&c, &ran).await.unwrap_err();
+    assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
+    let err = try_once(&c, &ran, false).await.unwrap_err();
+    assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a busy lock must not run the body"
+    );
+    assert_eq!(skip_option(&c).await, None);
+    assert_eq!(skip_result(&c).await.unwrap(), None);
+    guard.release().await.unwrap();
+    assert_eq!(wait_briefly(&c, &ran).await.unwrap(), 1);
+}
+
+#[distributed_lock(key = "lost", client = client, ttl = "600ms")]
+async fn long_work(client: &Client, finished: &AtomicBool) -> Result<(), AppError> {
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    finished.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lost_lease_cancels_the_body() {
+    let server = redis();
+    let c = client(&server);
+    let finished = AtomicBool::new(false);
+    let mut con = raw(&server).await;
+    let remove = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _: usize = con.del("dlock:{lost}").await.unwrap();
+    };
+    let work = tokio::time::timeout(Duration::from_secs(10), long_work(&c, &finished));
+    let (result, ()) = tokio::join!(work, remove);
+    let err = result
+        .expect("cancelled well before the body's 30 s")
+        .unwrap_err();
+    assert_eq!(err.kind(), Some(ErrorKind::LeaseLost), "{err:?}");
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the body must have been dropped"
+    );
+}
+
+#[distributed_lock(key = "signal", client = client, ttl = "600ms", on_lost = "signal", guard = lease)]
+async fn watchful_work(client: &Client) -> Result<LostReason, AppError> {
+    // The body outlives the loss and decides itself.
+    Ok(lease.lost().await.reason())
+}
+
+#[tokio::test]
+async fn signal_mode_lets_the_body_react() {
+    let server = redis();
+    let c = client(&server);
+    let mut con = raw(&server).await;
+    let remove = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _: usize = con.del("dlock:{signal}").await.unwrap();
+    };
+    let work = tokio::time::timeout(Duration::from_secs(10), watchful_work(&c));
+    let (reason, ()) = tokio::join!(work, remove);
+    assert_eq!(reason.unwrap().unwrap(), LostReason::Removed);
+}
+
+#[distributed_lock(key = "short-lease", client = client, ttl = "300ms", guard = lease)]
+async fn outlive_the_ttl(client: &Client) -> Result<bool, AppError> {
+    // Several leases long: the watchdog (on by default) renews it meanwhile.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    Ok(lease.is_held())
+}
+
+#[tokio::test]
+async fn the_watchdog_is_on_by_default() {
+    let server = redis();
+    let c = client(&server);
+    assert!(
+        outlive_the_ttl(&c).await.unwrap(),
+        "the lease must still stand"
+    );
+}
+
+#[distributed_lock(key = "account:{id}", client = client, guard = outer)]
+async fn transfer(client: &Client, id: u64) -> Result<(FencingToken, FencingToken), AppError> {
+    let inner = audit(client, id).await?;
+    Ok((outer.fencing_token(), inner))
+}
+
+#[distributed_lock(key = "account:{id}", client = client, wait = "forever", guard = inner)]
+async fn audit(client: &Client, id: u64) -> Result<FencingToken, AppError> {
+    Ok(inner.fencing_token())
+}
+
+#[distributed_lock(key = "account:{id}", client = client, reentrant = false)]
+async fn strict_audit(client: &Client, id: u64) -> Result<(), AppError> {
+    Ok(())
+}
+
+#[distributed_lock(key = "account:{id}", client = client)]
+async fn transfer_strictly(client: &Client, id: u64) -> Result<(), AppError> {
+    strict_audit(client, id).await
+}
+
+#[tokio::test]
+async fn nested_calls_on_the_same_key_reenter() {
+    let server = redis();
+    let c = client(&server);
+    let (outer, inner) = tokio::time::timeout(Duration::from_secs(10), transfer(&c, 7))
+        .await
+        .expect("a nested call must re-enter, not wait for itself")
+        .unwrap();
+    assert_eq!(outer, inner, "one acquisition, one fencing token");
+    assert_eq!(
+        c.inspect("account:7").await.unwrap(),
+        None,
+        "released by the outer call"
+    );
+
+    let err = tokio::time::timeout(Duration::from_secs(10), transfer_strictly(&c, 8))
+        .await
+        .expect("a non-reentrant nested call reports instead of waiting")
+        .unwrap_err();
+    assert_eq!(err.kind(), Some(ErrorKind::Reentrancy), "{err:?}");
+}
+
+/// An order as the application has it: the key uses its fields.
+struct Order {
+    id: u64,
+}
+
+struct Shop {
+    locks: Client,
+    region: String,
+}
+
+impl Shop {
+    /// Returns what `inspect` saw while the lock was held, and the fencing token.
+    #[distributed_lock(key = "order:{self.region}:{order.id}", client = self.locks, guard = lease)]
+    async fn ship(&self, order: &Order) -> Result<(Option<HolderInfo>, FencingToken), AppError> {
+        let name = format!("order:{}:{}", self.region, order.id);
+        Ok((self.locks.inspect(&name).await?, lease.fencing_token()))
+    }
+}
+
+#[distributed_lock(key = "order:{order_id}", client = client, label = "pay handler")]
+async fn pay(
+    client: &Client,
+    order_id: u64,
+    con: &mut redis::aio::MultiplexedConnection,
+) -> Result<bool, AppError> {
+    // The Redis key itself, as an operator would look for it.
+    let exists: bool = con
+        .exists(format!("dlock:{{order:{order_id}}}"))
+        .await
+        .unwrap();
+    Ok(exists && client.inspect("order:42").await?.is_some())
+}
+
+#[tokio::test]
+async fn key_templates_produce_the_expected_redis_keys() {
+    let server = redis();
+    let c = client(&server);
+    let mut con = raw(&server).await;
+    assert!(
+        pay(&c, 42, &mut con).await.unwrap(),
+        "held as `dlock:{{order:42}}`"
+    );
+    let holder = client(&server).inspect("order:42").await.unwrap();
+    assert_eq!(holder, None, "released after the call");
+
+    let shop = Shop {
+        locks: client(&server),
+        region: "eu-west".into(),
+    };
+    let (info, fence) = shop.ship(&Order { id: 9 }).await.unwrap();
+    let info = info.expect("held as `order:eu-west:9` while the body ran");
+    assert_eq!(info.fencing_token, Some(fence));
+    assert_eq!(info.pid, std::process::id());
+    assert_eq!(
+        info.label.as_deref(),
+        Some("ship"),
+        "the label defaults to the fn name"
+    );
+    let exists: bool = con.exists("dlock:{order:eu-west:9}").await.unwrap();
+    assert!(!exists, "released after the call");
+}
+
+#[distributed_lock(key = "defaulted:{n}")]
+async fn with_the_default_client(n: u32) -> Result<u32, AppError> {
+    Ok(n * 2)
+}
+
+/// The only test that sets the process-wide default client.
+#[tokio::test]
+async fn the_default_client_is_used_once_set() {
+    let err = with_the_default_client(1).await.unwrap_err();
+    assert_eq!(err.kind(), Some(ErrorKind::InvalidInput), "{err:?}");
+    let AppError::Lock(e) = err else {
+        unreachable!()
+    };
+    assert!(e.to_string().contains("set_default_client"), "{e}");
+
+    let server = redis();
+    dlock_core::set_default_client(client(&server)).unwrap();
+    assert_eq!(with_the_default_client(21).await.unwrap(), 42);
+    let again = dlock_core::set_default_client(client(&server)).unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::InvalidInput);
+}

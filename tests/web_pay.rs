@@ -1,0 +1,364 @@
+//! The `web` example end to end (examples/web): two replicas of the service, as separate OS
+//! processes, against one Redis. Concurrent pay requests for the same orders on both replicas
+//! charge and record each order once, every other request gets the documented 409, and the
+//! fencing tokens of receipt, order and payment record agree. A payment slower than the lock's
+//! wait answers `in_progress` with `Retry-After`; SIGTERM lets the payment in flight finish; the
+//! store rejects a stale fencing token (exactly, for every u64).
+//!
+//! The replicas run `dlock-test-web`, a binary of this package whose `main` is the example's
+//! (`web::main()`): unlike `target/<profile>/web`, Cargo builds it, fresh, for
+//! `cargo test -p dlock-tests` too, and tells the test its path (`CARGO_BIN_EXE_…`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use dlock_core::FencingToken;
+use dlock_testkit::{ChildGuard, RedisServer};
+use futures_util::future::join_all;
+use http_body_util::{BodyExt, Full};
+use hyper::Method;
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use web::Receipt;
+use web::store::{Recorded, Store};
+
+use crate::support::{client, eventually, raw, redis};
+
+const ORDERS: u64 = 20;
+/// Per order, alternating between the two replicas.
+const REQUESTS_PER_ORDER: usize = 4;
+
+type Http = HttpClient<HttpConnector, Full<Bytes>>;
+
+/// One replica of the service: a child process, killed on drop unless stopped before.
+struct Replica {
+    child: ChildGuard,
+    base: String,
+}
+
+impl Replica {
+    /// Starts a replica on a free port and waits for its `listening on http://…` line.
+    fn start(server: &RedisServer, name: &str, extra: &[&str]) -> Replica {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlock-test-web"));
+        cmd.args(["--redis-url", &server.url(), "--listen", "127.0.0.1:0"])
+            .args(["--name", name])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = ChildGuard::spawn(cmd).expect("spawn the web service");
+        let stdout = child.child_mut().stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        // Keeps draining stdout after the first line, so the replica never blocks on it.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("replica {name} did not say where it listens: {e}"));
+        let base = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("replica {name}: unexpected first line {line:?}"))
+            .to_owned();
+        Replica { child, base }
+    }
+
+    /// SIGTERM, then the exit status (graceful shutdown: the requests in flight finish first).
+    fn terminate(mut self) -> ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.pid()).expect("pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        self.child
+            .wait_timeout(Duration::from_secs(15))
+            .expect("wait")
+            .expect("the replica did not exit within 15 s of SIGTERM")
+    }
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    retry_after: Option<String>,
+    body: Value,
+}
+
+fn http() -> Http {
+    HttpClient::builder(TokioExecutor::new()).build_http()
+}
+
+async fn call(http: &Http, method: Method, url: &str, body: Option<Value>) -> Answer {
+    let mut request = hyper::Request::builder().method(method).uri(url);
+    let body = match body {
+        Some(json) => {
+            request = request.header("content-type", "application/json");
+            Full::new(Bytes::from(json.to_string()))
+        }
+        None => Full::new(Bytes::new()),
+    };
+    let response = http
+        .request(request.body(body).expect("request"))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().expect("ascii header").to_owned());
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!("{url}: {status} with a non-JSON body ({e}): {bytes:?}");
+    });
+    Answer {
+        status,
+        retry_after,
+        body,
+    }
+}
+
+async fn create_order(http: &Http, base: &str, id: u64, amount: u64) {
+    let url = format!("{base}/orders/{id}");
+    let created = call(http, Method::POST, &url, Some(json!({ "amount": amount }))).await;
+    assert_eq!(created.status, 201, "{created:?}");
+    assert_eq!(created.body["status"], "unpaid");
+}
+
+async fn pay(http: &Http, base: &str, id: u64) -> Answer {
+    call(http, Method::POST, &format!("{base}/orders/{id}/pay"), None).await
+}
+
+/// The answers of one order's concurrent requests: exactly one 200, every other one a
+/// documented 409 (`already_paid` with the winner's receipt, or `in_progress` with
+/// `Retry-After`). Returns the winner's receipt.
+fn check_answers(id: u64, answers: &[Answer]) -> Value {
+    assert!(
+        answers.iter().all(|a| a.status == 200 || a.status == 409),
+        "order {id}: only 200 and 409 are expected: {answers:#?}"
+    );
+    let winners: Vec<&Answer> = answers.iter().filter(|a| a.status == 200).collect();
+    assert_eq!(winners.len(), 1, "order {id}: paid once: {answers:#?}");
+    let receipt = winners[0].body.clone();
+    assert_eq!(receipt["order_id"], id);
+    assert_eq!(receipt["amount"], 1000 + id);
+    assert_eq!(receipt["charge_id"], format!("ch-{id}-1"), "one charge");
+    for answer in answers.iter().filter(|a| a.status == 409) {
+        match answer.body["code"].as_str() {
+            Some("already_paid") => {
+                assert_eq!(answer.body["receipt"], receipt, "order {id}: {answer:?}");
+                assert_eq!(answer.retry_after, None, "final: {answer:?}");
+            }
+            Some("in_progress") => {
+                let error = format!("payment for order {id} in progress, retry");
+                assert_eq!(answer.body["error"], error.as_str());
+                assert_eq!(answer.retry_after.as_deref(), Some("1"), "{answer:?}");
+            }
+            _ => panic!("order {id}: undocumented 409: {answer:?}"),
+        }
+    }
+    receipt
+}
+
+/// What Redis holds for the order: paid, one payment record and one provider charge, and the
+/// fencing token of the receipt in the order's fence.
+async fn check_stored(con: &mut redis::aio::MultiplexedConnection, id: u64, receipt: &Value) {
+    let order: BTreeMap<String, String> = con.hgetall(format!("order:{{{id}}}")).await.unwrap();
+    assert_eq!(order["status"], "paid", "order {id}: {order:?}");
+    assert_eq!(order["fence"], receipt["fencing_token"].to_string());
+    assert_eq!(order["paid_by"], receipt["paid_by"].as_str().unwrap());
+    let stored: Value = serde_json::from_str(&order["receipt"]).unwrap();
+    assert_eq!(&stored, receipt);
+    let records: Vec<String> = con
+        .lrange(format!("order:{{{id}}}:payments"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(
+        records.len(),
+        1,
+        "order {id}: one payment record: {records:?}"
+    );
+    assert_eq!(
+        &serde_json::from_str::<Value>(&records[0]).unwrap(),
+        receipt
+    );
+    let charges: Vec<String> = con
+        .lrange(format!("provider:charges:{{{id}}}"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(
+        charges,
+        [format!(
+            "{} by {}",
+            1000 + id,
+            receipt["paid_by"].as_str().unwrap()
+        )]
+    );
+}
+
+/// Either replica shows the paid order with one payment; a late retry gets the same receipt.
+async fn check_replicas_agree(http: &Http, bases: [&str; 2], id: u64, receipt: &Value) {
+    let shown = call(
+        http,
+        Method::GET,
+        &format!("{}/orders/{id}", bases[1]),
+        None,
+    )
+    .await;
+    assert_eq!(shown.status, 200);
+    assert_eq!(shown.body["status"], "paid");
+    assert_eq!(shown.body["paid_by"], receipt["paid_by"]);
+    assert_eq!(
+        (&shown.body["payments"], &shown.body["receipt"]),
+        (&json!(1), receipt)
+    );
+    let again = pay(http, bases[0], id).await;
+    assert_eq!(
+        (again.status, &again.body["code"]),
+        (409, &json!("already_paid"))
+    );
+    assert_eq!(&again.body["receipt"], receipt, "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_order_is_paid_once_across_two_replicas() {
+    let server = redis();
+    let replicas = [
+        Replica::start(&server, "a", &[]),
+        Replica::start(&server, "b", &[]),
+    ];
+    let bases = [replicas[0].base.as_str(), replicas[1].base.as_str()];
+    let http = http();
+    for id in 1..=ORDERS {
+        create_order(&http, bases[id as usize % 2], id, 1000 + id).await;
+    }
+
+    // Every request at once: 4 per order, alternating replicas.
+    let requests = (1..=ORDERS).flat_map(|id| (0..REQUESTS_PER_ORDER).map(move |n| (id, n % 2)));
+    let answers = join_all(requests.map(|(id, r)| {
+        let http = &http;
+        async move { (id, pay(http, bases[r], id).await) }
+    }))
+    .await;
+    let mut by_order: BTreeMap<u64, Vec<Answer>> = BTreeMap::new();
+    for (id, answer) in answers {
+        by_order.entry(id).or_default().push(answer);
+    }
+
+    let mut con = raw(&server).await;
+    for (id, answers) in &by_order {
+        let receipt = check_answers(*id, answers);
+        check_stored(&mut con, *id, &receipt).await;
+        check_replicas_agree(&http, bases, *id, &receipt).await;
+    }
+    assert_eq!(by_order.len() as u64, ORDERS);
+
+    for replica in replicas {
+        assert!(replica.terminate().success(), "a clean exit on SIGTERM");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_slower_than_the_wait_answers_in_progress_and_survives_sigterm() {
+    let server = redis();
+    // The provider takes 4 s; a second request waits 1 s for the lock, then answers busy.
+    let replica = Replica::start(&server, "slow", &["--provider-latency-ms", "4000"]);
+    let http = http();
+    create_order(&http, &replica.base, 7, 1007).await;
+    let first = tokio::spawn({
+        let (http, base) = (http.clone(), replica.base.clone());
+        async move { pay(&http, &base, 7).await }
+    });
+    let locks = client(&server);
+    eventually(
+        Duration::from_secs(10),
+        "the first payment holds the lock",
+        || async { locks.inspect("order:7").await.ok().flatten() },
+    )
+    .await;
+
+    let second = pay(&http, &replica.base, 7).await;
+    assert_eq!(second.status, 409, "{second:?}");
+    assert_eq!(second.body["code"], "in_progress");
+    assert_eq!(
+        second.body["error"],
+        "payment for order 7 in progress, retry"
+    );
+    assert_eq!(second.retry_after.as_deref(), Some("1"));
+
+    // SIGTERM while the first payment is in flight: it completes, then the replica exits 0.
+    let stopped = tokio::task::spawn_blocking(move || replica.terminate());
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 200, "{first:?}");
+    assert!(stopped.await.unwrap().success());
+    let mut con = raw(&server).await;
+    check_stored(&mut con, 7, &first.body).await;
+}
+
+/// A receipt of order `order_id` under `token`, for writing to the store directly.
+fn receipt(order_id: u64, token: FencingToken, by: &str) -> Receipt {
+    Receipt {
+        order_id,
+        amount: 900,
+        charge_id: format!("ch-{order_id}-1"),
+        fencing_token: token.get(),
+        paid_by: by.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn the_store_rejects_a_stale_fencing_token() {
+    let server = redis();
+    let locks = client(&server);
+    let store = Store::new(locks.connection());
+    // Two successive holds of the order's lock: the older token is smaller.
+    let lock = locks.mutex("order:9").unwrap();
+    let old = lock.acquire().await.unwrap();
+    let old_token = old.fencing_token();
+    old.release().await.unwrap();
+    let new = lock.acquire().await.unwrap();
+    let new_token = new.fencing_token();
+    assert!(old_token < new_token);
+
+    assert!(store.create(9, 900).await.unwrap());
+    let newer = receipt(9, new_token, "new");
+    assert_eq!(store.record_payment(&newer).await.unwrap(), Recorded::Done);
+    // The old holder, paused past its lease, wakes up and writes: fenced out.
+    let stale = receipt(9, old_token, "old");
+    assert_eq!(
+        store.record_payment(&stale).await.unwrap(),
+        Recorded::Stale { last: new_token }
+    );
+    // A retry of the recorded write: already paid, with its receipt.
+    assert_eq!(
+        store.record_payment(&newer).await.unwrap(),
+        Recorded::AlreadyPaid(newer.clone())
+    );
+    let order = store.get(9).await.unwrap().unwrap();
+    assert_eq!((order.payments, order.receipt), (1, Some(newer)));
+    new.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_store_compares_tokens_exactly_past_2_pow_53() {
+    // Lua's numbers are doubles: 2^53 + 1 and 2^53 would compare equal as numbers.
+    let server = redis();
+    let store = Store::new(client(&server).connection());
+    assert!(store.create(10, 900).await.unwrap());
+    let top = FencingToken::new((1 << 53) + 1);
+    let done = store.record_payment(&receipt(10, top, "top")).await;
+    assert_eq!(done.unwrap(), Recorded::Done);
+    let below = FencingToken::new(1 << 53);
+    let stale = store.record_payment(&receipt(10, below, "below")).await;
+    assert_eq!(stale.unwrap(), Recorded::Stale { last: top });
+}
