@@ -1,2 +1,98 @@
-//! Distributed cron on dlock. The scheduler arrives with its own issue; this crate is a placeholder
-//! so the workspace layout is in place.
+//! Distributed cron on dlock: every replica of a service runs a [`Scheduler`] with the same
+//! jobs, and each occurrence of each job runs on **exactly one** replica — at most once, even
+//! with skewed clocks, late replicas and restarts.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use dlock_scheduler::{Job, Scheduler};
+//!
+//! let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+//! let lottery = Job::new("lottery", "0 12 * * *", "Europe/Berlin", |ctx| async move {
+//!     println!("{} draws the winners of {}", ctx.replica().id(), ctx.occurrence());
+//!     Ok::<(), std::io::Error>(())
+//! })?;
+//! let scheduler = Scheduler::builder(client).job(lottery).build()?;
+//! scheduler
+//!     .run_until(async { let _ = tokio::signal::ctrl_c().await; }, Duration::from_secs(30))
+//!     .await;
+//! # Ok(()) }
+//! ```
+//!
+//! # How it works
+//! * **Per-occurrence claims.** An occurrence is identified by (job name, nominal instant in
+//!   UTC) — computed from the cron expression, so identical on every replica whatever its
+//!   clock. When it is due, replicas race to claim it in Redis (`claim.lua`); one wins, the
+//!   others find it claimed — also a replica whose clock is late, or that restarted. A claim is
+//!   accepted only once the occurrence's time has come *by the Redis server's clock*, so a
+//!   replica whose clock runs ahead waits instead of starting early. Lock-per-job
+//!   schedulers (ShedLock and its ports) instead fire an occurrence twice when a short run ends
+//!   before a skewed replica looks.
+//! * **At most once.** A claimed occurrence is never run again, even if its replica dies
+//!   mid-run (the ledger then shows it [`RunOutcome::Abandoned`]). Make a job idempotent and use
+//!   `run_now` or the misfire policy if a lost run must be redone.
+//! * **Leases.** The winner takes the job's dlock mutex with the watchdog: it guards against
+//!   overlapping runs ([`Overlap`]), gives the handler a fencing token and cancels it if the
+//!   lease is lost ([`dlock_core::OnLost`]).
+//! * **Ledger.** The last runs of each job — occurrence, replica (id, host, pid), start and end
+//!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
+//! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
+//!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica picks up.
+//! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
+//!   drains running jobs up to a deadline, then cancels and releases the rest.
+//! * **Calendar.** Cron (5 fields, or 6 with seconds) in an IANA time zone with a defined
+//!   daylight-saving rule ([`Schedule`], from `dlock-cron`); misfire policy after downtime
+//!   ([`MisfirePolicy`]); jitter decided per occurrence so that all replicas agree
+//!   ([`jitter_for`]).
+//! * **`#[scheduled]`** ([`macro@scheduled`]) declares a job on an `async fn`, with its cron
+//!   expression and time zone checked at compile time; register `lottery::job()?`.
+//!
+//! # Layout
+//! | module | what |
+//! |---|---|
+//! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: the job loops, shutdown and drain |
+//! | `run` | one run: claim, lock, handler, record, release |
+//! | `job` | [`Job`], [`Overlap`] |
+//! | `context` | [`JobContext`], [`Replica`] |
+//! | `ledger` | [`RunRecord`], [`RunOutcome`], the job's keys |
+//! | `control` | pause, resume, run_now, history |
+//! | `misfire` | [`MisfirePolicy`], [`due_occurrences`] |
+//! | `jitter` | [`jitter_for`] |
+//! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`] |
+//! | `scripts` | `claim.lua`, `finish.lua` |
+//! | `error` | [`Error`], [`ErrorKind`] |
+
+#[doc(hidden)]
+pub mod __private;
+mod clock;
+mod context;
+mod control;
+mod error;
+mod jitter;
+mod job;
+mod ledger;
+mod misfire;
+mod run;
+mod runner;
+mod scripts;
+
+pub use clock::{Clock, SkewedClock, SystemClock};
+pub use context::{JobContext, Replica};
+pub use dlock_cron::{Occurrences, Schedule, ScheduleError, ScheduleErrorKind};
+pub use dlock_macros::scheduled;
+pub use error::{Error, ErrorKind};
+pub use jitter::jitter_for;
+pub use job::{DEFAULT_RUN_LEASE, Job, Overlap};
+pub use ledger::{RunOutcome, RunRecord};
+pub use misfire::{
+    DEFAULT_GRACE, MAX_DUE, MisfirePolicy, due_occurrences, due_occurrences_with_grace,
+};
+pub use runner::{
+    DEFAULT_CLAIM_RETENTION, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL, Scheduler, SchedulerBuilder,
+    ShutdownReport,
+};
+
+/// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.
+pub use chrono;
+/// The `chrono-tz` version this crate's API uses, re-exported.
+pub use chrono_tz;

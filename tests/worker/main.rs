@@ -16,6 +16,8 @@
 //!   fenced compare-and-set; on loss print `lost <reason>` and exit. A holder paused past its
 //!   lease must notice the loss before its next write.
 
+mod replica;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,7 +28,7 @@ use std::time::Duration;
 use dlock_core::{Client, MutexOptions};
 use redis::AsyncCommands;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -46,6 +48,8 @@ fn main() -> ExitCode {
             "count" => count(&opts).await,
             "hold" => hold(&opts).await,
             "write" => write(&opts).await,
+            "macro-count" => macro_count(&opts).await,
+            "replica" => replica::replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
     });
@@ -58,20 +62,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn report(line: &str) {
+pub(crate) fn report(line: &str) {
     let mut out = std::io::stdout().lock();
     // The parent reads stdout; if it went away there is nobody to tell.
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
 }
 
-fn opt<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str, BoxError> {
+pub(crate) fn opt<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str, BoxError> {
     opts.get(key)
         .map(String::as_str)
         .ok_or_else(|| format!("missing {key}=…").into())
 }
 
-fn num(opts: &HashMap<String, String>, key: &str, default: u64) -> Result<u64, BoxError> {
+pub(crate) fn num(
+    opts: &HashMap<String, String>,
+    key: &str,
+    default: u64,
+) -> Result<u64, BoxError> {
     opts.get(key).map_or(Ok(default), |v| Ok(v.parse()?))
 }
 
@@ -189,4 +197,80 @@ async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
             return Ok(());
         }
     }
+}
+
+/// `macro-count url=… name=… tasks=4 limit=400 pause_us=200`: the `count` workload, with every
+/// turn a call of a `#[distributed_lock]` function (`tests/macro_lock.rs`). Prints
+/// `acquired=N overlaps=N timeouts=N` on exit.
+async fn macro_count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let url = opt(opts, "url")?;
+    let name = opt(opts, "name")?.to_owned();
+    let tasks = num(opts, "tasks", 4)?;
+    let limit = num(opts, "limit", 400)?;
+    let pause = Duration::from_micros(num(opts, "pause_us", 200)?);
+    let client = Client::open(url)?;
+    let plain = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let stats = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (client, mut con, stats, name) =
+            (client.clone(), plain.clone(), stats.clone(), name.clone());
+        handles.push(tokio::spawn(async move {
+            loop {
+                let ticket: u64 = con.incr(format!("{name}:tickets"), 1).await?;
+                if ticket > limit {
+                    return Ok::<(), BoxError>(());
+                }
+                match macro_turn(&client, &name, &mut con, pause).await {
+                    Ok(overlap) => {
+                        stats[0].fetch_add(1, Ordering::Relaxed);
+                        stats[1].fetch_add(u64::from(overlap), Ordering::Relaxed);
+                    }
+                    Err(e)
+                        if e.downcast_ref::<dlock_core::Error>()
+                            .is_some_and(|e| e.is_busy()) =>
+                    {
+                        stats[2].fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }));
+    }
+    for handle in handles {
+        handle.await??;
+    }
+    report(&format!(
+        "acquired={} overlaps={} timeouts={}",
+        stats[0].load(Ordering::Relaxed),
+        stats[1].load(Ordering::Relaxed),
+        stats[2].load(Ordering::Relaxed)
+    ));
+    Ok(())
+}
+
+/// One turn of `macro-count` under the lock `name`: a read-pause-write increment of
+/// `<name>:counter` and the fencing token appended to `<name>:fences`. Returns whether another
+/// holder was inside at the same time. `BoxError` is `From<dlock_core::Error>`, so a busy or lost
+/// lock comes back as an `Err`.
+#[dlock_core::distributed_lock(key = "{name}", client = client, ttl = "10s", wait = "30s", guard = lease)]
+async fn macro_turn(
+    client: &Client,
+    name: &str,
+    con: &mut redis::aio::MultiplexedConnection,
+    pause: Duration,
+) -> Result<bool, BoxError> {
+    let inside: u64 = con.incr(format!("{name}:inside"), 1).await?;
+    let value: Option<u64> = con.get(format!("{name}:counter")).await?;
+    tokio::time::sleep(pause).await;
+    let () = con
+        .set(format!("{name}:counter"), value.unwrap_or(0) + 1)
+        .await?;
+    let _: u64 = con
+        .rpush(format!("{name}:fences"), lease.fencing_token().get())
+        .await?;
+    let _: i64 = con.decr(format!("{name}:inside"), 1).await?;
+    Ok(inside != 1)
 }

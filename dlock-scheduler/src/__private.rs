@@ -1,0 +1,50 @@
+//! Used by the code `#[scheduled]` generates. Not a public API: no stability guarantees.
+
+use std::fmt;
+use std::future::Future;
+
+pub use dlock_core::OnLost;
+pub use std::time::Duration;
+
+use crate::context::JobContext;
+use crate::error::Error;
+use crate::job::Job;
+
+/// What a job's handler may return: `Result<(), E>` with `E: Display`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a job's result",
+    label = "the return type of a #[scheduled] function",
+    note = "return `Result<(), E>` where `E: std::fmt::Display` (its text is recorded in the run ledger), e.g. `Result<(), std::io::Error>` or `anyhow::Result<()>`"
+)]
+pub trait JobOutput {
+    /// The error whose text the ledger records.
+    type Error: fmt::Display;
+
+    /// The result as `Job::new` takes it.
+    fn into_result(self) -> Result<(), Self::Error>;
+}
+
+impl<E: fmt::Display> JobOutput for Result<(), E> {
+    type Error = E;
+
+    fn into_result(self) -> Result<(), E> {
+        self
+    }
+}
+
+/// [`Job::new`], with the handler's output checked by [`JobOutput`] (so that a wrong return
+/// type is reported on the return type, with the note above).
+///
+/// # Errors
+/// As [`Job::new`].
+pub fn job<F, Fut, R>(name: &str, cron: &str, tz: &str, handler: F) -> Result<Job, Error>
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+    R: JobOutput + 'static,
+{
+    Job::new(name, cron, tz, move |ctx| {
+        let run = handler(ctx);
+        async move { run.await.into_result() }
+    })
+}

@@ -1,0 +1,121 @@
+//! [`JobContext`]: what a job's handler knows about the run it performs.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use dlock_core::{Client, FencingToken, Lease, LeaseLost};
+use tokio_util::sync::CancellationToken;
+
+/// Who runs a scheduler: an id (by default `<host>:<pid>`) with its host and process id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replica {
+    pub(crate) id: String,
+    pub(crate) host: String,
+    pub(crate) pid: u32,
+}
+
+impl Replica {
+    /// The replica's id, as recorded in the ledger.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Host name of the replica's machine.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// Process id of the replica.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+}
+
+/// The run a handler performs: which job and occurrence, on which replica, under which lease.
+///
+/// The run holds the job's lock with the watchdog for its whole duration. Pass
+/// [`JobContext::fencing_token`] to the storage you write to; react to
+/// [`JobContext::lost`] (or let the scheduler cancel the handler, the default).
+#[derive(Clone)]
+pub struct JobContext {
+    pub(crate) job: Arc<str>,
+    pub(crate) occurrence: DateTime<Utc>,
+    pub(crate) manual: bool,
+    pub(crate) replica: Arc<Replica>,
+    pub(crate) lease: Lease,
+    pub(crate) client: Client,
+}
+
+impl JobContext {
+    /// The dlock client the scheduler runs on: for more locks, or for Redis commands through
+    /// [`Client::connection`].
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The job's name.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// The nominal occurrence being run (the scheduled instant, identical on every replica), or
+    /// the request time of a manual run.
+    pub fn occurrence(&self) -> DateTime<Utc> {
+        self.occurrence
+    }
+
+    /// Whether the run was requested with `run_now` rather than scheduled.
+    pub fn is_manual(&self) -> bool {
+        self.manual
+    }
+
+    /// The replica running it.
+    pub fn replica(&self) -> &Replica {
+        &self.replica
+    }
+
+    /// The fencing token of the run's lease: larger than that of every earlier run of the job.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.lease.fencing_token()
+    }
+
+    /// How much of the lease is left.
+    pub fn remaining(&self) -> Duration {
+        self.lease.remaining()
+    }
+
+    /// Resolves when the run's lease is lost (see [`dlock_core::Lease::lost`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LeaseLost {
+        self.lease.lost().await
+    }
+
+    /// A token cancelled when the run's lease is lost.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.lease.cancellation_token()
+    }
+}
+
+impl fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            job,
+            occurrence,
+            manual,
+            replica,
+            lease,
+            client: _,
+        } = self;
+        f.debug_struct("JobContext")
+            .field("job", job)
+            .field("occurrence", occurrence)
+            .field("manual", manual)
+            .field("replica", &replica.id)
+            .field("fence", &lease.fencing_token())
+            .finish()
+    }
+}

@@ -1,0 +1,197 @@
+//! Operating jobs across replicas, through Redis: pause / resume (honoured by every replica's
+//! claim), `run_now` (one replica picks the request up), and the run ledger.
+//!
+//! These work for any job name, registered on this replica or not, so an admin tool can build a
+//! [`Scheduler`] without jobs and call them.
+
+use std::time::{Duration, SystemTime};
+
+use dlock_core::Client;
+use redis::Value;
+
+use crate::error::Error;
+use crate::ledger::{JobKeys, RunOutcome, RunRecord};
+use crate::runner::{Scheduler, keys};
+use crate::scripts;
+
+/// How long an unanswered `run_now` request is kept: a day.
+const REQUEST_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl Scheduler {
+    /// Pauses `job` on every replica: occurrences are not claimed until [`Scheduler::resume`]
+    /// (runs already going finish). Stored in Redis.
+    ///
+    /// # Errors
+    /// A Redis error ([`crate::ErrorKind::Redis`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: pausing twice is pausing once.
+    pub async fn pause(&self, job: &str) -> Result<(), Error> {
+        let keys = keys(&self.inner.client, job);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&keys.paused).arg(1);
+        scripts::query::<()>(&self.inner.client, &cmd).await
+    }
+
+    /// Resumes a paused `job` on every replica.
+    ///
+    /// # Errors
+    /// A Redis error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn resume(&self, job: &str) -> Result<(), Error> {
+        let keys = keys(&self.inner.client, job);
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(&keys.paused);
+        scripts::query::<i64>(&self.inner.client, &cmd)
+            .await
+            .map(drop)
+    }
+
+    /// Whether `job` is paused.
+    ///
+    /// # Errors
+    /// A Redis error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn is_paused(&self, job: &str) -> Result<bool, Error> {
+        let keys = keys(&self.inner.client, job);
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(&keys.paused);
+        scripts::query::<bool>(&self.inner.client, &cmd).await
+    }
+
+    /// Asks for one run of `job` now, outside its schedule. The first replica running the job
+    /// that polls its requests (within its request-poll interval) claims and runs it; the ledger
+    /// records it as manual. Overlap and pause apply as to scheduled runs.
+    ///
+    /// # Errors
+    /// A Redis error.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the request may or may not have been queued.
+    pub async fn run_now(&self, job: &str) -> Result<(), Error> {
+        let keys = keys(&self.inner.client, job);
+        let requested = self.inner.clock.now().timestamp_millis();
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .rpush(&keys.requests, requested)
+            .ignore()
+            .expire(&keys.requests, secs(REQUEST_TTL))
+            .ignore();
+        scripts::query_pipe(&self.inner.client, &pipe).await
+    }
+
+    /// The ledger of `job`: its last runs (up to the history size), oldest first — which replica
+    /// ran which occurrence, when (server time), and how it ended.
+    ///
+    /// # Errors
+    /// A Redis error, or [`crate::ErrorKind::Redis`] when the ledger holds data dlock did not
+    /// write.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn history(&self, job: &str) -> Result<Vec<RunRecord>, Error> {
+        history(&self.inner.client, job).await
+    }
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// Reads the ledger of `job` and works out which unfinished runs are still going.
+pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>, Error> {
+    let keys = keys(client, job);
+    let mut pipe = redis::pipe();
+    pipe.cmd("ZRANGE")
+        .arg(&keys.runs)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .cmd("HGETALL")
+        .arg(&keys.ledger);
+    let (runs, ledger): (
+        Vec<(String, i64)>,
+        std::collections::HashMap<String, String>,
+    ) = scripts::query_pipe(client, &pipe).await?;
+    let mut records = Vec::with_capacity(runs.len());
+    for (id, occurrence_ms) in runs {
+        let Some(claim) = ledger.get(&format!("{id}:claim")) else {
+            continue;
+        };
+        let end = ledger.get(&format!("{id}:end")).map(String::as_str);
+        let mut record = RunRecord::parse(occurrence_ms, claim, end).ok_or_else(|| {
+            Error::redis_data(format!(
+                "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
+            ))
+        })?;
+        if record.outcome == RunOutcome::Running
+            && !still_running(client, &keys, &id, &record).await?
+        {
+            record.outcome = RunOutcome::Abandoned;
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// A run recorded as running is still going if its lock is held under its fencing token (or,
+/// before it took the lock, if it was claimed a moment ago).
+async fn still_running(
+    client: &Client,
+    keys: &JobKeys,
+    id: &str,
+    record: &RunRecord,
+) -> Result<bool, Error> {
+    let Some(fence) = record.fencing_token else {
+        let age = SystemTime::now()
+            .duration_since(record.started_at)
+            .unwrap_or_default();
+        return Ok(age < Duration::from_secs(5));
+    };
+    for name in [keys.lock_name.clone(), format!("{}@{id}", keys.lock_name)] {
+        if let Some(holder) = client.inspect(&name).await?
+            && holder.fencing_token == Some(fence)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The latest scheduled (not manual) occurrence in the ledger, in ms.
+pub(crate) async fn latest_scheduled(
+    client: &Client,
+    keys: &JobKeys,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
+    let mut cmd = redis::cmd("ZRANGE");
+    cmd.arg(&keys.runs)
+        .arg("+inf")
+        .arg("-inf")
+        .arg("BYSCORE")
+        .arg("REV")
+        .arg("LIMIT")
+        .arg(0)
+        .arg(20)
+        .arg("WITHSCORES");
+    let latest: Vec<(String, i64)> = scripts::query(client, &cmd).await?;
+    Ok(latest
+        .into_iter()
+        .find(|(id, _)| !id.starts_with('m'))
+        .and_then(|(_, ms)| chrono::TimeZone::timestamp_millis_opt(&chrono::Utc, ms).single()))
+}
+
+/// Pops up to 100 pending `run_now` requests (request times in ms).
+pub(crate) async fn pop_requests(client: &Client, keys: &JobKeys) -> Result<Vec<i64>, Error> {
+    let mut cmd = redis::cmd("LPOP");
+    cmd.arg(&keys.requests).arg(100);
+    let popped: Option<Vec<Value>> = scripts::query(client, &cmd).await?;
+    Ok(popped
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| redis::from_redis_value_ref::<i64>(v).ok())
+        .collect())
+}

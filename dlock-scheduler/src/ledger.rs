@@ -1,0 +1,215 @@
+//! The run ledger: the last N runs of each job, in Redis — which replica ran which occurrence,
+//! when (server time), and how it ended — and the keys of a job.
+//!
+//! A job's keys all share the hash tag of its run lock, `{sched:<job>}`, so the scheduler's
+//! scripts touch one Redis Cluster slot:
+//!
+//! | key | type | what |
+//! |---|---|---|
+//! | `<prefix>{sched:<job>}` (+ `:fence`, `:queue`) | dlock mutex | held while a run is going |
+//! | `<prefix>{sched:<job>}:claims` | zset | claimed run ids, by claim time; kept for the retention |
+//! | `<prefix>{sched:<job>}:runs` | zset | run ids of the ledger, by occurrence |
+//! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim` and `<id>:end` records |
+//! | `<prefix>{sched:<job>}:paused` | string | present while paused |
+//! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, TimeZone, Utc};
+use dlock_core::FencingToken;
+
+/// The Redis keys of one job.
+#[derive(Clone, Debug)]
+pub(crate) struct JobKeys {
+    /// The dlock mutex held while a run is going.
+    pub(crate) lock_name: String,
+    pub(crate) claims: String,
+    pub(crate) runs: String,
+    pub(crate) ledger: String,
+    pub(crate) paused: String,
+    pub(crate) requests: String,
+}
+
+impl JobKeys {
+    pub(crate) fn new(prefix: &str, job: &str) -> Self {
+        let lock_name = format!("sched:{job}");
+        let base = format!("{prefix}{{{lock_name}}}");
+        Self {
+            claims: format!("{base}:claims"),
+            runs: format!("{base}:runs"),
+            ledger: format!("{base}:ledger"),
+            paused: format!("{base}:paused"),
+            requests: format!("{base}:requests"),
+            lock_name,
+        }
+    }
+}
+
+/// How a run ended (or that it has not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// Claimed and still going (its lease is held).
+    Running,
+    /// The handler returned `Ok`.
+    Succeeded,
+    /// The handler returned an error; its text is kept.
+    Failed(String),
+    /// The run was stopped: its lease was lost, or the scheduler shut down before it finished.
+    Cancelled(String),
+    /// The previous run of the job was still going, so this occurrence was skipped (overlap
+    /// policy [`crate::Overlap::Skip`]).
+    SkippedOverlap,
+    /// The replica that claimed the run disappeared (crashed, killed) before recording an end:
+    /// its lease ran out. At most once: the occurrence is not run again.
+    Abandoned,
+}
+
+impl RunOutcome {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed(_) => "failed",
+            Self::Cancelled(_) => "cancelled",
+            Self::SkippedOverlap => "skipped_overlap",
+            Self::Abandoned => "abandoned",
+        }
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            Self::Failed(text) | Self::Cancelled(text) => text,
+            _ => "",
+        }
+    }
+
+    /// The outcome code and error text as stored by `finish.lua`.
+    pub(crate) fn encode(&self) -> (&'static str, String) {
+        // The record separator may not appear in the text.
+        (self.code(), self.text().replace('\x1f', " "))
+    }
+
+    fn decode(code: &str, text: &str) -> Option<Self> {
+        Some(match code {
+            "running" => Self::Running,
+            "succeeded" => Self::Succeeded,
+            "failed" => Self::Failed(text.to_owned()),
+            "cancelled" => Self::Cancelled(text.to_owned()),
+            "skipped_overlap" => Self::SkippedOverlap,
+            "abandoned" => Self::Abandoned,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Failed(e) => write!(f, "failed: {e}"),
+            Self::Cancelled(why) => write!(f, "cancelled: {why}"),
+            other => f.write_str(other.code()),
+        }
+    }
+}
+
+/// One run of a job, as recorded in the ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunRecord {
+    /// The nominal occurrence (the scheduled instant), or the request time of a manual run.
+    pub occurrence: DateTime<Utc>,
+    /// Whether it was requested with `run_now` rather than scheduled.
+    pub manual: bool,
+    /// The replica that claimed it.
+    pub replica: String,
+    /// Host name of that replica.
+    pub host: String,
+    /// Process id of that replica.
+    pub pid: u32,
+    /// When it was claimed, by the Redis server's clock.
+    pub started_at: SystemTime,
+    /// When it ended, by the Redis server's clock (`None` while running or abandoned).
+    pub ended_at: Option<SystemTime>,
+    /// The fencing token of the run's lease (`None` when it never took the lease).
+    pub fencing_token: Option<FencingToken>,
+    /// How it ended.
+    pub outcome: RunOutcome,
+}
+
+impl RunRecord {
+    /// Parses the `<id>:claim` and `<id>:end` fields written by the scripts.
+    pub(crate) fn parse(occurrence_ms: i64, claim: &str, end: Option<&str>) -> Option<Self> {
+        let mut c = claim.split('\x1f');
+        let replica = c.next()?.to_owned();
+        let host = c.next()?.to_owned();
+        let pid = c.next()?.parse().ok()?;
+        let started_ms: u64 = c.next()?.parse().ok()?;
+        let manual = c.next()? == "1";
+        let (outcome, ended_at, fencing_token) = match end {
+            None => (RunOutcome::Running, None, None),
+            Some(end) => {
+                let mut e = end.splitn(4, '\x1f');
+                let code = e.next()?;
+                let ended = e.next()?;
+                let fence = e.next()?;
+                let text = e.next().unwrap_or_default();
+                (
+                    RunOutcome::decode(code, text)?,
+                    ended.parse().ok().map(millis),
+                    fence.parse().ok().map(FencingToken::new),
+                )
+            }
+        };
+        let occurrence = Utc.timestamp_millis_opt(occurrence_ms).single()?;
+        Some(Self {
+            occurrence,
+            manual,
+            replica,
+            host,
+            pid,
+            started_at: millis(started_ms),
+            ended_at,
+            fencing_token,
+            outcome,
+        })
+    }
+
+    /// How late the run started after its nominal occurrence (server clock vs. the schedule).
+    pub fn start_delay(&self) -> Option<Duration> {
+        let occurrence = UNIX_EPOCH
+            + Duration::from_millis(u64::try_from(self.occurrence.timestamp_millis()).ok()?);
+        self.started_at.duration_since(occurrence).ok()
+    }
+}
+
+fn millis(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_through_the_script_format() {
+        let claim = "replica-a\x1fweb-1\x1f4242\x1f1700000000500\x1f0";
+        let running = RunRecord::parse(1_700_000_000_000, claim, None).unwrap();
+        assert_eq!(running.outcome, RunOutcome::Running);
+        assert_eq!(running.start_delay(), Some(Duration::from_millis(500)));
+        let (code, text) = RunOutcome::Failed("boom\x1fbang".into()).encode();
+        let end = format!("{code}\x1f1700000001000\x1f17\x1f{text}");
+        let failed = RunRecord::parse(1_700_000_000_000, claim, Some(&end)).unwrap();
+        assert_eq!(failed.outcome, RunOutcome::Failed("boom bang".into()));
+        assert_eq!(failed.fencing_token, Some(FencingToken::new(17)));
+        assert_eq!(failed.replica, "replica-a");
+        assert_eq!(failed.pid, 4242);
+        assert!(!failed.manual);
+        assert!(RunRecord::parse(0, "garbage", None).is_none());
+        assert_eq!(
+            JobKeys::new("dlock:", "lottery").ledger,
+            "dlock:{sched:lottery}:ledger"
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! Run with: `make demo` (or `cargo run -p lottery`).
+//!
+//! A service runs as three replicas. At every lottery draw — here every 2 seconds instead of
+//! every noon, so the demo ends in about half a minute — ten winners must be drawn from the
+//! registered users: once, not once per replica. Each replica runs a dlock `Scheduler` with the
+//! same `#[scheduled]` job; the replicas' clocks are skewed on purpose (−300 ms, 0, +500 ms).
+//! Each draw is claimed in Redis by (job, scheduled instant), so exactly one replica draws it.
+//!
+//! The parent starts its own `redis-server` (or uses `DLOCK_REDIS_URL`), registers 100 users,
+//! starts the replicas as child processes of this same binary, and when they are done prints
+//! every draw (which replica, the winners) and the scheduler's run ledger.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use dlock_core::Client;
+use dlock_scheduler::{JobContext, RunOutcome, Scheduler, SkewedClock, scheduled};
+use redis::AsyncCommands;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long the replicas run: about 12 draws.
+const RUN_FOR: Duration = Duration::from_secs(25);
+const REPLICAS: [(&str, i64); 3] = [("replica-a", -300), ("replica-b", 0), ("replica-c", 500)];
+
+/// The lottery: ten distinct winners per draw, recorded under the draw's scheduled instant.
+#[scheduled(name = "lottery", cron = "*/2 * * * * *", tz = "Europe/Berlin")]
+async fn lottery(ctx: JobContext) -> Result<(), redis::RedisError> {
+    let mut con = ctx.client().connection();
+    let winners: Vec<String> = con.srandmember_multiple("lottery:users", 10).await?;
+    let draw = ctx.occurrence().timestamp_millis();
+    let record = format!(
+        "{} fence={} {}",
+        ctx.replica().id(),
+        ctx.fencing_token(),
+        winners.join(",")
+    );
+    // SET NX: even a second draw of the same instant could never overwrite the first.
+    let _: bool = con.set_nx(format!("lottery:draw:{draw}"), record).await?;
+    println!(
+        "  {} drew {} → {}",
+        ctx.replica().id(),
+        ctx.occurrence().format("%H:%M:%S"),
+        winners.join(" ")
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let result = match args.get(1).map(String::as_str) {
+        Some("replica") => replica(&args),
+        _ => parent(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parent() -> Result<(), BoxError> {
+    let (url, _server) = match std::env::var("DLOCK_REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let server = dlock_testkit::RedisServer::start()?;
+            (server.url(), Some(server))
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(seed(&url))?;
+    println!("redis at {url}; 100 users registered; starting 3 replicas for {RUN_FOR:?}\n");
+    let me = std::env::current_exe()?;
+    let mut children = Vec::new();
+    for (id, skew) in REPLICAS {
+        children.push(
+            Command::new(&me)
+                .args(["replica", &url, id, &skew.to_string()])
+                .spawn()?,
+        );
+    }
+    let failed = children
+        .iter_mut()
+        .map(|child| child.wait())
+        .filter(|status| !matches!(status, Ok(s) if s.success()))
+        .count();
+    let exact = runtime.block_on(report(&url))?;
+    if failed > 0 || !exact {
+        return Err(format!("{failed} replicas failed; every draw exactly once: {exact}").into());
+    }
+    Ok(())
+}
+
+async fn seed(url: &str) -> Result<(), BoxError> {
+    let mut con = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let users: Vec<String> = (1..=100).map(|i| format!("user{i:03}")).collect();
+    let () = con.del("lottery:users").await?;
+    let _: usize = con.sadd("lottery:users", users).await?;
+    Ok(())
+}
+
+fn replica(args: &[String]) -> Result<(), BoxError> {
+    let url = args.get(2).ok_or("missing url")?.clone();
+    let id = args.get(3).ok_or("missing replica id")?.clone();
+    let skew: i64 = args.get(4).ok_or("missing clock skew")?.parse()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let scheduler = Scheduler::builder(Client::open(url.as_str())?)
+            .replica_id(id)
+            .clock(SkewedClock::millis(skew))
+            .job(lottery::job()?)
+            .build()?;
+        scheduler
+            .run_until(tokio::time::sleep(RUN_FOR), Duration::from_secs(5))
+            .await;
+        Ok(())
+    })
+}
+
+/// Prints each draw and the ledger; returns whether every draw happened exactly once.
+async fn report(url: &str) -> Result<bool, BoxError> {
+    let client = Client::open(url)?;
+    let admin = Scheduler::builder(client.clone()).build()?;
+    let history = admin.history("lottery").await?;
+    let mut con = client.connection();
+    println!("\nrun ledger of `lottery` (from Redis):");
+    println!(
+        "  {:<10} {:<10} {:>12} {:<10} fencing token",
+        "draw", "replica", "start delay", "outcome"
+    );
+    let mut exact = !history.is_empty();
+    for run in &history {
+        let delay = run
+            .start_delay()
+            .map_or("?".to_owned(), |d| format!("{} ms", d.as_millis()));
+        let fence = run.fencing_token.map_or("-".to_owned(), |f| f.to_string());
+        println!(
+            "  {:<10} {:<10} {:>12} {:<10} {fence}",
+            run.occurrence.format("%H:%M:%S").to_string(),
+            run.replica,
+            delay,
+            run.outcome.to_string()
+        );
+        let draw: Option<String> = con
+            .get(format!(
+                "lottery:draw:{}",
+                run.occurrence.timestamp_millis()
+            ))
+            .await?;
+        exact &= run.outcome == RunOutcome::Succeeded && draw.is_some();
+    }
+    let draws: Vec<String> = con.keys("lottery:draw:*").await?;
+    exact &= draws.len() == history.len();
+    println!(
+        "\n{} draws by {} replicas; each draw ran exactly once: {}",
+        draws.len(),
+        REPLICAS.len(),
+        if exact { "yes" } else { "NO" }
+    );
+    Ok(exact)
+}

@@ -1,0 +1,66 @@
+//! `dlock-test-worker replica …`: one scheduler replica for the multi-process scheduler tests.
+//!
+//! `replica url=… job=… cron=… [id=…] [skew_ms=±N] [run_ms=N] [work_ms=N] [lease_ms=N]
+//! [drain_ms=N]` runs a `Scheduler` with one job for `run_ms`, then shuts down gracefully and
+//! prints `stopped drained=N cancelled=N`. The job's handler records each run it performs:
+//! `INCR <job>:count:<occurrence ms>` (exactly-once is checked on these counters) and
+//! `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`, prints `ran <occurrence ms>`,
+//! then works for `work_ms` (honouring the lease: a lost lease cancels it).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use dlock_core::Client;
+use dlock_scheduler::{Job, JobContext, Scheduler, SkewedClock};
+use redis::AsyncCommands;
+
+use crate::{BoxError, num, opt, report};
+
+pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let url = opt(opts, "url")?;
+    let job = opt(opts, "job")?.to_owned();
+    let cron = opt(opts, "cron")?.replace('_', " ");
+    let skew: i64 = opts.get("skew_ms").map_or(Ok(0), |v| v.parse())?;
+    let run_for = Duration::from_millis(num(opts, "run_ms", 10_000)?);
+    let work = Duration::from_millis(num(opts, "work_ms", 50)?);
+    let lease = Duration::from_millis(num(opts, "lease_ms", 2_000)?);
+    let drain = Duration::from_millis(num(opts, "drain_ms", 5_000)?);
+    let client = Client::open(url)?;
+    let con = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let name = job.clone();
+    let handler = move |ctx: JobContext| {
+        let (mut con, job) = (con.clone(), name.clone());
+        async move {
+            let occurrence = ctx.occurrence().timestamp_millis();
+            let _: u64 = con.incr(format!("{job}:count:{occurrence}"), 1).await?;
+            let line = format!(
+                "{occurrence} {} {}",
+                ctx.replica().id(),
+                ctx.fencing_token()
+            );
+            let _: u64 = con.rpush(format!("{job}:runs"), line).await?;
+            report(&format!("ran {occurrence}"));
+            tokio::time::sleep(work).await;
+            Ok::<(), redis::RedisError>(())
+        }
+    };
+    let mut builder = Scheduler::builder(client)
+        .clock(SkewedClock::millis(skew))
+        .request_poll(Duration::from_millis(200))
+        .job(Job::new(&job, &cron, "UTC", handler)?.lease(lease));
+    if let Some(id) = opts.get("id") {
+        builder = builder.replica_id(id);
+    }
+    let scheduler = builder.build()?;
+    report("started");
+    let stopped = scheduler
+        .run_until(tokio::time::sleep(run_for), drain)
+        .await;
+    report(&format!(
+        "stopped drained={} cancelled={}",
+        stopped.drained, stopped.cancelled
+    ));
+    Ok(())
+}
