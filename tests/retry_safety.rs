@@ -9,6 +9,7 @@ const ACQUIRE: &str = include_str!("../dlock-core/src/scripts/acquire.lua");
 const RELEASE: &str = include_str!("../dlock-core/src/scripts/release.lua");
 const EXTEND: &str = include_str!("../dlock-core/src/scripts/extend.lua");
 
+/// The lock key, and the keys the scripts derive from it.
 const KEYS: [&str; 3] = ["t:{r}", "t:{r}:fence", "t:{r}:queue"];
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -20,16 +21,10 @@ async fn acquire(
     entry: &str,
 ) -> Vec<i64> {
     let script = redis::Script::new(ACQUIRE);
-    let mut call = if mode == "try" {
-        script.key(&KEYS[..2])
-    } else {
-        script.key(&KEYS[..])
-    };
-    call.arg(format!("{token}- host\x1f1\x1f"))
-        .arg(10_000)
-        .arg(mode);
+    let mut call = script.key(KEYS[0]);
+    call.arg(format!("{token}- host\x1f1\x1f")).arg(10_000);
     if mode != "try" {
-        call.arg(entry);
+        call.arg(mode).arg(entry);
     }
     // A fresh acquisition answers with the bare fence (the fast path); normalise it to the
     // array form {1, fence, pttl} of the other outcomes.
@@ -41,9 +36,8 @@ async fn acquire(
 
 async fn release(con: &mut redis::aio::MultiplexedConnection, token: &str) -> i64 {
     redis::Script::new(RELEASE)
-        .key(&KEYS[..])
+        .key(KEYS[0])
         .arg(token)
-        .arg("PUBLISH")
         .invoke_async(con)
         .await
         .unwrap()
@@ -70,7 +64,7 @@ async fn a_repeated_queued_attempt_queues_once() {
     let server = redis();
     let mut con = raw(&server).await;
     assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
-    let entry = format!("{B} 00ff 10000 host\x1f2\x1f");
+    let entry = format!("{B} 00ff 10000 P host\x1f2\x1f");
     for _ in 0..3 {
         let reply = acquire(&mut con, B, "wait", &entry).await;
         assert_eq!(reply[0], 0);
@@ -116,7 +110,7 @@ async fn release_skips_waiters_whose_client_is_gone() {
     let mut con = raw(&server).await;
     assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
     // A queue entry of a client that subscribes to nothing: it crashed after queueing.
-    let entry = format!("{B} dead 10000 host\x1f2\x1f");
+    let entry = format!("{B} dead 10000 P host\x1f2\x1f");
     assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
     assert_eq!(release(&mut con, A).await, 1, "nobody live to hand off to");
     let exists: bool = con.exists(KEYS[0]).await.unwrap();
@@ -136,7 +130,7 @@ async fn release_hands_off_to_a_live_waiter_and_tells_it() {
         .unwrap();
     listener.subscribe("t:{r}:wake:beef").await.unwrap();
     let first = acquire(&mut con, A, "try", "").await;
-    let entry = format!("{B} beef 7000 host\x1f2\x1flabel");
+    let entry = format!("{B} beef 7000 P host\x1f2\x1flabel");
     assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
     assert_eq!(release(&mut con, A).await, 2);
 
@@ -172,7 +166,7 @@ async fn a_queued_waiter_flags_the_lock_so_release_hands_off() {
     assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
     let value: String = con.get(KEYS[0]).await.unwrap();
     assert_eq!(&value[32..33], "-", "nobody waits: release may just delete");
-    let entry = format!("{B} dead 10000 host\x1f2\x1f");
+    let entry = format!("{B} dead 10000 P host\x1f2\x1f");
     assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
     let value: String = con.get(KEYS[0]).await.unwrap();
     assert_eq!(&value[32..33], "w", "a waiter marks the lock");

@@ -408,7 +408,9 @@ impl Shared {
                 reply => reply,
             }
         };
-        match tokio::time::timeout(timeout, request).await {
+        // Boxed: the request's state (timer included) lives only while it is in flight, not
+        // inline in every caller's future, so a task parked in a wait stays small.
+        match Box::pin(tokio::time::timeout(timeout, request)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(Error::from_redis(&format!("{op} `{name}`"), e)),
             Err(_) => Err(Error::timeout(&format!("{op} `{name}`"), timeout)),
@@ -422,7 +424,7 @@ impl Shared {
         self: &Arc<Self>,
         keys: LockKeys,
         token: crate::token::OwnerToken,
-        entry: Option<Box<str>>,
+        entry: Option<Arc<str>>,
     ) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             tracing::debug!(lock = %keys.name(), "dlock: no runtime; the lease will expire instead");
@@ -430,7 +432,7 @@ impl Shared {
         };
         let shared = self.clone();
         handle.spawn(async move {
-            let call = release_call(&keys, &token, shared.conn.publish_command(), entry.as_deref());
+            let call = release_call(&keys, &token, entry.as_deref());
             match shared.run(&call, "background release", keys.name()).await {
                 Ok(outcome) => {
                     tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
@@ -447,15 +449,10 @@ impl Shared {
 pub(crate) fn release_call(
     keys: &LockKeys,
     token: &crate::token::OwnerToken,
-    publish: &'static str,
     entry: Option<&str>,
 ) -> Call {
-    let mut call = Call::new(&scripts::RELEASE, 3);
-    call.arg(&*keys.lock)
-        .arg(keys.fence())
-        .arg(keys.queue())
-        .arg(token.as_bytes())
-        .arg(publish);
+    let mut call = Call::new(&scripts::RELEASE, 1);
+    call.arg(&*keys.lock).arg(token.as_bytes());
     if let Some(entry) = entry {
         call.arg(entry);
     }

@@ -26,11 +26,13 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    /// The command the release script publishes hand-offs with.
-    pub(crate) fn publish_command(&self) -> &'static str {
+    /// How the release script publishes hand-offs to this client's waiters, as written in
+    /// their queue entries: `P` for `PUBLISH`, `S` for `SPUBLISH` (a cluster: the message stays
+    /// on the key's shard).
+    pub(crate) fn publish_mode(&self) -> char {
         match self {
-            Self::Single(_) => "PUBLISH",
-            Self::Cluster(_) => "SPUBLISH",
+            Self::Single(_) => 'P',
+            Self::Cluster(_) => 'S',
         }
     }
 
@@ -43,11 +45,12 @@ impl Conn {
         }
     }
 
-    /// Subscribes the connection to `channel`; resolves once the server confirmed it.
+    /// Subscribes the connection to `channel`; resolves once the server confirmed it. (Boxed:
+    /// a rare request whose state should not sit inline in every waiter's future.)
     pub(crate) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
         match self {
-            Self::Single(cm) => cm.clone().subscribe(channel).await,
-            Self::Cluster(cc) => cc.clone().ssubscribe(channel).await,
+            Self::Single(cm) => Box::pin(cm.clone().subscribe(channel)).await,
+            Self::Cluster(cc) => Box::pin(cc.clone().ssubscribe(channel)).await,
         }
     }
 

@@ -196,12 +196,7 @@ impl MutexGuard {
         let lease = self.lease.clone();
         forget(&lease);
         let pending = PendingRelease(Some(lease.clone()));
-        let call = release_call(
-            &lease.keys,
-            &lease.token,
-            lease.shared.conn.publish_command(),
-            None,
-        );
+        let call = release_call(&lease.keys, &lease.token, None);
         let reply = lease
             .shared
             .run(&call, "release", lease.keys.name())

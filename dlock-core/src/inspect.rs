@@ -76,8 +76,8 @@ impl Client {
     pub async fn inspect(&self, name: &str) -> Result<Option<HolderInfo>> {
         validate_name(name)?;
         let keys = LockKeys::new(&self.shared.config.key_prefix, name);
-        let mut call = Call::new(&scripts::INSPECT, 3);
-        call.arg(&*keys.lock).arg(keys.fence()).arg(keys.queue());
+        let mut call = Call::new(&scripts::INSPECT, 1);
+        call.arg(&*keys.lock);
         let reply = self.shared.run(&call, "inspect", name).await?;
         let unexpected = || Error::protocol(format!("inspect: unexpected reply {reply:?}"));
         let Value::Array(items) = &reply else {
@@ -119,14 +119,8 @@ impl Client {
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
         validate_name(name)?;
         let keys = LockKeys::new(&self.shared.config.key_prefix, name);
-        let mut call = Call::new(&scripts::RELEASE, 3);
-        call.arg(&*keys.lock)
-            .arg(keys.fence())
-            .arg(keys.queue())
-            .arg("")
-            .arg(self.shared.conn.publish_command())
-            .arg("")
-            .arg("force");
+        let mut call = Call::new(&scripts::RELEASE, 1);
+        call.arg(&*keys.lock).arg("").arg("").arg("force");
         let reply = self.shared.run(&call, "force_unlock", name).await?;
         let held = scripts::int(&reply).is_some_and(|code| code > 0);
         tracing::warn!(lock = %name, held, "dlock: lock forced open");

@@ -6,17 +6,13 @@
 //! | key / channel                      | type   | lifetime                                  |
 //! |------------------------------------|--------|-------------------------------------------|
 //! | `<prefix>{<name>}`                 | string | while held; `PX` = the lease              |
-//! | `<prefix>{<name>}:fence`           | string | forever: the last fencing token issued    |
+//! | `<prefix>{<name>}:fence`           | string | last fence issued; 7 days from creation   |
 //! | `<prefix>{<name>}:queue`           | list   | while someone waits                       |
 //! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
 //!
 //! Names may not contain `{` or `}` (they would change the hash tag) nor control characters.
 
-use std::fmt;
-use std::io::Write;
 use std::sync::Arc;
-
-use redis::{RedisWrite, ToRedisArgs};
 
 use crate::error::{Error, Result};
 
@@ -67,8 +63,8 @@ fn check_chars(what: &str, s: &str) -> Result<()> {
     Ok(())
 }
 
-/// The Redis keys of one lock: one shared string `<prefix>{<name>}`, from which the other keys
-/// are written straight into a command (no allocation per request). Cheap to clone.
+/// The Redis keys of one lock: one shared string `<prefix>{<name>}`. The scripts derive the
+/// `:fence` and `:queue` keys from it (same hash tag, so the same cluster slot). Cheap to clone.
 #[derive(Clone, Debug)]
 pub(crate) struct LockKeys {
     /// `<prefix>{<name>}`: the key holding the owner token and holder metadata while held.
@@ -106,40 +102,10 @@ impl LockKeys {
         self.lock.get(self.name_at..end).unwrap_or(&self.lock)
     }
 
-    /// The fencing counter key, `<lock>:fence`.
-    pub(crate) fn fence(&self) -> Suffixed<'_> {
-        Suffixed(&self.lock, ":fence")
-    }
-
-    /// The waiters' queue key, `<lock>:queue`.
-    pub(crate) fn queue(&self) -> Suffixed<'_> {
-        Suffixed(&self.lock, ":queue")
-    }
-
     /// The channel on which the client `client_id` hears that a lock was handed to one of its
     /// waiters. The release script derives the same name from the lock key.
     pub(crate) fn wake_channel(&self, client_id: &str) -> String {
         format!("{}:wake:{client_id}", self.lock)
-    }
-}
-
-/// A key written as `<base><suffix>` straight into a command buffer.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Suffixed<'a>(&'a str, &'static str);
-
-impl fmt::Display for Suffixed<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)?;
-        f.write_str(self.1)
-    }
-}
-
-impl ToRedisArgs for Suffixed<'_> {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        let mut arg = out.writer_for_next_arg();
-        // Writing into the command's buffer cannot fail.
-        let _ = arg.write_all(self.0.as_bytes());
-        let _ = arg.write_all(self.1.as_bytes());
     }
 }
 
@@ -152,18 +118,10 @@ mod tests {
         let keys = LockKeys::new("app:", "order:42");
         assert_eq!(&*keys.lock, "app:{order:42}");
         assert_eq!(keys.name(), "order:42");
-        assert_eq!(keys.fence().to_string(), "app:{order:42}:fence");
-        assert_eq!(keys.queue().to_string(), "app:{order:42}:queue");
         assert_eq!(keys.wake_channel("c1"), "app:{order:42}:wake:c1");
         let back = LockKeys::from_lock_key(&keys.lock);
         assert_eq!(back.name(), "order:42");
-        assert_eq!(back.fence().to_string(), keys.fence().to_string());
-        let mut cmd = redis::cmd("GET");
-        cmd.arg(keys.queue());
-        assert_eq!(
-            cmd.get_packed_command(),
-            b"*2\r\n$3\r\nGET\r\n$20\r\napp:{order:42}:queue\r\n"
-        );
+        assert_eq!(back.lock, keys.lock);
     }
 
     #[test]

@@ -523,17 +523,19 @@ impl Mutex {
 
         // Subscribe first, then queue: a grant can never be published before we listen.
         let registration = self.shared.waiters.register(token);
-        let channel = self.keys.wake_channel(&self.shared.client_id);
         let _membership = self
             .shared
             .waiters
-            .join(&self.shared.conn, &self.keys.lock, channel)
+            .join(&self.shared.conn, &self.keys.lock, || {
+                self.keys.wake_channel(&self.shared.client_id)
+            })
             .await?;
-        let entry: Box<str> = format!(
-            "{} {} {} {}\x1f{}",
+        let entry: Arc<str> = format!(
+            "{} {} {} {} {}\x1f{}",
             token.as_str(),
             self.shared.client_id,
             lease::millis(self.ttl),
+            self.shared.conn.publish_mode(),
             self.shared.holder,
             self.label.as_deref().unwrap_or_default()
         )
@@ -585,21 +587,17 @@ impl Mutex {
 
     /// Runs `acquire.lua` once.
     async fn attempt(&self, token: OwnerToken, mode: Mode, entry: &str) -> Result<Attempt> {
-        let queued = mode != Mode::Try;
-        let mut call = Call::new(&scripts::ACQUIRE, if queued { 3 } else { 2 });
-        call.arg(&*self.keys.lock).arg(self.keys.fence());
-        if queued {
-            call.arg(self.keys.queue());
-        }
-        call.arg(LockValue {
-            token: &token,
-            holder: &self.shared.holder,
-            label: self.label.as_deref().unwrap_or_default(),
-        })
-        .arg(lease::millis(self.ttl))
-        .arg(mode.as_str());
-        if queued {
-            call.arg(entry);
+        let mut call = Call::new(&scripts::ACQUIRE, 1);
+        call.arg(&*self.keys.lock)
+            .arg(LockValue {
+                token: &token,
+                holder: &self.shared.holder,
+                label: self.label.as_deref().unwrap_or_default(),
+            })
+            .arg(lease::millis(self.ttl));
+        if mode != Mode::Try {
+            // "try" is the script's default: every argument costs the server (measured).
+            call.arg(mode.as_str()).arg(entry);
         }
         let reply = self.shared.run(&call, "acquire", self.keys.name()).await?;
         if let Value::Int(fence) = reply {
@@ -675,7 +673,7 @@ pub(crate) fn unexpected(op: &str, reply: &Value) -> Error {
 struct Cleanup<'a> {
     mutex: &'a Mutex,
     token: OwnerToken,
-    entry: Option<Box<str>>,
+    entry: Option<Arc<str>>,
     armed: bool,
 }
 
@@ -690,7 +688,7 @@ impl<'a> Cleanup<'a> {
         }
     }
 
-    fn arm(&mut self, entry: Box<str>) {
+    fn arm(&mut self, entry: Arc<str>) {
         self.entry = Some(entry);
         self.armed = true;
     }

@@ -56,16 +56,19 @@ impl Grant {
     }
 }
 
-/// Where one waiting acquire call receives its grant, or a nudge to retry now.
-#[derive(Debug, Default)]
+/// Where one waiting acquire call receives its grant, or a nudge to retry now. (The token is
+/// the slot's key in the registry, so only the rest of the grant is kept: a parked waiter's
+/// memory is the point of this type.)
+#[derive(Debug)]
 pub(crate) struct Slot {
-    grant: Mutex<Option<Grant>>,
+    token: OwnerToken,
+    grant: Mutex<Option<(u64, i64, Duration)>>,
     notify: Notify,
 }
 
 impl Slot {
     fn deliver(&self, grant: Grant) {
-        *lock(&self.grant) = Some(grant);
+        *lock(&self.grant) = Some((grant.fence, grant.server_ms, grant.lease));
         self.notify.notify_one();
     }
 
@@ -76,7 +79,14 @@ impl Slot {
     }
 
     pub(crate) fn take_grant(&self) -> Option<Grant> {
-        lock(&self.grant).take()
+        lock(&self.grant)
+            .take()
+            .map(|(fence, server_ms, lease)| Grant {
+                token: self.token,
+                fence,
+                server_ms,
+                lease,
+            })
     }
 }
 
@@ -88,6 +98,8 @@ pub(crate) struct Orphan {
 }
 
 struct ChannelEntry {
+    /// This client's wake channel for the lock (one copy per lock, not per waiter).
+    channel: Arc<str>,
     /// Local waiters using the subscription (guarded by the map's mutex).
     users: usize,
     /// Serialises subscribe/unsubscribe of this channel; `true` while subscribed.
@@ -175,7 +187,11 @@ impl Waiters {
 
     /// Registers a waiting acquire call; the returned guard unregisters it.
     pub(crate) fn register(self: &Arc<Self>, token: OwnerToken) -> Registration {
-        let slot = Arc::new(Slot::default());
+        let slot = Arc::new(Slot {
+            token,
+            grant: Mutex::new(None),
+            notify: Notify::new(),
+        });
         lock(&self.slots).insert(token, slot.clone());
         Registration {
             waiters: self.clone(),
@@ -206,28 +222,28 @@ impl Waiters {
         self: &Arc<Self>,
         conn: &Conn,
         lock_key: &Arc<str>,
-        channel: String,
+        channel: impl FnOnce() -> String,
     ) -> Result<Membership> {
-        let state = {
+        let (state, channel) = {
             let mut channels = lock(&self.channels);
             let entry = channels
                 .entry(lock_key.clone())
                 .or_insert_with(|| ChannelEntry {
+                    channel: channel().into(),
                     users: 0,
                     state: Arc::default(),
                 });
             entry.users += 1;
-            entry.state.clone()
+            (entry.state.clone(), entry.channel.clone())
         };
         let membership = Membership {
             waiters: self.clone(),
             conn: conn.clone(),
             lock_key: lock_key.clone(),
-            channel,
         };
         let mut subscribed = state.lock().await;
         if !*subscribed {
-            conn.subscribe(&membership.channel)
+            conn.subscribe(&channel)
                 .await
                 .map_err(|e| Error::from_redis("subscribe to the wake channel", e))?;
             *subscribed = true;
@@ -237,8 +253,11 @@ impl Waiters {
 
     /// Runs after the last local waiter of `channel` left: unsubscribes unless someone joined
     /// again meanwhile, then forgets the channel.
-    async fn cleanup(self: Arc<Self>, conn: Conn, lock_key: Arc<str>, channel: String) {
-        let Some(state) = lock(&self.channels).get(&lock_key).map(|e| e.state.clone()) else {
+    async fn cleanup(self: Arc<Self>, conn: Conn, lock_key: Arc<str>) {
+        let Some((state, channel)) = lock(&self.channels)
+            .get(&lock_key)
+            .map(|e| (e.state.clone(), e.channel.clone()))
+        else {
             return;
         };
         let mut subscribed = state.lock().await;
@@ -295,13 +314,12 @@ pub(crate) struct Membership {
     waiters: Arc<Waiters>,
     conn: Conn,
     lock_key: Arc<str>,
-    channel: String,
 }
 
 impl std::fmt::Debug for Membership {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Membership")
-            .field("channel", &self.channel)
+            .field("lock", &self.lock_key)
             .finish_non_exhaustive()
     }
 }
@@ -321,11 +339,11 @@ impl Drop for Membership {
         // Without a runtime the subscription stays until the connection closes; it is harmless
         // (grants for unknown tokens are released by the janitor).
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(self.waiters.clone().cleanup(
-                self.conn.clone(),
-                self.lock_key.clone(),
-                std::mem::take(&mut self.channel),
-            ));
+            handle.spawn(
+                self.waiters
+                    .clone()
+                    .cleanup(self.conn.clone(), self.lock_key.clone()),
+            );
         }
     }
 }

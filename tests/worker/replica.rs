@@ -1,7 +1,7 @@
 //! `dlock-test-worker replica …`: one scheduler replica for the multi-process scheduler tests.
 //!
 //! `replica url=… job=… cron=… [id=…] [skew_ms=±N] [run_ms=N] [work_ms=N] [lease_ms=N]
-//! [drain_ms=N]` runs a `Scheduler` with one job for `run_ms`, then shuts down gracefully and
+//! [drain_ms=N] [overlap=allow]` runs a `Scheduler` with one job for `run_ms`, then shuts down gracefully and
 //! prints `stopped drained=N cancelled=N`. The job's handler records each run it performs:
 //! `INCR <job>:count:<occurrence ms>` (exactly-once is checked on these counters) and
 //! `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`, prints `ran <occurrence ms>`,
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use dlock_core::Client;
-use dlock_scheduler::{Job, JobContext, Scheduler, SkewedClock};
+use dlock_scheduler::{Job, JobContext, Overlap, Scheduler, SkewedClock};
 use redis::AsyncCommands;
 
 use crate::{BoxError, num, opt, report};
@@ -46,10 +46,14 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
             Ok::<(), redis::RedisError>(())
         }
     };
+    let mut job = Job::new(&job, &cron, "UTC", handler)?.lease(lease);
+    if opts.get("overlap").is_some_and(|o| o == "allow") {
+        job = job.overlap(Overlap::Allow);
+    }
     let mut builder = Scheduler::builder(client)
         .clock(SkewedClock::millis(skew))
         .request_poll(Duration::from_millis(200))
-        .job(Job::new(&job, &cron, "UTC", handler)?.lease(lease));
+        .job(job);
     if let Some(id) = opts.get("id") {
         builder = builder.replica_id(id);
     }
