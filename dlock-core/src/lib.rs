@@ -26,6 +26,14 @@
 //!   restart or failover that lost the counter.
 //! * **Fair, push-based waiting.** A waiter queues in Redis; release hands the lock to the
 //!   oldest live waiter and wakes exactly that waiter (no polling, no thundering herd).
+//! * **Lease loss reaches the work.** A [`Lease`] (from [`MutexGuard::lease`] or
+//!   [`Mutex::with_lock`]) resolves [`Lease::lost`] and cancels its `CancellationToken` no later
+//!   than its safe-until instant: when a renewal finds the lock deleted or taken, when Redis
+//!   cannot be reached in time, or when renewal stops at `max_hold`. With
+//!   [`MutexOptions::watchdog`] the lease is renewed every third of it, 100 locks per script call.
+//! * **Task-scoped reentrancy** (default on): the task holding a lock re-enters it without a
+//!   round trip; a spawned task is another owner; a non-reentrant handle reports
+//!   [`ErrorKind::Reentrancy`] instead of waiting for itself.
 //!
 //! # What it does not guarantee
 //! * **A lease can be outlived.** A process paused longer than its lease (GC, VM migration,
@@ -40,7 +48,7 @@
 //!   drift allowance of `TTL/100 + 2 ms`.
 //!
 //! # Requirements
-//! Redis 6.2 or newer (RESP3, `LPOS`), reached through one multiplexed connection per
+//! Redis 6.2 or newer (RESP3, `LPOS`, `SET … GET`), reached through one multiplexed connection per
 //! [`Client`]; Redis Cluster needs Redis 7 (sharded pub/sub) and is reached with
 //! [`Client::cluster_builder`]. Every key of one lock shares the hash tag `{name}`, so each
 //! script runs on one slot.
@@ -49,9 +57,9 @@
 //! | module | what lives there |
 //! |---|---|
 //! | `client` | [`Client`], [`ClientBuilder`]: the shared connection and configuration |
-//! | `mutex` | [`Mutex`], [`MutexGuard`]: try_acquire / acquire / extend / release |
+//! | `mutex` | [`Mutex`], [`MutexOptions`], [`Mutex::with_lock`]: try_acquire / acquire |
 //! | `wait` | how waiters learn a lock is theirs: queue, wake channels, fallback timer |
-//! | `lease` | accepted TTLs, drift, the safe-until instant |
+//! | `lease` | accepted TTLs, drift, the safe-until instant; [`Lease`], [`LeaseLost`] |
 //! | `key` | lock names → Redis keys with a shared hash tag |
 //! | `token` | owner tokens and [`FencingToken`] |
 //! | `guard` | [`MutexGuard`]: one hold; release, extend, reentrant nesting |
