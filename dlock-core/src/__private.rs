@@ -131,14 +131,9 @@ where
     F: FnOnce(Lease) -> Fut,
     Fut: Future<Output = R>,
 {
-    let lock = match client.mutex_with(key, spec.options()) {
-        Ok(lock) => lock,
-        Err(e) => return R::from_lock_error(e),
-    };
-    match lock.with_lock(spec.wait, body).await {
-        Ok(output) => output,
-        Err(e) => R::from_lock_error(e),
-    }
+    locked(client, key, spec, body)
+        .await
+        .unwrap_or_else(R::from_lock_error)
 }
 
 /// Like [`run`], but a busy lock skips the body and returns `R::skipped()`.
@@ -148,13 +143,21 @@ where
     F: FnOnce(Lease) -> Fut,
     Fut: Future<Output = R>,
 {
-    let lock = match client.mutex_with(key, spec.options()) {
-        Ok(lock) => lock,
-        Err(e) => return R::from_lock_error(e),
-    };
-    match lock.with_lock(spec.wait, body).await {
+    match locked(client, key, spec, body).await {
         Ok(output) => output,
         Err(e) if e.kind() == ErrorKind::Busy => R::skipped(),
         Err(e) => R::from_lock_error(e),
     }
+}
+
+/// `body` under the lock `key` with the options of `spec`.
+async fn locked<R, F, Fut>(client: &Client, key: &str, spec: &Spec, body: F) -> Result<R, Error>
+where
+    F: FnOnce(Lease) -> Fut,
+    Fut: Future<Output = R>,
+{
+    client
+        .mutex_with(key, spec.options())?
+        .with_lock(spec.wait, body)
+        .await
 }
