@@ -304,9 +304,12 @@ impl Mutex {
     /// [`ErrorKind::Reentrancy`] as above.
     ///
     /// # Cancel safety
-    /// Cancel safe. If the future is dropped after the request was sent, the lock may have been
-    /// taken on the server; it is released in the background (owner-checked), so nothing stays
-    /// held by an acquisition nobody knows about.
+    /// Cancel safe. If the future is dropped after the request was sent (or the request timed
+    /// out), the lock may have been taken on the server; it is released in the background
+    /// (owner-checked), so nothing stays held by an acquisition nobody knows about. One case
+    /// is left to the lease: if the connection is replaced while the request is still queued on
+    /// the old socket, the cleanup may reach Redis first, and the late acquisition then holds
+    /// the lock until its TTL runs out (no watchdog renews it).
     pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
         if let Some(guard) = self.reenter()? {
             return Ok(Some(guard));
