@@ -64,8 +64,8 @@ impl Scheduler {
     }
 
     /// Asks for one run of `job` now, outside its schedule. The first replica running the job
-    /// that polls its requests (within its request-poll interval) claims and runs it; the ledger
-    /// records it as manual. Overlap and pause apply as to scheduled runs.
+    /// that polls its requests (within its request-poll interval, 5 s by default) claims and runs
+    /// it; the ledger records it as manual. Overlap and pause apply as to scheduled runs.
     ///
     /// # Errors
     /// A Redis error.

@@ -32,8 +32,10 @@ use crate::run::{self, Attempt, JobEntry};
 pub const DEFAULT_CLAIM_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How many runs the ledger keeps per job by default.
 pub const DEFAULT_HISTORY: usize = 100;
-/// How often a replica looks for `run_now` requests by default.
-pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(1);
+/// How often a replica looks for `run_now` requests by default: every 5 s, one `LPOP` per job
+/// (a request is picked up within this interval; polling more often costs every replica one
+/// round trip per job each time).
+pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
 
 /// Builds a [`Scheduler`]; start with [`Scheduler::builder`].
 pub struct SchedulerBuilder {
