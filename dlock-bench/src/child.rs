@@ -1,8 +1,9 @@
 //! Child processes of the benchmark binary (W1 1-CPU, the W3 workers, the memory probes): the
 //! same executable started with a subcommand, talking over its stdin/stdout in lines.
 //!
-//! Protocol: the child writes `READY` when its set-up is done (W3), waits for `GO` on stdin when
-//! asked to, and ends with one line `RESULT <json>`. Its stderr goes straight to ours, so its
+//! Protocol: the child writes `READY` when its set-up is done (W3, scheduler replicas), waits for
+//! `GO` on stdin when asked to, runs until `STOP` where the parent decides when it ends (scheduler
+//! replicas), and ends with one line `RESULT <json>`. Its stderr goes straight to ours, so its
 //! errors are visible. The child is SIGKILLed and reaped if we drop it early (on an error).
 
 use std::io::{BufRead, BufReader, Write};
@@ -17,6 +18,8 @@ use crate::BoxError;
 pub(crate) const READY: &str = "READY";
 /// The line the parent sends to start a child that waits.
 pub(crate) const GO: &str = "GO";
+/// The line the parent sends to stop a child that runs until told.
+pub(crate) const STOP: &str = "STOP";
 /// Prefix of the child's result line.
 pub(crate) const RESULT: &str = "RESULT ";
 
@@ -112,13 +115,18 @@ pub(crate) fn ready_then_wait_for_go() -> Result<(), BoxError> {
         writeln!(out, "{READY}")?;
         out.flush()?;
     }
+    wait_for_line(GO)
+}
+
+/// In a child: blocks until the parent sends `expected` on stdin.
+pub(crate) fn wait_for_line(expected: &str) -> Result<(), BoxError> {
     let mut line = String::new();
     loop {
         line.clear();
         if std::io::stdin().read_line(&mut line)? == 0 {
-            return Err("the parent closed stdin before sending GO".into());
+            return Err(format!("the parent closed stdin before sending {expected}").into());
         }
-        if line.trim_end() == GO {
+        if line.trim_end() == expected {
             return Ok(());
         }
     }

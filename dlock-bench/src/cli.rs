@@ -10,14 +10,16 @@ use crate::subject::Kind;
 pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside a raw-Redis floor, on its own redis-server
 
-usage: dlock-bench [--quick] [--only w1,w2,w3,mem] [--json PATH]
+usage: dlock-bench [--quick] [--only w1,w2,w3,mem,wd,sched] [--json PATH]
 
   --quick        a smoke run with about a tenth of the work (labelled QUICK; not comparable)
   --only LIST    run only these workloads (w1 = W1 and W1 1-CPU; w2; w3 = W3 and its
-                 hand-off floor; mem)
+                 hand-off floor; mem; wd = 10,000 locks held under the watchdog;
+                 sched = 3 scheduler replicas on a 1-second cron)
   --json PATH    where to write the results as JSON (default target/bench/results.json)
 
-Subcommands started by the benchmark itself: w1-pinned, w3-worker, handoff-floor, mem.
+Subcommands started by the benchmark itself: w1-pinned, w3-worker, handoff-floor, mem, wd,
+sched-replica.
 For profiling one subject: dlock-bench w1-one --url URL --subject floor|dlock [--quick]";
 
 /// Default path of the JSON results.
@@ -30,6 +32,8 @@ pub(crate) struct Workloads {
     pub(crate) w2: bool,
     pub(crate) w3: bool,
     pub(crate) mem: bool,
+    pub(crate) wd: bool,
+    pub(crate) sched: bool,
 }
 
 impl Workloads {
@@ -38,37 +42,39 @@ impl Workloads {
         w2: true,
         w3: true,
         mem: true,
+        wd: true,
+        sched: true,
+    };
+
+    const NONE: Workloads = Workloads {
+        w1: false,
+        w2: false,
+        w3: false,
+        mem: false,
+        wd: false,
+        sched: false,
     };
 
     fn parse(list: &str) -> Result<Workloads, BoxError> {
-        let mut only = Workloads {
-            w1: false,
-            w2: false,
-            w3: false,
-            mem: false,
-        };
+        let mut only = Self::NONE;
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             match item {
                 "w1" => only.w1 = true,
                 "w2" => only.w2 = true,
                 "w3" => only.w3 = true,
                 "mem" => only.mem = true,
+                "wd" => only.wd = true,
+                "sched" => only.sched = true,
                 other => {
-                    return Err(
-                        format!("--only: unknown workload `{other}`; use w1, w2, w3, mem").into(),
-                    );
+                    return Err(format!(
+                        "--only: unknown workload `{other}`; use w1, w2, w3, mem, wd, sched"
+                    )
+                    .into());
                 }
             }
         }
-        if only
-            == (Workloads {
-                w1: false,
-                w2: false,
-                w3: false,
-                mem: false,
-            })
-        {
-            return Err("--only needs at least one of w1, w2, w3, mem".into());
+        if only == Self::NONE {
+            return Err("--only needs at least one of w1, w2, w3, mem, wd, sched".into());
         }
         Ok(only)
     }
@@ -108,15 +114,26 @@ pub(crate) enum Command {
         url: String,
         counts: Counts,
     },
+    Watchdog {
+        url: String,
+        counts: Counts,
+    },
+    SchedReplica {
+        url: String,
+        replica: u32,
+        skew_ms: i64,
+        job: String,
+    },
     Help,
 }
 
 /// Parses the arguments after the program name.
 pub(crate) fn parse(args: &[String]) -> Result<Command, BoxError> {
     let (sub, rest) = match args.first().map(String::as_str) {
-        Some(sub @ ("w1-pinned" | "w1-one" | "w3-worker" | "handoff-floor" | "mem")) => {
-            (Some(sub), &args[1..])
-        }
+        Some(
+            sub @ ("w1-pinned" | "w1-one" | "w3-worker" | "handoff-floor" | "mem" | "wd"
+            | "sched-replica"),
+        ) => (Some(sub), &args[1..]),
         _ => (None, args),
     };
     let mut flags = Flags::default();
@@ -135,6 +152,8 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, BoxError> {
             "--json" => flags.json = Some(PathBuf::from(value("--json")?)),
             "--url" => flags.url = Some(value("--url")?),
             "--process" => flags.process = Some(value("--process")?.parse()?),
+            "--skew-ms" => flags.skew_ms = Some(value("--skew-ms")?.parse()?),
+            "--job" => flags.job = Some(value("--job")?),
             "--subject" => {
                 flags.subject = Some(match value("--subject")?.as_str() {
                     "floor" => Kind::Floor,
@@ -157,6 +176,8 @@ struct Flags {
     url: Option<String>,
     process: Option<u32>,
     subject: Option<Kind>,
+    skew_ms: Option<i64>,
+    job: Option<String>,
 }
 
 impl Flags {
@@ -193,6 +214,16 @@ impl Flags {
                 url: url()?,
                 counts,
             }),
+            (Some("wd"), []) => Ok(Command::Watchdog {
+                url: url()?,
+                counts,
+            }),
+            (Some("sched-replica"), []) => Ok(Command::SchedReplica {
+                url: url()?,
+                replica: self.process.ok_or("sched-replica needs --process")?,
+                skew_ms: self.skew_ms.unwrap_or(0),
+                job: self.job.clone().ok_or("sched-replica needs --job")?,
+            }),
             (_, extra) => Err(format!("unexpected arguments {extra:?}\n\n{USAGE}").into()),
         }
     }
@@ -213,7 +244,11 @@ mod tests {
             panic!("not a run");
         };
         assert!(counts.quick);
-        assert!(only.w1 && only.mem && !only.w2 && !only.w3);
+        assert!(only.w1 && only.mem && !only.w2 && !only.w3 && !only.wd && !only.sched);
+        let Command::Run { only, .. } = parse(&args("--only wd,sched")).unwrap() else {
+            panic!("not a run");
+        };
+        assert!(only.wd && only.sched && !only.w1 && !only.mem);
         assert_eq!(json, PathBuf::from(DEFAULT_JSON));
         let Command::Run { only, json, .. } = parse(&args("--json out.json")).unwrap() else {
             panic!("not a run");
@@ -236,6 +271,23 @@ mod tests {
             parse(&args("mem waiters --url u --quick")).unwrap(),
             Command::Memory { ref probe, counts, .. } if probe == "waiters" && counts.quick
         ));
+        assert_eq!(
+            parse(&args(
+                "sched-replica --url u --process 2 --skew-ms -300 --job tick0"
+            ))
+            .unwrap(),
+            Command::SchedReplica {
+                url: "u".into(),
+                replica: 2,
+                skew_ms: -300,
+                job: "tick0".into()
+            }
+        );
+        assert!(matches!(
+            parse(&args("wd --url u")).unwrap(),
+            Command::Watchdog { ref url, counts } if url == "u" && !counts.quick
+        ));
+        assert!(parse(&args("sched-replica --url u --process 0")).is_err());
         assert!(parse(&args("--only w9")).is_err());
         assert!(parse(&args("--only")).is_err());
         assert!(parse(&args("--frobnicate")).is_err());

@@ -1,10 +1,12 @@
-//! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick] [--only w1,w2,w3,mem]
-//! [--json PATH]`).
+//! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
+//! [--only w1,w2,w3,mem,wd,sched] [--json PATH]`).
 //!
 //! The benchmark of `/work/shared/WORKLOADS.md` (issue #3): dlock through its ordinary public API
 //! beside a raw-Redis floor measured in the same run, on a redis-server the benchmark starts
 //! itself (dlock-testkit: free loopback port, `--save '' --appendonly no`, nothing else
-//! connected). It prints one markdown report on stdout and writes the figures as JSON.
+//! connected). Two more workloads have no floor: 10,000 locks held under the watchdog (issue #4)
+//! and three dlock-scheduler replicas on a 1-second cron (issue #6). It prints one markdown
+//! report on stdout and writes the figures as JSON.
 //!
 //! # Layout
 //! | module | what |
@@ -16,13 +18,16 @@
 //! | `w1`, `w2`, `w3`, `w3_worker` | the workloads (W3's workers are child processes) |
 //! | `handoff_floor` | W3's floor: one-way pub/sub latency between two processes, W3's rhythm |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task |
+//! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
+//! | `sched`, `sched_replica` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
+//! | `sched_stats` | the scheduler workload's statistics (pure, unit-tested) |
 //! | `redis_stats` | control connection: `FLUSHALL`, `INFO commandstats`/`memory`, queue lengths |
 //! | `window` | a measured window: command, server-CPU and client-CPU deltas |
 //! | `affinity` | CPU pinning for W1 1-CPU |
 //! | `child` | child processes of this binary and their line protocol |
 //! | `stats` | percentiles, hand-off gaps, overlaps, fairness (pure, unit-tested) |
-//! | `targets` | ratios to the floor and issue #3's targets |
-//! | `report` | markdown and JSON output |
+//! | `targets` | ratios to the floor and the targets of issues #3, #4 and #6 |
+//! | `report`, `report_wd_sched` | markdown and JSON output |
 
 // A benchmark reports on stdout and narrates its progress on stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -35,6 +40,10 @@ mod handoff_floor;
 mod memory;
 mod redis_stats;
 mod report;
+mod report_wd_sched;
+mod sched;
+mod sched_replica;
+mod sched_stats;
 mod spec;
 mod stats;
 mod subject;
@@ -43,6 +52,7 @@ mod w1;
 mod w2;
 mod w3;
 mod w3_worker;
+mod wd;
 mod window;
 
 use std::path::Path;
@@ -53,7 +63,7 @@ use nix::time::{ClockId, clock_gettime};
 
 use crate::cli::Command;
 use crate::redis_stats::Control;
-use crate::report::{Meta, Results};
+use crate::report::{Measured, Meta, Results};
 use crate::spec::{Counts, WORKER_THREADS};
 
 /// Errors of the benchmark: reported with their message, the run stops.
@@ -80,6 +90,13 @@ fn main() -> ExitCode {
             counts,
         } => handoff_floor::child_main(&url, process, &counts),
         Command::Memory { probe, url, counts } => memory::child_main(&probe, &url, &counts),
+        Command::Watchdog { url, counts } => wd::child_main(&url, &counts),
+        Command::SchedReplica {
+            url,
+            replica,
+            skew_ms,
+            job,
+        } => sched_replica::child_main(&url, replica, skew_ms, &job),
         Command::Help => {
             println!("{}", cli::USAGE);
             Ok(())
@@ -116,7 +133,8 @@ fn run(counts: &Counts, only: cli::Workloads, json: &Path) -> Result<(), BoxErro
     Ok(())
 }
 
-/// Runs the selected workloads in order: W1, W1 1-CPU, W2, W3 and its floor, memory.
+/// Runs the selected workloads in order: W1, W1 1-CPU, W2, W3 and its floor, memory, watchdog,
+/// scheduler.
 fn measure(
     url: &str,
     server_pid: u32,
@@ -124,39 +142,41 @@ fn measure(
     only: cli::Workloads,
     meta: Meta,
 ) -> Result<Results, BoxError> {
-    let w1 = only
-        .w1
-        .then(|| stage("W1 (unpinned)", || w1::run_unpinned(url, counts)))
-        .transpose()?;
-    let w1_pinned = only
-        .w1
-        .then(|| stage("W1 1-CPU", || w1::run_pinned(url, server_pid, counts)))
-        .transpose()?;
-    let w2 = only
-        .w2
-        .then(|| stage("W2", || w2::run_both(url, counts)))
-        .transpose()?;
-    let w3 = only
-        .w3
-        .then(|| stage("W3", || w3::run(url, counts)))
-        .transpose()?;
-    let handoff_floor = only
-        .w3
-        .then(|| stage("W3 hand-off floor", || handoff_floor::run(url, counts)))
-        .transpose()?;
-    let memory = only
-        .mem
-        .then(|| stage("memory", || memory::run(url, counts)))
-        .transpose()?;
-    Ok(Results::new(
-        meta,
-        w1,
-        w1_pinned,
-        w2,
-        w3,
-        handoff_floor,
-        memory,
-    ))
+    let measured = Measured {
+        w1: only
+            .w1
+            .then(|| stage("W1 (unpinned)", || w1::run_unpinned(url, counts)))
+            .transpose()?,
+        w1_pinned: only
+            .w1
+            .then(|| stage("W1 1-CPU", || w1::run_pinned(url, server_pid, counts)))
+            .transpose()?,
+        w2: only
+            .w2
+            .then(|| stage("W2", || w2::run_both(url, counts)))
+            .transpose()?,
+        w3: only
+            .w3
+            .then(|| stage("W3", || w3::run(url, counts)))
+            .transpose()?,
+        handoff_floor: only
+            .w3
+            .then(|| stage("W3 hand-off floor", || handoff_floor::run(url, counts)))
+            .transpose()?,
+        memory: only
+            .mem
+            .then(|| stage("memory", || memory::run(url, counts)))
+            .transpose()?,
+        wd: only
+            .wd
+            .then(|| stage("watchdog", || wd::run(url, counts)))
+            .transpose()?,
+        sched: only
+            .sched
+            .then(|| stage("scheduler", || sched::run(url, counts)))
+            .transpose()?,
+    };
+    Ok(Results::new(meta, measured))
 }
 
 /// Runs one workload, narrating on stderr.

@@ -1,6 +1,6 @@
 //! Talking to the benchmark's own redis-server outside the measured code: plain connections with
 //! dlock's socket settings, `FLUSHALL`, and the counters the report is built from
-//! (`INFO commandstats`, `INFO memory`, queue lengths).
+//! (`INFO commandstats`, `INFO memory`, queue lengths, the scheduler workload's counters).
 
 use std::collections::BTreeMap;
 
@@ -259,6 +259,30 @@ impl Control {
             .query_async(&mut self.conn)
             .await?;
         Ok(value.unwrap_or(0))
+    }
+
+    /// Every key matching `pattern` with its integer value (`KEYS`, then `MGET`; for the
+    /// scheduler's small per-occurrence counters only).
+    pub(crate) async fn int_keys(
+        &mut self,
+        pattern: &str,
+    ) -> Result<BTreeMap<String, u64>, BoxError> {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(pattern)
+            .query_async(&mut self.conn)
+            .await?;
+        if keys.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let values: Vec<Option<u64>> = redis::cmd("MGET")
+            .arg(&keys)
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(keys
+            .into_iter()
+            .zip(values)
+            .map(|(key, value)| (key, value.unwrap_or(0)))
+            .collect())
     }
 
     async fn info(&mut self, section: &str) -> Result<String, BoxError> {

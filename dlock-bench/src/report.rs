@@ -1,6 +1,6 @@
 //! The results of one run: the markdown report printed on stdout (the WORKLOADS.md table, the
-//! ratios to the floor, command counts, W3 details, memory, and issue #3's targets) and the JSON
-//! written next to it.
+//! ratios to the floor, command counts, W3 details, memory, the watchdog and scheduler workloads,
+//! and the targets of issues #3, #4 and #6) and the JSON written next to it.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -10,10 +10,12 @@ use serde::Serialize;
 use crate::BoxError;
 use crate::handoff_floor::HandoffFloor;
 use crate::memory::MemoryResult;
+use crate::sched::SchedResult;
 use crate::spec::Counts;
 use crate::targets::{Ratios, Target};
 use crate::w1::{PairResult, Subjects};
 use crate::w3::W3Result;
+use crate::wd::WdResult;
 
 /// Where and how the run happened.
 #[derive(Clone, Debug, Serialize)]
@@ -66,6 +68,19 @@ pub(crate) fn loadavg() -> String {
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
+/// What the selected workloads measured (`None`: not run).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Measured {
+    pub(crate) w1: Option<Subjects>,
+    pub(crate) w1_pinned: Option<Subjects>,
+    pub(crate) w2: Option<Subjects>,
+    pub(crate) w3: Option<W3Result>,
+    pub(crate) handoff_floor: Option<HandoffFloor>,
+    pub(crate) memory: Option<MemoryResult>,
+    pub(crate) wd: Option<WdResult>,
+    pub(crate) sched: Option<SchedResult>,
+}
+
 /// Everything one run measured.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Results {
@@ -76,21 +91,25 @@ pub(crate) struct Results {
     pub(crate) w3: Option<W3Result>,
     pub(crate) handoff_floor: Option<HandoffFloor>,
     pub(crate) memory: Option<MemoryResult>,
+    pub(crate) wd: Option<WdResult>,
+    pub(crate) sched: Option<SchedResult>,
     pub(crate) ratios: Ratios,
     pub(crate) targets: Vec<Target>,
 }
 
 impl Results {
     /// Gathers the figures of one run, with the ratios to the floor and the targets checked.
-    pub(crate) fn new(
-        meta: Meta,
-        w1: Option<Subjects>,
-        w1_pinned: Option<Subjects>,
-        w2: Option<Subjects>,
-        w3: Option<W3Result>,
-        handoff_floor: Option<HandoffFloor>,
-        memory: Option<MemoryResult>,
-    ) -> Results {
+    pub(crate) fn new(meta: Meta, measured: Measured) -> Results {
+        let Measured {
+            w1,
+            w1_pinned,
+            w2,
+            w3,
+            handoff_floor,
+            memory,
+            wd,
+            sched,
+        } = measured;
         let mut meta = meta;
         meta.loadavg_end = loadavg();
         let mut ratios = Ratios::compute(w1.as_ref(), w1_pinned.as_ref(), w2.as_ref());
@@ -98,7 +117,13 @@ impl Results {
             .as_ref()
             .zip(handoff_floor.as_ref())
             .map(|(w3, floor)| w3.contention.cross_gap_p50_us / floor.p50_us);
-        let targets = crate::targets::evaluate(&ratios, w3.as_ref(), memory.as_ref());
+        let targets = crate::targets::evaluate(
+            &ratios,
+            w3.as_ref(),
+            memory.as_ref(),
+            wd.as_ref(),
+            sched.as_ref(),
+        );
         Results {
             meta,
             w1,
@@ -107,6 +132,8 @@ impl Results {
             w3,
             handoff_floor,
             memory,
+            wd,
+            sched,
             ratios,
             targets,
         }
@@ -136,6 +163,12 @@ impl Results {
         }
         if let Some(memory) = &self.memory {
             memory_table(&mut out, memory);
+        }
+        if let Some(wd) = &self.wd {
+            crate::report_wd_sched::watchdog_section(&mut out, wd);
+        }
+        if let Some(sched) = &self.sched {
+            crate::report_wd_sched::scheduler_section(&mut out, sched);
         }
         self.target_table(&mut out);
         out
@@ -268,7 +301,7 @@ impl Results {
         if self.targets.is_empty() {
             return;
         }
-        let _ = writeln!(out, "### Issue #3 targets\n");
+        let _ = writeln!(out, "### Targets (issues #3, #4, #6)\n");
         let _ = writeln!(out, "| target | wanted | measured | met |");
         let _ = writeln!(out, "|---|---|---|---|");
         for t in &self.targets {

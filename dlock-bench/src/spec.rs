@@ -1,5 +1,6 @@
 //! The numbers of WORKLOADS.md in one place: TTL, waits, and the sizes of every workload (full,
-//! or the much smaller `--quick` smoke run).
+//! or the much smaller `--quick` smoke run), plus those of the two workloads issues #4 and #6 add
+//! (the watchdog holding many locks, and scheduler replicas).
 
 use std::time::Duration;
 
@@ -18,6 +19,27 @@ pub(crate) const WORKER_THREADS: usize = 2;
 /// The CPU that W1 1-CPU pins the benchmark and redis-server to (`taskset -c 1`).
 pub(crate) const PINNED_CPU: usize = 1;
 
+/// Watchdog workload: lease of every held lock; the watchdog renews it every third (1 s).
+pub(crate) const WD_TTL: Duration = Duration::from_secs(3);
+/// Watchdog workload: renewal rounds left to settle before the measured window opens.
+pub(crate) const WD_SETTLE_ROUNDS: u32 = 2;
+
+/// Scheduler workload: replica processes.
+pub(crate) const SCHED_REPLICAS: u32 = 3;
+/// Scheduler workload: the job's cron expression (every second) and time zone.
+pub(crate) const SCHED_CRON: &str = "* * * * * *";
+pub(crate) const SCHED_TZ: &str = "UTC";
+/// Scheduler workload: time the replicas run before the measured window may open (their first
+/// occurrences load the scheduler's scripts).
+pub(crate) const SCHED_WARMUP: Duration = Duration::from_secs(3);
+/// Scheduler workload: how far past a whole second the window opens and closes (ms). An
+/// occurrence's requests span from 500 ms before its instant (a replica whose clock runs 500 ms
+/// ahead asks early, and is told to wait) to ~300 ms after it (a replica 300 ms late), so a
+/// window edge at .400 cuts between two occurrences.
+pub(crate) const SCHED_EDGE_MS: u64 = 400;
+/// Scheduler workload: clock skews of the replicas (ms; positive = ahead), one row each.
+pub(crate) const SCHED_SKEWS: [[i64; 3]; 2] = [[0, 0, 0], [-300, 0, 500]];
+
 /// How much work each workload does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Counts {
@@ -33,6 +55,12 @@ pub(crate) struct Counts {
     pub(crate) mem_guards: u64,
     pub(crate) mem_waiters: u64,
     pub(crate) mem_held_locks: u64,
+    /// Locks held under the watchdog.
+    pub(crate) wd_locks: u64,
+    /// Renewal rounds in the watchdog's measured window.
+    pub(crate) wd_rounds: u32,
+    /// Occurrences in the scheduler's measured window (one per second).
+    pub(crate) sched_occurrences: u64,
 }
 
 impl Counts {
@@ -50,6 +78,9 @@ impl Counts {
         mem_guards: 10_000,
         mem_waiters: 10_000,
         mem_held_locks: 100,
+        wd_locks: 10_000,
+        wd_rounds: 6,
+        sched_occurrences: 20,
     };
 
     /// A smoke run: same shapes, about a tenth of the work. Not comparable with full runs.
@@ -66,6 +97,9 @@ impl Counts {
         mem_guards: 1_000,
         mem_waiters: 1_000,
         mem_held_locks: 10,
+        wd_locks: 1_000,
+        wd_rounds: 3,
+        sched_occurrences: 5,
     };
 
     pub(crate) fn new(quick: bool) -> Counts {

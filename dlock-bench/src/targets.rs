@@ -1,11 +1,18 @@
-//! Issue #3's acceptance targets, checked against one run: the ratios to the floor and the
-//! absolute W3 and memory figures.
+//! The acceptance targets, checked against one run: issue #3's (the ratios to the floor and the
+//! absolute W3 and memory figures), issue #4's (watchdog batching, no lease lost) and issue #6's
+//! (every occurrence exactly once). Issue #6's fire delay has no target: it is reported only.
 
 use serde::Serialize;
 
 use crate::memory::MemoryResult;
+use crate::sched::SchedResult;
 use crate::w1::Subjects;
 use crate::w3::W3Result;
+use crate::wd::WdResult;
+
+/// Issue #4: "holding 10,000 locks costs ~100 round trips per tick": met when the renewal calls
+/// per round stay within 5 % of one call per 100 locks (the watchdog's batch size).
+const WD_CALLS_SLACK: f64 = 1.05;
 
 /// dlock ÷ floor, within one run. Throughput ratios: higher is better; latency ratios: lower is.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -60,11 +67,13 @@ fn target(name: &'static str, wanted: &'static str, measured: Option<(String, bo
     }
 }
 
-/// Checks every target of issue #3 against the figures of one run.
+/// Checks every target against the figures of one run.
 pub(crate) fn evaluate(
     ratios: &Ratios,
     w3: Option<&W3Result>,
     memory: Option<&MemoryResult>,
+    wd: Option<&WdResult>,
+    sched: Option<&SchedResult>,
 ) -> Vec<Target> {
     let ratio = |r: Option<f64>| r.map(|r| (format!("{r:.2}×"), r >= 0.9));
     let mut targets = vec![
@@ -77,7 +86,57 @@ pub(crate) fn evaluate(
     ];
     targets.extend(w3_targets(w3));
     targets.extend(memory_targets(memory));
+    targets.extend(watchdog_targets(wd));
+    targets.push(sched_target(sched));
     targets
+}
+
+fn watchdog_targets(wd: Option<&WdResult>) -> Vec<Target> {
+    vec![
+        target(
+            "watchdog: renewal round trips per interval",
+            "~1 per 100 locks (≤ 105 for 10,000)",
+            wd.map(|w| {
+                let f = &w.figures;
+                let most = crate::w1::ratio(w.locks, 100) * WD_CALLS_SLACK;
+                (
+                    format!(
+                        "{:.1} ({:.1} locks per call)",
+                        f.calls_per_round, f.locks_per_call
+                    ),
+                    f.calls_per_round <= most,
+                )
+            }),
+        ),
+        target(
+            "watchdog: leases lost while held",
+            "0",
+            wd.map(|w| (w.lost.to_string(), w.lost == 0)),
+        ),
+    ]
+}
+
+fn sched_target(sched: Option<&SchedResult>) -> Target {
+    target(
+        "scheduler: occurrences run exactly once (each row)",
+        "all",
+        sched.map(|s| {
+            let text = s
+                .rows
+                .iter()
+                .map(|r| format!("{} of {}", r.once.once, r.once.occurrences))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let ok = !s.rows.is_empty()
+                && s.rows.iter().all(|r| {
+                    r.once.exact()
+                        && r.whole_run.repeated == 0
+                        && r.whole_run.missed == 0
+                        && r.ledger_mismatches == 0
+                });
+            (text, ok)
+        }),
+    )
 }
 
 fn w3_targets(w3: Option<&W3Result>) -> Vec<Target> {
@@ -145,8 +204,8 @@ mod tests {
 
     #[test]
     fn unmeasured_targets_are_not_judged() {
-        let targets = evaluate(&Ratios::default(), None, None);
-        assert_eq!(targets.len(), 10);
+        let targets = evaluate(&Ratios::default(), None, None, None, None);
+        assert_eq!(targets.len(), 13);
         assert!(targets.iter().all(|t| t.met.is_none()));
     }
 
@@ -157,7 +216,7 @@ mod tests {
             w2_pairs_per_s: Some(0.85),
             ..Ratios::default()
         };
-        let targets = evaluate(&ratios, None, None);
+        let targets = evaluate(&ratios, None, None, None, None);
         assert_eq!(targets[0].met, Some(true));
         assert_eq!(targets[0].measured, "0.95×");
         assert_eq!(targets[1].met, Some(false));

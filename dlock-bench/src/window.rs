@@ -56,6 +56,20 @@ impl Snapshot {
     }
 }
 
+/// redis-server's CPU time per second while this process sends nothing (its timers, `INFO`
+/// itself), measured over `span`, ms/s: the baseline under a workload's server CPU figure when
+/// that workload is as light as a few requests per second.
+pub(crate) async fn idle_server_cpu_ms_per_s(
+    control: &mut Control,
+    span: std::time::Duration,
+) -> Result<f64, BoxError> {
+    let before = Snapshot::take(control).await?;
+    let start = std::time::Instant::now();
+    tokio::time::sleep(span).await;
+    let delta = before.delta(control).await?;
+    Ok(crate::w1::ratio(delta.server_cpu_us, 1) / 1e3 / start.elapsed().as_secs_f64())
+}
+
 /// User + system CPU time of this process (all threads), µs.
 pub(crate) fn process_cpu_us() -> Result<u64, BoxError> {
     let usage = getrusage(UsageWho::RUSAGE_SELF)?;

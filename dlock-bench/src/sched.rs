@@ -1,0 +1,362 @@
+//! Scheduler workload (issue #6), the parent side: 3 replica processes
+//! (`dlock-bench sched-replica`, see [`crate::sched_replica`]) run the same 1-second cron job;
+//! how late does each occurrence start, who runs it, does it run exactly once, and what does an
+//! occurrence cost in Redis commands and client round trips per replica?
+//!
+//! One row per set of clock skews ([`SCHED_SKEWS`]: none, then −300 / 0 / +500 ms), each after a
+//! `FLUSHALL`, with its own job name. The parent starts the replicas together (`GO`), lets them
+//! run [`SCHED_WARMUP`] (their first occurrences load the scheduler's scripts), then opens the
+//! measured window at the next whole second + 400 ms by the wall clock and closes it 20 s later
+//! (at + 400 ms again): the window holds exactly the requests of the 20 occurrences whose nominal
+//! instants fall inside it, since one occurrence's requests run from 500 ms before its instant (a
+//! replica 500 ms ahead asks early and is told to wait) to ~300 ms after it (a replica 300 ms
+//! late). Then it stops the replicas (`STOP`: graceful shutdown) and reads:
+//!
+//! * the run ledger (`Scheduler::history`, 100 runs kept, plenty for ~25 runs): the **fire
+//!   delay** `start_delay()` = start by the Redis server's clock − nominal instant (ms
+//!   resolution) of every occurrence in the window, and which replica ran it;
+//! * the handler's per-occurrence counters: every occurrence of the window, and of the whole
+//!   run, ran exactly once; the ledger and the counters name the same occurrences;
+//! * `INFO commandstats` over the window, less the handler's `INCR`s: Redis commands and client
+//!   round trips (`EVALSHA` + the `LPOP` of the `run_now` poll, the only plain command the
+//!   scheduler sends while running) per occurrence per replica, and their breakdown
+//!   ([`Breakdown`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use dlock_core::Client;
+use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
+use serde::{Deserialize, Serialize};
+
+use crate::child::{Child, GO, READY, STOP};
+use crate::redis_stats::{CommandStats, CommandUsec, Control};
+use crate::sched_replica::{ReplicaReport, count_prefix};
+use crate::sched_stats::{
+    Breakdown, DelaySummary, OnceSummary, distribution, next_edge, seconds_between,
+};
+use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP};
+use crate::w1::ratio;
+use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
+use crate::{BoxError, current_thread_runtime, elapsed_ns};
+
+/// How long redis-server's idle CPU is measured before the replicas start.
+const IDLE_SPAN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Both rows of the scheduler workload.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct SchedResult {
+    pub(crate) rows: Vec<SchedRow>,
+}
+
+/// One set of replicas (one set of clock skews), measured over one window.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct SchedRow {
+    pub(crate) skews_ms: Vec<i64>,
+    pub(crate) job: String,
+    pub(crate) window_s: f64,
+    /// Occurrences whose nominal instant is inside the window.
+    pub(crate) occurrences: u64,
+    /// Fire delays of those occurrences (ledger).
+    pub(crate) delay: DelaySummary,
+    /// Who ran them (ledger): replica id → runs.
+    pub(crate) winners: BTreeMap<String, u64>,
+    /// How often each of them ran (counters).
+    pub(crate) once: OnceSummary,
+    /// The same over the whole run, from the first to the last occurrence that ran.
+    pub(crate) whole_run: OnceSummary,
+    /// Occurrences in the ledger but not in the counters, or the other way round (whole run).
+    pub(crate) ledger_mismatches: u64,
+    /// Runs of the window whose outcome is not `succeeded`.
+    pub(crate) not_succeeded: u64,
+    pub(crate) costs: Costs,
+    /// `INFO commandstats` delta of the window, less the handler's `INCR`s.
+    pub(crate) commands: CommandStats,
+    /// Server time per command in the window (µs; a script's includes its inner commands').
+    pub(crate) usec: CommandUsec,
+    pub(crate) replicas: Vec<ReplicaReport>,
+}
+
+/// What an occurrence costs, over the window.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Costs {
+    pub(crate) commands_per_occurrence_per_replica: f64,
+    pub(crate) round_trips_per_occurrence_per_replica: f64,
+    pub(crate) breakdown: Option<Breakdown>,
+    /// redis-server CPU per occurrence (all replicas' requests), µs.
+    pub(crate) server_cpu_us_per_occurrence: f64,
+    /// Server time in what the replicas sent per occurrence (`usec`, scripts and `LPOP`), µs.
+    pub(crate) server_us_in_commands_per_occurrence: f64,
+    /// redis-server CPU per second before the replicas started (nothing sent), ms/s: a
+    /// baseline included in `server_cpu_us_per_occurrence` (one occurrence per second).
+    pub(crate) server_idle_cpu_ms_per_s: f64,
+    /// Mean CPU of one replica process per second of running (= per occurrence), ms.
+    pub(crate) client_cpu_ms_per_replica_per_s: f64,
+}
+
+impl Costs {
+    /// The costs of `occurrences` occurrences from the window's `commands` (less the handler's
+    /// `INCR`s), its server CPU and the replicas' reports.
+    fn compute(
+        commands: &CommandStats,
+        occurrences: u64,
+        delta: &WindowDelta,
+        replicas: &[ReplicaReport],
+        server_idle_cpu_ms_per_s: f64,
+    ) -> Self {
+        let per_replica = occurrences * u64::from(SCHED_REPLICAS);
+        let polls = commands.0.get("lpop").copied().unwrap_or(0);
+        let cpu_ms_per_s: f64 = replicas
+            .iter()
+            .map(|r| ratio(r.cpu_us, 1) / 1e3 / r.run_s)
+            .sum();
+        let replica_count = u64::try_from(replicas.len()).unwrap_or(0);
+        Self {
+            commands_per_occurrence_per_replica: ratio(commands.total(), per_replica),
+            round_trips_per_occurrence_per_replica: ratio(commands.round_trips(polls), per_replica),
+            breakdown: Breakdown::infer(commands, occurrences, SCHED_REPLICAS),
+            server_cpu_us_per_occurrence: ratio(delta.server_cpu_us, occurrences),
+            server_us_in_commands_per_occurrence: ratio(
+                delta.usec.client_usec(&["lpop"]),
+                occurrences,
+            ),
+            server_idle_cpu_ms_per_s,
+            client_cpu_ms_per_replica_per_s: cpu_ms_per_s / ratio(replica_count, 1),
+        }
+    }
+}
+
+impl SchedRow {
+    /// "0 / 0 / 0 ms" or "−300 / 0 / +500 ms".
+    pub(crate) fn skew_label(&self) -> String {
+        let one = |s: i64| match s {
+            0 => "0".to_owned(),
+            s if s > 0 => format!("+{s}"),
+            s => format!("−{}", s.unsigned_abs()),
+        };
+        let parts: Vec<String> = self.skews_ms.iter().map(|&s| one(s)).collect();
+        format!("{} ms", parts.join(" / "))
+    }
+}
+
+/// Runs one row per set of skews.
+pub(crate) fn run(url: &str, counts: &Counts) -> Result<SchedResult, BoxError> {
+    let mut rows = Vec::new();
+    for (i, skews) in SCHED_SKEWS.iter().enumerate() {
+        eprintln!("  replicas with clock skews {skews:?} ms …");
+        rows.push(run_row(url, counts, skews, &format!("tick{i}"))?);
+    }
+    Ok(SchedResult { rows })
+}
+
+/// What the parent gathered for one row, before the figures are computed.
+struct Observed {
+    skews_ms: Vec<i64>,
+    job: String,
+    window_ms: (u64, u64),
+    window_ns: u64,
+    delta: WindowDelta,
+    server_idle_cpu_ms_per_s: f64,
+    replicas: Vec<ReplicaReport>,
+    history: Vec<RunRecord>,
+    counters: BTreeMap<i64, u64>,
+}
+
+fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<SchedRow, BoxError> {
+    let runtime = current_thread_runtime()?;
+    let mut control = runtime.block_on(Control::connect(url))?;
+    runtime.block_on(control.flushall())?;
+    let server_idle_cpu_ms_per_s =
+        runtime.block_on(idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN))?;
+    let mut children = spawn_replicas(url, skews, job)?;
+    for child in &mut children {
+        child.wait_for(READY)?;
+    }
+    for child in &mut children {
+        child.send(GO)?;
+    }
+    let start_ms = next_edge(wall_ms()? + millis(SCHED_WARMUP), SCHED_EDGE_MS);
+    sleep_until_wall(start_ms)?;
+    let before = runtime.block_on(Snapshot::take(&mut control))?;
+    let start = Instant::now();
+    let end_ms = start_ms + counts.sched_occurrences * 1_000;
+    sleep_until_wall(end_ms)?;
+    let window_ns = elapsed_ns(start);
+    let delta = runtime.block_on(before.delta(&mut control))?;
+    for child in &mut children {
+        child.send(STOP)?;
+    }
+    let mut replicas = Vec::new();
+    for child in children {
+        replicas.push(child.result::<ReplicaReport>()?);
+    }
+    let (history, counters) = runtime.block_on(read_outcome(url, &mut control, job))?;
+    Ok(summarize(Observed {
+        skews_ms: skews.to_vec(),
+        job: job.to_owned(),
+        window_ms: (start_ms, end_ms),
+        window_ns,
+        delta,
+        server_idle_cpu_ms_per_s,
+        replicas,
+        history,
+        counters,
+    }))
+}
+
+fn spawn_replicas(url: &str, skews: &[i64], job: &str) -> Result<Vec<Child>, BoxError> {
+    debug_assert_eq!(skews.len(), usize::try_from(SCHED_REPLICAS).unwrap_or(0));
+    let mut children = Vec::new();
+    for (replica, skew) in skews.iter().enumerate() {
+        let args = [
+            "sched-replica",
+            "--url",
+            url,
+            "--process",
+            &replica.to_string(),
+            "--skew-ms",
+            &skew.to_string(),
+            "--job",
+            job,
+        ];
+        children.push(Child::spawn(&args.map(str::to_owned))?);
+    }
+    Ok(children)
+}
+
+/// The job's ledger and its per-occurrence counters (occurrence ms → runs).
+async fn read_outcome(
+    url: &str,
+    control: &mut Control,
+    job: &str,
+) -> Result<(Vec<RunRecord>, BTreeMap<i64, u64>), BoxError> {
+    let client = Client::builder(url)
+        .build()
+        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
+    let history = Scheduler::builder(client).build()?.history(job).await?;
+    let prefix = count_prefix(job);
+    let mut counters = BTreeMap::new();
+    for (key, runs) in control.int_keys(&format!("{prefix}*")).await? {
+        let occurrence: i64 = key
+            .strip_prefix(&prefix)
+            .and_then(|ms| ms.parse().ok())
+            .ok_or_else(|| format!("unexpected counter key `{key}`"))?;
+        counters.insert(occurrence, runs);
+    }
+    Ok((history, counters))
+}
+
+fn summarize(o: Observed) -> SchedRow {
+    let seconds = seconds_between(o.window_ms.0, o.window_ms.1);
+    let in_window: BTreeSet<i64> = seconds.iter().copied().collect();
+    let scheduled: Vec<&RunRecord> = o.history.iter().filter(|r| !r.manual).collect();
+    let window_runs: Vec<&RunRecord> = scheduled
+        .iter()
+        .copied()
+        .filter(|r| in_window.contains(&r.occurrence.timestamp_millis()))
+        .collect();
+    let delays: Vec<Option<u64>> = window_runs
+        .iter()
+        .map(|r| {
+            r.start_delay()
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        })
+        .collect();
+    let (first, last) = (seconds.first().copied(), seconds.last().copied());
+    let once = OnceSummary::of(&o.counters, first.unwrap_or(0), last.unwrap_or(-1));
+    let whole_run = match (o.counters.keys().next(), o.counters.keys().last()) {
+        (Some(&a), Some(&b)) => OnceSummary::of(&o.counters, a, b),
+        _ => OnceSummary::default(),
+    };
+    let ledger: BTreeSet<i64> = scheduled
+        .iter()
+        .map(|r| r.occurrence.timestamp_millis())
+        .collect();
+    let counted: BTreeSet<i64> = o.counters.keys().copied().collect();
+    let handler_incr: u64 = seconds.iter().filter_map(|s| o.counters.get(s)).sum();
+    let mut commands = o.delta.commands.clone();
+    commands.subtract("incr", handler_incr);
+    let occurrences = u64::try_from(seconds.len()).unwrap_or(0);
+    let not_succeeded = window_runs
+        .iter()
+        .filter(|r| r.outcome != RunOutcome::Succeeded)
+        .count();
+    SchedRow {
+        costs: Costs::compute(
+            &commands,
+            occurrences,
+            &o.delta,
+            &o.replicas,
+            o.server_idle_cpu_ms_per_s,
+        ),
+        skews_ms: o.skews_ms,
+        job: o.job,
+        window_s: crate::stats::ns_to_us(o.window_ns) / 1e6,
+        occurrences,
+        delay: DelaySummary::of(&delays),
+        winners: distribution(window_runs.iter().map(|r| r.replica.as_str())),
+        once,
+        whole_run,
+        ledger_mismatches: count(ledger.symmetric_difference(&counted).count()),
+        not_succeeded: count(not_succeeded),
+        commands,
+        usec: o.delta.usec,
+        replicas: o.replicas,
+    }
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Wall-clock time, Unix ms: occurrences are wall-clock instants.
+fn wall_ms() -> Result<u64, BoxError> {
+    Ok(u64::try_from(
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis(),
+    )?)
+}
+
+fn sleep_until_wall(at_ms: u64) -> Result<(), BoxError> {
+    let now = wall_ms()?;
+    if at_ms > now {
+        std::thread::sleep(std::time::Duration::from_millis(at_ms - now));
+    }
+    Ok(())
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skew_labels_sign_their_offsets() {
+        let row = |skews: &[i64]| SchedRow {
+            skews_ms: skews.to_vec(),
+            job: String::new(),
+            window_s: 0.0,
+            occurrences: 0,
+            delay: DelaySummary::default(),
+            winners: BTreeMap::new(),
+            once: OnceSummary::default(),
+            whole_run: OnceSummary::default(),
+            ledger_mismatches: 0,
+            not_succeeded: 0,
+            costs: Costs::compute(
+                &CommandStats::default(),
+                0,
+                &WindowDelta::default(),
+                &[],
+                0.0,
+            ),
+            commands: CommandStats::default(),
+            usec: CommandUsec::default(),
+            replicas: Vec::new(),
+        };
+        assert_eq!(row(&[-300, 0, 500]).skew_label(), "−300 / 0 / +500 ms");
+        assert_eq!(row(&[0, 0, 0]).skew_label(), "0 / 0 / 0 ms");
+    }
+}

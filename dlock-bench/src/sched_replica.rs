@@ -1,0 +1,117 @@
+//! A scheduler replica of the scheduler workload (`dlock-bench sched-replica`), issue #6: one
+//! `dlock_scheduler::Scheduler` with one job on a 1-second cron (`* * * * * *`, UTC), default
+//! options, its clock skewed by `--skew-ms` (`SkewedClock::millis`).
+//!
+//! The handler is as trivial as a job gets: one `INCR <job>:count:<occurrence ms>` through the
+//! scheduler's own client connection. Those counters tell the parent how often each occurrence
+//! ran (the pattern of `tests/worker/replica.rs`), and the parent subtracts the `INCR`s from the
+//! window's commands.
+//!
+//! Protocol: builds its client and scheduler (connection opened), prints `READY`, starts on
+//! `GO`, runs until `STOP` (graceful shutdown, drain up to 5 s), prints `RESULT` with its runs
+//! and its CPU time from `GO` to the end of shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use dlock_core::Client;
+use dlock_scheduler::{Job, JobContext, Scheduler, SkewedClock};
+use serde::{Deserialize, Serialize};
+
+use crate::child::{STOP, print_result, ready_then_wait_for_go, wait_for_line};
+use crate::spec::{SCHED_CRON, SCHED_TZ};
+use crate::window::process_cpu_us;
+use crate::{BoxError, elapsed_ns, multi_thread_runtime};
+
+/// How long a stopping replica lets a running job finish.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// The counter key of one occurrence of `job` (Unix ms of its nominal instant).
+pub(crate) fn count_key(job: &str, occurrence_ms: i64) -> String {
+    format!("{}{occurrence_ms}", count_prefix(job))
+}
+
+/// The prefix of every counter key of `job`.
+pub(crate) fn count_prefix(job: &str) -> String {
+    format!("schedbench:{job}:count:")
+}
+
+/// The id replica number `replica` records in the ledger.
+pub(crate) fn replica_id(replica: u32) -> String {
+    format!("r{replica}")
+}
+
+/// What one replica reports to the parent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct ReplicaReport {
+    pub(crate) id: String,
+    pub(crate) skew_ms: i64,
+    /// Runs its handler performed.
+    pub(crate) runs: u64,
+    /// Runs still going at shutdown that finished (drained) or were cancelled: 0 expected.
+    pub(crate) drained: usize,
+    pub(crate) cancelled: usize,
+    /// Seconds from `GO` to the end of shutdown, and the process's CPU time over them.
+    pub(crate) run_s: f64,
+    pub(crate) cpu_us: u64,
+}
+
+/// Entry point of `dlock-bench sched-replica --url URL --process N --skew-ms MS --job NAME`.
+pub(crate) fn child_main(url: &str, replica: u32, skew_ms: i64, job: &str) -> Result<(), BoxError> {
+    let runtime = multi_thread_runtime()?;
+    let runs = Arc::new(AtomicU64::new(0));
+    let scheduler = runtime.block_on(set_up(url, replica, skew_ms, job, runs.clone()))?;
+    ready_then_wait_for_go()?;
+    let cpu_before = process_cpu_us()?;
+    let start = Instant::now();
+    let stopped = runtime.block_on(async {
+        let stop = async {
+            // A closed stdin stops the replica too: the parent is gone.
+            let _ = tokio::task::spawn_blocking(|| wait_for_line(STOP)).await;
+        };
+        scheduler.run_until(stop, DRAIN).await
+    });
+    let run_ns = elapsed_ns(start);
+    print_result(&ReplicaReport {
+        id: replica_id(replica),
+        skew_ms,
+        runs: runs.load(Ordering::Relaxed),
+        drained: stopped.drained,
+        cancelled: stopped.cancelled,
+        run_s: crate::stats::ns_to_us(run_ns) / 1e6,
+        cpu_us: process_cpu_us()?.saturating_sub(cpu_before),
+    })
+}
+
+async fn set_up(
+    url: &str,
+    replica: u32,
+    skew_ms: i64,
+    job: &str,
+    runs: Arc<AtomicU64>,
+) -> Result<Scheduler, BoxError> {
+    let client = Client::builder(url)
+        .build()
+        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
+    client.ping().await?;
+    let handler = move |ctx: JobContext| {
+        let runs = runs.clone();
+        async move {
+            let key = count_key(ctx.job(), ctx.occurrence().timestamp_millis());
+            let mut con = ctx.client().connection();
+            redis::cmd("INCR")
+                .arg(key)
+                .query_async::<u64>(&mut con)
+                .await?;
+            runs.fetch_add(1, Ordering::Relaxed);
+            Ok::<(), redis::RedisError>(())
+        }
+    };
+    let scheduler = Scheduler::builder(client)
+        .replica_id(replica_id(replica))
+        .clock(SkewedClock::millis(skew_ms))
+        .job(Job::new(job, SCHED_CRON, SCHED_TZ, handler)?)
+        .build()?;
+    Ok(scheduler)
+}
