@@ -35,12 +35,17 @@ async fn acquire(
 }
 
 async fn release(con: &mut redis::aio::MultiplexedConnection, token: &str) -> i64 {
-    redis::Script::new(RELEASE)
+    // A hand-off answers {2, grant}; the other outcomes are bare integers.
+    match redis::Script::new(RELEASE)
         .key(KEYS[0])
         .arg(token)
         .invoke_async(con)
         .await
         .unwrap()
+    {
+        redis::Value::Array(items) => redis::from_redis_value(items[0].clone()).unwrap(),
+        other => redis::from_redis_value(other).unwrap(),
+    }
 }
 
 #[tokio::test]

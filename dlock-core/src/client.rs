@@ -435,6 +435,7 @@ impl Shared {
             let call = release_call(&keys, &token, entry.as_deref());
             match shared.run(&call, "background release", keys.name()).await {
                 Ok(outcome) => {
+                    shared.release_outcome(&outcome);
                     tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
                 }
                 Err(e) => {
@@ -442,6 +443,24 @@ impl Shared {
                 }
             }
         });
+    }
+}
+
+impl Shared {
+    /// Reads `release.lua`'s answer as its code — `1` released, `2` released and handed to a
+    /// waiter (woken right away if it is one of this client's), `0` expired, `-1` taken over —
+    /// or `None` for an answer dlock does not know.
+    pub(crate) fn release_outcome(&self, reply: &Value) -> Option<i64> {
+        match reply {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(2), Value::BulkString(grant)] => {
+                    self.waiters.deliver_local(grant);
+                    Some(2)
+                }
+                _ => None,
+            },
+            other => scripts::int(other),
+        }
     }
 }
 

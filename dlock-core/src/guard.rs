@@ -203,7 +203,7 @@ impl MutexGuard {
             .await?;
         pending.disarm();
         lease.mark_released();
-        let code = scripts::int(&reply);
+        let code = lease.shared.release_outcome(&reply);
         let outcome = match code {
             Some(1 | 2) => ReleaseOutcome::Released,
             Some(0) => ReleaseOutcome::Expired,

@@ -122,7 +122,10 @@ impl Client {
         let mut call = Call::new(&scripts::RELEASE, 1);
         call.arg(&*keys.lock).arg("").arg("").arg("force");
         let reply = self.shared.run(&call, "force_unlock", name).await?;
-        let held = scripts::int(&reply).is_some_and(|code| code > 0);
+        let held = self
+            .shared
+            .release_outcome(&reply)
+            .is_some_and(|code| code > 0);
         tracing::warn!(lock = %name, held, "dlock: lock forced open");
         Ok(held)
     }

@@ -185,6 +185,18 @@ impl Waiters {
         }
     }
 
+    /// Wakes a waiter of this client that a release made by this client just handed the lock to
+    /// (`grant` as returned by `release.lua`), without waiting for the same news to travel
+    /// through Redis's pub/sub. A grant for another process's waiter is ignored here: the
+    /// published message reaches it.
+    pub(crate) fn deliver_local(&self, grant: &[u8]) {
+        if let Some(grant) = Grant::parse(grant)
+            && let Some(slot) = lock(&self.slots).get(&grant.token).cloned()
+        {
+            slot.deliver(grant);
+        }
+    }
+
     /// Registers a waiting acquire call; the returned guard unregisters it.
     pub(crate) fn register(self: &Arc<Self>, token: OwnerToken) -> Registration {
         let slot = Arc::new(Slot {
@@ -385,5 +397,21 @@ mod tests {
         // Garbage is ignored, not a panic.
         waiters.on_push(message("not a grant"));
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_local_hand_off_reaches_only_local_waiters() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let waiters = Arc::new(Waiters::new("c0ffee", tx));
+        let token = OwnerToken::generate().unwrap();
+        let registration = waiters.register(token);
+        waiters.deliver_local(format!("{} 9 1700000000000 100", token.as_str()).as_bytes());
+        assert_eq!(registration.slot().take_grant().unwrap().fence, 9);
+        // Another process's waiter: not ours, and not an orphan either (its own client releases
+        // nothing; the published message reaches it).
+        let other = OwnerToken::generate().unwrap();
+        waiters.deliver_local(format!("{} 10 1700000000000 100", other.as_str()).as_bytes());
+        assert!(rx.try_recv().is_err());
+        waiters.deliver_local(b"garbage");
     }
 }

@@ -7,7 +7,9 @@
 -- ARGV[3]  optional: "force" to release whoever holds the lock (an operator's force_unlock)
 --
 -- Returns  1   released; nobody waits
---          2   released and handed to the next waiter (its client was told on its wake channel)
+--          {2, grant}  released and handed to the next waiter; its client was told on its wake
+--              channel, and grant = "<token> <fence> <now_ms> <lease_ms>" is the same message, so
+--              that a releaser in the waiter's own process can wake it without the pub/sub trip
 --          0   not held by anyone: the caller's lease had expired
 --          -1  held by another owner: the caller's lease expired and someone else took the lock
 --
@@ -65,10 +67,9 @@ while true do
     if pub == 'S' then
       publish = 'SPUBLISH'
     end
-    local told = redis.call(publish, KEYS[1] .. ':wake:' .. client,
-      token .. ' ' .. fence_s .. ' ' .. string.format('%.0f', math.floor(now_us / 1000)) .. ' ' .. lease)
-    if told > 0 then
-      return 2
+    local grant = token .. ' ' .. fence_s .. ' ' .. string.format('%.0f', math.floor(now_us / 1000)) .. ' ' .. lease
+    if redis.call(publish, KEYS[1] .. ':wake:' .. client, grant) > 0 then
+      return {2, grant}
     end
   end
 end
