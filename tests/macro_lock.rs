@@ -11,7 +11,7 @@ use std::time::Duration;
 use dlock_core::{Client, ErrorKind, FencingToken, HolderInfo, LostReason, distributed_lock};
 use redis::AsyncCommands;
 
-use crate::support::{Worker, client, field, raw, redis};
+use crate::support::{client, raw, redis, two_processes_count};
 
 /// The error type of the annotated functions: a lock failure or the application's own.
 #[derive(Debug)]
@@ -82,38 +82,10 @@ async fn tasks_lose_no_update() {
     assert_eq!(c.inspect("counter:tasks").await.unwrap(), None, "released");
 }
 
+/// The worker's `macro-count`: every turn is a call of a `#[distributed_lock]` function.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_lose_no_update() {
-    let server = redis();
-    let name = "macro-exclusion";
-    let args: Vec<String> = vec![
-        "macro-count".into(),
-        format!("url={}", server.url()),
-        format!("name={name}"),
-        "tasks=4".into(),
-        "limit=400".into(),
-    ];
-    let workers = [Worker::spawn(&args), Worker::spawn(&args)];
-    let mut acquired = 0;
-    for worker in &workers {
-        let summary = worker.line(Duration::from_secs(240));
-        assert_eq!(
-            field(&summary, "overlaps"),
-            0,
-            "two holders at once: {summary}"
-        );
-        assert_eq!(field(&summary, "timeouts"), 0, "{summary}");
-        acquired += field(&summary, "acquired");
-    }
-    assert_eq!(acquired, 400);
-    let mut con = raw(&server).await;
-    let counter: u64 = con.get(format!("{name}:counter")).await.unwrap();
-    assert_eq!(counter, 400, "lost updates: {}", 400 - counter);
-    let fences: Vec<u64> = con.lrange(format!("{name}:fences"), 0, -1).await.unwrap();
-    assert!(
-        fences.windows(2).all(|w| w[0] < w[1]),
-        "fencing tokens must strictly increase in acquisition order"
-    );
+    two_processes_count("macro-count", "macro-exclusion", 400).await;
 }
 
 #[distributed_lock(key = "busy", client = client, wait = "100ms")]

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use dlock_core::Client;
 use dlock_testkit::{ChildGuard, RedisServer};
+use redis::AsyncCommands;
 
 /// A fresh redis-server for one test.
 pub(crate) fn redis() -> RedisServer {
@@ -89,4 +90,43 @@ pub(crate) fn field(line: &str, key: &str) -> u64 {
         .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+}
+
+/// Runs the worker's `command` (`count` or `macro-count`) in two processes of 4 tasks each on
+/// the lock `name` for `turns` turns in all, then checks what mutual exclusion promises: no
+/// holder saw another inside, no turn timed out, every turn was counted (none lost to a
+/// read-pause-write race), and the fencing tokens, appended in acquisition order, strictly
+/// increase.
+pub(crate) async fn two_processes_count(command: &str, name: &str, turns: u64) {
+    let server = redis();
+    let args: Vec<String> = vec![
+        command.into(),
+        format!("url={}", server.url()),
+        format!("name={name}"),
+        "tasks=4".into(),
+        format!("limit={turns}"),
+    ];
+    let workers = [Worker::spawn(&args), Worker::spawn(&args)];
+    let mut acquired = 0;
+    for worker in &workers {
+        let summary = worker.line(Duration::from_secs(240));
+        assert_eq!(
+            field(&summary, "overlaps"),
+            0,
+            "two holders at once: {summary}"
+        );
+        assert_eq!(field(&summary, "timeouts"), 0, "{summary}");
+        acquired += field(&summary, "acquired");
+    }
+    assert_eq!(acquired, turns);
+
+    let mut con = raw(&server).await;
+    let counter: u64 = con.get(format!("{name}:counter")).await.unwrap();
+    assert_eq!(counter, turns, "lost updates: {}", turns - counter);
+    let fences: Vec<u64> = con.lrange(format!("{name}:fences"), 0, -1).await.unwrap();
+    assert_eq!(u64::try_from(fences.len()).unwrap(), turns);
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens must strictly increase in acquisition order"
+    );
 }

@@ -84,51 +84,75 @@ pub(crate) fn num(
 }
 
 async fn count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let client = Client::open(opt(opts, "url")?)?;
+    let lock = client.mutex_with(
+        opt(opts, "name")?,
+        MutexOptions::new().ttl(Duration::from_secs(10)),
+    )?;
+    let wait = Duration::from_millis(num(opts, "wait_ms", 30_000)?);
+    drive(opts, 2000, move |mut con, name, pause| {
+        let lock = lock.clone();
+        async move {
+            let guard = match lock.acquire_timeout(wait).await {
+                Ok(guard) => guard,
+                Err(e) if e.is_busy() => return Ok(Turn::Busy),
+                Err(e) => return Err(e.into()),
+            };
+            let overlap = increment(&mut con, &name, pause, guard.fencing_token().get()).await?;
+            guard.release().await?;
+            Ok(Turn::Done { overlap })
+        }
+    })
+    .await
+}
+
+/// What one turn of `count` or `macro-count` saw.
+enum Turn {
+    /// Held the lock and incremented; `overlap` if another holder was inside at the same time.
+    Done { overlap: bool },
+    /// The lock could not be had within the wait.
+    Busy,
+}
+
+/// The loop shared by `count` and `macro-count`: `tasks` tasks take tickets until `limit` and
+/// play one `turn` per ticket, then the totals are printed as `acquired=N overlaps=N timeouts=N`.
+async fn drive<F, Fut>(
+    opts: &HashMap<String, String>,
+    default_limit: u64,
+    turn: F,
+) -> Result<(), BoxError>
+where
+    F: Fn(redis::aio::MultiplexedConnection, String, Duration) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<Turn, BoxError>> + Send,
+{
     let url = opt(opts, "url")?;
     let name = opt(opts, "name")?.to_owned();
     let tasks = num(opts, "tasks", 4)?;
-    let limit = num(opts, "limit", 2000)?;
-    let wait = Duration::from_millis(num(opts, "wait_ms", 30_000)?);
+    let limit = num(opts, "limit", default_limit)?;
     let pause = Duration::from_micros(num(opts, "pause_us", 200)?);
-    let client = Client::open(url)?;
-    let lock = client.mutex_with(&name, MutexOptions::new().ttl(Duration::from_secs(10)))?;
     let plain = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
     let stats = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     let mut handles = Vec::new();
     for _ in 0..tasks {
-        let (lock, mut con, stats, name) =
-            (lock.clone(), plain.clone(), stats.clone(), name.clone());
+        let (turn, mut con, stats, name) =
+            (turn.clone(), plain.clone(), stats.clone(), name.clone());
         handles.push(tokio::spawn(async move {
             loop {
                 let ticket: u64 = con.incr(format!("{name}:tickets"), 1).await?;
                 if ticket > limit {
                     return Ok::<(), BoxError>(());
                 }
-                let guard = match lock.acquire_timeout(wait).await {
-                    Ok(guard) => guard,
-                    Err(e) if e.is_busy() => {
-                        stats[2].fetch_add(1, Ordering::Relaxed);
-                        continue;
+                match turn(con.clone(), name.clone(), pause).await? {
+                    Turn::Done { overlap } => {
+                        stats[0].fetch_add(1, Ordering::Relaxed);
+                        stats[1].fetch_add(u64::from(overlap), Ordering::Relaxed);
                     }
-                    Err(e) => return Err(e.into()),
-                };
-                let inside: u64 = con.incr(format!("{name}:inside"), 1).await?;
-                if inside != 1 {
-                    stats[1].fetch_add(1, Ordering::Relaxed);
+                    Turn::Busy => {
+                        stats[2].fetch_add(1, Ordering::Relaxed);
+                    }
                 }
-                let value: Option<u64> = con.get(format!("{name}:counter")).await?;
-                tokio::time::sleep(pause).await;
-                let () = con
-                    .set(format!("{name}:counter"), value.unwrap_or(0) + 1)
-                    .await?;
-                let _: u64 = con
-                    .rpush(format!("{name}:fences"), guard.fencing_token().get())
-                    .await?;
-                let _: i64 = con.decr(format!("{name}:inside"), 1).await?;
-                stats[0].fetch_add(1, Ordering::Relaxed);
-                guard.release().await?;
             }
         }));
     }
@@ -142,6 +166,26 @@ async fn count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
         stats[2].load(Ordering::Relaxed)
     ));
     Ok(())
+}
+
+/// The critical section of `count` and `macro-count`, to run under the lock `name`: enter
+/// (`INCR <name>:inside`), read-pause-write `<name>:counter`, append `fence` to `<name>:fences`,
+/// leave. Returns whether another holder was inside at the same time.
+async fn increment(
+    con: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    pause: Duration,
+    fence: u64,
+) -> Result<bool, BoxError> {
+    let inside: u64 = con.incr(format!("{name}:inside"), 1).await?;
+    let value: Option<u64> = con.get(format!("{name}:counter")).await?;
+    tokio::time::sleep(pause).await;
+    let () = con
+        .set(format!("{name}:counter"), value.unwrap_or(0) + 1)
+        .await?;
+    let _: u64 = con.rpush(format!("{name}:fences"), fence).await?;
+    let _: i64 = con.decr(format!("{name}:inside"), 1).await?;
+    Ok(inside != 1)
 }
 
 async fn hold(opts: &HashMap<String, String>) -> Result<(), BoxError> {
@@ -203,58 +247,28 @@ async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 /// turn a call of a `#[distributed_lock]` function (`tests/macro_lock.rs`). Prints
 /// `acquired=N overlaps=N timeouts=N` on exit.
 async fn macro_count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
-    let url = opt(opts, "url")?;
-    let name = opt(opts, "name")?.to_owned();
-    let tasks = num(opts, "tasks", 4)?;
-    let limit = num(opts, "limit", 400)?;
-    let pause = Duration::from_micros(num(opts, "pause_us", 200)?);
-    let client = Client::open(url)?;
-    let plain = redis::Client::open(url)?
-        .get_multiplexed_async_connection()
-        .await?;
-    let stats = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let (client, mut con, stats, name) =
-            (client.clone(), plain.clone(), stats.clone(), name.clone());
-        handles.push(tokio::spawn(async move {
-            loop {
-                let ticket: u64 = con.incr(format!("{name}:tickets"), 1).await?;
-                if ticket > limit {
-                    return Ok::<(), BoxError>(());
+    let client = Client::open(opt(opts, "url")?)?;
+    drive(opts, 400, move |mut con, name, pause| {
+        let client = client.clone();
+        async move {
+            match macro_turn(&client, &name, &mut con, pause).await {
+                Ok(overlap) => Ok(Turn::Done { overlap }),
+                Err(e)
+                    if e.downcast_ref::<dlock_core::Error>()
+                        .is_some_and(dlock_core::Error::is_busy) =>
+                {
+                    Ok(Turn::Busy)
                 }
-                match macro_turn(&client, &name, &mut con, pause).await {
-                    Ok(overlap) => {
-                        stats[0].fetch_add(1, Ordering::Relaxed);
-                        stats[1].fetch_add(u64::from(overlap), Ordering::Relaxed);
-                    }
-                    Err(e)
-                        if e.downcast_ref::<dlock_core::Error>()
-                            .is_some_and(|e| e.is_busy()) =>
-                    {
-                        stats[2].fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => return Err(e),
-                }
+                Err(e) => Err(e),
             }
-        }));
-    }
-    for handle in handles {
-        handle.await??;
-    }
-    report(&format!(
-        "acquired={} overlaps={} timeouts={}",
-        stats[0].load(Ordering::Relaxed),
-        stats[1].load(Ordering::Relaxed),
-        stats[2].load(Ordering::Relaxed)
-    ));
-    Ok(())
+        }
+    })
+    .await
 }
 
-/// One turn of `macro-count` under the lock `name`: a read-pause-write increment of
-/// `<name>:counter` and the fencing token appended to `<name>:fences`. Returns whether another
-/// holder was inside at the same time. `BoxError` is `From<dlock_core::Error>`, so a busy or lost
-/// lock comes back as an `Err`.
+/// One turn of `macro-count`: [`increment`] under the lock `name`, taken by the macro. Returns
+/// whether another holder was inside at the same time. `BoxError` is
+/// `From<dlock_core::Error>`, so a busy or lost lock comes back as an `Err`.
 #[dlock_core::distributed_lock(key = "{name}", client = client, ttl = "10s", wait = "30s", guard = lease)]
 async fn macro_turn(
     client: &Client,
@@ -262,15 +276,5 @@ async fn macro_turn(
     con: &mut redis::aio::MultiplexedConnection,
     pause: Duration,
 ) -> Result<bool, BoxError> {
-    let inside: u64 = con.incr(format!("{name}:inside"), 1).await?;
-    let value: Option<u64> = con.get(format!("{name}:counter")).await?;
-    tokio::time::sleep(pause).await;
-    let () = con
-        .set(format!("{name}:counter"), value.unwrap_or(0) + 1)
-        .await?;
-    let _: u64 = con
-        .rpush(format!("{name}:fences"), lease.fencing_token().get())
-        .await?;
-    let _: i64 = con.decr(format!("{name}:inside"), 1).await?;
-    Ok(inside != 1)
+    increment(con, name, pause, lease.fencing_token().get()).await
 }
