@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use dlock_core::{FencingToken, MutexOptions};
+use redis::AsyncCommands;
 
-use crate::support::{client, redis};
+use crate::support::{client, raw, redis};
 
 #[tokio::test]
 async fn tokens_increase_across_release_expiry_and_clients() {
@@ -52,5 +53,66 @@ async fn tokens_keep_increasing_after_a_restart_that_lost_the_counter() {
         "a counter reset must not issue a smaller token ({} after {})",
         after.fencing_token(),
         old
+    );
+}
+
+/// The counter lives 7 days after the *last* acquisition of its name, by the hand-off path too:
+/// a lock in use never falls back on the clock floor alone.
+#[tokio::test]
+async fn the_counter_expiry_slides_with_each_acquisition() {
+    const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
+    let server = redis();
+    let mut con = raw(&server).await;
+    let (a, b) = (client(&server), client(&server));
+    let fence_key = "dlock:{sliding}:fence";
+
+    let first = a
+        .mutex("sliding")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free lock");
+    let ttl: i64 = con.pttl(fence_key).await.unwrap();
+    assert!(
+        ttl > WEEK_MS - 60_000 && ttl <= WEEK_MS,
+        "new counter: PTTL {ttl} ms"
+    );
+
+    // Age the counter, then hand the lock to a waiter: the grant refreshes it.
+    let _: bool = con.pexpire(fence_key, 60_000).await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let lock = b.mutex("sliding").unwrap();
+        lock.acquire_timeout(Duration::from_secs(10))
+            .await
+            .map(|g| g.fencing_token())
+    });
+    crate::support::eventually(Duration::from_secs(5), "waiter queued", || {
+        let mut con = con.clone();
+        async move { (con.llen::<_, i64>("dlock:{sliding}:queue").await.ok()? > 0).then_some(()) }
+    })
+    .await;
+    let first_fence = first.fencing_token();
+    first.release().await.unwrap();
+    let handed = waiting.await.unwrap().unwrap();
+    assert!(handed > first_fence, "{handed} after {first_fence}");
+    let ttl: i64 = con.pttl(fence_key).await.unwrap();
+    assert!(ttl > WEEK_MS - 60_000, "after a hand-off: PTTL {ttl} ms");
+
+    // Age it again, let the holder's lease go, and take the lock afresh: refreshed again.
+    let _: bool = con.pexpire(fence_key, 60_000).await.unwrap();
+    let _: i64 = con.del("dlock:{sliding}").await.unwrap();
+    let again = a
+        .mutex("sliding")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free lock");
+    assert!(again.fencing_token() > handed);
+    let ttl: i64 = con.pttl(fence_key).await.unwrap();
+    assert!(
+        ttl > WEEK_MS - 60_000,
+        "after an acquisition: PTTL {ttl} ms"
     );
 }

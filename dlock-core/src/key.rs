@@ -6,7 +6,7 @@
 //! | key / channel                      | type   | lifetime                                  |
 //! |------------------------------------|--------|-------------------------------------------|
 //! | `<prefix>{<name>}`                 | string | while held; `PX` = the lease              |
-//! | `<prefix>{<name>}:fence`           | string | last fence issued; 7 days from creation   |
+//! | `<prefix>{<name>}:fence`           | string | last fence issued; 7 days after last use  |
 //! | `<prefix>{<name>}:queue`           | list   | while someone waits                       |
 //! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
 //!

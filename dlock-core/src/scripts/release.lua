@@ -55,9 +55,7 @@ while true do
     end
     last = math.max(last + 1, now_us)
     local fence_s = string.format('%.0f', last)
-    if redis.call('SET', fence_key, fence_s, 'KEEPTTL', 'GET') == false then
-      redis.call('PEXPIRE', fence_key, 604800000)
-    end
+    redis.call('SET', fence_key, fence_s, 'PX', 604800000)
     local flag = '-'
     if redis.call('LLEN', queue) > 0 then
       flag = 'w'
