@@ -97,6 +97,16 @@ async fn a_repeated_release_never_touches_the_next_owner() {
     );
     assert_eq!(acquire(&mut con, B, "try", "").await[0], 1);
     assert_eq!(release(&mut con, A).await, -1, "held by another owner");
+    assert_eq!(
+        release(&mut con, "").await,
+        -1,
+        "an empty token owns nothing"
+    );
+    assert_eq!(
+        release(&mut con, &B[..8]).await,
+        -1,
+        "a partial token owns nothing"
+    );
     let extended: Vec<i64> = redis::Script::new(EXTEND)
         .key(KEYS[0])
         .arg(A)

@@ -19,8 +19,9 @@
 -- the entry says) on "<lock key>:wake:<client>". A publish that reaches no subscriber means that
 -- client is gone (crashed, disconnected): the entry is dropped and the next one is tried, so a
 -- dead waiter never inherits the lock.
--- Retry safety: owner-checked (unless forced); running it twice never releases a lock the caller
--- does not own.
+-- Retry safety: owner-checked (unless forced) by the whole 32-digit token, as in acquire.lua and
+-- extend.lua, so an empty or partial token matches nothing; running it twice never releases a
+-- lock the caller does not own.
 
 local queue = KEYS[1] .. ':queue'
 if ARGV[2] and ARGV[2] ~= '' then
@@ -30,7 +31,7 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
-if ARGV[3] ~= 'force' and string.find(held, ARGV[1], 1, true) ~= 1 then
+if ARGV[3] ~= 'force' and string.sub(held, 1, 32) ~= ARGV[1] then
   return -1
 end
 if string.byte(held, 33) ~= 119 then -- 'w': somebody waits
