@@ -270,6 +270,7 @@ fn key_code(parts: &[KeyPiece], private: &TokenStream, key: &Ident) -> TokenStre
 fn key_value(value: &KeyValue, private: &TokenStream, key: &Ident) -> TokenStream {
     let root = &value.root;
     let span = root.span();
+    // `template::placeholder` admits only identifiers and `u32` indices.
     let members = value.members.iter().map(|m| match m.parse::<u32>() {
         Ok(index) => syn::Index { index, span }.to_token_stream(),
         Err(_) => Ident::new(m, span).to_token_stream(),

@@ -163,9 +163,12 @@ pub(crate) fn is_ident(s: &str) -> bool {
         && s != "_"
 }
 
-/// A tuple index: digits without a leading zero.
+/// A tuple index: digits without a leading zero, within `u32` (the expansion emits it as a
+/// `syn::Index`; a larger number would reach `Ident::new` and panic the macro).
 fn is_index(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
+    s.bytes().all(|b| b.is_ascii_digit())
+        && (s == "0" || !s.starts_with('0'))
+        && s.parse::<u32>().is_ok()
 }
 
 #[cfg(test)]
@@ -231,6 +234,11 @@ mod tests {
         assert_eq!(parse("{0}"), Err(BadPlaceholder("0".into())));
         assert_eq!(parse("{_}"), Err(BadPlaceholder("_".into())));
         assert_eq!(parse("{a.01}"), Err(BadPlaceholder("a.01".into())));
+        assert_eq!(
+            parse("{a.4294967296}"),
+            Err(BadPlaceholder("a.4294967296".into()))
+        );
+        assert_eq!(parse("{a.4294967295}"), Ok(vec![ph("a", &["4294967295"])]));
         assert_eq!(parse("a\tb"), Err(Control('\t')));
         let long = "x".repeat(MAX_NAME_LEN + 1);
         assert_eq!(parse(&long), Err(TooLong(MAX_NAME_LEN + 1)));
