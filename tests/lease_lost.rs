@@ -62,11 +62,17 @@ async fn a_dead_redis_makes_the_lease_lost_by_safe_until() {
         .unwrap();
     let lock = c.mutex_with("dead", watchdog(1_000)).unwrap();
     let guard = lock.try_acquire().await.unwrap().expect("free");
+    let token = guard.cancellation_token();
     server.kill();
     let killed = Instant::now();
-    let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+    // The watchdog itself declares the loss: the token is cancelled without anyone awaiting
+    // `lost()` (which would fire it on its own at safe-until).
+    tokio::time::timeout(Duration::from_secs(5), token.cancelled())
         .await
-        .expect("lost() must resolve when Redis is gone");
+        .expect("the cancellation token must fire when Redis is gone");
+    let lost = tokio::time::timeout(Duration::from_secs(1), guard.lost())
+        .await
+        .expect("lost() must resolve once the token fired");
     assert_eq!(lost.reason(), LostReason::Unreachable);
     // It fired because safe-until passed, not before: the holder was not told too early …
     assert!(Instant::now() >= guard.safe_until());
@@ -85,8 +91,12 @@ async fn max_hold_ends_renewal_and_frees_the_lock() {
     let options = watchdog(300).max_hold(Duration::from_millis(1_200));
     let lock = client(&server).mutex_with("maxhold", options).unwrap();
     let guard = lock.try_acquire().await.unwrap().expect("free");
+    let token = guard.cancellation_token();
     let acquired = Instant::now();
-    let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+    tokio::time::timeout(Duration::from_secs(5), token.cancelled())
+        .await
+        .expect("the watchdog cancels the token at max_hold");
+    let lost = tokio::time::timeout(Duration::from_secs(1), guard.lost())
         .await
         .expect("lost() at max_hold");
     assert_eq!(lost.reason(), LostReason::MaxHold);

@@ -269,9 +269,13 @@ impl LeaseCore {
 
     /// [`LeaseCore::is_live`] at `now` (a caller scanning many leases reads the clock once).
     pub(crate) fn is_live_at(&self, now: Instant) -> bool {
-        self.lost.get().is_none()
-            && !self.released.load(Ordering::Acquire)
-            && now < self.safe_until()
+        !self.is_settled() && now < self.safe_until()
+    }
+
+    /// Whether the lease has ended with a known outcome (lost or released). A lease past its
+    /// safe-until is not settled until someone declares it lost.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.lost.get().is_some() || self.released.load(Ordering::Acquire)
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {

@@ -131,7 +131,9 @@ impl Watchdog {
         let mut due = Vec::new();
         let mut wake: Option<Instant> = None;
         state.entries.retain(|_, entry| {
-            let Some(lease) = entry.lease.upgrade().filter(|l| l.is_live_at(now)) else {
+            // Not `is_live_at`: a lease past its safe-until must reach `fire_lost` below, so
+            // that its cancellation token and log line report the loss.
+            let Some(lease) = entry.lease.upgrade().filter(|l| !l.is_settled()) else {
                 return false;
             };
             let safe_until = lease.safe_until();
