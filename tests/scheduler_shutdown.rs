@@ -152,6 +152,14 @@ fn bad_schedules_and_jobs_are_errors() {
             })
             .unwrap()
         };
+        // The longest name #[scheduled] accepts (500 bytes) builds: nothing derived from the
+        // name (lock name, holder label) has a smaller limit.
+        assert!(
+            Scheduler::builder(c.clone())
+                .job(mk(&"x".repeat(500)))
+                .build()
+                .is_ok()
+        );
         let err = Scheduler::builder(c.clone())
             .job(mk("same"))
             .job(mk("same"))

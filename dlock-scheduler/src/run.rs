@@ -41,7 +41,9 @@ impl JobEntry {
             .watchdog()
             .reentrant(false)
             .on_lost(job.on_lost)
-            .label(format!("dlock-scheduler job {}", job.name));
+            // The job is in the lock name already; a label built from the name would pass the
+            // label limit (256 bytes) for names the job-name limit accepts.
+            .label("dlock-scheduler");
         if let Some(max_run) = job.max_run {
             options = options.max_hold(max_run);
         }
@@ -150,7 +152,12 @@ pub(crate) async fn attempt(attempt: Attempt) {
             record(&attempt, &run_id, &RunOutcome::SkippedOverlap, None).await;
             return;
         }
-        Err(e) => RunOutcome::Failed(format!("could not take the job's lock: {e}")),
+        Err(e) => {
+            // Claimed but not run: the ledger says why, instead of showing it abandoned.
+            let outcome = RunOutcome::Failed(format!("could not take the job's lock: {e}"));
+            record(&attempt, &run_id, &outcome, None).await;
+            outcome
+        }
     };
     if let RunOutcome::Failed(text) = &outcome {
         tracing::warn!(%job, run = %run_id, error = %text, "dlock-scheduler: run failed");
