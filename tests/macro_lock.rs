@@ -158,8 +158,7 @@ async fn a_lost_lease_cancels_the_body() {
     let finished = AtomicBool::new(false);
     let mut con = raw(&server).await;
     let remove = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let _: usize = con.del("dlock:{lost}").await.unwrap();
+        delete_once_held(&mut con, "dlock:{lost}").await;
     };
     let work = tokio::time::timeout(Duration::from_secs(10), long_work(&c, &finished));
     let (result, ()) = tokio::join!(work, remove);
@@ -185,8 +184,7 @@ async fn signal_mode_lets_the_body_react() {
     let c = client(&server);
     let mut con = raw(&server).await;
     let remove = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let _: usize = con.del("dlock:{signal}").await.unwrap();
+        delete_once_held(&mut con, "dlock:{signal}").await;
     };
     let work = tokio::time::timeout(Duration::from_secs(10), watchful_work(&c));
     let (reason, ()) = tokio::join!(work, remove);
@@ -335,4 +333,15 @@ async fn the_default_client_is_used_once_set() {
     assert_eq!(with_the_default_client(21).await.unwrap(), 42);
     let again = dlock_core::set_default_client(client(&server)).unwrap_err();
     assert_eq!(again.kind(), ErrorKind::InvalidInput);
+}
+
+/// Deletes `key` as soon as the lock it holds is taken (behind the work's back).
+async fn delete_once_held(con: &mut redis::aio::MultiplexedConnection, key: &str) {
+    crate::support::eventually(Duration::from_secs(10), "the lock is taken", || {
+        let mut con = con.clone();
+        async move { con.exists::<_, bool>(key).await.ok()?.then_some(()) }
+    })
+    .await;
+    let deleted: usize = con.del(key).await.unwrap();
+    assert_eq!(deleted, 1);
 }

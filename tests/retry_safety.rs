@@ -5,8 +5,15 @@ use redis::AsyncCommands;
 
 use crate::support::{raw, redis};
 
-const ACQUIRE: &str = include_str!("../dlock-core/src/scripts/acquire.lua");
-const RELEASE: &str = include_str!("../dlock-core/src/scripts/release.lua");
+// As dlock-core builds them: common.lua (shared functions) prepended.
+const ACQUIRE: &str = concat!(
+    include_str!("../dlock-core/src/scripts/common.lua"),
+    include_str!("../dlock-core/src/scripts/acquire.lua")
+);
+const RELEASE: &str = concat!(
+    include_str!("../dlock-core/src/scripts/common.lua"),
+    include_str!("../dlock-core/src/scripts/release.lua")
+);
 const EXTEND: &str = include_str!("../dlock-core/src/scripts/extend.lua");
 
 /// The lock key, and the keys the scripts derive from it.

@@ -1,7 +1,7 @@
 //! Waiters are woken by the release itself (push, not polling), in arrival order, and by the
 //! fallback timer when a lease simply expires.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dlock_core::MutexOptions;
 use redis::AsyncCommands;
@@ -16,18 +16,20 @@ async fn release_wakes_the_waiter_long_before_the_lease_ends() {
     let guard = holder.try_acquire().await.unwrap().expect("free lock");
 
     let waiter = client(&server).mutex_with("wake", long).unwrap();
-    let waiting = tokio::spawn(async move {
-        let started = Instant::now();
-        let guard = waiter.acquire_timeout(Duration::from_secs(25)).await;
-        (guard, started.elapsed())
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Its wait (25 s) ends before the holder's lease (30 s) would: only the push can serve it.
+    let waiting =
+        tokio::spawn(async move { waiter.acquire_timeout(Duration::from_secs(25)).await });
+    let con = raw(&server).await;
+    eventually(Duration::from_secs(10), "waiter queued", || {
+        let mut con = con.clone();
+        async move {
+            let n: usize = con.llen("dlock:{wake}:queue").await.ok()?;
+            (n == 1).then_some(())
+        }
+    })
+    .await;
     guard.release().await.unwrap();
-
-    let (acquired, waited) = waiting.await.unwrap();
-    let acquired = acquired.expect("the waiter gets the lock");
-    // The fallback timer would wake it only after the 30 s lease: a few seconds means push.
-    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    let acquired = waiting.await.unwrap().expect("the waiter gets the lock");
     acquired.release().await.unwrap();
 }
 

@@ -69,8 +69,7 @@ async fn a_lost_lease_cancels_the_work() {
         })
     };
     let remove = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let _: usize = con.del("dlock:{wlc}").await.unwrap();
+        delete_once_held(&mut con, "dlock:{wlc}").await;
     };
     let (result, ()) = tokio::join!(tokio::time::timeout(Duration::from_secs(10), work), remove);
     let err = result
@@ -98,9 +97,19 @@ async fn signal_mode_lets_the_work_react() {
     let mut con = raw(&server).await;
     let work = lock.with_lock(Wait::No, |lease| async move { lease.lost().await.reason() });
     let remove = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let _: usize = con.del("dlock:{wls}").await.unwrap();
+        delete_once_held(&mut con, "dlock:{wls}").await;
     };
     let (reason, ()) = tokio::join!(tokio::time::timeout(Duration::from_secs(10), work), remove);
     assert_eq!(reason.unwrap().unwrap(), LostReason::Removed);
+}
+
+/// Deletes `key` as soon as the lock it holds is taken (behind the work's back).
+async fn delete_once_held(con: &mut redis::aio::MultiplexedConnection, key: &str) {
+    crate::support::eventually(Duration::from_secs(10), "the lock is taken", || {
+        let mut con = con.clone();
+        async move { con.exists::<_, bool>(key).await.ok()?.then_some(()) }
+    })
+    .await;
+    let deleted: usize = con.del(key).await.unwrap();
+    assert_eq!(deleted, 1);
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
 use crate::lease::Lease;
-use crate::mutex::{MutexOptions, OnLost, Wait};
+use crate::options::{MutexOptions, OnLost, Wait};
 
 pub use crate::keypart::KeyPart;
 pub use std::string::String;

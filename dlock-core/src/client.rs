@@ -1,22 +1,24 @@
 //! [`Client`]: one Redis connection shared by every lock of a process, and its configuration.
 
 use std::fmt;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::{IntoConnectionInfo, ProtocolVersion, Value};
-use tokio::sync::mpsc;
 
-use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::conn::{Conn, Factory, Transport};
+use crate::error::{Error, ErrorKind, Result};
+use crate::held::HeldLocks;
 use crate::key::{LockKeys, validate_name, validate_prefix};
 use crate::lease::validate_ttl;
-use crate::mutex::{Mutex, MutexOptions};
-use crate::reentry::HeldLocks;
-use crate::scripts::{self, Call};
+use crate::mutex::Mutex;
+use crate::options::MutexOptions;
+use crate::runtime::spawn_detached;
+use crate::scripts::{self, Call, ReleaseReply};
 use crate::token::{TokenSource, client_id};
-use crate::wait::{Orphan, Waiters};
+use crate::wait::Waiters;
 use crate::watchdog::Watchdog;
 
 /// Default key prefix: every key dlock writes starts with it.
@@ -53,7 +55,7 @@ pub struct Client {
 
 /// What every lock handle and guard of a client shares.
 pub(crate) struct Shared {
-    pub(crate) conn: Conn,
+    pub(crate) transport: Arc<Transport>,
     pub(crate) config: Config,
     pub(crate) client_id: String,
     /// `<host>\x1f<pid>`: who holds a lock, for introspection.
@@ -62,6 +64,10 @@ pub(crate) struct Shared {
     pub(crate) waiters: Arc<Waiters>,
     pub(crate) held: HeldLocks,
     pub(crate) watchdog: Watchdog,
+    /// Set by [`Client::shutdown`]: no new acquisitions.
+    pub(crate) closed: AtomicBool,
+    /// The connection generation the background tasks were last checked for.
+    services_generation: AtomicU64,
 }
 
 #[derive(Clone, Debug)]
@@ -163,7 +169,7 @@ impl ClientBuilder {
     /// compiled in), a key prefix with braces or a default TTL out of range;
     /// [`crate::ErrorKind::NoRuntime`] outside a Tokio runtime.
     pub fn build(self) -> Result<Client> {
-        let runtime = tokio::runtime::Handle::try_current()
+        tokio::runtime::Handle::try_current()
             .map_err(|_| Error::no_runtime("dlock_core::ClientBuilder::build"))?;
         validate_prefix(&self.key_prefix)?;
         let default_ttl = validate_ttl(self.default_ttl)?;
@@ -173,8 +179,7 @@ impl ClientBuilder {
             ));
         }
         let client_id = client_id()?;
-        let (orphan_tx, orphan_rx) = mpsc::unbounded_channel();
-        let waiters = Arc::new(Waiters::new(&client_id, orphan_tx));
+        let waiters = Arc::new(Waiters::new(&client_id));
         let push_target = Arc::downgrade(&waiters);
         let push = move |info| {
             if let Some(waiters) = push_target.upgrade() {
@@ -183,13 +188,14 @@ impl ClientBuilder {
             Ok::<(), ()>(())
         };
         let timeouts = (self.command_timeout, self.connect_timeout);
-        let conn = match self.target {
+        let factory = match self.target {
             Target::Single(info) => single(info.map_err(bad_url)?, timeouts, push)?,
             Target::Cluster(nodes) => cluster(nodes.map_err(bad_url)?, timeouts, push)?,
         };
+        let transport = Arc::new(Transport::new(factory)?);
 
         let shared = Arc::new(Shared {
-            conn,
+            transport,
             config: Config {
                 key_prefix: self.key_prefix,
                 default_ttl,
@@ -201,8 +207,19 @@ impl ClientBuilder {
             waiters,
             held: HeldLocks::default(),
             watchdog: Watchdog::default(),
+            closed: AtomicBool::new(false),
+            services_generation: AtomicU64::new(1),
         });
-        runtime.spawn(janitor(Arc::downgrade(&shared), orphan_rx));
+        // Grants that reach this client after their waiter stopped waiting are released in the
+        // background, which hands the lock on to the next waiter.
+        let orphans = Arc::downgrade(&shared);
+        shared.waiters.set_orphan_handler(Box::new(move |orphan| {
+            if let Some(shared) = orphans.upgrade() {
+                let keys = LockKeys::from_lock_key(&orphan.lock_key);
+                tracing::debug!(lock = %keys.name(), "dlock: releasing a grant nobody waits for");
+                shared.release_in_background(keys, orphan.token, None);
+            }
+        }));
         Ok(Client { shared })
     }
 
@@ -292,7 +309,7 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe: `PING` changes nothing.
     pub async fn ping(&self) -> Result<()> {
-        let mut conn = self.shared.conn.clone();
+        let (mut conn, _) = self.shared.conn()?;
         let ping = redis::cmd("PING");
         let reply: redis::RedisResult<String> = tokio::time::timeout(
             self.shared.config.command_timeout,
@@ -352,7 +369,7 @@ impl Client {
 
     /// The client's Redis connection, for your own commands; see [`crate::Connection`].
     pub fn connection(&self) -> crate::Connection {
-        crate::Connection(self.shared.conn.clone())
+        crate::Connection::new(self.shared.transport.clone())
     }
 
     /// The prefix of every key this client writes.
@@ -374,7 +391,7 @@ impl Client {
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Shared {
-            conn: _,
+            transport: _,
             config,
             client_id,
             holder,
@@ -382,6 +399,8 @@ impl fmt::Debug for Client {
             waiters,
             held: _,
             watchdog,
+            closed,
+            services_generation: _,
         } = &*self.shared;
         f.debug_struct("Client")
             .field("config", config)
@@ -389,15 +408,43 @@ impl fmt::Debug for Client {
             .field("holder", holder)
             .field("waiters", waiters)
             .field("watchdog", watchdog)
+            .field("shut_down", &closed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
 
 impl Shared {
+    /// The connection to use now and its generation. When the runtime the connection ran in
+    /// has ended, it is rebuilt in this one, and the watchdog restarted here if it has leases
+    /// to keep.
+    pub(crate) fn conn(self: &Arc<Self>) -> Result<(Conn, u64)> {
+        let (conn, generation) = self.transport.conn()?;
+        if self.services_generation.load(Ordering::Relaxed) != generation {
+            self.services_generation
+                .store(generation, Ordering::Relaxed);
+            self.watchdog.ensure_running(self);
+        }
+        Ok((conn, generation))
+    }
+
+    /// Whether [`Client::shutdown`] was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        // SeqCst, paired with the store in `Client::shutdown`: see `Mutex::hold`.
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The error of an acquisition attempted after [`Client::shutdown`].
+    pub(crate) fn closed_error(&self, name: &str) -> Error {
+        Error::new(
+            ErrorKind::Shutdown,
+            format!("lock `{name}`: the client was shut down; build a new client to lock again"),
+        )
+    }
+
     /// Sends one script call under the command timeout, loading the script if the server does
     /// not know it.
-    pub(crate) async fn run(&self, call: &Call, op: &str, name: &str) -> Result<Value> {
-        let mut conn = self.conn.clone();
+    pub(crate) async fn run(self: &Arc<Self>, call: &Call, op: &str, name: &str) -> Result<Value> {
+        let (mut conn, _) = self.conn()?;
         let timeout = self.config.command_timeout;
         let request = async {
             match call.cmd.query_async::<Value>(&mut conn).await {
@@ -426,16 +473,12 @@ impl Shared {
         token: crate::token::OwnerToken,
         entry: Option<Arc<str>>,
     ) {
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(lock = %keys.name(), "dlock: no runtime; the lease will expire instead");
-            return;
-        };
         let shared = self.clone();
-        handle.spawn(async move {
+        let spawned = spawn_detached(async move {
             let call = release_call(&keys, &token, entry.as_deref());
             match shared.run(&call, "background release", keys.name()).await {
-                Ok(outcome) => {
-                    shared.release_outcome(&outcome);
+                Ok(reply) => {
+                    let outcome = shared.release_reply(&reply);
                     tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
                 }
                 Err(e) => {
@@ -443,25 +486,31 @@ impl Shared {
                 }
             }
         });
+        if !spawned {
+            tracing::debug!(
+                "dlock: no runtime for a background release; the lease will expire instead"
+            );
+        }
+    }
+
+    /// Reads `release.lua`'s answer; a hand-off to one of this client's own waiters wakes it
+    /// right away (without waiting for the published message). `None` for an answer dlock does
+    /// not know.
+    pub(crate) fn release_reply(&self, reply: &Value) -> Option<ReleaseReply> {
+        let reply = ReleaseReply::decode(reply)?;
+        if let ReleaseReply::HandedOff { grant } = &reply {
+            self.waiters.deliver_local(grant);
+        }
+        Some(reply)
     }
 }
 
-impl Shared {
-    /// Reads `release.lua`'s answer as its code — `1` released, `2` released and handed to a
-    /// waiter (woken right away if it is one of this client's), `0` expired, `-1` taken over —
-    /// or `None` for an answer dlock does not know.
-    pub(crate) fn release_outcome(&self, reply: &Value) -> Option<i64> {
-        match reply {
-            Value::Array(items) => match items.as_slice() {
-                [Value::Int(2), Value::BulkString(grant)] => {
-                    self.waiters.deliver_local(grant);
-                    Some(2)
-                }
-                _ => None,
-            },
-            other => scripts::int(other),
-        }
-    }
+/// The error for a script reply dlock does not understand.
+pub(crate) fn unexpected(op: &str, reply: &Value) -> Error {
+    Error::protocol(format!(
+        "{op}: unexpected script reply {reply:?}; is the server Redis 6.2 or newer and the key \
+         written only by dlock?"
+    ))
 }
 
 /// A call of `release.lua` for `token` (and its queue entry, if it was waiting).
@@ -484,13 +533,13 @@ fn bad_url(e: redis::RedisError) -> Error {
     ))
 }
 
-/// A lazily connecting, auto-reconnecting connection to one server, with RESP3 push messages
-/// delivered to `push`.
+/// How to build a lazily connecting, auto-reconnecting connection to one server, with RESP3
+/// push messages delivered to `push`.
 fn single(
     info: redis::ConnectionInfo,
     (command_timeout, connect_timeout): (Duration, Duration),
     push: impl redis::aio::AsyncPushSender,
-) -> Result<Conn> {
+) -> Result<Factory> {
     let redis_settings = info
         .redis_settings()
         .clone()
@@ -511,17 +560,15 @@ fn single(
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(500));
-    let manager = ConnectionManager::new_lazy_with_config(client, config)
-        .map_err(|e| Error::from_redis("create the connection", e))?;
-    Ok(Conn::Single(manager))
+    Ok(Factory::Single(client, config))
 }
 
-/// A lazily connecting cluster connection (one RESP3 connection per node).
+/// How to build a lazily connecting cluster connection (one RESP3 connection per node).
 fn cluster(
     nodes: Vec<redis::ConnectionInfo>,
     (command_timeout, connect_timeout): (Duration, Duration),
     push: impl redis::aio::AsyncPushSender,
-) -> Result<Conn> {
+) -> Result<Factory> {
     let first = nodes
         .first()
         .ok_or_else(|| Error::invalid("no cluster node given"))?;
@@ -543,21 +590,7 @@ fn cluster(
     let client = builder
         .build()
         .map_err(|e| Error::invalid(format!("cannot use these cluster nodes: {e}")))?;
-    let connection =
-        client.get_pending_async_connection_with_config(redis::cluster::ClusterConfig::default());
-    Ok(Conn::Cluster(connection))
-}
-
-/// Releases grants that reached this client after their waiter stopped waiting.
-async fn janitor(shared: Weak<Shared>, mut orphans: mpsc::UnboundedReceiver<Orphan>) {
-    while let Some(orphan) = orphans.recv().await {
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        let keys = LockKeys::from_lock_key(&orphan.lock_key);
-        tracing::debug!(lock = %keys.name(), "dlock: releasing a grant nobody waits for");
-        shared.release_in_background(keys, orphan.token, None);
-    }
+    Ok(Factory::Cluster(client))
 }
 
 fn validate_label(label: &str) -> Result<()> {

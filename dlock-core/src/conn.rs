@@ -10,11 +10,22 @@
 //! Lock algorithms are written once against [`redis::aio::ConnectionLike`], which this type
 //! implements by delegation; every script's keys share the lock's hash tag, so each call goes to
 //! one slot. Only subscribing, the publish command and how renewals are batched differ.
+//!
+//! Both run their I/O on tasks of the runtime that created them, so [`Transport`] rebuilds the
+//! connection in the current runtime when that one has ended.
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::runtime::lock;
 
 /// A cheap-to-clone handle on the client's connection.
 #[derive(Clone)]
@@ -26,25 +37,6 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    /// How the release script publishes hand-offs to this client's waiters, as written in
-    /// their queue entries: `P` for `PUBLISH`, `S` for `SPUBLISH` (a cluster: the message stays
-    /// on the key's shard).
-    pub(crate) fn publish_mode(&self) -> char {
-        match self {
-            Self::Single(_) => 'P',
-            Self::Cluster(_) => 'S',
-        }
-    }
-
-    /// Which script call a lock's renewal may share: any on a standalone server, only locks of
-    /// the same slot on a cluster (a script may not touch keys of several slots).
-    pub(crate) fn batch_group(&self, lock_key: &str) -> Option<Slot> {
-        match self {
-            Self::Single(_) => None,
-            Self::Cluster(_) => Some(Slot::for_key(lock_key)),
-        }
-    }
-
     /// Subscribes the connection to `channel`; resolves once the server confirmed it. (Boxed:
     /// a rare request whose state should not sit inline in every waiter's future.)
     pub(crate) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
@@ -60,6 +52,129 @@ impl Conn {
             Self::Single(cm) => cm.clone().unsubscribe(channel).await,
             Self::Cluster(cc) => cc.clone().sunsubscribe(channel).await,
         }
+    }
+}
+
+/// How to (re)build the connection: everything but the runtime it runs in.
+pub(crate) enum Factory {
+    Single(redis::Client, ConnectionManagerConfig),
+    Cluster(redis::cluster::ClusterClient),
+}
+
+impl Factory {
+    fn build(&self) -> Result<Conn> {
+        match self {
+            Self::Single(client, config) => {
+                ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+                    .map(Conn::Single)
+                    .map_err(|e| Error::from_redis("create the connection", e))
+            }
+            Self::Cluster(client) => Ok(Conn::Cluster(
+                client.get_pending_async_connection_with_config(
+                    redis::cluster::ClusterConfig::default(),
+                ),
+            )),
+        }
+    }
+}
+
+/// The connection of the runtime it was built in, and a probe that tells whether that runtime
+/// still runs.
+struct Live {
+    conn: Conn,
+    generation: u64,
+    /// A task that never ends by itself: finished means its runtime has shut down, and with it
+    /// the connection's own tasks (its reader, its reconnection, its push forwarding).
+    probe: JoinHandle<()>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.probe.abort();
+    }
+}
+
+/// The client's connection, rebuilt in the current runtime when the runtime it was built in has
+/// ended (a client kept across `#[tokio::test]`s, or in a static). The `redis` crate's
+/// connections run their I/O on tasks of the runtime that created them; a connection whose
+/// runtime is gone would fail every request (the first with "broken pipe") and never deliver a
+/// wake-up again.
+pub(crate) struct Transport {
+    factory: Factory,
+    live: ArcSwap<Live>,
+    generations: AtomicU64,
+    rebuilding: Mutex<()>,
+    single: bool,
+}
+
+impl Transport {
+    /// Builds the first connection (lazily connecting) in the current runtime.
+    pub(crate) fn new(factory: Factory) -> Result<Self> {
+        let live = Live {
+            conn: factory.build()?,
+            generation: 1,
+            probe: tokio::spawn(std::future::pending()),
+        };
+        Ok(Self {
+            single: matches!(factory, Factory::Single(..)),
+            factory,
+            live: ArcSwap::from_pointee(live),
+            generations: AtomicU64::new(1),
+            rebuilding: Mutex::new(()),
+        })
+    }
+
+    /// The connection to use now and its generation (which changes with every rebuild, so that
+    /// subscriptions made on an older connection are known to be gone).
+    ///
+    /// # Errors
+    /// Only when the connection must be rebuilt and cannot be (outside a runtime, or the
+    /// `redis` crate refuses the configuration it accepted before).
+    pub(crate) fn conn(&self) -> Result<(Conn, u64)> {
+        {
+            let live = self.live.load();
+            if !live.probe.is_finished() {
+                return Ok((live.conn.clone(), live.generation));
+            }
+        }
+        self.rebuild()
+    }
+
+    fn rebuild(&self) -> Result<(Conn, u64)> {
+        let _one_at_a_time = lock(&self.rebuilding);
+        let live = self.live.load();
+        if !live.probe.is_finished() {
+            return Ok((live.conn.clone(), live.generation));
+        }
+        let probe = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::no_runtime("a dlock request"))?
+            .spawn(std::future::pending());
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let fresh = Live {
+            conn: self.factory.build()?,
+            generation,
+            probe,
+        };
+        let conn = fresh.conn.clone();
+        self.live.store(std::sync::Arc::new(fresh));
+        tracing::debug!(
+            generation,
+            "dlock: the connection's runtime ended; reconnecting in this one"
+        );
+        Ok((conn, generation))
+    }
+
+    /// How the release script publishes hand-offs to this client's waiters, as written in
+    /// their queue entries: `P` for `PUBLISH`, `S` for `SPUBLISH` (a cluster: the message stays
+    /// on the key's shard).
+    pub(crate) fn publish_mode(&self) -> char {
+        if self.single { 'P' } else { 'S' }
+    }
+
+    /// Which script call a lock's renewal may share: any on a standalone server, only locks of
+    /// the same slot on a cluster (a script may not touch keys of several slots).
+    pub(crate) fn batch_group(&self, lock_key: &str) -> Option<Slot> {
+        (!self.single).then(|| Slot::for_key(lock_key))
     }
 }
 
@@ -108,11 +223,28 @@ impl ConnectionLike for Conn {
 /// # let _ = visits; Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct Connection(pub(crate) Conn);
+pub struct Connection {
+    transport: std::sync::Arc<Transport>,
+    conn: Conn,
+}
+
+impl Connection {
+    pub(crate) fn new(transport: std::sync::Arc<Transport>) -> Self {
+        let conn = transport.live.load().conn.clone();
+        Self { transport, conn }
+    }
+
+    /// Follows the client to a new connection when the runtime of the old one has ended.
+    fn refresh(&mut self) {
+        if let Ok((conn, _)) = self.transport.conn() {
+            self.conn = conn;
+        }
+    }
+}
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.0 {
+        let kind = match self.conn {
             Conn::Single(_) => "single",
             Conn::Cluster(_) => "cluster",
         };
@@ -122,7 +254,8 @@ impl std::fmt::Debug for Connection {
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.0.req_packed_command(cmd)
+        self.refresh();
+        self.conn.req_packed_command(cmd)
     }
 
     fn req_packed_commands<'a>(
@@ -131,10 +264,11 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        self.0.req_packed_commands(pipeline, offset, count)
+        self.refresh();
+        self.conn.req_packed_commands(pipeline, offset, count)
     }
 
     fn get_db(&self) -> i64 {
-        self.0.get_db()
+        self.conn.get_db()
     }
 }

@@ -26,8 +26,10 @@ pub enum ErrorKind {
     /// The lock stayed held by another owner for the whole wait given to `acquire`. Nothing is
     /// held and nothing is left queued. Retry later, wait longer, or report "busy" upstream.
     Busy,
-    /// A key that dlock uses holds a value of another Redis type, so another program writes the
-    /// same key. Choose another lock name or key prefix ([`crate::ClientBuilder::key_prefix`]).
+    /// A key that dlock uses holds data dlock did not write — a value of another Redis type, or
+    /// a string in another format, or a lock without expiry — so another program writes the same
+    /// key. dlock never modifies such a key; the message names it. Choose another lock name or
+    /// key prefix ([`crate::ClientBuilder::key_prefix`]), or delete the key if it is debris.
     WrongType,
     /// Redis answered something dlock does not understand: usually a server older than dlock
     /// supports (Redis 6.2 or newer is required) or a key modified by another program.
@@ -41,13 +43,17 @@ pub enum ErrorKind {
     /// The guard's lease is gone: it expired, was taken over by another owner, or was removed by
     /// an operator. The protected work must stop; anything it writes may race another holder.
     LeaseLost,
-    /// A reentrancy rule was broken: the current task acquired a lock it already holds through
-    /// a non-reentrant handle (waiting would never end), or released an outer reentrant guard
-    /// while an inner one was still held. A bug in the caller: fix the nesting.
+    /// A reentrancy rule was broken: code running inside the body that holds a lock acquired it
+    /// again through a non-reentrant handle (waiting would never end), nested it deeper than 64
+    /// levels, or released an outer guard while a nested one was still held. A bug in the
+    /// caller: fix the nesting.
     Reentrancy,
     /// The operating system failed a request dlock made (its random number generator). Nothing
     /// was sent to Redis; retrying may help if the failure was transient.
     System,
+    /// The client was shut down ([`crate::Client::shutdown`]): it acquires nothing any more.
+    /// Build a new client if the process goes on locking.
+    Shutdown,
 }
 
 impl ErrorKind {
@@ -64,6 +70,7 @@ impl ErrorKind {
             Self::LeaseLost => "lease lost",
             Self::Reentrancy => "reentrancy misuse",
             Self::System => "system error",
+            Self::Shutdown => "client shut down",
         }
     }
 }
@@ -134,6 +141,21 @@ impl Error {
 
     /// Classifies an error of the `redis` crate, keeping it as the source.
     pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Self {
+        if err.code() == Some(crate::scripts::FOREIGN_CODE) {
+            // "DLOCKFOREIGN <key> <why>" from a script: name the key, say what to do.
+            let detail = err.detail().unwrap_or_default().to_owned();
+            let (key, why) = detail.split_once(' ').unwrap_or((&detail, ""));
+            return Self {
+                kind: ErrorKind::WrongType,
+                message: format!(
+                    "{context}: the key `{key}` {why}; another program writes it, and dlock \
+                     leaves it untouched. Choose another lock name or key prefix, or delete the \
+                     key if it is debris"
+                )
+                .into(),
+                source: Some(Box::new(err)),
+            };
+        }
         let kind = classify(&err);
         let hint = match kind {
             ErrorKind::WrongType => {

@@ -1,8 +1,8 @@
 //! [`MutexGuard`]: one hold on a lease, and what releasing or extending it found.
 //!
 //! A lease (one acquisition in Redis, `lease.rs`) carries one hold per guard: the first from the
-//! acquire that took it, more from reentrant acquires of the same task. The lock is released in
-//! Redis with the last hold; holds are released innermost first.
+//! acquire that took it, more from acquisitions nested inside the body that holds it (`hold.rs`).
+//! The lock is released in Redis with the last hold; holds are released innermost first.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::client::release_call;
+use crate::client::{release_call, unexpected};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::{self, HoldRelease, Lease, LeaseCore, LeaseLost, validate_ttl};
-use crate::mutex::unexpected;
-use crate::scripts::{self, Call};
+use crate::hold::Hold;
+use crate::lease::{self, HoldRelease, Lease, LeaseCore, LeaseLost, Renewal, validate_ttl};
+use crate::scripts::{self, Call, ExtendStatus, ReleaseReply};
 use crate::token::FencingToken;
 
 /// What [`MutexGuard::release`] found on the server.
@@ -68,19 +68,25 @@ pub enum ExtendOutcome {
 /// # Ok(()) }
 /// ```
 pub struct MutexGuard {
+    hold: Arc<Hold>,
+    /// The hold's lease (a copy of `hold.lease`, read on every accessor).
     lease: Arc<LeaseCore>,
-    depth: u32,
     /// Set once this hold's bookkeeping is done: Drop has nothing left to do.
     done: bool,
 }
 
 impl MutexGuard {
-    pub(crate) fn new(lease: Arc<LeaseCore>, depth: u32) -> Self {
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
         Self {
-            lease,
-            depth,
+            lease: hold.lease.clone(),
+            hold,
             done: false,
         }
+    }
+
+    /// The hold, for the scope of a body run under this guard (`with_lock`).
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
     }
 
     /// The lock name.
@@ -99,9 +105,10 @@ impl MutexGuard {
         self.lease.ttl()
     }
 
-    /// How deep this guard is nested: 1 for the acquisition, 2 and more for reentrant ones.
+    /// How deep this guard is nested: 1 for the acquisition, 2 and more for acquisitions
+    /// nested inside the body that holds the lock (see [`crate::MutexOptions::reentrant`]).
     pub fn depth(&self) -> u32 {
-        self.depth
+        self.hold.depth
     }
 
     /// The last instant at which this guard may act as the owner (monotonic clock): the lease
@@ -135,18 +142,24 @@ impl MutexGuard {
         self.lease.cancellation_token()
     }
 
-    /// Gives the lock a new lease of `ttl`, counted from now, if we still own it.
+    /// Gives the lock a new lease of `ttl`, counted from now, if we still own it. On a
+    /// watchdog lock the watchdog renews to this lease from then on.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for a TTL out of range; [`ErrorKind::Connection`] or
-    /// [`ErrorKind::Timeout`] when Redis does not answer in time (the lease is unchanged or
-    /// extended; [`MutexGuard::remaining`] keeps the old, conservative value).
+    /// [`ErrorKind::InvalidInput`] for a TTL out of range — on a watchdog lock, one shorter than
+    /// [`crate::MIN_WATCHDOG_TTL`] or than twice the renewal interval (a failed renewal could
+    /// not be retried in time); [`ErrorKind::Connection`] or [`ErrorKind::Timeout`] when Redis
+    /// does not answer in time (the lease is unchanged or extended;
+    /// [`MutexGuard::remaining`] keeps the old, conservative value).
     ///
     /// # Cancel safety
     /// Cancel safe: extending is idempotent, and the guard's view of the lease only changes
     /// once the answer has arrived.
     pub async fn extend(&mut self, ttl: Duration) -> Result<ExtendOutcome> {
-        let ttl = validate_ttl(ttl)?;
+        let ttl = match self.lease.renewal {
+            Renewal::Fixed => validate_ttl(ttl)?,
+            Renewal::Watchdog { interval, .. } => watchdog_extension(ttl, interval)?,
+        };
         let lease = &self.lease;
         let mut call = Call::new(&scripts::EXTEND, 1);
         call.arg(&*lease.keys.lock)
@@ -154,10 +167,10 @@ impl MutexGuard {
             .arg(lease::millis(ttl));
         let sent = Instant::now();
         let reply = lease.shared.run(&call, "extend", lease.keys.name()).await?;
-        let outcome = match scripts::ints::<1>(&reply) {
-            Some([1]) => ExtendOutcome::Extended,
-            Some([0]) => ExtendOutcome::Expired,
-            Some([-1]) => ExtendOutcome::TakenOver,
+        let outcome = match ExtendStatus::decode_batch(&reply, 1).as_deref() {
+            Some([ExtendStatus::Extended]) => ExtendOutcome::Extended,
+            Some([ExtendStatus::Gone]) => ExtendOutcome::Expired,
+            Some([ExtendStatus::Other]) => ExtendOutcome::TakenOver,
             _ => return Err(unexpected("extend", &reply)),
         };
         match outcome {
@@ -188,7 +201,7 @@ impl MutexGuard {
     /// in the background; release is owner-checked, so running twice is harmless.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         self.done = true;
-        match self.lease.remove_hold(self.depth) {
+        match self.lease.remove_hold(self.hold.depth) {
             HoldRelease::Nested => return Ok(ReleaseOutcome::Nested),
             HoldRelease::OutOfOrder => return Err(out_of_order(&self)),
             HoldRelease::Last => {}
@@ -203,14 +216,16 @@ impl MutexGuard {
             .await?;
         pending.disarm();
         lease.mark_released();
-        let code = lease.shared.release_outcome(&reply);
-        let outcome = match code {
-            Some(1 | 2) => ReleaseOutcome::Released,
-            Some(0) => ReleaseOutcome::Expired,
-            Some(-1) => ReleaseOutcome::TakenOver,
-            _ => return Err(unexpected("release", &reply)),
+        let reply = lease
+            .shared
+            .release_reply(&reply)
+            .ok_or_else(|| unexpected("release", &reply))?;
+        let outcome = match reply {
+            ReleaseReply::Released | ReleaseReply::HandedOff { .. } => ReleaseOutcome::Released,
+            ReleaseReply::Expired => ReleaseOutcome::Expired,
+            ReleaseReply::TakenOver => ReleaseOutcome::TakenOver,
         };
-        tracing::debug!(lock = %lease.keys.name(), ?outcome, handed_off = code == Some(2), "dlock: release");
+        tracing::debug!(lock = %lease.keys.name(), ?outcome, "dlock: release");
         Ok(outcome)
     }
 }
@@ -219,13 +234,27 @@ fn out_of_order(guard: &MutexGuard) -> Error {
     Error::new(
         ErrorKind::Reentrancy,
         format!(
-            "lock `{}`: the guard of depth {} was released while an inner reentrant guard is \
+            "lock `{}`: the guard of depth {} was released while an inner nested guard is \
              still held; release the innermost guard first (the lock stays held until the last \
              guard is released)",
             guard.name(),
-            guard.depth
+            guard.depth()
         ),
     )
+}
+
+/// Checks a new lease for a watchdog lock renewed every `interval`.
+fn watchdog_extension(ttl: Duration, interval: Duration) -> Result<Duration> {
+    let ttl = lease::validate_watchdog_ttl(ttl)?;
+    if ttl < interval * 2 {
+        return Err(Error::invalid(format!(
+            "a lease of {ttl:?} is shorter than twice the watchdog's renewal interval \
+             ({interval:?}): a failed renewal could not be retried before it runs out; extend \
+             to at least {:?}",
+            interval * 2
+        )));
+    }
+    Ok(ttl)
 }
 
 /// Stops the watchdog and reentrancy bookkeeping of a lease whose last hold is going away.
@@ -248,6 +277,10 @@ impl PendingRelease {
 impl Drop for PendingRelease {
     fn drop(&mut self) {
         if let Some(lease) = self.0.take() {
+            if lease.lost_reason() == Some(lease::LostReason::Shutdown) {
+                // Released by the client's shutdown already.
+                return;
+            }
             lease.mark_released();
             lease
                 .shared
@@ -262,7 +295,7 @@ impl Drop for MutexGuard {
             return;
         }
         self.done = true;
-        if self.lease.remove_hold(self.depth) == HoldRelease::Last {
+        if self.lease.remove_hold(self.hold.depth) == HoldRelease::Last {
             forget(&self.lease);
             drop(PendingRelease(Some(self.lease.clone())));
         }
@@ -271,12 +304,12 @@ impl Drop for MutexGuard {
 
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self { lease, depth, done } = self;
+        let Self { hold, lease, done } = self;
         f.debug_struct("MutexGuard")
             .field("name", &lease.keys.name())
             .field("token", &lease.token)
             .field("fence", &lease.fence)
-            .field("depth", depth)
+            .field("depth", &hold.depth)
             .field("remaining", &self.remaining())
             .field("released", done)
             .finish()

@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
-use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::client::{Client, unexpected};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::{LockKeys, validate_name};
 use crate::scripts::{self, Call};
 use crate::token::FencingToken;
@@ -68,8 +68,8 @@ impl Client {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidInput`] for a bad name; [`crate::ErrorKind::Connection`] or
-    /// [`crate::ErrorKind::Timeout`] when Redis does not answer; [`crate::ErrorKind::Protocol`]
-    /// when the key was not written by dlock.
+    /// [`crate::ErrorKind::Timeout`] when Redis does not answer; [`crate::ErrorKind::WrongType`]
+    /// when the key holds data dlock did not write.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -97,9 +97,14 @@ impl Client {
         HolderInfo::parse(&value, fence, pttl, waiters.unwrap_or(0))
             .map(Some)
             .ok_or_else(|| {
-                Error::protocol(format!(
-                    "inspect `{name}`: the lock key holds {value:?}, which dlock did not write"
-                ))
+                Error::new(
+                    ErrorKind::WrongType,
+                    format!(
+                        "inspect `{name}`: the key `{}` holds {value:?}, which dlock did not \
+                         write; another program writes it",
+                        keys.lock
+                    ),
+                )
             })
     }
 
@@ -111,7 +116,8 @@ impl Client {
     /// Returns whether somebody held it.
     ///
     /// # Errors
-    /// As [`Client::inspect`].
+    /// As [`Client::inspect`]; [`crate::ErrorKind::WrongType`] when the key holds data dlock did
+    /// not write (it is left untouched).
     ///
     /// # Cancel safety
     /// Cancel safe: forcing twice is the same as forcing once (or opens the next holder's lock,
@@ -124,8 +130,9 @@ impl Client {
         let reply = self.shared.run(&call, "force_unlock", name).await?;
         let held = self
             .shared
-            .release_outcome(&reply)
-            .is_some_and(|code| code > 0);
+            .release_reply(&reply)
+            .ok_or_else(|| unexpected("force_unlock", &reply))?
+            .was_held();
         tracing::warn!(lock = %name, held, "dlock: lock forced open");
         Ok(held)
     }

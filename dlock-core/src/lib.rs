@@ -31,15 +31,27 @@
 //!   than its safe-until instant: when a renewal finds the lock deleted or taken, when Redis
 //!   cannot be reached in time, or when renewal stops at `max_hold`. With
 //!   [`MutexOptions::watchdog`] the lease is renewed every third of it, 100 locks per script call.
-//! * **Task-scoped reentrancy** (default on): the task holding a lock re-enters it without a
-//!   round trip; a spawned task is another owner; a non-reentrant handle reports
-//!   [`ErrorKind::Reentrancy`] instead of waiting for itself.
+//! * **Reentrancy for nested calls only** (default on): code running inside the body that
+//!   holds a lock ([`Mutex::with_lock`], `#[distributed_lock]`) re-enters it without a round
+//!   trip — a locked function calling another on the same key, recursion up to 64 levels.
+//!   Concurrent futures (`join!`, `select!`, `join_all`), spawned tasks, a moved guard and a
+//!   second plain `acquire()` are other holders and wait their turn; nested acquisitions that run
+//!   concurrently inside one body take turns. See [`MutexOptions::reentrant`].
+//! * **FIFO, also on expiry.** A lock whose holder's lease ran out goes to the oldest live
+//!   waiter, never to a newcomer; a hand-off that reached a waiter too late (it was paused) is
+//!   checked with the server before it is returned.
+//! * **No foreign data touched.** A lock key holding data dlock did not write is reported
+//!   ([`ErrorKind::WrongType`], naming the key) and never modified.
+//! * **Clean shutdown.** [`Client::shutdown`] releases every lock and queue entry of the client
+//!   at process exit, so other replicas get them at once.
 //!
 //! # What it does not guarantee
-//! * **A lease can be outlived.** A process paused longer than its lease (GC, VM migration,
-//!   swap, `SIGSTOP`) still believes it holds the lock. Use [`MutexGuard::remaining`] before
-//!   irreversible steps, and fencing tokens checked by the storage where a stale writer must
-//!   never get through.
+//! * **A lease can be outlived by a paused holder.** A holder paused longer than its lease (GC,
+//!   VM migration, swap, `SIGSTOP`) right after it checked [`MutexGuard::remaining`] or
+//!   [`Lease::is_held`] still acts as the owner when it resumes. Check the lease before
+//!   irreversible steps, and have the storage check fencing tokens where a stale writer must
+//!   never get through. (A *waiter* paused while the lock was handed to it is not affected: the
+//!   stale hand-off is detected and it waits again.)
 //! * **Failover can lose a lock.** Redis replicates asynchronously: a lock written to a master
 //!   that fails before replicating is gone on the promoted replica. Fencing tokens stay
 //!   increasing (they are floored at the server clock), but two holders may briefly coexist.
@@ -57,19 +69,23 @@
 //! | module | what lives there |
 //! |---|---|
 //! | `client` | [`Client`], [`ClientBuilder`]: the shared connection and configuration |
-//! | `mutex` | [`Mutex`], [`MutexOptions`], [`Mutex::with_lock`]: try_acquire / acquire |
+//! | `options` | [`MutexOptions`], [`OnLost`], [`Wait`]: what a lock handle is configured with |
+//! | `mutex` | [`Mutex`], [`Mutex::with_lock`]: try_acquire / acquire |
 //! | `wait` | how waiters learn a lock is theirs: queue, wake channels, fallback timer |
 //! | `lease` | accepted TTLs, drift, the safe-until instant; [`Lease`], [`LeaseLost`] |
 //! | `key` | lock names → Redis keys with a shared hash tag |
 //! | `token` | owner tokens and [`FencingToken`] |
-//! | `guard` | [`MutexGuard`]: one hold; release, extend, reentrant nesting |
-//! | `watchdog` | batched lease renewal; declares leases lost |
-//! | `reentry` | task-scoped reentrancy |
+//! | `guard` | [`MutexGuard`]: one hold; release, extend |
+//! | `hold` | reentrancy: the scope of the running body, nested holds and their turns |
+//! | `held` | the leases a client holds (shutdown, self-wait warnings) |
+//! | `watchdog` | batched lease renewal with paced retries; declares leases lost |
 //! | `inspect` | [`HolderInfo`], [`Client::inspect`], [`Client::force_unlock`] |
+//! | `shutdown` | [`Client::shutdown`], [`ShutdownReport`] |
 //! | `keypart` | [`KeyPart`]: values in lock-name templates |
 //! | `__private` | what `dlock-macros` expands to (hidden, unstable) |
-//! | `conn` | the connection the algorithms are written against (standalone or cluster) |
-//! | `scripts` | one Lua file per state change, each with its contract on top |
+//! | `conn` | the connection the algorithms are written against (standalone or cluster), rebuilt when its runtime ends |
+//! | `runtime` | background tasks and the runtime they run in |
+//! | `scripts` | one Lua file per state change, each with its contract on top; typed replies |
 //! | `error` | [`Error`] and [`ErrorKind`] |
 //!
 //! # Features
@@ -85,13 +101,17 @@ mod client;
 mod conn;
 mod error;
 mod guard;
+mod held;
+mod hold;
 mod inspect;
 mod key;
 mod keypart;
 mod lease;
 mod mutex;
-mod reentry;
+mod options;
+mod runtime;
 mod scripts;
+mod shutdown;
 mod token;
 mod wait;
 mod watchdog;
@@ -106,8 +126,10 @@ pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
 pub use inspect::HolderInfo;
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;
-pub use lease::{Lease, LeaseLost, LostReason, MAX_TTL, MIN_TTL};
-pub use mutex::{Mutex, MutexOptions, OnLost, Wait};
+pub use lease::{Lease, LeaseLost, LostReason, MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL};
+pub use mutex::Mutex;
+pub use options::{MutexOptions, OnLost, Wait};
+pub use shutdown::ShutdownReport;
 pub use token::FencingToken;
 
 #[cfg(feature = "macros")]

@@ -1,11 +1,16 @@
-//! The distributed mutex: [`Mutex`] (a handle on one lock name), its [`MutexOptions`], and
-//! [`Mutex::with_lock`] (run a future under the lock, stopped if the lease is lost).
+//! The distributed mutex: [`Mutex`] (a handle on one lock name) and [`Mutex::with_lock`] (run
+//! a future under the lock, stopped if the lease is lost).
 //!
 //! Every state change is one Lua script (`scripts/*.lua`): acquire takes the lock or queues the
 //! caller in one round trip, release hands the lock to the oldest live waiter, extend renews the
 //! lease; release and extend check the owner token. Waiting is push-based (see `wait.rs`);
-//! renewal is the watchdog's (`watchdog.rs`); holds and reentrancy are in `guard.rs` and
-//! `reentry.rs`.
+//! renewal is the watchdog's (`watchdog.rs`); holds in `guard.rs`; reentrancy (nested calls
+//! only) in `hold.rs`.
+//!
+//! A hand-off received while waiting is only trusted when it is newer than the waiter's own
+//! latest look at the lock and has most of its lease left; otherwise the waiter asks the server
+//! again. So a waiter whose process was paused while the lock was handed to it, ran out and went
+//! to someone else never comes back with that stale hand-off.
 
 use std::fmt;
 use std::future::Future;
@@ -13,178 +18,23 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::{RedisWrite, ToRedisArgs, Value};
+use redis::{RedisWrite, ToRedisArgs};
 use tracing::Instrument;
 
-use crate::client::Shared;
+use crate::client::{Shared, unexpected};
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::MutexGuard;
+use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
 use crate::lease::{self, LeaseCore, NewLease, Renewal};
-use crate::scripts::{self, Call};
+use crate::options::{MutexOptions, OnLost, Wait};
+use crate::scripts::{self, AcquireReply, Call};
 use crate::token::OwnerToken;
 use crate::wait::{Grant, Registration};
 
 /// The shortest pause between two attempts of a waiting acquire (when the holder's remaining
 /// lease is about to run out).
 const MIN_NAP: Duration = Duration::from_millis(1);
-
-/// What [`Mutex::with_lock`] does when the lease is lost while its future runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OnLost {
-    /// Drop the future and return an [`ErrorKind::LeaseLost`] error (default): work that is no
-    /// longer exclusive stops at its next `.await`.
-    #[default]
-    Cancel,
-    /// Let the future finish; it learns of the loss through its [`crate::Lease`]
-    /// (`lost()`, `cancellation_token()`) and decides itself.
-    Signal,
-}
-
-/// How long [`Mutex::with_lock`] waits for the lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Wait {
-    /// Try once; [`ErrorKind::Busy`] if held.
-    No,
-    /// Wait up to this long; [`ErrorKind::Busy`] afterwards.
-    AtMost(Duration),
-    /// Wait without a limit.
-    Forever,
-}
-
-impl From<Duration> for Wait {
-    fn from(wait: Duration) -> Self {
-        Self::AtMost(wait)
-    }
-}
-
-/// Options of a [`Mutex`] handle; see [`crate::Client::mutex_with`].
-///
-/// ```
-/// use std::time::Duration;
-/// let options = dlock_core::MutexOptions::new()
-///     .ttl(Duration::from_secs(10)) // the lease
-///     .watchdog()                    // renewed every 10 s / 3 while held …
-///     .max_hold(Duration::from_secs(600)) // … for at most 10 minutes
-///     .label("nightly-report");
-/// # let _ = options;
-/// ```
-#[derive(Clone, Debug)]
-pub struct MutexOptions {
-    pub(crate) ttl: Option<Duration>,
-    pub(crate) label: Option<String>,
-    pub(crate) watchdog: bool,
-    pub(crate) renew_every: Option<Duration>,
-    pub(crate) max_hold: Option<Duration>,
-    pub(crate) reentrant: bool,
-    pub(crate) on_lost: OnLost,
-}
-
-impl Default for MutexOptions {
-    fn default() -> Self {
-        Self {
-            ttl: None,
-            label: None,
-            watchdog: false,
-            renew_every: None,
-            max_hold: None,
-            reentrant: true,
-            on_lost: OnLost::Cancel,
-        }
-    }
-}
-
-impl MutexOptions {
-    /// Options with every default: the client's default TTL as a fixed lease, no label,
-    /// reentrant, [`OnLost::Cancel`].
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The lease, from [`crate::MIN_TTL`] to [`crate::MAX_TTL`]. A holder that crashes keeps
-    /// everyone else out for at most this long.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// Renew the lease while the lock is held (the watchdog), every third of the lease unless
-    /// [`MutexOptions::renew_every`] says otherwise. Without it the lease is fixed: it runs out
-    /// after the TTL unless you [`MutexGuard::extend`] it.
-    pub fn watchdog(mut self) -> Self {
-        self.watchdog = true;
-        self
-    }
-
-    /// Renewal interval of the watchdog (implies [`MutexOptions::watchdog`]); must leave room
-    /// before the lease runs out (at most half the TTL).
-    pub fn renew_every(mut self, interval: Duration) -> Self {
-        self.watchdog = true;
-        self.renew_every = Some(interval);
-        self
-    }
-
-    /// Stop renewing after the lock has been held this long, so that a hung holder eventually
-    /// loses the lock (implies [`MutexOptions::watchdog`]). The lease is shortened so that the
-    /// lock is free by then.
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.watchdog = true;
-        self.max_hold = Some(max_hold);
-        self
-    }
-
-    /// Whether a task that already holds this lock may acquire it again (default `true`): the
-    /// new guard shares the lease and the fencing token, costs no round trip, and the lock is
-    /// released with the outermost guard. With `false`, such an acquire fails with
-    /// [`ErrorKind::Reentrancy`] instead of waiting for itself.
-    ///
-    /// Reentrancy is scoped to the Tokio task (not the thread); a spawned task is another owner.
-    pub fn reentrant(mut self, reentrant: bool) -> Self {
-        self.reentrant = reentrant;
-        self
-    }
-
-    /// What [`Mutex::with_lock`] does when the lease is lost (default [`OnLost::Cancel`]).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.on_lost = on_lost;
-        self
-    }
-
-    /// A short free-text label stored with the holder's host and pid, for operators
-    /// ([`crate::Client::inspect`]).
-    pub fn label(mut self, label: impl Into<String>) -> Self {
-        self.label = Some(label.into());
-        self
-    }
-
-    /// Checks the options against the effective TTL and says how the lease is kept.
-    pub(crate) fn renewal(&self, ttl: Duration) -> Result<Renewal> {
-        if !self.watchdog {
-            return Ok(Renewal::Fixed);
-        }
-        let interval = self.renew_every.unwrap_or(ttl / 3);
-        if interval.is_zero() || interval > ttl / 2 {
-            return Err(Error::invalid(format!(
-                "watchdog renewal interval {interval:?} must be greater than zero and at most \
-                 half the lease ({ttl:?}), so that a failed renewal can be retried in time"
-            )));
-        }
-        if let Some(max_hold) = self.max_hold
-            && max_hold < lease::MIN_TTL
-        {
-            return Err(Error::invalid(format!(
-                "max_hold {max_hold:?} is shorter than the minimum lease {:?}",
-                lease::MIN_TTL
-            )));
-        }
-        Ok(Renewal::Watchdog {
-            interval,
-            max_hold: self.max_hold,
-        })
-    }
-}
 
 /// A handle on one distributed mutex, identified by its name. Cheap to clone.
 ///
@@ -251,17 +101,20 @@ impl Mode {
     }
 }
 
-enum Attempt {
-    Acquired { fence: u64, pttl: Duration },
-    Held { pttl: Duration, server_ms: i64 },
-}
-
 /// A lock just taken in Redis, before it becomes a lease.
 struct Taken {
     token: OwnerToken,
     fence: u64,
     safe_until: Instant,
     registration: Option<Registration>,
+}
+
+/// What a waiting acquire's latest attempt saw: sent at `sent` (local clock), it ran at
+/// `server_ms` (server clock) and found the lock held by another owner.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    sent: Instant,
+    server_ms: i64,
 }
 
 impl Mutex {
@@ -292,16 +145,19 @@ impl Mutex {
         self.ttl
     }
 
-    /// Takes the lock if it is free, without waiting: one round trip.
+    /// Takes the lock if it is free and nobody waits for it, without waiting: one round trip.
     ///
-    /// Returns `Ok(None)` when another owner holds it. If the current task already holds it, a
-    /// reentrant mutex returns a nested guard (no round trip) and a non-reentrant one fails with
-    /// [`ErrorKind::Reentrancy`].
+    /// Returns `Ok(None)` when another owner holds it (or others queued for it first). Inside
+    /// the body that holds this lock ([`Mutex::with_lock`], `#[distributed_lock]`) it is a
+    /// nested acquisition (see [`MutexOptions::reentrant`]): no round trip, `Ok(None)` while a
+    /// concurrent nested hold of the same body has the turn.
     ///
     /// # Errors
     /// [`ErrorKind::Connection`] or [`ErrorKind::Timeout`] when Redis does not answer within the
-    /// command timeout; [`ErrorKind::WrongType`] when the lock's key holds another type;
-    /// [`ErrorKind::Reentrancy`] as above.
+    /// command timeout; [`ErrorKind::WrongType`] when the lock's keys hold data dlock did not
+    /// write; [`ErrorKind::Reentrancy`] for a nested acquisition through a non-reentrant handle
+    /// or beyond 64 levels; [`ErrorKind::LeaseLost`] for a nested acquisition whose enclosing
+    /// lease is lost; [`ErrorKind::Shutdown`] after [`crate::Client::shutdown`].
     ///
     /// # Cancel safety
     /// Cancel safe. If the future is dropped after the request was sent (or the request timed
@@ -311,37 +167,38 @@ impl Mutex {
     /// the old socket, the cleanup may reach Redis first, and the late acquisition then holds
     /// the lock until its TTL runs out (no watchdog renews it).
     pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
-        if let Some(guard) = self.reenter()? {
-            return Ok(Some(guard));
+        if let Some(outer) = hold::enclosing(&self.shared, &self.keys.lock) {
+            let nested = hold::nest(outer, Patience::Try, self.reentrant).await?;
+            return Ok(nested.map(MutexGuard::new));
         }
+        self.check_open()?;
         let token = self.shared.tokens.next();
         let mut cleanup = Cleanup::new(self, token);
         let sent = Instant::now();
-        let outcome = self.attempt(token, Mode::Try, "").await?;
+        let reply = self.attempt(token, Mode::Try, "").await?;
         cleanup.disarm();
-        Ok(match outcome {
-            Attempt::Acquired { fence, pttl } => {
-                tracing::debug!(lock = %self.keys.name(), fence, "dlock: acquired");
-                let safe_until = lease::safe_until(sent, pttl, self.ttl);
-                Some(self.hold(Taken {
-                    token,
-                    fence,
-                    safe_until,
-                    registration: None,
-                }))
-            }
-            Attempt::Held { pttl, .. } => {
+        match reply {
+            AcquireReply::Taken { fence } => self
+                .hold(self.taken(token, fence, sent, self.ttl, None))
+                .map(Some),
+            AcquireReply::Owned { fence, pttl } => self
+                .hold(self.taken(token, fence, sent, pttl, None))
+                .map(Some),
+            AcquireReply::Held { pttl, .. } => {
                 tracing::debug!(lock = %self.keys.name(), pttl_ms = pttl.as_millis(), "dlock: held by another owner");
-                None
+                Ok(None)
             }
-        })
+        }
     }
 
     /// Waits for the lock without a time limit.
     ///
     /// Waiting is push-based: the waiter queues in Redis and the releasing owner hands the lock
-    /// straight to the oldest waiter (FIFO across processes) and wakes it. A fallback timer
-    /// bounded by the holder's remaining lease covers expiry and lost messages.
+    /// straight to the oldest waiter (FIFO across processes, also when a holder's lease runs
+    /// out) and wakes it. A fallback timer bounded by the holder's remaining lease covers expiry
+    /// and lost messages. Inside the body that holds this lock it is a nested acquisition (see
+    /// [`MutexOptions::reentrant`]); anywhere else — including after an earlier `acquire()` of
+    /// the same flow returned a guard — it waits like any other holder.
     ///
     /// # Errors
     /// As [`Mutex::try_acquire`]. A Redis error while waiting ends the wait.
@@ -373,6 +230,11 @@ impl Mutex {
     /// the call returns an [`ErrorKind::LeaseLost`] error; with [`OnLost::Signal`] it runs to the
     /// end and reacts itself. Combine with [`MutexOptions::watchdog`] for work of unknown length.
     ///
+    /// `work` is the *body* of the hold: acquisitions of the same lock nested inside it re-enter
+    /// (a locked function calling another locked function on the same key, recursion), and
+    /// nested acquisitions running concurrently inside it take turns (see
+    /// [`MutexOptions::reentrant`]).
+    ///
     /// ```no_run
     /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
     /// use std::time::Duration;
@@ -400,15 +262,12 @@ impl Mutex {
         Fut: Future<Output = T>,
     {
         let guard = match wait {
-            Wait::No => self
-                .try_acquire()
-                .await?
-                .ok_or_else(|| self.busy(Duration::ZERO))?,
+            Wait::No => self.acquire_until(Some(Duration::ZERO)).await?,
             Wait::AtMost(wait) => self.acquire_timeout(wait).await?,
             Wait::Forever => self.acquire().await?,
         };
         let lease = guard.lease();
-        let body = work(lease.clone());
+        let body = hold::run_as_body_of(guard.hold().clone(), work(lease.clone()));
         let output = match self.on_lost {
             OnLost::Signal => body.await,
             OnLost::Cancel => {
@@ -435,30 +294,40 @@ impl Mutex {
         Ok(output)
     }
 
-    fn busy(&self, waited: Duration) -> Error {
-        Error::new(
-            ErrorKind::Busy,
-            format!(
-                "lock `{}` was held by another owner for the whole wait of {waited:?}",
-                self.keys.name()
-            ),
-        )
+    fn check_open(&self) -> Result<()> {
+        if self.shared.is_closed() {
+            return Err(self.shared.closed_error(self.keys.name()));
+        }
+        Ok(())
     }
 
-    /// A nested hold if the current task holds this lock already.
-    fn reenter(&self) -> Result<Option<MutexGuard>> {
-        let held = self
-            .shared
-            .held
-            .reenter(&self.keys.lock, self.keys.name(), self.reentrant)?;
-        Ok(held.map(|(lease, depth)| {
-            tracing::debug!(lock = %self.keys.name(), depth, "dlock: re-entered");
-            MutexGuard::new(lease, depth)
-        }))
+    /// The error of a wait (of `wait`, `None`: unbounded) that ended with the lock still held
+    /// by another owner.
+    fn busy(&self, wait: Option<Duration>, waited: Duration) -> Error {
+        let name = self.keys.name();
+        let mut message = if wait == Some(Duration::ZERO) {
+            format!(
+                "lock `{name}` is held by another owner (tried once without waiting; to wait, \
+                 use acquire_timeout / Wait::AtMost, or `wait = \"5s\"` in #[distributed_lock])"
+            )
+        } else {
+            format!("lock `{name}` was held by another owner for the whole wait of {waited:?}")
+        };
+        if let Some(own) = self.shared.held.get(&self.keys.lock) {
+            message.push_str(&format!(
+                "; this client holds it itself (fencing token {}): if the code that waited is \
+                 the code that holds it, it waited for itself — release the first guard before \
+                 acquiring again, or run the nested work inside with_lock / #[distributed_lock], \
+                 where it re-enters",
+                own.fence
+            ));
+        }
+        Error::new(ErrorKind::Busy, message)
     }
 
     /// Turns a lock just taken in Redis into a lease with its first hold.
-    fn hold(&self, taken: Taken) -> MutexGuard {
+    fn hold(&self, taken: Taken) -> Result<MutexGuard> {
+        tracing::debug!(lock = %self.keys.name(), fence = taken.fence, "dlock: acquired");
         let lease = LeaseCore::new(NewLease {
             shared: self.shared.clone(),
             keys: self.keys.clone(),
@@ -470,52 +339,60 @@ impl Mutex {
             registration: taken.registration,
         });
         self.shared.held.insert(&lease);
+        if self.shared.is_closed() {
+            // The client was shut down while this acquisition was under way (after the
+            // insert above, shutdown would have found the lease): give the lock back.
+            self.shared.held.remove(&lease);
+            lease.mark_released_by(crate::LostReason::Shutdown);
+            self.shared
+                .release_in_background(self.keys.clone(), lease.token, None);
+            return Err(self.shared.closed_error(self.keys.name()));
+        }
         self.shared.watchdog.register(&self.shared, &lease);
-        MutexGuard::new(lease, 1)
+        Ok(MutexGuard::new(Hold::first(lease)))
     }
 
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<MutexGuard> {
-        if let Some(guard) = self.reenter()? {
-            return Ok(guard);
-        }
-        let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
         let started = Instant::now();
         let deadline = wait.and_then(|w| started.checked_add(w));
-        match self.acquire_inner(deadline).instrument(span).await {
-            Ok(taken) => {
-                tracing::debug!(
-                    lock = %self.keys.name(),
-                    fence = taken.fence,
-                    waited_us = started.elapsed().as_micros(),
-                    "dlock: acquired"
-                );
-                Ok(self.hold(taken))
-            }
-            Err(e) if e.is_busy() => Err(self.busy(started.elapsed())),
+        if let Some(outer) = hold::enclosing(&self.shared, &self.keys.lock) {
+            let nested = hold::nest(outer, Patience::Until(deadline), self.reentrant).await?;
+            // `Until` waits for the turn or fails; it never answers "not now".
+            return nested
+                .map(MutexGuard::new)
+                .ok_or_else(|| self.busy(wait, started.elapsed()));
+        }
+        self.check_open()?;
+        let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
+        match self.acquire_inner(started, deadline).instrument(span).await {
+            Ok(taken) => self.hold(taken),
+            Err(e) if e.is_busy() => Err(self.busy(wait, started.elapsed())),
             Err(e) => Err(e),
         }
     }
 
-    async fn acquire_inner(&self, deadline: Option<Instant>) -> Result<Taken> {
+    async fn acquire_inner(&self, started: Instant, deadline: Option<Instant>) -> Result<Taken> {
         let token = self.shared.tokens.next();
         let mut cleanup = Cleanup::new(self, token);
+        let (conn, generation) = self.shared.conn()?;
         // Uncontended fast path: one round trip, no subscription. Skipped when this client is
         // subscribed already (other local waiters exist), as the lock is then most likely held.
-        if !self.shared.waiters.is_subscribed(&self.keys.lock) {
+        if !self
+            .shared
+            .waiters
+            .is_subscribed(&self.keys.lock, generation)
+        {
             let sent = Instant::now();
-            let outcome = self.attempt(token, Mode::Try, "").await?;
+            let reply = self.attempt(token, Mode::Try, "").await?;
             cleanup.disarm();
-            match outcome {
-                Attempt::Acquired { fence, pttl } => {
-                    let safe_until = lease::safe_until(sent, pttl, self.ttl);
-                    return Ok(Taken {
-                        token,
-                        fence,
-                        safe_until,
-                        registration: None,
-                    });
+            match reply {
+                AcquireReply::Taken { fence } => {
+                    return Ok(self.taken(token, fence, sent, self.ttl, None));
                 }
-                Attempt::Held { pttl, .. } => {
+                AcquireReply::Owned { fence, pttl } => {
+                    return Ok(self.taken(token, fence, sent, pttl, None));
+                }
+                AcquireReply::Held { pttl, .. } => {
                     tracing::debug!(pttl_ms = pttl.as_millis(), "dlock: contended; waiting");
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(Error::new(ErrorKind::Busy, "busy"));
@@ -525,71 +402,106 @@ impl Mutex {
         }
 
         // Subscribe first, then queue: a grant can never be published before we listen.
-        let registration = self.shared.waiters.register(token);
+        let entry = self.queue_entry(token);
+        let registration = self.shared.waiters.register(token, &self.keys.lock, &entry);
         let _membership = self
             .shared
             .waiters
-            .join(&self.shared.conn, &self.keys.lock, || {
+            .join((&conn, generation), &self.keys.lock, || {
                 self.keys.wake_channel(&self.shared.client_id)
             })
             .await?;
-        let entry: Arc<str> = format!(
-            "{} {} {} {} {}\x1f{}",
-            token.as_str(),
-            self.shared.client_id,
-            lease::millis(self.ttl),
-            self.shared.conn.publish_mode(),
-            self.shared.holder,
-            self.label.as_deref().unwrap_or_default()
-        )
-        .into();
         cleanup.arm(entry.clone());
+        let mut self_wait = SelfWait::new(started);
 
         loop {
+            if self.shared.is_closed() {
+                return Err(self.shared.closed_error(self.keys.name()));
+            }
             let last = deadline.is_some_and(|d| Instant::now() >= d);
             let mode = if last { Mode::Last } else { Mode::Wait };
             let sent = Instant::now();
-            match self.attempt(token, mode, &entry).await? {
-                Attempt::Acquired { fence, pttl } => {
+            let seen = match self.attempt(token, mode, &entry).await? {
+                AcquireReply::Taken { fence } => {
                     cleanup.disarm();
-                    return Ok(Taken {
-                        token,
-                        fence,
-                        safe_until: lease::safe_until(sent, pttl, self.ttl),
-                        registration: Some(registration),
-                    });
+                    return Ok(self.taken(token, fence, sent, self.ttl, Some(registration)));
                 }
-                Attempt::Held { .. } if last => {
+                AcquireReply::Owned { fence, pttl } => {
+                    cleanup.disarm();
+                    return Ok(self.taken(token, fence, sent, pttl, Some(registration)));
+                }
+                AcquireReply::Held { .. } if last => {
                     cleanup.disarm();
                     return Err(Error::new(ErrorKind::Busy, "busy"));
                 }
-                Attempt::Held { pttl, server_ms } => {
+                AcquireReply::Held { pttl, server_ms } => {
+                    self_wait.check(self);
                     let mut nap = pttl.max(MIN_NAP);
                     if let Some(deadline) = deadline {
                         nap = nap.min(deadline.saturating_duration_since(Instant::now()));
                     }
-                    tokio::select! {
-                        () = registration.slot().notified() => {
-                            if let Some(grant) = registration.slot().take_grant() {
+                    (Seen { sent, server_ms }, nap)
+                }
+            };
+            let (seen, nap) = seen;
+            tokio::select! {
+                () = registration.slot().notified() => {
+                    if let Some(grant) = registration.slot().take_grant() {
+                        match grant_safe_until(&grant, seen, Instant::now()) {
+                            Some(safe_until) => {
                                 cleanup.disarm();
                                 return Ok(Taken {
                                     token,
                                     fence: grant.fence,
-                                    safe_until: granted_safe_until(&grant, sent, server_ms),
+                                    safe_until,
                                     registration: Some(registration),
                                 });
                             }
-                            // A nudge without a grant (reconnect): retry now.
+                            None => tracing::debug!(
+                                fence = grant.fence,
+                                "dlock: a hand-off arrived too late to trust; asking the server"
+                            ),
                         }
-                        () = tokio::time::sleep(nap) => {}
                     }
+                    // A nudge without a grant (reconnect, shutdown), or a grant to check: retry.
                 }
+                () = tokio::time::sleep(nap) => {}
             }
         }
     }
 
+    fn taken(
+        &self,
+        token: OwnerToken,
+        fence: u64,
+        sent: Instant,
+        pttl: Duration,
+        registration: Option<Registration>,
+    ) -> Taken {
+        Taken {
+            token,
+            fence,
+            safe_until: lease::safe_until(sent, pttl, self.ttl),
+            registration,
+        }
+    }
+
+    /// The caller's queue entry `<token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>`.
+    fn queue_entry(&self, token: OwnerToken) -> Arc<str> {
+        format!(
+            "{} {} {} {} {}\x1f{}",
+            token.as_str(),
+            self.shared.client_id,
+            lease::millis(self.ttl),
+            self.shared.transport.publish_mode(),
+            self.shared.holder,
+            self.label.as_deref().unwrap_or_default()
+        )
+        .into()
+    }
+
     /// Runs `acquire.lua` once.
-    async fn attempt(&self, token: OwnerToken, mode: Mode, entry: &str) -> Result<Attempt> {
+    async fn attempt(&self, token: OwnerToken, mode: Mode, entry: &str) -> Result<AcquireReply> {
         let mut call = Call::new(&scripts::ACQUIRE, 1);
         call.arg(&*self.keys.lock)
             .arg(LockValue {
@@ -603,24 +515,46 @@ impl Mutex {
             call.arg(mode.as_str()).arg(entry);
         }
         let reply = self.shared.run(&call, "acquire", self.keys.name()).await?;
-        if let Value::Int(fence) = reply {
-            // Taken now, with the full lease.
-            return Ok(Attempt::Acquired {
-                fence: u64::try_from(fence).map_err(|_| unexpected("acquire", &reply))?,
-                pttl: self.ttl,
-            });
+        AcquireReply::decode(&reply).ok_or_else(|| unexpected("acquire", &reply))
+    }
+}
+
+/// Warns, once, when a waiting acquire has waited longer than the lease of a hold of the same
+/// lock by its own client: if that hold belongs to the code that waits, the wait never ends.
+struct SelfWait {
+    started: Instant,
+    warned: bool,
+}
+
+impl SelfWait {
+    fn new(started: Instant) -> Self {
+        Self {
+            started,
+            warned: false,
         }
-        match scripts::ints::<3>(&reply) {
-            Some([1, fence, pttl]) => Ok(Attempt::Acquired {
-                fence: u64::try_from(fence).map_err(|_| unexpected("acquire", &reply))?,
-                pttl: millis_or(pttl, self.ttl),
-            }),
-            Some([0, pttl, server_ms]) => Ok(Attempt::Held {
-                pttl: millis_or(pttl, self.ttl),
-                server_ms,
-            }),
-            _ => Err(unexpected("acquire", &reply)),
+    }
+
+    fn check(&mut self, mutex: &Mutex) {
+        if self.warned {
+            return;
         }
+        let Some(own) = mutex.shared.held.get(&mutex.keys.lock) else {
+            return;
+        };
+        let waited = self.started.elapsed();
+        if waited < own.ttl() {
+            return;
+        }
+        self.warned = true;
+        tracing::warn!(
+            lock = %mutex.keys.name(),
+            fence = own.fence.get(),
+            waited = ?waited,
+            "dlock: waiting longer than a lease for a lock this client holds itself; if the \
+             holder is the code that waits (a second acquire() while the first guard is alive), \
+             it waits for itself: release the first guard, or run the nested work inside \
+             with_lock / #[distributed_lock], where it re-enters"
+        );
     }
 }
 
@@ -646,28 +580,25 @@ impl fmt::Debug for Mutex {
     }
 }
 
-/// A lower bound of the local instant at which a hand-off happened: the request that queued us
-/// was sent at `sent` and ran at server time `queued_ms`; the grant ran `grant - queued_ms`
-/// later on the server's clock. Never later than now (the grant has arrived).
-fn granted_safe_until(grant: &Grant, sent: Instant, queued_ms: i64) -> Instant {
-    let between = u64::try_from(grant.server_ms.saturating_sub(queued_ms)).unwrap_or(0);
-    let start = sent
-        .checked_add(Duration::from_millis(between))
-        .unwrap_or(sent)
-        .min(Instant::now());
-    lease::safe_until(start, grant.lease, grant.lease)
-}
-
-/// A PTTL reply as a duration; a key without expiry (never written by dlock) counts as `ttl`.
-fn millis_or(ms: i64, ttl: Duration) -> Duration {
-    u64::try_from(ms).map_or(ttl, Duration::from_millis)
-}
-
-pub(crate) fn unexpected(op: &str, reply: &Value) -> Error {
-    Error::protocol(format!(
-        "{op}: unexpected script reply {reply:?}; is the server Redis 6.2 or newer and the key \
-         written only by dlock?"
-    ))
+/// The last instant at which a hand-off received while waiting may be used, judged against the
+/// waiter's latest attempt `seen` (which found the lock held by another owner); `None` when it
+/// cannot be trusted without asking the server again:
+///
+/// * granted no later than that attempt ran (by the server's clock): the lock went to someone
+///   else since, so the grant is stale;
+/// * less than half its lease left by a conservative count (the waiter was slow or paused).
+///
+/// The grant happened at local time `seen.sent + (grant − seen)` or later (the attempt ran no
+/// earlier than it was sent), and no later than now (it has arrived).
+fn grant_safe_until(grant: &Grant, seen: Seen, now: Instant) -> Option<Instant> {
+    let after = grant.server_ms.checked_sub(seen.server_ms)?;
+    let after = u64::try_from(after).ok().filter(|ms| *ms > 0)?;
+    let start = seen
+        .sent
+        .checked_add(Duration::from_millis(after))?
+        .min(now);
+    let safe_until = lease::safe_until(start, grant.lease, grant.lease);
+    (safe_until > now + grant.lease / 2).then_some(safe_until)
 }
 
 /// Releases, in the background, whatever an unfinished acquire may have left on the server: a
@@ -710,5 +641,52 @@ impl Drop for Cleanup<'_> {
                 self.entry.take(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(server_ms: i64, lease_ms: u64) -> Grant {
+        Grant {
+            token: crate::token::OwnerToken::generate().unwrap(),
+            fence: 7,
+            server_ms,
+            lease: Duration::from_millis(lease_ms),
+        }
+    }
+
+    #[test]
+    fn a_fresh_grant_is_counted_from_its_server_time() {
+        let now = Instant::now();
+        let seen = Seen {
+            sent: now - Duration::from_millis(100),
+            server_ms: 1_000,
+        };
+        // Granted 60 ms after the attempt ran: the lease started no earlier than 40 ms ago.
+        let safe_until = grant_safe_until(&grant(1_060, 10_000), seen, now).unwrap();
+        let expected = now - Duration::from_millis(40) + Duration::from_millis(10_000 - 102);
+        assert_eq!(safe_until, expected);
+    }
+
+    #[test]
+    fn grants_older_than_the_latest_look_or_mostly_spent_are_not_trusted() {
+        let now = Instant::now();
+        let seen = Seen {
+            sent: now - Duration::from_millis(10),
+            server_ms: 5_000,
+        };
+        // Granted before (or in the same millisecond as) an attempt that saw another holder.
+        assert_eq!(grant_safe_until(&grant(4_000, 30_000), seen, now), None);
+        assert_eq!(grant_safe_until(&grant(5_000, 30_000), seen, now), None);
+        // A waiter paused past the lease: the grant's lease has run out by now.
+        let paused = Seen {
+            sent: now - Duration::from_secs(5),
+            server_ms: 5_000,
+        };
+        assert_eq!(grant_safe_until(&grant(5_010, 1_000), paused, now), None);
+        // More than half of it left: trusted.
+        assert!(grant_safe_until(&grant(5_010, 1_000), seen, now).is_some());
     }
 }

@@ -15,17 +15,22 @@
 //! * **Fallback timer.** Expiry publishes nothing and a message can be lost on a reconnect, so a
 //!   waiter also retries after the holder's remaining lease (PTTL) and right after a disconnect.
 //! * **Orphans.** A grant for a waiter that is no longer waiting (its acquire future was dropped)
-//!   is released by the client's janitor task, which hands the lock on to the next waiter.
+//!   is handed to the client's orphan handler, which releases it in the background (handing the
+//!   lock on to the next waiter).
+//! * **Stale grants.** A grant can arrive late (the waiter's process was paused, the message sat
+//!   in a socket) after its lease ran out and someone else took the lock. The waiter therefore
+//!   checks a grant against the server time of its own latest attempt (see `mutex.rs`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use redis::{PushInfo, PushKind, Value};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::runtime::{lock, spawn_detached};
 use crate::token::OwnerToken;
 
 /// A lock handed to a waiting acquire call by another owner's release.
@@ -64,6 +69,9 @@ pub(crate) struct Slot {
     token: OwnerToken,
     grant: Mutex<Option<(u64, i64, Duration)>>,
     notify: Notify,
+    /// The lock and queue entry of the waiter, for [`Waiters::queued`] (client shutdown).
+    lock_key: Arc<str>,
+    entry: Arc<str>,
 }
 
 impl Slot {
@@ -90,11 +98,22 @@ impl Slot {
     }
 }
 
-/// A grant nobody waits for any more; the janitor releases it.
+/// A grant nobody waits for any more; the orphan handler releases it.
 #[derive(Debug)]
 pub(crate) struct Orphan {
     pub(crate) lock_key: String,
     pub(crate) token: OwnerToken,
+}
+
+/// What the client does with an orphan grant (release it in the background).
+pub(crate) type OrphanHandler = Box<dyn Fn(Orphan) + Send + Sync>;
+
+/// A waiter's queue entry, as [`Waiters::queued`] lists them.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) lock_key: Arc<str>,
+    pub(crate) token: OwnerToken,
+    pub(crate) entry: Arc<str>,
 }
 
 struct ChannelEntry {
@@ -102,8 +121,10 @@ struct ChannelEntry {
     channel: Arc<str>,
     /// Local waiters using the subscription (guarded by the map's mutex).
     users: usize,
-    /// Serialises subscribe/unsubscribe of this channel; `true` while subscribed.
-    state: Arc<tokio::sync::Mutex<bool>>,
+    /// Serialises subscribe/unsubscribe of this channel; the connection generation it is
+    /// subscribed on (0: not subscribed). A rebuilt connection has a new generation and none of
+    /// the old one's subscriptions.
+    state: Arc<tokio::sync::Mutex<u64>>,
 }
 
 /// The client-wide registry of waiting acquire calls and of wake-channel subscriptions.
@@ -112,7 +133,7 @@ pub(crate) struct Waiters {
     /// Wake-channel subscriptions, by lock key (so the fast path can ask without formatting the
     /// channel name).
     channels: Mutex<HashMap<Arc<str>, ChannelEntry>>,
-    orphans: mpsc::UnboundedSender<Orphan>,
+    on_orphan: OnceLock<OrphanHandler>,
     wake_suffix: String,
 }
 
@@ -125,20 +146,19 @@ impl std::fmt::Debug for Waiters {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The maps stay consistent under every panic point (single inserts and removes), so a
-    // poisoned mutex is still safe to use.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Waiters {
-    pub(crate) fn new(client_id: &str, orphans: mpsc::UnboundedSender<Orphan>) -> Self {
+    pub(crate) fn new(client_id: &str) -> Self {
         Self {
             slots: Mutex::default(),
             channels: Mutex::default(),
-            orphans,
+            on_orphan: OnceLock::new(),
             wake_suffix: format!(":wake:{client_id}"),
         }
+    }
+
+    /// Sets what happens to grants nobody waits for (once, when the client is built).
+    pub(crate) fn set_orphan_handler(&self, handler: OrphanHandler) {
+        let _ = self.on_orphan.set(handler);
     }
 
     /// Handles one RESP3 push message from the connection. Called on the connection's task, so
@@ -173,10 +193,8 @@ impl Waiters {
                 let lock_key = std::str::from_utf8(channel)
                     .ok()
                     .and_then(|c| c.strip_suffix(self.wake_suffix.as_str()));
-                if let Some(lock_key) = lock_key {
-                    // The receiver lives as long as the client; a send error means the client is
-                    // shutting down and the lease will simply expire.
-                    let _ = self.orphans.send(Orphan {
+                if let (Some(lock_key), Some(handler)) = (lock_key, self.on_orphan.get()) {
+                    handler(Orphan {
                         lock_key: lock_key.to_owned(),
                         token: grant.token,
                     });
@@ -197,12 +215,20 @@ impl Waiters {
         }
     }
 
-    /// Registers a waiting acquire call; the returned guard unregisters it.
-    pub(crate) fn register(self: &Arc<Self>, token: OwnerToken) -> Registration {
+    /// Registers a waiting acquire call (`entry` is its queue entry on `lock_key`); the returned
+    /// guard unregisters it.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        token: OwnerToken,
+        lock_key: &Arc<str>,
+        entry: &Arc<str>,
+    ) -> Registration {
         let slot = Arc::new(Slot {
             token,
             grant: Mutex::new(None),
             notify: Notify::new(),
+            lock_key: lock_key.clone(),
+            entry: entry.clone(),
         });
         lock(&self.slots).insert(token, slot.clone());
         Registration {
@@ -212,16 +238,46 @@ impl Waiters {
         }
     }
 
-    /// Whether this client is subscribed to the wake channel of `lock_key` right now (a queued
-    /// attempt can then be sent without subscribing first).
-    pub(crate) fn is_subscribed(&self, lock_key: &str) -> bool {
+    /// Whether this client is subscribed to the wake channel of `lock_key` on the connection of
+    /// `generation` right now (a queued attempt can then be sent without subscribing first).
+    pub(crate) fn is_subscribed(&self, lock_key: &str, generation: u64) -> bool {
         let channels = lock(&self.channels);
         if channels.is_empty() {
             return false;
         }
-        channels
-            .get(lock_key)
-            .is_some_and(|entry| entry.state.try_lock().is_ok_and(|subscribed| *subscribed))
+        channels.get(lock_key).is_some_and(|entry| {
+            entry
+                .state
+                .try_lock()
+                .is_ok_and(|subscribed| *subscribed == generation)
+        })
+    }
+
+    /// Every waiting acquire call's queue entry.
+    pub(crate) fn queued(&self) -> Vec<Queued> {
+        lock(&self.slots)
+            .values()
+            .map(|slot| Queued {
+                lock_key: slot.lock_key.clone(),
+                token: slot.token,
+                entry: slot.entry.clone(),
+            })
+            .collect()
+    }
+
+    /// Wakes every waiting acquire call (it then looks at why: the client is shutting down).
+    pub(crate) fn wake_all(&self) {
+        for slot in lock(&self.slots).values() {
+            slot.notify.notify_one();
+        }
+    }
+
+    /// The wake channels this client is subscribed to, forgetting them (client shutdown).
+    pub(crate) fn take_channels(&self) -> Vec<Arc<str>> {
+        lock(&self.channels)
+            .drain()
+            .map(|(_, entry)| entry.channel)
+            .collect()
     }
 
     /// Joins the users of `channel`, subscribing first if this is the first local waiter.
@@ -232,7 +288,7 @@ impl Waiters {
     /// also covers a subscribe that was sent but never confirmed.
     pub(crate) async fn join(
         self: &Arc<Self>,
-        conn: &Conn,
+        (conn, generation): (&Conn, u64),
         lock_key: &Arc<str>,
         channel: impl FnOnce() -> String,
     ) -> Result<Membership> {
@@ -254,11 +310,11 @@ impl Waiters {
             lock_key: lock_key.clone(),
         };
         let mut subscribed = state.lock().await;
-        if !*subscribed {
+        if *subscribed != generation {
             conn.subscribe(&channel)
                 .await
                 .map_err(|e| Error::from_redis("subscribe to the wake channel", e))?;
-            *subscribed = true;
+            *subscribed = generation;
         }
         Ok(membership)
     }
@@ -285,7 +341,7 @@ impl Waiters {
             // this channel unsubscribes again.
             tracing::debug!(%channel, error = %e, "dlock: unsubscribe failed");
         }
-        *subscribed = false;
+        *subscribed = 0;
         let mut channels = lock(&self.channels);
         if channels
             .get(&lock_key)
@@ -349,14 +405,12 @@ impl Drop for Membership {
             return;
         }
         // Without a runtime the subscription stays until the connection closes; it is harmless
-        // (grants for unknown tokens are released by the janitor).
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(
-                self.waiters
-                    .clone()
-                    .cleanup(self.conn.clone(), self.lock_key.clone()),
-            );
-        }
+        // (grants for unknown tokens are released as orphans).
+        spawn_detached(
+            self.waiters
+                .clone()
+                .cleanup(self.conn.clone(), self.lock_key.clone()),
+        );
     }
 }
 
@@ -364,13 +418,30 @@ impl Drop for Membership {
 mod tests {
     use super::*;
 
+    fn waiters() -> (Arc<Waiters>, Arc<Mutex<Vec<Orphan>>>) {
+        let waiters = Arc::new(Waiters::new("c0ffee"));
+        let orphans = Arc::new(Mutex::new(Vec::new()));
+        let sink = orphans.clone();
+        waiters.set_orphan_handler(Box::new(move |orphan| lock(&sink).push(orphan)));
+        (waiters, orphans)
+    }
+
+    fn register(waiters: &Arc<Waiters>, token: OwnerToken) -> Registration {
+        waiters.register(token, &Arc::from("dlock:{a}"), &Arc::from("entry"))
+    }
+
     #[test]
     fn grants_parse_and_reach_their_slot() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let waiters = Arc::new(Waiters::new("c0ffee", tx));
+        let (waiters, orphans) = waiters();
         let token = OwnerToken::generate().unwrap();
-        let registration = waiters.register(token);
+        let registration = register(&waiters, token);
         assert_eq!(waiters.waiting(), 1);
+        let queued = waiters.queued();
+        assert_eq!(queued.len(), 1);
+        assert_eq!(
+            (&*queued[0].lock_key, &*queued[0].entry),
+            ("dlock:{a}", "entry")
+        );
 
         let payload = format!("{} 17 1700000000000 2500", token.as_str());
         let message = |payload: &str| PushInfo {
@@ -386,32 +457,31 @@ mod tests {
         assert_eq!(grant.server_ms, 1_700_000_000_000);
         assert_eq!(grant.lease, Duration::from_millis(2500));
 
-        // Once the waiter is gone the grant becomes an orphan for the janitor.
+        // Once the waiter is gone the grant becomes an orphan, released by the client.
         drop(registration);
         assert_eq!(waiters.waiting(), 0);
         waiters.on_push(message(&payload));
-        let orphan = rx.try_recv().unwrap();
+        let orphan = lock(&orphans).pop().unwrap();
         assert_eq!(orphan.lock_key, "dlock:{a}");
         assert_eq!(orphan.token, token);
 
         // Garbage is ignored, not a panic.
         waiters.on_push(message("not a grant"));
-        assert!(rx.try_recv().is_err());
+        assert!(lock(&orphans).is_empty());
     }
 
     #[test]
     fn a_local_hand_off_reaches_only_local_waiters() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let waiters = Arc::new(Waiters::new("c0ffee", tx));
+        let (waiters, orphans) = waiters();
         let token = OwnerToken::generate().unwrap();
-        let registration = waiters.register(token);
+        let registration = register(&waiters, token);
         waiters.deliver_local(format!("{} 9 1700000000000 100", token.as_str()).as_bytes());
         assert_eq!(registration.slot().take_grant().unwrap().fence, 9);
         // Another process's waiter: not ours, and not an orphan either (its own client releases
         // nothing; the published message reaches it).
         let other = OwnerToken::generate().unwrap();
         waiters.deliver_local(format!("{} 10 1700000000000 100", other.as_str()).as_bytes());
-        assert!(rx.try_recv().is_err());
+        assert!(lock(&orphans).is_empty());
         waiters.deliver_local(b"garbage");
     }
 }

@@ -1,70 +1,110 @@
 //! The watchdog: renews the leases of a client's watchdog guards, in batches, and declares a
 //! lease lost as soon as it is.
 //!
-//! One task per client (started with the first watchdog guard, ending with the last). Each lease
-//! is renewed every `interval` (default a third of the lease). Renewals due within half an
-//! interval of each other are sent together — one `extend.lua` call per [`BATCH`] locks — and
-//! then share their next renewal time, so holding 10,000 locks costs about 100 round trips per
-//! renewal interval, not 10,000. (A lease renewed half an interval early still has more than
-//! half of it left: renewing early is safe.)
+//! One task per client (started with the first watchdog guard, ending with the last, and started
+//! again in the current runtime if the runtime it ran in has ended). Each lease is renewed every
+//! `interval` (default a third of the lease). Renewals due within half an interval of each other
+//! are sent together — one `extend.lua` call per [`BATCH`] locks — and then share their next
+//! renewal time, so holding 10,000 locks costs about 100 round trips per renewal interval, not
+//! 10,000. (A lease renewed half an interval early still has more than half of it left: renewing
+//! early is safe.)
+//!
+//! A renewal that fails (Redis unreachable or slow) is retried with exponential backoff, from a
+//! quarter of the interval (at most 500 ms) up to the interval, at exactly the planned instant
+//! (leases that failed together retry together). An outage is logged once per client when it
+//! starts and once when renewals work again, with counts; leases that run out meanwhile are
+//! reported in one line per renewal round.
 //!
 //! A lease is declared lost (see [`crate::lease`]) when a renewal finds the lock deleted or
 //! owned by another, when `safe_until` passes without a successful renewal (Redis unreachable),
-//! or when renewal stops at `max_hold`. The watchdog stops renewing a lease when its last guard is
-//! released or dropped.
+//! or when renewal stops at `max_hold`. The reason is what the server said: `Removed` only when
+//! the key was found gone by a request that certainly ran before the lease could have run out,
+//! `Expired` otherwise. The watchdog stops renewing a lease when its last guard is released or
+//! dropped.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use redis::Value;
 
 use crate::client::Shared;
 use crate::lease::{self, LeaseCore, LostReason, Renewal};
-
-use crate::scripts::{self, Call};
+use crate::runtime::{Task, lock};
+use crate::scripts::{self, Call, ExtendStatus};
 use crate::token::OwnerToken;
 
 /// Locks renewed per script call.
 pub(crate) const BATCH: usize = 100;
 
-/// How soon a failed renewal is retried (bounded by the renewal interval).
-const RETRY: Duration = Duration::from_millis(500);
+/// The first retry after a failed renewal comes after a quarter of the interval, at most this.
+const FIRST_RETRY: Duration = Duration::from_millis(500);
 
 struct Entry {
     lease: Weak<LeaseCore>,
     interval: Duration,
     /// When the next renewal is due.
     next_due: Instant,
+    /// Failed renewals in a row; retries are due at exactly `next_due`, not early.
+    failures: u32,
     /// Renewals stop after this instant (`max_hold`).
     renew_until: Option<Instant>,
     /// No more renewals: the lease is left to run out (`max_hold` reached).
     winding_down: bool,
 }
 
+impl Entry {
+    /// Whether a renewal should go now: on time (or up to half an interval early, to share a
+    /// batch), or, after a failure, exactly at the retry instant.
+    fn is_due(&self, now: Instant) -> bool {
+        if self.winding_down {
+            return false;
+        }
+        if self.failures > 0 {
+            self.next_due <= now
+        } else {
+            self.next_due <= now + self.interval / 2
+        }
+    }
+
+    fn retry_delay(&self) -> Duration {
+        let first = (self.interval / 4).min(FIRST_RETRY);
+        let factor = 1u32 << self.failures.saturating_sub(1).min(16);
+        first.saturating_mul(factor).min(self.interval)
+    }
+}
+
+/// An outage of renewals, reported once when it starts and once when it ends.
+struct Outage {
+    since: Instant,
+    failed_calls: u64,
+}
+
 #[derive(Default)]
 struct State {
     entries: HashMap<OwnerToken, Entry>,
+    /// The task is meant to run (it clears this, under the lock, when it leaves).
     running: bool,
     /// When the task, asleep, will look again; a new lease due later needs no wake-up.
     planned_wake: Option<Instant>,
+    outage: Option<Outage>,
 }
 
 /// The watchdog of one client.
 #[derive(Default)]
 pub(crate) struct Watchdog {
     state: Mutex<State>,
+    task: Task,
     /// Shared with the task, which must not keep the client alive while it sleeps.
     wake: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Watchdog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = self.lock();
+        let state = lock(&self.state);
         f.debug_struct("Watchdog")
             .field("leases", &state.entries.len())
-            .field("running", &state.running)
+            .field("running", &(state.running && self.task.is_running()))
             .finish()
     }
 }
@@ -76,24 +116,21 @@ struct Due {
 }
 
 impl Watchdog {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Starts renewing `lease` (a watchdog lease just acquired).
     pub(crate) fn register(&self, shared: &Arc<Shared>, lease: &Arc<LeaseCore>) {
         let Renewal::Watchdog { interval, max_hold } = lease.renewal else {
             return;
         };
         let next_due = lease.acquired_at + interval;
-        let (start, wake) = {
-            let mut state = self.lock();
+        let wake = {
+            let mut state = lock(&self.state);
             state.entries.insert(
                 lease.token,
                 Entry {
                     lease: Arc::downgrade(lease),
                     interval,
                     next_due,
+                    failures: 0,
                     renew_until: max_hold.and_then(|m| lease.acquired_at.checked_add(m)),
                     winding_down: false,
                 },
@@ -102,34 +139,61 @@ impl Watchdog {
             // looks again anyway (holding 10,000 locks, a wake per acquire made each acquire
             // cost ~1 ms of CPU, measured).
             let wake = state.planned_wake.is_some_and(|w| next_due < w);
-            (!std::mem::replace(&mut state.running, true), wake)
-        };
-        if start {
-            match tokio::runtime::Handle::try_current() {
-                Ok(handle) => {
-                    handle.spawn(run(Arc::downgrade(shared)));
-                }
-                Err(_) => {
-                    self.lock().running = false;
-                    tracing::warn!(lock = %lease.keys.name(), "dlock: no runtime for the watchdog; the lease will not be renewed");
-                }
+            if self.start_locked(&mut state, shared) {
+                false
+            } else {
+                wake
             }
-        } else if wake {
+        };
+        if wake {
             self.wake.notify_one();
         }
+        if !lock(&self.state).running {
+            tracing::warn!(lock = %lease.keys.name(), "dlock: no runtime for the watchdog; the lease will not be renewed");
+        }
+    }
+
+    /// Starts the task in the current runtime if leases are registered and no task runs (its
+    /// runtime ended, for instance).
+    pub(crate) fn ensure_running(&self, shared: &Arc<Shared>) {
+        let mut state = lock(&self.state);
+        if !state.entries.is_empty() {
+            self.start_locked(&mut state, shared);
+        }
+    }
+
+    /// Starts the task unless it runs; `true` if it was started now.
+    fn start_locked(&self, state: &mut State, shared: &Arc<Shared>) -> bool {
+        if state.running && self.task.is_running() {
+            return false;
+        }
+        let weak = Arc::downgrade(shared);
+        state.running = self.task.start(move || run(weak));
+        state.planned_wake = None;
+        state.running
     }
 
     /// Stops renewing the lease of `token` (its last guard is gone).
     pub(crate) fn deregister(&self, token: &OwnerToken) {
-        self.lock().entries.remove(token);
+        lock(&self.state).entries.remove(token);
+    }
+
+    /// Stops renewing every lease and ends the task (client shutdown).
+    pub(crate) fn stop(&self) {
+        let mut state = lock(&self.state);
+        state.entries.clear();
+        state.running = false;
+        self.task.abort();
     }
 
     /// Picks the renewals due now, declares overdue leases lost, and says when to look again.
     /// `None` when nothing is left to watch (the task then ends).
     fn collect(&self, now: Instant) -> Option<(Vec<Due>, Instant)> {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         let mut due = Vec::new();
         let mut wake: Option<Instant> = None;
+        let mut overdue = 0usize;
+        let in_outage = state.outage.is_some();
         state.entries.retain(|_, entry| {
             // Not `is_live_at`: a lease past its safe-until must reach `fire_lost` below, so
             // that its cancellation token and log line report the loss.
@@ -138,12 +202,16 @@ impl Watchdog {
             };
             let safe_until = lease.safe_until();
             if now >= safe_until {
-                lease.fire_lost(lease.deadline_reason());
+                let reason = lease.deadline_reason();
+                if in_outage && reason == LostReason::Unreachable {
+                    lease.fire_lost_quietly(reason);
+                    overdue += 1;
+                } else {
+                    lease.fire_lost(reason);
+                }
                 return false;
             }
-            // Renewals due within the next half interval go now, together: leases acquired at
-            // different moments converge onto shared renewal times, so batches stay full.
-            if !entry.winding_down && entry.next_due <= now + entry.interval / 2 {
+            if entry.is_due(now) {
                 let (ttl, last) = renewal_ttl(&lease, entry.renew_until, now);
                 if last {
                     // max_hold: this renewal (if any) lets the lease end at max_hold.
@@ -164,6 +232,12 @@ impl Watchdog {
             wake = Some(wake.map_or(next, |w| w.min(next)));
             true
         });
+        if overdue > 0 {
+            tracing::warn!(
+                leases = overdue,
+                "dlock: leases lost: Redis could not be reached to renew them before they ran out"
+            );
+        }
         // Renewals to send mean the task looks again right after them.
         state.planned_wake = if due.is_empty() { wake } else { None };
         match wake {
@@ -175,10 +249,53 @@ impl Watchdog {
         }
     }
 
-    /// Schedules the next renewal of `token` after a failed attempt.
-    fn retry_soon(&self, token: &OwnerToken, now: Instant) {
-        if let Some(entry) = self.lock().entries.get_mut(token) {
-            entry.next_due = now + RETRY.min(entry.interval);
+    /// Records the outcome of one renewal call of `leases` leases: after a failure, its leases
+    /// retry with backoff; the first failure of an outage and the first success after it are
+    /// logged.
+    fn record_call(&self, tokens: &[OwnerToken], error: Option<&crate::Error>) {
+        let now = Instant::now();
+        let mut state = lock(&self.state);
+        match error {
+            Some(error) => {
+                for token in tokens {
+                    if let Some(entry) = state.entries.get_mut(token) {
+                        entry.failures = entry.failures.saturating_add(1);
+                        entry.next_due = now + entry.retry_delay();
+                    }
+                }
+                match &mut state.outage {
+                    Some(outage) => {
+                        outage.failed_calls += 1;
+                        tracing::debug!(%error, locks = tokens.len(), "dlock: lease renewal failed again");
+                    }
+                    None => {
+                        tracing::warn!(
+                            %error,
+                            leases = state.entries.len(),
+                            "dlock: lease renewals failing; retrying with backoff (logged once \
+                             until they work again)"
+                        );
+                        state.outage = Some(Outage {
+                            since: now,
+                            failed_calls: 1,
+                        });
+                    }
+                }
+            }
+            None => {
+                for token in tokens {
+                    if let Some(entry) = state.entries.get_mut(token) {
+                        entry.failures = 0;
+                    }
+                }
+                if let Some(outage) = state.outage.take() {
+                    tracing::warn!(
+                        after = ?now.saturating_duration_since(outage.since),
+                        failed_calls = outage.failed_calls,
+                        "dlock: lease renewals work again"
+                    );
+                }
+            }
         }
     }
 }
@@ -237,7 +354,7 @@ async fn renew(shared: &Arc<Shared>, due: Vec<Due>) {
     let mut groups: HashMap<_, Vec<Due>> = HashMap::new();
     for d in due {
         groups
-            .entry(shared.conn.batch_group(&d.lease.keys.lock))
+            .entry(shared.transport.batch_group(&d.lease.keys.lock))
             .or_default()
             .push(d);
     }
@@ -251,56 +368,97 @@ async fn renew(shared: &Arc<Shared>, due: Vec<Due>) {
             call.arg(d.lease.token.as_bytes()).arg(lease::millis(d.ttl));
         }
         let reply = shared.run(&call, "renew", "(watchdog batch)").await;
-        let statuses = reply.map(|value| match value {
-            Value::Array(items) => items.iter().map(scripts::int).collect::<Vec<_>>(),
-            _ => Vec::new(),
+        let received = Instant::now();
+        let statuses = reply.and_then(|value| {
+            ExtendStatus::decode_batch(&value, chunk.len())
+                .ok_or_else(|| crate::client::unexpected("renew", &value))
         });
-        (chunk, statuses)
+        (chunk, statuses, received)
     });
-    for (chunk, reply) in join_all(calls).await {
+    for (chunk, reply, received) in join_all(calls).await {
+        let tokens: Vec<OwnerToken> = chunk.iter().map(|d| d.lease.token).collect();
         match reply {
-            Ok(statuses) if statuses.len() == chunk.len() => {
+            Ok(statuses) => {
+                shared.watchdog.record_call(&tokens, None);
                 for (d, status) in chunk.iter().zip(statuses) {
-                    apply(shared, d, status.unwrap_or(0), sent);
+                    apply(shared, d, status, sent, received);
                 }
             }
-            Ok(statuses) => {
-                tracing::warn!(
-                    sent = chunk.len(),
-                    got = statuses.len(),
-                    "dlock: watchdog got a malformed reply"
-                );
-                chunk
-                    .iter()
-                    .for_each(|d| shared.watchdog.retry_soon(&d.lease.token, Instant::now()));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, locks = chunk.len(), "dlock: lease renewal failed; retrying");
-                chunk
-                    .iter()
-                    .for_each(|d| shared.watchdog.retry_soon(&d.lease.token, Instant::now()));
-            }
+            Err(e) => shared.watchdog.record_call(&tokens, Some(&e)),
         }
     }
 }
 
-fn apply(shared: &Shared, due: &Due, status: i64, sent: Instant) {
+fn apply(shared: &Shared, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) {
     let lease = &due.lease;
     match status {
-        1 => lease.renewed(sent, due.ttl),
-        0 => {
-            // The key is gone. Before safe-until it can only have been deleted by someone.
-            let reason = if sent < lease.safe_until() {
-                LostReason::Removed
-            } else {
-                LostReason::Expired
-            };
-            lease.fire_lost(reason);
+        ExtendStatus::Extended => lease.renewed(sent, due.ttl),
+        ExtendStatus::Gone => {
+            lease.fire_lost(gone_reason(lease.safe_until(), received));
             shared.watchdog.deregister(&lease.token);
         }
-        _ => {
+        ExtendStatus::Other => {
             lease.fire_lost(LostReason::TakenOver);
             shared.watchdog.deregister(&lease.token);
         }
+    }
+}
+
+/// Why a lock that a renewal found gone is gone. The renewal ran on the server before its answer
+/// arrived (`received`); the lease certainly lasted until `safe_until` (the previous renewal's
+/// send time plus the lease, less the drift allowance). Found gone while it must still have
+/// been there, it was deleted; otherwise it may simply have run out (a renewal sent in time but
+/// delayed on the way, or a process that was paused).
+fn gone_reason(safe_until: Instant, received: Instant) -> LostReason {
+    if received < safe_until {
+        LostReason::Removed
+    } else {
+        LostReason::Expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_gone_is_removed_only_if_the_lease_certainly_still_stood() {
+        let now = Instant::now();
+        let later = now + Duration::from_millis(5);
+        assert_eq!(gone_reason(later, now), LostReason::Removed);
+        // Sent in time, answered after the lease could have run out: it may have expired.
+        assert_eq!(gone_reason(now, later), LostReason::Expired);
+    }
+
+    #[test]
+    fn retries_back_off_from_a_quarter_interval_to_the_interval() {
+        let mut entry = Entry {
+            lease: Weak::new(),
+            interval: Duration::from_secs(10),
+            next_due: Instant::now(),
+            failures: 1,
+            renew_until: None,
+            winding_down: false,
+        };
+        let delays: Vec<_> = (1..=6)
+            .map(|n| {
+                entry.failures = n;
+                entry.retry_delay()
+            })
+            .collect();
+        let ms = |d: &Duration| d.as_millis();
+        assert_eq!(
+            delays.iter().map(ms).collect::<Vec<_>>(),
+            [500, 1_000, 2_000, 4_000, 8_000, 10_000]
+        );
+        entry.interval = Duration::from_millis(300);
+        entry.failures = 1;
+        assert_eq!(entry.retry_delay(), Duration::from_millis(75));
+        // A retry is due at its instant, not half an interval early.
+        let now = Instant::now();
+        entry.next_due = now + Duration::from_millis(10);
+        assert!(!entry.is_due(now));
+        entry.failures = 0;
+        assert!(entry.is_due(now));
     }
 }

@@ -73,6 +73,14 @@ impl Worker {
         Worker { child, lines }
     }
 
+    /// The next line the worker has printed, if any (without waiting); fails the test on an
+    /// `error` line.
+    pub(crate) fn try_line(&self) -> Option<String> {
+        let line = self.lines.try_recv().ok()?;
+        assert!(!line.starts_with("error"), "worker failed: {line}");
+        Some(line)
+    }
+
     /// The next line the worker prints; fails the test on an `error` line or after `limit`.
     pub(crate) fn line(&self, limit: Duration) -> String {
         let line = self
@@ -129,4 +137,59 @@ pub(crate) async fn two_processes_count(command: &str, name: &str, turns: u64) {
         fences.windows(2).all(|w| w[0] < w[1]),
         "fencing tokens must strictly increase in acquisition order"
     );
+}
+
+/// The log lines (`tracing` events at debug and above, formatted without colours) of the
+/// current thread while it lives: a test on a current-thread runtime sees everything dlock
+/// logs for it, and awaits a line instead of sleeping.
+pub(crate) struct LogCapture {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    _default: tracing::subscriber::DefaultGuard,
+}
+
+#[derive(Clone)]
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogCapture {
+    pub(crate) fn start() -> LogCapture {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Sink(lines.clone());
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        LogCapture {
+            lines,
+            _default: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    /// Every line logged so far that contains `text`.
+    pub(crate) fn matching(&self, text: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.lines.lock().unwrap())
+            .lines()
+            .filter(|line| line.contains(text))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The first line that contains `text`, once logged; fails the test after `limit`.
+    pub(crate) async fn wait_for(&self, text: &str, limit: Duration) -> String {
+        eventually(limit, &format!("a log line with {text:?}"), || async {
+            self.matching(text).into_iter().next()
+        })
+        .await
+    }
 }

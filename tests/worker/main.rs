@@ -11,10 +11,19 @@
 //!   `acquired=N overlaps=N timeouts=N` on exit.
 //! * `hold url=… name=… ttl_ms=… [watchdog=1]` — acquire (waiting), print `acquired <fence>`,
 //!   then sleep until killed.
-//! * `write url=… name=… ttl_ms=…` — acquire with the watchdog, print `acquired <fence>`, then
-//!   every 20 ms check the lease *before* writing its fencing token to `<name>:store` through a
-//!   fenced compare-and-set; on loss print `lost <reason>` and exit. A holder paused past its
-//!   lease must notice the loss before its next write.
+//! * `write url=… name=… ttl_ms=… [period_ms=20]` — acquire with the watchdog, print
+//!   `acquired <fence>`, then every `period_ms` check the lease *before* appending its fencing
+//!   token to the list
+//!   `<name>:writes` (an unfenced store: only the holder's own check keeps it out); on loss
+//!   print `lost <reason>` and exit. A holder paused past its lease must notice the loss before
+//!   its next write.
+//! * `wait url=… name=… ttl_ms=… [hold_ms=0]` — acquire (waiting), then print
+//!   `acquired fence=F inspect_fence=G remaining_ms=R held=B` (`G`: the holder's fence as the
+//!   server reports it right after), hold `hold_ms`, release and exit.
+//! * `shutdown url=… name=… other=…` — hold `name` (watchdog, 30 s lease), queue for `other`
+//!   (held by the test), print `ready`; once the key `<name>:go` exists, shut the client down and
+//!   print `shutdown released=N dequeued=N unsubscribed=N failures=N`, then stay alive (its
+//!   connection open) until killed.
 
 mod replica;
 
@@ -48,6 +57,8 @@ fn main() -> ExitCode {
             "count" => count(&opts).await,
             "hold" => hold(&opts).await,
             "write" => write(&opts).await,
+            "wait" => wait(&opts).await,
+            "shutdown" => shutdown(&opts).await,
             "macro-count" => macro_count(&opts).await,
             "replica" => replica::replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
@@ -204,11 +215,6 @@ async fn hold(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Writes `fence` to `store` unless the store has seen a larger token: the storage side of
-/// fencing. Returns whether the write was accepted.
-pub(crate) const FENCED_SET: &str = "local seen = tonumber(redis.call('GET', KEYS[1]) or '0') \
-    if tonumber(ARGV[1]) < seen then return 0 end redis.call('SET', KEYS[1], ARGV[1]) return 1";
-
 async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let url = opt(opts, "url")?;
     let name = opt(opts, "name")?;
@@ -219,28 +225,73 @@ async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let lease = guard.lease();
     let fence = guard.fencing_token().get();
     report(&format!("acquired {fence}"));
+    let period = Duration::from_millis(num(opts, "period_ms", 20)?);
     let mut con = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let fenced = redis::Script::new(FENCED_SET);
     loop {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(period).await;
         // Check before every write: a pause may have outlived the lease.
         if !lease.is_held() {
             let lost = lease.lost().await;
             report(&format!("lost {:?}", lost.reason()));
             return Ok(());
         }
-        let accepted: i64 = fenced
-            .key(format!("{name}:store"))
-            .arg(fence)
-            .invoke_async(&mut con)
-            .await?;
-        if accepted != 1 {
-            report("error a write with a live lease was rejected by the fenced store");
-            return Ok(());
-        }
+        let _: u64 = con.rpush(format!("{name}:writes"), fence).await?;
     }
+}
+
+async fn wait(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let name = opt(opts, "name")?;
+    let client = Client::open(opt(opts, "url")?)?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 2_000)?);
+    let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl))?;
+    let guard = lock.acquire().await?;
+    let (remaining, held) = (guard.remaining(), guard.lease().is_held());
+    let seen = client
+        .inspect(name)
+        .await?
+        .and_then(|info| info.fencing_token)
+        .map_or(0, |fence| fence.get());
+    report(&format!(
+        "acquired fence={} inspect_fence={seen} remaining_ms={} held={held}",
+        guard.fencing_token(),
+        remaining.as_millis()
+    ));
+    tokio::time::sleep(Duration::from_millis(num(opts, "hold_ms", 0)?)).await;
+    guard.release().await?;
+    Ok(())
+}
+
+async fn shutdown(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let url = opt(opts, "url")?;
+    let name = opt(opts, "name")?.to_owned();
+    let other = opt(opts, "other")?.to_owned();
+    let client = Client::open(url)?;
+    let options = MutexOptions::new().ttl(Duration::from_secs(30)).watchdog();
+    let _held = client.mutex_with(&name, options)?.acquire().await?;
+    let waiter = client.mutex(&other)?;
+    let _waiting = tokio::spawn(async move { waiter.acquire().await });
+    report("ready");
+    let mut con = client.connection();
+    loop {
+        let go: bool = con.exists(format!("{name}:go")).await?;
+        if go {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let shut = client.shutdown(Duration::from_secs(5)).await;
+    report(&format!(
+        "shutdown released={} dequeued={} unsubscribed={} failures={}",
+        shut.released,
+        shut.dequeued,
+        shut.unsubscribed,
+        shut.failures.len()
+    ));
+    // Stay connected: what the shutdown removed must not depend on the connection closing.
+    std::future::pending::<()>().await;
+    Ok(())
 }
 
 /// `macro-count url=… name=… tasks=4 limit=400 pause_us=200`: the `count` workload, with every

@@ -1,15 +1,14 @@
--- acquire.lua: take a mutex when it is free; otherwise say for how long it is held and, for a
--- waiting caller, put it in the FIFO queue so that release hands the lock straight to it.
+-- acquire.lua: take a mutex when it is free and nobody waits for it; otherwise say for how long it
+-- is held and, for a waiting caller, put it in the FIFO queue so that release hands the lock
+-- straight to it. (Runs with common.lua prepended.)
 --
--- KEYS[1]  lock key   string "<token><flag> <meta>", PX = the lease; <flag> is "w" while
---                     callers wait in the queue (release must hand off), else "-"
+-- KEYS[1]  lock key   string "<token><flag> <meta>", PX = the lease (see common.lua)
 -- Derived keys (same hash tag as KEYS[1], hence the same cluster slot; declaring them would
 -- cost every call ~2k instructions per key, measured):
 --          KEYS[1]..":fence"  the fence of the last acquisition, i.e. of the holder while held;
 --                             expires 7 days after the last acquisition (then the clock floor
 --                             below takes over)
---          KEYS[1]..":queue"  list of waiter entries "<token> <client> <lease_ms> <pub> <meta>",
---                             oldest first; <pub> is "P" (PUBLISH) or "S" (SPUBLISH, cluster)
+--          KEYS[1]..":queue"  waiter entries, oldest first (see common.lua)
 -- ARGV[1]  the lock value to set: "<token>- <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
@@ -23,10 +22,18 @@
 --          {1, fence, pttl_ms}   the lock is already the caller's (a retried request, or a
 --                                hand-off granted while it waited)
 --          {0, pttl_ms, now_ms}  another owner holds it for pttl_ms more; now_ms = server clock
+--          error DLOCKFOREIGN    the lock key holds a value dlock did not write, or one without
+--                                expiry; nothing was modified
 --
--- Fast path (free lock, mode "try"): SET NX, TIME, SET GET — three calls, one integer reply.
--- The fence key's expiry slides with each acquisition (PX on the SET GET itself: a separate
--- PEXPIRE for a new name cost ~4k instructions, measured), so a lock in use keeps its counter.
+-- FIFO: a lock found free while callers wait (its holder's lease ran out: expiry publishes
+-- nothing) goes to the oldest live waiter first, exactly as a release would hand it over; the
+-- caller takes it only if its own entry is that waiter, and otherwise finds it held (and queues,
+-- in mode "wait"). So a newcomer never overtakes the queue, whether the holder released or
+-- expired.
+-- Fast path (free lock, empty queue, mode "try"): SET NX, LLEN, TIME, SET GET — four calls, one
+-- integer reply. The fence key's expiry slides with each acquisition (PX on the SET GET itself:
+-- a separate PEXPIRE for a new name cost ~4k instructions, measured), so a lock in use keeps its
+-- counter.
 -- Fencing: fence = max(last + 1, server time in us), so tokens keep increasing after a restart
 -- or failover lost the counter (or it expired), as long as the server clock does not step back;
 -- and they keep increasing through a clock step back as long as the counter lives. The
@@ -35,44 +42,69 @@
 -- Retry safety: the token names the acquisition, so a request that runs twice returns the same
 -- fence the second time and never queues the caller twice.
 
-local fence_key = KEYS[1] .. ':fence'
+local lock = KEYS[1]
+local queue = lock .. ':queue'
 local mode = ARGV[3] or 'try'
+local entry = nil
+if mode ~= 'try' then
+  entry = ARGV[4]
+end
 
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local taken = redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
+if taken and redis.call('LLEN', queue) > 0 then
+  -- Free, but callers wait: the oldest live one comes first (possibly this caller).
+  local who, fence = hand_off(lock, entry)
+  if who == 'caller' then
+    return fence
+  elseif who == 'grant' then
+    taken = false
+  else
+    -- Nobody in the queue was alive (hand_off emptied it and deleted the key).
+    redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
+  end
+end
+
+if taken then
+  local fence_key = lock .. ':fence'
   local now = redis.call('TIME')
   local fence = now[1] .. string.sub('00000' .. now[2], -6)
   local last = redis.call('SET', fence_key, fence, 'GET', 'PX', 604800000)
-  if last and (#last > #fence or (#last == #fence and last >= fence)) then
+  if last and tonumber(last) and (#last > #fence or (#last == #fence and last >= fence)) then
     fence = string.format('%.0f', tonumber(last) + 1)
     redis.call('SET', fence_key, fence, 'PX', 604800000)
   end
-  if mode ~= 'try' then
-    local queue = KEYS[1] .. ':queue'
-    redis.call('LREM', queue, 1, ARGV[4])
+  if entry then
+    redis.call('LREM', queue, 1, entry)
     if redis.call('LLEN', queue) > 0 then
-      redis.call('SETRANGE', KEYS[1], 32, 'w')
+      redis.call('SETRANGE', lock, 32, 'w')
     end
   end
   return tonumber(fence)
 end
 
-local held = redis.call('GET', KEYS[1])
-if held and string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then
-  if mode ~= 'try' then
-    redis.call('LREM', KEYS[1] .. ':queue', 1, ARGV[4])
+local held = read(lock)
+if foreign(held) then
+  return foreign_error(lock, 'holds a value dlock did not write')
+end
+local pttl = redis.call('PTTL', lock)
+if pttl < 0 then
+  return foreign_error(lock, 'has no expiry (dlock never writes a lock without a lease)')
+end
+if string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then
+  if entry then
+    redis.call('LREM', queue, 1, entry)
   end
-  return {1, tonumber(redis.call('GET', fence_key)) or 0, redis.call('PTTL', KEYS[1])}
+  return {1, tonumber(redis.call('GET', lock .. ':fence')) or 0, pttl}
 end
 if mode == 'wait' then
-  local queue = KEYS[1] .. ':queue'
-  if not redis.call('LPOS', queue, ARGV[4]) then
-    redis.call('RPUSH', queue, ARGV[4])
+  if not redis.call('LPOS', queue, entry) then
+    redis.call('RPUSH', queue, entry)
   end
-  if held and string.byte(held, 33) ~= 119 then -- 'w'
-    redis.call('SETRANGE', KEYS[1], 32, 'w')
+  if string.byte(held, 33) ~= 119 then -- 'w'
+    redis.call('SETRANGE', lock, 32, 'w')
   end
 elseif mode == 'last' then
-  redis.call('LREM', KEYS[1] .. ':queue', 1, ARGV[4])
+  redis.call('LREM', queue, 1, entry)
 end
 local now = redis.call('TIME')
-return {0, redis.call('PTTL', KEYS[1]), tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)}
+return {0, pttl, tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)}

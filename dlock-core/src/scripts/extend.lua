@@ -9,17 +9,20 @@
 --          1   extended
 --          0   not held by anyone: the lease had expired or the key was deleted (nothing is
 --              re-created)
---          -1  held by another owner
+--          -1  held by another owner, or the key holds something dlock did not write (another
+--              type, another format): left untouched
 --
+-- One lock's key holding another type never aborts the batch: each key is read with pcall.
 -- Retry safety: owner-checked and absolute (PEXPIRE sets, never adds), so running it twice
 -- leaves the same state as running it once.
 
 local out = {}
 for i = 1, #KEYS do
-  local held = redis.call('GET', KEYS[i])
+  local held = redis.pcall('GET', KEYS[i])
   if not held then
     out[i] = 0
-  elseif string.sub(held, 1, 32) ~= ARGV[2 * i - 1] then
+  elseif type(held) ~= 'string' or string.sub(held, 1, 32) ~= ARGV[2 * i - 1]
+      or not string.find(held, '^%x+[%-w] ') then
     out[i] = -1
   else
     redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])

@@ -1,22 +1,32 @@
-//! The Lua scripts, one file each with its KEYS/ARGV/returns contract on top, hashed once, and
-//! how a call is built and sent.
+//! The Lua scripts, one file each with its KEYS/ARGV/returns contract on top, hashed once; how a
+//! call is built; and one typed reply per script, decoded in one place.
 //!
 //! A call is an `EVALSHA` command written straight into one [`Cmd`] buffer (keys and arguments
 //! included, no intermediate copies); if the server does not know the script (first use, or a
 //! Redis restart) it is loaded with `SCRIPT LOAD` and the call is sent once more. On a cluster the
-//! load goes to every primary.
+//! load goes to every primary. `common.lua` (the lock-value check and the hand-off to the oldest
+//! live waiter) is prepended to the scripts that need it.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use redis::{Cmd, Script, ToRedisArgs, Value};
 
 /// Takes a free mutex, or reports its remaining lease and queues the caller.
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("acquire.lua")));
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("acquire.lua")
+    ))
+});
 
 /// Owner-checked release that hands the lock to the oldest live waiter.
-pub(crate) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("release.lua")));
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("release.lua")
+    ))
+});
 
 /// Owner-checked lease extension of one or many locks (the watchdog's batches).
 pub(crate) static EXTEND: LazyLock<Script> =
@@ -25,6 +35,9 @@ pub(crate) static EXTEND: LazyLock<Script> =
 /// Reads the holder, fence and queue length of a lock.
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
+
+/// The error code of a script's reply when a lock key holds data dlock did not write.
+pub(crate) const FOREIGN_CODE: &str = "DLOCKFOREIGN";
 
 /// One script call: `EVALSHA <sha> <numkeys> <keys…> <args…>`.
 pub(crate) struct Call {
@@ -52,6 +65,113 @@ impl Call {
 /// Whether `err` says the server does not know the script.
 pub(crate) fn is_noscript(err: &redis::RedisError) -> bool {
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// What `acquire.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// The caller took the lock now, with the full lease.
+    Taken { fence: u64 },
+    /// The lock is the caller's already (a retry, or a hand-off that reached it while it
+    /// waited), with `pttl` left.
+    Owned { fence: u64, pttl: Duration },
+    /// Another owner holds it for `pttl` more; `server_ms` is the server's clock when it said so.
+    Held { pttl: Duration, server_ms: i64 },
+}
+
+impl AcquireReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        if let Value::Int(fence) = reply {
+            return Some(Self::Taken {
+                fence: u64::try_from(*fence).ok()?,
+            });
+        }
+        match ints::<3>(reply)? {
+            [1, fence, pttl] => Some(Self::Owned {
+                fence: u64::try_from(fence).ok()?,
+                pttl: millis(pttl)?,
+            }),
+            [0, pttl, server_ms] => Some(Self::Held {
+                pttl: millis(pttl)?,
+                server_ms,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What `release.lua` answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ReleaseReply {
+    /// Released; nobody waits.
+    Released,
+    /// Released and handed to the next waiter; the grant message it was sent.
+    HandedOff { grant: Vec<u8> },
+    /// Nobody holds the lock: the caller's lease had expired.
+    Expired,
+    /// Another owner holds the lock.
+    TakenOver,
+}
+
+impl ReleaseReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        match reply {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(2), Value::BulkString(grant)] => Some(Self::HandedOff {
+                    grant: grant.clone(),
+                }),
+                _ => None,
+            },
+            other => match int(other)? {
+                1 => Some(Self::Released),
+                0 => Some(Self::Expired),
+                -1 => Some(Self::TakenOver),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether the caller still owned the lock (or, forced, whether anybody held it).
+    pub(crate) fn was_held(&self) -> bool {
+        matches!(self, Self::Released | Self::HandedOff { .. })
+    }
+}
+
+/// What `extend.lua` answered for one lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ExtendStatus {
+    /// Extended.
+    Extended,
+    /// Nobody holds the lock.
+    Gone,
+    /// Another owner (or data dlock did not write) holds the key.
+    Other,
+}
+
+impl ExtendStatus {
+    /// The statuses of a batch of `expected` locks; `None` for a reply of another shape.
+    pub(crate) fn decode_batch(reply: &Value, expected: usize) -> Option<Vec<Self>> {
+        let Value::Array(items) = reply else {
+            return None;
+        };
+        if items.len() != expected {
+            return None;
+        }
+        items
+            .iter()
+            .map(|item| match int(item)? {
+                1 => Some(Self::Extended),
+                0 => Some(Self::Gone),
+                -1 => Some(Self::Other),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A non-negative PTTL as a duration.
+fn millis(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
 /// The integers of an array reply of exactly `N` integers.
@@ -100,5 +220,71 @@ mod tests {
         assert_eq!(ints::<2>(&reply), None);
         assert_eq!(int(&Value::BulkString(b"42".to_vec())), Some(42));
         assert_eq!(int(&Value::Nil), None);
+    }
+
+    #[test]
+    fn acquire_replies_are_typed() {
+        assert_eq!(
+            AcquireReply::decode(&Value::Int(17)),
+            Some(AcquireReply::Taken { fence: 17 })
+        );
+        let owned = Value::Array(vec![Value::Int(1), Value::Int(9), Value::Int(250)]);
+        assert_eq!(
+            AcquireReply::decode(&owned),
+            Some(AcquireReply::Owned {
+                fence: 9,
+                pttl: Duration::from_millis(250)
+            })
+        );
+        let held = Value::Array(vec![Value::Int(0), Value::Int(40), Value::Int(1_700)]);
+        assert_eq!(
+            AcquireReply::decode(&held),
+            Some(AcquireReply::Held {
+                pttl: Duration::from_millis(40),
+                server_ms: 1_700
+            })
+        );
+        // A PTTL of -1 (no expiry) is refused by the script; never read as "held for a TTL".
+        let persistent = Value::Array(vec![Value::Int(0), Value::Int(-1), Value::Int(1_700)]);
+        assert_eq!(AcquireReply::decode(&persistent), None);
+        assert_eq!(AcquireReply::decode(&Value::Int(-3)), None);
+        assert_eq!(AcquireReply::decode(&Value::Nil), None);
+    }
+
+    #[test]
+    fn release_replies_are_typed_and_unknown_ones_refused() {
+        assert_eq!(
+            ReleaseReply::decode(&Value::Int(1)),
+            Some(ReleaseReply::Released)
+        );
+        assert_eq!(
+            ReleaseReply::decode(&Value::Int(0)),
+            Some(ReleaseReply::Expired)
+        );
+        assert_eq!(
+            ReleaseReply::decode(&Value::Int(-1)),
+            Some(ReleaseReply::TakenOver)
+        );
+        let handed = Value::Array(vec![Value::Int(2), Value::BulkString(b"g".to_vec())]);
+        let handed = ReleaseReply::decode(&handed).unwrap();
+        assert!(handed.was_held());
+        assert_eq!(ReleaseReply::decode(&Value::Int(7)), None);
+        assert_eq!(ReleaseReply::decode(&Value::Okay), None);
+    }
+
+    #[test]
+    fn extend_batches_are_typed() {
+        let reply = Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(-1)]);
+        assert_eq!(
+            ExtendStatus::decode_batch(&reply, 3),
+            Some(vec![
+                ExtendStatus::Extended,
+                ExtendStatus::Gone,
+                ExtendStatus::Other
+            ])
+        );
+        assert_eq!(ExtendStatus::decode_batch(&reply, 2), None);
+        let odd = Value::Array(vec![Value::Int(5)]);
+        assert_eq!(ExtendStatus::decode_batch(&odd, 1), None);
     }
 }

@@ -1,0 +1,176 @@
+//! The options of a lock handle: [`MutexOptions`] (lease, watchdog, `max_hold`, reentrancy,
+//! label), [`OnLost`] and [`Wait`], validated in one place ([`MutexOptions::renewal`]).
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::lease::{self, Renewal};
+
+/// What [`crate::Mutex::with_lock`] does when the lease is lost while its future runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the future and return an [`crate::ErrorKind::LeaseLost`] error (default): work that is no
+    /// longer exclusive stops at its next `.await`.
+    #[default]
+    Cancel,
+    /// Let the future finish; it learns of the loss through its [`crate::Lease`]
+    /// (`lost()`, `cancellation_token()`) and decides itself.
+    Signal,
+}
+
+/// How long [`crate::Mutex::with_lock`] waits for the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
+    /// Try once; [`crate::ErrorKind::Busy`] if held.
+    No,
+    /// Wait up to this long; [`crate::ErrorKind::Busy`] afterwards.
+    AtMost(Duration),
+    /// Wait without a limit.
+    Forever,
+}
+
+impl From<Duration> for Wait {
+    fn from(wait: Duration) -> Self {
+        Self::AtMost(wait)
+    }
+}
+
+/// Options of a [`crate::Mutex`] handle; see [`crate::Client::mutex_with`].
+///
+/// ```
+/// use std::time::Duration;
+/// let options = dlock_core::MutexOptions::new()
+///     .ttl(Duration::from_secs(10)) // the lease
+///     .watchdog()                    // renewed every 10 s / 3 while held …
+///     .max_hold(Duration::from_secs(600)) // … for at most 10 minutes
+///     .label("nightly-report");
+/// # let _ = options;
+/// ```
+#[derive(Clone, Debug)]
+pub struct MutexOptions {
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) label: Option<String>,
+    pub(crate) watchdog: bool,
+    pub(crate) renew_every: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) reentrant: bool,
+    pub(crate) on_lost: OnLost,
+}
+
+impl Default for MutexOptions {
+    fn default() -> Self {
+        Self {
+            ttl: None,
+            label: None,
+            watchdog: false,
+            renew_every: None,
+            max_hold: None,
+            reentrant: true,
+            on_lost: OnLost::Cancel,
+        }
+    }
+}
+
+impl MutexOptions {
+    /// Options with every default: the client's default TTL as a fixed lease, no label,
+    /// reentrant for nested calls, [`OnLost::Cancel`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The lease, from [`crate::MIN_TTL`] to [`crate::MAX_TTL`]. A holder that crashes keeps
+    /// everyone else out for at most this long.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Renew the lease while the lock is held (the watchdog), every third of the lease unless
+    /// [`MutexOptions::renew_every`] says otherwise. The lease must be at least
+    /// [`crate::MIN_WATCHDOG_TTL`]. Without it the lease is fixed: it runs out
+    /// after the TTL unless you [`crate::MutexGuard::extend`] it.
+    pub fn watchdog(mut self) -> Self {
+        self.watchdog = true;
+        self
+    }
+
+    /// Renewal interval of the watchdog (implies [`MutexOptions::watchdog`]); must leave room
+    /// before the lease runs out (at most half the TTL).
+    pub fn renew_every(mut self, interval: Duration) -> Self {
+        self.watchdog = true;
+        self.renew_every = Some(interval);
+        self
+    }
+
+    /// Stop renewing after the lock has been held this long, so that a hung holder eventually
+    /// loses the lock (implies [`MutexOptions::watchdog`]). The lease is shortened so that the
+    /// lock is free by then.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.watchdog = true;
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Whether an acquire *nested inside the body that holds this lock* re-enters it (default
+    /// `true`).
+    ///
+    /// The body is the work run by [`crate::Mutex::with_lock`] or a `#[distributed_lock]`
+    /// function: a locked function that calls another locked function on the same key, or
+    /// itself, re-enters — the nested guard shares the lease and the fencing token, costs no
+    /// round trip, and nesting deeper than 64 levels fails with
+    /// [`crate::ErrorKind::Reentrancy`]. Nested acquisitions that run *concurrently* inside one
+    /// body (`join!`, `select!`, `join_all`) take turns. Everything else is another holder and
+    /// waits: other tasks, concurrent futures outside the body, a guard moved elsewhere, and a
+    /// second plain `acquire()` after a first one (it cannot be told apart from a concurrent
+    /// one; like `tokio::sync::Mutex`, a flow that acquires twice waits for itself — a warning
+    /// names the lock when that wait outlasts the lease).
+    ///
+    /// With `false`, an acquire nested inside the body fails at once with
+    /// [`crate::ErrorKind::Reentrancy`] instead of re-entering.
+    pub fn reentrant(mut self, reentrant: bool) -> Self {
+        self.reentrant = reentrant;
+        self
+    }
+
+    /// What [`crate::Mutex::with_lock`] does when the lease is lost (default [`OnLost::Cancel`]).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.on_lost = on_lost;
+        self
+    }
+
+    /// A short free-text label stored with the holder's host and pid, for operators
+    /// ([`crate::Client::inspect`]).
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    /// Checks the options against the effective TTL and says how the lease is kept.
+    pub(crate) fn renewal(&self, ttl: Duration) -> Result<Renewal> {
+        if !self.watchdog {
+            return Ok(Renewal::Fixed);
+        }
+        lease::validate_watchdog_ttl(ttl)?;
+        let interval = self.renew_every.unwrap_or(ttl / 3);
+        if interval.is_zero() || interval > ttl / 2 {
+            return Err(Error::invalid(format!(
+                "watchdog renewal interval {interval:?} must be greater than zero and at most \
+                 half the lease ({ttl:?}), so that a failed renewal can be retried in time"
+            )));
+        }
+        if let Some(max_hold) = self.max_hold
+            && max_hold < lease::MIN_WATCHDOG_TTL
+        {
+            return Err(Error::invalid(format!(
+                "max_hold {max_hold:?} is shorter than the shortest watchdog lease {:?}",
+                lease::MIN_WATCHDOG_TTL
+            )));
+        }
+        Ok(Renewal::Watchdog {
+            interval,
+            max_hold: self.max_hold,
+        })
+    }
+}

@@ -1,0 +1,84 @@
+-- common.lua: functions shared by acquire.lua and release.lua. It is not a script of its own:
+-- scripts/mod.rs prepends it to each of them when their text is built.
+--
+-- The lock key holds "<token><flag> <meta>" with a lease (PX): token = 32 lowercase hex digits,
+-- flag "w" while callers wait in the queue (release must hand off) or "-", meta =
+-- "<host>\x1f<pid>\x1f<label>". Anything else at that key was not written by dlock.
+-- The queue KEYS[1]..":queue" holds entries "<token> <client> <lease_ms> <pub> <meta>", oldest
+-- first; <pub> is "P" (PUBLISH) or "S" (SPUBLISH, cluster).
+
+-- Whether a value found at a lock key was written by someone other than dlock (`value` as
+-- returned by read(): a string, or an error table for a key of another type).
+local function foreign(value)
+  if type(value) ~= 'string' then
+    return true
+  end
+  local token = string.match(value, '^(%x+)[%-w] ')
+  return token == nil or #token ~= 32
+end
+
+-- The lock key's value: a string, false when absent, an error table when the key holds another
+-- type (read with pcall, so that such a key is reported instead of aborting the script).
+local function read(lock)
+  return redis.pcall('GET', lock)
+end
+
+-- The error reply for a lock key that holds data dlock did not write. dlock never modifies
+-- such a key; the client turns this into an error that names the key.
+local function foreign_error(lock, why)
+  return redis.error_reply('DLOCKFOREIGN ' .. lock .. ' ' .. why)
+end
+
+-- Hands the lock to the oldest live waiter of its queue, replacing whatever the lock key holds
+-- (it must be free, or held by the caller who gives it up).
+--
+-- For each entry popped, oldest first: a new fence max(last + 1, server time in us) is stored,
+-- the lock is set to "<token><flag> <meta>" PX <lease_ms> (flag "w" if more entries wait), and
+--   * the entry is `caller_entry` (an acquire whose own entry is at the head): returns
+--     'caller', fence — the lock is the caller's;
+--   * otherwise "<token> <fence> <now_ms> <lease_ms>" is published (PUBLISH or SPUBLISH, as the
+--     entry says) on "<lock>:wake:<client>"; if a subscriber received it, returns 'grant', grant.
+--     A publish that reaches nobody means that client is gone (crashed, disconnected): the next
+--     entry is tried, so a dead waiter never inherits the lock.
+-- Returns nil when no live entry was left: the queue is then empty and the lock key deleted.
+-- Entries dlock did not write are dropped.
+local function hand_off(lock, caller_entry)
+  local queue = lock .. ':queue'
+  local fence_key = lock .. ':fence'
+  local now_us, last
+  while true do
+    local entry = redis.call('LPOP', queue)
+    if not entry then
+      redis.call('DEL', lock)
+      return nil
+    end
+    local token, client, lease, pub, meta = string.match(entry, '^(%x+) (%x+) (%d+) ([PS]) (.*)$')
+    if token and #token == 32 then
+      if not now_us then
+        local now = redis.call('TIME')
+        now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+        last = tonumber(redis.call('GET', fence_key)) or 0
+      end
+      last = math.max(last + 1, now_us)
+      local fence_s = string.format('%.0f', last)
+      redis.call('SET', fence_key, fence_s, 'PX', 604800000)
+      local flag = '-'
+      if redis.call('LLEN', queue) > 0 then
+        flag = 'w'
+      end
+      redis.call('SET', lock, token .. flag .. ' ' .. meta, 'PX', lease)
+      if entry == caller_entry then
+        return 'caller', last
+      end
+      local publish = 'PUBLISH'
+      if pub == 'S' then
+        publish = 'SPUBLISH'
+      end
+      local grant = token .. ' ' .. fence_s .. ' ' .. string.format('%.0f', math.floor(now_us / 1000)) .. ' ' .. lease
+      if redis.call(publish, lock .. ':wake:' .. client, grant) > 0 then
+        return 'grant', grant
+      end
+    end
+  end
+end
+

@@ -1,0 +1,194 @@
+//! Shutting a client down: [`Client::shutdown`] releases what the client holds and leaves
+//! nothing behind in Redis, so that the next replica does not wait for leases to run out.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use crate::client::{Client, Shared, release_call};
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::LockKeys;
+use crate::lease::LostReason;
+
+/// What [`Client::shutdown`] did, and what it could not do.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Locks this client held that were released (each handed to its next waiter, if any).
+    pub released: usize,
+    /// Waiting acquire calls whose queue entries were removed.
+    pub dequeued: usize,
+    /// Wake-channel subscriptions dropped.
+    pub unsubscribed: usize,
+    /// What failed or did not finish by the deadline: the lock name and why. Such a lock or
+    /// queue entry stays until its lease runs out.
+    pub failures: Vec<(String, Error)>,
+}
+
+impl ShutdownReport {
+    /// Whether everything was released and removed.
+    pub fn is_complete(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+impl fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "released {} lock(s), removed {} queued waiter(s), dropped {} subscription(s)",
+            self.released, self.dequeued, self.unsubscribed
+        )?;
+        for (name, error) in &self.failures {
+            write!(f, "; `{name}` not cleaned up: {error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One clean-up step and what it counts as.
+enum Step {
+    Release,
+    Dequeue,
+    Unsubscribe,
+}
+
+type StepFuture = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+
+impl Client {
+    /// Shuts the client down, for a graceful process exit: releases every lock it holds (the
+    /// next waiter gets each at once), removes its waiting acquire calls from their queues,
+    /// drops its wake-channel subscriptions and stops the watchdog. Everything runs
+    /// concurrently and ends by `deadline`; the report says what could not be done (those
+    /// leases and entries then expire by themselves).
+    ///
+    /// Afterwards every clone of this client refuses to acquire ([`ErrorKind::Shutdown`]);
+    /// guards still alive learn through their lease ([`crate::LostReason::Shutdown`]), and
+    /// waiting acquire calls end with [`ErrorKind::Shutdown`]. Calling it again does nothing
+    /// more.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) {
+    /// use std::time::Duration;
+    /// // … at the end of main, after the work has stopped:
+    /// let report = client.shutdown(Duration::from_secs(5)).await;
+    /// if !report.is_complete() {
+    ///     eprintln!("dlock shutdown: {report}");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Not cancel safe in the sense that dropping it mid-way leaves the rest undone (the client
+    /// is shut down already; what was not released expires with its lease). Bound it with
+    /// `deadline` instead of dropping it.
+    pub async fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        let shared = &self.shared;
+        let until = Instant::now() + deadline;
+        // First refuse new acquisitions, then collect what is held: an acquisition racing with
+        // this either is collected below or sees the flag and releases itself (mutex.rs).
+        shared.closed.store(true, Ordering::SeqCst);
+        shared.watchdog.stop();
+        let mut steps: Vec<(String, Step, StepFuture)> = Vec::new();
+        for lease in shared.held.take_all() {
+            lease.mark_released_by(LostReason::Shutdown);
+            let call = release_call(&lease.keys, &lease.token, None);
+            let name = lease.keys.name().to_owned();
+            let shared = shared.clone();
+            let future = Box::pin(async move {
+                let reply = shared
+                    .run(&call, "shutdown release", lease.keys.name())
+                    .await?;
+                shared
+                    .release_reply(&reply)
+                    .map(drop)
+                    .ok_or_else(|| crate::client::unexpected("shutdown release", &reply))
+            });
+            steps.push((name, Step::Release, future));
+        }
+        for queued in shared.waiters.queued() {
+            let keys = LockKeys::from_lock_key(&queued.lock_key);
+            let name = keys.name().to_owned();
+            let call = release_call(&keys, &queued.token, Some(&queued.entry));
+            let shared = shared.clone();
+            let future = Box::pin(async move {
+                let reply = shared.run(&call, "shutdown dequeue", keys.name()).await?;
+                shared
+                    .release_reply(&reply)
+                    .map(drop)
+                    .ok_or_else(|| crate::client::unexpected("shutdown dequeue", &reply))
+            });
+            steps.push((name, Step::Dequeue, future));
+        }
+        // Waiting calls see the flag and end.
+        shared.waiters.wake_all();
+        for channel in shared.waiters.take_channels() {
+            let shared = shared.clone();
+            let name = channel.to_string();
+            let future = Box::pin(async move { unsubscribe(&shared, &channel).await });
+            steps.push((name, Step::Unsubscribe, future));
+        }
+        let report = run_steps(steps, until).await;
+        tracing::info!(%report, "dlock: client shut down");
+        report
+    }
+}
+
+async fn unsubscribe(shared: &Arc<Shared>, channel: &str) -> Result<()> {
+    let (conn, _) = shared.conn()?;
+    let timeout = shared.config.command_timeout;
+    match tokio::time::timeout(timeout, conn.unsubscribe(channel)).await {
+        Ok(reply) => reply.map_err(|e| Error::from_redis("unsubscribe", e)),
+        Err(_) => Err(Error::timeout("unsubscribe", timeout)),
+    }
+}
+
+/// Runs the steps concurrently until `until`, counting what succeeded.
+async fn run_steps(steps: Vec<(String, Step, StepFuture)>, until: Instant) -> ShutdownReport {
+    let mut report = ShutdownReport::default();
+    let mut names: Vec<Option<(String, Step)>> = Vec::with_capacity(steps.len());
+    let mut running = FuturesUnordered::new();
+    for (index, (name, step, future)) in steps.into_iter().enumerate() {
+        names.push(Some((name, step)));
+        running.push(async move { (index, future.await) });
+    }
+    let deadline = tokio::time::sleep_until(until.into());
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            next = running.next() => match next {
+                Some((index, result)) => {
+                    let Some((name, step)) = names.get_mut(index).and_then(Option::take) else {
+                        continue;
+                    };
+                    match result {
+                        Ok(()) => match step {
+                            Step::Release => report.released += 1,
+                            Step::Dequeue => report.dequeued += 1,
+                            Step::Unsubscribe => report.unsubscribed += 1,
+                        },
+                        Err(error) => report.failures.push((name, error)),
+                    }
+                }
+                None => break,
+            },
+            () = &mut deadline => break,
+        }
+    }
+    for (name, _) in names.into_iter().flatten() {
+        report.failures.push((
+            name,
+            Error::new(
+                ErrorKind::Timeout,
+                "not done before the shutdown deadline; it expires with its lease",
+            ),
+        ));
+    }
+    report
+}
