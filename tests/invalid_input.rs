@@ -89,3 +89,30 @@ async fn a_key_of_another_type_is_a_wrongtype_error() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
 }
+
+#[tokio::test]
+async fn an_address_that_is_not_redis_is_named_as_such() {
+    // An HTTP-speaking server on the port the URL names.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 512];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let c = Client::builder(format!("redis://127.0.0.1:{port}/").as_str())
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let err = c.ping().await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("does not speak the Redis protocol"), "{text}");
+    assert!(!text.contains("reconnects"), "no promise to reconnect: {text}");
+    let err = c.mutex("x").unwrap().try_acquire().await.unwrap_err();
+    assert!(err.to_string().contains("does not speak the Redis protocol"), "{err}");
+}

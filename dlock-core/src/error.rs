@@ -156,6 +156,18 @@ impl Error {
                 source: Some(Box::new(err)),
             };
         }
+        if err.kind() == redis::ErrorKind::Parse {
+            // Redis never sends what the RESP parser rejects: something else answered.
+            return Self {
+                kind: ErrorKind::Protocol,
+                message: format!(
+                    "{context}: the server at this address does not speak the Redis protocol \
+                     ({err}); check the host and port of the Redis URL"
+                )
+                .into(),
+                source: Some(Box::new(err)),
+            };
+        }
         let kind = classify(&err);
         let hint = match kind {
             ErrorKind::WrongType => {

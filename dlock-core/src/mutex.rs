@@ -584,15 +584,17 @@ impl fmt::Debug for Mutex {
 /// waiter's latest attempt `seen` (which found the lock held by another owner); `None` when it
 /// cannot be trusted without asking the server again:
 ///
-/// * granted no later than that attempt ran (by the server's clock): the lock went to someone
-///   else since, so the grant is stale;
+/// * granted before that attempt ran (by the server's clock): the lock went to someone else
+///   since, so the grant is stale. (A grant in the same millisecond came after the attempt: had
+///   it come before, the attempt would have found the lock the caller's own — a lease cannot
+///   run out and be taken by someone else within a millisecond, leases being at least 10 ms.)
 /// * less than half its lease left by a conservative count (the waiter was slow or paused).
 ///
 /// The grant happened at local time `seen.sent + (grant − seen)` or later (the attempt ran no
 /// earlier than it was sent), and no later than now (it has arrived).
 fn grant_safe_until(grant: &Grant, seen: Seen, now: Instant) -> Option<Instant> {
     let after = grant.server_ms.checked_sub(seen.server_ms)?;
-    let after = u64::try_from(after).ok().filter(|ms| *ms > 0)?;
+    let after = u64::try_from(after).ok()?;
     let start = seen
         .sent
         .checked_add(Duration::from_millis(after))?
@@ -677,9 +679,10 @@ mod tests {
             sent: now - Duration::from_millis(10),
             server_ms: 5_000,
         };
-        // Granted before (or in the same millisecond as) an attempt that saw another holder.
-        assert_eq!(grant_safe_until(&grant(4_000, 30_000), seen, now), None);
-        assert_eq!(grant_safe_until(&grant(5_000, 30_000), seen, now), None);
+        // Granted before an attempt that saw another holder: stale.
+        assert_eq!(grant_safe_until(&grant(4_999, 30_000), seen, now), None);
+        // In the same millisecond: after it (see the function's docs).
+        assert!(grant_safe_until(&grant(5_000, 30_000), seen, now).is_some());
         // A waiter paused past the lease: the grant's lease has run out by now.
         let paused = Seen {
             sent: now - Duration::from_secs(5),

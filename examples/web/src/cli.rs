@@ -144,6 +144,7 @@ pub async fn serve(config: Config) -> Result<(), BoxError> {
     announce(addr);
     let instance = config.name.unwrap_or_else(|| addr.to_string());
     let store = Store::new(locks.connection());
+    let client = locks.clone();
     let payments = Payments::new(locks, store.clone(), instance, config.provider_latency);
     let state = AppState {
         payments: Arc::new(payments),
@@ -153,7 +154,10 @@ pub async fn serve(config: Config) -> Result<(), BoxError> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;
-    log(format_args!("stopped"));
+    // Requests have drained: give back whatever lock is still held or waited for, so that the
+    // other replicas do not wait for its lease.
+    let report = client.shutdown(Duration::from_secs(5)).await;
+    log(format_args!("stopped; locks: {report}"));
     Ok(())
 }
 
