@@ -38,7 +38,9 @@
 use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{AttrStyle, ExprAsync, ExprCall, GenericArgument, ItemFn, PathArguments, Type};
+use syn::{
+    AttrStyle, Block, ExprAsync, ExprCall, GenericArgument, ItemFn, PathArguments, Stmt, Type,
+};
 
 use crate::item::{Body, Function};
 use crate::validate::{KeyPiece, KeyValue, Plan, Wait};
@@ -70,7 +72,7 @@ fn async_fn_body(item: &ItemFn, output: &Type, plan: &Plan) -> TokenStream {
     let mut erased = output.clone();
     erase_impl_trait(&mut erased);
     let ret = Ident::new("__dlock_ret", Span::mixed_site());
-    let block = &item.block;
+    let block = marked_block(&item.block);
     let body = quote! {
         if let ::core::option::Option::Some(#ret) = ::core::option::Option::None::<#erased> {
             #[allow(unreachable_code)]
@@ -79,6 +81,23 @@ fn async_fn_body(item: &ItemFn, output: &Type, plan: &Plan) -> TokenStream {
         #block
     };
     locked(output, plan, body)
+}
+
+/// The function's block, as the tail of the `async move` block.
+///
+/// There, rustc's `unused_braces` lint flags the braces of a body that is one expression
+/// (`{ Ok(()) }` on one line) and suggests removing them, which is not valid Rust. The lint skips
+/// braces that come from a macro expansion, so such a block gets braces located on the user's
+/// but marked as the macro's. Any other block is kept as written (the lint never fires on it,
+/// and rustc's messages about it, e.g. "remove this semicolon", stay those of plain code).
+fn marked_block(block: &Block) -> TokenStream {
+    if !matches!(block.stmts.as_slice(), [Stmt::Expr(_, None)]) {
+        return block.to_token_stream();
+    }
+    let stmts = &block.stmts;
+    let mut braces = Group::new(Delimiter::Brace, quote!(#(#stmts)*));
+    braces.set_span(Span::call_site().located_at(block.brace_token.span.join()));
+    TokenTree::Group(braces).into()
 }
 
 /// Keeps every statement of an `#[async_trait]` body and runs its async block under the lock.
