@@ -6,18 +6,23 @@
 //! the function keeps its signature and its body becomes
 //! ```text
 //! const __DLOCK_SPEC: ::dlock_core::__private::Spec = /* the options, fixed at compile time */;
-//! let __dlock_client: &::dlock_core::Client = match ::dlock_core::__private::default_client() {
-//!     Ok(client) => client,
-//!     Err(error) => return ::dlock_core::__private::ErrorOutput::from_lock_error(error),
-//! };
-//! let mut __dlock_key = ::dlock_core::__private::String::from("order:");
-//! ::dlock_core::__private::key_part(&order_id, &mut __dlock_key);
-//! ::dlock_core::__private::run(__dlock_client, &__dlock_key, &__DLOCK_SPEC, move |_| async move {
-//!     if let Some(__dlock_ret) = None::<Result<Receipt, PayError>> { return __dlock_ret; }
-//!     body
-//! })
-//! .await
+//! match ::dlock_core::__private::default_client() {
+//!     Ok(__dlock_client) => {
+//!         let mut __dlock_key = ::dlock_core::__private::String::from("order:");
+//!         ::dlock_core::__private::key_part(&order_id, &mut __dlock_key);
+//!         ::dlock_core::__private::run(__dlock_client, &__dlock_key, &__DLOCK_SPEC,
+//!             move |_| async move {
+//!                 if let Some(__dlock_ret) = None::<Result<Receipt, PayError>> {
+//!                     return __dlock_ret;
+//!                 }
+//!                 body
+//!             })
+//!         .await
+//!     }
+//!     Err(__dlock_error) => ::dlock_core::__private::ErrorOutput::from_lock_error(__dlock_error),
+//! }
 //! ```
+//! (with `client = expr`, the client is bound first and there is no `match`).
 //! * Only absolute paths (`::dlock_core::…`, or the `crate = "…"` path), and the macro's own
 //!   locals are `mixed_site` hygienic: they can neither clash with nor be seen by user code.
 //! * The key is computed by reference before the body runs; each `key_part` call carries the
@@ -122,46 +127,60 @@ fn async_trait_body(
 }
 
 /// Spec, client and key, then `run(…, move |guard| async move { body }).await`.
+///
+/// Every token that can fail on a wrong return type (the `run` call and its `.await`, and the
+/// `from_lock_error` of a missing default client) is spanned on the same single token of the
+/// return type ([`ReturnSpans::name`]): rustc reports the unmet `ErrorOutput`/`SkipOutput`
+/// bound of each at that span, and drops the repeats, so the user sees the trait's note once.
+/// (A single token, because rustc reports the `.await`'s obligation on the `await` keyword,
+/// which cannot cover the whole type.)
 fn locked(output: &Type, plan: &Plan, body: TokenStream) -> TokenStream {
     let krate = &plan.krate;
     let private = quote!(#krate::__private);
-    let returns = ReturnSpans::of(output);
+    let at = ReturnSpans::of(output).name;
     let runner = if plan.skip {
         quote!(run_or_skip)
     } else {
         quote!(run)
     };
-    let run = returns.respan(quote!(#private::#runner));
+    let run = respan(quote!(#private::#runner), at);
     let spec = spec(plan);
     let spec_name = quote!(__DLOCK_SPEC);
     let client = Ident::new("__dlock_client", Span::mixed_site());
-    let (bind_client, client_arg) = match &plan.client {
-        Some(expr) => (given_client(expr, krate, &client), quote!(&#client)),
-        None => (default_client(plan, &returns, &client), quote!(#client)),
-    };
     let key = Ident::new("__dlock_key", Span::mixed_site());
     let build_key = key_code(&plan.key, &private, &key);
     let guard = plan
         .guard
         .as_ref()
         .map_or_else(|| quote!(_), ToTokens::to_token_stream);
-    let last = returns.last;
-    let call = quote_spanned! {last=>
+    let client_arg = match plan.client {
+        Some(_) => quote!(&#client),
+        None => quote!(#client),
+    };
+    let call = quote_spanned! {at=>
         #run(#client_arg, &#key, &#spec_name, move |#guard| async move { #body }).await
+    };
+    let locked = match &plan.client {
+        Some(expr) => {
+            let bind_client = given_client(expr, krate, &client);
+            quote!(#bind_client #build_key #call)
+        }
+        None => default_client(plan, at, &client, quote!(#build_key #call)),
     };
     quote! {
         const #spec_name: #private::Spec = #spec;
-        #bind_client
-        #build_key
-        #call
+        #locked
     }
 }
 
 /// The spans of the return type's first and last tokens: a path whose first token has `first`
 /// and the rest `last` covers the whole type in rustc's messages (`Span::join` is not stable).
+/// `name` is its most telling single token: the last path segment's name (`Result` in
+/// `std::io::Result<u64>`), else the first token.
 pub(crate) struct ReturnSpans {
     pub(crate) first: Span,
     pub(crate) last: Span,
+    pub(crate) name: Span,
 }
 
 impl ReturnSpans {
@@ -169,7 +188,15 @@ impl ReturnSpans {
         let mut tokens = ty.to_token_stream().into_iter();
         let first = tokens.next().map_or_else(Span::call_site, |t| t.span());
         let last = tokens.last().map_or(first, |t| t.span());
-        Self { first, last }
+        let name = match ty {
+            Type::Path(path) => path
+                .path
+                .segments
+                .last()
+                .map_or(first, |segment| segment.ident.span()),
+            _ => first,
+        };
+        Self { first, last, name }
     }
 
     /// `tokens` spanned over the return type.
@@ -197,8 +224,11 @@ fn given_client(expr: &syn::Expr, krate: &syn::Path, client: &Ident) -> TokenStr
     }
 }
 
-/// The process-wide default client; without one, the call returns the error through `R`.
-fn default_client(plan: &Plan, returns: &ReturnSpans, client: &Ident) -> TokenStream {
+/// `locked` with the process-wide default client; without one, the call returns the error
+/// through `R`. The conversion comes after `locked` (a `match`, not an early `return`): rustc
+/// checks the `run` call first, and drops the conversion's error on a wrong return type as a
+/// duplicate of that one.
+fn default_client(plan: &Plan, at: Span, client: &Ident, locked: TokenStream) -> TokenStream {
     let krate = &plan.krate;
     let private = quote!(#krate::__private);
     let output_trait = if plan.skip {
@@ -206,15 +236,14 @@ fn default_client(plan: &Plan, returns: &ReturnSpans, client: &Ident) -> TokenSt
     } else {
         quote!(ErrorOutput)
     };
-    let from_lock_error = returns.respan(quote!(#private::#output_trait::from_lock_error));
-    let last = returns.last;
-    let error = Ident::new("__dlock_error", Span::mixed_site().located_at(last));
-    let lock_error = quote_spanned!(last=> #from_lock_error(#error));
+    let from_lock_error = respan(quote!(#private::#output_trait::from_lock_error), at);
+    let error = Ident::new("__dlock_error", Span::mixed_site());
+    let lock_error = quote_spanned!(at=> #from_lock_error(#error));
     quote! {
-        let #client: &#krate::Client = match #private::default_client() {
-            ::core::result::Result::Ok(#client) => #client,
-            ::core::result::Result::Err(#error) => return #lock_error,
-        };
+        match #private::default_client() {
+            ::core::result::Result::Ok(#client) => { #locked }
+            ::core::result::Result::Err(#error) => #lock_error,
+        }
     }
 }
 
