@@ -30,9 +30,13 @@
 //! * The body moves into an `async move` block: `return` and `?` still produce the function's
 //!   value (the lock is released first). The never-taken `if let … None::<R>` (as in
 //!   async-trait) fixes the block's output type before the body is checked, so `?` infers;
-//!   `impl Trait` in `R` becomes `_` there.
-//! * The `run`/`run_or_skip` and `from_lock_error` calls carry the return type's span: a return
-//!   type that cannot report a busy or lost lock is reported on the return type, once.
+//!   `impl Trait` in `R` becomes `_` there. A one-expression body keeps its braces' location but
+//!   not their hygiene, so `unused_braces` does not flag them (see [`marked_block`]).
+//! * The `run`/`run_or_skip` call, its `.await` and the `from_lock_error` of a missing default
+//!   client are spanned on one token of the return type: a return type that cannot report a
+//!   busy or lost lock is reported there, once (see [`locked`]).
+//! * Paths spanned on a user's token have their inner names marked as the macro's, so that
+//!   `unused_qualifications` leaves them alone (see [`respan`]).
 //! * For `#[async_trait]` output (see `item.rs`) the same code goes inside its
 //!   `Box::pin(async move { … })`, around async-trait's own statements, which already fix the
 //!   output type.
@@ -332,20 +336,24 @@ fn key_value(value: &KeyValue, private: &TokenStream, key: &Ident) -> TokenStrea
     quote_spanned!(span=> #key_part(#expr, &mut #key);)
 }
 
-/// `tokens` with every span set to `span` (for paths whose errors belong to a user's token).
+/// A path with every token on `span` (for paths whose errors belong to a user's token), its
+/// inner names marked as the macro's though still located there.
+///
+/// The mark keeps rustc's `unused_qualifications` off the path: it skips paths with a name from
+/// a macro, and would otherwise flag one that starts with a `crate = "crate::deps::locks"` in
+/// scope, with a fix that deletes the user's token the path is spanned on. The first and last
+/// tokens stay the user's, so the path's own span (first to last) is unchanged.
 pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    let inner = Span::mixed_site().located_at(span);
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let last = tokens.len().saturating_sub(1);
     tokens
         .into_iter()
-        .map(|tree| match tree {
-            TokenTree::Group(group) => {
-                let mut new = Group::new(group.delimiter(), respan(group.stream(), span));
-                new.set_span(span);
-                TokenTree::Group(new)
-            }
-            mut other => {
-                other.set_span(span);
-                other
-            }
+        .enumerate()
+        .map(|(i, mut tree)| {
+            let is_inner_name = matches!(tree, TokenTree::Ident(_)) && i != 0 && i != last;
+            tree.set_span(if is_inner_name { inner } else { span });
+            tree
         })
         .collect()
 }
