@@ -26,7 +26,8 @@
 //! * Only absolute paths (`::dlock_core::…`, or the `crate = "…"` path), and the macro's own
 //!   locals are `mixed_site` hygienic: they can neither clash with nor be seen by user code.
 //! * The key is computed by reference before the body runs; each `key_part` call carries the
-//!   parameter's span, so "not a `KeyPart`" is reported on the parameter.
+//!   parameter's span, so "not a `KeyPart`" is reported on the parameter. Keyword field names
+//!   are emitted raw (`{msg.type}` reads `msg.r#type`).
 //! * The body moves into an `async move` block: `return` and `?` still produce the function's
 //!   value (the lock is released first). The never-taken `if let … None::<R>` (as in
 //!   async-trait) fixes the block's output type before the body is checked, so `?` infers;
@@ -52,6 +53,7 @@ use syn::{
 };
 
 use crate::item::{Body, Function};
+use crate::template;
 use crate::validate::{KeyPiece, KeyValue, Plan, Wait};
 
 /// The function with its body run under the lock.
@@ -322,15 +324,25 @@ fn key_code(parts: &[KeyPiece], private: &TokenStream, key: &Ident) -> TokenStre
 fn key_value(value: &KeyValue, private: &TokenStream, key: &Ident) -> TokenStream {
     let root = &value.root;
     let span = root.span();
-    // `template::placeholder` admits only identifiers and `u32` indices.
+    // The field names are located on the parameter but marked as the macro's: rustc then offers
+    // no edit for an unknown field (it would rewrite the parameter's name, which is not where
+    // the field is written).
+    let field = Span::call_site().located_at(span);
+    // `template::placeholder` admits only `u32` indices and names that are identifiers, as
+    // written or as `r#name` (a keyword such as `type`, never `self`, `super`…).
     let members = value.members.iter().map(|m| match m.parse::<u32>() {
-        Ok(index) => syn::Index { index, span }.to_token_stream(),
-        Err(_) => Ident::new(m, span).to_token_stream(),
+        Ok(index) => syn::Index { index, span: field }.to_token_stream(),
+        Err(_) if template::needs_raw(m) => Ident::new_raw(m, field).to_token_stream(),
+        Err(_) => Ident::new(m, field).to_token_stream(),
     });
     let expr = if value.deref {
         quote_spanned!(span=> &*#root)
     } else {
-        quote_spanned!(span=> &#root #(.#members)*)
+        // In parentheses spanned on the parameter: the value's span, where a type that is not a
+        // `KeyPart` is reported, is then the parameter's alone.
+        let mut place = Group::new(Delimiter::Parenthesis, quote!(#root #(.#members)*));
+        place.set_span(span);
+        quote_spanned!(span=> &#place)
     };
     let key_part = respan(quote!(#private::key_part), span);
     quote_spanned!(span=> #key_part(#expr, &mut #key);)

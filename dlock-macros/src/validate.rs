@@ -189,7 +189,11 @@ fn resolve_root(root: &str, function: &Function<'_>) -> Result<(Ident, bool), St
     if let Some(param) = function.params.iter().find(|p| p.ident.unraw() == root) {
         return Ok((param.ident.clone(), param.is_ref));
     }
-    if function.destructured.iter().any(|name| name == root) {
+    if function
+        .destructured
+        .iter()
+        .any(|name| name.unraw() == root)
+    {
         return Err(format!(
             "`{{{root}}}` is bound inside a destructuring pattern; only plain parameters \
              (`name: Type`) can be used in `key`: bind the parameter to a name"
