@@ -75,7 +75,7 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
         errors,
         failed: false,
     };
-    let key = report.take(resolve_key(args.key.as_ref(), function));
+    let key = report.take(resolve_key(&args, function));
     let ttl = report.take(opt_duration(args.ttl.as_ref(), "ttl"));
     let max_hold = report.take(opt_duration(args.max_hold.as_ref(), "max_hold"));
     let wait = report.take(parse_wait(args.wait.as_ref()));
@@ -103,7 +103,7 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
         return None;
     }
     Some(Plan {
-        key: key?,
+        key: key.flatten()?,
         ttl: ttl?,
         watchdog,
         max_hold: max_hold?,
@@ -146,8 +146,13 @@ impl Report<'_> {
     }
 }
 
-fn resolve_key(key: Option<&Opt<LitStr>>, function: &Function<'_>) -> Checked<Vec<KeyPiece>> {
-    let Some(key) = key else {
+/// The key's pieces; `Ok(None)` when `key` was written with a value that is not a string
+/// literal (already reported by `args`: it is not missing too).
+fn resolve_key(args: &Args, function: &Function<'_>) -> Checked<Option<Vec<KeyPiece>>> {
+    let Some(key) = &args.key else {
+        if args.given.contains("key") {
+            return Ok(None);
+        }
         return Err((
             Span::call_site(),
             "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"order:{order_id}\")]`"
@@ -171,7 +176,8 @@ fn resolve_key(key: Option<&Opt<LitStr>>, function: &Function<'_>) -> Checked<Ve
                 }))
             }
         })
-        .collect()
+        .collect::<Checked<_>>()
+        .map(Some)
 }
 
 /// The parameter a placeholder names, with its span in the signature.
