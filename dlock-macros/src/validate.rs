@@ -329,13 +329,7 @@ fn ranges(ttl: Option<Duration>, max_hold: Option<Duration>, args: &Args) -> Vec
                 format!("`ttl = {text:?}` is below the shortest lease, 10ms (dlock_core::MIN_TTL)"),
             ));
         } else if ttl > MAX_TTL {
-            found.push((
-                opt.value.span(),
-                format!(
-                    "`ttl = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); for \
-                     long work keep a short ttl: the watchdog renews it, capped by `max_hold`"
-                ),
-            ));
+            found.push((opt.value.span(), above_max_ttl("ttl", &text)));
         }
     }
     if let (Some(max_hold), Some(opt)) = (max_hold, &args.max_hold) {
@@ -359,6 +353,18 @@ fn ranges(ttl: Option<Duration>, max_hold: Option<Duration>, args: &Args) -> Vec
         }
     }
     found
+}
+
+/// The message for a `ttl` or `lease` above dlock-core's [`MAX_TTL`], also when it is too large
+/// to parse at all.
+pub(crate) fn above_max_ttl(option: &str, text: &str) -> String {
+    let advice = if option == "lease" {
+        "for long runs keep a short lease: the watchdog renews it while the job runs (cap the \
+         run with `max_run`)"
+    } else {
+        "for long work keep a short ttl: the watchdog renews it, capped by `max_hold`"
+    };
+    format!("`{option} = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); {advice}")
 }
 
 /// Combinations that cannot mean what the user wants (see the module docs).

@@ -23,7 +23,9 @@ use crate::args::Opt;
 use crate::duration;
 use crate::errors::Errors;
 use crate::scheduled::args::ScheduledArgs;
-use crate::validate::{Checked, MAX_TTL, MIN_TTL, Report, choice, crate_path, opt_duration};
+use crate::validate::{
+    Checked, MAX_TTL, MIN_TTL, Report, above_max_ttl, choice, crate_path, opt_duration,
+};
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`), with room to spare.
@@ -212,14 +214,7 @@ fn lease(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
             ));
         }
         if lease > MAX_TTL {
-            return Err((
-                opt.value.span(),
-                format!(
-                    "`lease = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); \
-                     for long runs keep a short lease: the watchdog renews it while the job runs \
-                     (cap the run with `max_run`)"
-                ),
-            ));
+            return Err((opt.value.span(), above_max_ttl("lease", &text)));
         }
     }
     Ok(lease)
