@@ -72,12 +72,16 @@ impl Spec {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot report a busy or lost lock",
     label = "the return type of a #[distributed_lock] function",
-    note = "return `Result<T, E>` where `E: From<dlock_core::Error>` (e.g. `Result<T, dlock_core::Error>` or `anyhow::Result<T>`), or use `on_busy = \"skip\"` with `Option<T>`"
+    note = "return `Result<T, E>` where `E: From<dlock_core::Error>`: `Result<T, dlock_core::Error>`, `anyhow::Result<T>`, or your own error type with `impl From<dlock_core::Error>` (`String` and `std::io::Error` have none); or use `on_busy = \"skip\"` with `Option<T>`"
 )]
 pub trait ErrorOutput: Sized {
     fn from_lock_error(error: Error) -> Self;
 }
 
+// `do_not_recommend` on the impls: a `Result<T, String>` then gets the trait's own message and
+// note, on the return type, rather than "`String: From<dlock_core::Error>` is not satisfied"
+// with a list of `String`'s unrelated `From` impls.
+#[diagnostic::do_not_recommend]
 impl<T, E: From<Error>> ErrorOutput for Result<T, E> {
     fn from_lock_error(error: Error) -> Self {
         Err(E::from(error))
@@ -90,13 +94,14 @@ impl<T, E: From<Error>> ErrorOutput for Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot report a skipped run",
     label = "the return type of an `on_busy = \"skip\"` function",
-    note = "return `Option<T>` (None when the lock is busy) or `Result<Option<T>, E>` where `E: From<dlock_core::Error>`"
+    note = "return `Option<T>` (`None` when the lock is busy) or `Result<Option<T>, E>` (`Ok(None)` when busy) where `E: From<dlock_core::Error>` (`String` and `std::io::Error` are not)"
 )]
 pub trait SkipOutput: Sized {
     fn skipped() -> Self;
     fn from_lock_error(error: Error) -> Self;
 }
 
+#[diagnostic::do_not_recommend]
 impl<T> SkipOutput for Option<T> {
     fn skipped() -> Self {
         None
@@ -108,6 +113,7 @@ impl<T> SkipOutput for Option<T> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<T, E: From<Error>> SkipOutput for Result<Option<T>, E> {
     fn skipped() -> Self {
         Ok(None)

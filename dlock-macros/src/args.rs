@@ -58,6 +58,21 @@ pub(crate) trait Options: Default {
     /// Parses one option with [`option`] if the input starts with one of the names; `false`
     /// (nothing consumed) otherwise.
     fn one(&mut self, input: ParseStream<'_>, errors: &mut Errors) -> bool;
+
+    /// The names of the options written, whether or not their values parsed.
+    fn given_mut(&mut self) -> &mut Given;
+}
+
+/// The names of the options written, valid or not: an option whose value did not parse (already
+/// reported, e.g. `key = KEY`) is not also reported as missing.
+#[derive(Default)]
+pub(crate) struct Given(Vec<String>);
+
+impl Given {
+    /// Whether the option `name` was written.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.0.iter().any(|given| given == name)
+    }
 }
 
 /// What each option of `#[distributed_lock]` takes, for error messages. The order is the
@@ -113,6 +128,7 @@ pub(crate) struct Args {
     pub(crate) client: Option<Opt<Expr>>,
     pub(crate) krate: Option<Opt<LitStr>>,
     pub(crate) guard: Option<Opt<Ident>>,
+    pub(crate) given: Given,
 }
 
 /// Parses an attribute's arguments, recording every error in `errors`.
@@ -120,7 +136,13 @@ pub(crate) fn parse<A: Options>(tokens: TokenStream, errors: &mut Errors) -> A {
     let mut args = A::default();
     let parser = |input: ParseStream<'_>| {
         while !input.is_empty() {
-            if !args.one(input, errors) {
+            let name = match input.fork().parse::<TokenTree>() {
+                Ok(TokenTree::Ident(name)) => Some(name.to_string()),
+                _ => None,
+            };
+            if args.one(input, errors) {
+                args.given_mut().0.extend(name);
+            } else {
                 unknown::<A>(input, errors);
             }
             if input.is_empty() {
@@ -179,6 +201,10 @@ impl Options for Args {
         }
         true
     }
+
+    fn given_mut(&mut self) -> &mut Given {
+        &mut self.given
+    }
 }
 
 /// The one helper for `name = value`: parses the keyword `K`, `=` and a `V`, and stores it in
@@ -207,7 +233,19 @@ pub(crate) fn option<K, V>(
     let value = match input.parse::<V>() {
         Ok(value) => value,
         Err(_) => {
-            errors.push(value_span, format!("`{name}` takes {takes}"));
+            // A `const`, a path or a call where a literal belongs: say why it cannot be one.
+            let named = match input.fork().parse::<TokenTree>() {
+                Ok(TokenTree::Ident(ident)) => ident != "true" && ident != "false",
+                Ok(TokenTree::Punct(punct)) => punct.as_char() == ':',
+                _ => false,
+            };
+            let why = if named {
+                "; write the value itself, not a constant or an expression: the attribute \
+                 reads it at compile time"
+            } else {
+                ""
+            };
+            errors.push(value_span, format!("`{name}` takes {takes}{why}"));
             return skip_to_comma(input);
         }
     };
@@ -345,6 +383,15 @@ mod tests {
         assert!(text.contains("`wait` takes a duration"), "{text}");
         let text = messages(quote!(key = "a" ttl = "1s"));
         assert!(text.contains("expected `,` between options"), "{text}");
+    }
+
+    #[test]
+    fn records_the_options_written_even_with_bad_values() {
+        let mut errors = Errors::default();
+        let args: Args = parse(quote!(key = KEY, crate = my::path, tll = "1s"), &mut errors);
+        assert!(args.key.is_none() && args.krate.is_none());
+        assert!(args.given.contains("key") && args.given.contains("crate"));
+        assert!(!args.given.contains("tll") && !args.given.contains("ttl"));
     }
 
     #[test]

@@ -73,9 +73,33 @@ impl DurationError {
             Self::Order(fixed) => {
                 format!("units must go from the largest to the smallest in {at}; write \"{fixed}\"")
             }
-            Self::TooLarge => format!("{at} is too large"),
+            Self::TooLarge => too_large(option, text),
             Self::Zero => format!("{at} is zero; give a positive duration such as \"10s\""),
         }
+    }
+}
+
+/// The longest duration of the grammar, `u64::MAX` milliseconds, as written in it.
+pub(crate) const LONGEST: &str = "213503982334d14h25m51s615ms";
+
+/// The message for a duration beyond [`LONGEST`], naming the limit that applies to the option:
+/// a lease's (24h) where there is one, else the grammar's, with the way to ask for no limit.
+fn too_large(option: &str, text: &str) -> String {
+    let at = format!("`{option} = {text:?}`");
+    let grammar = format!(
+        "{at} is too large: a duration is at most {LONGEST} (u64::MAX milliseconds, about 584 \
+         million years)"
+    );
+    match option {
+        "ttl" | "lease" => crate::validate::above_max_ttl(option, text),
+        "jitter" => format!(
+            "{at} is too large: `jitter` must be shorter than the lease, which is at most 24h \
+             (dlock_core::MAX_TTL)"
+        ),
+        "wait" => format!("{grammar}; to wait as long as it takes, write `wait = \"forever\"`"),
+        "max_hold" => format!("{grammar}; to renew for as long as the body runs, omit `max_hold`"),
+        "max_run" => format!("{grammar}; to let a run take as long as it needs, omit `max_run`"),
+        _ => grammar,
     }
 }
 
@@ -215,6 +239,8 @@ mod tests {
         assert_eq!(parse("0h0ms"), Err(Zero));
         assert_eq!(parse("99999999999999999999s"), Err(TooLarge));
         assert_eq!(parse("9999999999999999d"), Err(TooLarge));
+        assert_eq!(parse(LONGEST), Ok(ms(u64::MAX)));
+        assert_eq!(parse("213503982334d14h25m51s616ms"), Err(TooLarge));
     }
 
     #[test]
@@ -227,6 +253,23 @@ mod tests {
         );
         let err = parse("30s1m").unwrap_err();
         assert!(err.message("wait", "30s1m").contains("write \"1m30s\""));
+    }
+
+    #[test]
+    fn too_large_names_the_limit() {
+        let text = "99999999999999999999s";
+        let message = |option| DurationError::TooLarge.message(option, text);
+        for option in ["ttl", "lease"] {
+            assert!(
+                message(option).contains("the longest lease, 24h"),
+                "{option}"
+            );
+        }
+        assert!(message("jitter").contains("at most 24h"));
+        assert!(message("wait").contains(LONGEST) && message("wait").contains("\"forever\""));
+        assert!(message("max_hold").contains("omit `max_hold`"));
+        assert!(message("max_run").contains("omit `max_run`"));
+        assert!(message("misfire").contains(LONGEST));
     }
 
     #[test]

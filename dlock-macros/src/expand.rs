@@ -6,28 +6,38 @@
 //! the function keeps its signature and its body becomes
 //! ```text
 //! const __DLOCK_SPEC: ::dlock_core::__private::Spec = /* the options, fixed at compile time */;
-//! let __dlock_client: &::dlock_core::Client = match ::dlock_core::__private::default_client() {
-//!     Ok(client) => client,
-//!     Err(error) => return ::dlock_core::__private::ErrorOutput::from_lock_error(error),
-//! };
-//! let mut __dlock_key = ::dlock_core::__private::String::from("order:");
-//! ::dlock_core::__private::key_part(&order_id, &mut __dlock_key);
-//! ::dlock_core::__private::run(__dlock_client, &__dlock_key, &__DLOCK_SPEC, move |_| async move {
-//!     if let Some(__dlock_ret) = None::<Result<Receipt, PayError>> { return __dlock_ret; }
-//!     body
-//! })
-//! .await
+//! match ::dlock_core::__private::default_client() {
+//!     Ok(__dlock_client) => {
+//!         let mut __dlock_key = ::dlock_core::__private::String::from("order:");
+//!         ::dlock_core::__private::key_part(&order_id, &mut __dlock_key);
+//!         ::dlock_core::__private::run(__dlock_client, &__dlock_key, &__DLOCK_SPEC,
+//!             move |_| async move {
+//!                 if let Some(__dlock_ret) = None::<Result<Receipt, PayError>> {
+//!                     return __dlock_ret;
+//!                 }
+//!                 body
+//!             })
+//!         .await
+//!     }
+//!     Err(__dlock_error) => ::dlock_core::__private::ErrorOutput::from_lock_error(__dlock_error),
+//! }
 //! ```
+//! (with `client = expr`, the client is bound first and there is no `match`).
 //! * Only absolute paths (`::dlock_core::…`, or the `crate = "…"` path), and the macro's own
 //!   locals are `mixed_site` hygienic: they can neither clash with nor be seen by user code.
 //! * The key is computed by reference before the body runs; each `key_part` call carries the
-//!   parameter's span, so "not a `KeyPart`" is reported on the parameter.
+//!   parameter's span, so "not a `KeyPart`" is reported on the parameter. Keyword field names
+//!   are emitted raw (`{msg.type}` reads `msg.r#type`).
 //! * The body moves into an `async move` block: `return` and `?` still produce the function's
 //!   value (the lock is released first). The never-taken `if let … None::<R>` (as in
 //!   async-trait) fixes the block's output type before the body is checked, so `?` infers;
-//!   `impl Trait` in `R` becomes `_` there.
-//! * The `run`/`run_or_skip` and `from_lock_error` calls carry the return type's span: a return
-//!   type that cannot report a busy or lost lock is reported on the return type, once.
+//!   `impl Trait` in `R` becomes `_` there. A one-expression body keeps its braces' location but
+//!   not their hygiene, so `unused_braces` does not flag them (see [`marked_block`]).
+//! * The `run`/`run_or_skip` call, its `.await` and the `from_lock_error` of a missing default
+//!   client are spanned on one token of the return type: a return type that cannot report a
+//!   busy or lost lock is reported there, once (see [`locked`]).
+//! * Paths spanned on a user's token have their inner names marked as the macro's, so that
+//!   `unused_qualifications` leaves them alone (see [`respan`]).
 //! * For `#[async_trait]` output (see `item.rs`) the same code goes inside its
 //!   `Box::pin(async move { … })`, around async-trait's own statements, which already fix the
 //!   output type.
@@ -38,9 +48,12 @@
 use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{AttrStyle, ExprAsync, ExprCall, GenericArgument, ItemFn, PathArguments, Type};
+use syn::{
+    AttrStyle, Block, ExprAsync, ExprCall, GenericArgument, ItemFn, PathArguments, Stmt, Type,
+};
 
 use crate::item::{Body, Function};
+use crate::template;
 use crate::validate::{KeyPiece, KeyValue, Plan, Wait};
 
 /// The function with its body run under the lock.
@@ -70,7 +83,7 @@ fn async_fn_body(item: &ItemFn, output: &Type, plan: &Plan) -> TokenStream {
     let mut erased = output.clone();
     erase_impl_trait(&mut erased);
     let ret = Ident::new("__dlock_ret", Span::mixed_site());
-    let block = &item.block;
+    let block = marked_block(&item.block);
     let body = quote! {
         if let ::core::option::Option::Some(#ret) = ::core::option::Option::None::<#erased> {
             #[allow(unreachable_code)]
@@ -79,6 +92,23 @@ fn async_fn_body(item: &ItemFn, output: &Type, plan: &Plan) -> TokenStream {
         #block
     };
     locked(output, plan, body)
+}
+
+/// The function's block, as the tail of the `async move` block.
+///
+/// There, rustc's `unused_braces` lint flags the braces of a body that is one expression
+/// (`{ Ok(()) }` on one line) and suggests removing them, which is not valid Rust. The lint skips
+/// braces that come from a macro expansion, so such a block gets braces located on the user's
+/// but marked as the macro's. Any other block is kept as written (the lint never fires on it,
+/// and rustc's messages about it, e.g. "remove this semicolon", stay those of plain code).
+fn marked_block(block: &Block) -> TokenStream {
+    if !matches!(block.stmts.as_slice(), [Stmt::Expr(_, None)]) {
+        return block.to_token_stream();
+    }
+    let stmts = &block.stmts;
+    let mut braces = Group::new(Delimiter::Brace, quote!(#(#stmts)*));
+    braces.set_span(Span::call_site().located_at(block.brace_token.span.join()));
+    TokenTree::Group(braces).into()
 }
 
 /// Keeps every statement of an `#[async_trait]` body and runs its async block under the lock.
@@ -103,46 +133,60 @@ fn async_trait_body(
 }
 
 /// Spec, client and key, then `run(…, move |guard| async move { body }).await`.
+///
+/// Every token that can fail on a wrong return type (the `run` call and its `.await`, and the
+/// `from_lock_error` of a missing default client) is spanned on the same single token of the
+/// return type ([`ReturnSpans::name`]): rustc reports the unmet `ErrorOutput`/`SkipOutput`
+/// bound of each at that span, and drops the repeats, so the user sees the trait's note once.
+/// (A single token, because rustc reports the `.await`'s obligation on the `await` keyword,
+/// which cannot cover the whole type.)
 fn locked(output: &Type, plan: &Plan, body: TokenStream) -> TokenStream {
     let krate = &plan.krate;
     let private = quote!(#krate::__private);
-    let returns = ReturnSpans::of(output);
+    let at = ReturnSpans::of(output).name;
     let runner = if plan.skip {
         quote!(run_or_skip)
     } else {
         quote!(run)
     };
-    let run = returns.respan(quote!(#private::#runner));
+    let run = respan(quote!(#private::#runner), at);
     let spec = spec(plan);
     let spec_name = quote!(__DLOCK_SPEC);
     let client = Ident::new("__dlock_client", Span::mixed_site());
-    let (bind_client, client_arg) = match &plan.client {
-        Some(expr) => (given_client(expr, krate, &client), quote!(&#client)),
-        None => (default_client(plan, &returns, &client), quote!(#client)),
-    };
     let key = Ident::new("__dlock_key", Span::mixed_site());
     let build_key = key_code(&plan.key, &private, &key);
     let guard = plan
         .guard
         .as_ref()
         .map_or_else(|| quote!(_), ToTokens::to_token_stream);
-    let last = returns.last;
-    let call = quote_spanned! {last=>
+    let client_arg = match plan.client {
+        Some(_) => quote!(&#client),
+        None => quote!(#client),
+    };
+    let call = quote_spanned! {at=>
         #run(#client_arg, &#key, &#spec_name, move |#guard| async move { #body }).await
+    };
+    let locked = match &plan.client {
+        Some(expr) => {
+            let bind_client = given_client(expr, krate, &client);
+            quote!(#bind_client #build_key #call)
+        }
+        None => default_client(plan, at, &client, quote!(#build_key #call)),
     };
     quote! {
         const #spec_name: #private::Spec = #spec;
-        #bind_client
-        #build_key
-        #call
+        #locked
     }
 }
 
 /// The spans of the return type's first and last tokens: a path whose first token has `first`
 /// and the rest `last` covers the whole type in rustc's messages (`Span::join` is not stable).
+/// `name` is its most telling single token: the last path segment's name (`Result` in
+/// `std::io::Result<u64>`), else the first token.
 pub(crate) struct ReturnSpans {
     pub(crate) first: Span,
     pub(crate) last: Span,
+    pub(crate) name: Span,
 }
 
 impl ReturnSpans {
@@ -150,7 +194,15 @@ impl ReturnSpans {
         let mut tokens = ty.to_token_stream().into_iter();
         let first = tokens.next().map_or_else(Span::call_site, |t| t.span());
         let last = tokens.last().map_or(first, |t| t.span());
-        Self { first, last }
+        let name = match ty {
+            Type::Path(path) => path
+                .path
+                .segments
+                .last()
+                .map_or(first, |segment| segment.ident.span()),
+            _ => first,
+        };
+        Self { first, last, name }
     }
 
     /// `tokens` spanned over the return type.
@@ -178,8 +230,11 @@ fn given_client(expr: &syn::Expr, krate: &syn::Path, client: &Ident) -> TokenStr
     }
 }
 
-/// The process-wide default client; without one, the call returns the error through `R`.
-fn default_client(plan: &Plan, returns: &ReturnSpans, client: &Ident) -> TokenStream {
+/// `locked` with the process-wide default client; without one, the call returns the error
+/// through `R`. The conversion comes after `locked` (a `match`, not an early `return`): rustc
+/// checks the `run` call first, and drops the conversion's error on a wrong return type as a
+/// duplicate of that one.
+fn default_client(plan: &Plan, at: Span, client: &Ident, locked: TokenStream) -> TokenStream {
     let krate = &plan.krate;
     let private = quote!(#krate::__private);
     let output_trait = if plan.skip {
@@ -187,15 +242,14 @@ fn default_client(plan: &Plan, returns: &ReturnSpans, client: &Ident) -> TokenSt
     } else {
         quote!(ErrorOutput)
     };
-    let from_lock_error = returns.respan(quote!(#private::#output_trait::from_lock_error));
-    let last = returns.last;
-    let error = Ident::new("__dlock_error", Span::mixed_site().located_at(last));
-    let lock_error = quote_spanned!(last=> #from_lock_error(#error));
+    let from_lock_error = respan(quote!(#private::#output_trait::from_lock_error), at);
+    let error = Ident::new("__dlock_error", Span::mixed_site());
+    let lock_error = quote_spanned!(at=> #from_lock_error(#error));
     quote! {
-        let #client: &#krate::Client = match #private::default_client() {
-            ::core::result::Result::Ok(#client) => #client,
-            ::core::result::Result::Err(#error) => return #lock_error,
-        };
+        match #private::default_client() {
+            ::core::result::Result::Ok(#client) => { #locked }
+            ::core::result::Result::Err(#error) => #lock_error,
+        }
     }
 }
 
@@ -270,34 +324,48 @@ fn key_code(parts: &[KeyPiece], private: &TokenStream, key: &Ident) -> TokenStre
 fn key_value(value: &KeyValue, private: &TokenStream, key: &Ident) -> TokenStream {
     let root = &value.root;
     let span = root.span();
-    // `template::placeholder` admits only identifiers and `u32` indices.
+    // The field names are located on the parameter but marked as the macro's: rustc then offers
+    // no edit for an unknown field (it would rewrite the parameter's name, which is not where
+    // the field is written).
+    let field = Span::call_site().located_at(span);
+    // `template::placeholder` admits only `u32` indices and names that are identifiers, as
+    // written or as `r#name` (a keyword such as `type`, never `self`, `super`…).
     let members = value.members.iter().map(|m| match m.parse::<u32>() {
-        Ok(index) => syn::Index { index, span }.to_token_stream(),
-        Err(_) => Ident::new(m, span).to_token_stream(),
+        Ok(index) => syn::Index { index, span: field }.to_token_stream(),
+        Err(_) if template::needs_raw(m) => Ident::new_raw(m, field).to_token_stream(),
+        Err(_) => Ident::new(m, field).to_token_stream(),
     });
     let expr = if value.deref {
         quote_spanned!(span=> &*#root)
     } else {
-        quote_spanned!(span=> &#root #(.#members)*)
+        // In parentheses spanned on the parameter: the value's span, where a type that is not a
+        // `KeyPart` is reported, is then the parameter's alone.
+        let mut place = Group::new(Delimiter::Parenthesis, quote!(#root #(.#members)*));
+        place.set_span(span);
+        quote_spanned!(span=> &#place)
     };
     let key_part = respan(quote!(#private::key_part), span);
     quote_spanned!(span=> #key_part(#expr, &mut #key);)
 }
 
-/// `tokens` with every span set to `span` (for paths whose errors belong to a user's token).
+/// A path with every token on `span` (for paths whose errors belong to a user's token), its
+/// inner names marked as the macro's though still located there.
+///
+/// The mark keeps rustc's `unused_qualifications` off the path: it skips paths with a name from
+/// a macro, and would otherwise flag one that starts with a `crate = "crate::deps::locks"` in
+/// scope, with a fix that deletes the user's token the path is spanned on. The first and last
+/// tokens stay the user's, so the path's own span (first to last) is unchanged.
 pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    let inner = Span::mixed_site().located_at(span);
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let last = tokens.len().saturating_sub(1);
     tokens
         .into_iter()
-        .map(|tree| match tree {
-            TokenTree::Group(group) => {
-                let mut new = Group::new(group.delimiter(), respan(group.stream(), span));
-                new.set_span(span);
-                TokenTree::Group(new)
-            }
-            mut other => {
-                other.set_span(span);
-                other
-            }
+        .enumerate()
+        .map(|(i, mut tree)| {
+            let is_inner_name = matches!(tree, TokenTree::Ident(_)) && i != 0 && i != last;
+            tree.set_span(if is_inner_name { inner } else { span });
+            tree
         })
         .collect()
 }

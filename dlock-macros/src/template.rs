@@ -5,8 +5,12 @@
 //! placeholder := "{" root ("." member)* "}"
 //! root        := identifier                 a parameter, or `self` in a method
 //! member      := identifier | digits        a field, or a tuple index
+//! identifier  := ["r#"] name                `{msg.type}` and `{msg.r#type}` both name `r#type`
 //! ```
-//! This module only reads the string; `validate.rs` checks the roots against the function's
+//! Field paths only: no calls, indexing or `.await` (`{fut.await}` is an error, not an await:
+//! the key is built before the lock is taken, and a placeholder must not run code). A keyword
+//! used as a name is a raw identifier (`r#type`); `self`, `Self`, `super` and `crate` cannot be
+//! one, so they are not field names. This module only reads the string; `validate.rs` checks the roots against the function's
 //! parameters. The text parts obey the rules of a lock name in dlock-core (no control
 //! characters; braces cannot appear there since they delimit placeholders), so a template that
 //! compiles can only be rejected at run time for the *values* interpolated into it.
@@ -24,7 +28,7 @@ pub(crate) enum Segment {
     Placeholder(Placeholder),
 }
 
-/// `{root.member.member}`.
+/// `{root.member.member}`, names without their `r#`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Placeholder {
     /// A parameter name, or `self`.
@@ -32,6 +36,9 @@ pub(crate) struct Placeholder {
     /// Field names or tuple indices, outermost first.
     pub(crate) members: Vec<String>,
 }
+
+/// The names that are no identifiers even as `r#name`: never a parameter or a field.
+const NOT_RAW: [&str; 5] = ["self", "Self", "super", "crate", "_"];
 
 /// Why a template was rejected; rendered with [`TemplateError::message`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +54,11 @@ pub(crate) enum TemplateError {
     EmptyPlaceholder,
     /// A placeholder that is not `name(.member)*`.
     BadPlaceholder(String),
+    /// `.await` in a placeholder (the whole placeholder).
+    Await(String),
+    /// `self`, `Self`, `super` or `crate` as a field, or `r#` before one of them: (placeholder,
+    /// name).
+    NotAField(String, String),
     /// A control character in the text.
     Control(char),
     /// The text alone is longer than a lock name may be.
@@ -74,6 +86,16 @@ impl TemplateError {
                 "invalid placeholder `{{{inner}}}` in {at}; write a parameter name with optional \
                  fields, e.g. `{{order_id}}`, `{{order.id}}` or `{{self.id}}` (no spaces, calls \
                  or indexing)"
+            ),
+            Self::Await(inner) => format!(
+                "`.await` in the placeholder `{{{inner}}}` of {at}: a placeholder names a \
+                 parameter and its fields, it cannot await (or call) anything, since the key is \
+                 built before the lock is taken; await the value before the call and pass the \
+                 result as a parameter (a field named `await` is written `r#await`)"
+            ),
+            Self::NotAField(inner, name) => format!(
+                "`{name}` in the placeholder `{{{inner}}}` of {at} cannot be a field name; write \
+                 a parameter name with optional fields, e.g. `{{order.id}}` or `{{self.id}}`"
             ),
             Self::Control(c) => format!(
                 "the control character {c:?} in {at} cannot be part of a lock name; use \
@@ -139,14 +161,25 @@ fn placeholder(inner: &str) -> Result<Placeholder, TemplateError> {
     }
     let bad = || TemplateError::BadPlaceholder(inner.to_owned());
     let mut parts = inner.split('.');
-    let root = parts.next().filter(|r| is_ident(r)).ok_or_else(bad)?;
+    let first = parts.next().unwrap_or_default();
+    let root = match name(first) {
+        // `{self}` is the receiver, `{r#self}` nothing; `{super}` and the like are reported as
+        // unknown parameters, with the list of the function's.
+        Some(root) if root == "_" || (first.starts_with("r#") && NOT_RAW.contains(&root)) => {
+            return Err(bad());
+        }
+        Some(root) => root,
+        None => return Err(bad()),
+    };
     let members = parts
-        .map(|m| {
-            if is_ident(m) || is_index(m) {
-                Ok(m.to_owned())
-            } else {
-                Err(bad())
+        .map(|m| match name(m) {
+            Some("await") if !m.starts_with("r#") => Err(TemplateError::Await(inner.to_owned())),
+            Some(field) if NOT_RAW.contains(&field) => {
+                Err(TemplateError::NotAField(inner.to_owned(), m.to_owned()))
             }
+            Some(field) => Ok(field.to_owned()),
+            None if is_index(m) => Ok(m.to_owned()),
+            None => Err(bad()),
         })
         .collect::<Result<_, _>>()?;
     Ok(Placeholder {
@@ -155,12 +188,24 @@ fn placeholder(inner: &str) -> Result<Placeholder, TemplateError> {
     })
 }
 
-/// A plain Rust identifier (ASCII; `_` alone is not one).
-pub(crate) fn is_ident(s: &str) -> bool {
+/// An identifier, `r#` or not, without its `r#`; `None` if `s` is not one. (`r#self` and the
+/// other [`NOT_RAW`] names are returned too, for the caller to reject.)
+fn name(s: &str) -> Option<&str> {
+    let bare = s.strip_prefix("r#").unwrap_or(s);
+    is_ident(bare).then_some(bare)
+}
+
+/// A plain Rust identifier or keyword (ASCII; `_` included, for the callers to reject).
+fn is_ident(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && s != "_"
+}
+
+/// Whether `name` must be written `r#name` to be an identifier: a keyword of some edition.
+/// (`syn` knows the keywords up to edition 2021; `gen` is reserved since 2024.)
+pub(crate) fn needs_raw(name: &str) -> bool {
+    name == "gen" || syn::parse_str::<syn::Ident>(name).is_err()
 }
 
 /// A tuple index: digits without a leading zero, within `u32` (the expansion emits it as a
@@ -239,10 +284,51 @@ mod tests {
             Err(BadPlaceholder("a.4294967296".into()))
         );
         assert_eq!(parse("{a.4294967295}"), Ok(vec![ph("a", &["4294967295"])]));
+        assert_eq!(parse("{r#self}"), Err(BadPlaceholder("r#self".into())));
+        assert_eq!(parse("{r#_.a}"), Err(BadPlaceholder("r#_.a".into())));
+        assert_eq!(parse("{a.r#0}"), Err(BadPlaceholder("a.r#0".into())));
+        assert_eq!(parse("{a.r#}"), Err(BadPlaceholder("a.r#".into())));
         assert_eq!(parse("a\tb"), Err(Control('\t')));
         let long = "x".repeat(MAX_NAME_LEN + 1);
         assert_eq!(parse(&long), Err(TooLong(MAX_NAME_LEN + 1)));
         assert!(parse(&format!("{}{{id}}", "x".repeat(MAX_NAME_LEN))).is_ok());
+    }
+
+    #[test]
+    fn field_paths_only() {
+        use TemplateError::*;
+        assert_eq!(parse("k:{fut.await}"), Err(Await("fut.await".into())));
+        assert_eq!(parse("{a.b.await.c}"), Err(Await("a.b.await.c".into())));
+        assert_eq!(
+            parse("{a.self}"),
+            Err(NotAField("a.self".into(), "self".into()))
+        );
+        assert_eq!(
+            parse("{a.r#super}"),
+            Err(NotAField("a.r#super".into(), "r#super".into()))
+        );
+        assert_eq!(parse("{a._}"), Err(NotAField("a._".into(), "_".into())));
+        let message = Await("fut.await".into()).message("k:{fut.await}");
+        assert!(
+            message.starts_with("`.await` in the placeholder `{fut.await}`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn keywords_are_raw_identifiers() {
+        // A field named `r#type`, written either way; `r#await` is a field, not an await.
+        assert_eq!(parse("{msg.type}"), Ok(vec![ph("msg", &["type"])]));
+        assert_eq!(parse("{msg.r#type}"), Ok(vec![ph("msg", &["type"])]));
+        assert_eq!(parse("{r#fn.r#await}"), Ok(vec![ph("fn", &["await"])]));
+        assert_eq!(parse("{r#id.0}"), Ok(vec![ph("id", &["0"])]));
+        for keyword in [
+            "type", "match", "async", "await", "dyn", "try", "gen", "r#x",
+        ] {
+            let name = keyword.trim_start_matches("r#");
+            assert_eq!(needs_raw(name), keyword != "r#x", "{keyword}");
+        }
+        assert!(!needs_raw("id") && !needs_raw("types"));
     }
 
     #[test]
@@ -259,7 +345,12 @@ mod tests {
             "[a-z:/_#-]{1,8}".prop_map(Segment::Text),
             (
                 "[a-z][a-z0-9_]{0,6}",
-                proptest::collection::vec("[a-z][a-z_]{0,4}|[1-9]", 0..3)
+                proptest::collection::vec(
+                    // Any name but the few that are no field (`self`) or an `.await`.
+                    "[a-z][a-z_]{0,4}|[1-9]"
+                        .prop_filter("a field name", |m| m != "await" && !NOT_RAW.contains(&&**m)),
+                    0..3
+                )
             )
                 .prop_map(|(root, members)| Segment::Placeholder(Placeholder { root, members })),
         ]

@@ -75,7 +75,7 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
         errors,
         failed: false,
     };
-    let key = report.take(resolve_key(args.key.as_ref(), function));
+    let key = report.take(resolve_key(&args, function));
     let ttl = report.take(opt_duration(args.ttl.as_ref(), "ttl"));
     let max_hold = report.take(opt_duration(args.max_hold.as_ref(), "max_hold"));
     let wait = report.take(parse_wait(args.wait.as_ref()));
@@ -103,7 +103,7 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
         return None;
     }
     Some(Plan {
-        key: key?,
+        key: key.flatten()?,
         ttl: ttl?,
         watchdog,
         max_hold: max_hold?,
@@ -146,8 +146,13 @@ impl Report<'_> {
     }
 }
 
-fn resolve_key(key: Option<&Opt<LitStr>>, function: &Function<'_>) -> Checked<Vec<KeyPiece>> {
-    let Some(key) = key else {
+/// The key's pieces; `Ok(None)` when `key` was written with a value that is not a string
+/// literal (already reported by `args`: it is not missing too).
+fn resolve_key(args: &Args, function: &Function<'_>) -> Checked<Option<Vec<KeyPiece>>> {
+    let Some(key) = &args.key else {
+        if args.given.contains("key") {
+            return Ok(None);
+        }
         return Err((
             Span::call_site(),
             "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"order:{order_id}\")]`"
@@ -171,7 +176,8 @@ fn resolve_key(key: Option<&Opt<LitStr>>, function: &Function<'_>) -> Checked<Ve
                 }))
             }
         })
-        .collect()
+        .collect::<Checked<_>>()
+        .map(Some)
 }
 
 /// The parameter a placeholder names, with its span in the signature.
@@ -189,7 +195,11 @@ fn resolve_root(root: &str, function: &Function<'_>) -> Result<(Ident, bool), St
     if let Some(param) = function.params.iter().find(|p| p.ident.unraw() == root) {
         return Ok((param.ident.clone(), param.is_ref));
     }
-    if function.destructured.iter().any(|name| name == root) {
+    if function
+        .destructured
+        .iter()
+        .any(|name| name.unraw() == root)
+    {
         return Err(format!(
             "`{{{root}}}` is bound inside a destructuring pattern; only plain parameters \
              (`name: Type`) can be used in `key`: bind the parameter to a name"
@@ -319,13 +329,7 @@ fn ranges(ttl: Option<Duration>, max_hold: Option<Duration>, args: &Args) -> Vec
                 format!("`ttl = {text:?}` is below the shortest lease, 10ms (dlock_core::MIN_TTL)"),
             ));
         } else if ttl > MAX_TTL {
-            found.push((
-                opt.value.span(),
-                format!(
-                    "`ttl = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); for \
-                     long work keep a short ttl: the watchdog renews it, capped by `max_hold`"
-                ),
-            ));
+            found.push((opt.value.span(), above_max_ttl("ttl", &text)));
         }
     }
     if let (Some(max_hold), Some(opt)) = (max_hold, &args.max_hold) {
@@ -349,6 +353,18 @@ fn ranges(ttl: Option<Duration>, max_hold: Option<Duration>, args: &Args) -> Vec
         }
     }
     found
+}
+
+/// The message for a `ttl` or `lease` above dlock-core's [`MAX_TTL`], also when it is too large
+/// to parse at all.
+pub(crate) fn above_max_ttl(option: &str, text: &str) -> String {
+    let advice = if option == "lease" {
+        "for long runs keep a short lease: the watchdog renews it while the job runs (cap the \
+         run with `max_run`)"
+    } else {
+        "for long work keep a short ttl: the watchdog renews it, capped by `max_hold`"
+    };
+    format!("`{option} = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); {advice}")
 }
 
 /// Combinations that cannot mean what the user wants (see the module docs).

@@ -71,3 +71,27 @@ async fn without_a_default_client_the_error_says_how_to_set_one() {
     assert!(message.contains("set_default_client"), "{message}");
     assert!(message.contains("client = <expr>"), "{message}");
 }
+
+/// A message with a field named with a keyword.
+struct Message {
+    r#type: &'static str,
+}
+
+#[distributed_lock(key = "msg:{msg.type}:{msg.r#type}", client = client)]
+async fn route(client: &Client, msg: &Message, ran: &AtomicBool) -> Result<(), Error> {
+    ran.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_keyword_field_is_read_in_either_spelling() {
+    let client = unreachable_client();
+    let ran = AtomicBool::new(false);
+    // The rendered key shows up in the error for a value with braces: both placeholders read
+    // the field `r#type`.
+    let msg = Message { r#type: "{order}" };
+    let err = route(&client, &msg, &ran).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("msg:{order}:{order}"), "{err}");
+    assert!(!ran.load(Ordering::SeqCst));
+}

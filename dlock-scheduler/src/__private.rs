@@ -24,6 +24,9 @@ pub trait JobOutput {
     fn into_result(self) -> Result<(), Self::Error>;
 }
 
+// Not recommended: a `Result<(), E>` whose `E` is not `Display` then gets `JobOutput`'s own
+// message and note, not the raw "`E` doesn't implement `Display`".
+#[diagnostic::do_not_recommend]
 impl<E: fmt::Display> JobOutput for Result<(), E> {
     type Error = E;
 

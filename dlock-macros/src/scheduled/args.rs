@@ -7,7 +7,7 @@
 use syn::parse::ParseStream;
 use syn::{LitStr, Token};
 
-use crate::args::{Opt, Options, kw, option};
+use crate::args::{Given, Opt, Options, kw, option};
 use crate::errors::Errors;
 
 /// What each option takes, for error messages. The order is the documented one.
@@ -52,6 +52,7 @@ pub(crate) struct ScheduledArgs {
     pub(crate) misfire: Option<Opt<LitStr>>,
     pub(crate) on_lost: Option<Opt<LitStr>>,
     pub(crate) krate: Option<Opt<LitStr>>,
+    pub(crate) given: Given,
 }
 
 impl Options for ScheduledArgs {
@@ -94,6 +95,10 @@ impl Options for ScheduledArgs {
             return false;
         }
         true
+    }
+
+    fn given_mut(&mut self) -> &mut Given {
+        &mut self.given
     }
 }
 

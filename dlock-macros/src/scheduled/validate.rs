@@ -23,7 +23,9 @@ use crate::args::Opt;
 use crate::duration;
 use crate::errors::Errors;
 use crate::scheduled::args::ScheduledArgs;
-use crate::validate::{Checked, MAX_TTL, MIN_TTL, Report, choice, crate_path, opt_duration};
+use crate::validate::{
+    Checked, MAX_TTL, MIN_TTL, Report, above_max_ttl, choice, crate_path, opt_duration,
+};
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`), with room to spare.
@@ -72,8 +74,8 @@ pub(crate) fn validate(args: ScheduledArgs, errors: &mut Errors) -> Option<Plan>
         errors,
         failed: false,
     };
-    let name = report.take(job_name(args.name.as_ref()));
-    for (span, message) in schedule(args.cron.as_ref(), args.tz.as_ref()) {
+    let name = report.take(job_name(&args));
+    for (span, message) in schedule(&args) {
         report.take::<()>(Err((span, message)));
     }
     let jitter = report.take(opt_duration(args.jitter.as_ref(), "jitter"));
@@ -98,7 +100,7 @@ pub(crate) fn validate(args: ScheduledArgs, errors: &mut Errors) -> Option<Plan>
         return None;
     }
     Some(Plan {
-        name: name?,
+        name: name.flatten()?,
         cron: args.cron?.value,
         tz: args.tz.map(|tz| tz.value),
         jitter: jitter?,
@@ -119,8 +121,13 @@ fn given<T>(
     opt.map(check).transpose()
 }
 
-fn job_name(opt: Option<&Opt<LitStr>>) -> Checked<LitStr> {
-    let Some(opt) = opt else {
+/// The job's name; `Ok(None)` when `name` was written with a value that is not a string
+/// literal (already reported by `args`: it is not missing too).
+fn job_name(args: &ScheduledArgs) -> Checked<Option<LitStr>> {
+    let Some(opt) = &args.name else {
+        if args.given.contains("name") {
+            return Ok(None);
+        }
         return Err((
             Span::call_site(),
             "missing `name`: name the job, e.g. `#[scheduled(name = \"lottery\", cron = \"0 12 * \
@@ -153,24 +160,28 @@ fn job_name(opt: Option<&Opt<LitStr>>) -> Checked<LitStr> {
     };
     match problem {
         Some(message) => Err((lit.span(), message)),
-        None => Ok(lit.clone()),
+        None => Ok(Some(lit.clone())),
     }
 }
 
 /// `cron` and `tz` through `dlock_cron::Schedule::new`, exactly as the scheduler parses them.
 /// When the cron expression is refused, the time zone is checked too (with a valid expression),
 /// so that both mistakes show at once.
-fn schedule(cron: Option<&Opt<LitStr>>, tz: Option<&Opt<LitStr>>) -> Vec<(Span, String)> {
+fn schedule(args: &ScheduledArgs) -> Vec<(Span, String)> {
+    let tz = args.tz.as_ref();
     let tz_text = tz.map_or_else(|| DEFAULT_TZ.to_owned(), |tz| tz.value.value());
     let tz_span = tz.map_or_else(Span::call_site, |tz| tz.value.span());
     let mut found = Vec::new();
-    let Some(cron) = cron else {
-        found.push((
-            Span::call_site(),
-            "missing `cron`: give the schedule, e.g. `cron = \"0 12 * * *\"` (minute hour \
-             day-of-month month day-of-week; 6 fields with seconds first)"
-                .to_owned(),
-        ));
+    let Some(cron) = &args.cron else {
+        // Written with a value that is not a string: already reported by `args`.
+        if !args.given.contains("cron") {
+            found.push((
+                Span::call_site(),
+                "missing `cron`: give the schedule, e.g. `cron = \"0 12 * * *\"` (minute hour \
+                 day-of-month month day-of-week; 6 fields with seconds first)"
+                    .to_owned(),
+            ));
+        }
         if let Err(e) = dlock_cron::Schedule::new(ANY_CRON, &tz_text) {
             found.push((tz_span, e.to_string()));
         }
@@ -203,14 +214,7 @@ fn lease(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
             ));
         }
         if lease > MAX_TTL {
-            return Err((
-                opt.value.span(),
-                format!(
-                    "`lease = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); \
-                     for long runs keep a short lease: the watchdog renews it while the job runs \
-                     (cap the run with `max_run`)"
-                ),
-            ));
+            return Err((opt.value.span(), above_max_ttl("lease", &text)));
         }
     }
     Ok(lease)

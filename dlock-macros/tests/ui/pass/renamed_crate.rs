@@ -1,5 +1,6 @@
-//! `crate = "…"` when dlock-core is renamed or re-exported.
-#![deny(warnings)]
+//! `crate = "…"` when dlock-core is renamed or re-exported. A `crate::` path is in scope where
+//! the expansion uses it: `unused_qualifications` must still not flag the generated paths.
+#![deny(warnings, unused_qualifications)]
 
 extern crate dlock_core as my_dlock;
 

@@ -1,6 +1,7 @@
 //! `crate = "…"` when dlock-scheduler is renamed or re-exported: a crate name, a `crate::`
 //! path, and a `self::` path (rewritten, since the generated module is one level deeper).
-#![deny(warnings)]
+//! `unused_qualifications` must not flag the generated paths, which start with those.
+#![deny(warnings, unused_qualifications)]
 
 extern crate dlock_scheduler as my_scheduler;
 
