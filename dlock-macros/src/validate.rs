@@ -25,6 +25,8 @@ use crate::template::{self, Segment};
 /// Shortest lease dlock-core accepts (`dlock_core::MIN_TTL`). Duplicated because a proc-macro
 /// crate cannot depend on the crate it expands to; `tests::limits_match_dlock_core` pins both.
 pub(crate) const MIN_TTL: Duration = Duration::from_millis(10);
+/// Shortest lease dlock-core lets the watchdog renew (`dlock_core::MIN_WATCHDOG_TTL`).
+pub(crate) const MIN_WATCHDOG_TTL: Duration = Duration::from_millis(100);
 /// Longest lease dlock-core accepts (`dlock_core::MAX_TTL`).
 pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Longest label dlock-core accepts (`dlock_core::MAX_LABEL_LEN`).
@@ -89,7 +91,7 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
     let krate = report.take(crate_path(args.krate.as_ref(), "dlock_core", "my_dlock"));
     let watchdog = args.watchdog.as_ref().is_none_or(|w| w.value.value);
     if let (Some(ttl), Some(max_hold)) = (ttl, max_hold) {
-        report.all(ranges(ttl, max_hold, &args));
+        report.all(ranges(ttl, max_hold, watchdog, &args));
     }
     let partial = Partial {
         args: &args,
@@ -319,7 +321,12 @@ pub(crate) fn crate_path(opt: Option<&Opt<LitStr>>, krate: &str, example: &str) 
 
 /// Range checks of the durations that dlock-core enforces at run time. The messages quote the
 /// limits as written in the grammar; `tests::limits_match_dlock_core` keeps them in step.
-fn ranges(ttl: Option<Duration>, max_hold: Option<Duration>, args: &Args) -> Vec<(Span, String)> {
+fn ranges(
+    ttl: Option<Duration>,
+    max_hold: Option<Duration>,
+    watchdog: bool,
+    args: &Args,
+) -> Vec<(Span, String)> {
     let mut found = Vec::new();
     if let (Some(ttl), Some(opt)) = (ttl, &args.ttl) {
         let text = opt.value.value();
@@ -328,16 +335,28 @@ fn ranges(ttl: Option<Duration>, max_hold: Option<Duration>, args: &Args) -> Vec
                 opt.value.span(),
                 format!("`ttl = {text:?}` is below the shortest lease, 10ms (dlock_core::MIN_TTL)"),
             ));
+        } else if watchdog && ttl < MIN_WATCHDOG_TTL {
+            found.push((
+                opt.value.span(),
+                format!(
+                    "`ttl = {text:?}` is below the shortest lease the watchdog can keep, 100ms \
+                     (dlock_core::MIN_WATCHDOG_TTL); use a longer ttl, or `watchdog = false` \
+                     for a fixed lease"
+                ),
+            ));
         } else if ttl > MAX_TTL {
             found.push((opt.value.span(), above_max_ttl("ttl", &text)));
         }
     }
     if let (Some(max_hold), Some(opt)) = (max_hold, &args.max_hold) {
         let text = opt.value.value();
-        if max_hold < MIN_TTL {
+        if max_hold < MIN_WATCHDOG_TTL {
             found.push((
                 opt.value.span(),
-                format!("`max_hold = {text:?}` is below the shortest lease, 10ms"),
+                format!(
+                    "`max_hold = {text:?}` is below the shortest lease the watchdog can keep, \
+                     100ms (dlock_core::MIN_WATCHDOG_TTL)"
+                ),
             ));
         } else if let (Some(ttl), Some(ttl_opt)) = (ttl, &args.ttl)
             && max_hold <= ttl
@@ -430,11 +449,13 @@ mod tests {
     #[test]
     fn limits_match_dlock_core() {
         assert_eq!(MIN_TTL, dlock_core::MIN_TTL);
+        assert_eq!(MIN_WATCHDOG_TTL, dlock_core::MIN_WATCHDOG_TTL);
         assert_eq!(MAX_TTL, dlock_core::MAX_TTL);
         assert_eq!(MAX_LABEL_LEN, dlock_core::MAX_LABEL_LEN);
         assert_eq!(template::MAX_NAME_LEN, dlock_core::MAX_NAME_LEN);
         // As quoted in the messages of `ranges`.
         assert_eq!(duration::parse("10ms"), Ok(MIN_TTL));
+        assert_eq!(duration::parse("100ms"), Ok(MIN_WATCHDOG_TTL));
         assert_eq!(duration::parse("24h"), Ok(MAX_TTL));
     }
 }

@@ -24,7 +24,7 @@ use crate::duration;
 use crate::errors::Errors;
 use crate::scheduled::args::ScheduledArgs;
 use crate::validate::{
-    Checked, MAX_TTL, MIN_TTL, Report, above_max_ttl, choice, crate_path, opt_duration,
+    Checked, MAX_TTL, MIN_WATCHDOG_TTL, Report, above_max_ttl, choice, crate_path, opt_duration,
 };
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
@@ -205,11 +205,12 @@ fn lease(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
     let lease = opt_duration(opt, "lease")?;
     if let (Some(lease), Some(opt)) = (lease, opt) {
         let text = opt.value.value();
-        if lease < MIN_TTL {
+        if lease < MIN_WATCHDOG_TTL {
             return Err((
                 opt.value.span(),
                 format!(
-                    "`lease = {text:?}` is below the shortest lease, 10ms (dlock_core::MIN_TTL)"
+                    "`lease = {text:?}` is below the shortest lease the watchdog can keep, \
+                     100ms (dlock_core::MIN_WATCHDOG_TTL): a run's lease is renewed while it runs"
                 ),
             ));
         }
@@ -223,12 +224,12 @@ fn lease(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
 fn max_run(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
     let max_run = opt_duration(opt, "max_run")?;
     if let (Some(max_run), Some(opt)) = (max_run, opt)
-        && max_run < MIN_TTL
+        && max_run < MIN_WATCHDOG_TTL
     {
         return Err((
             opt.value.span(),
             format!(
-                "`max_run = {:?}` is below the shortest lease, 10ms",
+                "`max_run = {:?}` is below the shortest lease the watchdog can keep, 100ms",
                 opt.value.value()
             ),
         ));
