@@ -112,7 +112,14 @@ async fn an_address_that_is_not_redis_is_named_as_such() {
     let err = c.ping().await.unwrap_err();
     let text = err.to_string();
     assert!(text.contains("does not speak the Redis protocol"), "{text}");
-    assert!(!text.contains("reconnects"), "no promise to reconnect: {text}");
+    assert!(
+        !text.contains("reconnects"),
+        "no promise to reconnect: {text}"
+    );
     let err = c.mutex("x").unwrap().try_acquire().await.unwrap_err();
-    assert!(err.to_string().contains("does not speak the Redis protocol"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("does not speak the Redis protocol"),
+        "{err}"
+    );
 }

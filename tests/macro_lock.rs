@@ -104,8 +104,8 @@ async fn try_once(client: &Client, ran: &AtomicBool, decline: bool) -> Result<u3
 }
 
 #[distributed_lock(key = "busy", client = client, on_busy = "skip")]
-async fn skip_option(client: &Client) -> Option<u32> {
-    Some(3)
+async fn skip_once(client: &Client) -> Result<Option<u32>, AppError> {
+    Ok(Some(3))
 }
 
 #[distributed_lock(key = "busy", client = client, on_busy = "skip", wait = "50ms")]
@@ -124,7 +124,7 @@ async fn a_busy_lock_reaches_the_caller_through_the_return_type() {
         try_once(&c, &ran, true).await,
         Err(AppError::Declined)
     ));
-    assert_eq!(skip_option(&c).await, Some(3));
+    assert_eq!(skip_once(&c).await.unwrap(), Some(3));
     assert_eq!(skip_result(&c).await.unwrap(), Some(4));
 
     let holder = client(&server).mutex("busy").unwrap();
@@ -138,7 +138,7 @@ async fn a_busy_lock_reaches_the_caller_through_the_return_type() {
         !ran.load(Ordering::SeqCst),
         "a busy lock must not run the body"
     );
-    assert_eq!(skip_option(&c).await, None);
+    assert_eq!(skip_once(&c).await.unwrap(), None);
     assert_eq!(skip_result(&c).await.unwrap(), None);
     guard.release().await.unwrap();
     assert_eq!(wait_briefly(&c, &ran).await.unwrap(), 1);
@@ -344,4 +344,21 @@ async fn delete_once_held(con: &mut redis::aio::MultiplexedConnection, key: &str
     .await;
     let deleted: usize = con.del(key).await.unwrap();
     assert_eq!(deleted, 1);
+}
+
+#[tokio::test]
+async fn a_skip_function_reports_an_unreachable_redis_instead_of_skipping() {
+    let mut server = redis();
+    let c = Client::builder(server.url().as_str())
+        .command_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    server.kill();
+    // "Another replica has it" is `Ok(None)`; "Redis is down" must not look the same.
+    let err = skip_once(&c).await.unwrap_err();
+    assert!(
+        matches!(err.kind(), Some(ErrorKind::Connection | ErrorKind::Timeout)),
+        "{err:?}"
+    );
 }

@@ -72,7 +72,7 @@ impl Spec {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot report a busy or lost lock",
     label = "the return type of a #[distributed_lock] function",
-    note = "return `Result<T, E>` where `E: From<dlock_core::Error>`: `Result<T, dlock_core::Error>`, `anyhow::Result<T>`, or your own error type with `impl From<dlock_core::Error>` (`String` and `std::io::Error` have none); or use `on_busy = \"skip\"` with `Option<T>`"
+    note = "return `Result<T, E>` where `E: From<dlock_core::Error>`: `Result<T, dlock_core::Error>`, `anyhow::Result<T>`, or your own error type with `impl From<dlock_core::Error>` (`String` and `std::io::Error` have none); or use `on_busy = \"skip\"` with `Result<Option<T>, E>`"
 )]
 pub trait ErrorOutput: Sized {
     fn from_lock_error(error: Error) -> Self;
@@ -88,29 +88,18 @@ impl<T, E: From<Error>> ErrorOutput for Result<T, E> {
     }
 }
 
-/// Return types of `on_busy = "skip"` functions: `Option<T>` (`None` when busy; also on a lost
-/// lease or a Redis error, which are logged) or `Result<Option<T>, E>` (`Ok(None)` when busy,
-/// `Err` otherwise).
+/// The return type of `on_busy = "skip"` functions: `Result<Option<T>, E>` — `Ok(None)` when
+/// the lock is busy, `Err` for anything else (Redis unreachable, a lost lease). A bare
+/// `Option<T>` is refused: it would make an unreachable Redis look like "another replica has
+/// it".
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot report a skipped run",
     label = "the return type of an `on_busy = \"skip\"` function",
-    note = "return `Option<T>` (`None` when the lock is busy) or `Result<Option<T>, E>` (`Ok(None)` when busy) where `E: From<dlock_core::Error>` (`String` and `std::io::Error` are not)"
+    note = "return `Result<Option<T>, E>` where `E: From<dlock_core::Error>` (`String` and `std::io::Error` are not): `Ok(None)` when another holder has the lock, `Err` when Redis cannot be reached or the lease is lost; a bare `Option<T>` could not tell a busy lock from an unreachable Redis, and a job would silently run nowhere"
 )]
 pub trait SkipOutput: Sized {
     fn skipped() -> Self;
     fn from_lock_error(error: Error) -> Self;
-}
-
-#[diagnostic::do_not_recommend]
-impl<T> SkipOutput for Option<T> {
-    fn skipped() -> Self {
-        None
-    }
-
-    fn from_lock_error(error: Error) -> Self {
-        tracing::warn!(%error, "dlock: skipped a #[distributed_lock] run");
-        None
-    }
 }
 
 #[diagnostic::do_not_recommend]

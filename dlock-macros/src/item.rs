@@ -113,7 +113,7 @@ fn async_fn_output<'a>(item: &'a ItemFn, errors: &mut Errors) -> Option<&'a Type
 
 const UNIT_RETURN: &str = "a `#[distributed_lock]` function reports a busy or lost lock through \
     its return type; return `Result<T, E>` with `E: From<dlock_core::Error>` (e.g. \
-    `-> Result<(), dlock_core::Error>`), or `Option<T>` with `on_busy = \"skip\"`";
+    `-> Result<(), dlock_core::Error>`), or `Result<Option<T>, E>` with `on_busy = \"skip\"`";
 
 fn unit_checked<'a>(ty: &'a Type, span: Span, errors: &mut Errors) -> Option<&'a Type> {
     if matches!(ty, Type::Tuple(tuple) if tuple.elems.is_empty()) {

@@ -13,8 +13,8 @@ async fn report(client: &Client, day: u32) -> Result<impl Display, Error> {
 }
 
 #[distributed_lock(key = "list", client = client, on_busy = "skip")]
-async fn list(client: &Client) -> Option<impl Iterator<Item = u32>> {
-    Some(vec![1, 2, 3].into_iter())
+async fn list(client: &Client) -> Result<Option<impl Iterator<Item = u32>>, Error> {
+    Ok(Some(vec![1, 2, 3].into_iter()))
 }
 
 fn check(client: &Client) {

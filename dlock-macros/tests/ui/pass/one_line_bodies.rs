@@ -32,7 +32,7 @@ mod bodies {
     pub async fn diverging() -> Result<(), Error> { unreachable!("never called") }
 
     #[distributed_lock(key = "h", on_busy = "skip")]
-    pub async fn skip() -> Option<u8> { Some(1) }
+    pub async fn skip() -> Result<Option<u8>, Error> { Ok(Some(1)) }
 
     #[distributed_lock(key = "i", on_busy = "skip")]
     pub async fn skip_result() -> Result<Option<u8>, Error> { Ok(None) }

@@ -16,8 +16,8 @@ async fn renamed(client: &my_dlock::Client) -> Result<(), my_dlock::Error> {
 }
 
 #[distributed_lock(key = "nested", client = client, crate = "crate::deps::locks", on_busy = "skip")]
-async fn reexported(client: &deps::locks::Client) -> Option<u8> {
-    Some(1)
+async fn reexported(client: &deps::locks::Client) -> Result<Option<u8>, deps::locks::Error> {
+    Ok(Some(1))
 }
 
 fn check(client: &my_dlock::Client) {

@@ -30,9 +30,9 @@ pub struct Service {
 
 impl Service {
     #[distributed_lock(key = "c:{self.name}", client = self.client, on_busy = "skip")]
-    async fn method(&self) -> Option<usize> {
+    async fn method(&self) -> Result<Option<usize>, Error> {
         tokio::task::yield_now().await;
-        Some(self.name.len())
+        Ok(Some(self.name.len()))
     }
 }
 

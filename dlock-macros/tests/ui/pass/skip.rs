@@ -1,11 +1,11 @@
-//! `on_busy = "skip"`: `Option<T>` and `Result<Option<T>, E>`, with and without `wait`.
+//! `on_busy = "skip"`: `Result<Option<T>, E>`, with and without `wait`.
 #![deny(warnings)]
 
 use dlock_core::{Client, Error, distributed_lock};
 
 #[distributed_lock(key = "nightly", client = client, on_busy = "skip")]
-async fn nightly(client: &Client) -> Option<u32> {
-    Some(1)
+async fn nightly(client: &Client) -> Result<Option<u32>, Error> {
+    Ok(Some(1))
 }
 
 #[distributed_lock(key = "hourly", client = client, on_busy = "skip", wait = "100ms")]

@@ -34,8 +34,8 @@ impl Service {
 
     /// Skip, with the default client.
     #[distributed_lock(key = "svc:{self.name}", on_busy = "skip", wait = "1s")]
-    pub async fn maybe(&self) -> Option<usize> {
-        Some(self.name.len())
+    pub async fn maybe(&self) -> Result<Option<usize>, Error> {
+        Ok(Some(self.name.len()))
     }
 }
 
