@@ -21,6 +21,7 @@ mod lease_lost;
 mod macro_lock;
 mod mutex_exclusion;
 mod mutex_release;
+mod readme;
 mod redis_down;
 mod reentrancy;
 mod retry_safety;

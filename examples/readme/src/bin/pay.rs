@@ -1,0 +1,27 @@
+//! Run with: `cargo run -p readme --bin pay` (Redis at `DLOCK_REDIS_URL`, default
+//! redis://127.0.0.1:6379/)
+use dlock_core::{Client, distributed_lock};
+
+/// Charges an order at most once at a time across every replica. The lock is taken before
+/// the body runs; its lease is renewed while the body runs, and if it is lost the body is
+/// dropped. Errors (busy after `wait`, Redis down, lease lost) arrive through the return type:
+/// any `E: From<dlock_core::Error>` works.
+#[distributed_lock(key = "order:{order_id}", ttl = "10s", wait = "1s", guard = lease)]
+async fn pay(order_id: u64, cents: u64) -> Result<String, dlock_core::Error> {
+    // Record the payment with the lock's fencing token; the store rejects stale writers.
+    Ok(format!(
+        "charged order {order_id} {cents} cents, fencing token {}",
+        lease.fencing_token()
+    ))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), dlock_core::Error> {
+    let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
+    let client = Client::open(url.as_str())?;
+    // Where #[distributed_lock] finds its client (or give each function `client = <expr>`).
+    dlock_core::set_default_client(client.clone())?;
+    println!("{}", pay(42, 1_999).await?);
+    client.shutdown(std::time::Duration::from_secs(5)).await;
+    Ok(())
+}
