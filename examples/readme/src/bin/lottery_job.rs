@@ -1,5 +1,6 @@
 //! Run with: `cargo run -p readme --bin lottery_job` (Redis at `DLOCK_REDIS_URL`, default
 //! redis://127.0.0.1:6379/); start it several times: each draw runs on exactly one replica.
+#![allow(clippy::print_stdout)] // an example reports on stdout
 use std::time::Duration;
 
 use dlock_core::Client;

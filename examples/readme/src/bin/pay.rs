@@ -1,5 +1,6 @@
 //! Run with: `cargo run -p readme --bin pay` (Redis at `DLOCK_REDIS_URL`, default
 //! redis://127.0.0.1:6379/)
+#![allow(clippy::print_stdout)] // an example reports on stdout
 use dlock_core::{Client, distributed_lock};
 
 /// Charges an order at most once at a time across every replica. The lock is taken before

@@ -1,5 +1,6 @@
 //! Run with: `cargo run -p readme --bin quickstart` (Redis at `DLOCK_REDIS_URL`, default
 //! redis://127.0.0.1:6379/)
+#![allow(clippy::print_stdout)] // an example reports on stdout
 use std::time::Duration;
 
 use dlock_core::Client;
