@@ -134,6 +134,12 @@ async fn a_busy_lock_reaches_the_caller_through_the_return_type() {
     assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
     let err = try_once(&c, &ran, false).await.unwrap_err();
     assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
+    // The default tries once: the message says so and how to wait instead.
+    let AppError::Lock(busy) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(busy.to_string().contains("tried once"), "{busy}");
+    assert!(busy.to_string().contains("wait = \"5s\""), "{busy}");
     assert!(
         !ran.load(Ordering::SeqCst),
         "a busy lock must not run the body"
