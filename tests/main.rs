@@ -25,6 +25,7 @@ mod readme;
 mod redis_down;
 mod reentrancy;
 mod retry_safety;
+mod rolling_deploy;
 mod runtimes;
 mod scheduler_control;
 mod scheduler_crash;

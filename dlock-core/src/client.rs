@@ -2,24 +2,21 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
-use redis::{IntoConnectionInfo, ProtocolVersion, Value};
+use redis::{IntoConnectionInfo, ProtocolVersion};
 
-use crate::conn::{Conn, Factory, Transport};
-use crate::error::{Error, ErrorKind, Result};
-use crate::held::HeldLocks;
+use crate::conn::{ConnSlot, Connection, Factory};
+use crate::context::{Config, Context};
+use crate::error::{Error, Result};
 use crate::key::{LockKeys, validate_name, validate_prefix};
-use crate::lease::validate_ttl;
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
-use crate::runtime::spawn_detached;
-use crate::scripts::{self, Call, ReleaseReply};
+use crate::timing::validate_ttl;
 use crate::token::{TokenSource, client_id};
+use crate::transport::Transport;
 use crate::wait::Waiters;
-use crate::watchdog::Watchdog;
 
 /// Default key prefix: every key dlock writes starts with it.
 pub const DEFAULT_KEY_PREFIX: &str = "dlock:";
@@ -29,9 +26,6 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default bound on establishing a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Longest accepted label, in bytes.
-pub const MAX_LABEL_LEN: usize = 256;
 
 /// A handle on one Redis deployment: cheap to clone, share it across tasks.
 ///
@@ -50,31 +44,7 @@ pub const MAX_LABEL_LEN: usize = 256;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) shared: Arc<Shared>,
-}
-
-/// What every lock handle and guard of a client shares.
-pub(crate) struct Shared {
-    pub(crate) transport: Arc<Transport>,
-    pub(crate) config: Config,
-    pub(crate) client_id: String,
-    /// `<host>\x1f<pid>`: who holds a lock, for introspection.
-    pub(crate) holder: Arc<str>,
-    pub(crate) tokens: TokenSource,
-    pub(crate) waiters: Arc<Waiters>,
-    pub(crate) held: HeldLocks,
-    pub(crate) watchdog: Watchdog,
-    /// Set by [`Client::shutdown`]: no new acquisitions.
-    pub(crate) closed: AtomicBool,
-    /// The connection generation the background tasks were last checked for.
-    services_generation: AtomicU64,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub(crate) key_prefix: String,
-    pub(crate) default_ttl: Duration,
-    pub(crate) command_timeout: Duration,
+    pub(crate) ctx: Arc<Context>,
 }
 
 /// Builds a [`Client`]; start with [`Client::builder`].
@@ -192,35 +162,30 @@ impl ClientBuilder {
             Target::Single(info) => single(info.map_err(bad_url)?, timeouts, push)?,
             Target::Cluster(nodes) => cluster(nodes.map_err(bad_url)?, timeouts, push)?,
         };
-        let transport = Arc::new(Transport::new(factory)?);
-
-        let shared = Arc::new(Shared {
-            transport,
-            config: Config {
-                key_prefix: self.key_prefix,
-                default_ttl,
-                command_timeout: self.command_timeout,
-            },
-            client_id,
-            holder: holder_identity().into(),
-            tokens: TokenSource::new()?,
-            waiters,
-            held: HeldLocks::default(),
-            watchdog: Watchdog::default(),
-            closed: AtomicBool::new(false),
-            services_generation: AtomicU64::new(1),
-        });
+        let slot = Arc::new(ConnSlot::new(factory)?);
+        let transport = Arc::new(Transport::new(slot, waiters, self.command_timeout));
         // Grants that reach this client after their waiter stopped waiting are released in the
         // background, which hands the lock on to the next waiter.
-        let orphans = Arc::downgrade(&shared);
-        shared.waiters.set_orphan_handler(Box::new(move |orphan| {
-            if let Some(shared) = orphans.upgrade() {
+        let orphans = Arc::downgrade(&transport);
+        transport.waiters.set_orphan_handler(Box::new(move |orphan| {
+            if let Some(transport) = orphans.upgrade() {
                 let keys = LockKeys::from_lock_key(&orphan.lock_key);
                 tracing::debug!(lock = %keys.name(), "dlock: releasing a grant nobody waits for");
-                shared.release_in_background(keys, orphan.token, None);
+                transport.release_in_background(keys, orphan.token, None);
             }
         }));
-        Ok(Client { shared })
+        let config = Config {
+            key_prefix: self.key_prefix,
+            default_ttl,
+        };
+        let ctx = Context::new(
+            transport,
+            config,
+            client_id,
+            holder_identity().into(),
+            TokenSource::new()?,
+        );
+        Ok(Client { ctx: Arc::new(ctx) })
     }
 
     /// Creates the client and checks that Redis answers.
@@ -309,15 +274,11 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe: `PING` changes nothing.
     pub async fn ping(&self) -> Result<()> {
-        let (mut conn, _) = self.shared.conn()?;
-        let ping = redis::cmd("PING");
-        let reply: redis::RedisResult<String> = tokio::time::timeout(
-            self.shared.config.command_timeout,
-            ping.query_async(&mut conn),
-        )
-        .await
-        .map_err(|_| Error::timeout("PING", self.shared.config.command_timeout))?;
-        reply.map_err(|e| Error::from_redis("PING", e))?;
+        let _pong: String = self
+            .ctx
+            .transport
+            .query(&redis::cmd("PING"), "PING")
+            .await?;
         Ok(())
     }
 
@@ -355,176 +316,41 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::mutex`], plus an out-of-range TTL ([`crate::MIN_TTL`] ..= [`crate::MAX_TTL`]),
-    /// a watchdog interval longer than half the TTL, a `max_hold` below the minimum TTL, or a
-    /// label longer than [`MAX_LABEL_LEN`] bytes or with control characters.
+    /// a watchdog lease below [`crate::MIN_WATCHDOG_TTL`] or with a renewal interval longer than
+    /// half the TTL, a `max_hold` below the minimum watchdog lease, or a label longer than
+    /// [`crate::MAX_LABEL_LEN`] bytes or with control characters.
     pub fn mutex_with(&self, name: &str, options: MutexOptions) -> Result<Mutex> {
         validate_name(name)?;
-        let ttl = validate_ttl(options.ttl.unwrap_or(self.shared.config.default_ttl))?;
-        if let Some(label) = &options.label {
-            validate_label(label)?;
-        }
-        let keys = LockKeys::new(&self.shared.config.key_prefix, name);
-        Mutex::new(self.shared.clone(), keys, ttl, &options)
+        let settings = options.settings(self.ctx.config.default_ttl)?;
+        let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
+        Ok(Mutex::new(self.ctx.clone(), keys, settings))
     }
 
     /// The client's Redis connection, for your own commands; see [`crate::Connection`].
-    pub fn connection(&self) -> crate::Connection {
-        crate::Connection::new(self.shared.transport.clone())
+    pub fn connection(&self) -> Connection {
+        Connection::new(self.ctx.transport.slot().clone())
     }
 
     /// The prefix of every key this client writes.
     pub fn key_prefix(&self) -> &str {
-        &self.shared.config.key_prefix
+        &self.ctx.config.key_prefix
     }
 
     /// The lease of locks that do not set their own.
     pub fn default_ttl(&self) -> Duration {
-        self.shared.config.default_ttl
+        self.ctx.config.default_ttl
     }
 
     /// The bound on every Redis request.
     pub fn command_timeout(&self) -> Duration {
-        self.shared.config.command_timeout
+        self.ctx.transport.command_timeout()
     }
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Shared {
-            transport: _,
-            config,
-            client_id,
-            holder,
-            tokens: _,
-            waiters,
-            held: _,
-            watchdog,
-            closed,
-            services_generation: _,
-        } = &*self.shared;
-        f.debug_struct("Client")
-            .field("config", config)
-            .field("client_id", client_id)
-            .field("holder", holder)
-            .field("waiters", waiters)
-            .field("watchdog", watchdog)
-            .field("shut_down", &closed.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
+        fmt::Debug::fmt(&*self.ctx, f)
     }
-}
-
-impl Shared {
-    /// The connection to use now and its generation. When the runtime the connection ran in
-    /// has ended, it is rebuilt in this one, and the watchdog restarted here if it has leases
-    /// to keep.
-    pub(crate) fn conn(self: &Arc<Self>) -> Result<(Conn, u64)> {
-        let (conn, generation) = self.transport.conn()?;
-        if self.services_generation.load(Ordering::Relaxed) != generation {
-            self.services_generation
-                .store(generation, Ordering::Relaxed);
-            self.watchdog.ensure_running(self);
-        }
-        Ok((conn, generation))
-    }
-
-    /// Whether [`Client::shutdown`] was called.
-    pub(crate) fn is_closed(&self) -> bool {
-        // SeqCst, paired with the store in `Client::shutdown`: see `Mutex::hold`.
-        self.closed.load(Ordering::SeqCst)
-    }
-
-    /// The error of an acquisition attempted after [`Client::shutdown`].
-    pub(crate) fn closed_error(&self, name: &str) -> Error {
-        Error::new(
-            ErrorKind::Shutdown,
-            format!("lock `{name}`: the client was shut down; build a new client to lock again"),
-        )
-    }
-
-    /// Sends one script call under the command timeout, loading the script if the server does
-    /// not know it.
-    pub(crate) async fn run(self: &Arc<Self>, call: &Call, op: &str, name: &str) -> Result<Value> {
-        let (mut conn, _) = self.conn()?;
-        let timeout = self.config.command_timeout;
-        let request = async {
-            match call.cmd.query_async::<Value>(&mut conn).await {
-                Err(e) if scripts::is_noscript(&e) => {
-                    call.script.load_async(&mut conn).await?;
-                    call.cmd.query_async::<Value>(&mut conn).await
-                }
-                reply => reply,
-            }
-        };
-        // Boxed: the request's state (timer included) lives only while it is in flight, not
-        // inline in every caller's future, so a task parked in a wait stays small.
-        match Box::pin(tokio::time::timeout(timeout, request)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(Error::from_redis(&format!("{op} `{name}`"), e)),
-            Err(_) => Err(Error::timeout(&format!("{op} `{name}`"), timeout)),
-        }
-    }
-
-    /// Best-effort release of `token`'s hold on `keys` (and of its queue entry), in the
-    /// background: for dropped guards, abandoned acquires and orphan grants. Never blocks;
-    /// without a runtime the lease simply expires.
-    pub(crate) fn release_in_background(
-        self: &Arc<Self>,
-        keys: LockKeys,
-        token: crate::token::OwnerToken,
-        entry: Option<Arc<str>>,
-    ) {
-        let shared = self.clone();
-        let spawned = spawn_detached(async move {
-            let call = release_call(&keys, &token, entry.as_deref());
-            match shared.run(&call, "background release", keys.name()).await {
-                Ok(reply) => {
-                    let outcome = shared.release_reply(&reply);
-                    tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
-                }
-                Err(e) => {
-                    tracing::warn!(lock = %keys.name(), error = %e, "dlock: background release failed; the lease will expire");
-                }
-            }
-        });
-        if !spawned {
-            tracing::debug!(
-                "dlock: no runtime for a background release; the lease will expire instead"
-            );
-        }
-    }
-
-    /// Reads `release.lua`'s answer; a hand-off to one of this client's own waiters wakes it
-    /// right away (without waiting for the published message). `None` for an answer dlock does
-    /// not know.
-    pub(crate) fn release_reply(&self, reply: &Value) -> Option<ReleaseReply> {
-        let reply = ReleaseReply::decode(reply)?;
-        if let ReleaseReply::HandedOff { grant } = &reply {
-            self.waiters.deliver_local(grant);
-        }
-        Some(reply)
-    }
-}
-
-/// The error for a script reply dlock does not understand.
-pub(crate) fn unexpected(op: &str, reply: &Value) -> Error {
-    Error::protocol(format!(
-        "{op}: unexpected script reply {reply:?}; is the server Redis 6.2 or newer and the key \
-         written only by dlock?"
-    ))
-}
-
-/// A call of `release.lua` for `token` (and its queue entry, if it was waiting).
-pub(crate) fn release_call(
-    keys: &LockKeys,
-    token: &crate::token::OwnerToken,
-    entry: Option<&str>,
-) -> Call {
-    let mut call = Call::new(&scripts::RELEASE, 1);
-    call.arg(&*keys.lock).arg(token.as_bytes());
-    if let Some(entry) = entry {
-        call.arg(entry);
-    }
-    call
 }
 
 fn bad_url(e: redis::RedisError) -> Error {
@@ -591,21 +417,6 @@ fn cluster(
         .build()
         .map_err(|e| Error::invalid(format!("cannot use these cluster nodes: {e}")))?;
     Ok(Factory::Cluster(client))
-}
-
-fn validate_label(label: &str) -> Result<()> {
-    if label.len() > MAX_LABEL_LEN {
-        return Err(Error::invalid(format!(
-            "lock label is {} bytes long; the limit is {MAX_LABEL_LEN} bytes",
-            label.len()
-        )));
-    }
-    if label.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "lock label {label:?} contains control characters; use printable text"
-        )));
-    }
-    Ok(())
 }
 
 /// Low latency (no Nagle delay) and dead-peer detection: keepalive probes on an idle

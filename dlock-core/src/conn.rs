@@ -11,11 +11,11 @@
 //! implements by delegation; every script's keys share the lock's hash tag, so each call goes to
 //! one slot. Only subscribing, the publish command and how renewals are batched differ.
 //!
-//! Both run their I/O on tasks of the runtime that created them, so [`Transport`] rebuilds the
+//! Both run their I/O on tasks of the runtime that created them, so [`ConnSlot`] rebuilds the
 //! connection in the current runtime when that one has ended.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -99,15 +99,17 @@ impl Drop for Live {
 /// connections run their I/O on tasks of the runtime that created them; a connection whose
 /// runtime is gone would fail every request (the first with "broken pipe") and never deliver a
 /// wake-up again.
-pub(crate) struct Transport {
+pub(crate) struct ConnSlot {
     factory: Factory,
     live: ArcSwap<Live>,
     generations: AtomicU64,
     rebuilding: Mutex<()>,
     single: bool,
+    /// Run after a rebuild: background tasks that died with the old runtime start again here.
+    on_rebuild: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
-impl Transport {
+impl ConnSlot {
     /// Builds the first connection (lazily connecting) in the current runtime.
     pub(crate) fn new(factory: Factory) -> Result<Self> {
         let live = Live {
@@ -121,7 +123,13 @@ impl Transport {
             live: ArcSwap::from_pointee(live),
             generations: AtomicU64::new(1),
             rebuilding: Mutex::new(()),
+            on_rebuild: OnceLock::new(),
         })
+    }
+
+    /// Sets what runs after each rebuild (once, when the client is built).
+    pub(crate) fn set_on_rebuild(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_rebuild.set(hook);
     }
 
     /// The connection to use now and its generation (which changes with every rebuild, so that
@@ -224,19 +232,19 @@ impl ConnectionLike for Conn {
 /// ```
 #[derive(Clone)]
 pub struct Connection {
-    transport: std::sync::Arc<Transport>,
+    slot: std::sync::Arc<ConnSlot>,
     conn: Conn,
 }
 
 impl Connection {
-    pub(crate) fn new(transport: std::sync::Arc<Transport>) -> Self {
-        let conn = transport.live.load().conn.clone();
-        Self { transport, conn }
+    pub(crate) fn new(slot: std::sync::Arc<ConnSlot>) -> Self {
+        let conn = slot.live.load().conn.clone();
+        Self { slot, conn }
     }
 
     /// Follows the client to a new connection when the runtime of the old one has ended.
     fn refresh(&mut self) {
-        if let Ok((conn, _)) = self.transport.conn() {
+        if let Ok((conn, _)) = self.slot.conn() {
             self.conn = conn;
         }
     }

@@ -8,6 +8,10 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
+/// The error code of a script's reply when a lock key holds data dlock did not write (see
+/// `unusable` in `scripts/common.lua`).
+pub(crate) const FOREIGN_CODE: &str = "DLOCKFOREIGN";
+
 /// What kind of failure an [`Error`] is. Each variant says when it happens and what to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -141,7 +145,7 @@ impl Error {
 
     /// Classifies an error of the `redis` crate, keeping it as the source.
     pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Self {
-        if err.code() == Some(crate::scripts::FOREIGN_CODE) {
+        if err.code() == Some(FOREIGN_CODE) {
             // "DLOCKFOREIGN <key> <why>" from a script: name the key, say what to do.
             let detail = err.detail().unwrap_or_default().to_owned();
             let (key, why) = detail.split_once(' ').unwrap_or((&detail, ""));

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{release_call, unexpected};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hold::Hold;
-use crate::lease::{self, HoldRelease, Lease, LeaseCore, LeaseLost, Renewal, validate_ttl};
-use crate::scripts::{self, Call, ExtendStatus, ReleaseReply};
+use crate::lease::{HoldRelease, Lease, LeaseCore, LeaseLost};
+use crate::options::Renewal;
+use crate::scripts::{ExtendStatus, ReleaseReply};
+use crate::timing::{validate_ttl, validate_watchdog_ttl};
 use crate::token::FencingToken;
 
 /// What [`MutexGuard::release`] found on the server.
@@ -160,29 +161,12 @@ impl MutexGuard {
             Renewal::Fixed => validate_ttl(ttl)?,
             Renewal::Watchdog { interval, .. } => watchdog_extension(ttl, interval)?,
         };
-        let lease = &self.lease;
-        let mut call = Call::new(&scripts::EXTEND, 1);
-        call.arg(&*lease.keys.lock)
-            .arg(lease.token.as_bytes())
-            .arg(lease::millis(ttl));
-        let sent = Instant::now();
-        let reply = lease.shared.run(&call, "extend", lease.keys.name()).await?;
-        let outcome = match ExtendStatus::decode_batch(&reply, 1).as_deref() {
-            Some([ExtendStatus::Extended]) => ExtendOutcome::Extended,
-            Some([ExtendStatus::Gone]) => ExtendOutcome::Expired,
-            Some([ExtendStatus::Other]) => ExtendOutcome::TakenOver,
-            _ => return Err(unexpected("extend", &reply)),
+        let outcome = match self.lease.extend(ttl).await? {
+            ExtendStatus::Extended => ExtendOutcome::Extended,
+            ExtendStatus::Gone => ExtendOutcome::Expired,
+            ExtendStatus::Other => ExtendOutcome::TakenOver,
         };
-        match outcome {
-            ExtendOutcome::Extended => lease.extended(sent, ttl),
-            ExtendOutcome::Expired => {
-                lease.fire_lost(lease::LostReason::Expired);
-            }
-            ExtendOutcome::TakenOver => {
-                lease.fire_lost(lease::LostReason::TakenOver);
-            }
-        }
-        tracing::debug!(lock = %lease.keys.name(), ?outcome, ttl_ms = ttl.as_millis(), "dlock: extend");
+        tracing::debug!(lock = %self.name(), ?outcome, ttl_ms = ttl.as_millis(), "dlock: extend");
         Ok(outcome)
     }
 
@@ -206,26 +190,12 @@ impl MutexGuard {
             HoldRelease::OutOfOrder => return Err(out_of_order(&self)),
             HoldRelease::Last => {}
         }
-        let lease = self.lease.clone();
-        forget(&lease);
-        let pending = PendingRelease(Some(lease.clone()));
-        let call = release_call(&lease.keys, &lease.token, None);
-        let reply = lease
-            .shared
-            .run(&call, "release", lease.keys.name())
-            .await?;
-        pending.disarm();
-        lease.mark_released();
-        let reply = lease
-            .shared
-            .release_reply(&reply)
-            .ok_or_else(|| unexpected("release", &reply))?;
-        let outcome = match reply {
+        let outcome = match self.lease.release().await? {
             ReleaseReply::Released | ReleaseReply::HandedOff { .. } => ReleaseOutcome::Released,
             ReleaseReply::Expired => ReleaseOutcome::Expired,
             ReleaseReply::TakenOver => ReleaseOutcome::TakenOver,
         };
-        tracing::debug!(lock = %lease.keys.name(), ?outcome, "dlock: release");
+        tracing::debug!(lock = %self.name(), ?outcome, "dlock: release");
         Ok(outcome)
     }
 }
@@ -245,7 +215,7 @@ fn out_of_order(guard: &MutexGuard) -> Error {
 
 /// Checks a new lease for a watchdog lock renewed every `interval`.
 fn watchdog_extension(ttl: Duration, interval: Duration) -> Result<Duration> {
-    let ttl = lease::validate_watchdog_ttl(ttl)?;
+    let ttl = validate_watchdog_ttl(ttl)?;
     if ttl < interval * 2 {
         return Err(Error::invalid(format!(
             "a lease of {ttl:?} is shorter than twice the watchdog's renewal interval \
@@ -257,38 +227,6 @@ fn watchdog_extension(ttl: Duration, interval: Duration) -> Result<Duration> {
     Ok(ttl)
 }
 
-/// Stops the watchdog and reentrancy bookkeeping of a lease whose last hold is going away.
-fn forget(lease: &LeaseCore) {
-    lease.shared.held.remove(lease);
-    if lease.renewal != lease::Renewal::Fixed {
-        lease.shared.watchdog.deregister(&lease.token);
-    }
-}
-
-/// Releases in the background if the explicit release did not get its answer.
-struct PendingRelease(Option<Arc<LeaseCore>>);
-
-impl PendingRelease {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for PendingRelease {
-    fn drop(&mut self) {
-        if let Some(lease) = self.0.take() {
-            if lease.lost_reason() == Some(lease::LostReason::Shutdown) {
-                // Released by the client's shutdown already.
-                return;
-            }
-            lease.mark_released();
-            lease
-                .shared
-                .release_in_background(lease.keys.clone(), lease.token, None);
-        }
-    }
-}
-
 impl Drop for MutexGuard {
     fn drop(&mut self) {
         if self.done {
@@ -296,8 +234,7 @@ impl Drop for MutexGuard {
         }
         self.done = true;
         if self.lease.remove_hold(self.hold.depth) == HoldRelease::Last {
-            forget(&self.lease);
-            drop(PendingRelease(Some(self.lease.clone())));
+            self.lease.release_in_background();
         }
     }
 }

@@ -28,9 +28,9 @@ use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::client::Shared;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{LeaseCore, LeaseLost, LostReason};
+use crate::transport::Transport;
 
 /// How deep holds of one lease may nest (the acquisition is depth 1).
 pub(crate) const MAX_DEPTH: u32 = 64;
@@ -89,15 +89,15 @@ impl std::fmt::Debug for Hold {
     }
 }
 
-/// The innermost hold of `lock_key` through the client `shared` among the bodies running
-/// around the current code, if any.
-pub(crate) fn enclosing(shared: &Arc<Shared>, lock_key: &str) -> Option<Arc<Hold>> {
+/// The innermost hold of `lock_key` through the client whose transport is `transport` among the
+/// bodies running around the current code, if any.
+pub(crate) fn enclosing(transport: &Arc<Transport>, lock_key: &str) -> Option<Arc<Hold>> {
     SCOPE
         .try_with(|scope| {
             let mut scope = Some(scope);
             while let Some(current) = scope {
                 let lease = &current.hold.lease;
-                if Arc::ptr_eq(&lease.shared, shared) && &*lease.keys.lock == lock_key {
+                if Arc::ptr_eq(&lease.transport, transport) && &*lease.keys.lock == lock_key {
                     return Some(current.hold.clone());
                 }
                 scope = current.outer.as_ref();

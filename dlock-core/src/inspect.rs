@@ -5,10 +5,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
-use crate::client::{Client, unexpected};
+use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{LockKeys, validate_name};
-use crate::scripts::{self, Call};
+use crate::scripts::wire::parse_lock_value;
+use crate::scripts::{self, Call, unexpected};
 use crate::token::FencingToken;
 
 /// Who holds a lock, as stored with it by the acquire script.
@@ -34,18 +35,16 @@ pub struct HolderInfo {
 }
 
 impl HolderInfo {
-    /// Parses the lock value `<token><flag> <host>\x1f<pid>\x1f<label>` and the holder's fence
-    /// (microseconds of the server clock at acquisition, see `acquire.lua`).
+    /// Reads the lock value (see `scripts/wire.rs`) and the holder's fence (microseconds of the
+    /// server clock at acquisition, see `acquire.lua`).
     fn parse(value: &str, fence: Option<u64>, pttl: i64, waiters: usize) -> Option<Self> {
-        let (_token, meta) = value.split_once(' ')?;
-        let mut meta = meta.splitn(3, '\x1f');
-        let host = meta.next()?.to_owned();
-        let pid = meta.next()?.parse().ok()?;
-        let label = meta.next().filter(|l| !l.is_empty()).map(str::to_owned);
+        let holder = parse_lock_value(value)?;
         Some(Self {
-            host,
-            pid,
-            label,
+            host: holder.host.to_owned(),
+            pid: holder.pid,
+            label: Some(holder.label)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned),
             acquired_at: fence.map(|us| UNIX_EPOCH + Duration::from_micros(us)),
             fencing_token: fence.map(FencingToken::new),
             remaining: Duration::from_millis(u64::try_from(pttl).unwrap_or(0)),
@@ -75,10 +74,10 @@ impl Client {
     /// Cancel safe: it only reads.
     pub async fn inspect(&self, name: &str) -> Result<Option<HolderInfo>> {
         validate_name(name)?;
-        let keys = LockKeys::new(&self.shared.config.key_prefix, name);
+        let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
         let mut call = Call::new(&scripts::INSPECT, 1);
         call.arg(&*keys.lock);
-        let reply = self.shared.run(&call, "inspect", name).await?;
+        let reply = self.ctx.transport.run(&call, "inspect", name).await?;
         let unexpected = || Error::protocol(format!("inspect: unexpected reply {reply:?}"));
         let Value::Array(items) = &reply else {
             return Err(unexpected());
@@ -124,12 +123,13 @@ impl Client {
     /// as any repeated force would).
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
         validate_name(name)?;
-        let keys = LockKeys::new(&self.shared.config.key_prefix, name);
+        let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
         let mut call = Call::new(&scripts::RELEASE, 1);
         call.arg(&*keys.lock).arg("").arg("").arg("force");
-        let reply = self.shared.run(&call, "force_unlock", name).await?;
+        let reply = self.ctx.transport.run(&call, "force_unlock", name).await?;
         let held = self
-            .shared
+            .ctx
+            .transport
             .release_reply(&reply)
             .ok_or_else(|| unexpected("force_unlock", &reply))?
             .was_held();
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn holder_values_parse() {
-        let value = "0123456789abcdef0123456789abcdefw web-1\x1f4242\x1fpay handler";
+        let value = "0123456789abcdef0123456789abcdefw1 web-1\x1f4242\x1fpay handler";
         let info = HolderInfo::parse(value, Some(1_700_000_000_000_001), 1500, 2).unwrap();
         assert_eq!(info.host, "web-1");
         assert_eq!(info.pid, 4242);
@@ -159,7 +159,13 @@ mod tests {
         );
         assert_eq!(info.remaining, Duration::from_millis(1500));
         assert_eq!(info.waiters, 2);
-        let bare = HolderInfo::parse("t- host\x1f7\x1f", None, 10, 0).unwrap();
+        let bare = HolderInfo::parse(
+            "0123456789abcdef0123456789abcdef- host\x1f7\x1f",
+            None,
+            10,
+            0,
+        )
+        .unwrap();
         assert_eq!(bare.label, None);
         assert_eq!(bare.fencing_token, None);
         assert!(HolderInfo::parse("garbage", None, 1, 0).is_none());

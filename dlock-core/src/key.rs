@@ -101,12 +101,6 @@ impl LockKeys {
         let end = self.lock.len().saturating_sub(1).max(self.name_at);
         self.lock.get(self.name_at..end).unwrap_or(&self.lock)
     }
-
-    /// The channel on which the client `client_id` hears that a lock was handed to one of its
-    /// waiters. The release script derives the same name from the lock key.
-    pub(crate) fn wake_channel(&self, client_id: &str) -> String {
-        format!("{}:wake:{client_id}", self.lock)
-    }
 }
 
 #[cfg(test)]
@@ -118,7 +112,6 @@ mod tests {
         let keys = LockKeys::new("app:", "order:42");
         assert_eq!(&*keys.lock, "app:{order:42}");
         assert_eq!(keys.name(), "order:42");
-        assert_eq!(keys.wake_channel("c1"), "app:{order:42}:wake:c1");
         let back = LockKeys::from_lock_key(&keys.lock);
         assert_eq!(back.name(), "order:42");
         assert_eq!(back.lock, keys.lock);

@@ -1,10 +1,7 @@
-//! Leases: accepted TTLs, clock drift, the *safe-until* instant, and how the loss of a lease
-//! reaches the work it protects.
-//!
-//! A holder may act as the owner until `safe_until = t_request + lease − drift`, where
-//! `t_request` is the local monotonic instant at which the request that set the lease was *sent*
-//! (the lease started on the server no earlier than that), and `drift = lease / 100 + 2 ms` covers
-//! clock-rate differences between this host and Redis.
+//! Leases: one acquisition in Redis ([`LeaseCore`]), shared by its holds and the watchdog; how
+//! its loss reaches the work it protects; releasing and extending it; and the registry of the
+//! leases a client holds ([`HeldLocks`]). The arithmetic (TTLs, drift, safe-until) is in
+//! `timing.rs`.
 //!
 //! A lease is *lost* — once, for good — when an extension finds the lock gone or owned by another,
 //! when renewal stops (`max_hold`), or when `safe_until` passes without a successful renewal. Loss
@@ -19,68 +16,18 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Shared;
+use std::collections::HashMap;
+use std::sync::Weak;
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
+use crate::options::Renewal;
 use crate::runtime::{lock, spawn_detached};
+use crate::scripts::{self, Call, ExtendStatus, ReleaseReply, unexpected};
+use crate::timing::{self, safe_until};
 use crate::token::{FencingToken, OwnerToken};
+use crate::transport::{ReleaseOnDrop, Transport, release_call};
 use crate::wait::Registration;
-
-/// Shortest accepted fixed lease. Below this the drift allowance and one round trip eat the
-/// lease.
-pub const MIN_TTL: Duration = Duration::from_millis(10);
-/// Shortest accepted lease renewed by the watchdog ([`crate::MutexOptions::watchdog`]): a
-/// renewal must get through before the lease runs out even when the process or Redis is busy.
-/// Measured on a 2-core machine while the rest of this project's test suite ran (up to 6 tests
-/// at once): 1,000 concurrent watchdog locks held for five leases each lost leases at 10 and
-/// 20 ms and none at 30 ms and above (`tests/watchdog_minimum.rs` runs it at this minimum), so
-/// the minimum keeps a margin of more than 3×. Production leases are better measured in
-/// seconds: a lease is also how long a crashed holder blocks everyone else, and a pause of the
-/// holder's process longer than it loses the lock.
-pub const MIN_WATCHDOG_TTL: Duration = Duration::from_millis(100);
-/// Longest accepted lease. A crashed holder blocks everyone for this long; hold longer with a
-/// shorter lease that is extended while the work runs (the watchdog).
-pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// Checks a lease length; the error names the accepted range.
-pub(crate) fn validate_ttl(ttl: Duration) -> Result<Duration> {
-    if ttl < MIN_TTL || ttl > MAX_TTL {
-        return Err(Error::invalid(format!(
-            "lock TTL {ttl:?} is outside the accepted range {MIN_TTL:?} ..= {MAX_TTL:?}; \
-             for longer work keep a short lease and let the watchdog renew it"
-        )));
-    }
-    Ok(ttl)
-}
-
-/// Checks the lease of a watchdog lock; the error names the minimum.
-pub(crate) fn validate_watchdog_ttl(ttl: Duration) -> Result<Duration> {
-    let ttl = validate_ttl(ttl)?;
-    if ttl < MIN_WATCHDOG_TTL {
-        return Err(Error::invalid(format!(
-            "lock TTL {ttl:?} is shorter than the shortest lease the watchdog can keep \
-             ({MIN_WATCHDOG_TTL:?}); use a longer TTL, or a fixed lease without the watchdog"
-        )));
-    }
-    Ok(ttl)
-}
-
-/// The lease in whole milliseconds, as sent to Redis (validated leases always fit).
-pub(crate) fn millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Allowance for clock-rate differences between this host and the Redis server.
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// The last instant at which the holder may still act as the owner of a lease of `remaining`
-/// that was measured by a request sent at `sent`.
-pub(crate) fn safe_until(sent: Instant, remaining: Duration, ttl: Duration) -> Instant {
-    let usable = remaining.saturating_sub(drift(ttl));
-    sent.checked_add(usable).unwrap_or(sent)
-}
 
 /// Why a lease was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -156,18 +103,6 @@ impl LeaseLost {
     }
 }
 
-/// How a lease is kept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Renewal {
-    /// The lease runs out unless the holder extends it.
-    Fixed,
-    /// The client's watchdog renews it every `interval`, for at most `max_hold` in all.
-    Watchdog {
-        interval: Duration,
-        max_hold: Option<Duration>,
-    },
-}
-
 #[derive(Debug)]
 struct Times {
     /// The lease the last acquire/extend/renewal set (shorter than `full_ttl` near `max_hold`).
@@ -179,7 +114,9 @@ struct Times {
 
 /// One acquisition in Redis, shared by every hold (guard) on it and by the watchdog.
 pub(crate) struct LeaseCore {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) transport: Arc<Transport>,
+    /// The client's registry of held leases, which this one leaves when it is released.
+    held: Arc<HeldLocks>,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
     pub(crate) fence: FencingToken,
@@ -214,7 +151,8 @@ pub(crate) enum HoldRelease {
 
 /// Everything a new lease needs; see [`LeaseCore::new`].
 pub(crate) struct NewLease {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) transport: Arc<Transport>,
+    pub(crate) held: Arc<HeldLocks>,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
     pub(crate) fence: u64,
@@ -226,8 +164,9 @@ pub(crate) struct NewLease {
 
 impl LeaseCore {
     pub(crate) fn new(new: NewLease) -> Arc<Self> {
-        Arc::new(Self {
-            shared: new.shared,
+        let lease = Arc::new(Self {
+            transport: new.transport,
+            held: new.held,
             keys: new.keys,
             token: new.token,
             fence: FencingToken::new(new.fence),
@@ -245,7 +184,9 @@ impl LeaseCore {
             cancel: OnceLock::new(),
             released: AtomicBool::new(false),
             _registration: new.registration,
-        })
+        });
+        lease.held.insert(&lease);
+        lease
     }
 
     pub(crate) fn ttl(&self) -> Duration {
@@ -408,7 +349,7 @@ impl LeaseCore {
         }
     }
 
-    /// Marks the lease released (after the last hold's release got its answer).
+    /// Marks the lease released: the holder gives it up (its last hold is gone).
     pub(crate) fn mark_released(&self) {
         self.mark_released_by(LostReason::Released);
     }
@@ -417,6 +358,108 @@ impl LeaseCore {
     pub(crate) fn mark_released_by(&self, reason: LostReason) {
         self.released.store(true, Ordering::Release);
         self.fire_lost(reason);
+        self.held.remove(self);
+    }
+
+    /// Gives the lock back in Redis (its last hold is gone), owner-checked, and says what was
+    /// found. The lease counts as released from the start: its holder has given it up. If the
+    /// answer does not arrive, the release is retried once in the background.
+    pub(crate) async fn release(&self) -> Result<ReleaseReply> {
+        self.mark_released();
+        let call = release_call(&self.keys, &self.token, None);
+        let mut pending = ReleaseOnDrop::new(&self.transport, &self.keys, self.token);
+        let reply = self
+            .transport
+            .run(&call, "release", self.keys.name())
+            .await?;
+        pending.disarm();
+        self.transport
+            .release_reply(&reply)
+            .ok_or_else(|| unexpected("release", &reply))
+    }
+
+    /// Gives the lock back in the background (its last hold was dropped); never blocks.
+    pub(crate) fn release_in_background(&self) {
+        if self.lost_reason() == Some(LostReason::Shutdown) {
+            // Released by the client's shutdown already.
+            return;
+        }
+        self.mark_released();
+        self.transport
+            .release_in_background(self.keys.clone(), self.token, None);
+    }
+
+    /// Sets a new lease of `ttl` in Redis, owner-checked; a successful one becomes the lease
+    /// the watchdog renews to, and a lock found gone or taken makes the lease lost.
+    pub(crate) async fn extend(&self, ttl: Duration) -> Result<ExtendStatus> {
+        let mut call = Call::new(&scripts::EXTEND, 1);
+        call.arg(&*self.keys.lock)
+            .arg(self.token.as_bytes())
+            .arg(timing::millis(ttl));
+        let sent = Instant::now();
+        let reply = self
+            .transport
+            .run(&call, "extend", self.keys.name())
+            .await?;
+        let status = match ExtendStatus::decode_batch(&reply, 1).as_deref() {
+            Some([status]) => *status,
+            _ => return Err(unexpected("extend", &reply)),
+        };
+        match status {
+            ExtendStatus::Extended => self.extended(sent, ttl),
+            ExtendStatus::Gone => {
+                self.fire_lost(LostReason::Expired);
+            }
+            ExtendStatus::Other => {
+                self.fire_lost(LostReason::TakenOver);
+            }
+        }
+        Ok(status)
+    }
+}
+
+/// The live leases of one client, by lock key: for [`crate::Client::shutdown`] (release them
+/// all) and for the warning when a caller waits for a lock its own client holds (a self-wait
+/// that may never end). Reentrancy does not use it: it is decided by the scope of the running
+/// body (`hold.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct HeldLocks {
+    map: StdMutex<HashMap<Arc<str>, Weak<LeaseCore>>>,
+}
+
+impl HeldLocks {
+    /// Records a lease just acquired from Redis (replacing the record of an earlier lease of the
+    /// same lock, which can only be a lost one).
+    fn insert(&self, lease: &Arc<LeaseCore>) {
+        lock(&self.map).insert(lease.keys.lock.clone(), Arc::downgrade(lease));
+    }
+
+    /// Forgets `lease`, unless a newer lease replaced it.
+    fn remove(&self, lease: &LeaseCore) {
+        let mut map = lock(&self.map);
+        if map
+            .get(&*lease.keys.lock)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), lease))
+        {
+            map.remove(&*lease.keys.lock);
+        }
+    }
+
+    /// The live lease of `lock_key`, if this client holds it.
+    pub(crate) fn get(&self, lock_key: &str) -> Option<Arc<LeaseCore>> {
+        lock(&self.map)
+            .get(lock_key)
+            .and_then(Weak::upgrade)
+            .filter(|lease| lease.is_live())
+    }
+
+    /// Every lease not yet released or lost, forgetting them all (client shutdown).
+    pub(crate) fn take_all(&self) -> Vec<Arc<LeaseCore>> {
+        lock(&self.map)
+            .drain()
+            .filter_map(|(_, lease)| lease.upgrade())
+            .filter(|lease| !lease.is_settled())
+            .collect()
     }
 }
 
@@ -507,32 +550,5 @@ impl fmt::Debug for Lease {
             .field("remaining", &self.remaining())
             .field("lost", &core.lost_reason())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ttl_range_is_enforced() {
-        assert!(validate_ttl(Duration::ZERO).is_err());
-        assert!(validate_ttl(Duration::from_millis(9)).is_err());
-        assert!(validate_ttl(MIN_TTL).is_ok());
-        assert!(validate_ttl(MAX_TTL).is_ok());
-        let err = validate_ttl(MAX_TTL + Duration::from_millis(1)).unwrap_err();
-        assert!(err.to_string().contains("accepted range"));
-    }
-
-    #[test]
-    fn safe_until_subtracts_drift_and_saturates() {
-        let now = Instant::now();
-        let ttl = Duration::from_secs(10);
-        assert_eq!(
-            safe_until(now, ttl, ttl),
-            now + Duration::from_millis(9_898)
-        );
-        assert_eq!(safe_until(now, Duration::from_millis(1), ttl), now);
-        assert_eq!(millis(Duration::from_millis(1500)), 1500);
     }
 }

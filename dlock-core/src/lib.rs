@@ -66,27 +66,17 @@
 //! script runs on one slot.
 //!
 //! # Layout
-//! | module | what lives there |
-//! |---|---|
-//! | `client` | [`Client`], [`ClientBuilder`]: the shared connection and configuration |
-//! | `options` | [`MutexOptions`], [`OnLost`], [`Wait`]: what a lock handle is configured with |
-//! | `mutex` | [`Mutex`], [`Mutex::with_lock`]: try_acquire / acquire |
-//! | `wait` | how waiters learn a lock is theirs: queue, wake channels, fallback timer |
-//! | `lease` | accepted TTLs, drift, the safe-until instant; [`Lease`], [`LeaseLost`] |
-//! | `key` | lock names → Redis keys with a shared hash tag |
-//! | `token` | owner tokens and [`FencingToken`] |
-//! | `guard` | [`MutexGuard`]: one hold; release, extend |
-//! | `hold` | reentrancy: the scope of the running body, nested holds and their turns |
-//! | `held` | the leases a client holds (shutdown, self-wait warnings) |
-//! | `watchdog` | batched lease renewal with paced retries; declares leases lost |
-//! | `inspect` | [`HolderInfo`], [`Client::inspect`], [`Client::force_unlock`] |
-//! | `shutdown` | [`Client::shutdown`], [`ShutdownReport`] |
-//! | `keypart` | [`KeyPart`]: values in lock-name templates |
-//! | `__private` | what `dlock-macros` expands to (hidden, unstable) |
-//! | `conn` | the connection the algorithms are written against (standalone or cluster), rebuilt when its runtime ends |
-//! | `runtime` | background tasks and the runtime they run in |
-//! | `scripts` | one Lua file per state change, each with its contract on top; typed replies |
-//! | `error` | [`Error`] and [`ErrorKind`] |
+//! Every import points down; from the top floor:
+//!
+//! | floor | module | what lives there |
+//! |---|---|---|
+//! | facade | `client`, `inspect`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`HolderInfo`], [`Client::force_unlock`]; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
+//! | lock kinds | `mutex` | [`Mutex`], [`Mutex::with_lock`]: try_acquire / acquire (one file per kind) |
+//! | client state | `context` | what every handle and guard of a client shares |
+//! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
+//! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
+//! | transport | `transport`, `wait`, `conn` | the timed script call, background releases; waiters, wake channels, grants; the connection (standalone or cluster), rebuilt when its runtime ends |
+//! | ground | `scripts`, `options`, `timing`, `key`, `token`, `keypart`, `runtime`, `error` | one Lua file per state change with typed replies and the wire formats; [`MutexOptions`] and their validation; lease arithmetic; names → keys; owner and [`FencingToken`]s; [`KeyPart`]; background tasks; [`Error`] / [`ErrorKind`] |
 //!
 //! # Features
 //! | feature | default | what it adds |
@@ -99,9 +89,9 @@
 pub mod __private;
 mod client;
 mod conn;
+mod context;
 mod error;
 mod guard;
-mod held;
 mod hold;
 mod inspect;
 mod key;
@@ -112,13 +102,15 @@ mod options;
 mod runtime;
 mod scripts;
 mod shutdown;
+mod timing;
 mod token;
+mod transport;
 mod wait;
 mod watchdog;
 
 pub use client::{
     Client, ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
-    DEFAULT_TTL, MAX_LABEL_LEN,
+    DEFAULT_TTL,
 };
 pub use conn::Connection;
 pub use error::{Error, ErrorKind, Result};
@@ -126,10 +118,11 @@ pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
 pub use inspect::HolderInfo;
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;
-pub use lease::{Lease, LeaseLost, LostReason, MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL};
+pub use lease::{Lease, LeaseLost, LostReason};
 pub use mutex::Mutex;
-pub use options::{MutexOptions, OnLost, Wait};
+pub use options::{MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
 pub use shutdown::ShutdownReport;
+pub use timing::{MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL};
 pub use token::FencingToken;
 
 #[cfg(feature = "macros")]

@@ -14,23 +14,24 @@
 
 use std::fmt;
 use std::future::Future;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::{RedisWrite, ToRedisArgs};
 use tracing::Instrument;
 
-use crate::client::{Shared, unexpected};
+use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::MutexGuard;
 use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
-use crate::lease::{self, LeaseCore, NewLease, Renewal};
-use crate::options::{MutexOptions, OnLost, Wait};
-use crate::scripts::{self, AcquireReply, Call};
+use crate::lease::{Lease, LeaseCore, LostReason, NewLease};
+use crate::options::{LockSettings, OnLost, Wait};
+use crate::scripts::wire::{self, Grant, LockValue};
+use crate::scripts::{self, AcquireReply, Call, unexpected};
+use crate::timing;
 use crate::token::OwnerToken;
-use crate::wait::{Grant, Registration};
+use crate::transport::ReleaseOnDrop;
+use crate::wait::Registration;
 
 /// The shortest pause between two attempts of a waiting acquire (when the holder's remaining
 /// lease is about to run out).
@@ -54,34 +55,9 @@ const MIN_NAP: Duration = Duration::from_millis(1);
 /// ```
 #[derive(Clone)]
 pub struct Mutex {
-    shared: Arc<Shared>,
+    ctx: Arc<Context>,
     keys: LockKeys,
-    ttl: Duration,
-    renewal: Renewal,
-    reentrant: bool,
-    on_lost: OnLost,
-    /// The label stored with the holder's host and pid.
-    label: Option<Arc<str>>,
-}
-
-/// The lock value `<token>- <host>\x1f<pid>\x1f<label>` (see `acquire.lua`), written straight
-/// into the command.
-struct LockValue<'a> {
-    token: &'a OwnerToken,
-    holder: &'a str,
-    label: &'a str,
-}
-
-impl ToRedisArgs for LockValue<'_> {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        let mut arg = out.writer_for_next_arg();
-        // Writing into the command's buffer cannot fail.
-        let _ = arg.write_all(self.token.as_bytes());
-        let _ = arg.write_all(b"- ");
-        let _ = arg.write_all(self.holder.as_bytes());
-        let _ = arg.write_all(b"\x1f");
-        let _ = arg.write_all(self.label.as_bytes());
-    }
+    settings: LockSettings,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,21 +94,12 @@ struct Seen {
 }
 
 impl Mutex {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        keys: LockKeys,
-        ttl: Duration,
-        options: &MutexOptions,
-    ) -> Result<Self> {
-        Ok(Self {
-            renewal: options.renewal(ttl)?,
-            reentrant: options.reentrant,
-            on_lost: options.on_lost,
-            label: options.label.as_deref().map(Arc::from),
-            shared,
+    pub(crate) fn new(ctx: Arc<Context>, keys: LockKeys, settings: LockSettings) -> Self {
+        Self {
+            ctx,
             keys,
-            ttl,
-        })
+            settings,
+        }
     }
 
     /// The lock name.
@@ -142,14 +109,14 @@ impl Mutex {
 
     /// The lease each acquisition gets (renewed by the watchdog if enabled).
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.settings.ttl
     }
 
     /// Takes the lock if it is free and nobody waits for it, without waiting: one round trip.
     ///
     /// Returns `Ok(None)` when another owner holds it (or others queued for it first). Inside
     /// the body that holds this lock ([`Mutex::with_lock`], `#[distributed_lock]`) it is a
-    /// nested acquisition (see [`MutexOptions::reentrant`]): no round trip, `Ok(None)` while a
+    /// nested acquisition (see [`crate::MutexOptions::reentrant`]): no round trip, `Ok(None)` while a
     /// concurrent nested hold of the same body has the turn.
     ///
     /// # Errors
@@ -167,19 +134,19 @@ impl Mutex {
     /// the old socket, the cleanup may reach Redis first, and the late acquisition then holds
     /// the lock until its TTL runs out (no watchdog renews it).
     pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
-        if let Some(outer) = hold::enclosing(&self.shared, &self.keys.lock) {
-            let nested = hold::nest(outer, Patience::Try, self.reentrant).await?;
+        if let Some(outer) = hold::enclosing(&self.ctx.transport, &self.keys.lock) {
+            let nested = hold::nest(outer, Patience::Try, self.settings.reentrant).await?;
             return Ok(nested.map(MutexGuard::new));
         }
         self.check_open()?;
-        let token = self.shared.tokens.next();
-        let mut cleanup = Cleanup::new(self, token);
+        let token = self.ctx.tokens.next();
+        let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let sent = Instant::now();
         let reply = self.attempt(token, Mode::Try, "").await?;
         cleanup.disarm();
         match reply {
             AcquireReply::Taken { fence } => self
-                .hold(self.taken(token, fence, sent, self.ttl, None))
+                .hold(self.taken(token, fence, sent, self.settings.ttl, None))
                 .map(Some),
             AcquireReply::Owned { fence, pttl } => self
                 .hold(self.taken(token, fence, sent, pttl, None))
@@ -197,7 +164,7 @@ impl Mutex {
     /// straight to the oldest waiter (FIFO across processes, also when a holder's lease runs
     /// out) and wakes it. A fallback timer bounded by the holder's remaining lease covers expiry
     /// and lost messages. Inside the body that holds this lock it is a nested acquisition (see
-    /// [`MutexOptions::reentrant`]); anywhere else — including after an earlier `acquire()` of
+    /// [`crate::MutexOptions::reentrant`]); anywhere else — including after an earlier `acquire()` of
     /// the same flow returned a guard — it waits like any other holder.
     ///
     /// # Errors
@@ -228,12 +195,12 @@ impl Mutex {
     /// `work` receives the [`crate::Lease`] (fencing token, `lost()`, cancellation token). With
     /// [`OnLost::Cancel`] (the default) the future is dropped as soon as the lease is lost and
     /// the call returns an [`ErrorKind::LeaseLost`] error; with [`OnLost::Signal`] it runs to the
-    /// end and reacts itself. Combine with [`MutexOptions::watchdog`] for work of unknown length.
+    /// end and reacts itself. Combine with [`crate::MutexOptions::watchdog`] for work of unknown length.
     ///
     /// `work` is the *body* of the hold: acquisitions of the same lock nested inside it re-enter
     /// (a locked function calling another locked function on the same key, recursion), and
     /// nested acquisitions running concurrently inside it take turns (see
-    /// [`MutexOptions::reentrant`]).
+    /// [`crate::MutexOptions::reentrant`]).
     ///
     /// ```no_run
     /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
@@ -258,7 +225,7 @@ impl Mutex {
     /// Cancel safe: dropping the future drops `work` and releases the lock in the background.
     pub async fn with_lock<F, Fut, T>(&self, wait: Wait, work: F) -> Result<T>
     where
-        F: FnOnce(crate::Lease) -> Fut,
+        F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
         let guard = match wait {
@@ -268,7 +235,7 @@ impl Mutex {
         };
         let lease = guard.lease();
         let body = hold::run_as_body_of(guard.hold().clone(), work(lease.clone()));
-        let output = match self.on_lost {
+        let output = match self.settings.on_lost {
             OnLost::Signal => body.await,
             OnLost::Cancel => {
                 tokio::pin!(body);
@@ -295,8 +262,8 @@ impl Mutex {
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.shared.is_closed() {
-            return Err(self.shared.closed_error(self.keys.name()));
+        if self.ctx.is_closed() {
+            return Err(self.ctx.closed_error(self.keys.name()));
         }
         Ok(())
     }
@@ -313,7 +280,7 @@ impl Mutex {
         } else {
             format!("lock `{name}` was held by another owner for the whole wait of {waited:?}")
         };
-        if let Some(own) = self.shared.held.get(&self.keys.lock) {
+        if let Some(own) = self.ctx.held.get(&self.keys.lock) {
             message.push_str(&format!(
                 "; this client holds it itself (fencing token {}): if the code that waited is \
                  the code that holds it, it waited for itself — release the first guard before \
@@ -329,34 +296,35 @@ impl Mutex {
     fn hold(&self, taken: Taken) -> Result<MutexGuard> {
         tracing::debug!(lock = %self.keys.name(), fence = taken.fence, "dlock: acquired");
         let lease = LeaseCore::new(NewLease {
-            shared: self.shared.clone(),
+            transport: self.ctx.transport.clone(),
+            held: self.ctx.held.clone(),
             keys: self.keys.clone(),
             token: taken.token,
             fence: taken.fence,
-            ttl: self.ttl,
+            ttl: self.settings.ttl,
             safe_until: taken.safe_until,
-            renewal: self.renewal,
+            renewal: self.settings.renewal,
             registration: taken.registration,
         });
-        self.shared.held.insert(&lease);
-        if self.shared.is_closed() {
-            // The client was shut down while this acquisition was under way (after the
-            // insert above, shutdown would have found the lease): give the lock back.
-            self.shared.held.remove(&lease);
-            lease.mark_released_by(crate::LostReason::Shutdown);
-            self.shared
+        if self.ctx.is_closed() {
+            // The client was shut down while this acquisition was under way (the lease is in the
+            // client's registry now, so a shutdown after this check finds it): give it back.
+            lease.mark_released_by(LostReason::Shutdown);
+            self.ctx
+                .transport
                 .release_in_background(self.keys.clone(), lease.token, None);
-            return Err(self.shared.closed_error(self.keys.name()));
+            return Err(self.ctx.closed_error(self.keys.name()));
         }
-        self.shared.watchdog.register(&self.shared, &lease);
+        self.ctx.watchdog.register(&lease);
         Ok(MutexGuard::new(Hold::first(lease)))
     }
 
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<MutexGuard> {
         let started = Instant::now();
         let deadline = wait.and_then(|w| started.checked_add(w));
-        if let Some(outer) = hold::enclosing(&self.shared, &self.keys.lock) {
-            let nested = hold::nest(outer, Patience::Until(deadline), self.reentrant).await?;
+        if let Some(outer) = hold::enclosing(&self.ctx.transport, &self.keys.lock) {
+            let nested =
+                hold::nest(outer, Patience::Until(deadline), self.settings.reentrant).await?;
             // `Until` waits for the turn or fails; it never answers "not now".
             return nested
                 .map(MutexGuard::new)
@@ -372,22 +340,19 @@ impl Mutex {
     }
 
     async fn acquire_inner(&self, started: Instant, deadline: Option<Instant>) -> Result<Taken> {
-        let token = self.shared.tokens.next();
-        let mut cleanup = Cleanup::new(self, token);
-        let (conn, generation) = self.shared.conn()?;
+        let token = self.ctx.tokens.next();
+        let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
+        let (conn, generation) = self.ctx.transport.conn()?;
         // Uncontended fast path: one round trip, no subscription. Skipped when this client is
         // subscribed already (other local waiters exist), as the lock is then most likely held.
-        if !self
-            .shared
-            .waiters
-            .is_subscribed(&self.keys.lock, generation)
-        {
+        let waiters = &self.ctx.transport.waiters;
+        if !waiters.is_subscribed(&self.keys.lock, generation) {
             let sent = Instant::now();
             let reply = self.attempt(token, Mode::Try, "").await?;
             cleanup.disarm();
             match reply {
                 AcquireReply::Taken { fence } => {
-                    return Ok(self.taken(token, fence, sent, self.ttl, None));
+                    return Ok(self.taken(token, fence, sent, self.settings.ttl, None));
                 }
                 AcquireReply::Owned { fence, pttl } => {
                     return Ok(self.taken(token, fence, sent, pttl, None));
@@ -403,20 +368,18 @@ impl Mutex {
 
         // Subscribe first, then queue: a grant can never be published before we listen.
         let entry = self.queue_entry(token);
-        let registration = self.shared.waiters.register(token, &self.keys.lock, &entry);
-        let _membership = self
-            .shared
-            .waiters
+        let registration = waiters.register(token, &self.keys.lock, &entry);
+        let _membership = waiters
             .join((&conn, generation), &self.keys.lock, || {
-                self.keys.wake_channel(&self.shared.client_id)
+                wire::wake_channel(&self.keys.lock, &self.ctx.client_id)
             })
             .await?;
         cleanup.arm(entry.clone());
         let mut self_wait = SelfWait::new(started);
 
         loop {
-            if self.shared.is_closed() {
-                return Err(self.shared.closed_error(self.keys.name()));
+            if self.ctx.is_closed() {
+                return Err(self.ctx.closed_error(self.keys.name()));
             }
             let last = deadline.is_some_and(|d| Instant::now() >= d);
             let mode = if last { Mode::Last } else { Mode::Wait };
@@ -424,7 +387,13 @@ impl Mutex {
             let seen = match self.attempt(token, mode, &entry).await? {
                 AcquireReply::Taken { fence } => {
                     cleanup.disarm();
-                    return Ok(self.taken(token, fence, sent, self.ttl, Some(registration)));
+                    return Ok(self.taken(
+                        token,
+                        fence,
+                        sent,
+                        self.settings.ttl,
+                        Some(registration),
+                    ));
                 }
                 AcquireReply::Owned { fence, pttl } => {
                     cleanup.disarm();
@@ -481,21 +450,20 @@ impl Mutex {
         Taken {
             token,
             fence,
-            safe_until: lease::safe_until(sent, pttl, self.ttl),
+            safe_until: timing::safe_until(sent, pttl, self.settings.ttl),
             registration,
         }
     }
 
-    /// The caller's queue entry `<token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>`.
+    /// The caller's queue entry (see `scripts/wire.rs`).
     fn queue_entry(&self, token: OwnerToken) -> Arc<str> {
-        format!(
-            "{} {} {} {} {}\x1f{}",
-            token.as_str(),
-            self.shared.client_id,
-            lease::millis(self.ttl),
-            self.shared.transport.publish_mode(),
-            self.shared.holder,
-            self.label.as_deref().unwrap_or_default()
+        wire::queue_entry(
+            &token,
+            &self.ctx.client_id,
+            timing::millis(self.settings.ttl),
+            self.ctx.transport.slot().publish_mode(),
+            &self.ctx.holder,
+            self.settings.label.as_deref().unwrap_or_default(),
         )
         .into()
     }
@@ -506,15 +474,19 @@ impl Mutex {
         call.arg(&*self.keys.lock)
             .arg(LockValue {
                 token: &token,
-                holder: &self.shared.holder,
-                label: self.label.as_deref().unwrap_or_default(),
+                holder: &self.ctx.holder,
+                label: self.settings.label.as_deref().unwrap_or_default(),
             })
-            .arg(lease::millis(self.ttl));
+            .arg(timing::millis(self.settings.ttl));
         if mode != Mode::Try {
             // "try" is the script's default: every argument costs the server (measured).
             call.arg(mode.as_str()).arg(entry);
         }
-        let reply = self.shared.run(&call, "acquire", self.keys.name()).await?;
+        let reply = self
+            .ctx
+            .transport
+            .run(&call, "acquire", self.keys.name())
+            .await?;
         AcquireReply::decode(&reply).ok_or_else(|| unexpected("acquire", &reply))
     }
 }
@@ -538,7 +510,7 @@ impl SelfWait {
         if self.warned {
             return;
         }
-        let Some(own) = mutex.shared.held.get(&mutex.keys.lock) else {
+        let Some(own) = mutex.ctx.held.get(&mutex.keys.lock) else {
             return;
         };
         let waited = self.started.elapsed();
@@ -561,21 +533,17 @@ impl SelfWait {
 impl fmt::Debug for Mutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self {
-            shared: _,
+            ctx: _,
             keys,
-            ttl,
-            renewal,
-            reentrant,
-            on_lost,
-            label,
+            settings,
         } = self;
         f.debug_struct("Mutex")
             .field("name", &keys.name())
-            .field("label", label)
-            .field("ttl", ttl)
-            .field("renewal", renewal)
-            .field("reentrant", reentrant)
-            .field("on_lost", on_lost)
+            .field("label", &settings.label)
+            .field("ttl", &settings.ttl)
+            .field("renewal", &settings.renewal)
+            .field("reentrant", &settings.reentrant)
+            .field("on_lost", &settings.on_lost)
             .finish_non_exhaustive()
     }
 }
@@ -599,51 +567,8 @@ fn grant_safe_until(grant: &Grant, seen: Seen, now: Instant) -> Option<Instant> 
         .sent
         .checked_add(Duration::from_millis(after))?
         .min(now);
-    let safe_until = lease::safe_until(start, grant.lease, grant.lease);
+    let safe_until = timing::safe_until(start, grant.lease, grant.lease);
     (safe_until > now + grant.lease / 2).then_some(safe_until)
-}
-
-/// Releases, in the background, whatever an unfinished acquire may have left on the server: a
-/// lock taken by a request whose reply never arrived, or a queue entry. Owner-checked, so it is
-/// harmless when nothing was left.
-struct Cleanup<'a> {
-    mutex: &'a Mutex,
-    token: OwnerToken,
-    entry: Option<Arc<str>>,
-    armed: bool,
-}
-
-impl<'a> Cleanup<'a> {
-    /// Armed from the start: the first request is about to be sent.
-    fn new(mutex: &'a Mutex, token: OwnerToken) -> Self {
-        Self {
-            mutex,
-            token,
-            entry: None,
-            armed: true,
-        }
-    }
-
-    fn arm(&mut self, entry: Arc<str>) {
-        self.entry = Some(entry);
-        self.armed = true;
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.mutex.shared.release_in_background(
-                self.mutex.keys.clone(),
-                self.token,
-                self.entry.take(),
-            );
-        }
-    }
 }
 
 #[cfg(test)]

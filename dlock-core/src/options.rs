@@ -1,10 +1,27 @@
 //! The options of a lock handle: [`MutexOptions`] (lease, watchdog, `max_hold`, reentrancy,
-//! label), [`OnLost`] and [`Wait`], validated in one place ([`MutexOptions::renewal`]).
+//! label), [`OnLost`] and [`Wait`], all validated in one place (`MutexOptions::settings`), and
+//! how a lease is kept ([`Renewal`]). Pure: no I/O.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lease::{self, Renewal};
+use crate::timing;
+
+/// Longest accepted label, in bytes.
+pub const MAX_LABEL_LEN: usize = 256;
+
+/// How a lease is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// The lease runs out unless the holder extends it.
+    Fixed,
+    /// The client's watchdog renews it every `interval`, for at most `max_hold` in all.
+    Watchdog {
+        interval: Duration,
+        max_hold: Option<Duration>,
+    },
+}
 
 /// What [`crate::Mutex::with_lock`] does when the lease is lost while its future runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -147,12 +164,28 @@ impl MutexOptions {
         self
     }
 
+    /// Checks every option (with the client's `default_ttl` where no TTL is set) and gives the
+    /// settings a lock handle runs with.
+    pub(crate) fn settings(&self, default_ttl: Duration) -> Result<LockSettings> {
+        let ttl = timing::validate_ttl(self.ttl.unwrap_or(default_ttl))?;
+        if let Some(label) = &self.label {
+            validate_label(label)?;
+        }
+        Ok(LockSettings {
+            ttl,
+            renewal: self.renewal(ttl)?,
+            reentrant: self.reentrant,
+            on_lost: self.on_lost,
+            label: self.label.as_deref().map(Arc::from),
+        })
+    }
+
     /// Checks the options against the effective TTL and says how the lease is kept.
-    pub(crate) fn renewal(&self, ttl: Duration) -> Result<Renewal> {
+    fn renewal(&self, ttl: Duration) -> Result<Renewal> {
         if !self.watchdog {
             return Ok(Renewal::Fixed);
         }
-        lease::validate_watchdog_ttl(ttl)?;
+        timing::validate_watchdog_ttl(ttl)?;
         let interval = self.renew_every.unwrap_or(ttl / 3);
         if interval.is_zero() || interval > ttl / 2 {
             return Err(Error::invalid(format!(
@@ -161,11 +194,11 @@ impl MutexOptions {
             )));
         }
         if let Some(max_hold) = self.max_hold
-            && max_hold < lease::MIN_WATCHDOG_TTL
+            && max_hold < timing::MIN_WATCHDOG_TTL
         {
             return Err(Error::invalid(format!(
                 "max_hold {max_hold:?} is shorter than the shortest watchdog lease {:?}",
-                lease::MIN_WATCHDOG_TTL
+                timing::MIN_WATCHDOG_TTL
             )));
         }
         Ok(Renewal::Watchdog {
@@ -173,4 +206,32 @@ impl MutexOptions {
             max_hold: self.max_hold,
         })
     }
+}
+
+/// Checks a label: the error says what is wrong.
+pub(crate) fn validate_label(label: &str) -> Result<()> {
+    if label.len() > MAX_LABEL_LEN {
+        return Err(Error::invalid(format!(
+            "lock label is {} bytes long; the limit is {MAX_LABEL_LEN} bytes",
+            label.len()
+        )));
+    }
+    if label.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "lock label {label:?} contains control characters; use printable text"
+        )));
+    }
+    Ok(())
+}
+
+/// The validated settings of a lock handle.
+#[derive(Clone, Debug)]
+pub(crate) struct LockSettings {
+    /// The lease each acquisition gets.
+    pub(crate) ttl: Duration,
+    pub(crate) renewal: Renewal,
+    pub(crate) reentrant: bool,
+    pub(crate) on_lost: OnLost,
+    /// Stored with the holder's host and pid.
+    pub(crate) label: Option<Arc<str>>,
 }

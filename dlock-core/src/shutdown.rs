@@ -5,16 +5,17 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use crate::client::{Client, Shared, release_call};
+use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
 use crate::lease::LostReason;
+use crate::scripts::{Call, unexpected};
+use crate::transport::{Transport, release_call};
 
 /// What [`Client::shutdown`] did, and what it could not do.
 #[derive(Debug, Default)]
@@ -89,49 +90,43 @@ impl Client {
     /// is shut down already; what was not released expires with its lease). Bound it with
     /// `deadline` instead of dropping it.
     pub async fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        let shared = &self.shared;
+        let ctx = &self.ctx;
+        let transport = &ctx.transport;
         let until = Instant::now() + deadline;
         // First refuse new acquisitions, then collect what is held: an acquisition racing with
         // this either is collected below or sees the flag and releases itself (mutex.rs).
-        shared.closed.store(true, Ordering::SeqCst);
-        shared.watchdog.stop();
+        ctx.close();
+        ctx.watchdog.stop();
         let mut steps: Vec<(String, Step, StepFuture)> = Vec::new();
-        for lease in shared.held.take_all() {
+        for lease in ctx.held.take_all() {
             lease.mark_released_by(LostReason::Shutdown);
             let call = release_call(&lease.keys, &lease.token, None);
-            let name = lease.keys.name().to_owned();
-            let shared = shared.clone();
-            let future = Box::pin(async move {
-                let reply = shared
-                    .run(&call, "shutdown release", lease.keys.name())
-                    .await?;
-                shared
-                    .release_reply(&reply)
-                    .map(drop)
-                    .ok_or_else(|| crate::client::unexpected("shutdown release", &reply))
-            });
-            steps.push((name, Step::Release, future));
+            steps.push((
+                lease.keys.name().to_owned(),
+                Step::Release,
+                release_step(
+                    transport.clone(),
+                    call,
+                    lease.keys.clone(),
+                    "shutdown release",
+                ),
+            ));
         }
-        for queued in shared.waiters.queued() {
+        for queued in transport.waiters.queued() {
             let keys = LockKeys::from_lock_key(&queued.lock_key);
-            let name = keys.name().to_owned();
             let call = release_call(&keys, &queued.token, Some(&queued.entry));
-            let shared = shared.clone();
-            let future = Box::pin(async move {
-                let reply = shared.run(&call, "shutdown dequeue", keys.name()).await?;
-                shared
-                    .release_reply(&reply)
-                    .map(drop)
-                    .ok_or_else(|| crate::client::unexpected("shutdown dequeue", &reply))
-            });
-            steps.push((name, Step::Dequeue, future));
+            steps.push((
+                keys.name().to_owned(),
+                Step::Dequeue,
+                release_step(transport.clone(), call, keys, "shutdown dequeue"),
+            ));
         }
         // Waiting calls see the flag and end.
-        shared.waiters.wake_all();
-        for channel in shared.waiters.take_channels() {
-            let shared = shared.clone();
+        transport.waiters.wake_all();
+        for channel in transport.waiters.take_channels() {
+            let transport = transport.clone();
             let name = channel.to_string();
-            let future = Box::pin(async move { unsubscribe(&shared, &channel).await });
+            let future = Box::pin(async move { unsubscribe(&transport, &channel).await });
             steps.push((name, Step::Unsubscribe, future));
         }
         let report = run_steps(steps, until).await;
@@ -140,9 +135,25 @@ impl Client {
     }
 }
 
-async fn unsubscribe(shared: &Arc<Shared>, channel: &str) -> Result<()> {
-    let (conn, _) = shared.conn()?;
-    let timeout = shared.config.command_timeout;
+/// One release (of a lock, or of a queue entry) as a shutdown step.
+fn release_step(
+    transport: Arc<Transport>,
+    call: Call,
+    keys: LockKeys,
+    op: &'static str,
+) -> StepFuture {
+    Box::pin(async move {
+        let reply = transport.run(&call, op, keys.name()).await?;
+        transport
+            .release_reply(&reply)
+            .map(drop)
+            .ok_or_else(|| unexpected(op, &reply))
+    })
+}
+
+async fn unsubscribe(transport: &Transport, channel: &str) -> Result<()> {
+    let (conn, _) = transport.conn()?;
+    let timeout = transport.command_timeout();
     match tokio::time::timeout(timeout, conn.unsubscribe(channel)).await {
         Ok(reply) => reply.map_err(|e| Error::from_redis("unsubscribe", e)),
         Err(_) => Err(Error::timeout("unsubscribe", timeout)),

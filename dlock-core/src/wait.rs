@@ -31,35 +31,8 @@ use tokio::sync::Notify;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::runtime::{lock, spawn_detached};
+use crate::scripts::wire::Grant;
 use crate::token::OwnerToken;
-
-/// A lock handed to a waiting acquire call by another owner's release.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Grant {
-    pub(crate) token: OwnerToken,
-    pub(crate) fence: u64,
-    /// Server time of the hand-off, in milliseconds.
-    pub(crate) server_ms: i64,
-    pub(crate) lease: Duration,
-}
-
-impl Grant {
-    /// Parses `<token> <fence> <now_ms> <lease_ms>` as published by `release.lua`.
-    fn parse(payload: &[u8]) -> Option<Self> {
-        let text = std::str::from_utf8(payload).ok()?;
-        let mut parts = text.split(' ');
-        let token = OwnerToken::parse(parts.next()?.as_bytes())?;
-        let fence = parts.next()?.parse().ok()?;
-        let server_ms = parts.next()?.parse().ok()?;
-        let lease = Duration::from_millis(parts.next()?.parse().ok()?);
-        Some(Self {
-            token,
-            fence,
-            server_ms,
-            lease,
-        })
-    }
-}
 
 /// Where one waiting acquire call receives its grant, or a nudge to retry now. (The token is
 /// the slot's key in the registry, so only the rest of the grant is kept: a parked waiter's
@@ -443,7 +416,7 @@ mod tests {
             ("dlock:{a}", "entry")
         );
 
-        let payload = format!("{} 17 1700000000000 2500", token.as_str());
+        let payload = format!("{} 17 1700000000000 2500 1", token.as_str());
         let message = |payload: &str| PushInfo {
             kind: PushKind::Message,
             data: vec![

@@ -28,11 +28,14 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use crate::client::Shared;
-use crate::lease::{self, LeaseCore, LostReason, Renewal};
+use crate::error::Error;
+use crate::lease::{LeaseCore, LostReason};
+use crate::options::Renewal;
 use crate::runtime::{Task, lock};
-use crate::scripts::{self, Call, ExtendStatus};
+use crate::scripts::{self, Call, ExtendStatus, unexpected};
+use crate::timing;
 use crate::token::OwnerToken;
+use crate::transport::Transport;
 
 /// Locks renewed per script call.
 pub(crate) const BATCH: usize = 100;
@@ -90,21 +93,27 @@ struct State {
     outage: Option<Outage>,
 }
 
-/// The watchdog of one client.
-#[derive(Default)]
+/// The watchdog of one client. Cheap to clone (a handle on shared state).
+#[derive(Clone)]
 pub(crate) struct Watchdog {
+    inner: Arc<Inner>,
+}
+
+/// The watchdog's state, shared with its task. The task holds it (and so the transport) only
+/// while it has leases to renew.
+struct Inner {
     state: Mutex<State>,
     task: Task,
-    /// Shared with the task, which must not keep the client alive while it sleeps.
-    wake: Arc<tokio::sync::Notify>,
+    wake: tokio::sync::Notify,
+    transport: Arc<Transport>,
 }
 
 impl std::fmt::Debug for Watchdog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = lock(&self.state);
+        let state = lock(&self.inner.state);
         f.debug_struct("Watchdog")
             .field("leases", &state.entries.len())
-            .field("running", &(state.running && self.task.is_running()))
+            .field("running", &(state.running && self.inner.task.is_running()))
             .finish()
     }
 }
@@ -116,14 +125,32 @@ struct Due {
 }
 
 impl Watchdog {
+    /// The watchdog of the client whose requests go through `transport`. It starts again in
+    /// the current runtime when the connection is rebuilt after its runtime ended.
+    pub(crate) fn new(transport: Arc<Transport>) -> Self {
+        let inner = Arc::new(Inner {
+            state: Mutex::default(),
+            task: Task::default(),
+            wake: tokio::sync::Notify::new(),
+            transport,
+        });
+        let weak = Arc::downgrade(&inner);
+        inner.transport.slot().set_on_rebuild(Box::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                Watchdog { inner }.ensure_running();
+            }
+        }));
+        Self { inner }
+    }
+
     /// Starts renewing `lease` (a watchdog lease just acquired).
-    pub(crate) fn register(&self, shared: &Arc<Shared>, lease: &Arc<LeaseCore>) {
+    pub(crate) fn register(&self, lease: &Arc<LeaseCore>) {
         let Renewal::Watchdog { interval, max_hold } = lease.renewal else {
             return;
         };
         let next_due = lease.acquired_at + interval;
         let wake = {
-            let mut state = lock(&self.state);
+            let mut state = lock(&self.inner.state);
             state.entries.insert(
                 lease.token,
                 Entry {
@@ -139,51 +166,53 @@ impl Watchdog {
             // looks again anyway (holding 10,000 locks, a wake per acquire made each acquire
             // cost ~1 ms of CPU, measured).
             let wake = state.planned_wake.is_some_and(|w| next_due < w);
-            if self.start_locked(&mut state, shared) {
+            if self.start_locked(&mut state) {
                 false
             } else {
                 wake
             }
         };
         if wake {
-            self.wake.notify_one();
+            self.inner.wake.notify_one();
         }
-        if !lock(&self.state).running {
+        if !lock(&self.inner.state).running {
             tracing::warn!(lock = %lease.keys.name(), "dlock: no runtime for the watchdog; the lease will not be renewed");
         }
     }
 
     /// Starts the task in the current runtime if leases are registered and no task runs (its
     /// runtime ended, for instance).
-    pub(crate) fn ensure_running(&self, shared: &Arc<Shared>) {
-        let mut state = lock(&self.state);
+    pub(crate) fn ensure_running(&self) {
+        let mut state = lock(&self.inner.state);
         if !state.entries.is_empty() {
-            self.start_locked(&mut state, shared);
+            self.start_locked(&mut state);
         }
     }
 
     /// Starts the task unless it runs; `true` if it was started now.
-    fn start_locked(&self, state: &mut State, shared: &Arc<Shared>) -> bool {
-        if state.running && self.task.is_running() {
+    fn start_locked(&self, state: &mut State) -> bool {
+        if state.running && self.inner.task.is_running() {
             return false;
         }
-        let weak = Arc::downgrade(shared);
-        state.running = self.task.start(move || run(weak));
+        let inner = self.inner.clone();
+        state.running = self.inner.task.start(move || run(inner));
         state.planned_wake = None;
         state.running
     }
 
-    /// Stops renewing the lease of `token` (its last guard is gone).
-    pub(crate) fn deregister(&self, token: &OwnerToken) {
-        lock(&self.state).entries.remove(token);
-    }
-
     /// Stops renewing every lease and ends the task (client shutdown).
     pub(crate) fn stop(&self) {
-        let mut state = lock(&self.state);
+        let mut state = lock(&self.inner.state);
         state.entries.clear();
         state.running = false;
-        self.task.abort();
+        self.inner.task.abort();
+    }
+}
+
+impl Inner {
+    /// Stops renewing the lease of `token` (found gone or taken).
+    fn deregister(&self, token: &OwnerToken) {
+        lock(&self.state).entries.remove(token);
     }
 
     /// Picks the renewals due now, declares overdue leases lost, and says when to look again.
@@ -252,7 +281,7 @@ impl Watchdog {
     /// Records the outcome of one renewal call of `leases` leases: after a failure, its leases
     /// retry with backoff; the first failure of an outage and the first success after it are
     /// logged.
-    fn record_call(&self, tokens: &[OwnerToken], error: Option<&crate::Error>) {
+    fn record_call(&self, tokens: &[OwnerToken], error: Option<&Error>) {
         let now = Instant::now();
         let mut state = lock(&self.state);
         match error {
@@ -312,7 +341,7 @@ fn renewal_ttl(
         None => (Some(full), false),
         Some(until) => {
             let left = until.saturating_duration_since(now);
-            if left < lease::MIN_TTL {
+            if left < timing::MIN_TTL {
                 (None, true)
             } else {
                 (Some(full.min(left)), left <= full)
@@ -321,25 +350,20 @@ fn renewal_ttl(
     }
 }
 
-/// The watchdog task of one client.
-async fn run(shared: Weak<Shared>) {
+/// The watchdog task of one client: renews what is due, sleeps until the next renewal or a
+/// wake-up, and ends when no lease is left.
+async fn run(inner: Arc<Inner>) {
     loop {
-        let Some(client) = shared.upgrade() else {
-            return;
-        };
-        let Some((due, wake)) = client.watchdog.collect(Instant::now()) else {
+        let Some((due, wake)) = inner.collect(Instant::now()) else {
             return;
         };
         if !due.is_empty() {
-            renew(&client, due).await;
+            renew(&inner, due).await;
             continue;
         }
-        let wake_signal = client.watchdog.wake.clone();
-        let notified = wake_signal.notified();
+        let notified = inner.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        // Do not keep the client alive while sleeping.
-        drop(client);
         tokio::select! {
             () = notified => {}
             () = tokio::time::sleep_until(wake.into()) => {}
@@ -349,12 +373,13 @@ async fn run(shared: Weak<Shared>) {
 
 /// Sends the due renewals, [`BATCH`] locks per script call (of one slot on a cluster), all calls
 /// concurrently, and applies the answers.
-async fn renew(shared: &Arc<Shared>, due: Vec<Due>) {
+async fn renew(inner: &Inner, due: Vec<Due>) {
     let sent = Instant::now();
+    let transport = &inner.transport;
     let mut groups: HashMap<_, Vec<Due>> = HashMap::new();
     for d in due {
         groups
-            .entry(shared.transport.batch_group(&d.lease.keys.lock))
+            .entry(transport.slot().batch_group(&d.lease.keys.lock))
             .or_default()
             .push(d);
     }
@@ -365,13 +390,14 @@ async fn renew(shared: &Arc<Shared>, due: Vec<Due>) {
             call.arg(&*d.lease.keys.lock);
         }
         for d in chunk {
-            call.arg(d.lease.token.as_bytes()).arg(lease::millis(d.ttl));
+            call.arg(d.lease.token.as_bytes())
+                .arg(timing::millis(d.ttl));
         }
-        let reply = shared.run(&call, "renew", "(watchdog batch)").await;
+        let reply = transport.run(&call, "renew", "(watchdog batch)").await;
         let received = Instant::now();
         let statuses = reply.and_then(|value| {
             ExtendStatus::decode_batch(&value, chunk.len())
-                .ok_or_else(|| crate::client::unexpected("renew", &value))
+                .ok_or_else(|| unexpected("renew", &value))
         });
         (chunk, statuses, received)
     });
@@ -379,27 +405,27 @@ async fn renew(shared: &Arc<Shared>, due: Vec<Due>) {
         let tokens: Vec<OwnerToken> = chunk.iter().map(|d| d.lease.token).collect();
         match reply {
             Ok(statuses) => {
-                shared.watchdog.record_call(&tokens, None);
+                inner.record_call(&tokens, None);
                 for (d, status) in chunk.iter().zip(statuses) {
-                    apply(shared, d, status, sent, received);
+                    apply(inner, d, status, sent, received);
                 }
             }
-            Err(e) => shared.watchdog.record_call(&tokens, Some(&e)),
+            Err(e) => inner.record_call(&tokens, Some(&e)),
         }
     }
 }
 
-fn apply(shared: &Shared, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) {
+fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) {
     let lease = &due.lease;
     match status {
         ExtendStatus::Extended => lease.renewed(sent, due.ttl),
         ExtendStatus::Gone => {
             lease.fire_lost(gone_reason(lease.safe_until(), received));
-            shared.watchdog.deregister(&lease.token);
+            inner.deregister(&lease.token);
         }
         ExtendStatus::Other => {
             lease.fire_lost(LostReason::TakenOver);
-            shared.watchdog.deregister(&lease.token);
+            inner.deregister(&lease.token);
         }
     }
 }

@@ -9,7 +9,7 @@
 --                             expires 7 days after the last acquisition (then the clock floor
 --                             below takes over)
 --          KEYS[1]..":queue"  waiter entries, oldest first (see common.lua)
--- ARGV[1]  the lock value to set: "<token>- <meta>" (token = 32 hex digits, one per acquire
+-- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  mode (absent = "try"): "try"  leave the queue alone
@@ -22,8 +22,8 @@
 --          {1, fence, pttl_ms}   the lock is already the caller's (a retried request, or a
 --                                hand-off granted while it waited)
 --          {0, pttl_ms, now_ms}  another owner holds it for pttl_ms more; now_ms = server clock
---          error DLOCKFOREIGN    the lock key holds a value dlock did not write, or one without
---                                expiry; nothing was modified
+--          error DLOCKFOREIGN    the lock key holds a value dlock did not write, a lock of a newer
+--                                format version, or one without expiry; nothing was modified
 --
 -- FIFO: a lock found free while callers wait (its holder's lease ran out: expiry publishes
 -- nothing) goes to the oldest live waiter first, exactly as a release would hand it over; the
@@ -83,8 +83,9 @@ if taken then
 end
 
 local held = read(lock)
-if foreign(held) then
-  return foreign_error(lock, 'holds a value dlock did not write')
+local refused = unusable(lock, held)
+if refused then
+  return refused
 end
 local pttl = redis.call('PTTL', lock)
 if pttl < 0 then

@@ -1,20 +1,25 @@
 -- common.lua: functions shared by acquire.lua and release.lua. It is not a script of its own:
 -- scripts/mod.rs prepends it to each of them when their text is built.
 --
--- The lock key holds "<token><flag> <meta>" with a lease (PX): token = 32 lowercase hex digits,
--- flag "w" while callers wait in the queue (release must hand off) or "-", meta =
--- "<host>\x1f<pid>\x1f<label>". Anything else at that key was not written by dlock.
--- The queue KEYS[1]..":queue" holds entries "<token> <client> <lease_ms> <pub> <meta>", oldest
--- first; <pub> is "P" (PUBLISH) or "S" (SPUBLISH, cluster).
+-- The formats, with their versions, are listed in scripts/wire.rs. In short:
+-- The lock key holds "<token><flag>1 <meta>" with a lease (PX): token = 32 lowercase hex digits,
+-- flag "w" while callers wait in the queue (release must hand off) or "-", then the format
+-- version, meta = "<host>\x1f<pid>\x1f<label>". Version 0 ("<token><flag> <meta>") is read as
+-- well. Anything else at that key was not written by dlock.
+-- The queue KEYS[1]..":queue" holds entries "1 <token> <client> <lease_ms> <pub> <meta>" (version
+-- 0 without the leading "1 "), oldest first; <pub> is "P" (PUBLISH) or "S" (SPUBLISH, cluster).
 
--- Whether a value found at a lock key was written by someone other than dlock (`value` as
--- returned by read(): a string, or an error table for a key of another type).
-local function foreign(value)
+-- The format version of a value found at a lock key (`value` as returned by read(): a string,
+-- or an error table for a key of another type); nil when dlock did not write it.
+local function lock_version(value)
   if type(value) ~= 'string' then
-    return true
+    return nil
   end
-  local token = string.match(value, '^(%x+)[%-w] ')
-  return token == nil or #token ~= 32
+  local token, version = string.match(value, '^(%x+)[%-w](%d?) ')
+  if token == nil or #token ~= 32 then
+    return nil
+  end
+  return tonumber(version) or 0
 end
 
 -- The lock key's value: a string, false when absent, an error table when the key holds another
@@ -29,15 +34,29 @@ local function foreign_error(lock, why)
   return redis.error_reply('DLOCKFOREIGN ' .. lock .. ' ' .. why)
 end
 
+-- The error reply for a lock value this dlock cannot take or change (not dlock's, or written by
+-- a newer dlock: a format version above 1), or nil when it is one it understands.
+local function unusable(lock, value)
+  local version = lock_version(value)
+  if version == nil then
+    return foreign_error(lock, 'holds a value dlock did not write')
+  elseif version > 1 then
+    return foreign_error(lock, 'holds a lock of a newer dlock (format version ' .. version
+      .. '); upgrade this client')
+  end
+  return nil
+end
+
 -- Hands the lock to the oldest live waiter of its queue, replacing whatever the lock key holds
 -- (it must be free, or held by the caller who gives it up).
 --
 -- For each entry popped, oldest first: a new fence max(last + 1, server time in us) is stored,
--- the lock is set to "<token><flag> <meta>" PX <lease_ms> (flag "w" if more entries wait), and
+-- the lock is set to "<token><flag>1 <meta>" PX <lease_ms> (flag "w" if more entries wait), and
 --   * the entry is `caller_entry` (an acquire whose own entry is at the head): returns
 --     'caller', fence — the lock is the caller's;
---   * otherwise "<token> <fence> <now_ms> <lease_ms>" is published (PUBLISH or SPUBLISH, as the
---     entry says) on "<lock>:wake:<client>"; if a subscriber received it, returns 'grant', grant.
+--   * otherwise "<token> <fence> <now_ms> <lease_ms> 1" is published (PUBLISH or SPUBLISH, as
+--     the entry says) on "<lock>:wake:<client>"; if a subscriber received it, returns 'grant',
+--     grant.
 --     A publish that reaches nobody means that client is gone (crashed, disconnected): the next
 --     entry is tried, so a dead waiter never inherits the lock.
 -- Returns nil when no live entry was left: the queue is then empty and the lock key deleted.
@@ -52,7 +71,10 @@ local function hand_off(lock, caller_entry)
       redis.call('DEL', lock)
       return nil
     end
-    local token, client, lease, pub, meta = string.match(entry, '^(%x+) (%x+) (%d+) ([PS]) (.*)$')
+    local token, client, lease, pub, meta = string.match(entry, '^1 (%x+) (%x+) (%d+) ([PS]) (.*)$')
+    if not token then
+      token, client, lease, pub, meta = string.match(entry, '^(%x+) (%x+) (%d+) ([PS]) (.*)$')
+    end
     if token and #token == 32 then
       if not now_us then
         local now = redis.call('TIME')
@@ -66,7 +88,7 @@ local function hand_off(lock, caller_entry)
       if redis.call('LLEN', queue) > 0 then
         flag = 'w'
       end
-      redis.call('SET', lock, token .. flag .. ' ' .. meta, 'PX', lease)
+      redis.call('SET', lock, token .. flag .. '1 ' .. meta, 'PX', lease)
       if entry == caller_entry then
         return 'caller', last
       end
@@ -74,7 +96,8 @@ local function hand_off(lock, caller_entry)
       if pub == 'S' then
         publish = 'SPUBLISH'
       end
-      local grant = token .. ' ' .. fence_s .. ' ' .. string.format('%.0f', math.floor(now_us / 1000)) .. ' ' .. lease
+      local now_ms = string.format('%.0f', math.floor(now_us / 1000))
+      local grant = token .. ' ' .. fence_s .. ' ' .. now_ms .. ' ' .. lease .. ' 1'
       if redis.call(publish, lock .. ':wake:' .. client, grant) > 0 then
         return 'grant', grant
       end

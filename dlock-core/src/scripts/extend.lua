@@ -10,7 +10,7 @@
 --          0   not held by anyone: the lease had expired or the key was deleted (nothing is
 --              re-created)
 --          -1  held by another owner, or the key holds something dlock did not write (another
---              type, another format): left untouched
+--              type, another format) or a lock of a newer format version: left untouched
 --
 -- One lock's key holding another type never aborts the batch: each key is read with pcall.
 -- Retry safety: owner-checked and absolute (PEXPIRE sets, never adds), so running it twice
@@ -22,7 +22,7 @@ for i = 1, #KEYS do
   if not held then
     out[i] = 0
   elseif type(held) ~= 'string' or string.sub(held, 1, 32) ~= ARGV[2 * i - 1]
-      or not string.find(held, '^%x+[%-w] ') then
+      or not string.find(held, '^%x+[%-w]1? ') then
     out[i] = -1
   else
     redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])

@@ -5,12 +5,17 @@
 //! included, no intermediate copies); if the server does not know the script (first use, or a
 //! Redis restart) it is loaded with `SCRIPT LOAD` and the call is sent once more. On a cluster the
 //! load goes to every primary. `common.lua` (the lock-value check and the hand-off to the oldest
-//! live waiter) is prepended to the scripts that need it.
+//! live waiter) is prepended to the scripts that need it. The formats the scripts read and
+//! write, with their versions, are in [`wire`].
+
+pub(crate) mod wire;
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::{Cmd, Script, ToRedisArgs, Value};
+
+use crate::error::Error;
 
 /// Takes a free mutex, or reports its remaining lease and queues the caller.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
@@ -36,9 +41,6 @@ pub(crate) static EXTEND: LazyLock<Script> =
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
 
-/// The error code of a script's reply when a lock key holds data dlock did not write.
-pub(crate) const FOREIGN_CODE: &str = "DLOCKFOREIGN";
-
 /// One script call: `EVALSHA <sha> <numkeys> <keys…> <args…>`.
 pub(crate) struct Call {
     pub(crate) script: &'static Script,
@@ -60,6 +62,14 @@ impl Call {
         self.cmd.arg(arg);
         self
     }
+}
+
+/// The error for a script reply dlock does not understand.
+pub(crate) fn unexpected(op: &str, reply: &Value) -> Error {
+    Error::protocol(format!(
+        "{op}: unexpected script reply {reply:?}; is the server Redis 6.2 or newer and the key \
+         written only by dlock?"
+    ))
 }
 
 /// Whether `err` says the server does not know the script.

@@ -9,13 +9,13 @@
 --
 -- Returns  1   released; nobody waits
 --          {2, grant}  released and handed to the next waiter; its client was told on its wake
---              channel, and grant = "<token> <fence> <now_ms> <lease_ms>" is the same message, so
+--              channel, and grant = "<token> <fence> <now_ms> <lease_ms> 1" is the same message, so
 --              that a releaser in the waiter's own process can wake it without the pub/sub trip
 --          0   not held by anyone: the caller's lease had expired
 --          -1  held by another owner: the caller's lease expired and someone else took the lock
 --              (also when the key holds data dlock did not write, of any type: left untouched)
---          error DLOCKFOREIGN  "force" on a key that holds a value dlock did not write (left
---              untouched)
+--          error DLOCKFOREIGN  "force" on a key that holds a value dlock did not write, or a lock
+--              of a newer format version (left untouched)
 --
 -- Fast path (nobody waits, flag "-"): GET, DEL — two calls, like a plain compare-and-delete.
 -- Hand-off: see hand_off in common.lua.
@@ -31,9 +31,10 @@ local held = read(lock)
 if not held then
   return 0
 end
-if foreign(held) then
+local refused = unusable(lock, held)
+if refused then
   if ARGV[3] == 'force' then
-    return foreign_error(lock, 'holds a value dlock did not write')
+    return refused
   end
   return -1
 end

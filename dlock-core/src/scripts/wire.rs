@@ -1,0 +1,222 @@
+//! The wire formats dlock writes into Redis and reads back, next to the Lua that reads them
+//! (`common.lua`, `acquire.lua`, `release.lua`), each with its format version.
+//!
+//! | format | version 1 (written) | version 0 (read: dlock before format versions) |
+//! |---|---|---|
+//! | lock value | `<token><flag>1 <host>\x1f<pid>\x1f<label>` | `<token><flag> <host>\x1f<pid>\x1f<label>` |
+//! | queue entry | `1 <token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>` | `<token> <client> <lease_ms> <pub> <meta>` |
+//! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1` | `<token> <fence> <now_ms> <lease_ms>` |
+//! | wake channel | `<lock key>:wake:<client>` | the same |
+//!
+//! `token` is 32 lowercase hex digits, `flag` is `w` while callers wait (release must hand off)
+//! or `-`, `client` is the 16-hex-digit id of a client, `pub` is `P` (`PUBLISH`) or `S`
+//! (`SPUBLISH`, cluster).
+//!
+//! During a rolling deploy both versions meet. This version reads version 0 (a lock, a queue
+//! entry, a grant written by an older dlock) and refuses a lock value of a *newer* version with
+//! an error naming the key (it never takes or changes it). Older dlock reads version 1 lock
+//! values and grants (the version sits where it ignores it); it skips version 1 queue entries,
+//! so a waiter of this version queued behind a releasing older client falls back to its timer
+//! once (never two holders, only a later wake-up).
+
+use std::io::Write;
+
+use redis::{RedisWrite, ToRedisArgs};
+
+use crate::token::OwnerToken;
+
+/// The format version this dlock writes.
+pub(crate) const VERSION: u8 = 1;
+
+/// A lock value as the acquire script sets it (`<token>-1 <holder>\x1f<label>`), written
+/// straight into the command. `holder` is `<host>\x1f<pid>`.
+pub(crate) struct LockValue<'a> {
+    pub(crate) token: &'a OwnerToken,
+    pub(crate) holder: &'a str,
+    pub(crate) label: &'a str,
+}
+
+impl ToRedisArgs for LockValue<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's buffer cannot fail.
+        let _ = arg.write_all(self.token.as_bytes());
+        let _ = arg.write_all(b"-1 ");
+        let _ = arg.write_all(self.holder.as_bytes());
+        let _ = arg.write_all(b"\x1f");
+        let _ = arg.write_all(self.label.as_bytes());
+    }
+}
+
+/// A lock value read back: who holds the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Holder<'a> {
+    pub(crate) version: u8,
+    pub(crate) waiting: bool,
+    pub(crate) host: &'a str,
+    pub(crate) pid: u32,
+    pub(crate) label: &'a str,
+}
+
+/// Reads a lock value of version 0 or 1; `None` for anything else.
+pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
+    let (head, meta) = value.split_once(' ')?;
+    let token = head.get(..32)?;
+    OwnerToken::parse(token.as_bytes())?;
+    let (waiting, version) = match head.get(32..)?.as_bytes() {
+        [flag] => (*flag, 0),
+        [flag, b'1'] => (*flag, 1),
+        _ => return None,
+    };
+    let waiting = match waiting {
+        b'w' => true,
+        b'-' => false,
+        _ => return None,
+    };
+    let mut meta = meta.splitn(3, '\x1f');
+    let host = meta.next()?;
+    let pid = meta.next()?.parse().ok()?;
+    let label = meta.next().unwrap_or_default();
+    Some(Holder {
+        version,
+        waiting,
+        host,
+        pid,
+        label,
+    })
+}
+
+/// The queue entry of a waiting acquire call.
+pub(crate) fn queue_entry(
+    token: &OwnerToken,
+    client_id: &str,
+    lease_ms: u64,
+    publish: char,
+    holder: &str,
+    label: &str,
+) -> String {
+    format!(
+        "{VERSION} {} {client_id} {lease_ms} {publish} {holder}\x1f{label}",
+        token.as_str()
+    )
+}
+
+/// A lock handed to a waiting acquire call by another owner's release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) token: OwnerToken,
+    pub(crate) fence: u64,
+    /// Server time of the hand-off, in milliseconds.
+    pub(crate) server_ms: i64,
+    pub(crate) lease: std::time::Duration,
+}
+
+impl Grant {
+    /// Reads a grant message of version 0 or 1.
+    pub(crate) fn parse(payload: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let mut parts = text.split(' ');
+        let token = OwnerToken::parse(parts.next()?.as_bytes())?;
+        let fence = parts.next()?.parse().ok()?;
+        let server_ms = parts.next()?.parse().ok()?;
+        let lease = std::time::Duration::from_millis(parts.next()?.parse().ok()?);
+        match (parts.next(), parts.next()) {
+            (None | Some("1"), None) => Some(Self {
+                token,
+                fence,
+                server_ms,
+                lease,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The channel on which the client `client_id` hears that the lock `lock_key` was handed to
+/// one of its waiters; the scripts derive the same name.
+pub(crate) fn wake_channel(lock_key: &str, client_id: &str) -> String {
+    format!("{lock_key}:wake:{client_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::TokenSource;
+
+    fn token() -> OwnerToken {
+        TokenSource::new().unwrap().next()
+    }
+
+    #[test]
+    fn lock_values_round_trip_in_both_versions() {
+        let t = token();
+        let mut cmd = redis::Cmd::new();
+        cmd.arg(LockValue {
+            token: &t,
+            holder: "web-1\x1f4242",
+            label: "pay",
+        });
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => b.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let written = String::from_utf8(args[0].clone()).unwrap();
+        assert_eq!(written, format!("{}-1 web-1\x1f4242\x1fpay", t.as_str()));
+        let holder = parse_lock_value(&written).unwrap();
+        assert_eq!(
+            holder,
+            Holder {
+                version: 1,
+                waiting: false,
+                host: "web-1",
+                pid: 4242,
+                label: "pay"
+            }
+        );
+        // Version 0, flagged as waited for by the scripts.
+        let old = format!("{}w web-2\x1f7\x1f", t.as_str());
+        let holder = parse_lock_value(&old).unwrap();
+        assert_eq!((holder.version, holder.waiting, holder.pid), (0, true, 7));
+        // A newer version, or not dlock's at all.
+        assert_eq!(
+            parse_lock_value(&format!("{}-2 h\x1f1\x1f", t.as_str())),
+            None
+        );
+        assert_eq!(parse_lock_value("hello"), None);
+        assert_eq!(
+            parse_lock_value("not-hex-not-hex-not-hex-not-hex-- h\x1f1\x1f"),
+            None
+        );
+    }
+
+    #[test]
+    fn queue_entries_lead_with_their_version() {
+        let t = token();
+        let entry = queue_entry(&t, "c0ffee0123456789", 2500, 'P', "h\x1f9", "job");
+        assert_eq!(
+            entry,
+            format!("1 {} c0ffee0123456789 2500 P h\x1f9\x1fjob", t.as_str())
+        );
+    }
+
+    #[test]
+    fn grants_of_both_versions_parse_and_others_do_not() {
+        let t = token();
+        let v1 = format!("{} 17 1700000000000 2500 1", t.as_str());
+        let grant = Grant::parse(v1.as_bytes()).unwrap();
+        assert_eq!(
+            (grant.token, grant.fence, grant.server_ms),
+            (t, 17, 1_700_000_000_000)
+        );
+        assert_eq!(grant.lease, std::time::Duration::from_millis(2500));
+        let v0 = format!("{} 17 1700000000000 2500", t.as_str());
+        assert_eq!(Grant::parse(v0.as_bytes()), Some(grant));
+        let v2 = format!("{} 17 1700000000000 2500 2", t.as_str());
+        assert_eq!(Grant::parse(v2.as_bytes()), None);
+        assert_eq!(Grant::parse(b"garbage"), None);
+        assert_eq!(wake_channel("dlock:{a}", "c1"), "dlock:{a}:wake:c1");
+    }
+}

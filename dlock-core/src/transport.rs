@@ -1,0 +1,213 @@
+//! The transport: how every request of a client reaches Redis, and the work it leaves to the
+//! background.
+//!
+//! * [`Transport::run`]: one script call under the command timeout, loading the script when the
+//!   server does not know it (`NOSCRIPT`: first use, a restart), the error classified (a dlock
+//!   [`Error`] with the `redis` error as its source). [`Transport::query`] does the same for any
+//!   command or pipeline.
+//! * Releases in the background ([`Transport::release_in_background`]), for dropped guards,
+//!   abandoned acquires and orphan grants; [`ReleaseOnDrop`] is the one guard that arms it.
+//! * Release replies: a hand-off to one of this client's own waiters wakes it directly.
+//!
+//! Everything above this floor — leases, the watchdog, the lock kinds — talks to Redis only
+//! through it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{FromRedisValue, Value};
+
+use crate::conn::{Conn, ConnSlot};
+use crate::error::{Error, Result};
+use crate::key::LockKeys;
+use crate::runtime::spawn_detached;
+use crate::scripts::{self, Call, ReleaseReply};
+use crate::token::OwnerToken;
+use crate::wait::Waiters;
+
+/// A client's way to Redis: its connection, the registry of its waiting acquire calls (which
+/// the connection's push messages reach) and its command timeout.
+pub(crate) struct Transport {
+    slot: Arc<ConnSlot>,
+    pub(crate) waiters: Arc<Waiters>,
+    command_timeout: Duration,
+}
+
+impl Transport {
+    pub(crate) fn new(
+        slot: Arc<ConnSlot>,
+        waiters: Arc<Waiters>,
+        command_timeout: Duration,
+    ) -> Self {
+        Self {
+            slot,
+            waiters,
+            command_timeout,
+        }
+    }
+
+    /// The connection slot (shared with [`crate::Connection`]).
+    pub(crate) fn slot(&self) -> &Arc<ConnSlot> {
+        &self.slot
+    }
+
+    /// The connection to use now and its generation; see [`ConnSlot::conn`].
+    pub(crate) fn conn(&self) -> Result<(Conn, u64)> {
+        self.slot.conn()
+    }
+
+    /// The bound on every request.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
+    /// Sends one script call under the command timeout, loading the script if the server does
+    /// not know it.
+    pub(crate) async fn run(&self, call: &Call, op: &str, name: &str) -> Result<Value> {
+        let (mut conn, _) = self.conn()?;
+        let request = async {
+            match call.cmd.query_async::<Value>(&mut conn).await {
+                Err(e) if scripts::is_noscript(&e) => {
+                    call.script.load_async(&mut conn).await?;
+                    call.cmd.query_async::<Value>(&mut conn).await
+                }
+                reply => reply,
+            }
+        };
+        self.timed(request, op, name).await
+    }
+
+    /// Sends one command under the command timeout and converts its reply.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, what: &str) -> Result<T> {
+        let (mut conn, _) = self.conn()?;
+        let value = self
+            .timed(cmd.query_async::<Value>(&mut conn), what, "")
+            .await?;
+        T::from_redis_value(value).map_err(|e| Error::from_redis(what, e.into()))
+    }
+
+    /// Bounds `request` by the command timeout; `op` and `name` say what it was in errors.
+    async fn timed(
+        &self,
+        request: impl Future<Output = redis::RedisResult<Value>>,
+        op: &str,
+        name: &str,
+    ) -> Result<Value> {
+        let context = || {
+            if name.is_empty() {
+                op.to_owned()
+            } else {
+                format!("{op} `{name}`")
+            }
+        };
+        // Boxed: the request's state (timer included) lives only while it is in flight, not
+        // inline in every caller's future, so a task parked in a wait stays small.
+        match Box::pin(tokio::time::timeout(self.command_timeout, request)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(Error::from_redis(&context(), e)),
+            Err(_) => Err(Error::timeout(&context(), self.command_timeout)),
+        }
+    }
+
+    /// Reads `release.lua`'s answer; a hand-off to one of this client's own waiters wakes it
+    /// right away (without waiting for the published message). `None` for an answer dlock does
+    /// not know.
+    pub(crate) fn release_reply(&self, reply: &Value) -> Option<ReleaseReply> {
+        let reply = ReleaseReply::decode(reply)?;
+        if let ReleaseReply::HandedOff { grant } = &reply {
+            self.waiters.deliver_local(grant);
+        }
+        Some(reply)
+    }
+
+    /// Best-effort release of `token`'s hold on `keys` (and of its queue entry), in the
+    /// background: for dropped guards, abandoned acquires and orphan grants. Never blocks;
+    /// without a runtime the lease simply expires.
+    pub(crate) fn release_in_background(
+        self: &Arc<Self>,
+        keys: LockKeys,
+        token: OwnerToken,
+        entry: Option<Arc<str>>,
+    ) {
+        let transport = self.clone();
+        let spawned = spawn_detached(async move {
+            let call = release_call(&keys, &token, entry.as_deref());
+            match transport
+                .run(&call, "background release", keys.name())
+                .await
+            {
+                Ok(reply) => {
+                    let outcome = transport.release_reply(&reply);
+                    tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
+                }
+                Err(e) => {
+                    tracing::warn!(lock = %keys.name(), error = %e, "dlock: background release failed; the lease will expire");
+                }
+            }
+        });
+        if !spawned {
+            tracing::debug!(
+                "dlock: no runtime for a background release; the lease will expire instead"
+            );
+        }
+    }
+}
+
+/// A call of `release.lua` for `token` (and its queue entry, if it was waiting).
+pub(crate) fn release_call(keys: &LockKeys, token: &OwnerToken, entry: Option<&str>) -> Call {
+    let mut call = Call::new(&scripts::RELEASE, 1);
+    call.arg(&*keys.lock).arg(token.as_bytes());
+    if let Some(entry) = entry {
+        call.arg(entry);
+    }
+    call
+}
+
+/// Releases, in the background, whatever an unfinished request may have left on the server —
+/// a lock taken by a request whose reply never arrived, a queue entry, a guard's lock whose
+/// release did not get its answer — unless disarmed. Owner-checked, so it is harmless when
+/// nothing was left.
+pub(crate) struct ReleaseOnDrop<'a> {
+    transport: &'a Arc<Transport>,
+    keys: &'a LockKeys,
+    token: OwnerToken,
+    entry: Option<Arc<str>>,
+    armed: bool,
+}
+
+impl<'a> ReleaseOnDrop<'a> {
+    /// Armed from the start: a request is about to be sent.
+    pub(crate) fn new(
+        transport: &'a Arc<Transport>,
+        keys: &'a LockKeys,
+        token: OwnerToken,
+    ) -> Self {
+        Self {
+            transport,
+            keys,
+            token,
+            entry: None,
+            armed: true,
+        }
+    }
+
+    /// Armed again, now also for the queue entry `entry`.
+    pub(crate) fn arm(&mut self, entry: Arc<str>) {
+        self.entry = Some(entry);
+        self.armed = true;
+    }
+
+    /// The request got its answer: nothing to release.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.transport
+                .release_in_background(self.keys.clone(), self.token, self.entry.take());
+        }
+    }
+}
