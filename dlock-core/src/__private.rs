@@ -8,8 +8,11 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use redis::FromRedisValue;
+
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
+use crate::key::{LockKeys, validate_name};
 use crate::lease::Lease;
 use crate::options::{MutexOptions, OnLost, Wait};
 
@@ -18,6 +21,51 @@ pub use std::string::String;
 pub use std::time::Duration as StdDuration;
 
 static DEFAULT_CLIENT: OnceLock<Client> = OnceLock::new();
+
+// What dlock-scheduler uses of dlock-core's request path, so that it has no copy of its own.
+
+/// One command over `client`'s connection under its command timeout; errors are dlock's
+/// (classified, with the `redis` error as source).
+pub async fn query<T: FromRedisValue>(
+    client: &Client,
+    cmd: &redis::Cmd,
+    what: &str,
+) -> Result<T, Error> {
+    client.ctx.transport.query(cmd, what).await
+}
+
+/// A pipeline, as [`query`].
+pub async fn query_pipe<T: FromRedisValue>(
+    client: &Client,
+    pipe: &redis::Pipeline,
+    what: &str,
+) -> Result<T, Error> {
+    client.ctx.transport.query_pipe(pipe, what).await
+}
+
+/// A script invocation (loaded when the server does not know it), as [`query`].
+pub async fn invoke<T: FromRedisValue>(
+    client: &Client,
+    invocation: &redis::ScriptInvocation<'_>,
+    what: &str,
+) -> Result<T, Error> {
+    client.ctx.transport.invoke(invocation, what).await
+}
+
+/// The hash-tagged base key of the name `name` under `client`'s prefix, `<prefix>{<name>}`: the
+/// lock key of a mutex of that name, and the stem of every key that must share its slot.
+///
+/// # Errors
+/// `InvalidInput` for a name a lock could not have.
+pub fn base_key(client: &Client, name: &str) -> Result<String, Error> {
+    validate_name(name)?;
+    Ok(LockKeys::new(client.key_prefix(), name).lock.to_string())
+}
+
+/// This machine's host name as dlock stores it with a lock.
+pub fn host_name() -> String {
+    crate::token::host_name()
+}
 
 /// Sets the client that `#[distributed_lock]` uses when it is not given `client = …`.
 pub(crate) fn set_default(client: Client) -> Result<(), Error> {

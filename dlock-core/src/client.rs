@@ -14,7 +14,7 @@ use crate::key::{LockKeys, validate_name, validate_prefix};
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
 use crate::timing::validate_ttl;
-use crate::token::{TokenSource, client_id};
+use crate::token::{TokenSource, client_id, host_name};
 use crate::transport::Transport;
 use crate::wait::Waiters;
 
@@ -441,10 +441,5 @@ fn tcp_settings(
 
 /// `<host>\x1f<pid>` of this process.
 fn holder_identity() -> String {
-    let host = hostname::get()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    let host: String = host.chars().filter(|c| !c.is_control()).collect();
-    format!("{host}\x1f{}", std::process::id())
+    format!("{}\x1f{}", host_name(), std::process::id())
 }

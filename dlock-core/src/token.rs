@@ -1,4 +1,5 @@
-//! Owner tokens (who holds a lock) and fencing tokens (which acquisition this is).
+//! Who holds a lock and which acquisition it is: owner tokens, client ids, the host name, and
+//! fencing tokens.
 
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
@@ -96,6 +97,17 @@ pub(crate) fn client_id() -> Result<String> {
     getrandom::fill(&mut raw).map_err(rng_error)?;
     let digits: [u8; 16] = hex(raw);
     Ok(String::from_utf8_lossy(&digits).into_owned())
+}
+
+/// This machine's host name as stored with a lock (and in the scheduler's ledger): control
+/// characters removed (they separate the fields of the lock value), `unknown-host` when the
+/// operating system does not say.
+pub(crate) fn host_name() -> String {
+    let host = hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    host.chars().filter(|c| !c.is_control()).collect()
 }
 
 impl fmt::Debug for OwnerToken {

@@ -83,7 +83,34 @@ impl Transport {
         let value = self
             .timed(cmd.query_async::<Value>(&mut conn), what, "")
             .await?;
-        T::from_redis_value(value).map_err(|e| Error::from_redis(what, e.into()))
+        convert(value, what)
+    }
+
+    /// Sends a pipeline under the command timeout and converts its replies.
+    pub(crate) async fn query_pipe<T: FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+        what: &str,
+    ) -> Result<T> {
+        let (mut conn, _) = self.conn()?;
+        let value = self
+            .timed(pipe.query_async::<Value>(&mut conn), what, "")
+            .await?;
+        convert(value, what)
+    }
+
+    /// Runs a script invocation (loading the script when the server does not know it) under
+    /// the command timeout and converts its reply.
+    pub(crate) async fn invoke<T: FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+        what: &str,
+    ) -> Result<T> {
+        let (mut conn, _) = self.conn()?;
+        let value = self
+            .timed(invocation.invoke_async::<Value>(&mut conn), what, "")
+            .await?;
+        convert(value, what)
     }
 
     /// Bounds `request` by the command timeout; `op` and `name` say what it was in errors.
@@ -151,6 +178,11 @@ impl Transport {
             );
         }
     }
+}
+
+/// A reply as `T`, or the error that says what did not fit.
+fn convert<T: FromRedisValue>(value: Value, what: &str) -> Result<T> {
+    T::from_redis_value(value).map_err(|e| Error::from_redis(what, e.into()))
 }
 
 /// A call of `release.lua` for `token` (and its queue entry, if it was waiting).
