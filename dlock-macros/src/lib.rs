@@ -122,9 +122,9 @@ use crate::item::Function;
 /// use dlock_core::distributed_lock;
 ///
 /// #[distributed_lock(key = "report:{day}", ttl = "30s", on_busy = "skip")]
-/// async fn nightly_report(day: u32) -> Option<usize> {
-///     // Runs on one replica; the others get `None`.
-///     Some(42)
+/// async fn nightly_report(day: u32) -> Result<Option<usize>, dlock_core::Error> {
+///     // Runs on one replica; the others get `Ok(None)`, and `Err` if Redis is unreachable.
+///     Ok(Some(42))
 /// }
 /// # let _ = nightly_report;
 /// ```
