@@ -96,6 +96,7 @@
 //! | `validate` | option values, ranges and combinations → a `Plan` with defaults filled in |
 //! | `template` | the key-template grammar |
 //! | `duration` | the duration grammar |
+//! | `limits` | dlock-core's limits (lease lengths, name and label sizes), duplicated and pinned by a test |
 //! | `expand` | code generation |
 //! | `errors` | collecting every error of one attribute |
 //! | `scheduled` | `#[scheduled]`: its `args`, `item`, `validate` and `expand` (sharing the modules above) |
@@ -105,6 +106,7 @@ mod duration;
 mod errors;
 mod expand;
 mod item;
+mod limits;
 mod scheduled;
 mod template;
 mod validate;

@@ -20,17 +20,8 @@ use crate::args::{Args, Opt};
 use crate::duration;
 use crate::errors::Errors;
 use crate::item::Function;
+use crate::limits::{MAX_LABEL_LEN, MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL, above_max_ttl};
 use crate::template::{self, Segment};
-
-/// Shortest lease dlock-core accepts (`dlock_core::MIN_TTL`). Duplicated because a proc-macro
-/// crate cannot depend on the crate it expands to; `tests::limits_match_dlock_core` pins both.
-pub(crate) const MIN_TTL: Duration = Duration::from_millis(10);
-/// Shortest lease dlock-core lets the watchdog renew (`dlock_core::MIN_WATCHDOG_TTL`).
-pub(crate) const MIN_WATCHDOG_TTL: Duration = Duration::from_millis(100);
-/// Longest lease dlock-core accepts (`dlock_core::MAX_TTL`).
-pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// Longest label dlock-core accepts (`dlock_core::MAX_LABEL_LEN`).
-pub(crate) const MAX_LABEL_LEN: usize = 256;
 
 /// How long to wait for the lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,7 +311,7 @@ pub(crate) fn crate_path(opt: Option<&Opt<LitStr>>, krate: &str, example: &str) 
 }
 
 /// Range checks of the durations that dlock-core enforces at run time. The messages quote the
-/// limits as written in the grammar; `tests::limits_match_dlock_core` keeps them in step.
+/// limits as written in the grammar; `limits::tests::limits_match_dlock_core` keeps them in step.
 fn ranges(
     ttl: Option<Duration>,
     max_hold: Option<Duration>,
@@ -374,18 +365,6 @@ fn ranges(
     found
 }
 
-/// The message for a `ttl` or `lease` above dlock-core's [`MAX_TTL`], also when it is too large
-/// to parse at all.
-pub(crate) fn above_max_ttl(option: &str, text: &str) -> String {
-    let advice = if option == "lease" {
-        "for long runs keep a short lease: the watchdog renews it while the job runs (cap the \
-         run with `max_run`)"
-    } else {
-        "for long work keep a short ttl: the watchdog renews it, capped by `max_hold`"
-    };
-    format!("`{option} = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); {advice}")
-}
-
 /// Combinations that cannot mean what the user wants (see the module docs).
 fn combinations(plan: &Partial<'_>, function: &Function<'_>) -> Vec<(Span, String)> {
     let args = plan.args;
@@ -437,25 +416,4 @@ struct Partial<'a> {
     wait: Option<Wait>,
     skip: Option<bool>,
     signal: Option<bool>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The limits duplicated from dlock-core. If dlock-core changes them, change them here:
-    /// dlock-core's `MIN_TTL` (lease.rs), `MAX_TTL` (lease.rs), `MAX_LABEL_LEN` (client.rs) and
-    /// `MAX_NAME_LEN` (key.rs). dlock-core is a dev-dependency, so this test compares them.
-    #[test]
-    fn limits_match_dlock_core() {
-        assert_eq!(MIN_TTL, dlock_core::MIN_TTL);
-        assert_eq!(MIN_WATCHDOG_TTL, dlock_core::MIN_WATCHDOG_TTL);
-        assert_eq!(MAX_TTL, dlock_core::MAX_TTL);
-        assert_eq!(MAX_LABEL_LEN, dlock_core::MAX_LABEL_LEN);
-        assert_eq!(template::MAX_NAME_LEN, dlock_core::MAX_NAME_LEN);
-        // As quoted in the messages of `ranges`.
-        assert_eq!(duration::parse("10ms"), Ok(MIN_TTL));
-        assert_eq!(duration::parse("100ms"), Ok(MIN_WATCHDOG_TTL));
-        assert_eq!(duration::parse("24h"), Ok(MAX_TTL));
-    }
 }
