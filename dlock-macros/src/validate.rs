@@ -63,12 +63,12 @@ pub(crate) struct Plan {
 }
 
 /// Validates `args` for `function`; `None` if anything was reported to `errors`.
-pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors) -> Option<Plan> {
+pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors) -> Option<Plan> {
     let mut report = Report {
         errors,
         failed: false,
     };
-    let key = report.take(resolve_key(&args, function));
+    let key = report.take(resolve_key(args, function));
     let ttl = report.take(opt_duration(args.ttl.as_ref(), "ttl"));
     let max_hold = report.take(opt_duration(args.max_hold.as_ref(), "max_hold"));
     let wait = report.take(parse_wait(args.wait.as_ref()));
@@ -82,10 +82,10 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
     let krate = report.take(crate_path(args.krate.as_ref(), "dlock_core", "my_dlock"));
     let watchdog = args.watchdog.as_ref().is_none_or(|w| w.value.value);
     if let (Some(ttl), Some(max_hold)) = (ttl, max_hold) {
-        report.all(ranges(ttl, max_hold, watchdog, &args));
+        report.all(ranges(ttl, max_hold, watchdog, args));
     }
     let partial = Partial {
-        args: &args,
+        args,
         watchdog,
         wait,
         skip,
@@ -105,9 +105,9 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
         signal: signal?,
         reentrant: args.reentrant.as_ref().is_none_or(|r| r.value.value),
         label: label?,
-        client: args.client.map(|c| c.value),
+        client: args.client.as_ref().map(|c| c.value.clone()),
         krate: krate?,
-        guard: args.guard.map(|g| g.value),
+        guard: args.guard.as_ref().map(|g| g.value.clone()),
     })
 }
 
