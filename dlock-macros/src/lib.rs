@@ -1,10 +1,16 @@
 //! Attribute macros for dlock:
 //! * [`macro@distributed_lock`]: run an `async fn` under a distributed lock on Redis. Use it
 //!   through `dlock-core` (its default `macros` feature re-exports it).
-//! * [`macro@scheduled`]: turn an `async fn` into a cron job that runs exactly once per
-//!   occurrence across replicas, with the cron expression and time zone checked at compile
-//!   time. Use it through `dlock-scheduler`, which re-exports it
-//!   ([below](#scheduled-cron-jobs)).
+//! * [`#[scheduled]`][scheduled-attr]: turn an `async fn` into a cron job that runs exactly
+//!   once per occurrence across replicas, with the cron expression and time zone checked at
+//!   compile time. Use it through `dlock-scheduler`, which turns on this crate's `scheduled`
+//!   [feature](#features) and re-exports it ([below](#scheduled-cron-jobs)).
+//!
+#![cfg_attr(feature = "scheduled", doc = "[scheduled-attr]: macro@scheduled")]
+#![cfg_attr(
+    not(feature = "scheduled"),
+    doc = "[scheduled-attr]: https://docs.rs/dlock-scheduler/latest/dlock_scheduler/attr.scheduled.html"
+)]
 //!
 //! Either way your crate depends on one crate only:
 //!
@@ -84,9 +90,17 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The reference below is also on the attribute itself ([`scheduled`]).
+//! The reference below is also on the attribute itself ([`scheduled`][scheduled-attr]).
 //!
 #![doc = include_str!("scheduled/reference.md")]
+//!
+//! # Features
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | *(none)* | | `#[distributed_lock]`, on syn, quote and proc-macro2 only: what dlock-core's default `macros` feature re-exports |
+//! | `scheduled` | no | `#[scheduled]`, whose `cron` and `tz` are checked at compile time by dlock-cron (croner, chrono, chrono-tz). dlock-scheduler turns it on and re-exports the attribute, so a crate that only takes locks never compiles a cron parser or the time-zone database |
+//!
+//! Features are additive: turning `scheduled` on adds an attribute and changes nothing else.
 //!
 //! # Layout
 //! | module | what lives there |
@@ -100,7 +114,7 @@
 //! | `expand` | code generation |
 //! | `errors` | collecting every error of one attribute |
 //! | `pipeline` | parse → check → expand, and on error the function unchanged: written once for both attributes |
-//! | `scheduled` | `#[scheduled]`: its `args`, `item`, `validate` and `expand` (sharing the modules above) |
+//! | `scheduled` | `#[scheduled]` (feature `scheduled`): its `args`, `item`, `validate` and `expand`, sharing the modules above |
 
 mod args;
 mod duration;
@@ -109,6 +123,7 @@ mod expand;
 mod item;
 mod limits;
 mod pipeline;
+#[cfg(feature = "scheduled")]
 mod scheduled;
 mod template;
 mod validate;
@@ -169,6 +184,7 @@ pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 ///
 #[doc = include_str!("scheduled/reference.md")]
+#[cfg(feature = "scheduled")]
 #[proc_macro_attribute]
 pub fn scheduled(attr: TokenStream, item: TokenStream) -> TokenStream {
     attribute::<scheduled::Scheduled>(attr.into(), item.into()).into()
