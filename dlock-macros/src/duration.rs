@@ -91,7 +91,7 @@ fn too_large(option: &str, text: &str) -> String {
          million years)"
     );
     match option {
-        "ttl" | "lease" => crate::validate::above_max_ttl(option, text),
+        "ttl" | "lease" => crate::limits::above_max_ttl(option, text),
         "jitter" => format!(
             "{at} is too large: `jitter` must be shorter than the lease, which is at most 24h \
              (dlock_core::MAX_TTL)"

@@ -1,10 +1,16 @@
 //! Attribute macros for dlock:
 //! * [`macro@distributed_lock`]: run an `async fn` under a distributed lock on Redis. Use it
 //!   through `dlock-core` (its default `macros` feature re-exports it).
-//! * [`macro@scheduled`]: turn an `async fn` into a cron job that runs exactly once per
-//!   occurrence across replicas, with the cron expression and time zone checked at compile
-//!   time. Use it through `dlock-scheduler`, which re-exports it
-//!   ([below](#scheduled-cron-jobs)).
+//! * [`#[scheduled]`][scheduled-attr]: turn an `async fn` into a cron job that runs exactly
+//!   once per occurrence across replicas, with the cron expression and time zone checked at
+//!   compile time. Use it through `dlock-scheduler`, which turns on this crate's `scheduled`
+//!   [feature](#features) and re-exports it ([below](#scheduled-cron-jobs)).
+//!
+#![cfg_attr(feature = "scheduled", doc = "[scheduled-attr]: macro@scheduled")]
+#![cfg_attr(
+    not(feature = "scheduled"),
+    doc = "[scheduled-attr]: https://docs.rs/dlock-scheduler/latest/dlock_scheduler/attr.scheduled.html"
+)]
 //!
 //! Either way your crate depends on one crate only:
 //!
@@ -84,9 +90,17 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The reference below is also on the attribute itself ([`scheduled`]).
+//! The reference below is also on the attribute itself ([`scheduled`][scheduled-attr]).
 //!
 #![doc = include_str!("scheduled/reference.md")]
+//!
+//! # Features
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | *(none)* | | `#[distributed_lock]`, on syn, quote and proc-macro2 only: what dlock-core's default `macros` feature re-exports |
+//! | `scheduled` | no | `#[scheduled]`, whose `cron` and `tz` are checked at compile time by dlock-cron (croner, chrono, chrono-tz). dlock-scheduler turns it on and re-exports the attribute, so a crate that only takes locks never compiles a cron parser or the time-zone database |
+//!
+//! Features are additive: turning `scheduled` on adds an attribute and changes nothing else.
 //!
 //! # Layout
 //! | module | what lives there |
@@ -96,25 +110,31 @@
 //! | `validate` | option values, ranges and combinations → a `Plan` with defaults filled in |
 //! | `template` | the key-template grammar |
 //! | `duration` | the duration grammar |
+//! | `limits` | dlock-core's limits (lease lengths, name and label sizes), duplicated and pinned by a test |
 //! | `expand` | code generation |
 //! | `errors` | collecting every error of one attribute |
-//! | `scheduled` | `#[scheduled]`: its `args`, `item`, `validate` and `expand` (sharing the modules above) |
+//! | `pipeline` | parse → check → expand, and on error the function unchanged: written once for both attributes |
+//! | `scheduled` | `#[scheduled]` (feature `scheduled`): its `args`, `item`, `validate` and `expand`, sharing the modules above |
 
 mod args;
 mod duration;
 mod errors;
 mod expand;
 mod item;
+mod limits;
+mod pipeline;
+#[cfg(feature = "scheduled")]
 mod scheduled;
 mod template;
 mod validate;
 
 use proc_macro::TokenStream;
-use quote::quote;
-use syn::ItemFn;
+use syn::{ItemFn, Type};
 
+use crate::args::Args;
 use crate::errors::Errors;
 use crate::item::Function;
+use crate::pipeline::{Attribute, attribute};
 
 /// Runs an `async fn` under a distributed lock.
 ///
@@ -122,9 +142,9 @@ use crate::item::Function;
 /// use dlock_core::distributed_lock;
 ///
 /// #[distributed_lock(key = "report:{day}", ttl = "30s", on_busy = "skip")]
-/// async fn nightly_report(day: u32) -> Option<usize> {
-///     // Runs on one replica; the others get `None`.
-///     Some(42)
+/// async fn nightly_report(day: u32) -> Result<Option<usize>, dlock_core::Error> {
+///     // Runs on one replica; the others get `Ok(None)`, and `Err` if Redis is unreachable.
+///     Ok(Some(42))
 /// }
 /// # let _ = nightly_report;
 /// ```
@@ -132,7 +152,7 @@ use crate::item::Function;
 #[doc = include_str!("reference.md")]
 #[proc_macro_attribute]
 pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(attr.into(), item.into()).into()
+    attribute::<DistributedLock>(attr.into(), item.into()).into()
 }
 
 /// Turns an `async fn` into a cron job of dlock-scheduler: each occurrence runs on exactly one
@@ -164,50 +184,56 @@ pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 ///
 #[doc = include_str!("scheduled/reference.md")]
+#[cfg(feature = "scheduled")]
 #[proc_macro_attribute]
 pub fn scheduled(attr: TokenStream, item: TokenStream) -> TokenStream {
-    scheduled::expand(attr.into(), item.into()).into()
+    attribute::<scheduled::Scheduled>(attr.into(), item.into()).into()
 }
 
-/// Parse → validate → expand; on any error, the errors and the function unchanged.
-fn expand(
-    attr: proc_macro2::TokenStream,
-    item: proc_macro2::TokenStream,
-) -> proc_macro2::TokenStream {
-    let mut errors = Errors::default();
-    let args = args::parse(attr, &mut errors);
-    let func = match syn::parse2::<ItemFn>(item.clone()) {
-        Ok(func) => func,
-        Err(e) => {
-            errors.push(
-                e.span(),
-                format!("`#[distributed_lock]` goes on an `async fn` with a body ({e})"),
-            );
-            return unchanged(errors, item);
-        }
-    };
-    let function = Function::read(&func, &mut errors);
-    let plan = function
-        .as_ref()
-        .and_then(|function| validate::validate(args, function, &mut errors));
-    match (&function, plan) {
-        (Some(function), Some(plan)) if errors.is_empty() => match function.output {
-            Some(output) => expand::expand(function, output, &plan),
-            None => unchanged(errors, item),
-        },
-        _ => unchanged(errors, item),
+/// `#[distributed_lock]`'s parts of the [pipeline](pipeline::attribute): the function's shape
+/// (`item`), the options against it (`validate`), the locked function (`expand`).
+struct DistributedLock;
+
+/// A function that can run under the lock, with its checked options.
+struct Locked<'f> {
+    function: Function<'f>,
+    /// The type the caller receives (not `()`).
+    output: &'f Type,
+    plan: validate::Plan,
+}
+
+impl Attribute for DistributedLock {
+    const NAME: &'static str = "distributed_lock";
+    type Args = Args;
+    type Plan<'f> = Locked<'f>;
+
+    fn check<'f>(args: &Args, func: &'f ItemFn, errors: &mut Errors) -> Option<Locked<'f>> {
+        let function = Function::read(func, errors)?;
+        let plan = validate::validate(args, &function, errors)?;
+        Some(Locked {
+            output: function.output?,
+            function,
+            plan,
+        })
     }
-}
 
-/// The errors, then the function as written (so its own errors and rust-analyzer still work).
-fn unchanged(errors: Errors, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
-    let errors = errors.into_compile_errors();
-    quote!(#errors #item)
+    fn expand(locked: Locked<'_>, _item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+        expand::expand(&locked.function, locked.output, &locked.plan)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use quote::quote;
+
+    use crate::pipeline::attribute;
+
+    fn expand(
+        attr: proc_macro2::TokenStream,
+        item: proc_macro2::TokenStream,
+    ) -> proc_macro2::TokenStream {
+        attribute::<super::DistributedLock>(attr, item)
+    }
 
     fn pay() -> proc_macro2::TokenStream {
         quote!(
@@ -219,7 +245,7 @@ mod tests {
 
     #[test]
     fn expands_to_absolute_paths_only() {
-        let out = super::expand(quote!(key = "order:{order.id}:{n}", guard = lease), pay());
+        let out = expand(quote!(key = "order:{order.id}:{n}", guard = lease), pay());
         let text = out.to_string();
         assert!(
             text.contains(":: dlock_core :: __private :: run ("),
@@ -235,7 +261,7 @@ mod tests {
 
     #[test]
     fn crate_replaces_every_path() {
-        let out = super::expand(
+        let out = expand(
             quote!(key = "k", crate = "my::locks", on_busy = "skip"),
             pay(),
         );
@@ -250,7 +276,7 @@ mod tests {
     #[test]
     fn on_error_the_function_is_emitted_unchanged() {
         let item = pay();
-        let out = super::expand(quote!(key = "k", ttl = "10M", nope = 1), item.clone());
+        let out = expand(quote!(key = "k", ttl = "10M", nope = 1), item.clone());
         let text = out.to_string();
         assert_eq!(text.matches("compile_error").count(), 2, "{text}");
         assert!(text.ends_with(&item.to_string()), "{text}");

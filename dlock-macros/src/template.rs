@@ -15,9 +15,7 @@
 //! characters; braces cannot appear there since they delimit placeholders), so a template that
 //! compiles can only be rejected at run time for the *values* interpolated into it.
 
-/// The longest lock name dlock-core accepts, in bytes (`dlock_core::MAX_NAME_LEN`; duplicated
-/// because a proc-macro crate cannot depend on the crate it expands to).
-pub(crate) const MAX_NAME_LEN: usize = 512;
+use crate::limits::MAX_NAME_LEN;
 
 /// One piece of a template.
 #[derive(Clone, Debug, PartialEq, Eq)]

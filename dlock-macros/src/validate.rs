@@ -20,17 +20,8 @@ use crate::args::{Args, Opt};
 use crate::duration;
 use crate::errors::Errors;
 use crate::item::Function;
+use crate::limits::{MAX_LABEL_LEN, MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL, above_max_ttl};
 use crate::template::{self, Segment};
-
-/// Shortest lease dlock-core accepts (`dlock_core::MIN_TTL`). Duplicated because a proc-macro
-/// crate cannot depend on the crate it expands to; `tests::limits_match_dlock_core` pins both.
-pub(crate) const MIN_TTL: Duration = Duration::from_millis(10);
-/// Shortest lease dlock-core lets the watchdog renew (`dlock_core::MIN_WATCHDOG_TTL`).
-pub(crate) const MIN_WATCHDOG_TTL: Duration = Duration::from_millis(100);
-/// Longest lease dlock-core accepts (`dlock_core::MAX_TTL`).
-pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// Longest label dlock-core accepts (`dlock_core::MAX_LABEL_LEN`).
-pub(crate) const MAX_LABEL_LEN: usize = 256;
 
 /// How long to wait for the lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,12 +63,12 @@ pub(crate) struct Plan {
 }
 
 /// Validates `args` for `function`; `None` if anything was reported to `errors`.
-pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors) -> Option<Plan> {
+pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors) -> Option<Plan> {
     let mut report = Report {
         errors,
         failed: false,
     };
-    let key = report.take(resolve_key(&args, function));
+    let key = report.take(resolve_key(args, function));
     let ttl = report.take(opt_duration(args.ttl.as_ref(), "ttl"));
     let max_hold = report.take(opt_duration(args.max_hold.as_ref(), "max_hold"));
     let wait = report.take(parse_wait(args.wait.as_ref()));
@@ -91,10 +82,10 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
     let krate = report.take(crate_path(args.krate.as_ref(), "dlock_core", "my_dlock"));
     let watchdog = args.watchdog.as_ref().is_none_or(|w| w.value.value);
     if let (Some(ttl), Some(max_hold)) = (ttl, max_hold) {
-        report.all(ranges(ttl, max_hold, watchdog, &args));
+        report.all(ranges(ttl, max_hold, watchdog, args));
     }
     let partial = Partial {
-        args: &args,
+        args,
         watchdog,
         wait,
         skip,
@@ -114,9 +105,9 @@ pub(crate) fn validate(args: Args, function: &Function<'_>, errors: &mut Errors)
         signal: signal?,
         reentrant: args.reentrant.as_ref().is_none_or(|r| r.value.value),
         label: label?,
-        client: args.client.map(|c| c.value),
+        client: args.client.as_ref().map(|c| c.value.clone()),
         krate: krate?,
-        guard: args.guard.map(|g| g.value),
+        guard: args.guard.as_ref().map(|g| g.value.clone()),
     })
 }
 
@@ -320,7 +311,7 @@ pub(crate) fn crate_path(opt: Option<&Opt<LitStr>>, krate: &str, example: &str) 
 }
 
 /// Range checks of the durations that dlock-core enforces at run time. The messages quote the
-/// limits as written in the grammar; `tests::limits_match_dlock_core` keeps them in step.
+/// limits as written in the grammar; `limits::tests::limits_match_dlock_core` keeps them in step.
 fn ranges(
     ttl: Option<Duration>,
     max_hold: Option<Duration>,
@@ -374,18 +365,6 @@ fn ranges(
     found
 }
 
-/// The message for a `ttl` or `lease` above dlock-core's [`MAX_TTL`], also when it is too large
-/// to parse at all.
-pub(crate) fn above_max_ttl(option: &str, text: &str) -> String {
-    let advice = if option == "lease" {
-        "for long runs keep a short lease: the watchdog renews it while the job runs (cap the \
-         run with `max_run`)"
-    } else {
-        "for long work keep a short ttl: the watchdog renews it, capped by `max_hold`"
-    };
-    format!("`{option} = {text:?}` is above the longest lease, 24h (dlock_core::MAX_TTL); {advice}")
-}
-
 /// Combinations that cannot mean what the user wants (see the module docs).
 fn combinations(plan: &Partial<'_>, function: &Function<'_>) -> Vec<(Span, String)> {
     let args = plan.args;
@@ -437,25 +416,4 @@ struct Partial<'a> {
     wait: Option<Wait>,
     skip: Option<bool>,
     signal: Option<bool>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The limits duplicated from dlock-core. If dlock-core changes them, change them here:
-    /// dlock-core's `MIN_TTL` (lease.rs), `MAX_TTL` (lease.rs), `MAX_LABEL_LEN` (client.rs) and
-    /// `MAX_NAME_LEN` (key.rs). dlock-core is a dev-dependency, so this test compares them.
-    #[test]
-    fn limits_match_dlock_core() {
-        assert_eq!(MIN_TTL, dlock_core::MIN_TTL);
-        assert_eq!(MIN_WATCHDOG_TTL, dlock_core::MIN_WATCHDOG_TTL);
-        assert_eq!(MAX_TTL, dlock_core::MAX_TTL);
-        assert_eq!(MAX_LABEL_LEN, dlock_core::MAX_LABEL_LEN);
-        assert_eq!(template::MAX_NAME_LEN, dlock_core::MAX_NAME_LEN);
-        // As quoted in the messages of `ranges`.
-        assert_eq!(duration::parse("10ms"), Ok(MIN_TTL));
-        assert_eq!(duration::parse("100ms"), Ok(MIN_WATCHDOG_TTL));
-        assert_eq!(duration::parse("24h"), Ok(MAX_TTL));
-    }
 }

@@ -1,6 +1,7 @@
-//! `#[scheduled]`: parse → validate → expand, as for `#[distributed_lock]`, sharing its option
-//! parsing (`crate::args`), duration grammar (`crate::duration`), error collection
-//! (`crate::errors`) and value checks (`crate::validate`).
+//! `#[scheduled]`: its parts of the pipeline shared with `#[distributed_lock]`
+//! (`crate::pipeline`), which also shares its option parsing (`crate::args`), duration grammar
+//! (`crate::duration`), limits (`crate::limits`), error collection (`crate::errors`) and value
+//! checks (`crate::validate`).
 //!
 //! | module | what lives there |
 //! |---|---|
@@ -16,58 +17,66 @@ mod validate;
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::ItemFn;
+use syn::{ItemFn, Path};
 
 use crate::errors::Errors;
+use crate::pipeline::Attribute;
 use crate::scheduled::args::ScheduledArgs;
 use crate::scheduled::item::Handler;
+use crate::scheduled::validate::Plan;
 
-/// Parse → validate → expand; on any error, the errors, the function unchanged and a stub
-/// `job()` (so that calls to it do not add errors of their own).
-pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
-    let args: ScheduledArgs = crate::args::parse(attr, &mut errors);
-    let func = match syn::parse2::<ItemFn>(item.clone()) {
-        Ok(func) => func,
-        Err(e) => {
-            errors.push(
-                e.span(),
-                format!("`#[scheduled]` goes on an `async fn` with a body ({e})"),
-            );
-            return unchanged(errors, item);
-        }
-    };
-    let stub_crate = args
-        .krate
-        .as_ref()
-        .and_then(|krate| krate.value.parse().ok())
-        .unwrap_or_else(|| syn::parse_quote!(::dlock_scheduler));
-    let plan = validate::validate(args, &mut errors);
-    let handler = Handler::read(&func, &mut errors);
-    match (handler, plan) {
-        (Some(handler), Some(plan)) if errors.is_empty() => {
-            let module = expand::expand(&handler, &plan);
-            quote!(#item #module)
-        }
-        // A method sits in an `impl` block, where no module can go.
-        _ if Handler::is_method(&func) => unchanged(errors, item),
-        _ => {
-            let stub = expand::stub(&func, &stub_crate);
-            let errors = errors.into_compile_errors();
-            quote!(#errors #item #stub)
-        }
+/// `#[scheduled]`'s parts of the pipeline: the options (`validate`), the function's shape
+/// (`item`), the job module next to the function (`expand`), and on error a stub `job()`.
+pub(crate) struct Scheduled;
+
+impl Attribute for Scheduled {
+    const NAME: &'static str = "scheduled";
+    type Args = ScheduledArgs;
+    type Plan<'f> = (Handler<'f>, Plan);
+
+    fn check<'f>(
+        args: &ScheduledArgs,
+        func: &'f ItemFn,
+        errors: &mut Errors,
+    ) -> Option<(Handler<'f>, Plan)> {
+        // The options first, then the function: the order the errors are listed in.
+        let plan = validate::validate(args, errors);
+        let handler = Handler::read(func, errors);
+        Some((handler?, plan?))
     }
-}
 
-/// The errors, then the function as written.
-fn unchanged(errors: Errors, item: TokenStream) -> TokenStream {
-    let errors = errors.into_compile_errors();
-    quote!(#errors #item)
+    fn expand((handler, plan): (Handler<'_>, Plan), item: TokenStream) -> TokenStream {
+        let module = expand::expand(&handler, &plan);
+        quote!(#item #module)
+    }
+
+    /// A stub `job()`, so that calls to it do not add errors of their own; none for a method,
+    /// which sits in an `impl` block where no module can go.
+    fn after_errors(args: &ScheduledArgs, func: &ItemFn) -> TokenStream {
+        if Handler::is_method(func) {
+            return TokenStream::new();
+        }
+        let krate: Path = args
+            .krate
+            .as_ref()
+            .and_then(|krate| krate.value.parse().ok())
+            .unwrap_or_else(|| syn::parse_quote!(::dlock_scheduler));
+        expand::stub(func, &krate)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use quote::quote;
+
+    use crate::pipeline::attribute;
+
+    fn expand(
+        attr: proc_macro2::TokenStream,
+        item: proc_macro2::TokenStream,
+    ) -> proc_macro2::TokenStream {
+        attribute::<super::Scheduled>(attr, item)
+    }
 
     fn lottery() -> proc_macro2::TokenStream {
         quote!(
@@ -79,7 +88,7 @@ mod tests {
 
     #[test]
     fn expands_to_absolute_paths_only() {
-        let out = super::expand(
+        let out = expand(
             quote!(
                 name = "lottery",
                 cron = "0 12 * * *",
@@ -121,7 +130,7 @@ mod tests {
                 Ok(())
             }
         );
-        let out = super::expand(
+        let out = expand(
             quote!(
                 name = "tick",
                 cron = "* * * * *",
@@ -144,7 +153,7 @@ mod tests {
     #[test]
     fn on_error_the_function_is_emitted_unchanged_with_a_stub() {
         let item = lottery();
-        let out = super::expand(
+        let out = expand(
             quote!(name = "a{b", cron = "0 0 30 2 *", nope = 1),
             item.clone(),
         );

@@ -22,10 +22,9 @@ use syn::{LitStr, Path};
 use crate::args::Opt;
 use crate::duration;
 use crate::errors::Errors;
+use crate::limits::{MAX_TTL, MIN_WATCHDOG_TTL, above_max_ttl};
 use crate::scheduled::args::ScheduledArgs;
-use crate::validate::{
-    Checked, MAX_TTL, MIN_WATCHDOG_TTL, Report, above_max_ttl, choice, crate_path, opt_duration,
-};
+use crate::validate::{Checked, Report, choice, crate_path, opt_duration};
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`), with room to spare.
@@ -69,13 +68,13 @@ pub(crate) struct Plan {
 }
 
 /// Validates `args`; `None` if anything was reported to `errors`.
-pub(crate) fn validate(args: ScheduledArgs, errors: &mut Errors) -> Option<Plan> {
+pub(crate) fn validate(args: &ScheduledArgs, errors: &mut Errors) -> Option<Plan> {
     let mut report = Report {
         errors,
         failed: false,
     };
-    let name = report.take(job_name(&args));
-    for (span, message) in schedule(&args) {
+    let name = report.take(job_name(args));
+    for (span, message) in schedule(args) {
         report.take::<()>(Err((span, message)));
     }
     let jitter = report.take(opt_duration(args.jitter.as_ref(), "jitter"));
@@ -94,15 +93,15 @@ pub(crate) fn validate(args: ScheduledArgs, errors: &mut Errors) -> Option<Plan>
         "my_scheduler",
     ));
     if let (Some(jitter), Some(lease), Some(max_run)) = (jitter, lease, max_run) {
-        report.all(combinations(jitter, lease, max_run, &args));
+        report.all(combinations(jitter, lease, max_run, args));
     }
     if report.failed {
         return None;
     }
     Some(Plan {
         name: name.flatten()?,
-        cron: args.cron?.value,
-        tz: args.tz.map(|tz| tz.value),
+        cron: args.cron.as_ref()?.value.clone(),
+        tz: args.tz.as_ref().map(|tz| tz.value.clone()),
         jitter: jitter?,
         lease: lease?,
         max_run: max_run?,
@@ -323,7 +322,7 @@ mod tests {
     fn check(tokens: TokenStream) -> Result<Plan, String> {
         let mut errors = Errors::default();
         let args: ScheduledArgs = parse(tokens, &mut errors);
-        let plan = validate(args, &mut errors);
+        let plan = validate(&args, &mut errors);
         match errors.into_compile_errors() {
             None => plan.ok_or_else(|| "no plan and no error".to_owned()),
             Some(e) => Err(e.to_string()),
