@@ -231,7 +231,7 @@ impl RedisCluster {
             error.with_section("redis-cli output", cli_output.trim_end()),
             |error, node| {
                 let label = format!("node 127.0.0.1:{} log", node.port());
-                error.with_file_tail(&label, &node.dir().join(crate::launch::LOG_FILE))
+                error.with_file_tail(&label, &node.dir().join(crate::options::LOG_FILE))
             },
         )
     }

@@ -15,10 +15,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::options::LOG_FILE;
 use crate::{ChildGuard, HarnessError, ServerOptions};
 
-/// The server log, in the server's directory.
-pub(crate) const LOG_FILE: &str = "redis.log";
 /// The server's stdout and stderr, in the server's directory.
 pub(crate) const STDIO_FILE: &str = "redis.stdio.log";
 

@@ -4,8 +4,10 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::Path;
 
+/// The server log, in the server's directory.
+pub(crate) const LOG_FILE: &str = "redis.log";
+
 use crate::HarnessError;
-use crate::launch::LOG_FILE;
 
 /// Settings the harness owns: it must know them (port, files) or relies on them (foreground
 /// process). Setting them through [`ServerOptions::arg`] is rejected.

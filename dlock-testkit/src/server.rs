@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::launch::{LOG_FILE, LaunchError, launch, server_url, wipe_data};
+use crate::launch::{LaunchError, launch, server_url, wipe_data};
+use crate::options::LOG_FILE;
 use crate::port::free_port;
 use crate::{ChildGuard, HarnessError, ServerOptions, redis_server_binary};
 

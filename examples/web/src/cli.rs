@@ -18,6 +18,7 @@ use std::time::Duration;
 use dlock_core::Client;
 use tokio::net::TcpListener;
 
+use crate::log::log;
 use crate::pay::Payments;
 use crate::routes::{AppState, router};
 use crate::store::Store;
@@ -170,14 +171,6 @@ fn announce(addr: SocketAddr) {
 fn print_usage() {
     // `web --help | head -1` closes the pipe early: not an error.
     let _ = writeln!(std::io::stdout(), "{USAGE}");
-}
-
-/// One log line on stderr (an example keeps to plain lines instead of a logging stack),
-/// written at once so that the lines of replicas sharing a terminal do not interleave.
-pub(crate) fn log(args: fmt::Arguments<'_>) {
-    let line = format!("web[{}]: {args}\n", std::process::id());
-    // Nowhere to report a failure to log.
-    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Resolves on SIGTERM (what orchestrators send) or Ctrl-C.

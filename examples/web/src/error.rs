@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use dlock_core::{ErrorKind, FencingToken};
 use serde_json::json;
 
-use crate::pay::Receipt;
+use crate::store::Receipt;
 use crate::store::StoreError;
 
 /// Why a payment (or an order lookup) did not happen.
@@ -89,7 +89,7 @@ impl IntoResponse for PayError {
         let (status, code) = self.status_and_code();
         if status.is_server_error() {
             // The cause goes to the log; the client gets the short sentence.
-            crate::cli::log(format_args!("{status}: {self}"));
+            crate::log::log(format_args!("{status}: {self}"));
         }
         if let Self::Fenced {
             order_id,
@@ -97,7 +97,7 @@ impl IntoResponse for PayError {
             last,
         } = &self
         {
-            crate::cli::log(format_args!(
+            crate::log::log(format_args!(
                 "order {order_id}: fenced out (our token {ours}, store holds {last})"
             ));
         }

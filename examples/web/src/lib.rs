@@ -58,15 +58,18 @@
 //! | `cli` | configuration (flags or environment), start-up, graceful shutdown |
 //! | `routes` | the axum router and handlers: HTTP in, HTTP out |
 //! | `pay` | [`Payments::pay`], the function under `#[distributed_lock]`, and the simulated provider |
-//! | [`store`] | the orders in Redis and the fenced write that records a payment |
+//! | [`store`] | the orders in Redis, the fenced write that records a payment, the [`Receipt`] |
 //! | `error` | [`PayError`] and its HTTP answers |
+//! | `log` | one log line at a time on stderr |
 
 mod cli;
 mod error;
+mod log;
 mod pay;
 mod routes;
 pub mod store;
 
 pub use cli::{Config, main, serve};
 pub use error::PayError;
-pub use pay::{Payments, Receipt};
+pub use pay::Payments;
+pub use store::Receipt;

@@ -10,22 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use dlock_core::{Client, distributed_lock};
 
 use crate::error::PayError;
-use crate::store::{Recorded, Store};
-
-/// Proof of one payment, returned by `POST /orders/{id}/pay` and kept with the order.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Receipt {
-    /// The order paid.
-    pub order_id: u64,
-    /// Amount charged, in cents.
-    pub amount: u64,
-    /// The provider's id of the charge: `ch-<order>-<n>`, where `n` counts the order's charges.
-    pub charge_id: String,
-    /// The fencing token of the lock hold under which the payment was recorded.
-    pub fencing_token: u64,
-    /// The replica that charged the order.
-    pub paid_by: String,
-}
+use crate::store::{Receipt, Recorded, Store};
 
 /// Pays orders, at most one payment per order at a time across every replica.
 #[derive(Debug)]

@@ -13,8 +13,8 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::error::PayError;
-use crate::pay::{Payments, Receipt};
-use crate::store::{Order, Store};
+use crate::pay::Payments;
+use crate::store::{Order, Receipt, Store};
 
 /// What every handler shares: cheap to clone.
 #[derive(Clone, Debug)]
@@ -69,7 +69,7 @@ async fn pay(
 ) -> Result<Json<Receipt>, PayError> {
     match state.payments.pay(id).await {
         Ok(receipt) => {
-            crate::cli::log(format_args!(
+            crate::log::log(format_args!(
                 "order {id}: paid {} cents, charge {}, fencing token {}",
                 receipt.amount, receipt.charge_id, receipt.fencing_token
             ));

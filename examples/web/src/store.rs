@@ -14,8 +14,6 @@ use std::sync::LazyLock;
 use dlock_core::FencingToken;
 use redis::AsyncCommands;
 
-use crate::pay::Receipt;
-
 /// Records a paid order, fenced; its contract is at the top of the file.
 static RECORD_PAYMENT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("record_payment.lua")));
@@ -48,6 +46,21 @@ pub struct Order {
     pub payments: u64,
     /// The receipt of the payment, once paid.
     pub receipt: Option<Receipt>,
+}
+
+/// Proof of one payment, returned by `POST /orders/{id}/pay` and kept with the order.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Receipt {
+    /// The order paid.
+    pub order_id: u64,
+    /// Amount charged, in cents.
+    pub amount: u64,
+    /// The provider's id of the charge: `ch-<order>-<n>`, where `n` counts the order's charges.
+    pub charge_id: String,
+    /// The fencing token of the lock hold under which the payment was recorded.
+    pub fencing_token: u64,
+    /// The replica that charged the order.
+    pub paid_by: String,
 }
 
 /// The answer of [`Store::record_payment`].
