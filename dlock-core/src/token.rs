@@ -2,12 +2,13 @@
 //! fencing tokens.
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::runtime::lock;
 
 /// Length of an owner token on the wire: 128 random bits as lowercase hex.
 pub(crate) const OWNER_TOKEN_LEN: usize = 32;
@@ -34,10 +35,7 @@ impl TokenSource {
 
     pub(crate) fn next(&self) -> OwnerToken {
         let mut raw = [0u8; OWNER_TOKEN_LEN / 2];
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .fill_bytes(&mut raw);
+        lock(&self.0).fill_bytes(&mut raw);
         OwnerToken(hex(raw))
     }
 }
