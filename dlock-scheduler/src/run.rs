@@ -178,18 +178,24 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
         lease: lease.clone(),
         client: attempt.inner.client.clone(),
     };
-    let handler = AssertUnwindSafe((entry.job.handler)(ctx)).catch_unwind();
-    let watch_lease = entry.job.on_lost == OnLost::Cancel;
-    let outcome = tokio::select! {
-        biased;
-        result = handler => match result {
-            Ok(Ok(())) => RunOutcome::Succeeded,
-            Ok(Err(text)) => RunOutcome::Failed(text),
-            Err(panic) => RunOutcome::Failed(format!("the handler panicked: {}", panic_text(&panic))),
-        },
-        lost = lease.lost(), if watch_lease => RunOutcome::Cancelled(lost.to_string()),
-        () = attempt.cancel.cancelled() => {
-            RunOutcome::Cancelled("the scheduler shut down before the run finished".to_owned())
+    // The handler is a closure that returns a future: either may panic.
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.job.handler)(ctx))) {
+        Err(panic) => panicked(panic.as_ref()),
+        Ok(future) => {
+            let handler = AssertUnwindSafe(future).catch_unwind();
+            let watch_lease = entry.job.on_lost == OnLost::Cancel;
+            tokio::select! {
+                biased;
+                result = handler => match result {
+                    Ok(Ok(())) => RunOutcome::Succeeded,
+                    Ok(Err(text)) => RunOutcome::Failed(text),
+                    Err(panic) => panicked(panic.as_ref()),
+                },
+                lost = lease.lost(), if watch_lease => RunOutcome::Cancelled(lost.to_string()),
+                () = attempt.cancel.cancelled() => {
+                    RunOutcome::Cancelled("the scheduler shut down before the run finished".to_owned())
+                }
+            }
         }
     };
     record(attempt, run_id, &outcome, Some(fence)).await;
@@ -199,12 +205,15 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
     outcome
 }
 
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
+/// The outcome of a handler that panicked with `payload` (`panic!("…")` carries a `&str` or a
+/// `String`; anything else has no text).
+fn panicked(payload: &(dyn std::any::Any + Send)) -> RunOutcome {
+    let text = payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned());
+    RunOutcome::Failed(format!("the handler panicked: {text}"))
 }
 
 /// Runs `claim.lua`.
@@ -278,5 +287,27 @@ pub(crate) async fn take_requests(inner: &Inner, entry: &JobEntry) -> Vec<i64> {
             tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: could not read run requests");
             Vec::new()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages_are_read_from_the_payload() {
+        let text = |payload: Box<dyn std::any::Any + Send>| panicked(payload.as_ref());
+        assert_eq!(
+            text(Box::new("static text")),
+            RunOutcome::Failed("the handler panicked: static text".into())
+        );
+        assert_eq!(
+            text(Box::new(format!("formatted {}", 42))),
+            RunOutcome::Failed("the handler panicked: formatted 42".into())
+        );
+        assert_eq!(
+            text(Box::new(7_u8)),
+            RunOutcome::Failed("the handler panicked: (no message)".into())
+        );
     }
 }
