@@ -1,10 +1,12 @@
-//! What the scheduler records: a panicking handler is `Failed` with its panic message (also
-//! when the closure panics before returning its future).
+//! What the scheduler records and reports: a panicking handler is `Failed` with its panic
+//! message (also when the closure panics before returning its future); Redis errors keep
+//! dlock-core's kind, predicates and error.
 
+use std::error::Error as _;
 use std::future::Ready;
 use std::time::Duration;
 
-use dlock_scheduler::{Job, JobContext, RunOutcome, RunRecord, Scheduler};
+use dlock_scheduler::{ErrorKind, Job, JobContext, RunOutcome, RunRecord, Scheduler};
 
 use crate::support::{client, eventually, redis};
 
@@ -74,4 +76,49 @@ async fn a_panicking_handler_is_recorded_failed_with_its_message() {
         RunOutcome::Failed("the handler panicked: no future for before-future".into()),
         "{before:?}"
     );
+}
+
+fn noop(name: &str, cron: &str) -> Job {
+    Job::new(name, cron, "UTC", |_: JobContext| async {
+        Ok::<(), String>(())
+    })
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_keep_dlock_cores_kind_and_error() {
+    // A lease dlock-core refuses: its error is the source.
+    let c = dlock_core::Client::open("redis://127.0.0.1:1/").unwrap();
+    let err = Scheduler::builder(c)
+        .job(noop("long", "* * * * *").lease(Duration::from_secs(25 * 3600)))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidJob);
+    let core = err
+        .source()
+        .and_then(|s| s.downcast_ref::<dlock_core::Error>())
+        .unwrap_or_else(|| panic!("no dlock_core::Error source: {err:?}"));
+    assert_eq!(core.kind(), dlock_core::ErrorKind::InvalidInput);
+
+    // Redis gone, then hung: the kind and predicates say which.
+    let mut server = redis();
+    let admin = Scheduler::builder(client(&server)).build().unwrap();
+    server.pause().unwrap();
+    let err = admin.history("job").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Redis);
+    assert_eq!(
+        err.redis_kind(),
+        Some(dlock_core::ErrorKind::Timeout),
+        "{err}"
+    );
+    assert!(err.is_timeout() && err.may_have_taken_effect(), "{err}");
+    server.kill();
+    let err = eventually(Duration::from_secs(10), "a connection error", || async {
+        let err = admin.pause("job").await.unwrap_err();
+        err.is_connection().then_some(err)
+    })
+    .await;
+    assert_eq!(err.redis_kind(), Some(dlock_core::ErrorKind::Connection));
+    assert!(err.may_have_taken_effect());
+    assert!(err.source().is_some(), "the Redis error is kept: {err:?}");
 }

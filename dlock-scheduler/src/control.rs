@@ -22,7 +22,8 @@ impl Scheduler {
     /// (runs already going finish). Stored in Redis.
     ///
     /// # Errors
-    /// A Redis error ([`crate::ErrorKind::Redis`]).
+    /// A Redis error ([`crate::ErrorKind::Redis`], with [`Error::redis_kind`] saying how it
+    /// failed).
     ///
     /// # Cancel safety
     /// Cancel safe: pausing twice is pausing once.
@@ -30,13 +31,13 @@ impl Scheduler {
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("SET");
         cmd.arg(&keys.paused).arg(1);
-        scripts::query::<()>(&self.inner.client, &cmd).await
+        scripts::query::<()>(&self.inner.client, &cmd, &format!("pause `{job}`")).await
     }
 
     /// Resumes a paused `job` on every replica.
     ///
     /// # Errors
-    /// A Redis error.
+    /// As [`Scheduler::pause`].
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -44,7 +45,7 @@ impl Scheduler {
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&keys.paused);
-        scripts::query::<i64>(&self.inner.client, &cmd)
+        scripts::query::<i64>(&self.inner.client, &cmd, &format!("resume `{job}`"))
             .await
             .map(drop)
     }
@@ -52,7 +53,7 @@ impl Scheduler {
     /// Whether `job` is paused.
     ///
     /// # Errors
-    /// A Redis error.
+    /// As [`Scheduler::pause`].
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -60,7 +61,7 @@ impl Scheduler {
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("EXISTS");
         cmd.arg(&keys.paused);
-        scripts::query::<bool>(&self.inner.client, &cmd).await
+        scripts::query::<bool>(&self.inner.client, &cmd, &format!("is `{job}` paused")).await
     }
 
     /// Asks for one run of `job` now, outside its schedule. The first replica running the job
@@ -68,7 +69,7 @@ impl Scheduler {
     /// it; the ledger records it as manual. Overlap and pause apply as to scheduled runs.
     ///
     /// # Errors
-    /// A Redis error.
+    /// As [`Scheduler::pause`].
     ///
     /// # Cancel safety
     /// If the future is dropped, the request may or may not have been queued.
@@ -81,15 +82,15 @@ impl Scheduler {
             .ignore()
             .expire(&keys.requests, secs(REQUEST_TTL))
             .ignore();
-        scripts::query_pipe(&self.inner.client, &pipe).await
+        scripts::query_pipe(&self.inner.client, &pipe, &format!("run_now `{job}`")).await
     }
 
     /// The ledger of `job`: its last runs (up to the history size), oldest first — which replica
     /// ran which occurrence, when (server time), and how it ended.
     ///
     /// # Errors
-    /// A Redis error, or [`crate::ErrorKind::Redis`] when the ledger holds data dlock did not
-    /// write.
+    /// As [`Scheduler::pause`]; also [`crate::ErrorKind::Redis`] when the ledger holds data
+    /// dlock did not write.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -116,7 +117,7 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
     let (runs, ledger): (
         Vec<(String, i64)>,
         std::collections::HashMap<String, String>,
-    ) = scripts::query_pipe(client, &pipe).await?;
+    ) = scripts::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
     let mut records = Vec::with_capacity(runs.len());
     for (id, occurrence_ms) in runs {
         let Some(claim) = ledger.get(&format!("{id}:claim")) else {
@@ -124,7 +125,7 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
         };
         let end = ledger.get(&format!("{id}:end")).map(String::as_str);
         let mut record = RunRecord::parse(occurrence_ms, claim, end).ok_or_else(|| {
-            Error::redis_data(format!(
+            Error::protocol(format!(
                 "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
             ))
         })?;
@@ -153,7 +154,11 @@ async fn still_running(
         return Ok(age < Duration::from_secs(5));
     };
     for name in [keys.lock_name.clone(), format!("{}@{id}", keys.lock_name)] {
-        if let Some(holder) = client.inspect(&name).await?
+        let holder = client
+            .inspect(&name)
+            .await
+            .map_err(|e| Error::core("inspect the run's lock", e))?;
+        if let Some(holder) = holder
             && holder.fencing_token == Some(fence)
         {
             return Ok(true);
@@ -177,7 +182,7 @@ pub(crate) async fn latest_scheduled(
         .arg(0)
         .arg(20)
         .arg("WITHSCORES");
-    let latest: Vec<(String, i64)> = scripts::query(client, &cmd).await?;
+    let latest: Vec<(String, i64)> = scripts::query(client, &cmd, "read the run ledger").await?;
     Ok(latest
         .into_iter()
         .find(|(id, _)| !id.starts_with('m'))
@@ -188,7 +193,7 @@ pub(crate) async fn latest_scheduled(
 pub(crate) async fn pop_requests(client: &Client, keys: &JobKeys) -> Result<Vec<i64>, Error> {
     let mut cmd = redis::cmd("LPOP");
     cmd.arg(&keys.requests).arg(100);
-    let popped: Option<Vec<Value>> = scripts::query(client, &cmd).await?;
+    let popped: Option<Vec<Value>> = scripts::query(client, &cmd, "take run_now requests").await?;
     Ok(popped
         .unwrap_or_default()
         .iter()

@@ -50,7 +50,7 @@ impl JobEntry {
         // Validates the job name (it is part of the lock name) and the lease.
         let lock = client
             .mutex_with(&keys.lock_name, options.clone())
-            .map_err(|e| Error::invalid_job(format!("job `{}`: {e}", job.name)))?;
+            .map_err(|e| Error::refused_by_core(&format!("job `{}`", job.name), e))?;
         if job.jitter >= job.lease {
             return Err(Error::invalid_job(format!(
                 "job `{}`: jitter {:?} must be shorter than its lease {:?}",
@@ -239,7 +239,8 @@ async fn claim(attempt: &Attempt, run_id: &str) -> Result<Claim, Error> {
         } else {
             attempt.fire_at.timestamp_millis()
         });
-    let reply: Vec<Value> = scripts::eval(&inner.client, &invocation).await?;
+    let reply: Vec<Value> =
+        scripts::eval(&inner.client, &invocation, "claim an occurrence").await?;
     Ok(match reply.as_slice() {
         [Value::Int(1), ..] => Claim::Won,
         [Value::Int(2), Value::Int(wait)] => {
@@ -263,7 +264,7 @@ async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Op
         .arg(code)
         .arg(fence.map(|f| f.to_string()).unwrap_or_default())
         .arg(text);
-    if let Err(e) = scripts::eval::<i64>(&inner.client, &invocation).await {
+    if let Err(e) = scripts::eval::<i64>(&inner.client, &invocation, "record a run").await {
         tracing::warn!(job = %attempt.entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
     }
 }
