@@ -1,6 +1,7 @@
 //! What the scheduler records and reports: a panicking handler is `Failed` with its panic
-//! message (also when the closure panics before returning its future); Redis errors keep
-//! dlock-core's kind, predicates and error.
+//! message (also when the closure panics before returning its future); job names are checked by
+//! `build()` and by every control call; jitter is checked against the schedule's interval;
+//! Redis errors keep dlock-core's kind, predicates and error.
 
 use std::error::Error as _;
 use std::future::Ready;
@@ -83,6 +84,56 @@ fn noop(name: &str, cron: &str) -> Job {
         Ok::<(), String>(())
     })
     .unwrap()
+}
+
+#[tokio::test]
+async fn job_names_are_checked_by_build_and_by_every_control_call() {
+    // Nothing listens here: a name check that happened after a request would show as a
+    // Redis error instead.
+    let c = dlock_core::Client::open("redis://127.0.0.1:1/").unwrap();
+    let err = Scheduler::builder(c.clone())
+        .job(noop("", "* * * * *"))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidJob, "{err}");
+    assert!(err.to_string().contains("empty"), "{err}");
+
+    let admin = Scheduler::builder(c).build().unwrap();
+    for bad in ["", "a{b}", "tab\there", &"x".repeat(501)] {
+        let errors = [
+            admin.pause(bad).await.unwrap_err(),
+            admin.resume(bad).await.unwrap_err(),
+            admin.is_paused(bad).await.unwrap_err(),
+            admin.run_now(bad).await.unwrap_err(),
+            admin.history(bad).await.unwrap_err(),
+        ];
+        for err in errors {
+            assert_eq!(err.kind(), ErrorKind::InvalidJob, "{bad:?}: {err}");
+            assert!(err.to_string().contains("job name"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn jitter_is_checked_against_the_schedule_interval_not_the_lease() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _guard = runtime.enter();
+    let c = dlock_core::Client::open("redis://127.0.0.1:1/").unwrap();
+    // The documented example: a daily job with 30 s of jitter, default lease.
+    let daily = noop("nightly-report", "30 2 * * *").jitter(Duration::from_secs(30));
+    Scheduler::builder(c.clone()).job(daily).build().unwrap();
+    // A jitter as long as the interval is refused, whatever the lease.
+    let every_second = noop("tick", "* * * * * *")
+        .jitter(Duration::from_secs(1))
+        .lease(Duration::from_secs(60));
+    let err = Scheduler::builder(c.clone())
+        .job(every_second)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidJob);
+    assert!(err.to_string().contains("interval"), "{err}");
+    let short = noop("tick", "*/10 * * * * *").jitter(Duration::from_secs(9));
+    Scheduler::builder(c).job(short).build().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,9 @@
 //! Operating jobs across replicas, through Redis: pause / resume (honoured by every replica's
 //! claim), `run_now` (one replica picks the request up), and the run ledger.
 //!
-//! These work for any job name, registered on this replica or not, so an admin tool can build a
-//! [`Scheduler`] without jobs and call them.
+//! These work for any valid job name, registered on this replica or not, so an admin tool can
+//! build a [`Scheduler`] without jobs and call them. A name no job could have (empty, braces,
+//! control characters, too long) is an [`crate::ErrorKind::InvalidJob`] error, as in `build()`.
 
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +14,7 @@ use crate::error::Error;
 use crate::ledger::{JobKeys, RunOutcome, RunRecord};
 use crate::runner::{Scheduler, keys};
 use crate::scripts;
+use crate::validate;
 
 /// How long an unanswered `run_now` request is kept: a day.
 const REQUEST_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -22,12 +24,13 @@ impl Scheduler {
     /// (runs already going finish). Stored in Redis.
     ///
     /// # Errors
-    /// A Redis error ([`crate::ErrorKind::Redis`], with [`Error::redis_kind`] saying how it
-    /// failed).
+    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have, naming the rule; a Redis
+    /// error ([`crate::ErrorKind::Redis`]).
     ///
     /// # Cancel safety
     /// Cancel safe: pausing twice is pausing once.
     pub async fn pause(&self, job: &str) -> Result<(), Error> {
+        validate::job_name(job)?;
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("SET");
         cmd.arg(&keys.paused).arg(1);
@@ -42,6 +45,7 @@ impl Scheduler {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn resume(&self, job: &str) -> Result<(), Error> {
+        validate::job_name(job)?;
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&keys.paused);
@@ -58,6 +62,7 @@ impl Scheduler {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn is_paused(&self, job: &str) -> Result<bool, Error> {
+        validate::job_name(job)?;
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("EXISTS");
         cmd.arg(&keys.paused);
@@ -74,6 +79,7 @@ impl Scheduler {
     /// # Cancel safety
     /// If the future is dropped, the request may or may not have been queued.
     pub async fn run_now(&self, job: &str) -> Result<(), Error> {
+        validate::job_name(job)?;
         let keys = keys(&self.inner.client, job);
         let requested = self.inner.clock.now().timestamp_millis();
         let mut pipe = redis::pipe();
@@ -95,6 +101,7 @@ impl Scheduler {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn history(&self, job: &str) -> Result<Vec<RunRecord>, Error> {
+        validate::job_name(job)?;
         history(&self.inner.client, job).await
     }
 }

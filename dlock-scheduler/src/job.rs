@@ -68,7 +68,8 @@ impl Job {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidSchedule`] for a bad cron expression or time zone, with what
-    /// is wrong and how to fix it. The name is checked when the job is added to a scheduler.
+    /// is wrong and how to fix it. The name and options are checked by
+    /// [`crate::SchedulerBuilder::build`] (an empty name, for one, is refused there).
     pub fn new<F, Fut, E>(
         name: impl Into<String>,
         cron: &str,
@@ -121,6 +122,7 @@ impl Job {
 
     /// Delay each occurrence by up to `max`, decided per occurrence so that every replica waits
     /// the same ([`crate::jitter_for`]); spreads jobs scheduled at the same instant. Default none.
+    /// It must be shorter than the schedule's shortest interval (checked by `build()`).
     pub fn jitter(mut self, max: Duration) -> Self {
         self.jitter = max;
         self
@@ -141,7 +143,7 @@ impl Job {
     }
 
     /// Stop renewing a run's lease after this long, so that a hung handler eventually loses
-    /// the job (and is cancelled, under [`OnLost::Cancel`]).
+    /// the job (and is cancelled, under [`OnLost::Cancel`]). Must be longer than the lease.
     pub fn max_run(mut self, max_run: Duration) -> Self {
         self.max_run = Some(max_run);
         self

@@ -53,6 +53,7 @@
 //! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: the job loops, shutdown and drain |
 //! | `run` | one run: claim, lock, handler, record, release |
 //! | `job` | [`Job`], [`Overlap`] |
+//! | `validate` | job names and options, for `build()` and the control calls |
 //! | `context` | [`JobContext`], [`Replica`] |
 //! | `ledger` | [`RunRecord`], [`RunOutcome`], the job's keys |
 //! | `control` | pause, resume, run_now, history |
@@ -75,6 +76,7 @@ mod misfire;
 mod run;
 mod runner;
 mod scripts;
+mod validate;
 
 pub use clock::{Clock, SkewedClock, SystemClock};
 pub use context::{JobContext, Replica};

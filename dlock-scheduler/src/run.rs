@@ -35,6 +35,7 @@ pub(crate) struct JobEntry {
 
 impl JobEntry {
     pub(crate) fn new(client: &Client, job: Job) -> Result<Self, Error> {
+        crate::validate::job(&job)?;
         let keys = crate::runner::keys(client, &job.name);
         let mut options = MutexOptions::new()
             .ttl(job.lease)
@@ -47,16 +48,10 @@ impl JobEntry {
         if let Some(max_run) = job.max_run {
             options = options.max_hold(max_run);
         }
-        // Validates the job name (it is part of the lock name) and the lease.
+        // dlock-core checks the lease range and the lock name built from the job name.
         let lock = client
             .mutex_with(&keys.lock_name, options.clone())
             .map_err(|e| Error::refused_by_core(&format!("job `{}`", job.name), e))?;
-        if job.jitter >= job.lease {
-            return Err(Error::invalid_job(format!(
-                "job `{}`: jitter {:?} must be shorter than its lease {:?}",
-                job.name, job.jitter, job.lease
-            )));
-        }
         Ok(Self {
             job,
             keys,

@@ -89,9 +89,9 @@ impl SchedulerBuilder {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
-    /// too long), a name used twice, a lease out of dlock's TTL range, a jitter or `max_run`
-    /// that makes no sense, a replica id with control characters, a zero history or poll
-    /// interval.
+    /// longer than 500 bytes), a name used twice, a lease out of dlock's TTL range, a jitter not
+    /// shorter than the schedule's shortest interval, a `max_run` not longer than the lease, a
+    /// replica id with control characters, a zero history or poll interval.
     pub fn build(self) -> Result<Scheduler, Error> {
         let replica = Arc::new(replica(self.replica_id)?);
         if self.history == 0 || self.request_poll.is_zero() || self.retention.is_zero() {
@@ -139,11 +139,7 @@ fn replica(id: Option<String>) -> Result<Replica, Error> {
     let host = hostname();
     let pid = std::process::id();
     let id = id.unwrap_or_else(|| format!("{host}:{pid}"));
-    if id.is_empty() || id.chars().any(char::is_control) || id.len() > 128 {
-        return Err(Error::invalid_job(format!(
-            "replica id {id:?} must be 1 to 128 printable characters"
-        )));
-    }
+    crate::validate::replica_id(&id)?;
     Ok(Replica { id, host, pid })
 }
 
