@@ -17,8 +17,14 @@ use dlock_cron::Schedule;
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 pub(crate) type Handler = Arc<dyn Fn(JobContext) -> HandlerFuture + Send + Sync>;
 
-/// Default lease of a run's lock, renewed by the watchdog while the handler runs.
-pub const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(30);
+/// Default lease of a run's lock: 5 s, renewed by the watchdog every third of it while the
+/// handler runs, however long that is. It bounds how long a replica that dies mid-run (SIGKILL,
+/// power loss) keeps the job: another replica runs the next occurrence after at most one lease
+/// plus one renewal interval. A longer lease only rides out longer Redis hiccups.
+pub const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(5);
+
+/// The shortest run lease accepted: 1 s (renewed every ~333 ms).
+pub const MIN_RUN_LEASE: Duration = Duration::from_secs(1);
 
 /// What to do with an occurrence while the previous run of the job is still going (on any
 /// replica).
@@ -129,7 +135,8 @@ impl Job {
     }
 
     /// Lease of the run's lock, renewed by the watchdog every third of it (default
-    /// [`DEFAULT_RUN_LEASE`]). A replica that dies mid-run frees the job after at most this long.
+    /// [`DEFAULT_RUN_LEASE`], at least [`MIN_RUN_LEASE`]). A replica that dies mid-run frees
+    /// the job after at most this long.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self

@@ -33,7 +33,9 @@
 //!   `run_now` or the misfire policy if a lost run must be redone.
 //! * **Leases.** The winner takes the job's dlock mutex with the watchdog: it guards against
 //!   overlapping runs ([`Overlap`]), gives the handler a fencing token and cancels it if the
-//!   lease is lost ([`dlock_core::OnLost`]).
+//!   lease is lost ([`dlock_core::OnLost`]). The lease is short ([`DEFAULT_RUN_LEASE`], 5 s)
+//!   and renewed every third of it, so a replica killed mid-run holds the job up for at most
+//!   one lease plus one renewal interval.
 //! * **Ledger.** The last runs of each job — occurrence, replica (id, host, pid), start and end
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
@@ -84,7 +86,7 @@ pub use dlock_cron::{Occurrences, Schedule, ScheduleError, ScheduleErrorKind};
 pub use dlock_macros::scheduled;
 pub use error::{Error, ErrorKind};
 pub use jitter::jitter_for;
-pub use job::{DEFAULT_RUN_LEASE, Job, Overlap};
+pub use job::{DEFAULT_RUN_LEASE, Job, MIN_RUN_LEASE, Overlap};
 pub use ledger::{RunOutcome, RunRecord};
 pub use misfire::{
     DEFAULT_GRACE, MAX_DUE, MisfirePolicy, due_occurrences, due_occurrences_with_grace,

@@ -89,7 +89,8 @@ impl SchedulerBuilder {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
-    /// longer than 500 bytes), a name used twice, a lease out of dlock's TTL range, a jitter not
+    /// longer than 500 bytes), a name used twice, a lease shorter than [`crate::MIN_RUN_LEASE`]
+    /// or beyond dlock's TTL range, a jitter not
     /// shorter than the schedule's shortest interval, a `max_run` not longer than the lease, a
     /// replica id with control characters, a zero history or poll interval.
     pub fn build(self) -> Result<Scheduler, Error> {

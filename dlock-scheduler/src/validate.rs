@@ -7,7 +7,7 @@ use chrono::Utc;
 use dlock_cron::Schedule;
 
 use crate::error::Error;
-use crate::job::Job;
+use crate::job::{Job, MIN_RUN_LEASE};
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`). Same limit as `#[scheduled]`.
@@ -48,6 +48,13 @@ pub(crate) fn job_name(name: &str) -> Result<(), Error> {
 /// Checks what `build()` checks of one job, but the lock options (dlock-core checks those).
 pub(crate) fn job(job: &Job) -> Result<(), Error> {
     job_name(&job.name)?;
+    if job.lease < MIN_RUN_LEASE {
+        return Err(Error::invalid_job(format!(
+            "job `{}`: the run lease {:?} is shorter than {MIN_RUN_LEASE:?}; the watchdog renews \
+             it every third, so lengthen it (a crashed run frees the job after at most the lease)",
+            job.name, job.lease
+        )));
+    }
     if !job.jitter.is_zero()
         && let Some(interval) = shortest_interval(&job.schedule)
         && job.jitter >= interval
