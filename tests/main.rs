@@ -24,6 +24,7 @@ mod retry_safety;
 mod scheduler_control;
 mod scheduler_crash;
 mod scheduler_exactly_once;
+mod scheduler_outage;
 mod scheduler_records;
 mod scheduler_shutdown;
 mod wake_on_release;

@@ -8,10 +8,9 @@
 use std::time::{Duration, SystemTime};
 
 use dlock_core::Client;
-use redis::Value;
 
 use crate::error::Error;
-use crate::ledger::{JobKeys, RunOutcome, RunRecord};
+use crate::ledger::{JobKeys, RunOutcome, RunRecord, wake_channel};
 use crate::runner::{Scheduler, keys};
 use crate::scripts;
 use crate::validate;
@@ -69,26 +68,34 @@ impl Scheduler {
         scripts::query::<bool>(&self.inner.client, &cmd, &format!("is `{job}` paused")).await
     }
 
-    /// Asks for one run of `job` now, outside its schedule. The first replica running the job
-    /// that polls its requests (within its request-poll interval, 5 s by default) claims and runs
-    /// it; the ledger records it as manual. Overlap and pause apply as to scheduled runs.
+    /// Asks for one run of `job` now, outside its schedule. The request is queued in Redis and
+    /// announced to the replicas; one replica running the job takes it and claims its run in
+    /// one atomic step — at once if it subscribed to wake-ups
+    /// ([`crate::SchedulerBuilder::wake_url`]), else at its next request poll (5 s by default).
+    /// The ledger records the run as manual. Overlap applies as to scheduled runs; while the
+    /// job is paused, requests wait in the queue (for a day at most) and run after `resume`.
     ///
     /// # Errors
     /// As [`Scheduler::pause`].
     ///
     /// # Cancel safety
-    /// If the future is dropped, the request may or may not have been queued.
+    /// If the future is dropped, the request may or may not have been queued; a retry after
+    /// an error that [may have taken effect](Error::may_have_taken_effect) may queue a second run.
     pub async fn run_now(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
-        let keys = keys(&self.inner.client, job);
+        let client = &self.inner.client;
+        let keys = keys(client, job);
         let requested = self.inner.clock.now().timestamp_millis();
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .rpush(&keys.requests, requested)
-            .ignore()
-            .expire(&keys.requests, secs(REQUEST_TTL))
-            .ignore();
-        scripts::query_pipe(&self.inner.client, &pipe, &format!("run_now `{job}`")).await
+        let mut invocation = scripts::REQUEST.prepare_invoke();
+        invocation
+            .key(&keys.requests)
+            .arg(requested)
+            .arg(secs(REQUEST_TTL))
+            .arg(wake_channel(client.key_prefix()))
+            .arg(job);
+        scripts::eval::<i64>(client, &invocation, &format!("run_now `{job}`"))
+            .await
+            .map(drop)
     }
 
     /// The ledger of `job`: its last runs (up to the history size), oldest first — which replica
@@ -194,16 +201,4 @@ pub(crate) async fn latest_scheduled(
         .into_iter()
         .find(|(id, _)| !id.starts_with('m'))
         .and_then(|(_, ms)| chrono::TimeZone::timestamp_millis_opt(&chrono::Utc, ms).single()))
-}
-
-/// Pops up to 100 pending `run_now` requests (request times in ms).
-pub(crate) async fn pop_requests(client: &Client, keys: &JobKeys) -> Result<Vec<i64>, Error> {
-    let mut cmd = redis::cmd("LPOP");
-    cmd.arg(&keys.requests).arg(100);
-    let popped: Option<Vec<Value>> = scripts::query(client, &cmd, "take run_now requests").await?;
-    Ok(popped
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| redis::from_redis_value_ref::<i64>(v).ok())
-        .collect())
 }

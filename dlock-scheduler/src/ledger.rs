@@ -12,6 +12,8 @@
 //! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim` and `<id>:end` records |
 //! | `<prefix>{sched:<job>}:paused` | string | present while paused |
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
+//!
+//! `run_now` wakes the replicas on the channel `<prefix>sched:wake` (message: the job's name).
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -46,6 +48,11 @@ impl JobKeys {
     }
 }
 
+/// The channel on which `run_now` wakes the replicas of every job under `prefix`.
+pub(crate) fn wake_channel(prefix: &str) -> String {
+    format!("{prefix}sched:wake")
+}
+
 /// How a run ended (or that it has not).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -56,7 +63,8 @@ pub enum RunOutcome {
     Succeeded,
     /// The handler returned an error; its text is kept.
     Failed(String),
-    /// The run was stopped: its lease was lost, or the scheduler shut down before it finished.
+    /// The run was stopped: its lease was lost, or the scheduler shut down before it finished
+    /// (or, for an occurrence caught up in order, while it waited for the previous run).
     Cancelled(String),
     /// The previous run of the job was still going, so this occurrence was skipped (overlap
     /// policy [`crate::Overlap::Skip`]).

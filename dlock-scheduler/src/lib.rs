@@ -36,10 +36,16 @@
 //!   lease is lost ([`dlock_core::OnLost`]). The lease is short ([`DEFAULT_RUN_LEASE`], 5 s)
 //!   and renewed every third of it, so a replica killed mid-run holds the job up for at most
 //!   one lease plus one renewal interval.
+//! * **Redis outages.** Occurrences that could not be claimed because Redis did not answer are
+//!   *missed*, and follow the job's [`MisfirePolicy`] once it answers again (by default one
+//!   catch-up run); a claim whose reply was lost is withdrawn first, so it is not lost either.
+//!   Missed occurrences run in order, one at a time, each waiting for the previous run.
 //! * **Ledger.** The last runs of each job — occurrence, replica (id, host, pid), start and end
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
-//!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica picks up.
+//!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and
+//!   claims in one step — woken by pub/sub with [`SchedulerBuilder::wake_url`], else at its
+//!   next poll.
 //! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
 //!   drains running jobs up to a deadline, then cancels and releases the rest.
 //! * **Calendar.** Cron (5 fields, or 6 with seconds) in an IANA time zone with a defined
@@ -52,8 +58,11 @@
 //! # Layout
 //! | module | what |
 //! |---|---|
-//! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: the job loops, shutdown and drain |
+//! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: start, shutdown and drain |
+//! | `job_loop` | one job's loop: what is due, in which order; recovery after an outage |
 //! | `run` | one run: claim, lock, handler, record, release |
+//! | `claim` | the Redis side of runs: claim, take a request, withdraw |
+//! | `wake` | `run_now` wake-ups over pub/sub |
 //! | `job` | [`Job`], [`Overlap`] |
 //! | `validate` | job names and options, for `build()` and the control calls |
 //! | `context` | [`JobContext`], [`Replica`] |
@@ -62,23 +71,26 @@
 //! | `misfire` | [`MisfirePolicy`], [`due_occurrences`] |
 //! | `jitter` | [`jitter_for`] |
 //! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`] |
-//! | `scripts` | `claim.lua`, `finish.lua` |
+//! | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua` |
 //! | `error` | [`Error`], [`ErrorKind`] |
 
 #[doc(hidden)]
 pub mod __private;
+mod claim;
 mod clock;
 mod context;
 mod control;
 mod error;
 mod jitter;
 mod job;
+mod job_loop;
 mod ledger;
 mod misfire;
 mod run;
 mod runner;
 mod scripts;
 mod validate;
+mod wake;
 
 pub use clock::{Clock, SkewedClock, SystemClock};
 pub use context::{JobContext, Replica};

@@ -7,6 +7,11 @@
 //! claimed: it is not run again, and the ledger shows it [`RunOutcome::Abandoned`]. At-least-once
 //! would let a lottery draw twice; a job that must not be lost should be idempotent and use
 //! [`crate::MisfirePolicy`] or `run_now` to retry.
+//!
+//! A claim whose answer never came (Redis unreachable or too slow) may have been made anyway:
+//! the attempt reports it to its job loop ([`AttemptEnd::Unreachable`]), which withdraws it by
+//! the attempt's token once Redis answers — unless its run started — so that the occurrence
+//! follows the misfire policy instead of being lost, and is still never run twice.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -14,9 +19,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use dlock_core::{Client, Mutex, MutexGuard, MutexOptions, OnLost};
 use futures_util::FutureExt;
-use redis::Value;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::claim::{self, Claim};
 use crate::context::JobContext;
 use crate::error::Error;
 use crate::job::{Job, Overlap};
@@ -31,6 +37,8 @@ pub(crate) struct JobEntry {
     /// The job's run lock (overlap guard) for [`Overlap::Skip`].
     lock: Mutex,
     options: MutexOptions,
+    /// Notified when a `run_now` request for the job was published.
+    pub(crate) wake: Notify,
 }
 
 impl JobEntry {
@@ -57,10 +65,11 @@ impl JobEntry {
             keys,
             lock,
             options,
+            wake: Notify::new(),
         })
     }
 
-    /// The lock a run of `occurrence` takes: the job's, or (overlap allowed) the occurrence's.
+    /// The lock a run takes: the job's, or (overlap allowed) the run's own.
     fn lock_for(&self, client: &Client, run_id: &str) -> Result<Mutex, dlock_core::Error> {
         match self.job.overlap {
             Overlap::Skip => Ok(self.lock.clone()),
@@ -72,90 +81,143 @@ impl JobEntry {
     }
 }
 
+/// Why an attempt is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    /// An occurrence attempted on time: if the previous run still holds the job, it is skipped
+    /// ([`Overlap::Skip`]).
+    OnTime,
+    /// An occurrence from a batch worked through in order (missed ones after downtime, and what
+    /// came due meanwhile): it waits for the previous run instead of being skipped.
+    InOrder,
+    /// A `run_now` request, already taken and claimed under this run id.
+    Manual(String),
+}
+
 /// One attempt at one occurrence on this replica.
 pub(crate) struct Attempt {
     pub(crate) inner: Arc<Inner>,
     pub(crate) entry: Arc<JobEntry>,
+    /// The nominal occurrence, or the request time of a manual run.
     pub(crate) occurrence: DateTime<Utc>,
     /// When the occurrence may start (nominal + jitter), by the server's clock.
     pub(crate) fire_at: DateTime<Utc>,
-    pub(crate) manual: bool,
+    pub(crate) trigger: Trigger,
+    /// Names this attempt in its claim, so that only it can withdraw the claim.
+    pub(crate) token: String,
     /// Cancelled when the scheduler stops claiming.
     pub(crate) stop: CancellationToken,
     /// Cancelled when the scheduler's drain deadline passes.
     pub(crate) cancel: CancellationToken,
 }
 
-/// What `claim.lua` answered.
-enum Claim {
-    Won,
-    Lost,
-    TooEarly(std::time::Duration),
-}
-
-/// How many times an attempt waits for the server's clock before giving up (a replica clock
-/// that runs ahead by more than a few seconds is a misconfiguration worth a warning).
-const MAX_EARLY_WAITS: usize = 20;
-
 impl Attempt {
     fn run_id(&self) -> String {
-        let ms = self.occurrence.timestamp_millis();
-        if self.manual {
-            format!("m{ms}")
-        } else {
-            ms.to_string()
+        match &self.trigger {
+            Trigger::Manual(id) => id.clone(),
+            Trigger::OnTime | Trigger::InOrder => self.occurrence.timestamp_millis().to_string(),
         }
+    }
+
+    fn manual(&self) -> bool {
+        matches!(self.trigger, Trigger::Manual(_))
     }
 }
 
+/// How an attempt ended, for its job loop.
+#[derive(Debug)]
+pub(crate) enum AttemptEnd {
+    /// Claimed and run, or found claimed, paused, or left to others: nothing more to do.
+    Done,
+    /// Redis did not answer the claim or the lock request; the claim `run_id` (made with the
+    /// attempt's token) may exist without a run and must be withdrawn once Redis answers.
+    Unreachable { run_id: String },
+}
+
+/// How many times an attempt waits for its fire time before giving up (a replica
+/// clock that runs ahead by more than a few seconds is a misconfiguration worth a warning).
+const MAX_EARLY_WAITS: usize = 20;
+
 /// Claims and, if won, performs the run. Errors are logged: there is nobody to return them to.
-pub(crate) async fn attempt(attempt: Attempt) {
+pub(crate) async fn attempt(attempt: Attempt) -> AttemptEnd {
     let job = attempt.entry.job.name.clone();
     let run_id = attempt.run_id();
     let mut waits = 0;
-    loop {
-        match claim(&attempt, &run_id).await {
+    while !attempt.manual() {
+        match claim::claim(&attempt, &run_id).await {
             Ok(Claim::Won) => break,
-            Ok(Claim::Lost) => return,
-            Ok(Claim::TooEarly(wait)) if waits < MAX_EARLY_WAITS => {
+            Ok(Claim::Lost) => return AttemptEnd::Done,
+            Ok(Claim::Wait(wait)) if waits < MAX_EARLY_WAITS => {
                 waits += 1;
                 tokio::select! {
-                    () = attempt.stop.cancelled() => return,
+                    () = attempt.stop.cancelled() => return AttemptEnd::Done,
                     () = tokio::time::sleep(wait) => {}
                 }
             }
-            Ok(Claim::TooEarly(wait)) => {
+            Ok(Claim::Wait(wait)) => {
                 tracing::warn!(%job, run = %run_id, ahead_ms = wait.as_millis(), "dlock-scheduler: this replica's clock runs ahead of Redis; occurrence left to the others");
-                return;
+                return AttemptEnd::Done;
             }
             Err(e) => {
-                // At most once: a claim whose answer was lost counts as lost.
-                tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: claim failed; occurrence not run here");
-                return;
+                tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: claim failed; will withdraw it and apply the misfire policy when Redis answers");
+                return AttemptEnd::Unreachable { run_id };
             }
         }
     }
-    let client = &attempt.inner.client;
-    let guard = match attempt.entry.lock_for(client, &run_id) {
-        Ok(lock) => lock.try_acquire().await,
-        Err(e) => Err(e),
+    run_claimed(&attempt, run_id).await
+}
+
+/// The claimed run: take the lock (skip, wait, or give the claim back), then perform it.
+async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
+    let job = &attempt.entry.job.name;
+    let lock = match attempt.entry.lock_for(&attempt.inner.client, &run_id) {
+        Ok(lock) => lock,
+        Err(e) => {
+            let outcome = RunOutcome::Failed(format!("could not take the job's lock: {e}"));
+            record(attempt, &run_id, &outcome, None).await;
+            return AttemptEnd::Done;
+        }
     };
-    let outcome = match guard {
-        Ok(Some(guard)) => perform(&attempt, &run_id, guard).await,
+    let guard = if attempt.trigger == Trigger::InOrder {
+        // In order: wait for the previous run (on any replica) to end. Dropping the acquire is
+        // cancel safe: dlock-core releases a grant that arrives for a dropped waiter.
+        tokio::select! {
+            guard = lock.acquire() => guard.map(Some),
+            () = attempt.stop.cancelled() => {
+                let why = "the scheduler shut down while the previous run still went on";
+                record(attempt, &run_id, &RunOutcome::Cancelled(why.to_owned()), None).await;
+                return AttemptEnd::Done;
+            }
+        }
+    } else {
+        lock.try_acquire().await
+    };
+    match guard {
+        Ok(Some(guard)) => {
+            let outcome = perform(attempt, &run_id, guard).await;
+            if let RunOutcome::Failed(text) = &outcome {
+                tracing::warn!(%job, run = %run_id, error = %text, "dlock-scheduler: run failed");
+            }
+            AttemptEnd::Done
+        }
         Ok(None) => {
             tracing::info!(%job, run = %run_id, "dlock-scheduler: previous run still going; skipped");
-            record(&attempt, &run_id, &RunOutcome::SkippedOverlap, None).await;
-            return;
+            record(attempt, &run_id, &RunOutcome::SkippedOverlap, None).await;
+            AttemptEnd::Done
+        }
+        Err(e) if e.may_have_taken_effect() => {
+            // Redis went away between the claim and the lock: nothing ran, so the claim is
+            // given back (and the occurrence follows the misfire policy).
+            tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: could not take the job's lock; will withdraw the claim when Redis answers");
+            AttemptEnd::Unreachable { run_id }
         }
         Err(e) => {
             // Claimed but not run: the ledger says why, instead of showing it abandoned.
             let outcome = RunOutcome::Failed(format!("could not take the job's lock: {e}"));
-            record(&attempt, &run_id, &outcome, None).await;
-            outcome
+            tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: could not take the job's lock");
+            record(attempt, &run_id, &outcome, None).await;
+            AttemptEnd::Done
         }
-    };
-    if let RunOutcome::Failed(text) = &outcome {
-        tracing::warn!(%job, run = %run_id, error = %text, "dlock-scheduler: run failed");
     }
 }
 
@@ -168,7 +230,7 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
     let ctx = JobContext {
         job: entry.job.name.clone(),
         occurrence: attempt.occurrence,
-        manual: attempt.manual,
+        manual: attempt.manual(),
         replica: attempt.inner.replica.clone(),
         lease: lease.clone(),
         client: attempt.inner.client.clone(),
@@ -211,42 +273,6 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> RunOutcome {
     RunOutcome::Failed(format!("the handler panicked: {text}"))
 }
 
-/// Runs `claim.lua`.
-async fn claim(attempt: &Attempt, run_id: &str) -> Result<Claim, Error> {
-    let inner = &attempt.inner;
-    let keys = &attempt.entry.keys;
-    let mut invocation = scripts::CLAIM.prepare_invoke();
-    invocation
-        .key(&keys.claims)
-        .key(&keys.runs)
-        .key(&keys.ledger)
-        .key(&keys.paused)
-        .arg(run_id)
-        .arg(attempt.occurrence.timestamp_millis())
-        .arg(&inner.replica.id)
-        .arg(&inner.replica.host)
-        .arg(inner.replica.pid)
-        .arg(u64::try_from(inner.retention.as_millis()).unwrap_or(u64::MAX))
-        .arg(inner.history)
-        .arg(if attempt.manual { "1" } else { "0" })
-        .arg(if attempt.manual {
-            0
-        } else {
-            attempt.fire_at.timestamp_millis()
-        });
-    let reply: Vec<Value> =
-        scripts::eval(&inner.client, &invocation, "claim an occurrence").await?;
-    Ok(match reply.as_slice() {
-        [Value::Int(1), ..] => Claim::Won,
-        [Value::Int(2), Value::Int(wait)] => {
-            // A little past the instant, so the retry is not early again by rounding.
-            let wait = u64::try_from(*wait).unwrap_or(0) + 2;
-            Claim::TooEarly(std::time::Duration::from_millis(wait))
-        }
-        _ => Claim::Lost,
-    })
-}
-
 /// Records `outcome` of the run in the ledger (best effort: a failure is logged).
 async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Option<u64>) {
     let inner = &attempt.inner;
@@ -261,28 +287,6 @@ async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Op
         .arg(text);
     if let Err(e) = scripts::eval::<i64>(&inner.client, &invocation, "record a run").await {
         tracing::warn!(job = %attempt.entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
-    }
-}
-
-/// The latest scheduled occurrence in the ledger: where this replica's misfire handling starts.
-pub(crate) async fn latest_occurrence(inner: &Inner, entry: &JobEntry) -> Option<DateTime<Utc>> {
-    match crate::control::latest_scheduled(&inner.client, &entry.keys).await {
-        Ok(latest) => latest,
-        Err(e) => {
-            tracing::warn!(job = %entry.job.name, error = %e, "dlock-scheduler: could not read the ledger; missed occurrences before now are not caught up");
-            None
-        }
-    }
-}
-
-/// Pops the pending `run_now` requests of the job (each is taken by exactly one replica).
-pub(crate) async fn take_requests(inner: &Inner, entry: &JobEntry) -> Vec<i64> {
-    match crate::control::pop_requests(&inner.client, &entry.keys).await {
-        Ok(requests) => requests,
-        Err(e) => {
-            tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: could not read run requests");
-            Vec::new()
-        }
     }
 }
 

@@ -1,30 +1,27 @@
 //! [`Scheduler`]: runs the jobs of one replica until shutdown, claiming each occurrence in Redis
 //! so that it runs on exactly one replica, and drains running jobs on the way out.
 //!
-//! Per job, one loop: sleep until the next nominal occurrence (by the replica's [`Clock`]),
-//! work out what is due ([`crate::due_occurrences_with_grace`]), and for each due occurrence
-//! start an attempt that waits for the occurrence's jitter and then runs [`crate::run`]'s
-//! claim → lock → handler → record → release sequence. `run_now` requests are polled from Redis.
+//! Per job, one loop ([`crate::job_loop`]); per scheduler, with [`SchedulerBuilder::wake_url`],
+//! one subscriber that wakes a job's loop when `run_now` queues a request ([`crate::wake`]).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
 use dlock_core::Client;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::clock::{Clock, SystemClock, until};
+use crate::clock::{Clock, SystemClock};
 use crate::context::Replica;
 use crate::error::Error;
-use crate::jitter::jitter_for;
 use crate::job::Job;
+use crate::job_loop::{LoopCtx, job_loop};
 use crate::ledger::JobKeys;
-use crate::misfire::{DEFAULT_GRACE, MAX_DUE, due_occurrences_with_grace};
-use crate::run::{self, Attempt, JobEntry};
+use crate::run::JobEntry;
 
 /// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
 /// replica catching up on an occurrence older than a day could run it again; keep the retention
@@ -32,11 +29,10 @@ use crate::run::{self, Attempt, JobEntry};
 pub const DEFAULT_CLAIM_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How many runs the ledger keeps per job by default.
 pub const DEFAULT_HISTORY: usize = 100;
-/// How often a replica looks for `run_now` requests by default: every 5 s, one `LPOP` per job
-/// (a request is picked up within this interval; polling more often costs every replica one
-/// round trip per job each time).
+/// How often a replica looks for `run_now` requests when no wake-up arrives, by default: every
+/// 5 s, one script call per job. With [`SchedulerBuilder::wake_url`] a request is picked up as
+/// soon as it is made; the poll is the fallback for a wake-up that was lost (or never set up).
 pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
-
 /// Builds a [`Scheduler`]; start with [`Scheduler::builder`].
 pub struct SchedulerBuilder {
     client: Client,
@@ -46,6 +42,7 @@ pub struct SchedulerBuilder {
     retention: Duration,
     history: usize,
     request_poll: Duration,
+    wake_url: Option<String>,
 }
 
 impl SchedulerBuilder {
@@ -79,9 +76,19 @@ impl SchedulerBuilder {
         self
     }
 
-    /// How often to look for `run_now` requests (default [`DEFAULT_REQUEST_POLL`]).
+    /// How often to look for `run_now` requests without a wake-up (default
+    /// [`DEFAULT_REQUEST_POLL`]).
     pub fn request_poll(mut self, every: Duration) -> Self {
         self.request_poll = every;
+        self
+    }
+
+    /// The Redis URL to subscribe to `run_now` wake-ups on: the same server (or any node of the
+    /// cluster) as the client's. The scheduler opens one extra connection for it (the client's
+    /// own connection does not carry the scheduler's subscriptions). Without it, requests are
+    /// found by the fallback poll ([`SchedulerBuilder::request_poll`]).
+    pub fn wake_url(mut self, url: impl Into<String>) -> Self {
+        self.wake_url = Some(url.into());
         self
     }
 
@@ -90,9 +97,9 @@ impl SchedulerBuilder {
     /// # Errors
     /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
     /// longer than 500 bytes), a name used twice, a lease shorter than [`crate::MIN_RUN_LEASE`]
-    /// or beyond dlock's TTL range, a jitter not
-    /// shorter than the schedule's shortest interval, a `max_run` not longer than the lease, a
-    /// replica id with control characters, a zero history or poll interval.
+    /// or beyond dlock's TTL range, a jitter not shorter than the schedule's shortest interval,
+    /// a `max_run` not longer than the lease, a replica id with control characters, a zero
+    /// history, retention, poll or heartbeat interval, or a wake URL that is not a Redis URL.
     pub fn build(self) -> Result<Scheduler, Error> {
         let replica = Arc::new(replica(self.replica_id)?);
         if self.history == 0 || self.request_poll.is_zero() || self.retention.is_zero() {
@@ -100,6 +107,15 @@ impl SchedulerBuilder {
                 "history, claim retention and request poll interval must be greater than zero",
             ));
         }
+        let wake = match self.wake_url {
+            None => None,
+            Some(url) => Some(redis::Client::open(url.as_str()).map_err(|e| {
+                Error::invalid_job(format!(
+                    "wake_url {url:?} is not a Redis URL ({e}); give the URL of the client's \
+                     server, e.g. redis://127.0.0.1:6379/"
+                ))
+            })?),
+        };
         let mut jobs = HashMap::new();
         for job in self.jobs {
             let entry = JobEntry::new(&self.client, job)?;
@@ -114,11 +130,14 @@ impl SchedulerBuilder {
             inner: Arc::new(Inner {
                 client: self.client,
                 replica,
+                instance: instance_token(),
+                attempts: AtomicU64::new(0),
                 clock: self.clock,
                 jobs,
                 retention: self.retention,
                 history: self.history,
                 request_poll: self.request_poll,
+                wake,
             }),
         })
     }
@@ -132,6 +151,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("retention", &self.retention)
             .field("history", &self.history)
             .field("request_poll", &self.request_poll)
+            .field("wake", &self.wake_url.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -158,14 +178,40 @@ fn hostname() -> String {
         .unwrap_or_else(|| "unknown-host".to_owned())
 }
 
+/// A token that tells this scheduler instance's claims from those of any other process (or of
+/// an earlier instance with the same replica id). Not a secret: it only has to differ.
+fn instance_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{:016x}", hasher.finish())
+}
+
 pub(crate) struct Inner {
     pub(crate) client: Client,
     pub(crate) replica: Arc<Replica>,
+    instance: String,
+    attempts: AtomicU64,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) jobs: HashMap<Arc<str>, Arc<JobEntry>>,
     pub(crate) retention: Duration,
     pub(crate) history: usize,
-    request_poll: Duration,
+    pub(crate) request_poll: Duration,
+    wake: Option<redis::Client>,
+}
+
+impl Inner {
+    /// A token naming one attempt of this scheduler instance (see `withdraw.lua`).
+    pub(crate) fn attempt_token(&self) -> String {
+        let n = self.attempts.fetch_add(1, Ordering::Relaxed);
+        format!("{}.{n}", self.instance)
+    }
 }
 
 /// A replica's scheduler: every replica runs one with the same jobs; each occurrence of each
@@ -176,8 +222,10 @@ pub(crate) struct Inner {
 /// use std::time::Duration;
 /// use dlock_scheduler::{Job, Scheduler};
 ///
-/// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+/// let url = "redis://127.0.0.1:6379/";
+/// let client = dlock_core::Client::open(url)?;
 /// let scheduler = Scheduler::builder(client)
+///     .wake_url(url) // run_now wakes a replica at once
 ///     .job(Job::new("lottery", "0 12 * * *", "Europe/Berlin", |ctx| async move {
 ///         println!("drawing winners for {}", ctx.occurrence());
 ///         Ok::<(), std::io::Error>(())
@@ -216,6 +264,7 @@ impl Scheduler {
             retention: DEFAULT_CLAIM_RETENTION,
             history: DEFAULT_HISTORY,
             request_poll: DEFAULT_REQUEST_POLL,
+            wake_url: None,
         }
     }
 
@@ -241,6 +290,13 @@ impl Scheduler {
         let cancel_runs = CancellationToken::new();
         let runs = TaskTracker::new();
         let loops = TaskTracker::new();
+        if let Some(wake) = &self.inner.wake {
+            loops.spawn(crate::wake::listen(
+                self.inner.clone(),
+                wake.clone(),
+                stop.clone(),
+            ));
+        }
         for entry in self.inner.jobs.values() {
             let ctx = LoopCtx {
                 inner: self.inner.clone(),
@@ -279,83 +335,6 @@ impl fmt::Debug for Scheduler {
             .field("replica", &self.inner.replica.id)
             .field("jobs", &self.inner.jobs.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
-    }
-}
-
-/// What one job loop needs.
-struct LoopCtx {
-    inner: Arc<Inner>,
-    entry: Arc<JobEntry>,
-    stop: CancellationToken,
-    runs: TaskTracker,
-    cancel_runs: CancellationToken,
-}
-
-impl LoopCtx {
-    fn start(&self, occurrence: DateTime<Utc>, manual: bool) {
-        let delay = if manual {
-            Duration::ZERO
-        } else {
-            jitter_for(&self.entry.job.name, occurrence, self.entry.job.jitter)
-        };
-        let fire_at = occurrence + chrono::TimeDelta::from_std(delay).unwrap_or_default();
-        let attempt = Attempt {
-            inner: self.inner.clone(),
-            entry: self.entry.clone(),
-            occurrence,
-            fire_at,
-            manual,
-            stop: self.stop.clone(),
-            cancel: self.cancel_runs.clone(),
-        };
-        let stop = self.stop.clone();
-        let clock = self.inner.clock.clone();
-        self.runs.spawn(async move {
-            if !delay.is_zero() {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(until(clock.as_ref(), fire_at)) => {}
-                }
-            }
-            run::attempt(attempt).await;
-        });
-    }
-}
-
-/// One job's loop on this replica.
-async fn job_loop(ctx: LoopCtx) {
-    let job = &ctx.entry.job;
-    let grace = DEFAULT_GRACE + job.jitter;
-    let mut last_seen = run::latest_occurrence(&ctx.inner, &ctx.entry).await;
-    let mut next_poll = tokio::time::Instant::now();
-    loop {
-        let now = ctx.inner.clock.now();
-        let due = due_occurrences_with_grace(&job.schedule, last_seen, now, job.misfire, grace);
-        for occurrence in &due {
-            ctx.start(*occurrence, false);
-        }
-        let more = due.len() == MAX_DUE;
-        last_seen = if more { due.last().copied() } else { Some(now) }.max(last_seen);
-        if tokio::time::Instant::now() >= next_poll {
-            for requested_ms in run::take_requests(&ctx.inner, &ctx.entry).await {
-                if let Some(at) = Utc.timestamp_millis_opt(requested_ms).single() {
-                    ctx.start(at, true);
-                }
-            }
-            next_poll = tokio::time::Instant::now() + ctx.inner.request_poll;
-        }
-        if more {
-            continue;
-        }
-        let next = job.schedule.next_after(now);
-        let wake = next.map_or(ctx.inner.request_poll, |n| {
-            until(ctx.inner.clock.as_ref(), n)
-        });
-        let wake = wake.min(next_poll.saturating_duration_since(tokio::time::Instant::now()));
-        tokio::select! {
-            () = ctx.stop.cancelled() => return,
-            () = tokio::time::sleep(wake) => {}
-        }
     }
 }
 

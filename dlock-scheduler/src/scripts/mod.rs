@@ -1,6 +1,6 @@
-//! The scheduler's Lua scripts (one file each, contract on top) and how requests are sent: over
-//! the dlock client's own connection, bounded by its command timeout, errors classified as
-//! dlock-core's.
+//! The scheduler's Lua scripts (one file each, contract on top; `common.lua` is prepended to
+//! the scripts that open a run) and how requests are sent: over the dlock client's own
+//! connection, bounded by its command timeout, errors classified as dlock-core's.
 
 use std::sync::LazyLock;
 
@@ -9,9 +9,29 @@ use redis::{Cmd, FromRedisValue, Pipeline, Script, ScriptInvocation};
 
 use crate::error::Error;
 
-/// Claims an occurrence and opens its ledger record.
-pub(crate) static CLAIM: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("claim.lua")));
+/// Claims a scheduled occurrence (one replica wins).
+pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("claim.lua")
+    ))
+});
+
+/// Takes the oldest `run_now` request and claims its run, in one step.
+pub(crate) static TAKE_REQUEST: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("take_request.lua")
+    ))
+});
+
+/// Queues a `run_now` request and wakes the replicas.
+pub(crate) static REQUEST: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("request.lua")));
+
+/// Withdraws a claim whose reply was lost, before anything ran.
+pub(crate) static WITHDRAW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("withdraw.lua")));
 
 /// Records how a run ended.
 pub(crate) static FINISH: LazyLock<Script> =
