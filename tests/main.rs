@@ -26,6 +26,7 @@ mod scheduler_crash;
 mod scheduler_exactly_once;
 mod scheduler_outage;
 mod scheduler_records;
+mod scheduler_share;
 mod scheduler_shutdown;
 mod wake_on_release;
 mod watchdog_batch;

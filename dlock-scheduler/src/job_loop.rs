@@ -2,7 +2,7 @@
 //! does not answer.
 //!
 //! * **Due occurrences** come from [`crate::due_occurrences_with_grace`], timed by the
-//!   replica's clock. An occurrence that is on time, when
+//!   replica's estimate of the Redis server's clock. An occurrence that is on time, when
 //!   nothing is queued, starts at once (after its jitter) — overlapping the previous run is
 //!   the overlap policy's business. Anything else — missed occurrences after downtime, and what
 //!   comes due while they are worked through — is queued and run **in order, one at a time**:
@@ -29,8 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::claim;
-use crate::clock::until;
+use crate::claim::{self, Turn};
 use crate::error::Error;
 use crate::jitter::jitter_for;
 use crate::misfire::{DEFAULT_GRACE, MAX_DUE, due_occurrences_with_grace};
@@ -195,15 +194,21 @@ impl JobLoop {
         }
     }
 
-    /// Starts an attempt at a scheduled occurrence; see [`JobLoop::start`].
+    /// Starts an attempt at a scheduled occurrence; see [`JobLoop::start`]. An occurrence on
+    /// time that the last claim reply said is another replica's turn is first asked for after
+    /// the turn grace: only the replica whose turn it is wakes up at the fire time.
     fn spawn(&self, occurrence: DateTime<Utc>, trigger: Trigger) -> JoinHandle<()> {
         let ctx = &self.ctx;
         let fire_at = later(
             occurrence,
             jitter_for(&ctx.entry.job.name, occurrence, ctx.entry.job.jitter),
         );
+        let ask_at = match (&trigger, Turn::take(&ctx.entry)) {
+            (Trigger::OnTime, Turn::Others) => later(fire_at, ctx.inner.turn_grace),
+            _ => fire_at,
+        };
         let attempt = self.attempt(occurrence, fire_at, trigger, ctx.inner.attempt_token());
-        self.start(attempt, fire_at, Some(occurrence))
+        self.start(attempt, ask_at, Some(occurrence))
     }
 
     fn attempt(
@@ -235,7 +240,7 @@ impl JobLoop {
     ) -> JoinHandle<()> {
         let reports = self.reports.clone();
         self.ctx.runs.spawn(async move {
-            let wait = until(attempt.inner.clock.as_ref(), ask_at);
+            let wait = attempt.inner.clock.until(ask_at);
             if !wait.is_zero() {
                 tokio::select! {
                     () = attempt.stop.cancelled() => return,
@@ -292,7 +297,7 @@ impl JobLoop {
         let inner = &self.ctx.inner;
         let poll = self.next_poll.saturating_duration_since(Instant::now());
         match self.ctx.entry.job.schedule.next_after(inner.clock.now()) {
-            Some(next) => until(inner.clock.as_ref(), next).min(poll),
+            Some(next) => inner.clock.until(next).min(poll),
             None => poll,
         }
     }

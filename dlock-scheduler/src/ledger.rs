@@ -12,6 +12,8 @@
 //! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim` and `<id>:end` records |
 //! | `<prefix>{sched:<job>}:paused` | string | present while paused |
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
+//! | `<prefix>{sched:<job>}:replicas` | zset | live replicas of the job, by liveness deadline |
+//! | `<prefix>{sched:<job>}:turn` | string | scheduled claims so far: whose turn the next one is |
 //!
 //! `run_now` wakes the replicas on the channel `<prefix>sched:wake` (message: the job's name).
 
@@ -31,6 +33,8 @@ pub(crate) struct JobKeys {
     pub(crate) ledger: String,
     pub(crate) paused: String,
     pub(crate) requests: String,
+    pub(crate) replicas: String,
+    pub(crate) turn: String,
 }
 
 impl JobKeys {
@@ -43,6 +47,8 @@ impl JobKeys {
             ledger: format!("{base}:ledger"),
             paused: format!("{base}:paused"),
             requests: format!("{base}:requests"),
+            replicas: format!("{base}:replicas"),
+            turn: format!("{base}:turn"),
             lock_name,
         }
     }

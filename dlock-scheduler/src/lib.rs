@@ -28,6 +28,11 @@
 //!   replica whose clock runs ahead waits instead of starting early. Lock-per-job
 //!   schedulers (ShedLock and its ports) instead fire an occurrence twice when a short run ends
 //!   before a skewed replica looks.
+//! * **Replicas take turns.** The live replicas (each tells Redis so every second, or by
+//!   claiming) take consecutive occurrences in turn: the replica whose turn it is claims at the
+//!   fire time, the others only after a short grace ([`DEFAULT_TURN_GRACE`]) or when it is no
+//!   longer live. Replicas time their requests by the Redis server's clock, corrected from the
+//!   server times in the replies, so a replica whose clock runs late still asks on time.
 //! * **At most once.** A claimed occurrence is never run again, even if its replica dies
 //!   mid-run (the ledger then shows it [`RunOutcome::Abandoned`]). Make a job idempotent and use
 //!   `run_now` or the misfire policy if a lost run must be redone.
@@ -61,7 +66,8 @@
 //! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: start, shutdown and drain |
 //! | `job_loop` | one job's loop: what is due, in which order; recovery after an outage |
 //! | `run` | one run: claim, lock, handler, record, release |
-//! | `claim` | the Redis side of runs: claim, take a request, withdraw |
+//! | `claim` | the Redis side of runs: claim, take a request, withdraw, heartbeat |
+//! | `replicas` | the replica's liveness for the jobs' turns |
 //! | `wake` | `run_now` wake-ups over pub/sub |
 //! | `job` | [`Job`], [`Overlap`] |
 //! | `validate` | job names and options, for `build()` and the control calls |
@@ -70,8 +76,8 @@
 //! | `control` | pause, resume, run_now, history |
 //! | `misfire` | [`MisfirePolicy`], [`due_occurrences`] |
 //! | `jitter` | [`jitter_for`] |
-//! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`] |
-//! | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua` |
+//! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
+//! | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua` |
 //! | `error` | [`Error`], [`ErrorKind`] |
 
 #[doc(hidden)]
@@ -86,6 +92,7 @@ mod job;
 mod job_loop;
 mod ledger;
 mod misfire;
+mod replicas;
 mod run;
 mod runner;
 mod scripts;
@@ -104,8 +111,8 @@ pub use misfire::{
     DEFAULT_GRACE, MAX_DUE, MisfirePolicy, due_occurrences, due_occurrences_with_grace,
 };
 pub use runner::{
-    DEFAULT_CLAIM_RETENTION, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL, Scheduler, SchedulerBuilder,
-    ShutdownReport,
+    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
+    DEFAULT_TURN_GRACE, Scheduler, SchedulerBuilder, ShutdownReport,
 };
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.

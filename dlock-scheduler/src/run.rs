@@ -15,6 +15,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU8};
 
 use chrono::{DateTime, Utc};
 use dlock_core::{Client, Mutex, MutexGuard, MutexOptions, OnLost};
@@ -39,6 +40,11 @@ pub(crate) struct JobEntry {
     options: MutexOptions,
     /// Notified when a `run_now` request for the job was published.
     pub(crate) wake: Notify,
+    /// When this replica last told Redis it is live for the job (a claim or a heartbeat), in
+    /// ms of the replica's clock: a heartbeat is only sent when no claim did it lately.
+    pub(crate) beat_ms: AtomicI64,
+    /// Whose turn the next occurrence is, as the last claim reply said ([`claim::Turn`]).
+    pub(crate) next_turn: AtomicU8,
 }
 
 impl JobEntry {
@@ -66,6 +72,8 @@ impl JobEntry {
             lock,
             options,
             wake: Notify::new(),
+            beat_ms: AtomicI64::new(i64::MIN),
+            next_turn: AtomicU8::new(claim::Turn::Unknown as u8),
         })
     }
 
@@ -134,7 +142,7 @@ pub(crate) enum AttemptEnd {
     Unreachable { run_id: String },
 }
 
-/// How many times an attempt waits for its fire time before giving up (a replica
+/// How many times an attempt waits for its fire time or its turn before giving up (a replica
 /// clock that runs ahead by more than a few seconds is a misconfiguration worth a warning).
 const MAX_EARLY_WAITS: usize = 20;
 

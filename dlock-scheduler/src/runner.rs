@@ -1,7 +1,8 @@
 //! [`Scheduler`]: runs the jobs of one replica until shutdown, claiming each occurrence in Redis
 //! so that it runs on exactly one replica, and drains running jobs on the way out.
 //!
-//! Per job, one loop ([`crate::job_loop`]); per scheduler, with [`SchedulerBuilder::wake_url`],
+//! Per job, one loop ([`crate::job_loop`]); per scheduler, one heartbeat task (the replica's
+//! liveness for the jobs' turns, [`crate::replicas`]) and, with [`SchedulerBuilder::wake_url`],
 //! one subscriber that wakes a job's loop when `run_now` queues a request ([`crate::wake`]).
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use dlock_core::Client;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, ServerClock, SystemClock};
 use crate::context::Replica;
 use crate::error::Error;
 use crate::job::Job;
@@ -33,6 +34,16 @@ pub const DEFAULT_HISTORY: usize = 100;
 /// 5 s, one script call per job. With [`SchedulerBuilder::wake_url`] a request is picked up as
 /// soon as it is made; the poll is the fallback for a wake-up that was lost (or never set up).
 pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
+/// How often a replica tells Redis it is live for its jobs, by default: every second (only for
+/// jobs it did not try to claim within that second). A replica counts as live for three
+/// heartbeats: a replica that died stops getting turns after at most 3 s.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long the other replicas leave an occurrence to the live replica whose turn it is, by
+/// default: 500 ms after its fire time. Replicas correct their clocks by the Redis server's, so
+/// the replica whose turn it is asks within milliseconds; the grace only delays an occurrence
+/// whose replica died and does not count as dead yet.
+pub const DEFAULT_TURN_GRACE: Duration = Duration::from_millis(500);
+
 /// Builds a [`Scheduler`]; start with [`Scheduler::builder`].
 pub struct SchedulerBuilder {
     client: Client,
@@ -42,6 +53,8 @@ pub struct SchedulerBuilder {
     retention: Duration,
     history: usize,
     request_poll: Duration,
+    heartbeat: Duration,
+    turn_grace: Duration,
     wake_url: Option<String>,
 }
 
@@ -52,7 +65,8 @@ impl SchedulerBuilder {
         self
     }
 
-    /// The clock occurrences are timed by (default [`SystemClock`]).
+    /// The clock occurrences are timed by (default [`SystemClock`]); the scheduler corrects it
+    /// by the Redis server's time seen in its replies.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self
@@ -83,6 +97,21 @@ impl SchedulerBuilder {
         self
     }
 
+    /// How often to tell Redis this replica is live for its jobs (default
+    /// [`DEFAULT_HEARTBEAT`]).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// How long the other replicas leave an occurrence to the replica whose turn it is
+    /// (default [`DEFAULT_TURN_GRACE`]). Zero turns sharing off: whoever asks first after the
+    /// fire time wins (usually the replica whose timer fires first, every time).
+    pub fn turn_grace(mut self, grace: Duration) -> Self {
+        self.turn_grace = grace;
+        self
+    }
+
     /// The Redis URL to subscribe to `run_now` wake-ups on: the same server (or any node of the
     /// cluster) as the client's. The scheduler opens one extra connection for it (the client's
     /// own connection does not carry the scheduler's subscriptions). Without it, requests are
@@ -102,9 +131,14 @@ impl SchedulerBuilder {
     /// history, retention, poll or heartbeat interval, or a wake URL that is not a Redis URL.
     pub fn build(self) -> Result<Scheduler, Error> {
         let replica = Arc::new(replica(self.replica_id)?);
-        if self.history == 0 || self.request_poll.is_zero() || self.retention.is_zero() {
+        if self.history == 0
+            || self.request_poll.is_zero()
+            || self.retention.is_zero()
+            || self.heartbeat.is_zero()
+        {
             return Err(Error::invalid_job(
-                "history, claim retention and request poll interval must be greater than zero",
+                "history, claim retention, request poll and heartbeat intervals must be greater \
+                 than zero",
             ));
         }
         let wake = match self.wake_url {
@@ -132,11 +166,13 @@ impl SchedulerBuilder {
                 replica,
                 instance: instance_token(),
                 attempts: AtomicU64::new(0),
-                clock: self.clock,
+                clock: ServerClock::new(self.clock),
                 jobs,
                 retention: self.retention,
                 history: self.history,
                 request_poll: self.request_poll,
+                heartbeat: self.heartbeat,
+                turn_grace: self.turn_grace,
                 wake,
             }),
         })
@@ -151,6 +187,8 @@ impl fmt::Debug for SchedulerBuilder {
             .field("retention", &self.retention)
             .field("history", &self.history)
             .field("request_poll", &self.request_poll)
+            .field("heartbeat", &self.heartbeat)
+            .field("turn_grace", &self.turn_grace)
             .field("wake", &self.wake_url.is_some())
             .finish_non_exhaustive()
     }
@@ -198,11 +236,13 @@ pub(crate) struct Inner {
     pub(crate) replica: Arc<Replica>,
     instance: String,
     attempts: AtomicU64,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: ServerClock,
     pub(crate) jobs: HashMap<Arc<str>, Arc<JobEntry>>,
     pub(crate) retention: Duration,
     pub(crate) history: usize,
     pub(crate) request_poll: Duration,
+    pub(crate) heartbeat: Duration,
+    pub(crate) turn_grace: Duration,
     wake: Option<redis::Client>,
 }
 
@@ -212,10 +252,15 @@ impl Inner {
         let n = self.attempts.fetch_add(1, Ordering::Relaxed);
         format!("{}.{n}", self.instance)
     }
+
+    /// How long after telling Redis a replica still counts as live: three heartbeats.
+    pub(crate) fn liveness(&self) -> Duration {
+        self.heartbeat.saturating_mul(3)
+    }
 }
 
 /// A replica's scheduler: every replica runs one with the same jobs; each occurrence of each
-/// job runs on exactly one replica.
+/// job runs on exactly one replica, and the live replicas take turns.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -264,6 +309,8 @@ impl Scheduler {
             retention: DEFAULT_CLAIM_RETENTION,
             history: DEFAULT_HISTORY,
             request_poll: DEFAULT_REQUEST_POLL,
+            heartbeat: DEFAULT_HEARTBEAT,
+            turn_grace: DEFAULT_TURN_GRACE,
             wake_url: None,
         }
     }
@@ -273,14 +320,15 @@ impl Scheduler {
         &self.inner.replica
     }
 
-    /// Runs the jobs until `shutdown` resolves; then stops claiming, lets running jobs finish
-    /// for up to `drain`, cancels those still going (recorded as cancelled, locks released), and
-    /// returns.
+    /// Runs the jobs until `shutdown` resolves; then stops claiming, tells the other replicas
+    /// it is gone, lets running jobs finish for up to `drain`, cancels those still going
+    /// (recorded as cancelled, locks released), and returns.
     ///
     /// # Cancel safety
     /// Not cancel safe in the sense of a graceful stop: dropping the future drops the job loops
     /// and running handlers at once (their leases are released in the background, the ledger
-    /// shows them abandoned). Use `shutdown` to stop gracefully.
+    /// shows them abandoned, and the replica keeps its turns until its liveness runs out). Use
+    /// `shutdown` to stop gracefully.
     pub async fn run_until(
         &self,
         shutdown: impl Future<Output = ()>,
@@ -290,6 +338,7 @@ impl Scheduler {
         let cancel_runs = CancellationToken::new();
         let runs = TaskTracker::new();
         let loops = TaskTracker::new();
+        loops.spawn(crate::replicas::heartbeat(self.inner.clone(), stop.clone()));
         if let Some(wake) = &self.inner.wake {
             loops.spawn(crate::wake::listen(
                 self.inner.clone(),

@@ -9,7 +9,7 @@ use redis::{Cmd, FromRedisValue, Pipeline, Script, ScriptInvocation};
 
 use crate::error::Error;
 
-/// Claims a scheduled occurrence (one replica wins).
+/// Claims a scheduled occurrence (one replica wins; the replica whose turn it is first).
 pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("common.lua"),
@@ -36,6 +36,10 @@ pub(crate) static WITHDRAW: LazyLock<Script> =
 /// Records how a run ended.
 pub(crate) static FINISH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("finish.lua")));
+
+/// Registers a replica as live for a job (or unregisters it).
+pub(crate) static HEARTBEAT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("heartbeat.lua")));
 
 /// Runs a script invocation under the client's command timeout; `context` names the request in
 /// the error.
