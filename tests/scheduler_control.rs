@@ -1,5 +1,6 @@
 //! Operating jobs across replicas through Redis: pause and resume are honoured by every
-//! replica, and `run_now` runs the job once, on one replica.
+//! replica; `run_now` runs the job once, on one replica, woken by pub/sub (not by the slow
+//! fallback poll), and a request made while the job is paused is kept until it is resumed.
 
 use std::time::Duration;
 
@@ -82,4 +83,81 @@ async fn run_now_runs_the_job_once_on_one_replica() {
     let history = admin.history("manual").await.unwrap();
     assert_eq!(history.len(), 1);
     assert!(history[0].manual, "{:?}", history[0]);
+}
+
+/// A schedule that does not fire during a test: only `run_now` runs the job.
+const YEARLY: &str = "0 0 1 1 *";
+
+async fn manual_runs(admin: &Scheduler, job: &str) -> usize {
+    admin
+        .history(job)
+        .await
+        .map_or(0, |h| h.iter().filter(|r| r.manual).count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_now_wakes_a_replica_instead_of_waiting_for_the_poll() {
+    let server = redis();
+    let url = server.url();
+    // The fallback poll comes once a minute: only the wake-up can run the request in time.
+    let opts = ["run_ms=20000", "poll_ms=60000"];
+    let a = replica(&url, "woken", YEARLY, "a", &opts);
+    let b = replica(&url, "woken", YEARLY, "b", &opts);
+    let admin = Scheduler::builder(Client::open(url.as_str()).unwrap())
+        .build()
+        .unwrap();
+    // Both replicas subscribed once they answered their first poll (at start-up): wait for
+    // a request made before that to be taken, then make the one the wake-up must deliver.
+    admin.run_now("woken").await.unwrap();
+    eventually(Duration::from_secs(10), "the first request ran", || async {
+        (manual_runs(&admin, "woken").await == 1).then_some(())
+    })
+    .await;
+    admin.run_now("woken").await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the woken replica ran the request",
+        || async { (manual_runs(&admin, "woken").await == 2).then_some(()) },
+    )
+    .await;
+    for worker in [&a, &b] {
+        wait_stopped(worker, Duration::from_secs(60));
+    }
+    assert_eq!(
+        manual_runs(&admin, "woken").await,
+        2,
+        "each request ran once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_now_made_while_paused_runs_after_resume() {
+    let server = redis();
+    let url = server.url();
+    let a = replica(&url, "held", YEARLY, "a", &["run_ms=15000"]);
+    let admin = Scheduler::builder(Client::open(url.as_str()).unwrap())
+        .build()
+        .unwrap();
+    admin.pause("held").await.unwrap();
+    admin.run_now("held").await.unwrap();
+    // The replica is woken and polls every 200 ms; give it several chances to take the
+    // request (nothing to await: the point is that nothing happens).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        manual_runs(&admin, "held").await,
+        0,
+        "a paused job does not run"
+    );
+    let mut con = raw(&server).await;
+    let pending: usize = con.llen("dlock:{sched:held}:requests").await.unwrap();
+    assert_eq!(pending, 1, "the request is kept while the job is paused");
+
+    admin.resume("held").await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the request ran after resume",
+        || async { (manual_runs(&admin, "held").await == 1).then_some(()) },
+    )
+    .await;
+    wait_stopped(&a, Duration::from_secs(60));
 }

@@ -1,18 +1,19 @@
 //! Operating jobs across replicas, through Redis: pause / resume (honoured by every replica's
 //! claim), `run_now` (one replica picks the request up), and the run ledger.
 //!
-//! These work for any job name, registered on this replica or not, so an admin tool can build a
-//! [`Scheduler`] without jobs and call them.
+//! These work for any valid job name, registered on this replica or not, so an admin tool can
+//! build a [`Scheduler`] without jobs and call them. A name no job could have (empty, braces,
+//! control characters, too long) is an [`crate::ErrorKind::InvalidJob`] error, as in `build()`.
 
 use std::time::{Duration, SystemTime};
 
 use dlock_core::Client;
-use redis::Value;
 
 use crate::error::Error;
-use crate::ledger::{JobKeys, RunOutcome, RunRecord};
+use crate::ledger::{JobKeys, RunOutcome, RunRecord, wake_channel};
 use crate::runner::{Scheduler, keys};
 use crate::scripts;
+use crate::validate;
 
 /// How long an unanswered `run_now` request is kept: a day.
 const REQUEST_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -22,29 +23,32 @@ impl Scheduler {
     /// (runs already going finish). Stored in Redis.
     ///
     /// # Errors
-    /// A Redis error ([`crate::ErrorKind::Redis`]).
+    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have, naming the rule; a Redis
+    /// error ([`crate::ErrorKind::Redis`]).
     ///
     /// # Cancel safety
     /// Cancel safe: pausing twice is pausing once.
     pub async fn pause(&self, job: &str) -> Result<(), Error> {
+        validate::job_name(job)?;
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("SET");
         cmd.arg(&keys.paused).arg(1);
-        scripts::query::<()>(&self.inner.client, &cmd).await
+        scripts::query::<()>(&self.inner.client, &cmd, &format!("pause `{job}`")).await
     }
 
     /// Resumes a paused `job` on every replica.
     ///
     /// # Errors
-    /// A Redis error.
+    /// As [`Scheduler::pause`].
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn resume(&self, job: &str) -> Result<(), Error> {
+        validate::job_name(job)?;
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&keys.paused);
-        scripts::query::<i64>(&self.inner.client, &cmd)
+        scripts::query::<i64>(&self.inner.client, &cmd, &format!("resume `{job}`"))
             .await
             .map(drop)
     }
@@ -52,48 +56,59 @@ impl Scheduler {
     /// Whether `job` is paused.
     ///
     /// # Errors
-    /// A Redis error.
+    /// As [`Scheduler::pause`].
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn is_paused(&self, job: &str) -> Result<bool, Error> {
+        validate::job_name(job)?;
         let keys = keys(&self.inner.client, job);
         let mut cmd = redis::cmd("EXISTS");
         cmd.arg(&keys.paused);
-        scripts::query::<bool>(&self.inner.client, &cmd).await
+        scripts::query::<bool>(&self.inner.client, &cmd, &format!("is `{job}` paused")).await
     }
 
-    /// Asks for one run of `job` now, outside its schedule. The first replica running the job
-    /// that polls its requests (within its request-poll interval, 5 s by default) claims and runs
-    /// it; the ledger records it as manual. Overlap and pause apply as to scheduled runs.
+    /// Asks for one run of `job` now, outside its schedule. The request is queued in Redis and
+    /// announced to the replicas; one replica running the job takes it and claims its run in
+    /// one atomic step — at once if it subscribed to wake-ups
+    /// ([`crate::SchedulerBuilder::wake_url`]), else at its next request poll (5 s by default).
+    /// The ledger records the run as manual. Overlap applies as to scheduled runs; while the
+    /// job is paused, requests wait in the queue (for a day at most) and run after `resume`.
     ///
     /// # Errors
-    /// A Redis error.
+    /// As [`Scheduler::pause`].
     ///
     /// # Cancel safety
-    /// If the future is dropped, the request may or may not have been queued.
+    /// If the future is dropped, the request may or may not have been queued; a retry after
+    /// an error that [may have taken effect](Error::may_have_taken_effect) may queue a second run.
     pub async fn run_now(&self, job: &str) -> Result<(), Error> {
-        let keys = keys(&self.inner.client, job);
+        validate::job_name(job)?;
+        let client = &self.inner.client;
+        let keys = keys(client, job);
         let requested = self.inner.clock.now().timestamp_millis();
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .rpush(&keys.requests, requested)
-            .ignore()
-            .expire(&keys.requests, secs(REQUEST_TTL))
-            .ignore();
-        scripts::query_pipe(&self.inner.client, &pipe).await
+        let mut invocation = scripts::REQUEST.prepare_invoke();
+        invocation
+            .key(&keys.requests)
+            .arg(requested)
+            .arg(secs(REQUEST_TTL))
+            .arg(wake_channel(client.key_prefix()))
+            .arg(job);
+        scripts::eval::<i64>(client, &invocation, &format!("run_now `{job}`"))
+            .await
+            .map(drop)
     }
 
     /// The ledger of `job`: its last runs (up to the history size), oldest first — which replica
     /// ran which occurrence, when (server time), and how it ended.
     ///
     /// # Errors
-    /// A Redis error, or [`crate::ErrorKind::Redis`] when the ledger holds data dlock did not
-    /// write.
+    /// As [`Scheduler::pause`]; also [`crate::ErrorKind::Redis`] when the ledger holds data
+    /// dlock did not write.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn history(&self, job: &str) -> Result<Vec<RunRecord>, Error> {
+        validate::job_name(job)?;
         history(&self.inner.client, job).await
     }
 }
@@ -116,7 +131,7 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
     let (runs, ledger): (
         Vec<(String, i64)>,
         std::collections::HashMap<String, String>,
-    ) = scripts::query_pipe(client, &pipe).await?;
+    ) = scripts::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
     let mut records = Vec::with_capacity(runs.len());
     for (id, occurrence_ms) in runs {
         let Some(claim) = ledger.get(&format!("{id}:claim")) else {
@@ -124,7 +139,7 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
         };
         let end = ledger.get(&format!("{id}:end")).map(String::as_str);
         let mut record = RunRecord::parse(occurrence_ms, claim, end).ok_or_else(|| {
-            Error::redis_data(format!(
+            Error::protocol(format!(
                 "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
             ))
         })?;
@@ -153,7 +168,11 @@ async fn still_running(
         return Ok(age < Duration::from_secs(5));
     };
     for name in [keys.lock_name.clone(), format!("{}@{id}", keys.lock_name)] {
-        if let Some(holder) = client.inspect(&name).await?
+        let holder = client
+            .inspect(&name)
+            .await
+            .map_err(|e| Error::core("inspect the run's lock", e))?;
+        if let Some(holder) = holder
             && holder.fencing_token == Some(fence)
         {
             return Ok(true);
@@ -177,21 +196,9 @@ pub(crate) async fn latest_scheduled(
         .arg(0)
         .arg(20)
         .arg("WITHSCORES");
-    let latest: Vec<(String, i64)> = scripts::query(client, &cmd).await?;
+    let latest: Vec<(String, i64)> = scripts::query(client, &cmd, "read the run ledger").await?;
     Ok(latest
         .into_iter()
         .find(|(id, _)| !id.starts_with('m'))
         .and_then(|(_, ms)| chrono::TimeZone::timestamp_millis_opt(&chrono::Utc, ms).single()))
-}
-
-/// Pops up to 100 pending `run_now` requests (request times in ms).
-pub(crate) async fn pop_requests(client: &Client, keys: &JobKeys) -> Result<Vec<i64>, Error> {
-    let mut cmd = redis::cmd("LPOP");
-    cmd.arg(&keys.requests).arg(100);
-    let popped: Option<Vec<Value>> = scripts::query(client, &cmd).await?;
-    Ok(popped
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| redis::from_redis_value_ref::<i64>(v).ok())
-        .collect())
 }

@@ -1,8 +1,17 @@
 //! [`Error`]: what the scheduler reports — a refused schedule or job, or a Redis failure.
+//!
+//! A Redis failure keeps what dlock-core knows about it: [`Error::redis_kind`] is the
+//! [`dlock_core::ErrorKind`] (connection, timeout …) and the predicates ([`Error::is_timeout`],
+//! [`Error::may_have_taken_effect`] …) answer as `dlock_core::Error`'s do. When the failure came
+//! from dlock-core (a lock, `inspect`, a refused lock option), `source()` *is* that
+//! `dlock_core::Error`; when it came from one of the scheduler's own scripts, `source()` is the
+//! `redis::RedisError`, classified by the same rules as dlock-core's.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::time::Duration;
 
+use dlock_core::ErrorKind as CoreKind;
 use dlock_cron::ScheduleError;
 
 /// What kind of failure an [`Error`] is.
@@ -12,17 +21,29 @@ pub enum ErrorKind {
     /// A cron expression or time zone was refused; the source is the [`ScheduleError`] with
     /// the details. Fix the job definition.
     InvalidSchedule,
-    /// A job or scheduler option was refused (name, lease, jitter, a name used twice …). The
-    /// message says which and how to fix it.
+    /// A job, job name or scheduler option was refused (an empty name, a lease out of range, a
+    /// jitter as long as the schedule's interval, a name used twice …). The message says which
+    /// and how to fix it; when dlock-core refused it, the source is its `dlock_core::Error`.
     InvalidJob,
-    /// Redis failed or answered something unexpected (the source is the `dlock_core::Error`,
-    /// with its own kind: connection, timeout …). Retry later.
+    /// Redis failed or answered something unexpected. [`Error::redis_kind`] says how
+    /// (connection, timeout …); [`Error::may_have_taken_effect`] whether the request may still
+    /// have run. Retry later.
     Redis,
 }
 
 /// The error of the scheduler's fallible operations.
+///
+/// ```
+/// use dlock_scheduler::{Error, ErrorKind};
+///
+/// fn retry_later(err: &Error) -> bool {
+///     err.kind() == ErrorKind::Redis && (err.is_connection() || err.is_timeout())
+/// }
+/// # let _ = retry_later;
+/// ```
 pub struct Error {
     kind: ErrorKind,
+    redis_kind: Option<CoreKind>,
     message: Cow<'static, str>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
@@ -31,14 +52,62 @@ impl Error {
     pub(crate) fn invalid_job(message: impl Into<Cow<'static, str>>) -> Self {
         Self {
             kind: ErrorKind::InvalidJob,
+            redis_kind: None,
             message: message.into(),
             source: None,
         }
     }
 
-    pub(crate) fn redis_data(message: impl Into<Cow<'static, str>>) -> Self {
+    /// A job option that dlock-core refused (`context` says which job); keeps core's error.
+    pub(crate) fn refused_by_core(context: &str, error: dlock_core::Error) -> Self {
+        Self {
+            kind: ErrorKind::InvalidJob,
+            redis_kind: None,
+            message: format!("{context}: {error}").into(),
+            source: Some(Box::new(error)),
+        }
+    }
+
+    /// A failed dlock-core request, with what the scheduler was doing.
+    pub(crate) fn core(context: &str, error: dlock_core::Error) -> Self {
         Self {
             kind: ErrorKind::Redis,
+            redis_kind: Some(error.kind()),
+            message: format!("{context}: {error}").into(),
+            source: Some(Box::new(error)),
+        }
+    }
+
+    /// A failed request of the scheduler's own, classified as dlock-core classifies its own.
+    pub(crate) fn redis(context: &str, error: redis::RedisError) -> Self {
+        let kind = classify(&error);
+        Self {
+            kind: ErrorKind::Redis,
+            redis_kind: Some(kind),
+            message: format!("{context}: {kind}: {error}").into(),
+            source: Some(Box::new(error)),
+        }
+    }
+
+    /// A request that got no answer within the client's command timeout.
+    pub(crate) fn timeout(context: &str, after: Duration) -> Self {
+        Self {
+            kind: ErrorKind::Redis,
+            redis_kind: Some(CoreKind::Timeout),
+            message: format!(
+                "{context}: Redis did not answer within the command timeout of {after:?}; the \
+                 request may still have taken effect"
+            )
+            .into(),
+            source: None,
+        }
+    }
+
+    /// Redis answered something the scheduler did not write or does not understand.
+    pub(crate) fn protocol(message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind: ErrorKind::Redis,
+            redis_kind: Some(CoreKind::Protocol),
             message: message.into(),
             source: None,
         }
@@ -48,12 +117,63 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
+
+    /// For a Redis failure ([`ErrorKind::Redis`]), how it failed, in dlock-core's terms
+    /// (`Connection`, `Timeout`, `WrongType`, `Protocol`, `Redis` …); `None` otherwise.
+    pub fn redis_kind(&self) -> Option<CoreKind> {
+        self.redis_kind
+    }
+
+    /// Redis did not answer within the client's command timeout.
+    pub fn is_timeout(&self) -> bool {
+        self.redis_kind == Some(CoreKind::Timeout)
+    }
+
+    /// Redis could not be reached, or the connection dropped.
+    pub fn is_connection(&self) -> bool {
+        self.redis_kind == Some(CoreKind::Connection)
+    }
+
+    /// Whether the failed request may nevertheless have run on the server (its reply was lost
+    /// or late), as [`dlock_core::Error::may_have_taken_effect`]. Every scheduler request is
+    /// safe to repeat: pausing twice is pausing once, and a `run_now` repeated after such an
+    /// error may queue a second run.
+    pub fn may_have_taken_effect(&self) -> bool {
+        matches!(
+            self.redis_kind,
+            Some(CoreKind::Timeout | CoreKind::Connection)
+        )
+    }
+}
+
+/// dlock-core's classification of a `redis` error (`dlock_core::Error::from_redis` is not
+/// public; the scheduler moves onto core's request path with issue 12).
+fn classify(err: &redis::RedisError) -> CoreKind {
+    if err.is_timeout() {
+        return CoreKind::Timeout;
+    }
+    if err.is_io_error()
+        || err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || err.is_unrecoverable_error()
+    {
+        return CoreKind::Connection;
+    }
+    let code = err.code().unwrap_or_default();
+    if code == "WRONGTYPE" || err.detail().is_some_and(|d| d.contains("WRONGTYPE")) {
+        return CoreKind::WrongType;
+    }
+    match err.kind() {
+        redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => CoreKind::Protocol,
+        _ => CoreKind::Redis,
+    }
 }
 
 impl From<ScheduleError> for Error {
     fn from(e: ScheduleError) -> Self {
         Self {
             kind: ErrorKind::InvalidSchedule,
+            redis_kind: None,
             message: e.to_string().into(),
             source: Some(Box::new(e)),
         }
@@ -62,11 +182,7 @@ impl From<ScheduleError> for Error {
 
 impl From<dlock_core::Error> for Error {
     fn from(e: dlock_core::Error) -> Self {
-        Self {
-            kind: ErrorKind::Redis,
-            message: e.to_string().into(),
-            source: Some(Box::new(e)),
-        }
+        Self::core("dlock-core", e)
     }
 }
 
@@ -80,11 +196,13 @@ impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self {
             kind,
+            redis_kind,
             message,
             source,
         } = self;
         f.debug_struct("Error")
             .field("kind", kind)
+            .field("redis_kind", redis_kind)
             .field("message", message)
             .field("source", source)
             .finish()
@@ -96,5 +214,28 @@ impl std::error::Error for Error {
         self.source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_redis_errors_are_classified_like_core_errors() {
+        let refused = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "refused",
+        ));
+        let err = Error::redis("pause `j`", refused);
+        assert_eq!(err.kind(), ErrorKind::Redis);
+        assert_eq!(err.redis_kind(), Some(CoreKind::Connection));
+        assert!(err.is_connection() && err.may_have_taken_effect() && !err.is_timeout());
+        assert!(std::error::Error::source(&err).is_some());
+        let late = Error::timeout("pause `j`", Duration::from_secs(2));
+        assert!(late.is_timeout() && late.may_have_taken_effect());
+        let bad = Error::invalid_job("an empty job name");
+        assert_eq!(bad.redis_kind(), None);
+        assert!(!bad.may_have_taken_effect());
     }
 }

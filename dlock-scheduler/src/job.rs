@@ -17,8 +17,14 @@ use dlock_cron::Schedule;
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 pub(crate) type Handler = Arc<dyn Fn(JobContext) -> HandlerFuture + Send + Sync>;
 
-/// Default lease of a run's lock, renewed by the watchdog while the handler runs.
-pub const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(30);
+/// Default lease of a run's lock: 5 s, renewed by the watchdog every third of it while the
+/// handler runs, however long that is. It bounds how long a replica that dies mid-run (SIGKILL,
+/// power loss) keeps the job: another replica runs the next occurrence after at most one lease
+/// plus one renewal interval. A longer lease only rides out longer Redis hiccups.
+pub const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(5);
+
+/// The shortest run lease accepted: 1 s (renewed every ~333 ms).
+pub const MIN_RUN_LEASE: Duration = Duration::from_secs(1);
 
 /// What to do with an occurrence while the previous run of the job is still going (on any
 /// replica).
@@ -68,7 +74,8 @@ impl Job {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidSchedule`] for a bad cron expression or time zone, with what
-    /// is wrong and how to fix it. The name is checked when the job is added to a scheduler.
+    /// is wrong and how to fix it. The name and options are checked by
+    /// [`crate::SchedulerBuilder::build`] (an empty name, for one, is refused there).
     pub fn new<F, Fut, E>(
         name: impl Into<String>,
         cron: &str,
@@ -121,13 +128,15 @@ impl Job {
 
     /// Delay each occurrence by up to `max`, decided per occurrence so that every replica waits
     /// the same ([`crate::jitter_for`]); spreads jobs scheduled at the same instant. Default none.
+    /// It must be shorter than the schedule's shortest interval (checked by `build()`).
     pub fn jitter(mut self, max: Duration) -> Self {
         self.jitter = max;
         self
     }
 
     /// Lease of the run's lock, renewed by the watchdog every third of it (default
-    /// [`DEFAULT_RUN_LEASE`]). A replica that dies mid-run frees the job after at most this long.
+    /// [`DEFAULT_RUN_LEASE`], at least [`MIN_RUN_LEASE`]). A replica that dies mid-run frees
+    /// the job after at most this long.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -141,7 +150,7 @@ impl Job {
     }
 
     /// Stop renewing a run's lease after this long, so that a hung handler eventually loses
-    /// the job (and is cancelled, under [`OnLost::Cancel`]).
+    /// the job (and is cancelled, under [`OnLost::Cancel`]). Must be longer than the lease.
     pub fn max_run(mut self, max_run: Duration) -> Self {
         self.max_run = Some(max_run);
         self

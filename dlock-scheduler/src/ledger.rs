@@ -12,6 +12,10 @@
 //! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim` and `<id>:end` records |
 //! | `<prefix>{sched:<job>}:paused` | string | present while paused |
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
+//! | `<prefix>{sched:<job>}:replicas` | zset | live replicas of the job, by liveness deadline |
+//! | `<prefix>{sched:<job>}:turn` | string | scheduled claims so far: whose turn the next one is |
+//!
+//! `run_now` wakes the replicas on the channel `<prefix>sched:wake` (message: the job's name).
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +33,8 @@ pub(crate) struct JobKeys {
     pub(crate) ledger: String,
     pub(crate) paused: String,
     pub(crate) requests: String,
+    pub(crate) replicas: String,
+    pub(crate) turn: String,
 }
 
 impl JobKeys {
@@ -41,9 +47,16 @@ impl JobKeys {
             ledger: format!("{base}:ledger"),
             paused: format!("{base}:paused"),
             requests: format!("{base}:requests"),
+            replicas: format!("{base}:replicas"),
+            turn: format!("{base}:turn"),
             lock_name,
         }
     }
+}
+
+/// The channel on which `run_now` wakes the replicas of every job under `prefix`.
+pub(crate) fn wake_channel(prefix: &str) -> String {
+    format!("{prefix}sched:wake")
 }
 
 /// How a run ended (or that it has not).
@@ -56,7 +69,8 @@ pub enum RunOutcome {
     Succeeded,
     /// The handler returned an error; its text is kept.
     Failed(String),
-    /// The run was stopped: its lease was lost, or the scheduler shut down before it finished.
+    /// The run was stopped: its lease was lost, or the scheduler shut down before it finished
+    /// (or, for an occurrence caught up in order, while it waited for the previous run).
     Cancelled(String),
     /// The previous run of the job was still going, so this occurrence was skipped (overlap
     /// policy [`crate::Overlap::Skip`]).

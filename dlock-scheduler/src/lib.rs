@@ -28,16 +28,29 @@
 //!   replica whose clock runs ahead waits instead of starting early. Lock-per-job
 //!   schedulers (ShedLock and its ports) instead fire an occurrence twice when a short run ends
 //!   before a skewed replica looks.
+//! * **Replicas take turns.** The live replicas (each tells Redis so every second, or by
+//!   claiming) take consecutive occurrences in turn: the replica whose turn it is claims at the
+//!   fire time, the others only after a short grace ([`DEFAULT_TURN_GRACE`]) or when it is no
+//!   longer live. Replicas time their requests by the Redis server's clock, corrected from the
+//!   server times in the replies, so a replica whose clock runs late still asks on time.
 //! * **At most once.** A claimed occurrence is never run again, even if its replica dies
 //!   mid-run (the ledger then shows it [`RunOutcome::Abandoned`]). Make a job idempotent and use
 //!   `run_now` or the misfire policy if a lost run must be redone.
 //! * **Leases.** The winner takes the job's dlock mutex with the watchdog: it guards against
 //!   overlapping runs ([`Overlap`]), gives the handler a fencing token and cancels it if the
-//!   lease is lost ([`dlock_core::OnLost`]).
+//!   lease is lost ([`dlock_core::OnLost`]). The lease is short ([`DEFAULT_RUN_LEASE`], 5 s)
+//!   and renewed every third of it, so a replica killed mid-run holds the job up for at most
+//!   one lease plus one renewal interval.
+//! * **Redis outages.** Occurrences that could not be claimed because Redis did not answer are
+//!   *missed*, and follow the job's [`MisfirePolicy`] once it answers again (by default one
+//!   catch-up run); a claim whose reply was lost is withdrawn first, so it is not lost either.
+//!   Missed occurrences run in order, one at a time, each waiting for the previous run.
 //! * **Ledger.** The last runs of each job — occurrence, replica (id, host, pid), start and end
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
-//!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica picks up.
+//!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and
+//!   claims in one step — woken by pub/sub with [`SchedulerBuilder::wake_url`], else at its
+//!   next poll.
 //! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
 //!   drains running jobs up to a deadline, then cancels and releases the rest.
 //! * **Calendar.** Cron (5 fields, or 6 with seconds) in an IANA time zone with a defined
@@ -50,31 +63,41 @@
 //! # Layout
 //! | module | what |
 //! |---|---|
-//! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: the job loops, shutdown and drain |
+//! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: start, shutdown and drain |
+//! | `job_loop` | one job's loop: what is due, in which order; recovery after an outage |
 //! | `run` | one run: claim, lock, handler, record, release |
+//! | `claim` | the Redis side of runs: claim, take a request, withdraw, heartbeat |
+//! | `replicas` | the replica's liveness for the jobs' turns |
+//! | `wake` | `run_now` wake-ups over pub/sub |
 //! | `job` | [`Job`], [`Overlap`] |
+//! | `validate` | job names and options, for `build()` and the control calls |
 //! | `context` | [`JobContext`], [`Replica`] |
 //! | `ledger` | [`RunRecord`], [`RunOutcome`], the job's keys |
 //! | `control` | pause, resume, run_now, history |
 //! | `misfire` | [`MisfirePolicy`], [`due_occurrences`] |
 //! | `jitter` | [`jitter_for`] |
-//! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`] |
-//! | `scripts` | `claim.lua`, `finish.lua` |
+//! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
+//! | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua` |
 //! | `error` | [`Error`], [`ErrorKind`] |
 
 #[doc(hidden)]
 pub mod __private;
+mod claim;
 mod clock;
 mod context;
 mod control;
 mod error;
 mod jitter;
 mod job;
+mod job_loop;
 mod ledger;
 mod misfire;
+mod replicas;
 mod run;
 mod runner;
 mod scripts;
+mod validate;
+mod wake;
 
 pub use clock::{Clock, SkewedClock, SystemClock};
 pub use context::{JobContext, Replica};
@@ -82,14 +105,14 @@ pub use dlock_cron::{Occurrences, Schedule, ScheduleError, ScheduleErrorKind};
 pub use dlock_macros::scheduled;
 pub use error::{Error, ErrorKind};
 pub use jitter::jitter_for;
-pub use job::{DEFAULT_RUN_LEASE, Job, Overlap};
+pub use job::{DEFAULT_RUN_LEASE, Job, MIN_RUN_LEASE, Overlap};
 pub use ledger::{RunOutcome, RunRecord};
 pub use misfire::{
     DEFAULT_GRACE, MAX_DUE, MisfirePolicy, due_occurrences, due_occurrences_with_grace,
 };
 pub use runner::{
-    DEFAULT_CLAIM_RETENTION, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL, Scheduler, SchedulerBuilder,
-    ShutdownReport,
+    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
+    DEFAULT_TURN_GRACE, Scheduler, SchedulerBuilder, ShutdownReport,
 };
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.

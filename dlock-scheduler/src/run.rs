@@ -7,16 +7,23 @@
 //! claimed: it is not run again, and the ledger shows it [`RunOutcome::Abandoned`]. At-least-once
 //! would let a lottery draw twice; a job that must not be lost should be idempotent and use
 //! [`crate::MisfirePolicy`] or `run_now` to retry.
+//!
+//! A claim whose answer never came (Redis unreachable or too slow) may have been made anyway:
+//! the attempt reports it to its job loop ([`AttemptEnd::Unreachable`]), which withdraws it by
+//! the attempt's token once Redis answers — unless its run started — so that the occurrence
+//! follows the misfire policy instead of being lost, and is still never run twice.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU8};
 
 use chrono::{DateTime, Utc};
 use dlock_core::{Client, Mutex, MutexGuard, MutexOptions, OnLost};
 use futures_util::FutureExt;
-use redis::Value;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::claim::{self, Claim};
 use crate::context::JobContext;
 use crate::error::Error;
 use crate::job::{Job, Overlap};
@@ -31,10 +38,18 @@ pub(crate) struct JobEntry {
     /// The job's run lock (overlap guard) for [`Overlap::Skip`].
     lock: Mutex,
     options: MutexOptions,
+    /// Notified when a `run_now` request for the job was published.
+    pub(crate) wake: Notify,
+    /// When this replica last told Redis it is live for the job (a claim or a heartbeat), in
+    /// ms of the replica's clock: a heartbeat is only sent when no claim did it lately.
+    pub(crate) beat_ms: AtomicI64,
+    /// Whose turn the next occurrence is, as the last claim reply said ([`claim::Turn`]).
+    pub(crate) next_turn: AtomicU8,
 }
 
 impl JobEntry {
     pub(crate) fn new(client: &Client, job: Job) -> Result<Self, Error> {
+        crate::validate::job(&job)?;
         let keys = crate::runner::keys(client, &job.name);
         let mut options = MutexOptions::new()
             .ttl(job.lease)
@@ -47,25 +62,22 @@ impl JobEntry {
         if let Some(max_run) = job.max_run {
             options = options.max_hold(max_run);
         }
-        // Validates the job name (it is part of the lock name) and the lease.
+        // dlock-core checks the lease range and the lock name built from the job name.
         let lock = client
             .mutex_with(&keys.lock_name, options.clone())
-            .map_err(|e| Error::invalid_job(format!("job `{}`: {e}", job.name)))?;
-        if job.jitter >= job.lease {
-            return Err(Error::invalid_job(format!(
-                "job `{}`: jitter {:?} must be shorter than its lease {:?}",
-                job.name, job.jitter, job.lease
-            )));
-        }
+            .map_err(|e| Error::refused_by_core(&format!("job `{}`", job.name), e))?;
         Ok(Self {
             job,
             keys,
             lock,
             options,
+            wake: Notify::new(),
+            beat_ms: AtomicI64::new(i64::MIN),
+            next_turn: AtomicU8::new(claim::Turn::Unknown as u8),
         })
     }
 
-    /// The lock a run of `occurrence` takes: the job's, or (overlap allowed) the occurrence's.
+    /// The lock a run takes: the job's, or (overlap allowed) the run's own.
     fn lock_for(&self, client: &Client, run_id: &str) -> Result<Mutex, dlock_core::Error> {
         match self.job.overlap {
             Overlap::Skip => Ok(self.lock.clone()),
@@ -77,90 +89,143 @@ impl JobEntry {
     }
 }
 
+/// Why an attempt is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    /// An occurrence attempted on time: if the previous run still holds the job, it is skipped
+    /// ([`Overlap::Skip`]).
+    OnTime,
+    /// An occurrence from a batch worked through in order (missed ones after downtime, and what
+    /// came due meanwhile): it waits for the previous run instead of being skipped.
+    InOrder,
+    /// A `run_now` request, already taken and claimed under this run id.
+    Manual(String),
+}
+
 /// One attempt at one occurrence on this replica.
 pub(crate) struct Attempt {
     pub(crate) inner: Arc<Inner>,
     pub(crate) entry: Arc<JobEntry>,
+    /// The nominal occurrence, or the request time of a manual run.
     pub(crate) occurrence: DateTime<Utc>,
     /// When the occurrence may start (nominal + jitter), by the server's clock.
     pub(crate) fire_at: DateTime<Utc>,
-    pub(crate) manual: bool,
+    pub(crate) trigger: Trigger,
+    /// Names this attempt in its claim, so that only it can withdraw the claim.
+    pub(crate) token: String,
     /// Cancelled when the scheduler stops claiming.
     pub(crate) stop: CancellationToken,
     /// Cancelled when the scheduler's drain deadline passes.
     pub(crate) cancel: CancellationToken,
 }
 
-/// What `claim.lua` answered.
-enum Claim {
-    Won,
-    Lost,
-    TooEarly(std::time::Duration),
-}
-
-/// How many times an attempt waits for the server's clock before giving up (a replica clock
-/// that runs ahead by more than a few seconds is a misconfiguration worth a warning).
-const MAX_EARLY_WAITS: usize = 20;
-
 impl Attempt {
     fn run_id(&self) -> String {
-        let ms = self.occurrence.timestamp_millis();
-        if self.manual {
-            format!("m{ms}")
-        } else {
-            ms.to_string()
+        match &self.trigger {
+            Trigger::Manual(id) => id.clone(),
+            Trigger::OnTime | Trigger::InOrder => self.occurrence.timestamp_millis().to_string(),
         }
+    }
+
+    fn manual(&self) -> bool {
+        matches!(self.trigger, Trigger::Manual(_))
     }
 }
 
+/// How an attempt ended, for its job loop.
+#[derive(Debug)]
+pub(crate) enum AttemptEnd {
+    /// Claimed and run, or found claimed, paused, or left to others: nothing more to do.
+    Done,
+    /// Redis did not answer the claim or the lock request; the claim `run_id` (made with the
+    /// attempt's token) may exist without a run and must be withdrawn once Redis answers.
+    Unreachable { run_id: String },
+}
+
+/// How many times an attempt waits for its fire time or its turn before giving up (a replica
+/// clock that runs ahead by more than a few seconds is a misconfiguration worth a warning).
+const MAX_EARLY_WAITS: usize = 20;
+
 /// Claims and, if won, performs the run. Errors are logged: there is nobody to return them to.
-pub(crate) async fn attempt(attempt: Attempt) {
+pub(crate) async fn attempt(attempt: Attempt) -> AttemptEnd {
     let job = attempt.entry.job.name.clone();
     let run_id = attempt.run_id();
     let mut waits = 0;
-    loop {
-        match claim(&attempt, &run_id).await {
+    while !attempt.manual() {
+        match claim::claim(&attempt, &run_id).await {
             Ok(Claim::Won) => break,
-            Ok(Claim::Lost) => return,
-            Ok(Claim::TooEarly(wait)) if waits < MAX_EARLY_WAITS => {
+            Ok(Claim::Lost) => return AttemptEnd::Done,
+            Ok(Claim::Wait(wait)) if waits < MAX_EARLY_WAITS => {
                 waits += 1;
                 tokio::select! {
-                    () = attempt.stop.cancelled() => return,
+                    () = attempt.stop.cancelled() => return AttemptEnd::Done,
                     () = tokio::time::sleep(wait) => {}
                 }
             }
-            Ok(Claim::TooEarly(wait)) => {
+            Ok(Claim::Wait(wait)) => {
                 tracing::warn!(%job, run = %run_id, ahead_ms = wait.as_millis(), "dlock-scheduler: this replica's clock runs ahead of Redis; occurrence left to the others");
-                return;
+                return AttemptEnd::Done;
             }
             Err(e) => {
-                // At most once: a claim whose answer was lost counts as lost.
-                tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: claim failed; occurrence not run here");
-                return;
+                tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: claim failed; will withdraw it and apply the misfire policy when Redis answers");
+                return AttemptEnd::Unreachable { run_id };
             }
         }
     }
-    let client = &attempt.inner.client;
-    let guard = match attempt.entry.lock_for(client, &run_id) {
-        Ok(lock) => lock.try_acquire().await,
-        Err(e) => Err(e),
+    run_claimed(&attempt, run_id).await
+}
+
+/// The claimed run: take the lock (skip, wait, or give the claim back), then perform it.
+async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
+    let job = &attempt.entry.job.name;
+    let lock = match attempt.entry.lock_for(&attempt.inner.client, &run_id) {
+        Ok(lock) => lock,
+        Err(e) => {
+            let outcome = RunOutcome::Failed(format!("could not take the job's lock: {e}"));
+            record(attempt, &run_id, &outcome, None).await;
+            return AttemptEnd::Done;
+        }
     };
-    let outcome = match guard {
-        Ok(Some(guard)) => perform(&attempt, &run_id, guard).await,
+    let guard = if attempt.trigger == Trigger::InOrder {
+        // In order: wait for the previous run (on any replica) to end. Dropping the acquire is
+        // cancel safe: dlock-core releases a grant that arrives for a dropped waiter.
+        tokio::select! {
+            guard = lock.acquire() => guard.map(Some),
+            () = attempt.stop.cancelled() => {
+                let why = "the scheduler shut down while the previous run still went on";
+                record(attempt, &run_id, &RunOutcome::Cancelled(why.to_owned()), None).await;
+                return AttemptEnd::Done;
+            }
+        }
+    } else {
+        lock.try_acquire().await
+    };
+    match guard {
+        Ok(Some(guard)) => {
+            let outcome = perform(attempt, &run_id, guard).await;
+            if let RunOutcome::Failed(text) = &outcome {
+                tracing::warn!(%job, run = %run_id, error = %text, "dlock-scheduler: run failed");
+            }
+            AttemptEnd::Done
+        }
         Ok(None) => {
             tracing::info!(%job, run = %run_id, "dlock-scheduler: previous run still going; skipped");
-            record(&attempt, &run_id, &RunOutcome::SkippedOverlap, None).await;
-            return;
+            record(attempt, &run_id, &RunOutcome::SkippedOverlap, None).await;
+            AttemptEnd::Done
+        }
+        Err(e) if e.may_have_taken_effect() => {
+            // Redis went away between the claim and the lock: nothing ran, so the claim is
+            // given back (and the occurrence follows the misfire policy).
+            tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: could not take the job's lock; will withdraw the claim when Redis answers");
+            AttemptEnd::Unreachable { run_id }
         }
         Err(e) => {
             // Claimed but not run: the ledger says why, instead of showing it abandoned.
             let outcome = RunOutcome::Failed(format!("could not take the job's lock: {e}"));
-            record(&attempt, &run_id, &outcome, None).await;
-            outcome
+            tracing::warn!(%job, run = %run_id, error = %e, "dlock-scheduler: could not take the job's lock");
+            record(attempt, &run_id, &outcome, None).await;
+            AttemptEnd::Done
         }
-    };
-    if let RunOutcome::Failed(text) = &outcome {
-        tracing::warn!(%job, run = %run_id, error = %text, "dlock-scheduler: run failed");
     }
 }
 
@@ -173,23 +238,29 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
     let ctx = JobContext {
         job: entry.job.name.clone(),
         occurrence: attempt.occurrence,
-        manual: attempt.manual,
+        manual: attempt.manual(),
         replica: attempt.inner.replica.clone(),
         lease: lease.clone(),
         client: attempt.inner.client.clone(),
     };
-    let handler = AssertUnwindSafe((entry.job.handler)(ctx)).catch_unwind();
-    let watch_lease = entry.job.on_lost == OnLost::Cancel;
-    let outcome = tokio::select! {
-        biased;
-        result = handler => match result {
-            Ok(Ok(())) => RunOutcome::Succeeded,
-            Ok(Err(text)) => RunOutcome::Failed(text),
-            Err(panic) => RunOutcome::Failed(format!("the handler panicked: {}", panic_text(&panic))),
-        },
-        lost = lease.lost(), if watch_lease => RunOutcome::Cancelled(lost.to_string()),
-        () = attempt.cancel.cancelled() => {
-            RunOutcome::Cancelled("the scheduler shut down before the run finished".to_owned())
+    // The handler is a closure that returns a future: either may panic.
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.job.handler)(ctx))) {
+        Err(panic) => panicked(panic.as_ref()),
+        Ok(future) => {
+            let handler = AssertUnwindSafe(future).catch_unwind();
+            let watch_lease = entry.job.on_lost == OnLost::Cancel;
+            tokio::select! {
+                biased;
+                result = handler => match result {
+                    Ok(Ok(())) => RunOutcome::Succeeded,
+                    Ok(Err(text)) => RunOutcome::Failed(text),
+                    Err(panic) => panicked(panic.as_ref()),
+                },
+                lost = lease.lost(), if watch_lease => RunOutcome::Cancelled(lost.to_string()),
+                () = attempt.cancel.cancelled() => {
+                    RunOutcome::Cancelled("the scheduler shut down before the run finished".to_owned())
+                }
+            }
         }
     };
     record(attempt, run_id, &outcome, Some(fence)).await;
@@ -199,47 +270,15 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
     outcome
 }
 
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
+/// The outcome of a handler that panicked with `payload` (`panic!("…")` carries a `&str` or a
+/// `String`; anything else has no text).
+fn panicked(payload: &(dyn std::any::Any + Send)) -> RunOutcome {
+    let text = payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_owned())
-}
-
-/// Runs `claim.lua`.
-async fn claim(attempt: &Attempt, run_id: &str) -> Result<Claim, Error> {
-    let inner = &attempt.inner;
-    let keys = &attempt.entry.keys;
-    let mut invocation = scripts::CLAIM.prepare_invoke();
-    invocation
-        .key(&keys.claims)
-        .key(&keys.runs)
-        .key(&keys.ledger)
-        .key(&keys.paused)
-        .arg(run_id)
-        .arg(attempt.occurrence.timestamp_millis())
-        .arg(&inner.replica.id)
-        .arg(&inner.replica.host)
-        .arg(inner.replica.pid)
-        .arg(u64::try_from(inner.retention.as_millis()).unwrap_or(u64::MAX))
-        .arg(inner.history)
-        .arg(if attempt.manual { "1" } else { "0" })
-        .arg(if attempt.manual {
-            0
-        } else {
-            attempt.fire_at.timestamp_millis()
-        });
-    let reply: Vec<Value> = scripts::eval(&inner.client, &invocation).await?;
-    Ok(match reply.as_slice() {
-        [Value::Int(1), ..] => Claim::Won,
-        [Value::Int(2), Value::Int(wait)] => {
-            // A little past the instant, so the retry is not early again by rounding.
-            let wait = u64::try_from(*wait).unwrap_or(0) + 2;
-            Claim::TooEarly(std::time::Duration::from_millis(wait))
-        }
-        _ => Claim::Lost,
-    })
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned());
+    RunOutcome::Failed(format!("the handler panicked: {text}"))
 }
 
 /// Records `outcome` of the run in the ledger (best effort: a failure is logged).
@@ -254,29 +293,29 @@ async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Op
         .arg(code)
         .arg(fence.map(|f| f.to_string()).unwrap_or_default())
         .arg(text);
-    if let Err(e) = scripts::eval::<i64>(&inner.client, &invocation).await {
+    if let Err(e) = scripts::eval::<i64>(&inner.client, &invocation, "record a run").await {
         tracing::warn!(job = %attempt.entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
     }
 }
 
-/// The latest scheduled occurrence in the ledger: where this replica's misfire handling starts.
-pub(crate) async fn latest_occurrence(inner: &Inner, entry: &JobEntry) -> Option<DateTime<Utc>> {
-    match crate::control::latest_scheduled(&inner.client, &entry.keys).await {
-        Ok(latest) => latest,
-        Err(e) => {
-            tracing::warn!(job = %entry.job.name, error = %e, "dlock-scheduler: could not read the ledger; missed occurrences before now are not caught up");
-            None
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Pops the pending `run_now` requests of the job (each is taken by exactly one replica).
-pub(crate) async fn take_requests(inner: &Inner, entry: &JobEntry) -> Vec<i64> {
-    match crate::control::pop_requests(&inner.client, &entry.keys).await {
-        Ok(requests) => requests,
-        Err(e) => {
-            tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: could not read run requests");
-            Vec::new()
-        }
+    #[test]
+    fn panic_messages_are_read_from_the_payload() {
+        let text = |payload: Box<dyn std::any::Any + Send>| panicked(payload.as_ref());
+        assert_eq!(
+            text(Box::new("static text")),
+            RunOutcome::Failed("the handler panicked: static text".into())
+        );
+        assert_eq!(
+            text(Box::new(format!("formatted {}", 42))),
+            RunOutcome::Failed("the handler panicked: formatted 42".into())
+        );
+        assert_eq!(
+            text(Box::new(7_u8)),
+            RunOutcome::Failed("the handler panicked: (no message)".into())
+        );
     }
 }

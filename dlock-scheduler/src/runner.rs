@@ -1,30 +1,28 @@
 //! [`Scheduler`]: runs the jobs of one replica until shutdown, claiming each occurrence in Redis
 //! so that it runs on exactly one replica, and drains running jobs on the way out.
 //!
-//! Per job, one loop: sleep until the next nominal occurrence (by the replica's [`Clock`]),
-//! work out what is due ([`crate::due_occurrences_with_grace`]), and for each due occurrence
-//! start an attempt that waits for the occurrence's jitter and then runs [`crate::run`]'s
-//! claim → lock → handler → record → release sequence. `run_now` requests are polled from Redis.
+//! Per job, one loop ([`crate::job_loop`]); per scheduler, one heartbeat task (the replica's
+//! liveness for the jobs' turns, [`crate::replicas`]) and, with [`SchedulerBuilder::wake_url`],
+//! one subscriber that wakes a job's loop when `run_now` queues a request ([`crate::wake`]).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
 use dlock_core::Client;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::clock::{Clock, SystemClock, until};
+use crate::clock::{Clock, ServerClock, SystemClock};
 use crate::context::Replica;
 use crate::error::Error;
-use crate::jitter::jitter_for;
 use crate::job::Job;
+use crate::job_loop::{LoopCtx, job_loop};
 use crate::ledger::JobKeys;
-use crate::misfire::{DEFAULT_GRACE, MAX_DUE, due_occurrences_with_grace};
-use crate::run::{self, Attempt, JobEntry};
+use crate::run::JobEntry;
 
 /// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
 /// replica catching up on an occurrence older than a day could run it again; keep the retention
@@ -32,10 +30,19 @@ use crate::run::{self, Attempt, JobEntry};
 pub const DEFAULT_CLAIM_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How many runs the ledger keeps per job by default.
 pub const DEFAULT_HISTORY: usize = 100;
-/// How often a replica looks for `run_now` requests by default: every 5 s, one `LPOP` per job
-/// (a request is picked up within this interval; polling more often costs every replica one
-/// round trip per job each time).
+/// How often a replica looks for `run_now` requests when no wake-up arrives, by default: every
+/// 5 s, one script call per job. With [`SchedulerBuilder::wake_url`] a request is picked up as
+/// soon as it is made; the poll is the fallback for a wake-up that was lost (or never set up).
 pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
+/// How often a replica tells Redis it is live for its jobs, by default: every second (only for
+/// jobs it did not try to claim within that second). A replica counts as live for three
+/// heartbeats: a replica that died stops getting turns after at most 3 s.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long the other replicas leave an occurrence to the live replica whose turn it is, by
+/// default: 500 ms after its fire time. Replicas correct their clocks by the Redis server's, so
+/// the replica whose turn it is asks within milliseconds; the grace only delays an occurrence
+/// whose replica died and does not count as dead yet.
+pub const DEFAULT_TURN_GRACE: Duration = Duration::from_millis(500);
 
 /// Builds a [`Scheduler`]; start with [`Scheduler::builder`].
 pub struct SchedulerBuilder {
@@ -46,6 +53,9 @@ pub struct SchedulerBuilder {
     retention: Duration,
     history: usize,
     request_poll: Duration,
+    heartbeat: Duration,
+    turn_grace: Duration,
+    wake_url: Option<String>,
 }
 
 impl SchedulerBuilder {
@@ -55,7 +65,8 @@ impl SchedulerBuilder {
         self
     }
 
-    /// The clock occurrences are timed by (default [`SystemClock`]).
+    /// The clock occurrences are timed by (default [`SystemClock`]); the scheduler corrects it
+    /// by the Redis server's time seen in its replies.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self
@@ -79,9 +90,34 @@ impl SchedulerBuilder {
         self
     }
 
-    /// How often to look for `run_now` requests (default [`DEFAULT_REQUEST_POLL`]).
+    /// How often to look for `run_now` requests without a wake-up (default
+    /// [`DEFAULT_REQUEST_POLL`]).
     pub fn request_poll(mut self, every: Duration) -> Self {
         self.request_poll = every;
+        self
+    }
+
+    /// How often to tell Redis this replica is live for its jobs (default
+    /// [`DEFAULT_HEARTBEAT`]).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// How long the other replicas leave an occurrence to the replica whose turn it is
+    /// (default [`DEFAULT_TURN_GRACE`]). Zero turns sharing off: whoever asks first after the
+    /// fire time wins (usually the replica whose timer fires first, every time).
+    pub fn turn_grace(mut self, grace: Duration) -> Self {
+        self.turn_grace = grace;
+        self
+    }
+
+    /// The Redis URL to subscribe to `run_now` wake-ups on: the same server (or any node of the
+    /// cluster) as the client's. The scheduler opens one extra connection for it (the client's
+    /// own connection does not carry the scheduler's subscriptions). Without it, requests are
+    /// found by the fallback poll ([`SchedulerBuilder::request_poll`]).
+    pub fn wake_url(mut self, url: impl Into<String>) -> Self {
+        self.wake_url = Some(url.into());
         self
     }
 
@@ -89,16 +125,31 @@ impl SchedulerBuilder {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
-    /// too long), a name used twice, a lease out of dlock's TTL range, a jitter or `max_run`
-    /// that makes no sense, a replica id with control characters, a zero history or poll
-    /// interval.
+    /// longer than 500 bytes), a name used twice, a lease shorter than [`crate::MIN_RUN_LEASE`]
+    /// or beyond dlock's TTL range, a jitter not shorter than the schedule's shortest interval,
+    /// a `max_run` not longer than the lease, a replica id with control characters, a zero
+    /// history, retention, poll or heartbeat interval, or a wake URL that is not a Redis URL.
     pub fn build(self) -> Result<Scheduler, Error> {
         let replica = Arc::new(replica(self.replica_id)?);
-        if self.history == 0 || self.request_poll.is_zero() || self.retention.is_zero() {
+        if self.history == 0
+            || self.request_poll.is_zero()
+            || self.retention.is_zero()
+            || self.heartbeat.is_zero()
+        {
             return Err(Error::invalid_job(
-                "history, claim retention and request poll interval must be greater than zero",
+                "history, claim retention, request poll and heartbeat intervals must be greater \
+                 than zero",
             ));
         }
+        let wake = match self.wake_url {
+            None => None,
+            Some(url) => Some(redis::Client::open(url.as_str()).map_err(|e| {
+                Error::invalid_job(format!(
+                    "wake_url {url:?} is not a Redis URL ({e}); give the URL of the client's \
+                     server, e.g. redis://127.0.0.1:6379/"
+                ))
+            })?),
+        };
         let mut jobs = HashMap::new();
         for job in self.jobs {
             let entry = JobEntry::new(&self.client, job)?;
@@ -113,11 +164,16 @@ impl SchedulerBuilder {
             inner: Arc::new(Inner {
                 client: self.client,
                 replica,
-                clock: self.clock,
+                instance: instance_token(),
+                attempts: AtomicU64::new(0),
+                clock: ServerClock::new(self.clock),
                 jobs,
                 retention: self.retention,
                 history: self.history,
                 request_poll: self.request_poll,
+                heartbeat: self.heartbeat,
+                turn_grace: self.turn_grace,
+                wake,
             }),
         })
     }
@@ -131,6 +187,9 @@ impl fmt::Debug for SchedulerBuilder {
             .field("retention", &self.retention)
             .field("history", &self.history)
             .field("request_poll", &self.request_poll)
+            .field("heartbeat", &self.heartbeat)
+            .field("turn_grace", &self.turn_grace)
+            .field("wake", &self.wake_url.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -139,11 +198,7 @@ fn replica(id: Option<String>) -> Result<Replica, Error> {
     let host = hostname();
     let pid = std::process::id();
     let id = id.unwrap_or_else(|| format!("{host}:{pid}"));
-    if id.is_empty() || id.chars().any(char::is_control) || id.len() > 128 {
-        return Err(Error::invalid_job(format!(
-            "replica id {id:?} must be 1 to 128 printable characters"
-        )));
-    }
+    crate::validate::replica_id(&id)?;
     Ok(Replica { id, host, pid })
 }
 
@@ -161,26 +216,61 @@ fn hostname() -> String {
         .unwrap_or_else(|| "unknown-host".to_owned())
 }
 
+/// A token that tells this scheduler instance's claims from those of any other process (or of
+/// an earlier instance with the same replica id). Not a secret: it only has to differ.
+fn instance_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{:016x}", hasher.finish())
+}
+
 pub(crate) struct Inner {
     pub(crate) client: Client,
     pub(crate) replica: Arc<Replica>,
-    pub(crate) clock: Arc<dyn Clock>,
+    instance: String,
+    attempts: AtomicU64,
+    pub(crate) clock: ServerClock,
     pub(crate) jobs: HashMap<Arc<str>, Arc<JobEntry>>,
     pub(crate) retention: Duration,
     pub(crate) history: usize,
-    request_poll: Duration,
+    pub(crate) request_poll: Duration,
+    pub(crate) heartbeat: Duration,
+    pub(crate) turn_grace: Duration,
+    wake: Option<redis::Client>,
+}
+
+impl Inner {
+    /// A token naming one attempt of this scheduler instance (see `withdraw.lua`).
+    pub(crate) fn attempt_token(&self) -> String {
+        let n = self.attempts.fetch_add(1, Ordering::Relaxed);
+        format!("{}.{n}", self.instance)
+    }
+
+    /// How long after telling Redis a replica still counts as live: three heartbeats.
+    pub(crate) fn liveness(&self) -> Duration {
+        self.heartbeat.saturating_mul(3)
+    }
 }
 
 /// A replica's scheduler: every replica runs one with the same jobs; each occurrence of each
-/// job runs on exactly one replica.
+/// job runs on exactly one replica, and the live replicas take turns.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
 /// use dlock_scheduler::{Job, Scheduler};
 ///
-/// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+/// let url = "redis://127.0.0.1:6379/";
+/// let client = dlock_core::Client::open(url)?;
 /// let scheduler = Scheduler::builder(client)
+///     .wake_url(url) // run_now wakes a replica at once
 ///     .job(Job::new("lottery", "0 12 * * *", "Europe/Berlin", |ctx| async move {
 ///         println!("drawing winners for {}", ctx.occurrence());
 ///         Ok::<(), std::io::Error>(())
@@ -219,6 +309,9 @@ impl Scheduler {
             retention: DEFAULT_CLAIM_RETENTION,
             history: DEFAULT_HISTORY,
             request_poll: DEFAULT_REQUEST_POLL,
+            heartbeat: DEFAULT_HEARTBEAT,
+            turn_grace: DEFAULT_TURN_GRACE,
+            wake_url: None,
         }
     }
 
@@ -227,14 +320,15 @@ impl Scheduler {
         &self.inner.replica
     }
 
-    /// Runs the jobs until `shutdown` resolves; then stops claiming, lets running jobs finish
-    /// for up to `drain`, cancels those still going (recorded as cancelled, locks released), and
-    /// returns.
+    /// Runs the jobs until `shutdown` resolves; then stops claiming, tells the other replicas
+    /// it is gone, lets running jobs finish for up to `drain`, cancels those still going
+    /// (recorded as cancelled, locks released), and returns.
     ///
     /// # Cancel safety
     /// Not cancel safe in the sense of a graceful stop: dropping the future drops the job loops
     /// and running handlers at once (their leases are released in the background, the ledger
-    /// shows them abandoned). Use `shutdown` to stop gracefully.
+    /// shows them abandoned, and the replica keeps its turns until its liveness runs out). Use
+    /// `shutdown` to stop gracefully.
     pub async fn run_until(
         &self,
         shutdown: impl Future<Output = ()>,
@@ -244,6 +338,14 @@ impl Scheduler {
         let cancel_runs = CancellationToken::new();
         let runs = TaskTracker::new();
         let loops = TaskTracker::new();
+        loops.spawn(crate::replicas::heartbeat(self.inner.clone(), stop.clone()));
+        if let Some(wake) = &self.inner.wake {
+            loops.spawn(crate::wake::listen(
+                self.inner.clone(),
+                wake.clone(),
+                stop.clone(),
+            ));
+        }
         for entry in self.inner.jobs.values() {
             let ctx = LoopCtx {
                 inner: self.inner.clone(),
@@ -282,83 +384,6 @@ impl fmt::Debug for Scheduler {
             .field("replica", &self.inner.replica.id)
             .field("jobs", &self.inner.jobs.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
-    }
-}
-
-/// What one job loop needs.
-struct LoopCtx {
-    inner: Arc<Inner>,
-    entry: Arc<JobEntry>,
-    stop: CancellationToken,
-    runs: TaskTracker,
-    cancel_runs: CancellationToken,
-}
-
-impl LoopCtx {
-    fn start(&self, occurrence: DateTime<Utc>, manual: bool) {
-        let delay = if manual {
-            Duration::ZERO
-        } else {
-            jitter_for(&self.entry.job.name, occurrence, self.entry.job.jitter)
-        };
-        let fire_at = occurrence + chrono::TimeDelta::from_std(delay).unwrap_or_default();
-        let attempt = Attempt {
-            inner: self.inner.clone(),
-            entry: self.entry.clone(),
-            occurrence,
-            fire_at,
-            manual,
-            stop: self.stop.clone(),
-            cancel: self.cancel_runs.clone(),
-        };
-        let stop = self.stop.clone();
-        let clock = self.inner.clock.clone();
-        self.runs.spawn(async move {
-            if !delay.is_zero() {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(until(clock.as_ref(), fire_at)) => {}
-                }
-            }
-            run::attempt(attempt).await;
-        });
-    }
-}
-
-/// One job's loop on this replica.
-async fn job_loop(ctx: LoopCtx) {
-    let job = &ctx.entry.job;
-    let grace = DEFAULT_GRACE + job.jitter;
-    let mut last_seen = run::latest_occurrence(&ctx.inner, &ctx.entry).await;
-    let mut next_poll = tokio::time::Instant::now();
-    loop {
-        let now = ctx.inner.clock.now();
-        let due = due_occurrences_with_grace(&job.schedule, last_seen, now, job.misfire, grace);
-        for occurrence in &due {
-            ctx.start(*occurrence, false);
-        }
-        let more = due.len() == MAX_DUE;
-        last_seen = if more { due.last().copied() } else { Some(now) }.max(last_seen);
-        if tokio::time::Instant::now() >= next_poll {
-            for requested_ms in run::take_requests(&ctx.inner, &ctx.entry).await {
-                if let Some(at) = Utc.timestamp_millis_opt(requested_ms).single() {
-                    ctx.start(at, true);
-                }
-            }
-            next_poll = tokio::time::Instant::now() + ctx.inner.request_poll;
-        }
-        if more {
-            continue;
-        }
-        let next = job.schedule.next_after(now);
-        let wake = next.map_or(ctx.inner.request_poll, |n| {
-            until(ctx.inner.clock.as_ref(), n)
-        });
-        let wake = wake.min(next_poll.saturating_duration_since(tokio::time::Instant::now()));
-        tokio::select! {
-            () = ctx.stop.cancelled() => return,
-            () = tokio::time::sleep(wake) => {}
-        }
     }
 }
 

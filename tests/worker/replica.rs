@@ -1,8 +1,11 @@
 //! `dlock-test-worker replica …`: one scheduler replica for the multi-process scheduler tests.
 //!
 //! `replica url=… job=… cron=… [id=…] [skew_ms=±N] [run_ms=N] [work_ms=N] [lease_ms=N]
-//! [drain_ms=N] [overlap=allow]` runs a `Scheduler` with one job for `run_ms`, then shuts down gracefully and
-//! prints `stopped drained=N cancelled=N`. The job's handler records each run it performs:
+//! [drain_ms=N] [overlap=allow] [poll_ms=N] [wake=0]` runs a `Scheduler` with one job for
+//! `run_ms`, then shuts down gracefully and prints `stopped drained=N cancelled=N`. Without
+//! `lease_ms` the job has the default run lease; `poll_ms` is the fallback `run_now` poll
+//! (default 200 ms); `wake=0` leaves out the pub/sub wake-up. The job's handler records each
+//! run it performs:
 //! `INCR <job>:count:<occurrence ms>` (exactly-once is checked on these counters) and
 //! `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`, prints `ran <occurrence ms>`,
 //! then works for `work_ms` (honouring the lease: a lost lease cancels it).
@@ -23,8 +26,8 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
     let skew: i64 = opts.get("skew_ms").map_or(Ok(0), |v| v.parse())?;
     let run_for = Duration::from_millis(num(opts, "run_ms", 10_000)?);
     let work = Duration::from_millis(num(opts, "work_ms", 50)?);
-    let lease = Duration::from_millis(num(opts, "lease_ms", 2_000)?);
     let drain = Duration::from_millis(num(opts, "drain_ms", 5_000)?);
+    let poll = Duration::from_millis(num(opts, "poll_ms", 200)?);
     let client = Client::open(url)?;
     let con = redis::Client::open(url)?
         .get_multiplexed_async_connection()
@@ -46,14 +49,20 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
             Ok::<(), redis::RedisError>(())
         }
     };
-    let mut job = Job::new(&job, &cron, "UTC", handler)?.lease(lease);
+    let mut job = Job::new(&job, &cron, "UTC", handler)?;
+    if let Some(lease) = opts.get("lease_ms") {
+        job = job.lease(Duration::from_millis(lease.parse()?));
+    }
     if opts.get("overlap").is_some_and(|o| o == "allow") {
         job = job.overlap(Overlap::Allow);
     }
     let mut builder = Scheduler::builder(client)
         .clock(SkewedClock::millis(skew))
-        .request_poll(Duration::from_millis(200))
+        .request_poll(poll)
         .job(job);
+    if num(opts, "wake", 1)? == 1 {
+        builder = builder.wake_url(url);
+    }
     if let Some(id) = opts.get("id") {
         builder = builder.replica_id(id);
     }

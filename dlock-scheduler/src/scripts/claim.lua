@@ -1,58 +1,77 @@
--- claim.lua: claim one occurrence of a job for this replica — at most one replica ever wins a
--- given (job, nominal occurrence) — and open its run record in the ledger.
+-- claim.lua: claim one scheduled occurrence of a job for this replica — at most one replica
+-- ever wins a given (job, nominal occurrence) — and open its run record in the ledger. The
+-- occurrence goes first to the live replica whose turn it is; the others may take it only
+-- after the turn grace (or at once when that replica is not live), so the work is spread over
+-- the replicas without delaying it.
 --
--- KEYS[1]  claims   zset: member = run id, score = server time of the claim (ms); trimmed to
---                   the retention, so a late or clock-skewed replica still finds the claim
--- KEYS[2]  runs     zset: member = run id, score = nominal occurrence (ms); the ledger's order
--- KEYS[3]  ledger   hash: "<id>:claim" = "<replica>\31<host>\31<pid>\31<claimed_ms>\31<manual>",
---                         "<id>:end"   = "<outcome>\31<ended_ms>\31<fence>\31<error text>"
--- KEYS[4]  paused   string: present while the job is paused
--- ARGV[1]  run id: the nominal occurrence in ms ("<ms>"), or "m<ms>" for a manual run
+-- KEYS[1]  claims    zset: member = run id, score = server time of the claim (ms); trimmed to
+--                    the retention, so a late or clock-skewed replica still finds the claim
+-- KEYS[2]  runs      zset: member = run id, score = nominal occurrence (ms); the ledger's order
+-- KEYS[3]  ledger    hash: "<id>:claim" (see common.lua),
+--                          "<id>:end" = "<outcome>\31<ended_ms>\31<fence>\31<error text>"
+-- KEYS[4]  paused    string: present while the job is paused
+-- KEYS[5]  replicas  zset: member = replica id, score = server time (ms) until which it is live
+-- KEYS[6]  turn      string: how many scheduled occurrences were claimed (whose turn it is)
+-- ARGV[1]  run id: the nominal occurrence in ms
 -- ARGV[2]  nominal occurrence in ms
--- ARGV[3]  replica id   ARGV[4] host   ARGV[5] pid
--- ARGV[6]  claim retention in ms (how long a claim is remembered)
--- ARGV[7]  how many runs the ledger keeps
--- ARGV[8]  "1" for a manual run (run_now), else "0"
--- ARGV[9]  not before: the occurrence's fire time (nominal + jitter) in ms, or 0 (manual runs)
+-- ARGV[3]  replica id   ARGV[4] host   ARGV[5] pid   ARGV[6] attempt token
+-- ARGV[7]  claim retention in ms (how long a claim is remembered)
+-- ARGV[8]  how many runs the ledger keeps
+-- ARGV[9]  not before: the occurrence's fire time (nominal + jitter) in ms
+-- ARGV[10] turn grace in ms: how long the other replicas leave the occurrence to the replica
+--          whose turn it is (0: whoever asks first after the fire time wins)
+-- ARGV[11] liveness in ms: the caller counts as live this long after this call
 --
--- Returns  {1, claimed_ms}   this replica won the occurrence and must run it (or record a skip)
---          {0, "claimed"}    another replica claimed it already
---          {0, "paused"}     the job is paused: nobody runs it
---          {2, wait_ms}      too early by the server's clock: try again in wait_ms
+-- Returns  {1, now_ms, next}            this replica won the occurrence and must run it (or
+--                                        record a skip)
+--          {0, "claimed", now_ms, next}  another replica (or an earlier attempt) claimed it
+--          {0, "paused", now_ms, ""}     the job is paused: nobody runs it
+--          {2, wait_ms, now_ms, next}    too early by the server's clock, or another replica's
+--                                        turn: try again in wait_ms
+--          where `next` is the replica whose turn the next occurrence is, as far as can be told
+--          now (the others need not ask before its turn grace has passed)
+--
+-- Whose turn: the live replicas (KEYS[5], expired ones removed) sorted by id; the turn counter
+-- modulo their number picks one. Every replica computes the same from the same keys, and a
+-- claim moves the turn on, so consecutive occurrences go round the replicas. Preference only
+-- decides *when* a replica may claim; the claim itself stays one check-and-set, so exactly
+-- once never depends on it.
 --
 -- Fire times are checked against the Redis server's clock, not the replica's: a replica whose
 -- clock runs ahead would otherwise start an occurrence early, possibly while the previous one
 -- still runs elsewhere (and then skip it as an overlap).
 --
--- Retry safety: claiming twice returns "claimed" the second time; the caller treats a claim
--- whose reply was lost as lost (at most once), never as won.
+-- Retry safety: claiming twice returns "claimed" the second time; a claim whose reply was lost
+-- is withdrawn by its attempt token once Redis answers again (withdraw.lua), never run.
 -- All keys share the job's hash tag.
 
+local now = server_ms()
+local me = ARGV[3]
+local liveness = tonumber(ARGV[11])
+redis.call('ZADD', KEYS[5], int(now + liveness), me)
+redis.call('PEXPIRE', KEYS[5], int(liveness * 2))
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  return {0, 'paused'}
+  return {0, 'paused', now, ''}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', int(now))
+local live = redis.call('ZRANGE', KEYS[5], 0, -1)
+table.sort(live)
+local turn = tonumber(redis.call('GET', KEYS[6]) or '0')
+local function turn_of(n)
+  return live[(n % #live) + 1]
 end
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  return {0, 'claimed'}
+  return {0, 'claimed', now, turn_of(turn)}
 end
-local now = redis.call('TIME')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local not_before = tonumber(ARGV[9])
-if now_ms < not_before then
-  return {2, not_before - now_ms}
+local fire_at = tonumber(ARGV[9])
+if now < fire_at then
+  return {2, fire_at - now, now, turn_of(turn + 1)}
 end
-local now_s = string.format('%.0f', now_ms)
-redis.call('ZADD', KEYS[1], now_s, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now_ms - tonumber(ARGV[6])))
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1] .. ':claim',
-  ARGV[3] .. '\31' .. ARGV[4] .. '\31' .. ARGV[5] .. '\31' .. now_s .. '\31' .. ARGV[8])
-local keep = tonumber(ARGV[7])
-local extra = redis.call('ZCARD', KEYS[2]) - keep
-if extra > 0 then
-  local old = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
-  for _, id in ipairs(old) do
-    redis.call('HDEL', KEYS[3], id .. ':claim', id .. ':end')
-  end
-  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
+local grace = tonumber(ARGV[10])
+if now < fire_at + grace and turn_of(turn) ~= me then
+  return {2, fire_at + grace - now, now, turn_of(turn + 1)}
 end
-return {1, now_ms}
+open_run(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], now, tonumber(ARGV[7]), tonumber(ARGV[8]),
+  me .. '\31' .. ARGV[4] .. '\31' .. ARGV[5] .. '\31' .. int(now) .. '\31' .. '0' .. '\31' .. ARGV[6])
+redis.call('INCR', KEYS[6])
+return {1, now, turn_of(turn + 1)}

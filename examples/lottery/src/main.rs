@@ -4,14 +4,17 @@
 //! every noon, so the demo ends in about half a minute — ten winners must be drawn from the
 //! registered users: once, not once per replica. Each replica runs a dlock `Scheduler` with the
 //! same `#[scheduled]` job; the replicas' clocks are skewed on purpose (−300 ms, 0, +500 ms).
-//! Each draw is claimed in Redis by (job, scheduled instant), so exactly one replica draws it.
+//! Each draw is claimed in Redis by (job, scheduled instant), so exactly one replica draws it,
+//! and the live replicas take turns, so every replica draws some.
 //!
 //! The parent starts its own `redis-server` (or uses `DLOCK_REDIS_URL`), registers 100 users,
 //! starts the replicas as child processes of this same binary, and when they are done prints
-//! every draw (which replica, the winners) and the scheduler's run ledger.
+//! every draw (which replica, the winners), the scheduler's run ledger and how many draws each
+//! replica made.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -112,6 +115,7 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let scheduler = Scheduler::builder(Client::open(url.as_str())?)
+            .wake_url(url.as_str())
             .replica_id(id)
             .clock(SkewedClock::millis(skew))
             .job(lottery::job()?)
@@ -135,7 +139,9 @@ async fn report(url: &str) -> Result<bool, BoxError> {
         "draw", "replica", "start delay", "outcome"
     );
     let mut exact = !history.is_empty();
+    let mut per_replica: BTreeMap<&str, usize> = REPLICAS.iter().map(|(id, _)| (*id, 0)).collect();
     for run in &history {
+        *per_replica.entry(run.replica.as_str()).or_insert(0) += 1;
         let delay = run
             .start_delay()
             .map_or("?".to_owned(), |d| format!("{} ms", d.as_millis()));
@@ -157,6 +163,11 @@ async fn report(url: &str) -> Result<bool, BoxError> {
     }
     let draws: Vec<String> = con.keys("lottery:draw:*").await?;
     exact &= draws.len() == history.len();
+    let spread: Vec<String> = per_replica
+        .iter()
+        .map(|(id, n)| format!("{id} {n}"))
+        .collect();
+    println!("\ndraws per replica: {}", spread.join(", "));
     println!(
         "\n{} draws by {} replicas; each draw ran exactly once: {}",
         draws.len(),

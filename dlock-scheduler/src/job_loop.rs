@@ -1,0 +1,372 @@
+//! One job's loop on one replica: what is due, in which order, and what happens when Redis
+//! does not answer.
+//!
+//! * **Due occurrences** come from [`crate::due_occurrences_with_grace`], timed by the
+//!   replica's estimate of the Redis server's clock. An occurrence that is on time, when
+//!   nothing is queued, starts at once (after its jitter) — overlapping the previous run is
+//!   the overlap policy's business. Anything else — missed occurrences after downtime, and what
+//!   comes due while they are worked through — is queued and run **in order, one at a time**:
+//!   each waits for the previous run instead of being skipped as an overlap, and at most one
+//!   claim of the queue is in flight, however long the downtime was (the queue holds at most
+//!   [`crate::MAX_DUE`]; the rest is computed when it has drained).
+//! * **Redis unreachable.** An attempt whose claim (or lock) got no answer reports it. The loop
+//!   then stops starting attempts, waits until Redis answers (`PING`, with backoff), withdraws
+//!   the claims whose replies were lost ([`crate::claim::withdraw`]: a claim made but never
+//!   run), and goes back to just before the earliest occurrence it could not claim: whatever
+//!   fell into the outage is then *missed*, and follows the job's misfire policy (by default one
+//!   catch-up run). Claims keep that from running anything twice.
+//! * **`run_now` requests** are taken (atomically popped and claimed, `take_request.lua`) when a
+//!   wake-up arrives ([`crate::wake`]) or the fallback poll comes round.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::claim::{self, Turn};
+use crate::error::Error;
+use crate::jitter::jitter_for;
+use crate::misfire::{DEFAULT_GRACE, MAX_DUE, due_occurrences_with_grace};
+use crate::run::{self, Attempt, AttemptEnd, JobEntry, Trigger};
+use crate::runner::Inner;
+
+/// How many `run_now` requests one poll takes at most (the rest at the next one).
+const MAX_REQUESTS_PER_POLL: usize = 100;
+/// Backoff while waiting for Redis to answer again.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// What one job loop needs.
+pub(crate) struct LoopCtx {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) entry: Arc<JobEntry>,
+    pub(crate) stop: CancellationToken,
+    pub(crate) runs: TaskTracker,
+    pub(crate) cancel_runs: CancellationToken,
+}
+
+/// A claim that got no answer: to withdraw once Redis answers.
+#[derive(Debug)]
+struct Unanswered {
+    /// The scheduled occurrence (`None` for a `run_now` request).
+    occurrence: Option<DateTime<Utc>>,
+    run_id: String,
+    token: String,
+    /// Withdrawn already (kept until the loop restarts from it).
+    withdrawn: bool,
+}
+
+struct JobLoop {
+    ctx: LoopCtx,
+    /// Up to where the schedule has been dealt with (see [`crate::due_occurrences`]).
+    last_seen: Option<DateTime<Utc>>,
+    /// Occurrences to run in order, oldest first.
+    queue: VecDeque<DateTime<Utc>>,
+    /// The queue's attempt in flight.
+    in_order: Option<JoinHandle<()>>,
+    /// When the last queued attempt ended: an occurrence due before that is behind too, and
+    /// is queued rather than started on time (it would be skipped as an overlap otherwise, or
+    /// make the next one skipped).
+    in_order_ended: Option<DateTime<Utc>>,
+    unanswered: Vec<Unanswered>,
+    reports: mpsc::UnboundedSender<Unanswered>,
+    reported: mpsc::UnboundedReceiver<Unanswered>,
+    next_poll: Instant,
+    poll_now: bool,
+}
+
+/// One job's loop on this replica, until `ctx.stop`.
+pub(crate) async fn job_loop(ctx: LoopCtx) {
+    let Some(last_seen) = latest_in_ledger(&ctx).await else {
+        return;
+    };
+    let (reports, reported) = mpsc::unbounded_channel();
+    let mut this = JobLoop {
+        ctx,
+        last_seen,
+        queue: VecDeque::new(),
+        in_order: None,
+        in_order_ended: None,
+        unanswered: Vec::new(),
+        reports,
+        reported,
+        next_poll: Instant::now(),
+        poll_now: false,
+    };
+    this.run().await;
+}
+
+/// The latest scheduled occurrence in the ledger, where misfire handling starts; waits for
+/// Redis to answer. `None` if stopped meanwhile.
+async fn latest_in_ledger(ctx: &LoopCtx) -> Option<Option<DateTime<Utc>>> {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        match crate::control::latest_scheduled(&ctx.inner.client, &ctx.entry.keys).await {
+            Ok(latest) => return Some(latest),
+            Err(e) => {
+                tracing::warn!(job = %ctx.entry.job.name, error = %e, "dlock-scheduler: cannot read the run ledger; waiting for Redis");
+            }
+        }
+        tokio::select! {
+            () = ctx.stop.cancelled() => return None,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+impl JobLoop {
+    async fn run(&mut self) {
+        loop {
+            while let Ok(unanswered) = self.reported.try_recv() {
+                self.unanswered.push(unanswered);
+            }
+            if !self.unanswered.is_empty() && !self.recover().await {
+                return;
+            }
+            let now = self.ctx.inner.clock.now();
+            if self.queue.is_empty() {
+                self.schedule(now);
+            }
+            self.next_in_order();
+            if self.poll_now || Instant::now() >= self.next_poll {
+                self.take_requests().await;
+            }
+            let wake = self.next_wake();
+            let in_order = async {
+                match &mut self.in_order {
+                    Some(handle) => {
+                        let _ = handle.await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                () = self.ctx.stop.cancelled() => return,
+                Some(unanswered) = self.reported.recv() => self.unanswered.push(unanswered),
+                () = in_order => {
+                    self.in_order = None;
+                    self.in_order_ended = Some(self.ctx.inner.clock.now());
+                }
+                () = self.ctx.entry.wake.notified() => self.poll_now = true,
+                () = tokio::time::sleep(wake) => {}
+            }
+        }
+    }
+
+    /// Works out what is due at `now` and starts or queues it.
+    fn schedule(&mut self, now: DateTime<Utc>) {
+        let job = &self.ctx.entry.job;
+        let grace = DEFAULT_GRACE + job.jitter;
+        let due =
+            due_occurrences_with_grace(&job.schedule, self.last_seen, now, job.misfire, grace);
+        let more = due.len() == MAX_DUE;
+        self.last_seen = if more { due.last().copied() } else { Some(now) }.max(self.last_seen);
+        let on_time_from = TimeDelta::from_std(grace)
+            .ok()
+            .and_then(|grace| now.checked_sub_signed(grace))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let caught_up_from = self
+            .in_order_ended
+            .map_or(on_time_from, |t| t.max(on_time_from));
+        for occurrence in due {
+            if self.queue.is_empty() && self.in_order.is_none() && occurrence >= caught_up_from {
+                self.spawn(occurrence, Trigger::OnTime);
+            } else {
+                self.queue.push_back(occurrence);
+            }
+        }
+    }
+
+    /// Starts the next queued occurrence unless one is in flight.
+    fn next_in_order(&mut self) {
+        if self.in_order.is_none()
+            && let Some(occurrence) = self.queue.pop_front()
+        {
+            self.in_order = Some(self.spawn(occurrence, Trigger::InOrder));
+        }
+    }
+
+    /// Starts an attempt at a scheduled occurrence; see [`JobLoop::start`]. An occurrence on
+    /// time that the last claim reply said is another replica's turn is first asked for after
+    /// the turn grace: only the replica whose turn it is wakes up at the fire time.
+    fn spawn(&self, occurrence: DateTime<Utc>, trigger: Trigger) -> JoinHandle<()> {
+        let ctx = &self.ctx;
+        let fire_at = later(
+            occurrence,
+            jitter_for(&ctx.entry.job.name, occurrence, ctx.entry.job.jitter),
+        );
+        let ask_at = match (&trigger, Turn::take(&ctx.entry)) {
+            (Trigger::OnTime, Turn::Others) => later(fire_at, ctx.inner.turn_grace),
+            _ => fire_at,
+        };
+        let attempt = self.attempt(occurrence, fire_at, trigger, ctx.inner.attempt_token());
+        self.start(attempt, ask_at, Some(occurrence))
+    }
+
+    fn attempt(
+        &self,
+        occurrence: DateTime<Utc>,
+        fire_at: DateTime<Utc>,
+        trigger: Trigger,
+        token: String,
+    ) -> Attempt {
+        Attempt {
+            inner: self.ctx.inner.clone(),
+            entry: self.ctx.entry.clone(),
+            occurrence,
+            fire_at,
+            trigger,
+            token,
+            stop: self.ctx.stop.clone(),
+            cancel: self.ctx.cancel_runs.clone(),
+        }
+    }
+
+    /// Runs `attempt` as a tracked task (drained at shutdown) from `ask_at` on (by the server's
+    /// clock); it reports a claim that got no answer.
+    fn start(
+        &self,
+        attempt: Attempt,
+        ask_at: DateTime<Utc>,
+        scheduled: Option<DateTime<Utc>>,
+    ) -> JoinHandle<()> {
+        let reports = self.reports.clone();
+        self.ctx.runs.spawn(async move {
+            let wait = attempt.inner.clock.until(ask_at);
+            if !wait.is_zero() {
+                tokio::select! {
+                    () = attempt.stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+            let token = attempt.token.clone();
+            if let AttemptEnd::Unreachable { run_id } = run::attempt(attempt).await {
+                // The loop may have stopped: then nobody withdraws, and the ledger shows the
+                // claim (if it was made) abandoned.
+                let _ = reports.send(Unanswered {
+                    occurrence: scheduled,
+                    run_id,
+                    token,
+                    withdrawn: false,
+                });
+            }
+        })
+    }
+
+    /// Takes pending `run_now` requests, each atomically claimed, and starts their runs.
+    async fn take_requests(&mut self) {
+        self.poll_now = false;
+        self.next_poll = Instant::now() + self.ctx.inner.request_poll;
+        for _ in 0..MAX_REQUESTS_PER_POLL {
+            let inner = &self.ctx.inner;
+            let token = inner.attempt_token();
+            let run_id = format!("m{token}");
+            match claim::take_request(inner, &self.ctx.entry, &run_id, &token).await {
+                Ok(Some(requested)) => {
+                    let attempt =
+                        self.attempt(requested, requested, Trigger::Manual(run_id), token);
+                    self.start(attempt, requested, None);
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!(job = %self.ctx.entry.job.name, error = %e, "dlock-scheduler: could not take run_now requests");
+                    if e.may_have_taken_effect() {
+                        self.unanswered.push(Unanswered {
+                            occurrence: None,
+                            run_id,
+                            token,
+                            withdrawn: false,
+                        });
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// How long to sleep at most: until the next occurrence or the next poll.
+    fn next_wake(&self) -> Duration {
+        let inner = &self.ctx.inner;
+        let poll = self.next_poll.saturating_duration_since(Instant::now());
+        match self.ctx.entry.job.schedule.next_after(inner.clock.now()) {
+            Some(next) => inner.clock.until(next).min(poll),
+            None => poll,
+        }
+    }
+
+    /// Waits until Redis answers and the unanswered claims are withdrawn, then starts over
+    /// from just before the earliest occurrence that could not be claimed, so that what fell
+    /// into the outage follows the misfire policy. Returns `false` if stopped meanwhile.
+    async fn recover(&mut self) -> bool {
+        let job = self.ctx.entry.job.name.clone();
+        tracing::warn!(%job, "dlock-scheduler: Redis does not answer; waiting to catch up by the misfire policy");
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            while let Ok(unanswered) = self.reported.try_recv() {
+                self.unanswered.push(unanswered);
+            }
+            match self.withdraw_unanswered().await {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::debug!(%job, error = %e, "dlock-scheduler: Redis still does not answer")
+                }
+            }
+            tokio::select! {
+                () = self.ctx.stop.cancelled() => return false,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        let earliest = self
+            .unanswered
+            .iter()
+            .filter_map(|u| u.occurrence)
+            .chain(self.queue.front().copied())
+            .min();
+        if let Some(earliest) = earliest {
+            let before = earliest
+                .checked_sub_signed(TimeDelta::nanoseconds(1))
+                .unwrap_or(earliest);
+            self.last_seen = Some(self.last_seen.map_or(before, |seen| seen.min(before)));
+        }
+        self.unanswered.clear();
+        self.queue.clear();
+        self.poll_now = true;
+        tracing::info!(%job, "dlock-scheduler: Redis answers again");
+        true
+    }
+
+    /// `PING`, then withdraws every unanswered claim not withdrawn yet.
+    async fn withdraw_unanswered(&mut self) -> Result<(), Error> {
+        let inner = &self.ctx.inner;
+        inner
+            .client
+            .ping()
+            .await
+            .map_err(|e| Error::core("ping", e))?;
+        for unanswered in self.unanswered.iter_mut().filter(|u| !u.withdrawn) {
+            let entry = &self.ctx.entry;
+            if claim::withdraw(inner, entry, &unanswered.run_id, &unanswered.token).await? {
+                tracing::info!(job = %entry.job.name, run = %unanswered.run_id, "dlock-scheduler: withdrew a claim whose reply was lost");
+            }
+            unanswered.withdrawn = true;
+        }
+        Ok(())
+    }
+}
+
+/// `at` plus `delay`, saturating.
+fn later(at: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(delay)
+        .ok()
+        .and_then(|delay| at.checked_add_signed(delay))
+        .unwrap_or(at)
+}
