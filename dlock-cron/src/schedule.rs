@@ -328,6 +328,46 @@ impl Schedule {
         }
     }
 
+    /// The shortest time between two consecutive occurrences, looked for over the next
+    /// 10,000 occurrences (a dense schedule shows its shortest gap within them) or 5 years (a
+    /// sparse one repeats within them, leap days included), whichever comes first; `None` if
+    /// it fires less than twice in that span. Used to check that a jitter cannot push an
+    /// occurrence past the next one (by the scheduler at run time and by `#[scheduled]` at
+    /// compile time).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dlock_cron::Schedule;
+    ///
+    /// let twice_an_hour = Schedule::new("0,10 * * * *", "UTC")?;
+    /// assert_eq!(twice_an_hour.shortest_interval(), Some(Duration::from_secs(600)));
+    /// # Ok::<(), dlock_cron::ScheduleError>(())
+    /// ```
+    #[must_use]
+    pub fn shortest_interval(&self) -> Option<std::time::Duration> {
+        const SCAN: usize = 10_000;
+        const SCAN_DAYS: i64 = 366 * 5;
+        // `Utc::now` needs chrono's `clock` feature; the system clock does the same here.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        let from = DateTime::<Utc>::from_timestamp(i64::try_from(now.as_secs()).ok()?, 0)?;
+        let to = from.checked_add_signed(TimeDelta::days(SCAN_DAYS))?;
+        let mut previous: Option<DateTime<Utc>> = None;
+        let mut shortest: Option<std::time::Duration> = None;
+        for occurrence in self.occurrences_between(from, to).take(SCAN) {
+            if let Some(previous) = previous
+                && let Ok(gap) = (occurrence - previous).to_std()
+            {
+                shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+            }
+            previous = Some(occurrence);
+        }
+        shortest
+    }
+
     /// croner looks at most two hours past a wall-clock time that a gap skipped, and fails on
     /// longer gaps (Pacific/Apia skipped all of 2011-12-30). If the pattern's next wall-clock
     /// time after `from` lies in such a gap, the occurrence is the first instant after it.

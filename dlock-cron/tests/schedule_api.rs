@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use dlock_cron::Schedule;
+use std::time::Duration;
 
 fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
@@ -124,4 +125,16 @@ fn extreme_instants_do_not_panic() {
         let _ = s.previous_before(t);
         let _ = s.occurrences_between(t, t).count();
     }
+}
+
+#[test]
+fn shortest_intervals_are_found_also_when_rare() {
+    let interval = |cron| Schedule::new(cron, "UTC").unwrap().shortest_interval();
+    assert_eq!(interval("* * * * * *"), Some(Duration::from_secs(1)));
+    assert_eq!(interval("*/10 * * * * *"), Some(Duration::from_secs(10)));
+    assert_eq!(interval("0 12 * * *"), Some(Duration::from_secs(24 * 3600)));
+    // Twice an hour, unevenly: the shorter gap counts.
+    assert_eq!(interval("0,10 * * * *"), Some(Duration::from_secs(600)));
+    // A short gap only once a year is still found.
+    assert_eq!(interval("0,1 0 1 1 *"), Some(Duration::from_secs(60)));
 }

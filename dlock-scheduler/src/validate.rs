@@ -1,23 +1,12 @@
 //! Checks of job names and job options, shared by `build()` and the control calls, each error
 //! naming the fix. The rules match what `#[scheduled]` checks at compile time.
 
-use std::time::Duration;
-
-use chrono::Utc;
-use dlock_cron::Schedule;
-
 use crate::error::Error;
 use crate::job::{Job, MIN_RUN_LEASE};
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`). Same limit as `#[scheduled]`.
 pub(crate) const MAX_JOB_NAME_LEN: usize = 500;
-
-/// How far ahead the shortest interval of a schedule is looked for: 10,000 occurrences (a
-/// dense schedule shows its shortest gap within them) or 5 years (a sparse one repeats within
-/// them, leap days included), whichever comes first.
-const INTERVAL_SCAN: usize = 10_000;
-const INTERVAL_SCAN_YEARS: i64 = 5;
 
 /// Checks a job name: not empty, at most [`MAX_JOB_NAME_LEN`] bytes, no braces (they delimit
 /// the Redis Cluster hash tag) and no control characters.
@@ -56,7 +45,7 @@ pub(crate) fn job(job: &Job) -> Result<(), Error> {
         )));
     }
     if !job.jitter.is_zero()
-        && let Some(interval) = shortest_interval(&job.schedule)
+        && let Some(interval) = job.schedule.shortest_interval()
         && job.jitter >= interval
     {
         return Err(Error::invalid_job(format!(
@@ -78,24 +67,6 @@ pub(crate) fn job(job: &Job) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// The shortest time between two consecutive occurrences of `schedule`, looked for over the
-/// next 10,000 occurrences or 5 years; `None` if it fires less than twice in that span.
-pub(crate) fn shortest_interval(schedule: &Schedule) -> Option<Duration> {
-    let from = Utc::now();
-    let to = from.checked_add_signed(chrono::TimeDelta::days(366 * INTERVAL_SCAN_YEARS))?;
-    let mut previous: Option<chrono::DateTime<Utc>> = None;
-    let mut shortest: Option<Duration> = None;
-    for occurrence in schedule.occurrences_between(from, to).take(INTERVAL_SCAN) {
-        if let Some(previous) = previous
-            && let Ok(gap) = (occurrence - previous).to_std()
-        {
-            shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
-        }
-        previous = Some(occurrence);
-    }
-    shortest
 }
 
 /// Checks a replica id: 1 to 128 printable characters.
@@ -134,17 +105,5 @@ mod tests {
                 .to_string()
                 .contains("control")
         );
-    }
-
-    #[test]
-    fn shortest_intervals() {
-        let interval = |cron| shortest_interval(&Schedule::new(cron, "UTC").unwrap());
-        assert_eq!(interval("* * * * * *"), Some(Duration::from_secs(1)));
-        assert_eq!(interval("*/10 * * * * *"), Some(Duration::from_secs(10)));
-        assert_eq!(interval("0 12 * * *"), Some(Duration::from_secs(24 * 3600)));
-        // Twice an hour, unevenly: the shorter gap counts.
-        assert_eq!(interval("0,10 * * * *"), Some(Duration::from_secs(600)));
-        // A short gap only once a year is still found.
-        assert_eq!(interval("0,1 0 1 1 *"), Some(Duration::from_secs(60)));
     }
 }

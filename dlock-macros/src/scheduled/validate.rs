@@ -5,14 +5,16 @@
 //!   message (what is wrong, and the fix) is reported on the offending string.
 //! * `name` is checked like the lock name it becomes (`sched:<name>`): not empty, no braces
 //!   (they delimit the hash tag) or control characters, at most [`MAX_JOB_NAME_LEN`] bytes.
-//! * Durations use the strict grammar of `crate::duration`; `lease` must be a lease dlock-core
-//!   accepts (10ms ..= 24h).
+//! * Durations use the strict grammar of `crate::duration`; `lease` must be a run lease the
+//!   scheduler accepts (1s ..= 24h).
 //!
-//! Rejected combinations, each with the reason in its message:
-//! * `jitter` not shorter than the lease (the default lease when `lease` is not given): the
-//!   scheduler refuses it, since the run could start after its lock's first lease ran out.
-//! * `max_run` not longer than the lease: the watchdog would never renew, so `max_run` does
-//!   nothing (as `max_hold` ≤ `ttl` in `#[distributed_lock]`).
+//! Rejected combinations, each with the reason in its message (the scheduler checks the same
+//! at `build()`):
+//! * `jitter` not shorter than the schedule's shortest interval
+//!   (`dlock_cron::Schedule::shortest_interval`): an occurrence could start after the next one.
+//! * `max_run` not longer than the lease (the default lease when `lease` is not given): the
+//!   watchdog would never renew, so `max_run` does nothing (as `max_hold` ≤ `ttl` in
+//!   `#[distributed_lock]`).
 
 use std::time::Duration;
 
@@ -33,7 +35,10 @@ pub(crate) const MAX_JOB_NAME_LEN: usize = 500;
 /// The lease of a run when `lease` is not given: `dlock_scheduler::DEFAULT_RUN_LEASE`
 /// (duplicated because a proc-macro crate cannot depend on the crate it expands to;
 /// `tests::default_lease_matches_dlock_scheduler` pins it).
-pub(crate) const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(5);
+
+/// The shortest run lease the scheduler accepts: `dlock_scheduler::MIN_RUN_LEASE`.
+pub(crate) const MIN_RUN_LEASE: Duration = Duration::from_secs(1);
 
 /// The time zone when `tz` is not given.
 pub(crate) const DEFAULT_TZ: &str = "UTC";
@@ -74,7 +79,8 @@ pub(crate) fn validate(args: &ScheduledArgs, errors: &mut Errors) -> Option<Plan
         failed: false,
     };
     let name = report.take(job_name(args));
-    for (span, message) in schedule(args) {
+    let (problems, parsed) = schedule(args);
+    for (span, message) in problems {
         report.take::<()>(Err((span, message)));
     }
     let jitter = report.take(opt_duration(args.jitter.as_ref(), "jitter"));
@@ -93,7 +99,7 @@ pub(crate) fn validate(args: &ScheduledArgs, errors: &mut Errors) -> Option<Plan
         "my_scheduler",
     ));
     if let (Some(jitter), Some(lease), Some(max_run)) = (jitter, lease, max_run) {
-        report.all(combinations(jitter, lease, max_run, args));
+        report.all(combinations(jitter, lease, max_run, parsed.as_ref(), args));
     }
     if report.failed {
         return None;
@@ -166,7 +172,8 @@ fn job_name(args: &ScheduledArgs) -> Checked<Option<LitStr>> {
 /// `cron` and `tz` through `dlock_cron::Schedule::new`, exactly as the scheduler parses them.
 /// When the cron expression is refused, the time zone is checked too (with a valid expression),
 /// so that both mistakes show at once.
-fn schedule(args: &ScheduledArgs) -> Vec<(Span, String)> {
+/// Checks `cron` and `tz`: the problems, and the schedule when there are none.
+fn schedule(args: &ScheduledArgs) -> (Vec<(Span, String)>, Option<dlock_cron::Schedule>) {
     let tz = args.tz.as_ref();
     let tz_text = tz.map_or_else(|| DEFAULT_TZ.to_owned(), |tz| tz.value.value());
     let tz_span = tz.map_or_else(Span::call_site, |tz| tz.value.span());
@@ -184,32 +191,34 @@ fn schedule(args: &ScheduledArgs) -> Vec<(Span, String)> {
         if let Err(e) = dlock_cron::Schedule::new(ANY_CRON, &tz_text) {
             found.push((tz_span, e.to_string()));
         }
-        return found;
+        return (found, None);
     };
     let cron_text = cron.value.value();
-    if let Err(e) = dlock_cron::Schedule::new(&cron_text, &tz_text) {
-        if e.is_time_zone() {
-            found.push((tz_span, e.to_string()));
-        } else {
+    match dlock_cron::Schedule::new(&cron_text, &tz_text) {
+        Ok(schedule) => return (found, Some(schedule)),
+        Err(e) if e.is_time_zone() => found.push((tz_span, e.to_string())),
+        Err(e) => {
             found.push((cron.value.span(), e.to_string()));
             if let Err(e) = dlock_cron::Schedule::new(ANY_CRON, &tz_text) {
                 found.push((tz_span, e.to_string()));
             }
         }
     }
-    found
+    (found, None)
 }
 
 fn lease(opt: Option<&Opt<LitStr>>) -> Checked<Option<Duration>> {
     let lease = opt_duration(opt, "lease")?;
     if let (Some(lease), Some(opt)) = (lease, opt) {
         let text = opt.value.value();
-        if lease < MIN_WATCHDOG_TTL {
+        if lease < MIN_RUN_LEASE {
             return Err((
                 opt.value.span(),
                 format!(
-                    "`lease = {text:?}` is below the shortest lease the watchdog can keep, \
-                     100ms (dlock_core::MIN_WATCHDOG_TTL): a run's lease is renewed while it runs"
+                    "`lease = {text:?}` is below the shortest run lease, 1s \
+                     (dlock_scheduler::MIN_RUN_LEASE): the watchdog renews it every third while \
+                     the run lasts, so a short lease costs renewals and gains little (a crashed \
+                     run frees the job after at most the lease)"
                 ),
             ));
         }
@@ -275,6 +284,7 @@ fn combinations(
     jitter: Option<Duration>,
     lease: Option<Duration>,
     max_run: Option<Duration>,
+    schedule: Option<&dlock_cron::Schedule>,
     args: &ScheduledArgs,
 ) -> Vec<(Span, String)> {
     let mut found = Vec::new();
@@ -282,18 +292,21 @@ fn combinations(
         (Some(lease), Some(opt)) => (lease, format!("`lease = {:?}`", opt.value.value())),
         _ => (
             DEFAULT_RUN_LEASE,
-            "the default lease (30s; set another with `lease`)".to_owned(),
+            "the default lease (5s; set another with `lease`)".to_owned(),
         ),
     };
-    if let (Some(jitter), Some(opt)) = (jitter, &args.jitter)
-        && jitter >= lease
+    if let (Some(jitter), Some(opt), Some(schedule)) = (jitter, &args.jitter, schedule)
+        && let Some(interval) = schedule.shortest_interval()
+        && jitter >= interval
     {
         found.push((
             opt.value.span(),
             format!(
-                "`jitter = {:?}` must be shorter than {lease_text}: a run may start that much \
-                 after its occurrence was claimed; shorten `jitter` or lengthen `lease`",
-                opt.value.value()
+                "`jitter = {:?}` must be shorter than the shortest interval of the schedule \
+                 `{}` ({interval:?}): an occurrence could start after the next one; shorten \
+                 `jitter`",
+                opt.value.value(),
+                schedule.cron(),
             ),
         ));
     }
@@ -340,7 +353,8 @@ mod tests {
     #[test]
     fn default_lease_matches_dlock_scheduler() {
         assert_eq!(DEFAULT_RUN_LEASE, dlock_scheduler::DEFAULT_RUN_LEASE);
-        assert_eq!(duration::parse("30s"), Ok(DEFAULT_RUN_LEASE));
+        assert_eq!(duration::parse("5s"), Ok(DEFAULT_RUN_LEASE));
+        assert_eq!(MIN_RUN_LEASE, dlock_scheduler::MIN_RUN_LEASE);
     }
 
     #[test]
@@ -403,23 +417,19 @@ mod tests {
     fn durations_and_combinations() {
         let e = error(quote!(name = "n", cron = "* * * * *", jitter = "2M"));
         assert!(e.contains("unknown duration unit `M`"), "{e}");
-        let e = error(quote!(name = "n", cron = "* * * * *", jitter = "30s"));
-        assert!(e.contains("the default lease"), "{e}");
-        let e = error(quote!(
-            name = "n",
-            cron = "* * * * *",
-            jitter = "5s",
-            lease = "5s"
-        ));
-        assert!(e.contains("shorter than `lease = \\\"5s\\\"`"), "{e}");
-        assert!(check(quote!(name = "n", cron = "* * * * *", jitter = "29s999ms")).is_ok());
-        let e = error(quote!(name = "n", cron = "* * * * *", lease = "5ms"));
-        assert!(e.contains("below the shortest lease"), "{e}");
+        // Every minute: a jitter of a minute or more could run an occurrence after the next.
+        let e = error(quote!(name = "n", cron = "* * * * *", jitter = "60s"));
+        assert!(e.contains("shortest interval of the schedule"), "{e}");
+        assert!(check(quote!(name = "n", cron = "* * * * *", jitter = "59s999ms")).is_ok());
+        // The documented example: a daily job with a 30 s jitter, whatever the lease.
+        assert!(check(quote!(name = "n", cron = "0 12 * * *", jitter = "30s")).is_ok());
+        let e = error(quote!(name = "n", cron = "* * * * *", lease = "500ms"));
+        assert!(e.contains("below the shortest run lease, 1s"), "{e}");
         let e = error(quote!(name = "n", cron = "* * * * *", lease = "2d"));
         assert!(e.contains("above the longest lease"), "{e}");
-        let e = error(quote!(name = "n", cron = "* * * * *", max_run = "30s"));
-        assert!(e.contains("not longer than the default lease"), "{e}");
-        assert!(check(quote!(name = "n", cron = "* * * * *", max_run = "31s")).is_ok());
+        let e = error(quote!(name = "n", cron = "* * * * *", max_run = "5s"));
+        assert!(e.contains("not longer than the default lease (5s"), "{e}");
+        assert!(check(quote!(name = "n", cron = "* * * * *", max_run = "6s")).is_ok());
     }
 
     #[test]

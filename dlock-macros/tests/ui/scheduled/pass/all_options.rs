@@ -24,7 +24,7 @@ async fn billing(ctx: JobContext) -> Result<(), String> {
     name = "defaults-spelled-out",
     cron = "0 0 * * 1-5",
     tz = "UTC",
-    lease = "30s",
+    lease = "5s",
     overlap = "skip",
     misfire = "fire_once",
     on_lost = "cancel"
@@ -54,7 +54,7 @@ fn main() {
     }
     let debug = format!("{:?}", defaults::job().unwrap());
     assert!(
-        debug.contains("misfire: FireOnce") && debug.contains("lease: 30s"),
+        debug.contains("misfire: FireOnce") && debug.contains("lease: 5s"),
         "{debug}"
     );
     let debug = format!("{:?}", skip_missed::job().unwrap());
