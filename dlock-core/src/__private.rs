@@ -17,6 +17,7 @@ use crate::lease::Lease;
 use crate::options::{MutexOptions, OnLost, Wait};
 
 pub use crate::keypart::KeyPart;
+pub use crate::listen::{Heard, Subscription};
 pub use std::string::String;
 pub use std::time::Duration as StdDuration;
 
@@ -60,6 +61,15 @@ pub async fn invoke<T: FromRedisValue>(
 pub fn base_key(client: &Client, name: &str) -> Result<String, Error> {
     validate_name(name)?;
     Ok(LockKeys::new(client.key_prefix(), name).lock.to_string())
+}
+
+/// Listens on `channel` over `client`'s own connection (no extra connection): every message,
+/// and a [`Heard::Gap`] after a disconnection (messages may have been lost meanwhile).
+///
+/// # Errors
+/// As [`query`].
+pub async fn subscribe(client: &Client, channel: &str) -> Result<Subscription, Error> {
+    client.ctx.transport.subscribe(channel).await
 }
 
 /// This machine's host name as dlock stores it with a lock.

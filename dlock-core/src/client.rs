@@ -11,6 +11,7 @@ use crate::conn::{ConnSlot, Connection, Factory};
 use crate::context::{Config, Context};
 use crate::error::{Error, Result};
 use crate::key::{LockKeys, validate_name, validate_prefix};
+use crate::listen::Listeners;
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
 use crate::timing::validate_ttl;
@@ -150,9 +151,13 @@ impl ClientBuilder {
         }
         let client_id = client_id()?;
         let waiters = Arc::new(Waiters::new(&client_id));
-        let push_target = Arc::downgrade(&waiters);
+        let listeners = Arc::new(Listeners::default());
+        let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
         let push = move |info| {
-            if let Some(waiters) = push_target.upgrade() {
+            if to_listeners.upgrade().is_some_and(|l| l.on_push(&info)) {
+                return Ok(());
+            }
+            if let Some(waiters) = to_waiters.upgrade() {
                 waiters.on_push(info);
             }
             Ok::<(), ()>(())
@@ -163,7 +168,11 @@ impl ClientBuilder {
             Target::Cluster(nodes) => cluster(nodes.map_err(bad_url)?, timeouts, push)?,
         };
         let slot = Arc::new(ConnSlot::new(factory)?);
-        let transport = Arc::new(Transport::new(slot, waiters, self.command_timeout));
+        let transport = Arc::new(Transport::new(
+            slot,
+            (waiters, listeners),
+            self.command_timeout,
+        ));
         // Grants that reach this client after their waiter stopped waiting are released in the
         // background, which hands the lock on to the next waiter.
         let orphans = Arc::downgrade(&transport);

@@ -36,6 +36,15 @@ pub(crate) enum Conn {
     Cluster(ClusterConnection),
 }
 
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Single(_) => "Conn::Single",
+            Self::Cluster(_) => "Conn::Cluster",
+        })
+    }
+}
+
 impl Conn {
     /// Subscribes the connection to `channel`; resolves once the server confirmed it. (Boxed:
     /// a rare request whose state should not sit inline in every waiter's future.)

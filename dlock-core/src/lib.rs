@@ -75,7 +75,7 @@
 //! | client state | `context` | what every handle and guard of a client shares |
 //! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
 //! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
-//! | transport | `transport`, `wait`, `conn` | the timed script call, background releases; waiters, wake channels, grants; the connection (standalone or cluster), rebuilt when its runtime ends |
+//! | transport | `transport`, `wait`, `listen`, `conn` | the timed script call, background releases; waiters, wake channels, grants; other subscriptions on the client's connection (the scheduler's); the connection (standalone or cluster), rebuilt when its runtime ends |
 //! | ground | `scripts`, `options`, `timing`, `key`, `token`, `keypart`, `runtime`, `error` | one Lua file per state change with typed replies and the wire formats; [`MutexOptions`] and their validation; lease arithmetic; names → keys; owner and [`FencingToken`]s; [`KeyPart`]; background tasks; [`Error`] / [`ErrorKind`] |
 //!
 //! # Features
@@ -97,6 +97,7 @@ mod inspect;
 mod key;
 mod keypart;
 mod lease;
+mod listen;
 mod mutex;
 mod options;
 mod runtime;

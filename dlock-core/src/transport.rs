@@ -20,29 +20,42 @@ use redis::{FromRedisValue, Value};
 use crate::conn::{Conn, ConnSlot};
 use crate::error::{Error, Result};
 use crate::key::LockKeys;
+use crate::listen::{Listeners, Subscription};
 use crate::runtime::spawn_detached;
 use crate::scripts::{self, Call, ReleaseReply};
 use crate::token::OwnerToken;
 use crate::wait::Waiters;
 
-/// A client's way to Redis: its connection, the registry of its waiting acquire calls (which
-/// the connection's push messages reach) and its command timeout.
+/// A client's way to Redis: its connection, the registry of its waiting acquire calls and its
+/// other listeners (which the connection's push messages reach), and its command timeout.
 pub(crate) struct Transport {
     slot: Arc<ConnSlot>,
     pub(crate) waiters: Arc<Waiters>,
+    pub(crate) listeners: Arc<Listeners>,
     command_timeout: Duration,
 }
 
 impl Transport {
     pub(crate) fn new(
         slot: Arc<ConnSlot>,
-        waiters: Arc<Waiters>,
+        (waiters, listeners): (Arc<Waiters>, Arc<Listeners>),
         command_timeout: Duration,
     ) -> Self {
         Self {
             slot,
             waiters,
+            listeners,
             command_timeout,
+        }
+    }
+
+    /// Listens on `channel` over the client's connection (see `listen.rs`).
+    pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription> {
+        let (conn, _) = self.conn()?;
+        let subscribe = self.listeners.subscribe(&conn, channel);
+        match Box::pin(tokio::time::timeout(self.command_timeout, subscribe)).await {
+            Ok(subscription) => subscription,
+            Err(_) => Err(Error::timeout("subscribe", self.command_timeout)),
         }
     }
 
