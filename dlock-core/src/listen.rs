@@ -25,10 +25,13 @@ pub enum Heard {
     Gap,
 }
 
+/// The listeners of one channel: their ids and where their messages go.
+type Senders = Vec<(u64, mpsc::UnboundedSender<Heard>)>;
+
 /// The listened channels of one client, and where their messages go.
 #[derive(Debug, Default)]
 pub(crate) struct Listeners {
-    channels: Mutex<HashMap<Arc<str>, Vec<(u64, mpsc::UnboundedSender<Heard>)>>>,
+    channels: Mutex<HashMap<Arc<str>, Senders>>,
     next_id: std::sync::atomic::AtomicU64,
 }
 
