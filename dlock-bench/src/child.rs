@@ -12,7 +12,7 @@ use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use dlock_testkit::ChildGuard;
 use serde::de::DeserializeOwned;
 
-use crate::BoxError;
+use crate::rt::BoxError;
 
 /// A line the child writes once it is ready to start.
 pub(crate) const READY: &str = "READY";

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::BoxError;
+use crate::rt::BoxError;
 use crate::spec::Counts;
 use crate::subject::Kind;
 

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 
-use crate::BoxError;
 use crate::redis_stats::raw_connection;
+use crate::rt::BoxError;
 use crate::spec::TTL_MS;
 
 /// Deletes `KEYS[1]` only if it still holds `ARGV[1]`; returns the number of keys deleted.

@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::child::{Child, GO, READY, print_result, ready_then_wait_for_go};
+use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
 use crate::stats::p50_p99_us;
-use crate::{BoxError, monotonic_ns, multi_thread_runtime};
 
 /// Channel of process `p`.
 fn channel(process: u32) -> String {

@@ -24,6 +24,7 @@
 //! | `redis_stats` | control connection: `FLUSHALL`, `INFO commandstats`/`memory`, queue lengths |
 //! | `window` | a measured window: command, server-CPU and client-CPU deltas |
 //! | `affinity` | CPU pinning for W1 1-CPU |
+//! | `rt` | error type, runtimes, clocks, CPU time |
 //! | `child` | child processes of this binary and their line protocol |
 //! | `stats` | percentiles, hand-off gaps, overlaps, fairness (pure, unit-tested) |
 //! | `targets` | ratios to the floor and the targets of issues #3, #4 and #6 |
@@ -41,6 +42,7 @@ mod memory;
 mod redis_stats;
 mod report;
 mod report_wd_sched;
+mod rt;
 mod sched;
 mod sched_replica;
 mod sched_stats;
@@ -59,15 +61,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use nix::time::{ClockId, clock_gettime};
-
 use crate::cli::Command;
 use crate::redis_stats::Control;
 use crate::report::{Measured, Meta, Results};
-use crate::spec::{Counts, WORKER_THREADS};
-
-/// Errors of the benchmark: reported with their message, the run stops.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::rt::{BoxError, current_thread_runtime};
+use crate::spec::Counts;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -189,33 +187,4 @@ fn stage<T>(name: &str, f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, Bo
         start.elapsed().as_secs_f64()
     );
     Ok(result)
-}
-
-/// A current-thread runtime (W1; control work of the parent).
-pub(crate) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
-
-/// A multi-thread runtime with one worker per vCPU (W2, W3 workers, memory probes).
-pub(crate) fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
-        .enable_all()
-        .build()?)
-}
-
-/// Nanoseconds since `start`, saturating.
-pub(crate) fn elapsed_ns(start: Instant) -> u64 {
-    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: one clock for every process of this machine, so W3 events of
-/// different processes can be merged.
-pub(crate) fn monotonic_ns() -> Result<u64, BoxError> {
-    let now = clock_gettime(ClockId::CLOCK_MONOTONIC)?;
-    let secs = u64::try_from(now.tv_sec())?;
-    let nanos = u64::try_from(now.tv_nsec())?;
-    Ok(secs * 1_000_000_000 + nanos)
 }

@@ -21,10 +21,10 @@ use tokio::task::JoinHandle;
 
 use crate::child::{Child, print_result};
 use crate::redis_stats::Control;
+use crate::rt::{BoxError, multi_thread_runtime};
 use crate::spec::{ACQUIRE_WAIT, Counts, TTL};
+use crate::stats::ratio;
 use crate::subject::Subject;
-use crate::w1::ratio;
-use crate::{BoxError, multi_thread_runtime};
 
 /// Waiters are started in batches of this many, each batch queued before the next starts.
 const BATCH: u64 = 1_000;
@@ -76,7 +76,7 @@ pub(crate) struct MemoryResult {
 /// Runs both probes, each in a fresh child process, after a `FLUSHALL`.
 pub(crate) fn run(url: &str, counts: &Counts) -> Result<MemoryResult, BoxError> {
     let probe = |which: &str| -> Result<Child, BoxError> {
-        let runtime = crate::current_thread_runtime()?;
+        let runtime = crate::rt::current_thread_runtime()?;
         runtime.block_on(async { Control::connect(url).await?.flushall().await })?;
         let mut args = vec![
             "mem".to_owned(),

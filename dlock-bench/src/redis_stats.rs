@@ -8,7 +8,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, IntoConnectionInfo, ProtocolVersion};
 use serde::{Deserialize, Serialize};
 
-use crate::BoxError;
+use crate::rt::BoxError;
 
 /// Commands only a client can send (never issued by a Lua script): every call of one of these is
 /// a client round trip. Everything else (`get`, `set`, `lpop` …) may run inside a script and is

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::BoxError;
 use crate::handoff_floor::HandoffFloor;
 use crate::memory::MemoryResult;
+use crate::rt::BoxError;
 use crate::sched::SchedResult;
 use crate::spec::Counts;
 use crate::targets::{Ratios, Target};

@@ -186,5 +186,5 @@ fn cost_row(out: &mut String, row: &SchedRow) {
 }
 
 fn as_f64(n: u64) -> f64 {
-    crate::w1::ratio(n, 1)
+    crate::stats::ratio(n, 1)
 }

@@ -31,14 +31,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::child::{Child, GO, READY, STOP};
 use crate::redis_stats::{CommandStats, CommandUsec, Control};
+use crate::rt::{BoxError, current_thread_runtime, elapsed_ns};
 use crate::sched_replica::{ReplicaReport, count_prefix};
 use crate::sched_stats::{
     Breakdown, DelaySummary, OnceSummary, distribution, next_edge, seconds_between,
 };
 use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP};
-use crate::w1::ratio;
+use crate::stats::ratio;
 use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
-use crate::{BoxError, current_thread_runtime, elapsed_ns};
 
 /// How long redis-server's idle CPU is measured before the replicas start.
 const IDLE_SPAN: std::time::Duration = std::time::Duration::from_secs(2);

@@ -20,9 +20,8 @@ use dlock_scheduler::{Job, JobContext, Scheduler, SkewedClock};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{STOP, print_result, ready_then_wait_for_go, wait_for_line};
+use crate::rt::{BoxError, elapsed_ns, multi_thread_runtime, process_cpu_us};
 use crate::spec::{SCHED_CRON, SCHED_TZ};
-use crate::window::process_cpu_us;
-use crate::{BoxError, elapsed_ns, multi_thread_runtime};
 
 /// How long a stopping replica lets a running job finish.
 const DRAIN: Duration = Duration::from_secs(5);

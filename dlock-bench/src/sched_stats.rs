@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::redis_stats::CommandStats;
 use crate::stats::nearest_rank;
-use crate::w1::ratio;
+use crate::stats::ratio;
 
 /// Fire delays (server-clock start − nominal instant) of the occurrences of a window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

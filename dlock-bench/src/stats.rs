@@ -55,6 +55,16 @@ pub(crate) fn per_second(count: u64, elapsed_ns: u64) -> f64 {
     count as f64 * 1e9 / elapsed_ns as f64
 }
 
+/// `a / b` as a float (NaN for b = 0).
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        f64::NAN
+    } else {
+        a as f64 / b as f64
+    }
+}
+
 /// One held acquisition of the W3 lock: who, and when (CLOCK_MONOTONIC ns, comparable across
 /// processes of this machine).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

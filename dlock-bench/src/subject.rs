@@ -4,8 +4,8 @@
 use dlock_core::{Client, MutexOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::BoxError;
 use crate::floor::Floor;
+use crate::rt::BoxError;
 use crate::spec::{ACQUIRE_WAIT, TTL};
 
 /// Which subject.

@@ -98,7 +98,7 @@ fn watchdog_targets(wd: Option<&WdResult>) -> Vec<Target> {
             "~1 per 100 locks (≤ 105 for 10,000)",
             wd.map(|w| {
                 let f = &w.figures;
-                let most = crate::w1::ratio(w.locks, 100) * WD_CALLS_SLACK;
+                let most = crate::stats::ratio(w.locks, 100) * WD_CALLS_SLACK;
                 (
                     format!(
                         "{:.1} ({:.1} locks per call)",

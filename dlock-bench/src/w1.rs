@@ -15,11 +15,11 @@ use serde::{Deserialize, Serialize};
 use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, print_result};
 use crate::redis_stats::{CommandStats, CommandUsec, Control};
+use crate::rt::{BoxError, current_thread_runtime, elapsed_ns};
 use crate::spec::{Counts, PINNED_CPU};
-use crate::stats::{ns_to_us, p50_p99_us, per_second};
+use crate::stats::{ns_to_us, p50_p99_us, per_second, ratio};
 use crate::subject::{Kind, Subject};
 use crate::window::{Snapshot, WindowDelta};
-use crate::{BoxError, current_thread_runtime, elapsed_ns};
 
 /// The measured window of a pair workload (W1, W2) for one subject.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -77,16 +77,6 @@ impl PairResult {
             commands: window.commands,
             usec: window.usec,
         }
-    }
-}
-
-/// `a / b` as a float (NaN for b = 0).
-#[allow(clippy::cast_precision_loss)]
-pub(crate) fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        f64::NAN
-    } else {
-        a as f64 / b as f64
     }
 }
 

@@ -12,11 +12,11 @@ use std::time::Instant;
 use tokio::sync::Barrier;
 
 use crate::redis_stats::Control;
+use crate::rt::{BoxError, elapsed_ns, multi_thread_runtime};
 use crate::spec::Counts;
 use crate::subject::{Kind, Subject};
 use crate::w1::{PairResult, Subjects};
 use crate::window::Snapshot;
-use crate::{BoxError, elapsed_ns, multi_thread_runtime};
 
 /// Runs W2 for the floor, then for dlock.
 pub(crate) fn run_both(url: &str, counts: &Counts) -> Result<Subjects, BoxError> {

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::child::{Child, GO, READY};
 use crate::redis_stats::{CommandStats, Control};
+use crate::rt::{BoxError, current_thread_runtime};
 use crate::spec::Counts;
+use crate::stats::ratio;
 use crate::stats::{Contention, contention, ns_to_us, per_second};
-use crate::w1::ratio;
 use crate::w3_worker::{COUNTER, WorkerReport};
 use crate::window::{Snapshot, WindowDelta};
-use crate::{BoxError, current_thread_runtime};
 
 /// The W3 figures.
 #[derive(Clone, Debug, Serialize, Deserialize)]

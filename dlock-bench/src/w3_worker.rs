@@ -19,10 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::child::{print_result, ready_then_wait_for_go};
 use crate::redis_stats::raw_connection;
+use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{ACQUIRE_WAIT, Counts, TTL, W3_PAUSE};
 use crate::stats::LockEvent;
 use crate::subject::Subject;
-use crate::{BoxError, monotonic_ns, multi_thread_runtime};
 
 /// The contended lock.
 pub(crate) const LOCK: &str = "w3:lock";

@@ -28,12 +28,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::child::{Child, print_result};
 use crate::redis_stats::{CommandStats, Control};
+use crate::rt::{
+    BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime, process_cpu_us,
+};
 use crate::spec::{Counts, WD_SETTLE_ROUNDS, WD_TTL};
+use crate::stats::ratio;
 use crate::stats::{ns_to_us, per_second};
 use crate::subject::Subject;
-use crate::w1::ratio;
-use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s, process_cpu_us};
-use crate::{BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime};
+use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
 
 /// Guards whose `safe_until` is watched to detect renewal rounds.
 const SAMPLES: usize = 16;

@@ -2,12 +2,10 @@
 //! its closing: commands (`INFO commandstats`), server CPU (`INFO cpu`) and client CPU
 //! (`getrusage`). The CPU figures show where the time of a pair goes (client, server, or waiting).
 
-use nix::sys::resource::{UsageWho, getrusage};
-use nix::sys::time::TimeVal;
 use serde::{Deserialize, Serialize};
 
-use crate::BoxError;
 use crate::redis_stats::{CommandStats, CommandUsec, Control};
+use crate::rt::{BoxError, process_cpu_us};
 
 /// Counters at one instant.
 #[derive(Clone, Debug)]
@@ -67,17 +65,5 @@ pub(crate) async fn idle_server_cpu_ms_per_s(
     let start = std::time::Instant::now();
     tokio::time::sleep(span).await;
     let delta = before.delta(control).await?;
-    Ok(crate::w1::ratio(delta.server_cpu_us, 1) / 1e3 / start.elapsed().as_secs_f64())
-}
-
-/// User + system CPU time of this process (all threads), µs.
-pub(crate) fn process_cpu_us() -> Result<u64, BoxError> {
-    let usage = getrusage(UsageWho::RUSAGE_SELF)?;
-    Ok(timeval_us(usage.user_time())? + timeval_us(usage.system_time())?)
-}
-
-fn timeval_us(t: TimeVal) -> Result<u64, BoxError> {
-    let secs = u64::try_from(t.tv_sec())?;
-    let micros = u64::try_from(t.tv_usec())?;
-    Ok(secs * 1_000_000 + micros)
+    Ok(crate::stats::ratio(delta.server_cpu_us, 1) / 1e3 / start.elapsed().as_secs_f64())
 }
