@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::rt::BoxError;
 use crate::spec::Counts;
-use crate::subject::Kind;
+use crate::subjects::Kind;
 
 pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside a raw-Redis floor, on its own redis-server
@@ -155,11 +155,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, BoxError> {
             "--skew-ms" => flags.skew_ms = Some(value("--skew-ms")?.parse()?),
             "--job" => flags.job = Some(value("--job")?),
             "--subject" => {
-                flags.subject = Some(match value("--subject")?.as_str() {
-                    "floor" => Kind::Floor,
-                    "dlock" => Kind::Dlock,
-                    other => return Err(format!("--subject {other}: use floor or dlock").into()),
-                });
+                flags.subject = Some(Kind::parse(&value("--subject")?)?);
             }
             other if !other.starts_with('-') => positional.push(other.to_owned()),
             other => return Err(format!("unknown argument `{other}`\n\n{USAGE}").into()),

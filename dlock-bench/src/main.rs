@@ -36,9 +36,11 @@
 mod affinity;
 mod child;
 mod cli;
+mod dlock;
 mod floor;
 mod handoff_floor;
 mod memory;
+mod pairs;
 mod redis_stats;
 mod report;
 mod report_wd_sched;
@@ -49,6 +51,7 @@ mod sched_stats;
 mod spec;
 mod stats;
 mod subject;
+mod subjects;
 mod targets;
 mod w1;
 mod w2;
@@ -151,7 +154,7 @@ fn measure(
             .transpose()?,
         w2: only
             .w2
-            .then(|| stage("W2", || w2::run_both(url, counts)))
+            .then(|| stage("W2", || w2::run(url, counts)))
             .transpose()?,
         w3: only
             .w3

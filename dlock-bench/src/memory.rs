@@ -20,11 +20,12 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use crate::child::{Child, print_result};
+use crate::dlock::{Dlock, client};
 use crate::redis_stats::Control;
 use crate::rt::{BoxError, multi_thread_runtime};
 use crate::spec::{ACQUIRE_WAIT, Counts, TTL};
 use crate::stats::ratio;
-use crate::subject::Subject;
+use crate::subject::warm_up;
 
 /// Waiters are started in batches of this many, each batch queued before the next starts.
 const BATCH: u64 = 1_000;
@@ -104,24 +105,15 @@ pub(crate) fn child_main(which: &str, url: &str, counts: &Counts) -> Result<(), 
     }
 }
 
-fn client(url: &str) -> Result<Client, BoxError> {
-    Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}").into())
-}
-
-async fn warm_up(client: &Client, tag: &str) -> Result<(), BoxError> {
-    let subject = Subject::Dlock(client.clone());
-    for i in 0..10 {
-        subject.pair(&format!("mem:warm:{tag}:{i}")).await?;
-    }
-    Ok(())
+/// Ten pairs on `mem:warm:{tag}:…`: connection and scripts ready before the baseline is read.
+async fn warm(client: &Client, tag: &str) -> Result<(), BoxError> {
+    warm_up(&Dlock(client.clone()), &format!("mem:warm:{tag}:"), 0..10).await
 }
 
 async fn guards(url: &str, counts: &Counts) -> Result<GuardsResult, BoxError> {
     let mut control = Control::connect(url).await?;
     let client = client(url)?;
-    warm_up(&client, "guards").await?;
+    warm(&client, "guards").await?;
     let n = counts.mem_guards;
     let mut held: Vec<MutexGuard> = Vec::with_capacity(usize::try_from(n)?);
 
@@ -161,8 +153,8 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
     let mut control = Control::connect(url).await?;
     let holder = client(url)?;
     let client = client(url)?;
-    warm_up(&holder, "holder").await?;
-    warm_up(&client, "waiter").await?;
+    warm(&holder, "holder").await?;
+    warm(&client, "waiter").await?;
     contended_warm_up(&holder, &client, &mut control).await?;
 
     let held_locks = counts.mem_held_locks;

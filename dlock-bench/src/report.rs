@@ -9,11 +9,12 @@ use serde::Serialize;
 
 use crate::handoff_floor::HandoffFloor;
 use crate::memory::MemoryResult;
+use crate::pairs::{self, PairResult};
 use crate::rt::BoxError;
 use crate::sched::SchedResult;
 use crate::spec::Counts;
+use crate::subjects::Kind;
 use crate::targets::{Ratios, Target};
-use crate::w1::{PairResult, Subjects};
 use crate::w3::W3Result;
 use crate::wd::WdResult;
 
@@ -71,9 +72,9 @@ pub(crate) fn loadavg() -> String {
 /// What the selected workloads measured (`None`: not run).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Measured {
-    pub(crate) w1: Option<Subjects>,
-    pub(crate) w1_pinned: Option<Subjects>,
-    pub(crate) w2: Option<Subjects>,
+    pub(crate) w1: Option<Vec<PairResult>>,
+    pub(crate) w1_pinned: Option<Vec<PairResult>>,
+    pub(crate) w2: Option<Vec<PairResult>>,
     pub(crate) w3: Option<W3Result>,
     pub(crate) handoff_floor: Option<HandoffFloor>,
     pub(crate) memory: Option<MemoryResult>,
@@ -85,9 +86,9 @@ pub(crate) struct Measured {
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Results {
     pub(crate) meta: Meta,
-    pub(crate) w1: Option<Subjects>,
-    pub(crate) w1_pinned: Option<Subjects>,
-    pub(crate) w2: Option<Subjects>,
+    pub(crate) w1: Option<Vec<PairResult>>,
+    pub(crate) w1_pinned: Option<Vec<PairResult>>,
+    pub(crate) w2: Option<Vec<PairResult>>,
     pub(crate) w3: Option<W3Result>,
     pub(crate) handoff_floor: Option<HandoffFloor>,
     pub(crate) memory: Option<MemoryResult>,
@@ -279,7 +280,7 @@ impl Results {
         ];
         for (name, subjects) in workloads {
             let Some(s) = subjects else { continue };
-            for r in [&s.floor, &s.dlock] {
+            for r in s {
                 command_row(out, name, r);
             }
         }
@@ -320,15 +321,13 @@ impl Results {
     }
 }
 
-fn pick(subjects: Option<&Subjects>, floor: bool) -> Option<&PairResult> {
-    subjects.map(|s| if floor { &s.floor } else { &s.dlock })
+fn pick(subjects: Option<&Vec<PairResult>>, floor: bool) -> Option<&PairResult> {
+    let kind = if floor { Kind::Floor } else { Kind::Dlock };
+    subjects.and_then(|s| pairs::of(s, kind))
 }
 
 fn command_row(out: &mut String, workload: &str, r: &PairResult) {
-    let subject = match r.subject {
-        crate::subject::Kind::Floor => "raw floor",
-        crate::subject::Kind::Dlock => "dlock",
-    };
+    let subject = r.subject.label();
     let _ = writeln!(
         out,
         "| {workload} | {subject} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {} |",

@@ -5,8 +5,9 @@
 use serde::Serialize;
 
 use crate::memory::MemoryResult;
+use crate::pairs::{self, PairResult};
 use crate::sched::SchedResult;
-use crate::w1::Subjects;
+use crate::subjects::Kind;
 use crate::w3::W3Result;
 use crate::wd::WdResult;
 
@@ -28,15 +29,19 @@ pub(crate) struct Ratios {
 
 impl Ratios {
     pub(crate) fn compute(
-        w1: Option<&Subjects>,
-        w1_pinned: Option<&Subjects>,
-        w2: Option<&Subjects>,
+        w1: Option<&Vec<PairResult>>,
+        w1_pinned: Option<&Vec<PairResult>>,
+        w2: Option<&Vec<PairResult>>,
     ) -> Ratios {
-        let rate = |s: Option<&Subjects>| s.map(|s| s.dlock.pairs_per_s / s.floor.pairs_per_s);
+        let r = |s: Option<&Vec<PairResult>>, f: fn(&PairResult) -> f64| {
+            let s = s?;
+            Some(f(pairs::of(s, Kind::Dlock)?) / f(pairs::of(s, Kind::Floor)?))
+        };
+        let rate = |s| r(s, |p| p.pairs_per_s);
         Ratios {
             w1_pairs_per_s: rate(w1),
-            w1_p50_latency: w1.map(|s| s.dlock.p50_us / s.floor.p50_us),
-            w1_p99_latency: w1.map(|s| s.dlock.p99_us / s.floor.p99_us),
+            w1_p50_latency: r(w1, |p| p.p50_us),
+            w1_p99_latency: r(w1, |p| p.p99_us),
             w1_pinned_pairs_per_s: rate(w1_pinned),
             w2_pairs_per_s: rate(w2),
             w3_cross_gap_p50: None,

@@ -18,11 +18,12 @@ use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
 use crate::child::{print_result, ready_then_wait_for_go};
+use crate::dlock::Dlock;
 use crate::redis_stats::raw_connection;
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{ACQUIRE_WAIT, Counts, TTL, W3_PAUSE};
 use crate::stats::LockEvent;
-use crate::subject::Subject;
+use crate::subject::warm_up;
 
 /// The contended lock.
 pub(crate) const LOCK: &str = "w3:lock";
@@ -67,14 +68,15 @@ pub(crate) fn child_main(url: &str, process: u32, counts: &Counts) -> Result<(),
 }
 
 async fn set_up(url: &str, process: u32, counts: &Counts) -> Result<Worker, BoxError> {
-    let client = Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
-    let warm = Subject::Dlock(client.clone());
+    let client = crate::dlock::client(url)?;
+    let warm = Dlock(client.clone());
     for task in 0..counts.w3_tasks {
-        for i in 0..WARMUP_PAIRS {
-            warm.pair(&format!("w3:warm:{process}:{task}:{i}")).await?;
-        }
+        warm_up(
+            &warm,
+            &format!("w3:warm:{process}:{task}:"),
+            0..WARMUP_PAIRS,
+        )
+        .await?;
     }
     let mut conn = raw_connection(url).await?;
     redis::cmd("PING").query_async::<()>(&mut conn).await?;

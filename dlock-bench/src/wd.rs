@@ -27,6 +27,7 @@ use dlock_core::{Client, MutexGuard, MutexOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{Child, print_result};
+use crate::dlock::Dlock;
 use crate::redis_stats::{CommandStats, Control};
 use crate::rt::{
     BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime, process_cpu_us,
@@ -34,7 +35,7 @@ use crate::rt::{
 use crate::spec::{Counts, WD_SETTLE_ROUNDS, WD_TTL};
 use crate::stats::ratio;
 use crate::stats::{ns_to_us, per_second};
-use crate::subject::Subject;
+use crate::subject::warm_up;
 use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
 
 /// Guards whose `safe_until` is watched to detect renewal rounds.
@@ -138,13 +139,8 @@ pub(crate) fn child_main(url: &str, counts: &Counts) -> Result<(), BoxError> {
 
 async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
     let mut control = Control::connect(url).await?;
-    let client = Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
-    let warm = Subject::Dlock(client.clone());
-    for i in 0..10 {
-        warm.pair(&format!("wd:warm:{i}")).await?;
-    }
+    let client = crate::dlock::client(url)?;
+    warm_up(&Dlock(client.clone()), "wd:warm:", 0..10).await?;
     let server_idle_cpu_ms_per_s = idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN).await?;
     let cpu_before = process_cpu_us()?;
     let (guards, tenths_ns) = acquire_all(&client, counts.wd_locks).await?;

@@ -5,7 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::redis_stats::{CommandStats, CommandUsec, Control};
-use crate::rt::{BoxError, process_cpu_us};
+use std::future::Future;
+use std::time::Instant;
+
+use crate::rt::{BoxError, elapsed_ns, process_cpu_us};
 
 /// Counters at one instant.
 #[derive(Clone, Debug)]
@@ -52,6 +55,20 @@ impl Snapshot {
             client_cpu_us: client_cpu_us.saturating_sub(self.client_cpu_us),
         })
     }
+}
+
+/// Runs `work` as a measured window: the counters are read right before and right after it, and
+/// its wall time (ns) is taken around it alone.
+pub(crate) async fn measure<T>(
+    control: &mut Control,
+    work: impl Future<Output = Result<T, BoxError>>,
+) -> Result<(T, u64, WindowDelta), BoxError> {
+    let before = Snapshot::take(control).await?;
+    let start = Instant::now();
+    let out = work.await?;
+    let window_ns = elapsed_ns(start);
+    let delta = before.delta(control).await?;
+    Ok((out, window_ns, delta))
 }
 
 /// redis-server's CPU time per second while this process sends nothing (its timers, `INFO`
