@@ -99,6 +99,44 @@ impl Child {
     }
 }
 
+/// The arguments that start subcommand `sub` of this binary against the server at `url`, with
+/// `extra` arguments, and `--quick` in a quick run.
+pub(crate) fn args(sub: &str, url: &str, quick: bool, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [sub, "--url", url].into_iter().map(str::to_owned).collect();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    if quick {
+        args.push("--quick".to_owned());
+    }
+    args
+}
+
+/// Children started together: every one set up and `READY` before any is sent `GO`.
+pub(crate) struct Group(Vec<Child>);
+
+impl Group {
+    /// Starts one child per argument list, and waits until each is `READY`.
+    pub(crate) fn ready(args: impl IntoIterator<Item = Vec<String>>) -> Result<Group, BoxError> {
+        let mut children = args
+            .into_iter()
+            .map(|a| Child::spawn(&a))
+            .collect::<Result<Vec<_>, _>>()?;
+        for child in &mut children {
+            child.wait_for(READY)?;
+        }
+        Ok(Group(children))
+    }
+
+    /// Sends `line` (`GO`, `STOP`) to every child.
+    pub(crate) fn send(&mut self, line: &str) -> Result<(), BoxError> {
+        self.0.iter_mut().try_for_each(|child| child.send(line))
+    }
+
+    /// Every child's result, in start order.
+    pub(crate) fn results<T: DeserializeOwned>(self) -> Result<Vec<T>, BoxError> {
+        self.0.into_iter().map(Child::result).collect()
+    }
+}
+
 /// In a child: prints the result line the parent waits for.
 pub(crate) fn print_result<T: serde::Serialize>(value: &T) -> Result<(), BoxError> {
     let json = serde_json::to_string(value)?;

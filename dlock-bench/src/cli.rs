@@ -102,6 +102,7 @@ pub(crate) enum Command {
     W3Worker {
         url: String,
         process: u32,
+        subject: Kind,
         counts: Counts,
     },
     HandoffFloor {
@@ -198,6 +199,7 @@ impl Flags {
             (Some("w3-worker"), []) => Ok(Command::W3Worker {
                 url: url()?,
                 process: self.process.ok_or("w3-worker needs --process")?,
+                subject: self.subject.ok_or("w3-worker needs --subject")?,
                 counts,
             }),
             (Some("handoff-floor"), []) => Ok(Command::HandoffFloor {
@@ -256,10 +258,14 @@ mod tests {
     #[test]
     fn parses_subcommands_and_rejects_nonsense() {
         assert_eq!(
-            parse(&args("w3-worker --url redis://x/ --process 1")).unwrap(),
+            parse(&args(
+                "w3-worker --url redis://x/ --process 1 --subject dlock"
+            ))
+            .unwrap(),
             Command::W3Worker {
                 url: "redis://x/".into(),
                 process: 1,
+                subject: Kind::Dlock,
                 counts: Counts::FULL
             }
         );

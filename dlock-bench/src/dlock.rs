@@ -21,6 +21,7 @@ pub(crate) fn client(url: &str) -> Result<Client, BoxError> {
 impl Subject for Dlock {
     const NAME: &'static str = "dlock";
     const LABEL: &'static str = "dlock";
+    const WAITS: bool = true;
     type Lock<'a> = Mutex;
     type Guard<'a> = MutexGuard;
 

@@ -53,6 +53,7 @@ pub(crate) struct FloorGuard<'a> {
 impl Subject for Floor {
     const NAME: &'static str = "floor";
     const LABEL: &'static str = "raw floor";
+    const WAITS: bool = false;
     const OWN_PLAIN: &'static [&'static str] = &["set"];
     type Lock<'a> = FloorLock<'a>;
     type Guard<'a> = FloorGuard<'a>;

@@ -16,7 +16,7 @@ use redis::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::child::{Child, GO, READY, print_result, ready_then_wait_for_go};
+use crate::child::{GO, Group, args, print_result, ready_then_wait_for_go};
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
 use crate::stats::p50_p99_us;
@@ -42,30 +42,12 @@ pub(crate) struct HandoffFloor {
 
 /// Runs the ping-pong between two child processes: as many messages as W3 has acquisitions.
 pub(crate) fn run(url: &str, counts: &Counts) -> Result<HandoffFloor, BoxError> {
-    let mut children = Vec::new();
-    for process in 0..2u32 {
-        let mut args = vec![
-            "handoff-floor".to_owned(),
-            "--url".to_owned(),
-            url.to_owned(),
-            "--process".to_owned(),
-            process.to_string(),
-        ];
-        if counts.quick {
-            args.push("--quick".to_owned());
-        }
-        children.push(Child::spawn(&args)?);
-    }
-    for child in &mut children {
-        child.wait_for(READY)?;
-    }
-    for child in &mut children {
-        child.send(GO)?;
-    }
-    let mut latencies = Vec::new();
-    for child in children {
-        latencies.extend(child.result::<FloorReport>()?.latencies_ns);
-    }
+    let mut players = Group::ready(
+        ["0", "1"].map(|process| args("handoff-floor", url, counts.quick, &["--process", process])),
+    )?;
+    players.send(GO)?;
+    let reports = players.results::<FloorReport>()?;
+    let mut latencies: Vec<u64> = reports.into_iter().flat_map(|r| r.latencies_ns).collect();
     let (p50_us, p99_us) = p50_p99_us(&mut latencies);
     Ok(HandoffFloor {
         messages: u64::try_from(latencies.len())?,

@@ -83,8 +83,9 @@ fn main() -> ExitCode {
         Command::W3Worker {
             url,
             process,
+            subject,
             counts,
-        } => w3_worker::child_main(&url, process, &counts),
+        } => w3_worker::child_main(&url, process, subject, &counts),
         Command::HandoffFloor {
             url,
             process,
@@ -159,10 +160,6 @@ fn measure(
         w3: only
             .w3
             .then(|| stage("W3", || w3::run(url, counts)))
-            .transpose()?,
-        handoff_floor: only
-            .w3
-            .then(|| stage("W3 hand-off floor", || handoff_floor::run(url, counts)))
             .transpose()?,
         memory: only
             .mem

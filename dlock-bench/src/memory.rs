@@ -19,7 +19,7 @@ use dlock_core::{Client, MutexGuard, MutexOptions};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use crate::child::{Child, print_result};
+use crate::child::{Child, args, print_result};
 use crate::dlock::{Dlock, client};
 use crate::redis_stats::Control;
 use crate::rt::{BoxError, multi_thread_runtime};
@@ -79,16 +79,7 @@ pub(crate) fn run(url: &str, counts: &Counts) -> Result<MemoryResult, BoxError> 
     let probe = |which: &str| -> Result<Child, BoxError> {
         let runtime = crate::rt::current_thread_runtime()?;
         runtime.block_on(async { Control::connect(url).await?.flushall().await })?;
-        let mut args = vec![
-            "mem".to_owned(),
-            which.to_owned(),
-            "--url".to_owned(),
-            url.to_owned(),
-        ];
-        if counts.quick {
-            args.push("--quick".to_owned());
-        }
-        Child::spawn(&args)
+        Child::spawn(&args("mem", url, counts.quick, &[which]))
     };
     let guards = probe("guards")?.result()?;
     let waiters = probe("waiters")?.result()?;

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::handoff_floor::HandoffFloor;
 use crate::memory::MemoryResult;
 use crate::pairs::{self, PairResult};
 use crate::rt::BoxError;
@@ -15,7 +14,7 @@ use crate::sched::SchedResult;
 use crate::spec::Counts;
 use crate::subjects::Kind;
 use crate::targets::{Ratios, Target};
-use crate::w3::W3Result;
+use crate::w3::{W3, W3Result};
 use crate::wd::WdResult;
 
 /// Where and how the run happened.
@@ -75,8 +74,7 @@ pub(crate) struct Measured {
     pub(crate) w1: Option<Vec<PairResult>>,
     pub(crate) w1_pinned: Option<Vec<PairResult>>,
     pub(crate) w2: Option<Vec<PairResult>>,
-    pub(crate) w3: Option<W3Result>,
-    pub(crate) handoff_floor: Option<HandoffFloor>,
+    pub(crate) w3: Option<W3>,
     pub(crate) memory: Option<MemoryResult>,
     pub(crate) wd: Option<WdResult>,
     pub(crate) sched: Option<SchedResult>,
@@ -89,8 +87,7 @@ pub(crate) struct Results {
     pub(crate) w1: Option<Vec<PairResult>>,
     pub(crate) w1_pinned: Option<Vec<PairResult>>,
     pub(crate) w2: Option<Vec<PairResult>>,
-    pub(crate) w3: Option<W3Result>,
-    pub(crate) handoff_floor: Option<HandoffFloor>,
+    pub(crate) w3: Option<W3>,
     pub(crate) memory: Option<MemoryResult>,
     pub(crate) wd: Option<WdResult>,
     pub(crate) sched: Option<SchedResult>,
@@ -106,7 +103,6 @@ impl Results {
             w1_pinned,
             w2,
             w3,
-            handoff_floor,
             memory,
             wd,
             sched,
@@ -114,13 +110,14 @@ impl Results {
         let mut meta = meta;
         meta.loadavg_end = loadavg();
         let mut ratios = Ratios::compute(w1.as_ref(), w1_pinned.as_ref(), w2.as_ref());
+        let w3_dlock = w3.as_ref().and_then(|w| w.runs.first());
         ratios.w3_cross_gap_p50 = w3
             .as_ref()
-            .zip(handoff_floor.as_ref())
-            .map(|(w3, floor)| w3.contention.cross_gap_p50_us / floor.p50_us);
+            .zip(w3_dlock)
+            .map(|(w3, dlock)| dlock.contention.cross_gap_p50_us / w3.handoff_floor.p50_us);
         let targets = crate::targets::evaluate(
             &ratios,
-            w3.as_ref(),
+            w3_dlock,
             memory.as_ref(),
             wd.as_ref(),
             sched.as_ref(),
@@ -131,7 +128,6 @@ impl Results {
             w1_pinned,
             w2,
             w3,
-            handoff_floor,
             memory,
             wd,
             sched,
@@ -159,7 +155,7 @@ impl Results {
         self.main_table(&mut out);
         self.ratio_table(&mut out);
         self.command_table(&mut out);
-        if let Some(w3) = &self.w3 {
+        if let Some(w3) = self.w3.as_ref().and_then(|w| w.runs.first()) {
             w3_details(&mut out, w3);
         }
         if let Some(memory) = &self.memory {
@@ -215,9 +211,9 @@ impl Results {
             let w2 = pick(self.w2.as_ref(), floor);
             let label = if floor { "raw floor" } else { "dlock" };
             let w3 = if floor {
-                floor_w3_cells(self.handoff_floor.as_ref())
+                floor_w3_cells(self.w3.as_ref().map(|w| &w.handoff_floor))
             } else {
-                w3_cells(self.w3.as_ref())
+                w3_cells(self.w3.as_ref().and_then(|w| w.runs.first()))
             };
             let _ = writeln!(
                 out,
@@ -228,7 +224,7 @@ impl Results {
                 opt(w2, |r| int(r.pairs_per_s)),
             );
         }
-        if self.handoff_floor.is_some() {
+        if self.w3.is_some() {
             let _ = writeln!(
                 out,
                 "\nThe floor's W3 gap is not a lock: it is the one-way latency of a raw `PUBLISH` \
@@ -284,7 +280,7 @@ impl Results {
                 command_row(out, name, r);
             }
         }
-        if let Some(w3) = &self.w3 {
+        if let Some(w3) = self.w3.as_ref().and_then(|w| w.runs.first()) {
             let _ = writeln!(
                 out,
                 "| W3 (per acquisition, less the workload's INCR/GET/SET) | dlock | {:.2} | {:.2} | {:.1} | {:.1} | — | {} |",
@@ -357,7 +353,7 @@ fn w3_cells(w3: Option<&W3Result>) -> String {
     .join(" | ")
 }
 
-fn floor_w3_cells(floor: Option<&HandoffFloor>) -> String {
+fn floor_w3_cells(floor: Option<&crate::handoff_floor::HandoffFloor>) -> String {
     let gap = floor.map_or_else(
         || "—".to_owned(),
         |f| format!("{:.0} / {:.0} (raw pub/sub)", f.p50_us, f.p99_us),

@@ -29,7 +29,7 @@ use dlock_core::Client;
 use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
 use serde::{Deserialize, Serialize};
 
-use crate::child::{Child, GO, READY, STOP};
+use crate::child::{GO, Group, STOP, args};
 use crate::redis_stats::{CommandStats, CommandUsec, Control};
 use crate::rt::{BoxError, current_thread_runtime, elapsed_ns};
 use crate::sched_replica::{ReplicaReport, count_prefix};
@@ -168,13 +168,12 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
     runtime.block_on(control.flushall())?;
     let server_idle_cpu_ms_per_s =
         runtime.block_on(idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN))?;
-    let mut children = spawn_replicas(url, skews, job)?;
-    for child in &mut children {
-        child.wait_for(READY)?;
-    }
-    for child in &mut children {
-        child.send(GO)?;
-    }
+    let mut replicas = Group::ready(skews.iter().enumerate().map(|(replica, skew)| {
+        let (replica, skew) = (replica.to_string(), skew.to_string());
+        let extra = ["--process", &replica, "--skew-ms", &skew, "--job", job];
+        args("sched-replica", url, false, &extra)
+    }))?;
+    replicas.send(GO)?;
     let start_ms = next_edge(wall_ms()? + millis(SCHED_WARMUP), SCHED_EDGE_MS);
     sleep_until_wall(start_ms)?;
     let before = runtime.block_on(Snapshot::take(&mut control))?;
@@ -183,13 +182,8 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
     sleep_until_wall(end_ms)?;
     let window_ns = elapsed_ns(start);
     let delta = runtime.block_on(before.delta(&mut control))?;
-    for child in &mut children {
-        child.send(STOP)?;
-    }
-    let mut replicas = Vec::new();
-    for child in children {
-        replicas.push(child.result::<ReplicaReport>()?);
-    }
+    replicas.send(STOP)?;
+    let replicas = replicas.results::<ReplicaReport>()?;
     let (history, counters) = runtime.block_on(read_outcome(url, &mut control, job))?;
     Ok(summarize(Observed {
         skews_ms: skews.to_vec(),
@@ -202,26 +196,6 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
         history,
         counters,
     }))
-}
-
-fn spawn_replicas(url: &str, skews: &[i64], job: &str) -> Result<Vec<Child>, BoxError> {
-    debug_assert_eq!(skews.len(), usize::try_from(SCHED_REPLICAS).unwrap_or(0));
-    let mut children = Vec::new();
-    for (replica, skew) in skews.iter().enumerate() {
-        let args = [
-            "sched-replica",
-            "--url",
-            url,
-            "--process",
-            &replica.to_string(),
-            "--skew-ms",
-            &skew.to_string(),
-            "--job",
-            job,
-        ];
-        children.push(Child::spawn(&args.map(str::to_owned))?);
-    }
-    Ok(children)
 }
 
 /// The job's ledger and its per-occurrence counters (occurrence ms → runs).

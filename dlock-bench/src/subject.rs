@@ -19,6 +19,8 @@ pub(crate) trait Subject: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// Row label in the report.
     const LABEL: &'static str;
+    /// Whether [`Subject::acquire`] waits for a held lock (W3 needs it; the floor does not).
+    const WAITS: bool;
     /// Plain (non-script) commands the subject sends once per pair that `INFO commandstats`
     /// cannot tell apart from Lua-internal calls (the floor's `SET`).
     const OWN_PLAIN: &'static [&'static str] = &[];

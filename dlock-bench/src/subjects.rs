@@ -48,6 +48,12 @@ impl Kind {
         with_subject!(self, S => S::NAME)
     }
 
+    /// Whether the subject waits for a held lock (runs W3).
+    pub(crate) fn waits(self) -> bool {
+        use crate::subject::Subject as _;
+        with_subject!(self, S => S::WAITS)
+    }
+
     /// The subject named `name` on the command line.
     pub(crate) fn parse(name: &str) -> Result<Kind, BoxError> {
         Kind::ALL

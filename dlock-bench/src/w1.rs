@@ -9,7 +9,7 @@
 //! before it starts any thread, while the parent pins every thread of redis-server to the same CPU.
 
 use crate::affinity::{PinnedProcess, pin_current_thread};
-use crate::child::{Child, print_result};
+use crate::child::{Child, args, print_result};
 use crate::pairs::{PairResult, names, timed_pairs};
 use crate::redis_stats::Control;
 use crate::rt::{BoxError, current_thread_runtime};
@@ -38,11 +38,7 @@ pub(crate) fn run_pinned(
         "  redis-server: {} threads pinned to CPU {PINNED_CPU}",
         pinned.threads()
     );
-    let mut args = vec!["w1-pinned".to_owned(), "--url".to_owned(), url.to_owned()];
-    if counts.quick {
-        args.push("--quick".to_owned());
-    }
-    let result = Child::spawn(&args)?.result();
+    let result = Child::spawn(&args("w1-pinned", url, counts.quick, &[]))?.result();
     drop(pinned);
     result
 }

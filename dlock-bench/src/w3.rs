@@ -1,22 +1,32 @@
-//! W3: contended mutex, the parent side. Starts 2 worker processes (`dlock-bench w3-worker`,
-//! 4 tasks each, see [`crate::w3_worker`]) on one key `w3:lock`, opens the measured window when
-//! both are warmed up, merges their events (CLOCK_MONOTONIC ns, comparable across processes) and
-//! computes the figures of WORKLOADS.md.
+//! W3: contended mutex, the parent side. For every subject that waits for a held lock, starts 2
+//! worker processes (`dlock-bench w3-worker`, 4 tasks each, see [`crate::w3_worker`]) on one key
+//! `w3:lock`, opens the measured window when both are warmed up, merges their events
+//! (CLOCK_MONOTONIC ns, comparable across processes) and computes the figures of WORKLOADS.md.
+//! Then W3's floor: the raw pub/sub hop between two processes ([`crate::handoff_floor`]).
 
 use serde::{Deserialize, Serialize};
 
-use crate::child::{Child, GO, READY};
+use crate::child::{GO, Group, args};
+use crate::handoff_floor::{self, HandoffFloor};
 use crate::redis_stats::{CommandStats, Control};
 use crate::rt::{BoxError, current_thread_runtime};
 use crate::spec::Counts;
-use crate::stats::ratio;
-use crate::stats::{Contention, contention, ns_to_us, per_second};
+use crate::stats::{Contention, contention, ns_to_us, per_second, ratio};
+use crate::subjects::Kind;
 use crate::w3_worker::{COUNTER, WorkerReport};
 use crate::window::{Snapshot, WindowDelta};
 
-/// The W3 figures.
+/// W3 for every waiting subject, and its floor.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct W3 {
+    pub(crate) runs: Vec<W3Result>,
+    pub(crate) handoff_floor: HandoffFloor,
+}
+
+/// The W3 figures of one subject.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct W3Result {
+    pub(crate) subject: Kind,
     pub(crate) processes: u32,
     pub(crate) workers: u32,
     /// Tickets handed out (2,000): each should become one acquisition.
@@ -42,44 +52,42 @@ pub(crate) struct W3Result {
     pub(crate) commands: CommandStats,
 }
 
-/// Runs W3 against the server at `url`.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<W3Result, BoxError> {
+/// Runs W3 for every subject that waits, then the hand-off floor.
+pub(crate) fn run(url: &str, counts: &Counts) -> Result<W3, BoxError> {
+    let runs = Kind::ALL
+        .into_iter()
+        .filter(|kind| kind.waits())
+        .map(|kind| run_one(kind, url, counts))
+        .collect::<Result<_, _>>()?;
+    eprintln!("  hand-off floor (raw pub/sub between two processes) …");
+    let handoff_floor = handoff_floor::run(url, counts)?;
+    Ok(W3 {
+        runs,
+        handoff_floor,
+    })
+}
+
+/// W3 for one subject.
+fn run_one(kind: Kind, url: &str, counts: &Counts) -> Result<W3Result, BoxError> {
     let runtime = current_thread_runtime()?;
     let mut control = runtime.block_on(Control::connect(url))?;
     runtime.block_on(control.flushall())?;
-
-    let mut children = Vec::new();
-    for process in 0..counts.w3_processes {
-        let mut args = vec![
-            "w3-worker".to_owned(),
-            "--url".to_owned(),
-            url.to_owned(),
-            "--process".to_owned(),
-            process.to_string(),
-        ];
-        if counts.quick {
-            args.push("--quick".to_owned());
-        }
-        children.push(Child::spawn(&args)?);
-    }
-    for child in &mut children {
-        child.wait_for(READY)?;
-    }
+    let mut workers = Group::ready((0..counts.w3_processes).map(|process| {
+        let process = process.to_string();
+        let extra = ["--process", &process, "--subject", kind.name()];
+        args("w3-worker", url, counts.quick, &extra)
+    }))?;
     let before = runtime.block_on(Snapshot::take(&mut control))?;
-    for child in &mut children {
-        child.send(GO)?;
-    }
-    let mut reports = Vec::new();
-    for child in children {
-        reports.push(child.result::<WorkerReport>()?);
-    }
+    workers.send(GO)?;
+    let reports = workers.results::<WorkerReport>()?;
     let delta = runtime.block_on(before.delta(&mut control))?;
     let counter = runtime.block_on(control.get_u64(COUNTER))?;
-    Ok(summarize(reports, delta, counter, counts))
+    Ok(summarize(kind, reports, delta, counter, counts))
 }
 
 /// Merges the workers' reports into the W3 figures.
 fn summarize(
+    subject: Kind,
     reports: Vec<WorkerReport>,
     window: WindowDelta,
     counter: u64,
@@ -88,24 +96,23 @@ fn summarize(
     let start = reports.iter().map(|r| r.start_ns).min().unwrap_or(0);
     let end = reports.iter().map(|r| r.end_ns).max().unwrap_or(0);
     let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
-    let (incr, get, set) = (sum(|r| r.incr), sum(|r| r.get), sum(|r| r.set));
-    let timeouts = sum(|r| r.timeouts);
-    let not_held_at_release = sum(|r| r.not_held_at_release);
     let WindowDelta {
         mut commands,
         usec,
         server_cpu_us,
         ..
     } = window;
-    commands.subtract("incr", incr);
-    commands.subtract("get", get);
-    commands.subtract("set", set);
+    commands.subtract("incr", sum(|r| r.incr));
+    commands.subtract("get", sum(|r| r.get));
+    commands.subtract("set", sum(|r| r.set));
+    let (timeouts, not_held_at_release) = (sum(|r| r.timeouts), sum(|r| r.not_held_at_release));
 
     let mut events: Vec<_> = reports.into_iter().flat_map(|r| r.events).collect();
     let contention = contention(&mut events, counts.w3_workers());
     let acquisitions = contention.acquisitions;
     let window = end.saturating_sub(start);
     W3Result {
+        subject,
         processes: counts.w3_processes,
         workers: counts.w3_workers(),
         tickets: counts.w3_acquisitions,

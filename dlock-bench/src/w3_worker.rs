@@ -1,5 +1,5 @@
-//! The W3 worker process (`dlock-bench w3-worker`): 4 tasks on one dlock `Client` and one plain
-//! connection for the workload's own commands, each task looping exactly as WORKLOADS.md says:
+//! The W3 worker process (`dlock-bench w3-worker --subject NAME`): 4 tasks sharing one client of
+//! the subject (for dlock, one `Client`) and one plain connection for the workload's own commands, each task looping exactly as WORKLOADS.md says:
 //!
 //! 1. `INCR w3:tickets` outside the lock; stop when the result is past the limit (2,000).
 //! 2. Blocking acquire of `w3:lock`, waiting up to 30 s (a timeout is counted; the ticket is lost).
@@ -13,17 +13,16 @@
 
 use std::sync::Arc;
 
-use dlock_core::{Client, ErrorKind, MutexOptions};
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
 use crate::child::{print_result, ready_then_wait_for_go};
-use crate::dlock::Dlock;
 use crate::redis_stats::raw_connection;
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
-use crate::spec::{ACQUIRE_WAIT, Counts, TTL, W3_PAUSE};
+use crate::spec::{Counts, W3_PAUSE};
 use crate::stats::LockEvent;
-use crate::subject::warm_up;
+use crate::subject::{Subject, warm_up};
+use crate::subjects::{Kind, with_subject};
 
 /// The contended lock.
 pub(crate) const LOCK: &str = "w3:lock";
@@ -53,26 +52,38 @@ pub(crate) struct WorkerReport {
     pub(crate) set: u64,
 }
 
-struct Worker {
-    client: Client,
+struct Worker<S> {
+    subject: S,
     conn: MultiplexedConnection,
 }
 
-/// Entry point of `dlock-bench w3-worker --url URL --process P`.
-pub(crate) fn child_main(url: &str, process: u32, counts: &Counts) -> Result<(), BoxError> {
+/// Entry point of `dlock-bench w3-worker --url URL --process P --subject NAME`.
+pub(crate) fn child_main(
+    url: &str,
+    process: u32,
+    kind: Kind,
+    counts: &Counts,
+) -> Result<(), BoxError> {
+    with_subject!(kind, S => worker_main::<S>(url, process, counts))
+}
+
+fn worker_main<S: Subject>(url: &str, process: u32, counts: &Counts) -> Result<(), BoxError> {
     let runtime = multi_thread_runtime()?;
-    let worker = Arc::new(runtime.block_on(set_up(url, process, counts))?);
+    let worker = Arc::new(runtime.block_on(set_up::<S>(url, process, counts))?);
     ready_then_wait_for_go()?;
     let report = runtime.block_on(run(worker, process, counts))?;
     print_result(&report)
 }
 
-async fn set_up(url: &str, process: u32, counts: &Counts) -> Result<Worker, BoxError> {
-    let client = crate::dlock::client(url)?;
-    let warm = Dlock(client.clone());
+async fn set_up<S: Subject>(
+    url: &str,
+    process: u32,
+    counts: &Counts,
+) -> Result<Worker<S>, BoxError> {
+    let subject = S::connect(url).await?;
     for task in 0..counts.w3_tasks {
         warm_up(
-            &warm,
+            &subject,
             &format!("w3:warm:{process}:{task}:"),
             0..WARMUP_PAIRS,
         )
@@ -80,10 +91,14 @@ async fn set_up(url: &str, process: u32, counts: &Counts) -> Result<Worker, BoxE
     }
     let mut conn = raw_connection(url).await?;
     redis::cmd("PING").query_async::<()>(&mut conn).await?;
-    Ok(Worker { client, conn })
+    Ok(Worker { subject, conn })
 }
 
-async fn run(worker: Arc<Worker>, process: u32, counts: &Counts) -> Result<WorkerReport, BoxError> {
+async fn run<S: Subject>(
+    worker: Arc<Worker<S>>,
+    process: u32,
+    counts: &Counts,
+) -> Result<WorkerReport, BoxError> {
     let start_ns = monotonic_ns()?;
     let mut handles = Vec::new();
     for task in 0..counts.w3_tasks {
@@ -113,10 +128,12 @@ async fn run(worker: Arc<Worker>, process: u32, counts: &Counts) -> Result<Worke
 }
 
 /// One worker task's loop (steps 1–5).
-async fn run_task(worker: Arc<Worker>, id: u32, limit: u64) -> Result<WorkerReport, BoxError> {
-    let lock = worker
-        .client
-        .mutex_with(LOCK, MutexOptions::new().ttl(TTL))?;
+async fn run_task<S: Subject>(
+    worker: Arc<Worker<S>>,
+    id: u32,
+    limit: u64,
+) -> Result<WorkerReport, BoxError> {
+    let lock = worker.subject.lock(LOCK)?;
     let mut conn = worker.conn.clone();
     let mut tally = WorkerReport::default();
     loop {
@@ -128,9 +145,9 @@ async fn run_task(worker: Arc<Worker>, id: u32, limit: u64) -> Result<WorkerRepo
         if ticket > limit {
             return Ok(tally);
         }
-        let guard = match lock.acquire_timeout(ACQUIRE_WAIT).await {
-            Ok(guard) => guard,
-            Err(e) if e.kind() == ErrorKind::Busy => {
+        let guard = match S::acquire(&lock).await {
+            Ok(Some(guard)) => guard,
+            Ok(None) => {
                 tally.timeouts += 1;
                 continue;
             }
@@ -150,7 +167,7 @@ async fn run_task(worker: Arc<Worker>, id: u32, limit: u64) -> Result<WorkerRepo
             .await?;
         tally.set += 1;
         let t_rel = monotonic_ns()?;
-        if !guard.release().await?.was_held() {
+        if !S::release(guard).await? {
             tally.not_held_at_release += 1;
         }
         tally.events.push(LockEvent {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use dlock_core::{Client, MutexGuard, MutexOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::child::{Child, print_result};
+use crate::child::{Child, args, print_result};
 use crate::dlock::Dlock;
 use crate::redis_stats::{CommandStats, Control};
 use crate::rt::{
@@ -124,11 +124,7 @@ impl WdFigures {
 /// Runs the workload in a fresh child process, after a `FLUSHALL`.
 pub(crate) fn run(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
     current_thread_runtime()?.block_on(async { Control::connect(url).await?.flushall().await })?;
-    let mut args = vec!["wd".to_owned(), "--url".to_owned(), url.to_owned()];
-    if counts.quick {
-        args.push("--quick".to_owned());
-    }
-    Child::spawn(&args)?.result()
+    Child::spawn(&args("wd", url, counts.quick, &[]))?.result()
 }
 
 /// Entry point of `dlock-bench wd --url URL`.
