@@ -55,6 +55,19 @@ impl Workloads {
         sched: false,
     };
 
+    /// Whether the workload named `name` (`w1`, `w2` …) runs.
+    pub(crate) fn includes(&self, name: &str) -> bool {
+        match name {
+            "w1" => self.w1,
+            "w2" => self.w2,
+            "w3" => self.w3,
+            "mem" => self.mem,
+            "wd" => self.wd,
+            "sched" => self.sched,
+            _ => false,
+        }
+    }
+
     fn parse(list: &str) -> Result<Workloads, BoxError> {
         let mut only = Self::NONE;
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {

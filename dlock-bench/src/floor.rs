@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 
-use crate::redis_stats::raw_connection;
+use crate::control::raw_connection;
 use crate::rt::BoxError;
 use crate::spec::TTL_MS;
 use crate::subject::Subject;

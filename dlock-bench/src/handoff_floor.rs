@@ -10,13 +10,12 @@
 //! cross-worker hand-off is the same trip plus its release script: a push-based lock cannot hand
 //! over faster than this.
 
-use redis::{
-    AsyncConnectionConfig, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value,
-};
+use redis::{PushInfo, PushKind, Value};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::child::{GO, Group, args, print_result, ready_then_wait_for_go};
+use crate::control::connection;
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
 use crate::stats::p50_p99_us;
@@ -72,17 +71,7 @@ async fn set_up(
     process: u32,
     pushes: mpsc::UnboundedSender<PushInfo>,
 ) -> Result<redis::aio::MultiplexedConnection, BoxError> {
-    let info = url.into_connection_info()?;
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(ProtocolVersion::RESP3);
-    let tcp = info.tcp_settings().clone().set_nodelay(true);
-    let info = info.set_redis_settings(settings).set_tcp_settings(tcp);
-    let config = AsyncConnectionConfig::new().set_push_sender(pushes);
-    let mut conn = redis::Client::open(info)?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
+    let mut conn = connection(url, Some(pushes)).await?;
     conn.subscribe(channel(process)).await?;
     // Both must listen before the first message: wait until the other side subscribed.
     let other = channel(1 - process);

@@ -36,6 +36,7 @@
 mod affinity;
 mod child;
 mod cli;
+mod control;
 mod dlock;
 mod floor;
 mod handoff_floor;
@@ -43,7 +44,6 @@ mod memory;
 mod pairs;
 mod redis_stats;
 mod report;
-mod report_wd_sched;
 mod rt;
 mod sched;
 mod sched_replica;
@@ -52,23 +52,22 @@ mod spec;
 mod stats;
 mod subject;
 mod subjects;
-mod targets;
+mod table;
 mod w1;
 mod w2;
 mod w3;
 mod w3_worker;
 mod wd;
-mod window;
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use crate::cli::Command;
-use crate::redis_stats::Control;
-use crate::report::{Measured, Meta, Results};
+use crate::control::Control;
+use crate::report::{Entry, Meta, Results};
 use crate::rt::{BoxError, current_thread_runtime};
-use crate::spec::Counts;
+use crate::spec::{Counts, Setting};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -113,6 +112,52 @@ fn main() -> ExitCode {
     }
 }
 
+/// A workload of the run: its name for `--only`, its name on stderr, and how it runs.
+struct Stage {
+    only: &'static str,
+    name: &'static str,
+    run: fn(&Setting) -> Result<Entry, BoxError>,
+}
+
+/// The workloads, in run (and report) order.
+const STAGES: [Stage; 7] = [
+    Stage {
+        only: "w1",
+        name: "W1 (unpinned)",
+        run: w1::run,
+    },
+    Stage {
+        only: "w1",
+        name: "W1 1-CPU",
+        run: w1::run_1cpu,
+    },
+    Stage {
+        only: "w2",
+        name: "W2",
+        run: w2::run,
+    },
+    Stage {
+        only: "w3",
+        name: "W3",
+        run: w3::run,
+    },
+    Stage {
+        only: "mem",
+        name: "memory",
+        run: memory::run,
+    },
+    Stage {
+        only: "wd",
+        name: "watchdog",
+        run: wd::run,
+    },
+    Stage {
+        only: "sched",
+        name: "scheduler",
+        run: sched::run,
+    },
+];
+
 /// The benchmark run: every selected workload, then the report.
 fn run(counts: &Counts, only: cli::Workloads, json: &Path) -> Result<(), BoxError> {
     let server = dlock_testkit::RedisServer::start()?;
@@ -128,53 +173,20 @@ fn run(counts: &Counts, only: cli::Workloads, json: &Path) -> Result<(), BoxErro
     }
     eprintln!("dlock-bench: redis {} at {url}", meta.redis_version);
 
-    let results = measure(&url, server_pid, counts, only, meta)?;
+    let setting = Setting {
+        url,
+        server_pid,
+        counts: *counts,
+    };
+    let selected = STAGES.iter().filter(|s| only.includes(s.only));
+    let entries = selected
+        .map(|s| stage(s.name, || (s.run)(&setting)))
+        .collect::<Result<_, _>>()?;
+    let results = Results::new(meta, entries);
     println!("{}", results.markdown());
     results.write_json(json)?;
     eprintln!("dlock-bench: results written to {}", json.display());
     Ok(())
-}
-
-/// Runs the selected workloads in order: W1, W1 1-CPU, W2, W3 and its floor, memory, watchdog,
-/// scheduler.
-fn measure(
-    url: &str,
-    server_pid: u32,
-    counts: &Counts,
-    only: cli::Workloads,
-    meta: Meta,
-) -> Result<Results, BoxError> {
-    let measured = Measured {
-        w1: only
-            .w1
-            .then(|| stage("W1 (unpinned)", || w1::run_unpinned(url, counts)))
-            .transpose()?,
-        w1_pinned: only
-            .w1
-            .then(|| stage("W1 1-CPU", || w1::run_pinned(url, server_pid, counts)))
-            .transpose()?,
-        w2: only
-            .w2
-            .then(|| stage("W2", || w2::run(url, counts)))
-            .transpose()?,
-        w3: only
-            .w3
-            .then(|| stage("W3", || w3::run(url, counts)))
-            .transpose()?,
-        memory: only
-            .mem
-            .then(|| stage("memory", || memory::run(url, counts)))
-            .transpose()?,
-        wd: only
-            .wd
-            .then(|| stage("watchdog", || wd::run(url, counts)))
-            .transpose()?,
-        sched: only
-            .sched
-            .then(|| stage("scheduler", || sched::run(url, counts)))
-            .transpose()?,
-    };
-    Ok(Results::new(meta, measured))
 }
 
 /// Runs one workload, narrating on stderr.

@@ -12,7 +12,10 @@
 //!
 //! Runtime: multi-thread, 2 worker threads (a typical server application). Both clients warm up
 //! first (connection, scripts, and one contended hand-off for the waiters' code paths).
+//!
+//! Its section of the report: a table of both probes, and the memory targets.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use dlock_core::{Client, MutexGuard, MutexOptions};
@@ -20,12 +23,14 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use crate::child::{Child, args, print_result};
+use crate::control::Control;
 use crate::dlock::{Dlock, client};
-use crate::redis_stats::Control;
+use crate::report::{Entry, Section, Target};
 use crate::rt::{BoxError, multi_thread_runtime};
-use crate::spec::{ACQUIRE_WAIT, Counts, TTL};
+use crate::spec::{ACQUIRE_WAIT, Counts, Setting, TTL};
 use crate::stats::ratio;
 use crate::subject::warm_up;
+use crate::table::table;
 
 /// Waiters are started in batches of this many, each batch queued before the next starts.
 const BATCH: u64 = 1_000;
@@ -75,7 +80,8 @@ pub(crate) struct MemoryResult {
 }
 
 /// Runs both probes, each in a fresh child process, after a `FLUSHALL`.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<MemoryResult, BoxError> {
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let (url, counts) = (s.url.as_str(), &s.counts);
     let probe = |which: &str| -> Result<Child, BoxError> {
         let runtime = crate::rt::current_thread_runtime()?;
         runtime.block_on(async { Control::connect(url).await?.flushall().await })?;
@@ -83,7 +89,7 @@ pub(crate) fn run(url: &str, counts: &Counts) -> Result<MemoryResult, BoxError> 
     };
     let guards = probe("guards")?.result()?;
     let waiters = probe("waiters")?.result()?;
-    Ok(MemoryResult { guards, waiters })
+    Entry::new("memory", MemoryResult { guards, waiters })
 }
 
 /// Entry point of `dlock-bench mem guards|waiters --url URL`.
@@ -285,4 +291,55 @@ fn rss_bytes() -> Result<u64, BoxError> {
         .and_then(|v| v.trim().parse().ok())
         .ok_or("/proc/self/status has no VmRSS line")?;
     Ok(kb * 1024)
+}
+
+impl Section for MemoryResult {
+    fn details(&self, out: &mut String) {
+        let (g, w) = (&self.guards, &self.waiters);
+        let _ = writeln!(out, "### Memory (fresh child process per probe)\n");
+        let guards = vec![
+            format!("held guard ({} guards)", g.guards),
+            format!(
+                "{:.0} B per guard ({} B inline)",
+                g.bytes_per_guard, g.guard_inline_bytes
+            ),
+            format!(
+                "{:.0} B per held lock; {:.0} B left per released lock (fence key)",
+                g.redis_bytes_per_held_lock, g.redis_bytes_per_released_lock
+            ),
+        ];
+        let waiters = vec![
+            format!(
+                "waiting task ({} tasks on {} held locks, {} queued)",
+                w.waiters, w.held_locks, w.queued
+            ),
+            format!(
+                "{:.0} B per task (task future {} B, of which `acquire_timeout` {} B)",
+                w.bytes_per_waiter, w.task_future_bytes, w.acquire_future_bytes
+            ),
+            format!("{:.0} B per queued waiter", w.redis_bytes_per_waiter),
+        ];
+        let header = ["", "client (RSS growth)", "Redis (`used_memory` growth)"];
+        table(out, "lrr", &header, [guards, waiters]);
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        let below = |name, wanted, v: f64, limit: f64| {
+            Target::new(name, wanted, format!("{v:.0} B"), v < limit)
+        };
+        vec![
+            below(
+                "client memory per held guard",
+                "< 1 KB",
+                self.guards.bytes_per_guard,
+                1024.0,
+            ),
+            below(
+                "client memory per waiting task",
+                "< 2 KB",
+                self.waiters.bytes_per_waiter,
+                2048.0,
+            ),
+        ]
+    }
 }

@@ -1,16 +1,19 @@
 //! What the pair workloads (W1, W1 1-CPU, W2) share: the figures of one measured window for one
-//! subject ([`PairResult`]), and the timed loop of sequential pairs.
+//! subject ([`PairResult`]), the timed loop of sequential pairs, and how a pair workload shows in
+//! the report ([`PairRun`]: a column and a ratio per figure, a command row per subject, and the
+//! throughput target).
 
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::redis_stats::{CommandStats, CommandUsec};
+use crate::redis_stats::{PerCommand, PerOp, WindowDelta};
+use crate::report::{Column, CommandRow, Figure, Section, Target};
 use crate::rt::{BoxError, elapsed_ns};
-use crate::stats::{ns_to_us, p50_p99_us, per_second, ratio};
+use crate::stats::{ns_to_us, p50_p99_us, per_second};
 use crate::subject::Subject;
 use crate::subjects::Kind;
-use crate::window::WindowDelta;
+use crate::table::{int, times};
 
 /// The measured window of a pair workload (W1, W2) for one subject.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -22,22 +25,12 @@ pub(crate) struct PairResult {
     /// Latency of one pair (acquire + release), nearest rank.
     pub(crate) p50_us: f64,
     pub(crate) p99_us: f64,
-    /// Every command Redis ran per pair, Lua-internal calls included.
-    pub(crate) commands_per_pair: f64,
-    /// Requests the client sent per pair (EVALSHA/EVAL and plain commands).
-    pub(crate) round_trips_per_pair: f64,
-    /// Server time per pair in the commands, µs: the scripts (inner commands included) and plain
-    /// commands the client sent (`usec` of `INFO commandstats`).
-    pub(crate) server_us_per_pair: f64,
-    /// CPU time per pair of the whole redis-server process (`INFO cpu`: commands, parsing,
-    /// networking), µs.
-    pub(crate) server_cpu_us_per_pair: f64,
-    /// CPU time per pair of the benchmark process (`getrusage`, every thread), µs.
-    pub(crate) client_cpu_us_per_pair: f64,
+    /// Commands, round trips, server and client CPU per pair.
+    pub(crate) per_pair: PerOp,
     /// `INFO commandstats` delta of the window.
-    pub(crate) commands: CommandStats,
+    pub(crate) commands: PerCommand,
     /// Server time per command in the window (µs; a script's includes its inner commands').
-    pub(crate) usec: CommandUsec,
+    pub(crate) usec: PerCommand,
 }
 
 impl PairResult {
@@ -50,10 +43,8 @@ impl PairResult {
         window_ns: u64,
         window: WindowDelta,
     ) -> PairResult {
-        let own_plain_per_pair = u64::try_from(own_plain.len()).unwrap_or(0);
         let pairs = u64::try_from(latencies.len()).unwrap_or(u64::MAX);
         let (p50_us, p99_us) = p50_p99_us(latencies);
-        let per_pair = |n: u64| ratio(n, pairs);
         PairResult {
             subject,
             pairs,
@@ -61,11 +52,7 @@ impl PairResult {
             pairs_per_s: per_second(pairs, window_ns),
             p50_us,
             p99_us,
-            commands_per_pair: per_pair(window.commands.total()),
-            round_trips_per_pair: per_pair(window.commands.round_trips(own_plain_per_pair * pairs)),
-            server_us_per_pair: per_pair(window.usec.client_usec(own_plain)),
-            server_cpu_us_per_pair: per_pair(window.server_cpu_us),
-            client_cpu_us_per_pair: per_pair(window.client_cpu_us),
+            per_pair: PerOp::of(&window, pairs, own_plain),
             commands: window.commands,
             usec: window.usec,
         }
@@ -99,4 +86,133 @@ pub(crate) fn names(prefix: &str, range: std::ops::Range<u64>) -> (Vec<String>, 
 /// The result of `kind` among `results`.
 pub(crate) fn of(results: &[PairResult], kind: Kind) -> Option<&PairResult> {
     results.iter().find(|r| r.subject == kind)
+}
+
+/// One pair workload (W1, W1 1-CPU, W2) measured for every subject, as the report shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct PairRun {
+    /// The workload's name in the report ("W1", "W1 1-CPU", "W2").
+    #[serde(skip)]
+    pub(crate) label: &'static str,
+    /// Whether the report shows the latency percentiles (W1: one pair at a time).
+    #[serde(skip)]
+    pub(crate) latency: bool,
+    /// The target on the subject under test's pairs/s ÷ the floor's: what is wanted, and the
+    /// least ratio that meets it.
+    #[serde(skip)]
+    pub(crate) target: Option<(&'static str, f64)>,
+    pub(crate) results: Vec<PairResult>,
+}
+
+impl PairRun {
+    fn cells(&self, f: impl Fn(&PairResult) -> String) -> Vec<(Kind, String)> {
+        self.results.iter().map(|r| (r.subject, f(r))).collect()
+    }
+
+    fn figure(&self, name: &str, f: impl Fn(&PairResult) -> f64) -> Figure {
+        let values = self.results.iter().map(|r| (r.subject, f(r))).collect();
+        let name = format!("{} {name}", self.label);
+        Figure { name, values }
+    }
+}
+
+impl Section for PairRun {
+    fn columns(&self) -> Vec<Column> {
+        let label = self.label;
+        let mut columns = vec![Column::new(
+            format!("{label} pairs/s"),
+            self.cells(|r| int(r.pairs_per_s)),
+        )];
+        if self.latency {
+            let cells = self.cells(|r| format!("{:.1} / {:.1}", r.p50_us, r.p99_us));
+            columns.push(Column::new(format!("{label} p50/p99 µs"), cells));
+        }
+        columns
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        let mut figures = vec![self.figure("pairs/s", |r| r.pairs_per_s)];
+        if self.latency {
+            figures.push(self.figure("p50 latency", |r| r.p50_us));
+            figures.push(self.figure("p99 latency", |r| r.p99_us));
+        }
+        figures
+    }
+
+    fn command_rows(&self) -> Vec<CommandRow> {
+        let row = |r: &PairResult| CommandRow {
+            workload: format!("{} (per pair)", self.label),
+            subject: r.subject,
+            per_op: r.per_pair.clone(),
+            commands: r.commands.clone(),
+        };
+        self.results.iter().map(row).collect()
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        let Some((wanted, least)) = self.target else {
+            return Vec::new();
+        };
+        let rate = |kind| of(&self.results, kind).map(|r| r.pairs_per_s);
+        let ratio = rate(Kind::UNDER_TEST)
+            .zip(rate(Kind::REFERENCE))
+            .map(|(a, b)| a / b);
+        let ratio = ratio.unwrap_or(f64::NAN);
+        let name = format!("{} pairs/s", self.label);
+        vec![Target::new(
+            name,
+            wanted,
+            times(Some(ratio)),
+            ratio >= least,
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(subject: Kind, pairs_per_s: f64) -> PairResult {
+        let mut latencies = [1_000, 3_000];
+        let window = WindowDelta::default();
+        PairResult {
+            pairs_per_s,
+            ..PairResult::new(subject, &[], &mut latencies, 1, window)
+        }
+    }
+
+    fn w2(dlock: f64) -> PairRun {
+        PairRun {
+            label: "W2",
+            latency: false,
+            target: Some(("≥ 0.9 × floor", 0.9)),
+            results: vec![result(Kind::Floor, 100.0), result(Kind::Dlock, dlock)],
+        }
+    }
+
+    #[test]
+    fn the_target_is_the_ratio_to_the_floor() {
+        let met = w2(95.0).targets();
+        assert_eq!(met.len(), 1);
+        assert_eq!(met[0].name, "W2 pairs/s");
+        assert_eq!(met[0].measured, "0.95×");
+        assert!(met[0].met);
+        assert!(!w2(85.0).targets()[0].met);
+    }
+
+    #[test]
+    fn latency_columns_only_where_asked() {
+        let run = w2(90.0);
+        assert_eq!(run.columns().len(), 1);
+        assert_eq!(run.figures()[0].name, "W2 pairs/s");
+        let w1 = PairRun {
+            label: "W1",
+            latency: true,
+            ..run
+        };
+        let headers: Vec<String> = w1.columns().into_iter().map(|c| c.header).collect();
+        assert_eq!(headers, ["W1 pairs/s", "W1 p50/p99 µs"]);
+        assert_eq!(w1.figures().len(), 3);
+        assert_eq!(w1.command_rows().len(), 2);
+    }
 }

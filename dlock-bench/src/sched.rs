@@ -21,8 +21,12 @@
 //!   round trips (`EVALSHA` + the `LPOP` of the `run_now` poll, the only plain command the
 //!   scheduler sends while running) per occurrence per replica, and their breakdown
 //!   ([`Breakdown`]).
+//!
+//! Its section of the report: a timing-and-correctness table and a cost table, a row per set of
+//! skews, and the exactly-once target.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dlock_core::Client;
@@ -30,15 +34,17 @@ use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{GO, Group, STOP, args};
-use crate::redis_stats::{CommandStats, CommandUsec, Control};
+use crate::control::Control;
+use crate::redis_stats::{PerCommand, Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
+use crate::report::{Entry, Section, Target};
 use crate::rt::{BoxError, current_thread_runtime, elapsed_ns};
 use crate::sched_replica::{ReplicaReport, count_prefix};
 use crate::sched_stats::{
     Breakdown, DelaySummary, OnceSummary, distribution, next_edge, seconds_between,
 };
-use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP};
+use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP, Setting};
 use crate::stats::ratio;
-use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
+use crate::table::{NONE, joined, table};
 
 /// How long redis-server's idle CPU is measured before the replicas start.
 const IDLE_SPAN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -71,9 +77,9 @@ pub(crate) struct SchedRow {
     pub(crate) not_succeeded: u64,
     pub(crate) costs: Costs,
     /// `INFO commandstats` delta of the window, less the handler's `INCR`s.
-    pub(crate) commands: CommandStats,
+    pub(crate) commands: PerCommand,
     /// Server time per command in the window (µs; a script's includes its inner commands').
-    pub(crate) usec: CommandUsec,
+    pub(crate) usec: PerCommand,
     pub(crate) replicas: Vec<ReplicaReport>,
 }
 
@@ -98,14 +104,14 @@ impl Costs {
     /// The costs of `occurrences` occurrences from the window's `commands` (less the handler's
     /// `INCR`s), its server CPU and the replicas' reports.
     fn compute(
-        commands: &CommandStats,
+        commands: &PerCommand,
         occurrences: u64,
         delta: &WindowDelta,
         replicas: &[ReplicaReport],
         server_idle_cpu_ms_per_s: f64,
     ) -> Self {
         let per_replica = occurrences * u64::from(SCHED_REPLICAS);
-        let polls = commands.0.get("lpop").copied().unwrap_or(0);
+        let polls = commands.get("lpop");
         let cpu_ms_per_s: f64 = replicas
             .iter()
             .map(|r| ratio(r.cpu_us, 1) / 1e3 / r.run_s)
@@ -140,13 +146,14 @@ impl SchedRow {
 }
 
 /// Runs one row per set of skews.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<SchedResult, BoxError> {
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let (url, counts) = (s.url.as_str(), &s.counts);
     let mut rows = Vec::new();
     for (i, skews) in SCHED_SKEWS.iter().enumerate() {
         eprintln!("  replicas with clock skews {skews:?} ms …");
         rows.push(run_row(url, counts, skews, &format!("tick{i}"))?);
     }
-    Ok(SchedResult { rows })
+    Entry::new("sched", SchedResult { rows })
 }
 
 /// What the parent gathered for one row, before the figures are computed.
@@ -279,6 +286,124 @@ fn summarize(o: Observed) -> SchedRow {
     }
 }
 
+/// The scheduler section's introduction.
+const INTRO: &str = "3 replica processes (`Scheduler`, default options, replica ids r0 r1 r2), one \
+    job `* * * * * *` (UTC) whose handler does one `INCR`. Window: the occurrences whose nominal \
+    instant falls inside it, edges at whole second + 400 ms. Fire delay = \
+    `RunRecord::start_delay()` (start by the Redis server's clock − nominal instant, ms \
+    resolution).";
+
+impl Section for SchedResult {
+    /// Timing and correctness per row, then cost per row, then each row's commands.
+    fn details(&self, out: &mut String) {
+        let _ = writeln!(out, "### Scheduler: 3 replicas, 1-second cron (issue #6)\n");
+        let _ = writeln!(out, "{INTRO}\n");
+        let header = [
+            "replica clock skews (r0 / r1 / r2)",
+            "occurrences",
+            "fire delay p50 / p99 / max ms",
+            "started early",
+            "ran by r0 / r1 / r2",
+            "ran exactly once (window)",
+            "whole run: once / more / missed",
+            "ledger = counters",
+        ];
+        table(out, "lrrrlrrl", &header, self.rows.iter().map(timing_row));
+        let header = [
+            "replica clock skews",
+            "Redis commands / occurrence / replica",
+            "client round trips / occurrence / replica",
+            "winner's round trips / occurrence",
+            "each loser's claims / occurrence",
+            "too-early claims / occurrence",
+            "`run_now` polls / replica / occurrence",
+            "µs in commands / occurrence",
+            "redis-server CPU µs / occurrence (idle: per s)",
+            "CPU of a replica, ms/s",
+        ];
+        table(out, "lrrrrrrrrr", &header, self.rows.iter().map(cost_row));
+        for row in &self.rows {
+            let _ = writeln!(
+                out,
+                "Commands in the window ({}, less the handler's `INCR`): {}  ",
+                row.skew_label(),
+                row.commands.summary()
+            );
+        }
+        out.push('\n');
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        let once = joined(&self.rows, ", ", |r| {
+            format!("{} of {}", r.once.once, r.once.occurrences)
+        });
+        let ok = !self.rows.is_empty()
+            && self.rows.iter().all(|r| {
+                r.once.exact()
+                    && r.whole_run.repeated == 0
+                    && r.whole_run.missed == 0
+                    && r.ledger_mismatches == 0
+            });
+        let name = "scheduler: occurrences run exactly once (each row)";
+        vec![Target::new(name, "all", once, ok)]
+    }
+}
+
+fn timing_row(row: &SchedRow) -> Vec<String> {
+    let d = &row.delay;
+    let ran_by = joined(&["r0", "r1", "r2"], " / ", |r| {
+        row.winners.get(*r).copied().unwrap_or(0).to_string()
+    });
+    let w = &row.whole_run;
+    vec![
+        row.skew_label(),
+        row.occurrences.to_string(),
+        format!("{:.0} / {:.0} / {:.0}", d.p50_ms, d.p99_ms, d.max_ms),
+        d.early.to_string(),
+        ran_by,
+        format!("{} of {}", row.once.once, row.once.occurrences),
+        format!("{} / {} / {}", w.once, w.repeated, w.missed),
+        agreement(row),
+    ]
+}
+
+/// Whether the ledger and the counters name the same occurrences, and every run succeeded.
+fn agreement(row: &SchedRow) -> String {
+    let mut text = if row.ledger_mismatches == 0 {
+        "yes".to_owned()
+    } else {
+        format!("**no** ({} differ)", row.ledger_mismatches)
+    };
+    if row.not_succeeded > 0 {
+        text.push_str(&format!("; **{} runs did not succeed**", row.not_succeeded));
+    }
+    text
+}
+
+fn cost_row(row: &SchedRow) -> Vec<String> {
+    let c = &row.costs;
+    let cell = |f: fn(&Breakdown) -> f64| {
+        let b = c.breakdown.as_ref();
+        b.map_or_else(|| NONE.to_owned(), |b| format!("{:.2}", f(b)))
+    };
+    vec![
+        row.skew_label(),
+        format!("{:.2}", c.commands_per_occurrence_per_replica),
+        format!("{:.2}", c.round_trips_per_occurrence_per_replica),
+        cell(|b| b.winner_per_occurrence),
+        cell(|b| b.loser_per_occurrence),
+        cell(|b| b.too_early_per_occurrence),
+        cell(|b| b.polls_per_replica_per_occurrence),
+        format!("{:.1}", c.server_us_in_commands_per_occurrence),
+        format!(
+            "{:.0} ({:.0})",
+            c.server_cpu_us_per_occurrence,
+            c.server_idle_cpu_ms_per_s * 1e3
+        ),
+        format!("{:.2}", c.client_cpu_ms_per_replica_per_s),
+    ]
+}
+
 fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
 }
@@ -319,15 +444,9 @@ mod tests {
             whole_run: OnceSummary::default(),
             ledger_mismatches: 0,
             not_succeeded: 0,
-            costs: Costs::compute(
-                &CommandStats::default(),
-                0,
-                &WindowDelta::default(),
-                &[],
-                0.0,
-            ),
-            commands: CommandStats::default(),
-            usec: CommandUsec::default(),
+            costs: Costs::compute(&PerCommand::default(), 0, &WindowDelta::default(), &[], 0.0),
+            commands: PerCommand::default(),
+            usec: PerCommand::default(),
             replicas: Vec::new(),
         };
         assert_eq!(row(&[-300, 0, 500]).skew_label(), "−300 / 0 / +500 ms");

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::redis_stats::CommandStats;
+use crate::redis_stats::PerCommand;
 use crate::stats::nearest_rank;
 use crate::stats::ratio;
 
@@ -150,8 +150,8 @@ impl Breakdown {
     /// Infers the breakdown of a window with `occurrences` occurrences run by one of `replicas`
     /// replicas each; `None` when the counts do not fit the scripts' shape (a run that was
     /// skipped or failed, or scripts that changed).
-    pub(crate) fn infer(commands: &CommandStats, occurrences: u64, replicas: u32) -> Option<Self> {
-        let get = |name: &str| commands.0.get(name).copied().unwrap_or(0);
+    pub(crate) fn infer(commands: &PerCommand, occurrences: u64, replicas: u32) -> Option<Self> {
+        let get = |name: &str| commands.get(name);
         let claims = get("exists");
         let ledger_writes = get("hget");
         let zadd = get("zadd");
@@ -239,8 +239,8 @@ mod tests {
         assert_eq!(d.get("r1"), None);
     }
 
-    fn stats(pairs: &[(&str, u64)]) -> CommandStats {
-        CommandStats(pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
+    fn stats(pairs: &[(&str, u64)]) -> PerCommand {
+        PerCommand(pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub(crate) use with_subject;
 impl Kind {
     /// Every subject, in row order.
     pub(crate) const ALL: [Kind; 2] = [Kind::Floor, Kind::Dlock];
+    /// The subject every ratio is taken to.
+    pub(crate) const REFERENCE: Kind = Kind::Floor;
+    /// The subject the targets are about.
+    pub(crate) const UNDER_TEST: Kind = Kind::Dlock;
 
     /// Row label in the report.
     pub(crate) fn label(self) -> &'static str {

@@ -10,13 +10,40 @@
 
 use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, args, print_result};
-use crate::pairs::{PairResult, names, timed_pairs};
-use crate::redis_stats::Control;
+use crate::control::Control;
+use crate::pairs::{PairResult, PairRun, names, timed_pairs};
+use crate::redis_stats::measure;
+use crate::report::Entry;
 use crate::rt::{BoxError, current_thread_runtime};
-use crate::spec::{Counts, PINNED_CPU};
+use crate::spec::{Counts, PINNED_CPU, Setting};
 use crate::subject::{Subject, warm_up};
 use crate::subjects::{Kind, with_subject};
-use crate::window::measure;
+
+/// W1, unpinned, as a stage of the run.
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let results = run_unpinned(&s.url, &s.counts)?;
+    let latency = true;
+    let run = PairRun {
+        label: "W1",
+        latency,
+        target: None,
+        results,
+    };
+    Entry::new("w1", run)
+}
+
+/// W1 1-CPU as a stage of the run.
+pub(crate) fn run_1cpu(s: &Setting) -> Result<Entry, BoxError> {
+    let results = run_pinned(&s.url, s.server_pid, &s.counts)?;
+    let target = Some(("≥ 0.9 × floor (aim 0.95)", 0.9));
+    let run = PairRun {
+        label: "W1 1-CPU",
+        latency: false,
+        target,
+        results,
+    };
+    Entry::new("w1_pinned", run)
+}
 
 /// Runs W1 for every subject in this process (unpinned).
 pub(crate) fn run_unpinned(url: &str, counts: &Counts) -> Result<Vec<PairResult>, BoxError> {
@@ -26,13 +53,9 @@ pub(crate) fn run_unpinned(url: &str, counts: &Counts) -> Result<Vec<PairResult>
         .collect()
 }
 
-/// Runs W1 1-CPU: pins redis-server (`server_pid`) to the pinned CPU, runs every subject in a
+/// W1 1-CPU: pins redis-server (`server_pid`) to the pinned CPU, runs every subject in a
 /// child process pinned to it from its start, then unpins the server.
-pub(crate) fn run_pinned(
-    url: &str,
-    server_pid: u32,
-    counts: &Counts,
-) -> Result<Vec<PairResult>, BoxError> {
+fn run_pinned(url: &str, server_pid: u32, counts: &Counts) -> Result<Vec<PairResult>, BoxError> {
     let pinned = PinnedProcess::pin(server_pid, PINNED_CPU)?;
     eprintln!(
         "  redis-server: {} threads pinned to CPU {PINNED_CPU}",

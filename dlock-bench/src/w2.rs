@@ -10,23 +10,32 @@ use std::sync::Arc;
 
 use tokio::sync::Barrier;
 
-use crate::pairs::{PairResult, names, timed_pairs};
-use crate::redis_stats::Control;
+use crate::control::Control;
+use crate::pairs::{PairResult, PairRun, names, timed_pairs};
+use crate::redis_stats::measure;
+use crate::report::Entry;
 use crate::rt::{BoxError, multi_thread_runtime};
-use crate::spec::Counts;
+use crate::spec::{Counts, Setting};
 use crate::subject::{Subject, warm_up};
 use crate::subjects::{Kind, with_subject};
-use crate::window::measure;
 
 /// Runs W2 for every subject, each on a fresh multi-thread runtime.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<Vec<PairResult>, BoxError> {
-    Kind::ALL
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let results = Kind::ALL
         .into_iter()
         .map(|kind| {
             let runtime = multi_thread_runtime()?;
-            with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts)))
+            with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, &s.url, &s.counts)))
         })
-        .collect()
+        .collect::<Result<_, BoxError>>()?;
+    let target = Some(("≥ 0.9 × floor", 0.9));
+    let run = PairRun {
+        label: "W2",
+        latency: false,
+        target,
+        results,
+    };
+    Entry::new("w2", run)
 }
 
 /// The two barriers every task passes: warmed up, then go.

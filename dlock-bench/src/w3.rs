@@ -2,19 +2,25 @@
 //! worker processes (`dlock-bench w3-worker`, 4 tasks each, see [`crate::w3_worker`]) on one key
 //! `w3:lock`, opens the measured window when both are warmed up, merges their events
 //! (CLOCK_MONOTONIC ns, comparable across processes) and computes the figures of WORKLOADS.md.
-//! Then W3's floor: the raw pub/sub hop between two processes ([`crate::handoff_floor`]).
+//! Then W3's floor: the raw pub/sub hop between two processes ([`crate::handoff_floor`]). Its
+//! section of the report: the W3 columns of the main table (the floor row shows the hop), the
+//! hand-off gap's ratio to the hop, the command row and the details.
+
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
 use crate::child::{GO, Group, args};
+use crate::control::Control;
 use crate::handoff_floor::{self, HandoffFloor};
-use crate::redis_stats::{CommandStats, Control};
+use crate::redis_stats::{PerCommand, PerOp, Snapshot, WindowDelta};
+use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
 use crate::rt::{BoxError, current_thread_runtime};
-use crate::spec::Counts;
-use crate::stats::{Contention, contention, ns_to_us, per_second, ratio};
+use crate::spec::{Counts, Setting};
+use crate::stats::{Contention, contention, ns_to_us, per_second};
 use crate::subjects::Kind;
+use crate::table::int;
 use crate::w3_worker::{COUNTER, WorkerReport};
-use crate::window::{Snapshot, WindowDelta};
 
 /// W3 for every waiting subject, and its floor.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,21 +45,17 @@ pub(crate) struct W3Result {
     pub(crate) timeouts: u64,
     pub(crate) not_held_at_release: u64,
     pub(crate) contention: Contention,
-    /// Client requests for the lock per acquisition (EVALSHA, SUBSCRIBE …).
-    pub(crate) round_trips_per_acq: f64,
-    /// Redis commands per acquisition, Lua-internal calls included.
-    pub(crate) commands_per_acq: f64,
-    /// Server time per acquisition in the lock's scripts and commands, µs.
-    pub(crate) server_us_per_acq: f64,
-    /// CPU time of the whole redis-server process per acquisition (the workload's own
-    /// commands included), µs.
-    pub(crate) server_cpu_us_per_acq: f64,
+    /// Per acquisition: the lock's commands and client requests (EVALSHA, SUBSCRIBE …), the
+    /// server time in them, and redis-server's CPU (the workload's own commands included). No
+    /// client CPU: the window is read by the parent, not by the workers.
+    pub(crate) per_acq: PerOp,
     /// `INFO commandstats` delta of the window, less the workload's own INCR/GET/SET.
-    pub(crate) commands: CommandStats,
+    pub(crate) commands: PerCommand,
 }
 
 /// Runs W3 for every subject that waits, then the hand-off floor.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<W3, BoxError> {
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let (url, counts) = (s.url.as_str(), &s.counts);
     let runs = Kind::ALL
         .into_iter()
         .filter(|kind| kind.waits())
@@ -61,10 +63,13 @@ pub(crate) fn run(url: &str, counts: &Counts) -> Result<W3, BoxError> {
         .collect::<Result<_, _>>()?;
     eprintln!("  hand-off floor (raw pub/sub between two processes) …");
     let handoff_floor = handoff_floor::run(url, counts)?;
-    Ok(W3 {
-        runs,
-        handoff_floor,
-    })
+    Entry::new(
+        "w3",
+        W3 {
+            runs,
+            handoff_floor,
+        },
+    )
 }
 
 /// W3 for one subject.
@@ -96,38 +101,183 @@ fn summarize(
     let start = reports.iter().map(|r| r.start_ns).min().unwrap_or(0);
     let end = reports.iter().map(|r| r.end_ns).max().unwrap_or(0);
     let sum = |f: fn(&WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
-    let WindowDelta {
-        mut commands,
-        usec,
-        server_cpu_us,
-        ..
-    } = window;
-    commands.subtract("incr", sum(|r| r.incr));
-    commands.subtract("get", sum(|r| r.get));
-    commands.subtract("set", sum(|r| r.set));
+    let mut window = window;
+    window.commands.subtract("incr", sum(|r| r.incr));
+    window.commands.subtract("get", sum(|r| r.get));
+    window.commands.subtract("set", sum(|r| r.set));
     let (timeouts, not_held_at_release) = (sum(|r| r.timeouts), sum(|r| r.not_held_at_release));
 
     let mut events: Vec<_> = reports.into_iter().flat_map(|r| r.events).collect();
     let contention = contention(&mut events, counts.w3_workers());
     let acquisitions = contention.acquisitions;
-    let window = end.saturating_sub(start);
+    let per_acq = PerOp {
+        client_cpu_us: None,
+        ..PerOp::of(&window, acquisitions, &[])
+    };
+    let window_ns = end.saturating_sub(start);
     W3Result {
         subject,
         processes: counts.w3_processes,
         workers: counts.w3_workers(),
         tickets: counts.w3_acquisitions,
-        window_s: ns_to_us(window) / 1e6,
-        acquisitions_per_s: per_second(acquisitions, window),
+        window_s: ns_to_us(window_ns) / 1e6,
+        acquisitions_per_s: per_second(acquisitions, window_ns),
         lost_updates: i64::try_from(counts.w3_acquisitions).unwrap_or(i64::MAX)
             - i64::try_from(counter).unwrap_or(i64::MAX),
         final_counter: counter,
         timeouts,
         not_held_at_release,
         contention,
-        round_trips_per_acq: ratio(commands.round_trips(0), acquisitions),
-        commands_per_acq: ratio(commands.total(), acquisitions),
-        server_us_per_acq: ratio(usec.client_usec(&[]), acquisitions),
-        server_cpu_us_per_acq: ratio(server_cpu_us, acquisitions),
-        commands,
+        per_acq,
+        commands: window.commands,
+    }
+}
+
+/// The note under the main table about the floor's W3 cell.
+const FLOOR_NOTE: &str = "The floor's W3 gap is not a lock: it is the one-way latency of a raw \
+    `PUBLISH` from one process to a RESP3 push in another, in W3's rhythm (1 ms blocking pause \
+    before each send), the trip every push-based hand-off makes.";
+
+impl W3 {
+    fn cells(&self, f: impl Fn(&W3Result) -> String) -> Vec<(Kind, String)> {
+        self.runs.iter().map(|r| (r.subject, f(r))).collect()
+    }
+}
+
+impl Section for W3 {
+    fn columns(&self) -> Vec<Column> {
+        let floor = &self.handoff_floor;
+        let floor_gap = format!("{:.0} / {:.0} (raw pub/sub)", floor.p50_us, floor.p99_us);
+        let mut gap = self.cells(|r| {
+            let c = &r.contention;
+            format!("{:.0} / {:.0}", c.cross_gap_p50_us, c.cross_gap_p99_us)
+        });
+        gap.insert(0, (Kind::REFERENCE, floor_gap));
+        vec![
+            Column::new("W3 acq/s", self.cells(|r| int(r.acquisitions_per_s))),
+            Column {
+                note: Some(FLOOR_NOTE),
+                ..Column::new("W3 cross-worker gap p50/p99 µs", gap)
+            },
+            Column::new(
+                "W3 self-handoff %",
+                self.cells(|r| format!("{:.1}", r.contention.self_handoff_pct)),
+            ),
+            Column::new(
+                "W3 fairness min–max",
+                self.cells(|r| {
+                    format!(
+                        "{}–{}",
+                        r.contention.fairness_min, r.contention.fairness_max
+                    )
+                }),
+            ),
+            Column::new("W3 lost", self.cells(|r| r.lost_updates.to_string())),
+            Column::new(
+                "W3 overlaps",
+                self.cells(|r| r.contention.overlaps.to_string()),
+            ),
+            Column::new(
+                "W3 round trips/acq",
+                self.cells(|r| format!("{:.2}", r.per_acq.round_trips)),
+            ),
+        ]
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        let runs = self
+            .runs
+            .iter()
+            .map(|r| (r.subject, r.contention.cross_gap_p50_us));
+        let floor = (Kind::REFERENCE, self.handoff_floor.p50_us);
+        vec![Figure {
+            name: "W3 cross-worker gap p50".to_owned(),
+            values: std::iter::once(floor).chain(runs).collect(),
+        }]
+    }
+
+    fn command_rows(&self) -> Vec<CommandRow> {
+        let row = |r: &W3Result| CommandRow {
+            workload: "W3 (per acquisition, less the workload's INCR/GET/SET)".to_owned(),
+            subject: r.subject,
+            per_op: r.per_acq.clone(),
+            commands: r.commands.clone(),
+        };
+        self.runs.iter().map(row).collect()
+    }
+
+    fn details(&self, out: &mut String) {
+        let _ = writeln!(out, "### W3 details\n");
+        for w3 in &self.runs {
+            let c = &w3.contention;
+            let _ = writeln!(
+                out,
+                "{}: {} processes × {} tasks; {} acquisitions of {} tickets in {:.2} s; final \
+                 counter {}; timeouts {}; releases that found the lease gone {}.  \nHand-off gap, \
+                 all hand-offs: p50 {:.0} µs, p99 {:.0} µs; cross-worker only: p50 {:.0} µs, \
+                 p99 {:.0} µs; self-hand-offs {:.1} %.\n",
+                w3.subject.label(),
+                w3.processes,
+                w3.workers / w3.processes.max(1),
+                c.acquisitions,
+                w3.tickets,
+                w3.window_s,
+                w3.final_counter,
+                w3.timeouts,
+                w3.not_held_at_release,
+                c.gap_p50_us,
+                c.gap_p99_us,
+                c.cross_gap_p50_us,
+                c.cross_gap_p99_us,
+                c.self_handoff_pct
+            );
+        }
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        let Some(w3) = self.runs.iter().find(|r| r.subject == Kind::UNDER_TEST) else {
+            return Vec::new();
+        };
+        let c = &w3.contention;
+        let at_most = |name, wanted, v: f64, limit: f64, unit: &str| {
+            Target::new(name, wanted, format!("{v:.0}{unit}"), v <= limit)
+        };
+        let zero = |name, v: String, ok| Target::new(name, "0", v, ok);
+        let (min, max) = (c.fairness_min, c.fairness_max);
+        let trips = w3.per_acq.round_trips;
+        vec![
+            zero(
+                "W3 lost updates",
+                w3.lost_updates.to_string(),
+                w3.lost_updates == 0,
+            ),
+            zero("W3 overlaps", c.overlaps.to_string(), c.overlaps == 0),
+            at_most(
+                "W3 cross-worker hand-off gap p50",
+                "≤ 100 µs",
+                c.cross_gap_p50_us,
+                100.0,
+                " µs",
+            ),
+            at_most(
+                "W3 cross-worker hand-off gap p99",
+                "≤ 1,000 µs",
+                c.cross_gap_p99_us,
+                1_000.0,
+                " µs",
+            ),
+            Target::new(
+                "W3 fairness",
+                "min ≥ 0.5 × max",
+                format!("{min}–{max}"),
+                min.saturating_mul(2) >= max,
+            ),
+            Target::new(
+                "W3 client round trips per acquisition",
+                "≤ 2.5",
+                format!("{trips:.2}"),
+                trips <= 2.5,
+            ),
+        ]
     }
 }

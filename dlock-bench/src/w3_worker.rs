@@ -17,7 +17,7 @@ use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
 use crate::child::{print_result, ready_then_wait_for_go};
-use crate::redis_stats::raw_connection;
+use crate::control::raw_connection;
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
 use crate::stats::LockEvent;
