@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::child::{GO, Group, args, print_result, ready_then_wait_for_go};
+use crate::cli::ChildArgs;
 use crate::control::connection;
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
@@ -56,7 +57,8 @@ pub(crate) fn run(url: &str, counts: &Counts) -> Result<HandoffFloor, BoxError> 
 }
 
 /// Entry point of `dlock-bench handoff-floor --url URL --process 0|1`.
-pub(crate) fn child_main(url: &str, process: u32, counts: &Counts) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
+    let (url, process, counts) = (args.url.as_str(), args.process()?, &args.counts);
     let runtime = multi_thread_runtime()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let conn = runtime.block_on(set_up(url, process, tx))?;

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use crate::child::{Child, args, print_result};
+use crate::cli::ChildArgs;
 use crate::control::Control;
 use crate::dlock::{Dlock, client};
 use crate::report::{Entry, Section, Target};
@@ -93,9 +94,10 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
 }
 
 /// Entry point of `dlock-bench mem guards|waiters --url URL`.
-pub(crate) fn child_main(which: &str, url: &str, counts: &Counts) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
+    let (url, counts) = (args.url.as_str(), &args.counts);
     let runtime = multi_thread_runtime()?;
-    match which {
+    match args.probe()? {
         "guards" => print_result(&runtime.block_on(guards(url, counts))?),
         "waiters" => print_result(&runtime.block_on(waiters(url, counts))?),
         other => Err(format!("unknown memory probe `{other}`; use guards or waiters").into()),

@@ -20,6 +20,7 @@ use dlock_scheduler::{Job, JobContext, Scheduler, SkewedClock};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{STOP, print_result, ready_then_wait_for_go, wait_for_line};
+use crate::cli::ChildArgs;
 use crate::rt::{BoxError, elapsed_ns, multi_thread_runtime, process_cpu_us};
 use crate::spec::{SCHED_CRON, SCHED_TZ};
 
@@ -57,7 +58,13 @@ pub(crate) struct ReplicaReport {
 }
 
 /// Entry point of `dlock-bench sched-replica --url URL --process N --skew-ms MS --job NAME`.
-pub(crate) fn child_main(url: &str, replica: u32, skew_ms: i64, job: &str) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
+    let (url, replica, skew_ms, job) = (
+        args.url.as_str(),
+        args.process()?,
+        args.skew_ms,
+        args.job()?,
+    );
     let runtime = multi_thread_runtime()?;
     let runs = Arc::new(AtomicU64::new(0));
     let scheduler = runtime.block_on(set_up(url, replica, skew_ms, job, runs.clone()))?;

@@ -111,10 +111,6 @@ impl Counts {
         sched_occurrences: 5,
     };
 
-    pub(crate) fn new(quick: bool) -> Counts {
-        if quick { Self::QUICK } else { Self::FULL }
-    }
-
     /// Pairs of W2 task `task`: the total split as evenly as possible, the first tasks taking one
     /// more (50,000 over 64: 782 for tasks 0–15, 781 for 16–63).
     pub(crate) fn w2_pairs_of(&self, task: u64) -> u64 {

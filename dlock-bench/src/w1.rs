@@ -10,6 +10,7 @@
 
 use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, args, print_result};
+use crate::cli::ChildArgs;
 use crate::control::Control;
 use crate::pairs::{PairResult, PairRun, names, timed_pairs};
 use crate::redis_stats::measure;
@@ -67,14 +68,14 @@ fn run_pinned(url: &str, server_pid: u32, counts: &Counts) -> Result<Vec<PairRes
 }
 
 /// The `w1-pinned` child: pins itself before anything else, then runs W1 for every subject.
-pub(crate) fn pinned_child(url: &str, counts: &Counts) -> Result<(), BoxError> {
+pub(crate) fn pinned_child(args: &ChildArgs) -> Result<(), BoxError> {
     pin_current_thread(PINNED_CPU)?;
-    print_result(&run_unpinned(url, counts)?)
+    print_result(&run_unpinned(&args.url, &args.counts)?)
 }
 
 /// The `w1-one` subcommand: W1 for one subject, unpinned, for profiling.
-pub(crate) fn one_child(kind: Kind, url: &str, counts: &Counts) -> Result<(), BoxError> {
-    print_result(&run_one(kind, url, counts)?)
+pub(crate) fn one_child(args: &ChildArgs) -> Result<(), BoxError> {
+    print_result(&run_one(args.subject()?, &args.url, &args.counts)?)
 }
 
 /// W1 for one subject, on a fresh current-thread runtime.

@@ -17,12 +17,13 @@ use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
 use crate::child::{print_result, ready_then_wait_for_go};
+use crate::cli::ChildArgs;
 use crate::control::raw_connection;
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
 use crate::stats::LockEvent;
 use crate::subject::{Subject, warm_up};
-use crate::subjects::{Kind, with_subject};
+use crate::subjects::with_subject;
 
 /// The contended lock.
 pub(crate) const LOCK: &str = "w3:lock";
@@ -58,13 +59,9 @@ struct Worker<S> {
 }
 
 /// Entry point of `dlock-bench w3-worker --url URL --process P --subject NAME`.
-pub(crate) fn child_main(
-    url: &str,
-    process: u32,
-    kind: Kind,
-    counts: &Counts,
-) -> Result<(), BoxError> {
-    with_subject!(kind, S => worker_main::<S>(url, process, counts))
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
+    let (url, process, counts) = (args.url.as_str(), args.process()?, &args.counts);
+    with_subject!(args.subject()?, S => worker_main::<S>(url, process, counts))
 }
 
 fn worker_main<S: Subject>(url: &str, process: u32, counts: &Counts) -> Result<(), BoxError> {

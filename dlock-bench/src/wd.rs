@@ -31,6 +31,7 @@ use dlock_core::{Client, MutexGuard, MutexOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{Child, args, print_result};
+use crate::cli::ChildArgs;
 use crate::control::Control;
 use crate::dlock::Dlock;
 use crate::redis_stats::{PerCommand, WindowDelta, idle_server_cpu_ms_per_s, measure};
@@ -135,9 +136,9 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
 }
 
 /// Entry point of `dlock-bench wd --url URL`.
-pub(crate) fn child_main(url: &str, counts: &Counts) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
     let runtime = multi_thread_runtime()?;
-    print_result(&runtime.block_on(probe(url, counts))?)
+    print_result(&runtime.block_on(probe(&args.url, &args.counts))?)
 }
 
 async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
