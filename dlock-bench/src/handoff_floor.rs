@@ -19,7 +19,7 @@ use crate::cli::ChildArgs;
 use crate::control::connection;
 use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
-use crate::stats::p50_p99_us;
+use crate::stats::{count, p50_p99_us};
 
 /// Channel of process `p`.
 fn channel(process: u32) -> String {
@@ -50,7 +50,7 @@ pub(crate) fn run(url: &str, counts: &Counts) -> Result<HandoffFloor, BoxError> 
     let mut latencies: Vec<u64> = reports.into_iter().flat_map(|r| r.latencies_ns).collect();
     let (p50_us, p99_us) = p50_p99_us(&mut latencies);
     Ok(HandoffFloor {
-        messages: u64::try_from(latencies.len())?,
+        messages: count(latencies.len()),
         p50_us,
         p99_us,
     })
@@ -102,7 +102,7 @@ async fn ping_pong(
     if process == 0 {
         publish_now(&mut conn, &other).await?;
     }
-    while u64::try_from(report.latencies_ns.len())? < messages {
+    while count(report.latencies_ns.len()) < messages {
         let push = pushes
             .recv()
             .await

@@ -29,7 +29,7 @@ use crate::dlock::{Dlock, client};
 use crate::report::{Entry, Section, Target};
 use crate::rt::{BoxError, multi_thread_runtime};
 use crate::spec::{ACQUIRE_WAIT, Counts, Setting, TTL};
-use crate::stats::ratio;
+use crate::stats::{count, ratio};
 use crate::subject::warm_up;
 use crate::table::table;
 
@@ -174,9 +174,9 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
     let rss_before = rss_bytes()?;
     let redis_before = control.used_memory().await?;
     let started = Instant::now();
-    while u64::try_from(handles.len())? < n {
-        let batch_end = (u64::try_from(handles.len())? + BATCH).min(n);
-        for i in u64::try_from(handles.len())?..batch_end {
+    while count(handles.len()) < n {
+        let batch_end = (count(handles.len()) + BATCH).min(n);
+        for i in count(handles.len())..batch_end {
             let name = format!("mem:wait:{}", i % held_locks);
             handles.push(tokio::spawn(wait_task(client.clone(), name)));
         }

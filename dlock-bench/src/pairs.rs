@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::redis_stats::{PerCommand, PerOp, WindowDelta};
 use crate::report::{Column, CommandRow, Figure, Section, Target};
 use crate::rt::{BoxError, elapsed_ns};
-use crate::stats::{ns_to_us, p50_p99_us, per_second};
+use crate::stats::{count, ns_to_s, p50_p99_us, per_second};
 use crate::subject::Subject;
 use crate::subjects::Kind;
 use crate::table::{int, times};
@@ -43,12 +43,12 @@ impl PairResult {
         window_ns: u64,
         window: WindowDelta,
     ) -> PairResult {
-        let pairs = u64::try_from(latencies.len()).unwrap_or(u64::MAX);
+        let pairs = count(latencies.len());
         let (p50_us, p99_us) = p50_p99_us(latencies);
         PairResult {
             subject,
             pairs,
-            elapsed_s: ns_to_us(window_ns) / 1e6,
+            elapsed_s: ns_to_s(window_ns),
             pairs_per_s: per_second(pairs, window_ns),
             p50_us,
             p99_us,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, info_field};
 use crate::rt::{BoxError, elapsed_ns, process_cpu_us};
-use crate::stats::ratio;
+use crate::stats::{count, float, ratio};
 
 /// Commands only a client can send (never issued by a Lua script): every call of one of these is
 /// a client round trip. Everything else (`get`, `set`, `lpop` …) may run inside a script and is
@@ -203,7 +203,7 @@ pub(crate) async fn idle_server_cpu_ms_per_s(
     let start = Instant::now();
     tokio::time::sleep(span).await;
     let delta = before.delta(control).await?;
-    Ok(ratio(delta.server_cpu_us, 1) / 1e3 / start.elapsed().as_secs_f64())
+    Ok(float(delta.server_cpu_us) / 1e3 / start.elapsed().as_secs_f64())
 }
 
 /// What one operation (a pair, an acquisition) cost over a window.
@@ -228,7 +228,7 @@ impl PerOp {
     /// once per operation (the floor's `SET`).
     pub(crate) fn of(window: &WindowDelta, ops: u64, own_plain: &[&str]) -> PerOp {
         let per_op = |n: u64| ratio(n, ops);
-        let own_plain_per_op = u64::try_from(own_plain.len()).unwrap_or(0);
+        let own_plain_per_op = count(own_plain.len());
         PerOp {
             commands: per_op(window.commands.total()),
             round_trips: per_op(window.commands.round_trips(own_plain_per_op * ops)),

@@ -20,7 +20,7 @@ use crate::subjects::Kind;
 use crate::table::{NONE, table, times};
 
 /// A workload's result, as the report sees it. Every part is optional.
-pub(crate) trait Section {
+pub(crate) trait Section: std::fmt::Debug {
     /// Columns of the main table.
     fn columns(&self) -> Vec<Column> {
         Vec::new()
@@ -113,18 +113,11 @@ pub(crate) struct Ratio {
 }
 
 /// One workload's result: its JSON (kept as written, in field order) and its [`Section`].
+#[derive(Debug)]
 pub(crate) struct Entry {
     key: &'static str,
     json: Box<RawValue>,
     section: Box<dyn Section>,
-}
-
-impl std::fmt::Debug for Entry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Entry")
-            .field("key", &self.key)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Entry {
@@ -461,6 +454,7 @@ mod tests {
         assert!(ratios(&no_floor).is_empty());
     }
 
+    #[derive(Debug)]
     struct Two;
 
     impl Section for Two {

@@ -29,12 +29,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use dlock_core::Client;
 use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{GO, Group, STOP, args};
 use crate::control::Control;
+use crate::dlock::client;
 use crate::redis_stats::{PerCommand, Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
 use crate::report::{Entry, Section, Target};
 use crate::rt::{BoxError, current_thread_runtime, elapsed_ns};
@@ -43,7 +43,7 @@ use crate::sched_stats::{
     Breakdown, DelaySummary, OnceSummary, distribution, next_edge, seconds_between,
 };
 use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP, Setting};
-use crate::stats::ratio;
+use crate::stats::{count, float, millis, ns_to_s, ratio};
 use crate::table::{NONE, joined, table};
 
 /// How long redis-server's idle CPU is measured before the replicas start.
@@ -114,9 +114,9 @@ impl Costs {
         let polls = commands.get("lpop");
         let cpu_ms_per_s: f64 = replicas
             .iter()
-            .map(|r| ratio(r.cpu_us, 1) / 1e3 / r.run_s)
+            .map(|r| float(r.cpu_us) / 1e3 / r.run_s)
             .sum();
-        let replica_count = u64::try_from(replicas.len()).unwrap_or(0);
+        let replica_count = count(replicas.len());
         Self {
             commands_per_occurrence_per_replica: ratio(commands.total(), per_replica),
             round_trips_per_occurrence_per_replica: ratio(commands.round_trips(polls), per_replica),
@@ -127,22 +127,19 @@ impl Costs {
                 occurrences,
             ),
             server_idle_cpu_ms_per_s,
-            client_cpu_ms_per_replica_per_s: cpu_ms_per_s / ratio(replica_count, 1),
+            client_cpu_ms_per_replica_per_s: cpu_ms_per_s / float(replica_count),
         }
     }
 }
 
-impl SchedRow {
-    /// "0 / 0 / 0 ms" or "−300 / 0 / +500 ms".
-    pub(crate) fn skew_label(&self) -> String {
-        let one = |s: i64| match s {
-            0 => "0".to_owned(),
-            s if s > 0 => format!("+{s}"),
-            s => format!("−{}", s.unsigned_abs()),
-        };
-        let parts: Vec<String> = self.skews_ms.iter().map(|&s| one(s)).collect();
-        format!("{} ms", parts.join(" / "))
-    }
+/// "0 / 0 / 0 ms" or "−300 / 0 / +500 ms".
+fn skew_label(skews_ms: &[i64]) -> String {
+    let one = |s: &i64| match *s {
+        0 => "0".to_owned(),
+        s if s > 0 => format!("+{s}"),
+        s => format!("−{}", s.unsigned_abs()),
+    };
+    format!("{} ms", joined(skews_ms, " / ", one))
 }
 
 /// Runs one row per set of skews.
@@ -211,10 +208,8 @@ async fn read_outcome(
     control: &mut Control,
     job: &str,
 ) -> Result<(Vec<RunRecord>, BTreeMap<i64, u64>), BoxError> {
-    let client = Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
-    let history = Scheduler::builder(client).build()?.history(job).await?;
+    let history = Scheduler::builder(client(url)?).build()?;
+    let history = history.history(job).await?;
     let prefix = count_prefix(job);
     let mut counters = BTreeMap::new();
     for (key, runs) in control.int_keys(&format!("{prefix}*")).await? {
@@ -238,10 +233,7 @@ fn summarize(o: Observed) -> SchedRow {
         .collect();
     let delays: Vec<Option<u64>> = window_runs
         .iter()
-        .map(|r| {
-            r.start_delay()
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        })
+        .map(|r| r.start_delay().map(millis))
         .collect();
     let (first, last) = (seconds.first().copied(), seconds.last().copied());
     let once = OnceSummary::of(&o.counters, first.unwrap_or(0), last.unwrap_or(-1));
@@ -257,7 +249,7 @@ fn summarize(o: Observed) -> SchedRow {
     let handler_incr: u64 = seconds.iter().filter_map(|s| o.counters.get(s)).sum();
     let mut commands = o.delta.commands.clone();
     commands.subtract("incr", handler_incr);
-    let occurrences = u64::try_from(seconds.len()).unwrap_or(0);
+    let occurrences = count(seconds.len());
     let not_succeeded = window_runs
         .iter()
         .filter(|r| r.outcome != RunOutcome::Succeeded)
@@ -272,7 +264,7 @@ fn summarize(o: Observed) -> SchedRow {
         ),
         skews_ms: o.skews_ms,
         job: o.job,
-        window_s: crate::stats::ns_to_us(o.window_ns) / 1e6,
+        window_s: ns_to_s(o.window_ns),
         occurrences,
         delay: DelaySummary::of(&delays),
         winners: distribution(window_runs.iter().map(|r| r.replica.as_str())),
@@ -326,7 +318,7 @@ impl Section for SchedResult {
             let _ = writeln!(
                 out,
                 "Commands in the window ({}, less the handler's `INCR`): {}  ",
-                row.skew_label(),
+                skew_label(&row.skews_ms),
                 row.commands.summary()
             );
         }
@@ -356,7 +348,7 @@ fn timing_row(row: &SchedRow) -> Vec<String> {
     });
     let w = &row.whole_run;
     vec![
-        row.skew_label(),
+        skew_label(&row.skews_ms),
         row.occurrences.to_string(),
         format!("{:.0} / {:.0} / {:.0}", d.p50_ms, d.p99_ms, d.max_ms),
         d.early.to_string(),
@@ -387,7 +379,7 @@ fn cost_row(row: &SchedRow) -> Vec<String> {
         b.map_or_else(|| NONE.to_owned(), |b| format!("{:.2}", f(b)))
     };
     vec![
-        row.skew_label(),
+        skew_label(&row.skews_ms),
         format!("{:.2}", c.commands_per_occurrence_per_replica),
         format!("{:.2}", c.round_trips_per_occurrence_per_replica),
         cell(|b| b.winner_per_occurrence),
@@ -402,10 +394,6 @@ fn cost_row(row: &SchedRow) -> Vec<String> {
         ),
         format!("{:.2}", c.client_cpu_ms_per_replica_per_s),
     ]
-}
-
-fn count(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// Wall-clock time, Unix ms: occurrences are wall-clock instants.
@@ -423,33 +411,13 @@ fn sleep_until_wall(at_ms: u64) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn skew_labels_sign_their_offsets() {
-        let row = |skews: &[i64]| SchedRow {
-            skews_ms: skews.to_vec(),
-            job: String::new(),
-            window_s: 0.0,
-            occurrences: 0,
-            delay: DelaySummary::default(),
-            winners: BTreeMap::new(),
-            once: OnceSummary::default(),
-            whole_run: OnceSummary::default(),
-            ledger_mismatches: 0,
-            not_succeeded: 0,
-            costs: Costs::compute(&PerCommand::default(), 0, &WindowDelta::default(), &[], 0.0),
-            commands: PerCommand::default(),
-            usec: PerCommand::default(),
-            replicas: Vec::new(),
-        };
-        assert_eq!(row(&[-300, 0, 500]).skew_label(), "−300 / 0 / +500 ms");
-        assert_eq!(row(&[0, 0, 0]).skew_label(), "0 / 0 / 0 ms");
+        assert_eq!(skew_label(&[-300, 0, 500]), "−300 / 0 / +500 ms");
+        assert_eq!(skew_label(&[0, 0, 0]), "0 / 0 / 0 ms");
     }
 }

@@ -17,7 +17,7 @@ use crate::redis_stats::{PerCommand, PerOp, Snapshot, WindowDelta};
 use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
 use crate::rt::{BoxError, current_thread_runtime};
 use crate::spec::{Counts, Setting};
-use crate::stats::{Contention, contention, ns_to_us, per_second};
+use crate::stats::{Contention, contention, ns_to_s, per_second};
 use crate::subjects::Kind;
 use crate::table::int;
 use crate::w3_worker::{COUNTER, WorkerReport};
@@ -120,7 +120,7 @@ fn summarize(
         processes: counts.w3_processes,
         workers: counts.w3_workers(),
         tickets: counts.w3_acquisitions,
-        window_s: ns_to_us(window_ns) / 1e6,
+        window_s: ns_to_s(window_ns),
         acquisitions_per_s: per_second(acquisitions, window_ns),
         lost_updates: i64::try_from(counts.w3_acquisitions).unwrap_or(i64::MAX)
             - i64::try_from(counter).unwrap_or(i64::MAX),

@@ -40,7 +40,7 @@ use crate::rt::{
     BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime, process_cpu_us,
 };
 use crate::spec::{Counts, Setting, WD_SETTLE_ROUNDS, WD_TTL};
-use crate::stats::{ns_to_us, per_second, ratio};
+use crate::stats::{float, millis, ns_to_s, ns_to_us, per_second, ratio};
 use crate::subject::warm_up;
 use crate::table::{int, joined, table};
 
@@ -173,7 +173,7 @@ async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
         locks,
         ttl_ms: millis(WD_TTL),
         interval_ms: millis(interval),
-        acquire_s: ns_to_us(acquire_ns) / 1e6,
+        acquire_s: ns_to_s(acquire_ns),
         acquire_per_s: per_second(locks, acquire_ns),
         acquire_us_by_tenth: tenths_ns
             .iter()
@@ -181,12 +181,12 @@ async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
             .collect(),
         acquire_cpu_us_each: ratio(acquire_cpu_us, locks),
         rounds: counts.wd_rounds,
-        window_s: ns_to_us(window_ns) / 1e6,
+        window_s: ns_to_s(window_ns),
         figures: WdFigures::compute(locks, counts.wd_rounds, window_ns, &delta),
         server_idle_cpu_ms_per_s,
         commands: delta.commands,
         lost: u64::try_from(lost)?,
-        release_s: ns_to_us(release_ns) / 1e6,
+        release_s: ns_to_s(release_ns),
         release_per_s: per_second(locks, release_ns),
         released_not_held,
     })
@@ -279,10 +279,6 @@ async fn next_round(
     }
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Issue #4: "holding 10,000 locks costs ~100 round trips per tick": met when the renewal calls
 /// per round stay within 5 % of one call per 100 locks (the watchdog's batch size).
 const WD_CALLS_SLACK: f64 = 1.05;
@@ -290,7 +286,7 @@ const WD_CALLS_SLACK: f64 = 1.05;
 impl Section for WdResult {
     /// One table row, then the acquisition and release phases.
     fn details(&self, out: &mut String) {
-        let (f, locks) = (&self.figures, int(ratio(self.locks, 1)));
+        let (f, locks) = (&self.figures, int(float(self.locks)));
         let _ = writeln!(out, "### Watchdog: {locks} locks held (issue #4)\n");
         let _ = writeln!(
             out,
