@@ -137,22 +137,21 @@ impl Group {
     }
 }
 
+/// In a child: writes one line for the parent, at once.
+fn say(line: &str) -> Result<(), BoxError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    Ok(out.flush()?)
+}
+
 /// In a child: prints the result line the parent waits for.
 pub(crate) fn print_result<T: serde::Serialize>(value: &T) -> Result<(), BoxError> {
-    let json = serde_json::to_string(value)?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{RESULT}{json}")?;
-    out.flush()?;
-    Ok(())
+    say(&format!("{RESULT}{}", serde_json::to_string(value)?))
 }
 
 /// In a child: says it is ready, then blocks until the parent sends `GO`.
 pub(crate) fn ready_then_wait_for_go() -> Result<(), BoxError> {
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{READY}")?;
-        out.flush()?;
-    }
+    say(READY)?;
     wait_for_line(GO)
 }
 

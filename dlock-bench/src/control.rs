@@ -54,14 +54,16 @@ impl Control {
         })
     }
 
-    /// `FLUSHALL` (synchronous): every workload starts on an empty database; scripts stay cached.
-    pub(crate) async fn flushall(&mut self) -> Result<(), BoxError> {
+    /// A control connection after a `FLUSHALL` (synchronous): every workload starts on an empty
+    /// database; scripts stay cached.
+    pub(crate) async fn fresh(url: &str) -> Result<Self, BoxError> {
+        let mut control = Self::connect(url).await?;
         redis::cmd("FLUSHALL")
             .arg("SYNC")
-            .query_async::<()>(&mut self.conn)
+            .query_async::<()>(&mut control.conn)
             .await
             .map_err(|e| format!("FLUSHALL failed: {e}"))?;
-        Ok(())
+        Ok(control)
     }
 
     /// The text of `INFO <sections…>`.

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | `main` | the stages of a run and the child processes, each one line of a table |
 //! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process) and W2, for every subject |
-//! | `w3`, `w3_worker`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
+//! | `w3`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
@@ -60,7 +60,6 @@ mod table;
 mod w1;
 mod w2;
 mod w3;
-mod w3_worker;
 mod wd;
 
 use std::path::Path;
@@ -98,7 +97,7 @@ type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 const CHILDREN: [Child; 7] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
-    ("w3-worker", w3_worker::child_main),
+    ("w3-worker", w3::child_main),
     ("handoff-floor", handoff_floor::child_main),
     ("mem", memory::child_main),
     ("wd", wd::child_main),

@@ -85,7 +85,7 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
     let (url, counts) = (s.url.as_str(), &s.counts);
     let probe = |which: &str| -> Result<Child, BoxError> {
         let runtime = crate::rt::current_thread_runtime()?;
-        runtime.block_on(async { Control::connect(url).await?.flushall().await })?;
+        runtime.block_on(Control::fresh(url))?;
         Child::spawn(&args("mem", url, counts.quick, &[which]))
     };
     let guards = probe("guards")?.result()?;

@@ -272,42 +272,25 @@ impl Results {
         out
     }
 
+    /// The ratios as a table: a column per figure, a row per subject other than the floor.
     fn ratio_table(&self, out: &mut String) {
-        let mut figures: Vec<&str> = Vec::new();
+        let mut columns: Vec<Column> = Vec::new();
         for r in &self.ratios {
-            if !figures.contains(&r.figure.as_str()) {
-                figures.push(&r.figure);
+            let cell = (r.subject, times(Some(r.ratio)));
+            match columns.iter_mut().find(|c| c.header == r.figure) {
+                Some(column) => column.cells.push(cell),
+                None => columns.push(Column::new(r.figure.clone(), vec![cell])),
             }
         }
         let subjects = Kind::ALL
             .into_iter()
             .filter(|k| self.ratios.iter().any(|r| r.subject == *k));
-        let rows: Vec<Vec<String>> = subjects
-            .map(|kind| {
-                let ratio = |figure: &str| {
-                    let r = self
-                        .ratios
-                        .iter()
-                        .find(|r| r.subject == kind && r.figure == figure);
-                    times(r.map(|r| r.ratio))
-                };
-                std::iter::once(kind.label().to_owned())
-                    .chain(figures.iter().map(|f| ratio(f)))
-                    .collect()
-            })
-            .collect();
-        if rows.is_empty() {
-            return;
+        let labels: Vec<&str> = subjects.map(Kind::label).collect();
+        if !labels.is_empty() {
+            let (of, to) = (labels.join(", "), Kind::REFERENCE.label());
+            let _ = writeln!(out, "### Ratios to the floor ({of} ÷ {to}, same run)\n");
+            subject_table(out, "", &columns);
         }
-        let labels: Vec<&str> = rows.iter().map(|row| row[0].as_str()).collect();
-        let _ = writeln!(
-            out,
-            "### Ratios to the floor ({} ÷ {}, same run)\n",
-            labels.join(", "),
-            Kind::REFERENCE.label()
-        );
-        let header: Vec<&str> = std::iter::once("").chain(figures.iter().copied()).collect();
-        table(out, &align(1, figures.len()), &header, rows);
     }
 
     fn target_table(&self, out: &mut String) {
@@ -328,67 +311,60 @@ impl Results {
     }
 }
 
+/// The value of `kind` among `values`.
+fn at<T: Clone>(values: &[(Kind, T)], kind: Kind) -> Option<T> {
+    values
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, v)| v.clone())
+}
+
 /// Each subject's ratio to the reference subject's value of `figure`.
 fn ratios(figure: &Figure) -> Vec<Ratio> {
-    let value = |kind: Kind| {
-        figure
-            .values
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map(|(_, v)| *v)
-    };
-    let Some(reference) = value(Kind::REFERENCE) else {
+    let Some(reference) = at(&figure.values, Kind::REFERENCE) else {
         return Vec::new();
     };
     let others = figure.values.iter().filter(|(k, _)| *k != Kind::REFERENCE);
-    others
-        .map(|&(subject, v)| Ratio {
-            figure: figure.name.clone(),
-            subject,
-            ratio: v / reference,
-        })
-        .collect()
+    let ratio = |&(subject, v): &(Kind, f64)| Ratio {
+        figure: figure.name.clone(),
+        subject,
+        ratio: v / reference,
+    };
+    others.map(ratio).collect()
 }
 
-/// `left` left-aligned columns, then `right` right-aligned ones.
-fn align(left: usize, right: usize) -> String {
-    "l".repeat(left) + &"r".repeat(right)
-}
-
-/// The WORKLOADS.md table: a row per subject, the columns of every section in run order.
-fn main_table(out: &mut String, sections: &[&dyn Section]) {
-    let columns: Vec<Column> = sections.iter().flat_map(|s| s.columns()).collect();
-    let has_cell = |kind: Kind| {
-        columns
+/// A table with a row per subject that has a cell (in [`Kind::ALL`] order) and the given columns
+/// (a missing cell shows `—`); `corner` heads the subjects' column.
+fn subject_table(out: &mut String, corner: &str, columns: &[Column]) {
+    let has_cell = |kind| columns.iter().any(|c| at(&c.cells, kind).is_some());
+    let row = |kind: Kind| {
+        let cells = columns
             .iter()
-            .any(|c| c.cells.iter().any(|(k, _)| *k == kind))
+            .map(|c| at(&c.cells, kind).unwrap_or_else(|| NONE.to_owned()));
+        std::iter::once(kind.label().to_owned())
+            .chain(cells)
+            .collect()
     };
     let rows: Vec<Vec<String>> = Kind::ALL
         .into_iter()
-        .filter(|&kind| has_cell(kind))
-        .map(|kind| {
-            let cell = |c: &Column| {
-                c.cells
-                    .iter()
-                    .find(|(k, _)| *k == kind)
-                    .map(|(_, v)| v.clone())
-            };
-            std::iter::once(kind.label().to_owned())
-                .chain(
-                    columns
-                        .iter()
-                        .map(|c| cell(c).unwrap_or_else(|| NONE.to_owned())),
-                )
-                .collect()
-        })
+        .filter(|k| has_cell(*k))
+        .map(row)
         .collect();
-    if rows.is_empty() {
-        return;
-    }
-    let header: Vec<&str> = std::iter::once("subject")
+    let header: Vec<&str> = std::iter::once(corner)
         .chain(columns.iter().map(|c| c.header.as_str()))
         .collect();
-    table(out, &align(1, columns.len()), &header, rows);
+    let align = "l".to_owned() + &"r".repeat(columns.len());
+    table(out, &align, &header, rows);
+}
+
+/// The WORKLOADS.md table: a row per subject, the columns of every section in run order, and
+/// the columns' notes under it.
+fn main_table(out: &mut String, sections: &[&dyn Section]) {
+    let columns: Vec<Column> = sections.iter().flat_map(|s| s.columns()).collect();
+    if columns.is_empty() {
+        return;
+    }
+    subject_table(out, "subject", &columns);
     for note in columns.iter().filter_map(|c| c.note) {
         let _ = writeln!(out, "{note}\n");
     }

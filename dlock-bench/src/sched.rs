@@ -168,8 +168,7 @@ struct Observed {
 
 fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<SchedRow, BoxError> {
     let runtime = current_thread_runtime()?;
-    let mut control = runtime.block_on(Control::connect(url))?;
-    runtime.block_on(control.flushall())?;
+    let mut control = runtime.block_on(Control::fresh(url))?;
     let server_idle_cpu_ms_per_s =
         runtime.block_on(idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN))?;
     let mut replicas = Group::ready(skews.iter().enumerate().map(|(replica, skew)| {

@@ -89,8 +89,7 @@ async fn measure_one<S: Subject>(
     url: &str,
     counts: &Counts,
 ) -> Result<PairResult, BoxError> {
-    let mut control = Control::connect(url).await?;
-    control.flushall().await?;
+    let mut control = Control::fresh(url).await?;
     let subject = S::connect(url).await?;
     warm_up(&subject, "w1:", 0..counts.w1_warmup).await?;
     let (names, latencies) = names("w1:", counts.w1_warmup..counts.w1_warmup + counts.w1_pairs);

@@ -49,8 +49,7 @@ async fn measure_one<S: Subject>(
     url: &str,
     counts: &Counts,
 ) -> Result<PairResult, BoxError> {
-    let mut control = Control::connect(url).await?;
-    control.flushall().await?;
+    let mut control = Control::fresh(url).await?;
     let subject = Arc::new(S::connect(url).await?);
     let tasks = usize::try_from(counts.w2_tasks)?;
     let gates = Arc::new(Gates {

@@ -130,7 +130,7 @@ impl WdFigures {
 /// Runs the workload in a fresh child process, after a `FLUSHALL`.
 pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
     let url = s.url.as_str();
-    current_thread_runtime()?.block_on(async { Control::connect(url).await?.flushall().await })?;
+    current_thread_runtime()?.block_on(Control::fresh(url))?;
     let result: WdResult = Child::spawn(&args("wd", url, s.counts.quick, &[]))?.result()?;
     Entry::new("wd", result)
 }
