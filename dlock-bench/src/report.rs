@@ -17,7 +17,7 @@ use crate::redis_stats::{PerCommand, PerOp};
 use crate::rt::BoxError;
 use crate::spec::Counts;
 use crate::subjects::Kind;
-use crate::table::{NONE, table, times};
+use crate::table::{Col, NONE, table, table_of, times};
 
 /// A workload's result, as the report sees it. Every part is optional.
 pub(crate) trait Section: std::fmt::Debug {
@@ -380,34 +380,29 @@ fn command_table(out: &mut String, sections: &[&dyn Section]) {
         out,
         "### Commands (`INFO commandstats` delta over the measured window, `info` left out)\n"
     );
-    let header = [
-        "workload",
-        "subject",
-        "commands/op",
-        "client round trips/op",
-        "µs/op in commands",
-        "redis-server CPU µs/op",
-        "client CPU µs/op",
-        "commands in the window",
-    ];
-    let rows = rows.iter().map(|r| {
-        let p = &r.per_op;
-        let client = p
-            .client_cpu_us
-            .map_or_else(|| NONE.to_owned(), |c| format!("{c:.1}"));
-        vec![
-            r.workload.clone(),
-            r.subject.label().to_owned(),
-            format!("{:.2}", p.commands),
-            format!("{:.2}", p.round_trips),
-            format!("{:.1}", p.server_us),
-            format!("{:.1}", p.server_cpu_us),
-            client,
-            r.commands.summary(),
-        ]
-    });
-    table(out, "llrrrrrl", &header, rows);
+    table_of(out, "llrrrrrl", &COMMAND_COLUMNS, &rows);
 }
+
+/// The columns of the command table.
+const COMMAND_COLUMNS: [Col<CommandRow>; 8] = [
+    ("workload", |r| r.workload.clone()),
+    ("subject", |r| r.subject.label().to_owned()),
+    ("commands/op", |r| format!("{:.2}", r.per_op.commands)),
+    ("client round trips/op", |r| {
+        format!("{:.2}", r.per_op.round_trips)
+    }),
+    ("µs/op in commands", |r| {
+        format!("{:.1}", r.per_op.server_us)
+    }),
+    ("redis-server CPU µs/op", |r| {
+        format!("{:.1}", r.per_op.server_cpu_us)
+    }),
+    ("client CPU µs/op", |r| {
+        let cpu = r.per_op.client_cpu_us;
+        cpu.map_or_else(|| NONE.to_owned(), |c| format!("{c:.1}"))
+    }),
+    ("commands in the window", |r| r.commands.summary()),
+];
 
 #[cfg(test)]
 mod tests {

@@ -44,7 +44,7 @@ use crate::sched_stats::{
 };
 use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP, Setting};
 use crate::stats::{count, float, millis, ns_to_s, ratio};
-use crate::table::{NONE, joined, table};
+use crate::table::{Col, NONE, joined, table_of};
 
 /// How long redis-server's idle CPU is measured before the replicas start.
 const IDLE_SPAN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -289,30 +289,8 @@ impl Section for SchedResult {
     fn details(&self, out: &mut String) {
         let _ = writeln!(out, "### Scheduler: 3 replicas, 1-second cron (issue #6)\n");
         let _ = writeln!(out, "{INTRO}\n");
-        let header = [
-            "replica clock skews (r0 / r1 / r2)",
-            "occurrences",
-            "fire delay p50 / p99 / max ms",
-            "started early",
-            "ran by r0 / r1 / r2",
-            "ran exactly once (window)",
-            "whole run: once / more / missed",
-            "ledger = counters",
-        ];
-        table(out, "lrrrlrrl", &header, self.rows.iter().map(timing_row));
-        let header = [
-            "replica clock skews",
-            "Redis commands / occurrence / replica",
-            "client round trips / occurrence / replica",
-            "winner's round trips / occurrence",
-            "each loser's claims / occurrence",
-            "too-early claims / occurrence",
-            "`run_now` polls / replica / occurrence",
-            "µs in commands / occurrence",
-            "redis-server CPU µs / occurrence (idle: per s)",
-            "CPU of a replica, ms/s",
-        ];
-        table(out, "lrrrrrrrrr", &header, self.rows.iter().map(cost_row));
+        table_of(out, "lrrrlrrl", &TIMING, &self.rows);
+        table_of(out, "lrrrrrrrrr", &COSTS, &self.rows);
         for row in &self.rows {
             let _ = writeln!(
                 out,
@@ -340,23 +318,31 @@ impl Section for SchedResult {
     }
 }
 
-fn timing_row(row: &SchedRow) -> Vec<String> {
-    let d = &row.delay;
-    let ran_by = joined(&["r0", "r1", "r2"], " / ", |r| {
-        row.winners.get(*r).copied().unwrap_or(0).to_string()
-    });
-    let w = &row.whole_run;
-    vec![
-        skew_label(&row.skews_ms),
-        row.occurrences.to_string(),
-        format!("{:.0} / {:.0} / {:.0}", d.p50_ms, d.p99_ms, d.max_ms),
-        d.early.to_string(),
-        ran_by,
-        format!("{} of {}", row.once.once, row.once.occurrences),
-        format!("{} / {} / {}", w.once, w.repeated, w.missed),
-        agreement(row),
-    ]
-}
+/// The scheduler's timing-and-correctness table, a row per set of skews.
+const TIMING: [Col<SchedRow>; 8] = [
+    ("replica clock skews (r0 / r1 / r2)", |r| {
+        skew_label(&r.skews_ms)
+    }),
+    ("occurrences", |r| r.occurrences.to_string()),
+    ("fire delay p50 / p99 / max ms", |r| {
+        let d = &r.delay;
+        format!("{:.0} / {:.0} / {:.0}", d.p50_ms, d.p99_ms, d.max_ms)
+    }),
+    ("started early", |r| r.delay.early.to_string()),
+    ("ran by r0 / r1 / r2", |r| {
+        joined(&["r0", "r1", "r2"], " / ", |id| {
+            r.winners.get(*id).copied().unwrap_or(0).to_string()
+        })
+    }),
+    ("ran exactly once (window)", |r| {
+        format!("{} of {}", r.once.once, r.once.occurrences)
+    }),
+    ("whole run: once / more / missed", |r| {
+        let w = &r.whole_run;
+        format!("{} / {} / {}", w.once, w.repeated, w.missed)
+    }),
+    ("ledger = counters", agreement),
+];
 
 /// Whether the ledger and the counters name the same occurrences, and every run succeeded.
 fn agreement(row: &SchedRow) -> String {
@@ -371,28 +357,47 @@ fn agreement(row: &SchedRow) -> String {
     text
 }
 
-fn cost_row(row: &SchedRow) -> Vec<String> {
-    let c = &row.costs;
-    let cell = |f: fn(&Breakdown) -> f64| {
-        let b = c.breakdown.as_ref();
-        b.map_or_else(|| NONE.to_owned(), |b| format!("{:.2}", f(b)))
-    };
-    vec![
-        skew_label(&row.skews_ms),
-        format!("{:.2}", c.commands_per_occurrence_per_replica),
-        format!("{:.2}", c.round_trips_per_occurrence_per_replica),
-        cell(|b| b.winner_per_occurrence),
-        cell(|b| b.loser_per_occurrence),
-        cell(|b| b.too_early_per_occurrence),
-        cell(|b| b.polls_per_replica_per_occurrence),
-        format!("{:.1}", c.server_us_in_commands_per_occurrence),
+/// The scheduler's cost table, a row per set of skews.
+const COSTS: [Col<SchedRow>; 10] = [
+    ("replica clock skews", |r| skew_label(&r.skews_ms)),
+    ("Redis commands / occurrence / replica", |r| {
+        format!("{:.2}", r.costs.commands_per_occurrence_per_replica)
+    }),
+    ("client round trips / occurrence / replica", |r| {
+        format!("{:.2}", r.costs.round_trips_per_occurrence_per_replica)
+    }),
+    ("winner's round trips / occurrence", |r| {
+        breakdown(r, |b| b.winner_per_occurrence)
+    }),
+    ("each loser's claims / occurrence", |r| {
+        breakdown(r, |b| b.loser_per_occurrence)
+    }),
+    ("too-early claims / occurrence", |r| {
+        breakdown(r, |b| b.too_early_per_occurrence)
+    }),
+    ("`run_now` polls / replica / occurrence", |r| {
+        breakdown(r, |b| b.polls_per_replica_per_occurrence)
+    }),
+    ("µs in commands / occurrence", |r| {
+        format!("{:.1}", r.costs.server_us_in_commands_per_occurrence)
+    }),
+    ("redis-server CPU µs / occurrence (idle: per s)", |r| {
+        let c = &r.costs;
         format!(
             "{:.0} ({:.0})",
             c.server_cpu_us_per_occurrence,
             c.server_idle_cpu_ms_per_s * 1e3
-        ),
-        format!("{:.2}", c.client_cpu_ms_per_replica_per_s),
-    ]
+        )
+    }),
+    ("CPU of a replica, ms/s", |r| {
+        format!("{:.2}", r.costs.client_cpu_ms_per_replica_per_s)
+    }),
+];
+
+/// A figure of the row's [`Breakdown`], or `—` where the counts did not fit the scripts' shape.
+fn breakdown(row: &SchedRow, f: fn(&Breakdown) -> f64) -> String {
+    let b = row.costs.breakdown.as_ref();
+    b.map_or_else(|| NONE.to_owned(), |b| format!("{:.2}", f(b)))
 }
 
 /// Wall-clock time, Unix ms: occurrences are wall-clock instants.

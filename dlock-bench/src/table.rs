@@ -25,6 +25,18 @@ pub(crate) fn table(
     out.push('\n');
 }
 
+/// A column of [`table_of`]: its header, and its cell for one item.
+pub(crate) type Col<T> = (&'static str, fn(&T) -> String);
+
+/// Writes a markdown table with a row per item and the given columns (see [`table`]).
+pub(crate) fn table_of<T>(out: &mut String, align: &str, columns: &[Col<T>], items: &[T]) {
+    let header: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    let rows = items
+        .iter()
+        .map(|item| columns.iter().map(|(_, cell)| cell(item)).collect());
+    table(out, align, &header, rows);
+}
+
 fn line<'a>(out: &mut String, cells: impl Iterator<Item = &'a str>) {
     for cell in cells {
         let _ = if cell.is_empty() {

@@ -42,7 +42,7 @@ use crate::rt::{
 use crate::spec::{Counts, Setting, WD_SETTLE_ROUNDS, WD_TTL};
 use crate::stats::{float, millis, ns_to_s, ns_to_us, per_second, ratio};
 use crate::subject::warm_up;
-use crate::table::{int, joined, table};
+use crate::table::{Col, int, joined, table_of};
 
 /// Guards whose `safe_until` is watched to detect renewal rounds.
 const SAMPLES: usize = 16;
@@ -283,6 +283,39 @@ async fn next_round(
 /// per round stay within 5 % of one call per 100 locks (the watchdog's batch size).
 const WD_CALLS_SLACK: f64 = 1.05;
 
+/// The watchdog's table: one row, per renewal round.
+const COLUMNS: [Col<WdResult>; 9] = [
+    ("round trips (EVALSHA) per round", |w| {
+        format!("{:.1}", w.figures.calls_per_round)
+    }),
+    ("locks renewed per call", |w| {
+        format!("{:.1}", w.figures.locks_per_call)
+    }),
+    ("renewals per lock per round", |w| {
+        format!("{:.2}", w.figures.renewals_per_lock_per_round)
+    }),
+    ("Redis commands per round", |w| {
+        int(w.figures.commands_per_round)
+    }),
+    ("client CPU per round", |w| {
+        format!("{:.1} ms", w.figures.client_cpu_ms_per_round)
+    }),
+    ("client CPU per lock per round", |w| {
+        format!("{:.2} µs", w.figures.client_cpu_us_per_lock)
+    }),
+    ("redis-server CPU per round (idle: per s)", |w| {
+        let (round, idle) = (
+            w.figures.server_cpu_ms_per_round,
+            w.server_idle_cpu_ms_per_s,
+        );
+        format!("{round:.1} ms ({idle:.1} ms)")
+    }),
+    ("in the renewal scripts per round", |w| {
+        format!("{:.1} ms", w.figures.server_ms_in_scripts_per_round)
+    }),
+    ("leases lost", |w| w.lost.to_string()),
+];
+
 impl Section for WdResult {
     /// One table row, then the acquisition and release phases.
     fn details(&self, out: &mut String) {
@@ -296,32 +329,7 @@ impl Section for WdResult {
              interval.\n",
             self.ttl_ms, self.interval_ms, self.rounds, self.window_s, f.period_s
         );
-        let header = [
-            "round trips (EVALSHA) per round",
-            "locks renewed per call",
-            "renewals per lock per round",
-            "Redis commands per round",
-            "client CPU per round",
-            "client CPU per lock per round",
-            "redis-server CPU per round (idle: per s)",
-            "in the renewal scripts per round",
-            "leases lost",
-        ];
-        let row = vec![
-            format!("{:.1}", f.calls_per_round),
-            format!("{:.1}", f.locks_per_call),
-            format!("{:.2}", f.renewals_per_lock_per_round),
-            int(f.commands_per_round),
-            format!("{:.1} ms", f.client_cpu_ms_per_round),
-            format!("{:.2} µs", f.client_cpu_us_per_lock),
-            format!(
-                "{:.1} ms ({:.1} ms)",
-                f.server_cpu_ms_per_round, self.server_idle_cpu_ms_per_s
-            ),
-            format!("{:.1} ms", f.server_ms_in_scripts_per_round),
-            self.lost.to_string(),
-        ];
-        table(out, "rrrrrrrrr", &header, [row]);
+        table_of(out, "rrrrrrrrr", &COLUMNS, std::slice::from_ref(self));
         let _ = writeln!(
             out,
             "Acquisition: {locks} sequential `try_acquire` in {:.2} s ({}/s; client CPU {:.0} µs \
