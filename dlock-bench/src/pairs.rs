@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::redis_stats::{PerCommand, PerOp, WindowDelta};
-use crate::report::{Column, CommandRow, Figure, Section, Target};
+use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
 use crate::rt::{BoxError, elapsed_ns};
 use crate::stats::{count, ns_to_s, p50_p99_us, per_second};
 use crate::subject::Subject;
@@ -88,20 +88,41 @@ pub(crate) fn of(results: &[PairResult], kind: Kind) -> Option<&PairResult> {
     results.iter().find(|r| r.subject == kind)
 }
 
-/// One pair workload (W1, W1 1-CPU, W2) measured for every subject, as the report shows it.
-#[derive(Debug, Serialize)]
-pub(crate) struct PairRun {
+/// How a pair workload shows in the report.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
     /// The workload's name in the report ("W1", "W1 1-CPU", "W2").
-    #[serde(skip)]
     pub(crate) label: &'static str,
     /// Whether the report shows the latency percentiles (W1: one pair at a time).
-    #[serde(skip)]
     pub(crate) latency: bool,
     /// The target on the subject under test's pairs/s ÷ the floor's: what is wanted, and the
     /// least ratio that meets it.
-    #[serde(skip)]
     pub(crate) target: Option<(&'static str, f64)>,
-    pub(crate) results: Vec<PairResult>,
+}
+
+impl Shape {
+    /// The results of this workload, under `key` in results.json.
+    pub(crate) fn entry(
+        self,
+        key: &'static str,
+        results: Vec<PairResult>,
+    ) -> Result<Entry, BoxError> {
+        Entry::new(
+            key,
+            PairRun {
+                shape: self,
+                results,
+            },
+        )
+    }
+}
+
+/// One pair workload (W1, W1 1-CPU, W2) measured for every subject, as the report shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct PairRun {
+    #[serde(skip)]
+    shape: Shape,
+    results: Vec<PairResult>,
 }
 
 impl PairRun {
@@ -111,19 +132,19 @@ impl PairRun {
 
     fn figure(&self, name: &str, f: impl Fn(&PairResult) -> f64) -> Figure {
         let values = self.results.iter().map(|r| (r.subject, f(r))).collect();
-        let name = format!("{} {name}", self.label);
+        let name = format!("{} {name}", self.shape.label);
         Figure { name, values }
     }
 }
 
 impl Section for PairRun {
     fn columns(&self) -> Vec<Column> {
-        let label = self.label;
+        let label = self.shape.label;
         let mut columns = vec![Column::new(
             format!("{label} pairs/s"),
             self.cells(|r| int(r.pairs_per_s)),
         )];
-        if self.latency {
+        if self.shape.latency {
             let cells = self.cells(|r| format!("{:.1} / {:.1}", r.p50_us, r.p99_us));
             columns.push(Column::new(format!("{label} p50/p99 µs"), cells));
         }
@@ -132,7 +153,7 @@ impl Section for PairRun {
 
     fn figures(&self) -> Vec<Figure> {
         let mut figures = vec![self.figure("pairs/s", |r| r.pairs_per_s)];
-        if self.latency {
+        if self.shape.latency {
             figures.push(self.figure("p50 latency", |r| r.p50_us));
             figures.push(self.figure("p99 latency", |r| r.p99_us));
         }
@@ -141,7 +162,7 @@ impl Section for PairRun {
 
     fn command_rows(&self) -> Vec<CommandRow> {
         let row = |r: &PairResult| CommandRow {
-            workload: format!("{} (per pair)", self.label),
+            workload: format!("{} (per pair)", self.shape.label),
             subject: r.subject,
             per_op: r.per_pair.clone(),
             commands: r.commands.clone(),
@@ -150,7 +171,7 @@ impl Section for PairRun {
     }
 
     fn targets(&self) -> Vec<Target> {
-        let Some((wanted, least)) = self.target else {
+        let Some((wanted, least)) = self.shape.target else {
             return Vec::new();
         };
         let rate = |kind| of(&self.results, kind).map(|r| r.pairs_per_s);
@@ -158,7 +179,7 @@ impl Section for PairRun {
             .zip(rate(Kind::REFERENCE))
             .map(|(a, b)| a / b);
         let ratio = ratio.unwrap_or(f64::NAN);
-        let name = format!("{} pairs/s", self.label);
+        let name = format!("{} pairs/s", self.shape.label);
         vec![Target::new(
             name,
             wanted,
@@ -181,13 +202,15 @@ mod tests {
         }
     }
 
+    const W2: Shape = Shape {
+        label: "W2",
+        latency: false,
+        target: Some(("≥ 0.9 × floor", 0.9)),
+    };
+
     fn w2(dlock: f64) -> PairRun {
-        PairRun {
-            label: "W2",
-            latency: false,
-            target: Some(("≥ 0.9 × floor", 0.9)),
-            results: vec![result(Kind::Floor, 100.0), result(Kind::Dlock, dlock)],
-        }
+        let results = vec![result(Kind::Floor, 100.0), result(Kind::Dlock, dlock)];
+        PairRun { shape: W2, results }
     }
 
     #[test]
@@ -205,14 +228,16 @@ mod tests {
         let run = w2(90.0);
         assert_eq!(run.columns().len(), 1);
         assert_eq!(run.figures()[0].name, "W2 pairs/s");
-        let w1 = PairRun {
+        let shape = Shape {
             label: "W1",
             latency: true,
-            ..run
+            target: None,
         };
+        let w1 = PairRun { shape, ..run };
         let headers: Vec<String> = w1.columns().into_iter().map(|c| c.header).collect();
         assert_eq!(headers, ["W1 pairs/s", "W1 p50/p99 µs"]);
         assert_eq!(w1.figures().len(), 3);
         assert_eq!(w1.command_rows().len(), 2);
+        assert!(w1.targets().is_empty());
     }
 }

@@ -12,7 +12,7 @@ use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, args, print_result};
 use crate::cli::ChildArgs;
 use crate::control::Control;
-use crate::pairs::{PairResult, PairRun, names, timed_pairs};
+use crate::pairs::{PairResult, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, current_thread_runtime};
@@ -20,30 +20,28 @@ use crate::spec::{Counts, PINNED_CPU, Setting};
 use crate::subject::{Subject, warm_up};
 use crate::subjects::{Kind, with_subject};
 
+/// W1 in the report: its rate and latency beside the floor's.
+const W1: Shape = Shape {
+    label: "W1",
+    latency: true,
+    target: None,
+};
+
+/// W1 1-CPU in the report: its rate beside the floor's, and issue #3's target on the ratio.
+const W1_1CPU: Shape = Shape {
+    label: "W1 1-CPU",
+    latency: false,
+    target: Some(("≥ 0.9 × floor (aim 0.95)", 0.9)),
+};
+
 /// W1, unpinned, as a stage of the run.
 pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
-    let results = run_unpinned(&s.url, &s.counts)?;
-    let latency = true;
-    let run = PairRun {
-        label: "W1",
-        latency,
-        target: None,
-        results,
-    };
-    Entry::new("w1", run)
+    W1.entry("w1", run_unpinned(&s.url, &s.counts)?)
 }
 
 /// W1 1-CPU as a stage of the run.
 pub(crate) fn run_1cpu(s: &Setting) -> Result<Entry, BoxError> {
-    let results = run_pinned(&s.url, s.server_pid, &s.counts)?;
-    let target = Some(("≥ 0.9 × floor (aim 0.95)", 0.9));
-    let run = PairRun {
-        label: "W1 1-CPU",
-        latency: false,
-        target,
-        results,
-    };
-    Entry::new("w1_pinned", run)
+    W1_1CPU.entry("w1_pinned", run_pinned(&s.url, s.server_pid, &s.counts)?)
 }
 
 /// Runs W1 for every subject in this process (unpinned).
