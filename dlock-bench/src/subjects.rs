@@ -6,9 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::rt::BoxError;
+// The trait whose constants `with_subject!` reads.
+use crate::subject::Subject as _;
 
 /// Which subject: the identity of a row in every table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Kind {
     Floor,
@@ -42,19 +44,16 @@ impl Kind {
 
     /// Row label in the report.
     pub(crate) fn label(self) -> &'static str {
-        use crate::subject::Subject as _;
         with_subject!(self, S => S::LABEL)
     }
 
     /// Name on the command line (`--subject NAME`).
     pub(crate) fn name(self) -> &'static str {
-        use crate::subject::Subject as _;
         with_subject!(self, S => S::NAME)
     }
 
     /// Whether the subject waits for a held lock (runs W3).
     pub(crate) fn waits(self) -> bool {
-        use crate::subject::Subject as _;
         with_subject!(self, S => S::WAITS)
     }
 
