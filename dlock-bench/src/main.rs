@@ -34,6 +34,20 @@
 //! | `rt` | error type, runtimes, clocks, CPU time |
 //! | `spec` | the numbers of WORKLOADS.md (full and `--quick`) |
 
+//!
+//! # Extending
+//! * **A subject** (a peer library, a floor with other connection settings): a file implementing
+//!   [`subject::Subject`], and its line in `Kind`, `Kind::ALL` and `with_subject!`
+//!   ([`subjects`]). W1, W1 1-CPU and W2 run it, and W3 too if it waits; the report gives it a
+//!   row in every table and a ratio to the floor per figure.
+//! * **A workload**: a file with a stage function (`fn(&Setting) -> Result<Entry, _>`) whose
+//!   result implements [`report::Section`], and its line in `STAGES` (and `CHILDREN` if it runs
+//!   child processes). A pair workload reuses [`pairs`]: its timed loop, `PairResult` and a
+//!   `Shape` const.
+//! * **A figure of every window** (say, allocations): a counter read in
+//!   `redis_stats::Snapshot::take` and a field of `WindowDelta` and `PerOp`; the command table
+//!   shows it per pair and per acquisition.
+
 // A benchmark reports on stdout and narrates its progress on stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
