@@ -26,7 +26,7 @@ use crate::child::{Child, args, print_result};
 use crate::cli::ChildArgs;
 use crate::control::Control;
 use crate::dlock::{Dlock, client};
-use crate::report::{Entry, Section, Target};
+use crate::report::{Check, Entry, Section, Target, checked};
 use crate::rt::{BoxError, multi_thread_runtime};
 use crate::spec::{ACQUIRE_WAIT, Counts, Setting, TTL};
 use crate::stats::{count, ratio};
@@ -295,6 +295,21 @@ fn rss_bytes() -> Result<u64, BoxError> {
     Ok(kb * 1024)
 }
 
+/// Issue #3's memory targets.
+const CHECKS: [Check<MemoryResult>; 2] = [
+    ("client memory per held guard", "< 1 KB", |m| {
+        below(m.guards.bytes_per_guard, 1024.0)
+    }),
+    ("client memory per waiting task", "< 2 KB", |m| {
+        below(m.waiters.bytes_per_waiter, 2048.0)
+    }),
+];
+
+/// `bytes` as shown, and whether it is below `limit`.
+fn below(bytes: f64, limit: f64) -> (String, bool) {
+    (format!("{bytes:.0} B"), bytes < limit)
+}
+
 impl Section for MemoryResult {
     fn details(&self, out: &mut String) {
         let (g, w) = (&self.guards, &self.waiters);
@@ -326,22 +341,6 @@ impl Section for MemoryResult {
     }
 
     fn targets(&self) -> Vec<Target> {
-        let below = |name, wanted, v: f64, limit: f64| {
-            Target::new(name, wanted, format!("{v:.0} B"), v < limit)
-        };
-        vec![
-            below(
-                "client memory per held guard",
-                "< 1 KB",
-                self.guards.bytes_per_guard,
-                1024.0,
-            ),
-            below(
-                "client memory per waiting task",
-                "< 2 KB",
-                self.waiters.bytes_per_waiter,
-                2048.0,
-            ),
-        ]
+        checked(self, &CHECKS)
     }
 }

@@ -104,6 +104,19 @@ impl Target {
     }
 }
 
+/// A target as data: its name, what is wanted, and the check of one result (the figure as shown,
+/// and whether it meets the target).
+pub(crate) type Check<T> = (&'static str, &'static str, fn(&T) -> (String, bool));
+
+/// The targets of `result`, one per check.
+pub(crate) fn checked<T>(result: &T, checks: &[Check<T>]) -> Vec<Target> {
+    let target = |&(name, wanted, check): &Check<T>| {
+        let (measured, met) = check(result);
+        Target::new(name, wanted, measured, met)
+    };
+    checks.iter().map(target).collect()
+}
+
 /// One subject's ratio to the floor for one figure.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct Ratio {

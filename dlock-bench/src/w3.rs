@@ -30,7 +30,7 @@ use crate::cli::ChildArgs;
 use crate::control::{Control, raw_connection};
 use crate::handoff_floor::{self, HandoffFloor};
 use crate::redis_stats::{PerCommand, PerOp, Snapshot, WindowDelta};
-use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
+use crate::report::{Check, Column, CommandRow, Entry, Figure, Section, Target, checked};
 use crate::rt::{BoxError, current_thread_runtime, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, Setting, W3_PAUSE};
 use crate::stats::{Contention, LockEvent, contention, ns_to_s, per_second};
@@ -304,6 +304,36 @@ const FLOOR_NOTE: &str = "The floor's W3 gap is not a lock: it is the one-way la
     `PUBLISH` from one process to a RESP3 push in another, in W3's rhythm (1 ms blocking pause \
     before each send), the trip every push-based hand-off makes.";
 
+/// Issue #3's W3 targets.
+const CHECKS: [Check<W3Result>; 6] = [
+    ("W3 lost updates", "0", |w| {
+        (w.lost_updates.to_string(), w.lost_updates == 0)
+    }),
+    ("W3 overlaps", "0", |w| {
+        let overlaps = w.contention.overlaps;
+        (overlaps.to_string(), overlaps == 0)
+    }),
+    ("W3 cross-worker hand-off gap p50", "≤ 100 µs", |w| {
+        at_most(w.contention.cross_gap_p50_us, 100.0)
+    }),
+    ("W3 cross-worker hand-off gap p99", "≤ 1,000 µs", |w| {
+        at_most(w.contention.cross_gap_p99_us, 1_000.0)
+    }),
+    ("W3 fairness", "min ≥ 0.5 × max", |w| {
+        let (min, max) = (w.contention.fairness_min, w.contention.fairness_max);
+        (format!("{min}–{max}"), min.saturating_mul(2) >= max)
+    }),
+    ("W3 client round trips per acquisition", "≤ 2.5", |w| {
+        let trips = w.per_acq.round_trips;
+        (format!("{trips:.2}"), trips <= 2.5)
+    }),
+];
+
+/// A gap as shown, and whether it is at most `limit` µs.
+fn at_most(us: f64, limit: f64) -> (String, bool) {
+    (format!("{us:.0} µs"), us <= limit)
+}
+
 impl W3 {
     fn cells(&self, f: impl Fn(&W3Result) -> String) -> Vec<(Kind, String)> {
         self.runs.iter().map(|r| (r.subject, f(r))).collect()
@@ -401,49 +431,7 @@ impl Section for W3 {
     }
 
     fn targets(&self) -> Vec<Target> {
-        let Some(w3) = self.runs.iter().find(|r| r.subject == Kind::UNDER_TEST) else {
-            return Vec::new();
-        };
-        let c = &w3.contention;
-        let at_most = |name, wanted, v: f64, limit: f64, unit: &str| {
-            Target::new(name, wanted, format!("{v:.0}{unit}"), v <= limit)
-        };
-        let zero = |name, v: String, ok| Target::new(name, "0", v, ok);
-        let (min, max) = (c.fairness_min, c.fairness_max);
-        let trips = w3.per_acq.round_trips;
-        vec![
-            zero(
-                "W3 lost updates",
-                w3.lost_updates.to_string(),
-                w3.lost_updates == 0,
-            ),
-            zero("W3 overlaps", c.overlaps.to_string(), c.overlaps == 0),
-            at_most(
-                "W3 cross-worker hand-off gap p50",
-                "≤ 100 µs",
-                c.cross_gap_p50_us,
-                100.0,
-                " µs",
-            ),
-            at_most(
-                "W3 cross-worker hand-off gap p99",
-                "≤ 1,000 µs",
-                c.cross_gap_p99_us,
-                1_000.0,
-                " µs",
-            ),
-            Target::new(
-                "W3 fairness",
-                "min ≥ 0.5 × max",
-                format!("{min}–{max}"),
-                min.saturating_mul(2) >= max,
-            ),
-            Target::new(
-                "W3 client round trips per acquisition",
-                "≤ 2.5",
-                format!("{trips:.2}"),
-                trips <= 2.5,
-            ),
-        ]
+        let under_test = self.runs.iter().find(|r| r.subject == Kind::UNDER_TEST);
+        under_test.map_or_else(Vec::new, |w3| checked(w3, &CHECKS))
     }
 }

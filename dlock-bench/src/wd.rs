@@ -35,7 +35,7 @@ use crate::cli::ChildArgs;
 use crate::control::Control;
 use crate::dlock::Dlock;
 use crate::redis_stats::{PerCommand, WindowDelta, idle_server_cpu_ms_per_s, measure};
-use crate::report::{Entry, Section, Target};
+use crate::report::{Check, Entry, Section, Target, checked};
 use crate::rt::{
     BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime, process_cpu_us,
 };
@@ -316,6 +316,28 @@ const COLUMNS: [Col<WdResult>; 9] = [
     ("leases lost", |w| w.lost.to_string()),
 ];
 
+/// Issue #4's targets.
+const CHECKS: [Check<WdResult>; 2] = [
+    (
+        "watchdog: renewal round trips per interval",
+        "~1 per 100 locks (≤ 105 for 10,000)",
+        |w| {
+            let f = &w.figures;
+            let calls = format!(
+                "{:.1} ({:.1} locks per call)",
+                f.calls_per_round, f.locks_per_call
+            );
+            (
+                calls,
+                f.calls_per_round <= ratio(w.locks, 100) * WD_CALLS_SLACK,
+            )
+        },
+    ),
+    ("watchdog: leases lost while held", "0", |w| {
+        (w.lost.to_string(), w.lost == 0)
+    }),
+];
+
 impl Section for WdResult {
     /// One table row, then the acquisition and release phases.
     fn details(&self, out: &mut String) {
@@ -348,26 +370,7 @@ impl Section for WdResult {
     }
 
     fn targets(&self) -> Vec<Target> {
-        let f = &self.figures;
-        let most = ratio(self.locks, 100) * WD_CALLS_SLACK;
-        let calls = format!(
-            "{:.1} ({:.1} locks per call)",
-            f.calls_per_round, f.locks_per_call
-        );
-        vec![
-            Target::new(
-                "watchdog: renewal round trips per interval",
-                "~1 per 100 locks (≤ 105 for 10,000)",
-                calls,
-                f.calls_per_round <= most,
-            ),
-            Target::new(
-                "watchdog: leases lost while held",
-                "0",
-                self.lost.to_string(),
-                self.lost == 0,
-            ),
-        ]
+        checked(self, &CHECKS)
     }
 }
 
