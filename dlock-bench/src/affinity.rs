@@ -10,7 +10,7 @@ use std::fs;
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
-use crate::BoxError;
+use crate::rt::BoxError;
 
 /// Pins the calling thread (and every thread it starts later) to `cpu`.
 pub(crate) fn pin_current_thread(cpu: usize) -> Result<(), BoxError> {

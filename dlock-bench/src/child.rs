@@ -12,7 +12,7 @@ use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use dlock_testkit::ChildGuard;
 use serde::de::DeserializeOwned;
 
-use crate::BoxError;
+use crate::rt::BoxError;
 
 /// A line the child writes once it is ready to start.
 pub(crate) const READY: &str = "READY";
@@ -99,22 +99,59 @@ impl Child {
     }
 }
 
+/// The arguments that start subcommand `sub` of this binary against the server at `url`, with
+/// `extra` arguments, and `--quick` in a quick run.
+pub(crate) fn args(sub: &str, url: &str, quick: bool, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [sub, "--url", url].into_iter().map(str::to_owned).collect();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    if quick {
+        args.push("--quick".to_owned());
+    }
+    args
+}
+
+/// Children started together: every one set up and `READY` before any is sent `GO`.
+pub(crate) struct Group(Vec<Child>);
+
+impl Group {
+    /// Starts one child per argument list, and waits until each is `READY`.
+    pub(crate) fn ready(args: impl IntoIterator<Item = Vec<String>>) -> Result<Group, BoxError> {
+        let mut children = args
+            .into_iter()
+            .map(|a| Child::spawn(&a))
+            .collect::<Result<Vec<_>, _>>()?;
+        for child in &mut children {
+            child.wait_for(READY)?;
+        }
+        Ok(Group(children))
+    }
+
+    /// Sends `line` (`GO`, `STOP`) to every child.
+    pub(crate) fn send(&mut self, line: &str) -> Result<(), BoxError> {
+        self.0.iter_mut().try_for_each(|child| child.send(line))
+    }
+
+    /// Every child's result, in start order.
+    pub(crate) fn results<T: DeserializeOwned>(self) -> Result<Vec<T>, BoxError> {
+        self.0.into_iter().map(Child::result).collect()
+    }
+}
+
+/// In a child: writes one line for the parent, at once.
+fn say(line: &str) -> Result<(), BoxError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    Ok(out.flush()?)
+}
+
 /// In a child: prints the result line the parent waits for.
 pub(crate) fn print_result<T: serde::Serialize>(value: &T) -> Result<(), BoxError> {
-    let json = serde_json::to_string(value)?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{RESULT}{json}")?;
-    out.flush()?;
-    Ok(())
+    say(&format!("{RESULT}{}", serde_json::to_string(value)?))
 }
 
 /// In a child: says it is ready, then blocks until the parent sends `GO`.
 pub(crate) fn ready_then_wait_for_go() -> Result<(), BoxError> {
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{READY}")?;
-        out.flush()?;
-    }
+    say(READY)?;
     wait_for_line(GO)
 }
 

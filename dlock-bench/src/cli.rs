@@ -1,11 +1,12 @@
 //! Command line: the benchmark run (`dlock-bench [--quick] [--only …] [--json PATH]`) and the
-//! subcommands the benchmark starts itself as child processes.
+//! subcommands the benchmark starts itself as child processes (their names come from `main`'s
+//! table; every one takes `--url`, and some `--process`, `--subject` …).
 
 use std::path::PathBuf;
 
-use crate::BoxError;
+use crate::rt::BoxError;
 use crate::spec::Counts;
-use crate::subject::Kind;
+use crate::subjects::Kind;
 
 pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside a raw-Redis floor, on its own redis-server
@@ -25,273 +26,194 @@ For profiling one subject: dlock-bench w1-one --url URL --subject floor|dlock [-
 /// Default path of the JSON results.
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
-/// Which workloads a run includes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Workloads {
-    pub(crate) w1: bool,
-    pub(crate) w2: bool,
-    pub(crate) w3: bool,
-    pub(crate) mem: bool,
-    pub(crate) wd: bool,
-    pub(crate) sched: bool,
-}
-
-impl Workloads {
-    const ALL: Workloads = Workloads {
-        w1: true,
-        w2: true,
-        w3: true,
-        mem: true,
-        wd: true,
-        sched: true,
-    };
-
-    const NONE: Workloads = Workloads {
-        w1: false,
-        w2: false,
-        w3: false,
-        mem: false,
-        wd: false,
-        sched: false,
-    };
-
-    fn parse(list: &str) -> Result<Workloads, BoxError> {
-        let mut only = Self::NONE;
-        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match item {
-                "w1" => only.w1 = true,
-                "w2" => only.w2 = true,
-                "w3" => only.w3 = true,
-                "mem" => only.mem = true,
-                "wd" => only.wd = true,
-                "sched" => only.sched = true,
-                other => {
-                    return Err(format!(
-                        "--only: unknown workload `{other}`; use w1, w2, w3, mem, wd, sched"
-                    )
-                    .into());
-                }
-            }
-        }
-        if only == Self::NONE {
-            return Err("--only needs at least one of w1, w2, w3, mem, wd, sched".into());
-        }
-        Ok(only)
-    }
-}
+/// The names `--only` accepts, each selecting one or more stages of the run.
+pub(crate) const WORKLOADS: [&str; 6] = ["w1", "w2", "w3", "mem", "wd", "sched"];
 
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Command {
+    /// The benchmark run, with the `--only` names selected (all by default).
     Run {
         counts: Counts,
-        only: Workloads,
+        only: Vec<String>,
         json: PathBuf,
     },
-    W1Pinned {
-        url: String,
-        counts: Counts,
-    },
-    /// W1 for one subject only, unpinned, printing its result: for profiling one subject
-    /// (`valgrind --tool=callgrind dlock-bench w1-one --subject dlock --url …`).
-    W1One {
-        url: String,
-        subject: Kind,
-        counts: Counts,
-    },
-    W3Worker {
-        url: String,
-        process: u32,
-        counts: Counts,
-    },
-    HandoffFloor {
-        url: String,
-        process: u32,
-        counts: Counts,
-    },
-    Memory {
-        probe: String,
-        url: String,
-        counts: Counts,
-    },
-    Watchdog {
-        url: String,
-        counts: Counts,
-    },
-    SchedReplica {
-        url: String,
-        replica: u32,
-        skew_ms: i64,
-        job: String,
-    },
+    /// A child process of the benchmark (or `w1-one`, for profiling).
+    Child(ChildArgs),
     Help,
 }
 
-/// Parses the arguments after the program name.
-pub(crate) fn parse(args: &[String]) -> Result<Command, BoxError> {
-    let (sub, rest) = match args.first().map(String::as_str) {
-        Some(
-            sub @ ("w1-pinned" | "w1-one" | "w3-worker" | "handoff-floor" | "mem" | "wd"
-            | "sched-replica"),
-        ) => (Some(sub), &args[1..]),
-        _ => (None, args),
-    };
-    let mut flags = Flags::default();
-    let mut positional = Vec::new();
-    let mut it = rest.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match arg.as_str() {
-            "--quick" => flags.quick = true,
-            "--help" | "-h" => return Ok(Command::Help),
-            "--only" => flags.only = Some(Workloads::parse(&value("--only")?)?),
-            "--json" => flags.json = Some(PathBuf::from(value("--json")?)),
-            "--url" => flags.url = Some(value("--url")?),
-            "--process" => flags.process = Some(value("--process")?.parse()?),
-            "--skew-ms" => flags.skew_ms = Some(value("--skew-ms")?.parse()?),
-            "--job" => flags.job = Some(value("--job")?),
-            "--subject" => {
-                flags.subject = Some(match value("--subject")?.as_str() {
-                    "floor" => Kind::Floor,
-                    "dlock" => Kind::Dlock,
-                    other => return Err(format!("--subject {other}: use floor or dlock").into()),
-                });
-            }
-            other if !other.starts_with('-') => positional.push(other.to_owned()),
-            other => return Err(format!("unknown argument `{other}`\n\n{USAGE}").into()),
-        }
-    }
-    flags.into_command(sub, positional)
-}
-
-#[derive(Default)]
-struct Flags {
-    quick: bool,
-    only: Option<Workloads>,
-    json: Option<PathBuf>,
-    url: Option<String>,
+/// A subcommand and its arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ChildArgs {
+    pub(crate) name: String,
+    pub(crate) url: String,
+    pub(crate) counts: Counts,
+    /// `--skew-ms` (0 when absent).
+    pub(crate) skew_ms: i64,
     process: Option<u32>,
     subject: Option<Kind>,
-    skew_ms: Option<i64>,
     job: Option<String>,
+    /// The one positional argument (`mem guards|waiters`).
+    probe: Option<String>,
 }
 
-impl Flags {
-    fn into_command(self, sub: Option<&str>, positional: Vec<String>) -> Result<Command, BoxError> {
-        let counts = Counts::new(self.quick);
-        let url = || self.url.clone().ok_or("this subcommand needs --url");
-        match (sub, positional.as_slice()) {
-            (None, []) => Ok(Command::Run {
-                counts,
-                only: self.only.unwrap_or(Workloads::ALL),
-                json: self.json.unwrap_or_else(|| PathBuf::from(DEFAULT_JSON)),
-            }),
-            (Some("w1-pinned"), []) => Ok(Command::W1Pinned {
-                url: url()?,
-                counts,
-            }),
-            (Some("w1-one"), []) => Ok(Command::W1One {
-                url: url()?,
-                subject: self.subject.ok_or("w1-one needs --subject floor|dlock")?,
-                counts,
-            }),
-            (Some("w3-worker"), []) => Ok(Command::W3Worker {
-                url: url()?,
-                process: self.process.ok_or("w3-worker needs --process")?,
-                counts,
-            }),
-            (Some("handoff-floor"), []) => Ok(Command::HandoffFloor {
-                url: url()?,
-                process: self.process.ok_or("handoff-floor needs --process")?,
-                counts,
-            }),
-            (Some("mem"), [probe]) => Ok(Command::Memory {
-                probe: probe.clone(),
-                url: url()?,
-                counts,
-            }),
-            (Some("wd"), []) => Ok(Command::Watchdog {
-                url: url()?,
-                counts,
-            }),
-            (Some("sched-replica"), []) => Ok(Command::SchedReplica {
-                url: url()?,
-                replica: self.process.ok_or("sched-replica needs --process")?,
-                skew_ms: self.skew_ms.unwrap_or(0),
-                job: self.job.clone().ok_or("sched-replica needs --job")?,
-            }),
-            (_, extra) => Err(format!("unexpected arguments {extra:?}\n\n{USAGE}").into()),
+impl ChildArgs {
+    fn needs(&self, what: &str) -> BoxError {
+        format!("{} needs {what}", self.name).into()
+    }
+
+    /// `--process N`.
+    pub(crate) fn process(&self) -> Result<u32, BoxError> {
+        self.process.ok_or_else(|| self.needs("--process"))
+    }
+
+    /// `--subject NAME`.
+    pub(crate) fn subject(&self) -> Result<Kind, BoxError> {
+        self.subject.ok_or_else(|| self.needs("--subject"))
+    }
+
+    /// `--job NAME`.
+    pub(crate) fn job(&self) -> Result<&str, BoxError> {
+        self.job.as_deref().ok_or_else(|| self.needs("--job"))
+    }
+
+    /// The positional argument.
+    pub(crate) fn probe(&self) -> Result<&str, BoxError> {
+        self.probe
+            .as_deref()
+            .ok_or_else(|| self.needs("a probe name"))
+    }
+}
+
+/// Parses the arguments after the program name; `subcommands` are the child processes' names.
+pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, BoxError> {
+    let (name, rest) = match args.split_first() {
+        Some((sub, rest)) if subcommands.contains(&sub.as_str()) => (Some(sub.clone()), rest),
+        _ => (None, args),
+    };
+    let (mut counts, mut url, mut only, mut json) = (Counts::FULL, None, None, None);
+    let mut child = ChildArgs {
+        name: name.clone().unwrap_or_default(),
+        url: String::new(),
+        counts,
+        skew_ms: 0,
+        process: None,
+        subject: None,
+        job: None,
+        probe: None,
+    };
+    let mut it = rest.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--quick" => counts = Counts::QUICK,
+            "--help" | "-h" => return Ok(Command::Help),
+            "--only" => only = Some(parse_only(value()?)?),
+            "--json" => json = Some(PathBuf::from(value()?)),
+            "--url" => url = Some(value()?.clone()),
+            "--process" => child.process = Some(value()?.parse()?),
+            "--skew-ms" => child.skew_ms = value()?.parse()?,
+            "--job" => child.job = Some(value()?.clone()),
+            "--subject" => child.subject = Some(Kind::parse(value()?)?),
+            p if name.is_some() && child.probe.is_none() && !p.starts_with('-') => {
+                child.probe = Some(p.to_owned());
+            }
+            other => return Err(format!("unexpected argument `{other}`\n\n{USAGE}").into()),
         }
     }
+    if name.is_none() {
+        let only = only.unwrap_or_else(|| WORKLOADS.map(str::to_owned).to_vec());
+        let json = json.unwrap_or_else(|| PathBuf::from(DEFAULT_JSON));
+        return Ok(Command::Run { counts, only, json });
+    }
+    child.url = url.ok_or_else(|| child.needs("--url"))?;
+    child.counts = counts;
+    Ok(Command::Child(child))
+}
+
+/// The names of `--only`, each one of [`WORKLOADS`].
+fn parse_only(list: &str) -> Result<Vec<String>, BoxError> {
+    let names: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let all = WORKLOADS.join(", ");
+    if let Some(bad) = names.iter().find(|n| !WORKLOADS.contains(&n.as_str())) {
+        return Err(format!("--only: unknown workload `{bad}`; use {all}").into());
+    }
+    if names.is_empty() {
+        return Err(format!("--only needs at least one of {all}").into());
+    }
+    Ok(names)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_owned).collect()
+    const SUBS: &[&str] = &["w3-worker", "mem", "wd", "sched-replica"];
+
+    fn parsed(s: &str) -> Result<Command, BoxError> {
+        let args: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
+        parse(&args, SUBS)
+    }
+
+    fn child(s: &str) -> ChildArgs {
+        match parsed(s).unwrap() {
+            Command::Child(args) => args,
+            other => panic!("not a child: {other:?}"),
+        }
     }
 
     #[test]
     fn parses_the_run_flags() {
-        let Command::Run { counts, only, json } = parse(&args("--quick --only w1,mem")).unwrap()
-        else {
+        let Command::Run { counts, only, json } = parsed("--quick --only w1,mem").unwrap() else {
             panic!("not a run");
         };
         assert!(counts.quick);
-        assert!(only.w1 && only.mem && !only.w2 && !only.w3 && !only.wd && !only.sched);
-        let Command::Run { only, .. } = parse(&args("--only wd,sched")).unwrap() else {
-            panic!("not a run");
-        };
-        assert!(only.wd && only.sched && !only.w1 && !only.mem);
+        assert_eq!(only, ["w1", "mem"]);
         assert_eq!(json, PathBuf::from(DEFAULT_JSON));
-        let Command::Run { only, json, .. } = parse(&args("--json out.json")).unwrap() else {
+        let Command::Run { only, json, .. } = parsed("--json out.json").unwrap() else {
             panic!("not a run");
         };
-        assert_eq!(only, Workloads::ALL);
+        assert_eq!(only, WORKLOADS);
         assert_eq!(json, PathBuf::from("out.json"));
     }
 
     #[test]
-    fn parses_subcommands_and_rejects_nonsense() {
+    fn parses_subcommands() {
+        let w3 = child("w3-worker --url redis://x/ --process 1 --subject dlock");
+        assert_eq!((w3.url.as_str(), w3.counts), ("redis://x/", Counts::FULL));
         assert_eq!(
-            parse(&args("w3-worker --url redis://x/ --process 1")).unwrap(),
-            Command::W3Worker {
-                url: "redis://x/".into(),
-                process: 1,
-                counts: Counts::FULL
-            }
+            (w3.process().unwrap(), w3.subject().unwrap()),
+            (1, Kind::Dlock)
         );
-        assert!(matches!(
-            parse(&args("mem waiters --url u --quick")).unwrap(),
-            Command::Memory { ref probe, counts, .. } if probe == "waiters" && counts.quick
-        ));
-        assert_eq!(
-            parse(&args(
-                "sched-replica --url u --process 2 --skew-ms -300 --job tick0"
-            ))
-            .unwrap(),
-            Command::SchedReplica {
-                url: "u".into(),
-                replica: 2,
-                skew_ms: -300,
-                job: "tick0".into()
-            }
-        );
-        assert!(matches!(
-            parse(&args("wd --url u")).unwrap(),
-            Command::Watchdog { ref url, counts } if url == "u" && !counts.quick
-        ));
-        assert!(parse(&args("sched-replica --url u --process 0")).is_err());
-        assert!(parse(&args("--only w9")).is_err());
-        assert!(parse(&args("--only")).is_err());
-        assert!(parse(&args("--frobnicate")).is_err());
-        assert!(parse(&args("w3-worker --url u")).is_err());
-        assert!(parse(&args("stray")).is_err());
+        let mem = child("mem waiters --url u --quick");
+        assert_eq!(mem.probe().unwrap(), "waiters");
+        assert!(mem.counts.quick);
+        let replica = child("sched-replica --url u --process 2 --skew-ms -300 --job tick0");
+        assert_eq!((replica.process().unwrap(), replica.skew_ms), (2, -300));
+        assert_eq!(replica.job().unwrap(), "tick0");
+        let wd = child("wd --url u");
+        assert!(!wd.counts.quick && wd.job().is_err() && wd.probe().is_err());
+    }
+
+    #[test]
+    fn rejects_nonsense() {
+        for bad in [
+            "--only w9",
+            "--only",
+            "--only ,",
+            "--frobnicate",
+            "stray",
+            "wd",
+            "mem a b --url u",
+        ] {
+            assert!(parsed(bad).is_err(), "{bad}");
+        }
+        assert!(child("w3-worker --url u").process().is_err());
     }
 }

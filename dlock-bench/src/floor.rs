@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 
-use crate::BoxError;
-use crate::redis_stats::raw_connection;
+use crate::control::raw_connection;
+use crate::rt::BoxError;
 use crate::spec::TTL_MS;
+use crate::subject::Subject;
 
 /// Deletes `KEYS[1]` only if it still holds `ARGV[1]`; returns the number of keys deleted.
 static COMPARE_AND_DELETE: LazyLock<Script> = LazyLock::new(|| {
@@ -25,6 +26,7 @@ static COMPARE_AND_DELETE: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// A raw-Redis "lock client": one shared connection and a token generator.
+#[derive(Debug)]
 pub(crate) struct Floor {
     conn: MultiplexedConnection,
     /// 16 random hex digits per client; a counter makes each token unique (32 hex digits, the
@@ -33,26 +35,51 @@ pub(crate) struct Floor {
     seq: AtomicU64,
 }
 
-impl Floor {
-    pub(crate) async fn connect(url: &str) -> Result<Self, BoxError> {
-        let conn = raw_connection(url).await?;
-        let prefix = format!("{:016x}", getrandom::u64()?);
+/// The floor's handle on one key: nothing but the name.
+#[derive(Debug)]
+pub(crate) struct FloorLock<'a> {
+    floor: &'a Floor,
+    key: &'a str,
+}
+
+/// A key the floor holds: the connection handle it was taken on, and the token to delete.
+#[derive(Debug)]
+pub(crate) struct FloorGuard<'a> {
+    conn: MultiplexedConnection,
+    key: &'a str,
+    token: String,
+}
+
+impl Subject for Floor {
+    const NAME: &'static str = "floor";
+    const LABEL: &'static str = "raw floor";
+    const WAITS: bool = false;
+    const OWN_PLAIN: &'static [&'static str] = &["set"];
+    type Lock<'a> = FloorLock<'a>;
+    type Guard<'a> = FloorGuard<'a>;
+
+    async fn connect(url: &str) -> Result<Self, BoxError> {
         Ok(Self {
-            conn,
-            prefix,
+            conn: raw_connection(url).await?,
+            prefix: format!("{:016x}", getrandom::u64()?),
             seq: AtomicU64::new(0),
         })
     }
 
-    /// One acquire + release of `key`. An error when the key was taken or the release did not
-    /// delete it: the workloads use distinct keys, so either means a broken benchmark.
-    pub(crate) async fn pair(&self, key: &str) -> Result<(), BoxError> {
+    fn lock<'a>(&'a self, key: &'a str) -> Result<FloorLock<'a>, BoxError> {
+        Ok(FloorLock { floor: self, key })
+    }
+
+    async fn acquire<'a, 'l: 'a>(
+        lock: &'a Self::Lock<'l>,
+    ) -> Result<Option<FloorGuard<'a>>, BoxError> {
+        let FloorLock { floor, key } = *lock;
         let token = format!(
             "{}{:016x}",
-            self.prefix,
-            self.seq.fetch_add(1, Ordering::Relaxed)
+            floor.prefix,
+            floor.seq.fetch_add(1, Ordering::Relaxed)
         );
-        let mut conn = self.conn.clone();
+        let mut conn = floor.conn.clone();
         let set: Option<String> = redis::cmd("SET")
             .arg(key)
             .arg(&token)
@@ -61,17 +88,20 @@ impl Floor {
             .arg(TTL_MS)
             .query_async(&mut conn)
             .await?;
-        if set.is_none() {
-            return Err(format!("raw floor: `{key}` was already held").into());
-        }
+        Ok(set.map(|_| FloorGuard { conn, key, token }))
+    }
+
+    async fn release(guard: Self::Guard<'_>) -> Result<bool, BoxError> {
+        let FloorGuard {
+            mut conn,
+            key,
+            token,
+        } = guard;
         let deleted: i64 = COMPARE_AND_DELETE
             .key(key)
             .arg(&token)
             .invoke_async(&mut conn)
             .await?;
-        if deleted != 1 {
-            return Err(format!("raw floor: releasing `{key}` deleted {deleted} keys").into());
-        }
-        Ok(())
+        Ok(deleted == 1)
     }
 }

@@ -10,16 +10,16 @@
 //! cross-worker hand-off is the same trip plus its release script: a push-based lock cannot hand
 //! over faster than this.
 
-use redis::{
-    AsyncConnectionConfig, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value,
-};
+use redis::{PushInfo, PushKind, Value};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::child::{Child, GO, READY, print_result, ready_then_wait_for_go};
+use crate::child::{GO, Group, args, print_result, ready_then_wait_for_go};
+use crate::cli::ChildArgs;
+use crate::control::connection;
+use crate::rt::{BoxError, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, W3_PAUSE};
-use crate::stats::p50_p99_us;
-use crate::{BoxError, monotonic_ns, multi_thread_runtime};
+use crate::stats::{count, p50_p99_us};
 
 /// Channel of process `p`.
 fn channel(process: u32) -> String {
@@ -42,40 +42,23 @@ pub(crate) struct HandoffFloor {
 
 /// Runs the ping-pong between two child processes: as many messages as W3 has acquisitions.
 pub(crate) fn run(url: &str, counts: &Counts) -> Result<HandoffFloor, BoxError> {
-    let mut children = Vec::new();
-    for process in 0..2u32 {
-        let mut args = vec![
-            "handoff-floor".to_owned(),
-            "--url".to_owned(),
-            url.to_owned(),
-            "--process".to_owned(),
-            process.to_string(),
-        ];
-        if counts.quick {
-            args.push("--quick".to_owned());
-        }
-        children.push(Child::spawn(&args)?);
-    }
-    for child in &mut children {
-        child.wait_for(READY)?;
-    }
-    for child in &mut children {
-        child.send(GO)?;
-    }
-    let mut latencies = Vec::new();
-    for child in children {
-        latencies.extend(child.result::<FloorReport>()?.latencies_ns);
-    }
+    let mut players = Group::ready(
+        ["0", "1"].map(|process| args("handoff-floor", url, counts.quick, &["--process", process])),
+    )?;
+    players.send(GO)?;
+    let reports = players.results::<FloorReport>()?;
+    let mut latencies: Vec<u64> = reports.into_iter().flat_map(|r| r.latencies_ns).collect();
     let (p50_us, p99_us) = p50_p99_us(&mut latencies);
     Ok(HandoffFloor {
-        messages: u64::try_from(latencies.len())?,
+        messages: count(latencies.len()),
         p50_us,
         p99_us,
     })
 }
 
 /// Entry point of `dlock-bench handoff-floor --url URL --process 0|1`.
-pub(crate) fn child_main(url: &str, process: u32, counts: &Counts) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
+    let (url, process, counts) = (args.url.as_str(), args.process()?, &args.counts);
     let runtime = multi_thread_runtime()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let conn = runtime.block_on(set_up(url, process, tx))?;
@@ -90,17 +73,7 @@ async fn set_up(
     process: u32,
     pushes: mpsc::UnboundedSender<PushInfo>,
 ) -> Result<redis::aio::MultiplexedConnection, BoxError> {
-    let info = url.into_connection_info()?;
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(ProtocolVersion::RESP3);
-    let tcp = info.tcp_settings().clone().set_nodelay(true);
-    let info = info.set_redis_settings(settings).set_tcp_settings(tcp);
-    let config = AsyncConnectionConfig::new().set_push_sender(pushes);
-    let mut conn = redis::Client::open(info)?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
+    let mut conn = connection(url, Some(pushes)).await?;
     conn.subscribe(channel(process)).await?;
     // Both must listen before the first message: wait until the other side subscribed.
     let other = channel(1 - process);
@@ -129,7 +102,7 @@ async fn ping_pong(
     if process == 0 {
         publish_now(&mut conn, &other).await?;
     }
-    while u64::try_from(report.latencies_ns.len())? < messages {
+    while count(report.latencies_ns.len()) < messages {
         let push = pushes
             .recv()
             .await

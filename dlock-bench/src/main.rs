@@ -9,25 +9,44 @@
 //! report on stdout and writes the figures as JSON.
 //!
 //! # Layout
+//! Every import points down this table (a module uses only modules listed below it).
+//!
 //! | module | what |
 //! |---|---|
-//! | `cli` | arguments, subcommands |
-//! | `spec` | the numbers of WORKLOADS.md (full and `--quick`) |
-//! | `subject` | raw floor or dlock behind one `pair` call |
-//! | `floor` | the raw floor: `SET NX PX` + compare-and-delete `EVALSHA` |
-//! | `w1`, `w2`, `w3`, `w3_worker` | the workloads (W3's workers are child processes) |
-//! | `handoff_floor` | W3's floor: one-way pub/sub latency between two processes, W3's rhythm |
-//! | `memory` | client RSS and Redis memory per held guard and per waiting task |
+//! | `main` | the stages of a run and the child processes, each one line of a table |
+//! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process) and W2, for every subject |
+//! | `w3`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
+//! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
-//! | `sched`, `sched_replica` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
-//! | `sched_stats` | the scheduler workload's statistics (pure, unit-tested) |
-//! | `redis_stats` | control connection: `FLUSHALL`, `INFO commandstats`/`memory`, queue lengths |
-//! | `window` | a measured window: command, server-CPU and client-CPU deltas |
-//! | `affinity` | CPU pinning for W1 1-CPU |
+//! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
+//! | `pairs` | what the pair workloads share: per-subject result, timed loop, their report section |
+//! | `cli` | arguments, subcommands |
+//! | `report` | the generic report: [`report::Section`], main table, ratios to the floor, commands, targets, JSON |
+//! | `subjects` | the subjects of a run ([`subjects::Kind`]) and `with_subject!` |
+//! | `floor`, `dlock` | the two subjects: raw `SET NX PX` + compare-and-delete, and dlock's public API |
+//! | `subject` | the [`subject::Subject`] trait: acquire, release, pair |
+//! | `redis_stats` | the sampler: `INFO commandstats`/`cpu` and `getrusage` deltas over a window, cost per operation |
+//! | `control` | connections like dlock's, and the control connection (`FLUSHALL`, `INFO`, counters) |
 //! | `child` | child processes of this binary and their line protocol |
-//! | `stats` | percentiles, hand-off gaps, overlaps, fairness (pure, unit-tested) |
-//! | `targets` | ratios to the floor and the targets of issues #3, #4 and #6 |
-//! | `report`, `report_wd_sched` | markdown and JSON output |
+//! | `table` | markdown tables and number formats |
+//! | `stats` | percentiles, rates, hand-off gaps, overlaps, fairness (pure, unit-tested) |
+//! | `affinity` | CPU pinning for W1 1-CPU |
+//! | `rt` | error type, runtimes, clocks, CPU time |
+//! | `spec` | the numbers of WORKLOADS.md (full and `--quick`) |
+
+//!
+//! # Extending
+//! * **A subject** (a peer library, a floor with other connection settings): a file implementing
+//!   [`subject::Subject`], and its line in `Kind`, `Kind::ALL` and `with_subject!`
+//!   ([`subjects`]). W1, W1 1-CPU and W2 run it, and W3 too if it waits; the report gives it a
+//!   row in every table and a ratio to the floor per figure.
+//! * **A workload**: a file with a stage function (`fn(&Setting) -> Result<Entry, _>`) whose
+//!   result implements [`report::Section`], and its line in `STAGES` (and `CHILDREN` if it runs
+//!   child processes). A pair workload reuses [`pairs`]: its timed loop, `PairResult` and a
+//!   `Shape` const.
+//! * **A figure of every window** (say, allocations): a counter read in
+//!   `redis_stats::Snapshot::take` and a field of `WindowDelta` and `PerOp`; the command table
+//!   shows it per pair and per acquisition.
 
 // A benchmark reports on stdout and narrates its progress on stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -35,73 +54,84 @@
 mod affinity;
 mod child;
 mod cli;
+mod control;
+mod dlock;
 mod floor;
 mod handoff_floor;
 mod memory;
+mod pairs;
 mod redis_stats;
 mod report;
-mod report_wd_sched;
+mod rt;
 mod sched;
 mod sched_replica;
 mod sched_stats;
 mod spec;
 mod stats;
 mod subject;
-mod targets;
+mod subjects;
+mod table;
 mod w1;
 mod w2;
 mod w3;
-mod w3_worker;
 mod wd;
-mod window;
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use nix::time::{ClockId, clock_gettime};
+use crate::cli::{ChildArgs, Command};
+use crate::control::Control;
+use crate::report::{Entry, Meta, Results};
+use crate::rt::{BoxError, current_thread_runtime};
+use crate::spec::{Counts, Setting};
 
-use crate::cli::Command;
-use crate::redis_stats::Control;
-use crate::report::{Measured, Meta, Results};
-use crate::spec::{Counts, WORKER_THREADS};
+/// A stage of the run: its `--only` name, its name on stderr, and what it runs.
+type Stage = (
+    &'static str,
+    &'static str,
+    fn(&Setting) -> Result<Entry, BoxError>,
+);
 
-/// Errors of the benchmark: reported with their message, the run stops.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The stages, in run (and report) order.
+const STAGES: [Stage; 7] = [
+    ("w1", "W1 (unpinned)", w1::run),
+    ("w1", "W1 1-CPU", w1::run_1cpu),
+    ("w2", "W2", w2::run),
+    ("w3", "W3", w3::run),
+    ("mem", "memory", memory::run),
+    ("wd", "watchdog", wd::run),
+    ("sched", "scheduler", sched::run),
+];
+
+/// A subcommand: its name, and the `main` of the child process.
+type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
+
+/// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
+const CHILDREN: [Child; 7] = [
+    ("w1-pinned", w1::pinned_child),
+    ("w1-one", w1::one_child),
+    ("w3-worker", w3::child_main),
+    ("handoff-floor", handoff_floor::child_main),
+    ("mem", memory::child_main),
+    ("wd", wd::child_main),
+    ("sched-replica", sched_replica::child_main),
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = cli::parse(&args).and_then(|command| match command {
-        Command::Run { counts, only, json } => run(&counts, only, &json),
-        Command::W1Pinned { url, counts } => w1::pinned_child(&url, &counts),
-        Command::W1One {
-            url,
-            subject,
-            counts,
-        } => w1::one_child(subject, &url, &counts),
-        Command::W3Worker {
-            url,
-            process,
-            counts,
-        } => w3_worker::child_main(&url, process, &counts),
-        Command::HandoffFloor {
-            url,
-            process,
-            counts,
-        } => handoff_floor::child_main(&url, process, &counts),
-        Command::Memory { probe, url, counts } => memory::child_main(&probe, &url, &counts),
-        Command::Watchdog { url, counts } => wd::child_main(&url, &counts),
-        Command::SchedReplica {
-            url,
-            replica,
-            skew_ms,
-            job,
-        } => sched_replica::child_main(&url, replica, skew_ms, &job),
-        Command::Help => {
-            println!("{}", cli::USAGE);
-            Ok(())
-        }
-    });
+    let result =
+        cli::parse(&args, &CHILDREN.map(|(name, _)| name)).and_then(|command| match command {
+            Command::Run { counts, only, json } => run(&counts, &only, &json),
+            Command::Child(args) => match CHILDREN.iter().find(|(name, _)| *name == args.name) {
+                Some((_, child_main)) => child_main(&args),
+                None => Err(format!("unknown subcommand `{}`", args.name).into()),
+            },
+            Command::Help => {
+                println!("{}", cli::USAGE);
+                Ok(())
+            }
+        });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -111,8 +141,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// The benchmark run: every selected workload, then the report.
-fn run(counts: &Counts, only: cli::Workloads, json: &Path) -> Result<(), BoxError> {
+/// The benchmark run: every selected stage, then the report.
+fn run(counts: &Counts, only: &[String], json: &Path) -> Result<(), BoxError> {
     let server = dlock_testkit::RedisServer::start()?;
     let url = server.url();
     let server_pid = server
@@ -126,96 +156,45 @@ fn run(counts: &Counts, only: cli::Workloads, json: &Path) -> Result<(), BoxErro
     }
     eprintln!("dlock-bench: redis {} at {url}", meta.redis_version);
 
-    let results = measure(&url, server_pid, counts, only, meta)?;
+    let setting = Setting {
+        url,
+        server_pid,
+        counts: *counts,
+    };
+    let selected = STAGES
+        .iter()
+        .filter(|(name, ..)| only.iter().any(|o| o == name));
+    let entries = selected
+        .map(|(_, stage, run)| narrated(stage, || run(&setting)))
+        .collect::<Result<_, _>>()?;
+    let results = Results::new(meta, entries);
     println!("{}", results.markdown());
     results.write_json(json)?;
     eprintln!("dlock-bench: results written to {}", json.display());
     Ok(())
 }
 
-/// Runs the selected workloads in order: W1, W1 1-CPU, W2, W3 and its floor, memory, watchdog,
-/// scheduler.
-fn measure(
-    url: &str,
-    server_pid: u32,
-    counts: &Counts,
-    only: cli::Workloads,
-    meta: Meta,
-) -> Result<Results, BoxError> {
-    let measured = Measured {
-        w1: only
-            .w1
-            .then(|| stage("W1 (unpinned)", || w1::run_unpinned(url, counts)))
-            .transpose()?,
-        w1_pinned: only
-            .w1
-            .then(|| stage("W1 1-CPU", || w1::run_pinned(url, server_pid, counts)))
-            .transpose()?,
-        w2: only
-            .w2
-            .then(|| stage("W2", || w2::run_both(url, counts)))
-            .transpose()?,
-        w3: only
-            .w3
-            .then(|| stage("W3", || w3::run(url, counts)))
-            .transpose()?,
-        handoff_floor: only
-            .w3
-            .then(|| stage("W3 hand-off floor", || handoff_floor::run(url, counts)))
-            .transpose()?,
-        memory: only
-            .mem
-            .then(|| stage("memory", || memory::run(url, counts)))
-            .transpose()?,
-        wd: only
-            .wd
-            .then(|| stage("watchdog", || wd::run(url, counts)))
-            .transpose()?,
-        sched: only
-            .sched
-            .then(|| stage("scheduler", || sched::run(url, counts)))
-            .transpose()?,
-    };
-    Ok(Results::new(meta, measured))
-}
-
-/// Runs one workload, narrating on stderr.
-fn stage<T>(name: &str, f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, BoxError> {
+/// Runs one stage, narrating on stderr.
+fn narrated<T>(name: &str, f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, BoxError> {
     eprintln!("dlock-bench: running {name} …");
     let start = Instant::now();
     let result = f().map_err(|e| format!("{name}: {e}"))?;
-    eprintln!(
-        "dlock-bench: {name} done in {:.1} s",
-        start.elapsed().as_secs_f64()
-    );
+    let seconds = start.elapsed().as_secs_f64();
+    eprintln!("dlock-bench: {name} done in {seconds:.1} s");
     Ok(result)
 }
 
-/// A current-thread runtime (W1; control work of the parent).
-pub(crate) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A multi-thread runtime with one worker per vCPU (W2, W3 workers, memory probes).
-pub(crate) fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
-        .enable_all()
-        .build()?)
-}
-
-/// Nanoseconds since `start`, saturating.
-pub(crate) fn elapsed_ns(start: Instant) -> u64 {
-    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: one clock for every process of this machine, so W3 events of
-/// different processes can be merged.
-pub(crate) fn monotonic_ns() -> Result<u64, BoxError> {
-    let now = clock_gettime(ClockId::CLOCK_MONOTONIC)?;
-    let secs = u64::try_from(now.tv_sec())?;
-    let nanos = u64::try_from(now.tv_nsec())?;
-    Ok(secs * 1_000_000_000 + nanos)
+    #[test]
+    fn every_stage_has_an_only_name() {
+        for (only, ..) in STAGES {
+            assert!(cli::WORKLOADS.contains(&only), "{only}");
+        }
+        for name in cli::WORKLOADS {
+            assert!(STAGES.iter().any(|(only, ..)| *only == name), "{name}");
+        }
+    }
 }

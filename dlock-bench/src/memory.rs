@@ -12,19 +12,26 @@
 //!
 //! Runtime: multi-thread, 2 worker threads (a typical server application). Both clients warm up
 //! first (connection, scripts, and one contended hand-off for the waiters' code paths).
+//!
+//! Its section of the report: a table of both probes, and the memory targets.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use dlock_core::{Client, MutexGuard, MutexOptions};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use crate::child::{Child, print_result};
-use crate::redis_stats::Control;
-use crate::spec::{ACQUIRE_WAIT, Counts, TTL};
-use crate::subject::Subject;
-use crate::w1::ratio;
-use crate::{BoxError, multi_thread_runtime};
+use crate::child::{Child, args, print_result};
+use crate::cli::ChildArgs;
+use crate::control::Control;
+use crate::dlock::{Dlock, client};
+use crate::report::{Check, Entry, Section, Target, checked};
+use crate::rt::{BoxError, multi_thread_runtime};
+use crate::spec::{ACQUIRE_WAIT, Counts, Setting, TTL};
+use crate::stats::{count, ratio};
+use crate::subject::warm_up;
+use crate::table::table;
 
 /// Waiters are started in batches of this many, each batch queued before the next starts.
 const BATCH: u64 = 1_000;
@@ -74,54 +81,38 @@ pub(crate) struct MemoryResult {
 }
 
 /// Runs both probes, each in a fresh child process, after a `FLUSHALL`.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<MemoryResult, BoxError> {
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let (url, counts) = (s.url.as_str(), &s.counts);
     let probe = |which: &str| -> Result<Child, BoxError> {
-        let runtime = crate::current_thread_runtime()?;
-        runtime.block_on(async { Control::connect(url).await?.flushall().await })?;
-        let mut args = vec![
-            "mem".to_owned(),
-            which.to_owned(),
-            "--url".to_owned(),
-            url.to_owned(),
-        ];
-        if counts.quick {
-            args.push("--quick".to_owned());
-        }
-        Child::spawn(&args)
+        let runtime = crate::rt::current_thread_runtime()?;
+        runtime.block_on(Control::fresh(url))?;
+        Child::spawn(&args("mem", url, counts.quick, &[which]))
     };
     let guards = probe("guards")?.result()?;
     let waiters = probe("waiters")?.result()?;
-    Ok(MemoryResult { guards, waiters })
+    Entry::new("memory", MemoryResult { guards, waiters })
 }
 
 /// Entry point of `dlock-bench mem guards|waiters --url URL`.
-pub(crate) fn child_main(which: &str, url: &str, counts: &Counts) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
+    let (url, counts) = (args.url.as_str(), &args.counts);
     let runtime = multi_thread_runtime()?;
-    match which {
+    match args.probe()? {
         "guards" => print_result(&runtime.block_on(guards(url, counts))?),
         "waiters" => print_result(&runtime.block_on(waiters(url, counts))?),
         other => Err(format!("unknown memory probe `{other}`; use guards or waiters").into()),
     }
 }
 
-fn client(url: &str) -> Result<Client, BoxError> {
-    Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}").into())
-}
-
-async fn warm_up(client: &Client, tag: &str) -> Result<(), BoxError> {
-    let subject = Subject::Dlock(client.clone());
-    for i in 0..10 {
-        subject.pair(&format!("mem:warm:{tag}:{i}")).await?;
-    }
-    Ok(())
+/// Ten pairs on `mem:warm:{tag}:…`: connection and scripts ready before the baseline is read.
+async fn warm(client: &Client, tag: &str) -> Result<(), BoxError> {
+    warm_up(&Dlock(client.clone()), &format!("mem:warm:{tag}:"), 0..10).await
 }
 
 async fn guards(url: &str, counts: &Counts) -> Result<GuardsResult, BoxError> {
     let mut control = Control::connect(url).await?;
     let client = client(url)?;
-    warm_up(&client, "guards").await?;
+    warm(&client, "guards").await?;
     let n = counts.mem_guards;
     let mut held: Vec<MutexGuard> = Vec::with_capacity(usize::try_from(n)?);
 
@@ -161,8 +152,8 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
     let mut control = Control::connect(url).await?;
     let holder = client(url)?;
     let client = client(url)?;
-    warm_up(&holder, "holder").await?;
-    warm_up(&client, "waiter").await?;
+    warm(&holder, "holder").await?;
+    warm(&client, "waiter").await?;
     contended_warm_up(&holder, &client, &mut control).await?;
 
     let held_locks = counts.mem_held_locks;
@@ -183,9 +174,9 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
     let rss_before = rss_bytes()?;
     let redis_before = control.used_memory().await?;
     let started = Instant::now();
-    while u64::try_from(handles.len())? < n {
-        let batch_end = (u64::try_from(handles.len())? + BATCH).min(n);
-        for i in u64::try_from(handles.len())?..batch_end {
+    while count(handles.len()) < n {
+        let batch_end = (count(handles.len()) + BATCH).min(n);
+        for i in count(handles.len())..batch_end {
             let name = format!("mem:wait:{}", i % held_locks);
             handles.push(tokio::spawn(wait_task(client.clone(), name)));
         }
@@ -302,4 +293,54 @@ fn rss_bytes() -> Result<u64, BoxError> {
         .and_then(|v| v.trim().parse().ok())
         .ok_or("/proc/self/status has no VmRSS line")?;
     Ok(kb * 1024)
+}
+
+/// Issue #3's memory targets.
+const CHECKS: [Check<MemoryResult>; 2] = [
+    ("client memory per held guard", "< 1 KB", |m| {
+        below(m.guards.bytes_per_guard, 1024.0)
+    }),
+    ("client memory per waiting task", "< 2 KB", |m| {
+        below(m.waiters.bytes_per_waiter, 2048.0)
+    }),
+];
+
+/// `bytes` as shown, and whether it is below `limit`.
+fn below(bytes: f64, limit: f64) -> (String, bool) {
+    (format!("{bytes:.0} B"), bytes < limit)
+}
+
+impl Section for MemoryResult {
+    fn details(&self, out: &mut String) {
+        let (g, w) = (&self.guards, &self.waiters);
+        let _ = writeln!(out, "### Memory (fresh child process per probe)\n");
+        let guards = vec![
+            format!("held guard ({} guards)", g.guards),
+            format!(
+                "{:.0} B per guard ({} B inline)",
+                g.bytes_per_guard, g.guard_inline_bytes
+            ),
+            format!(
+                "{:.0} B per held lock; {:.0} B left per released lock (fence key)",
+                g.redis_bytes_per_held_lock, g.redis_bytes_per_released_lock
+            ),
+        ];
+        let waiters = vec![
+            format!(
+                "waiting task ({} tasks on {} held locks, {} queued)",
+                w.waiters, w.held_locks, w.queued
+            ),
+            format!(
+                "{:.0} B per task (task future {} B, of which `acquire_timeout` {} B)",
+                w.bytes_per_waiter, w.task_future_bytes, w.acquire_future_bytes
+            ),
+            format!("{:.0} B per queued waiter", w.redis_bytes_per_waiter),
+        ];
+        let header = ["", "client (RSS growth)", "Redis (`used_memory` growth)"];
+        table(out, "lrr", &header, [guards, waiters]);
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        checked(self, &CHECKS)
+    }
 }

@@ -1,146 +1,75 @@
-//! Talking to the benchmark's own redis-server outside the measured code: plain connections with
-//! dlock's socket settings, `FLUSHALL`, and the counters the report is built from
-//! (`INFO commandstats`, `INFO memory`, queue lengths, the scheduler workload's counters).
+//! The Redis-stats sampler: what Redis and this process did over a measured window. Commands and
+//! server time per command (`INFO commandstats`), redis-server CPU (`INFO cpu`) and this process's
+//! CPU (`getrusage`), read before and after ([`Snapshot`], [`WindowDelta`], [`measure`]), and what
+//! one operation cost ([`PerOp`]). The CPU figures show where the time of a pair goes (client,
+//! server, or waiting).
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, IntoConnectionInfo, ProtocolVersion};
 use serde::{Deserialize, Serialize};
 
-use crate::BoxError;
+use crate::control::{Control, info_field};
+use crate::rt::{BoxError, elapsed_ns, process_cpu_us};
+use crate::stats::{count, float, ratio};
 
-/// Commands only a client can send (never issued by a Lua script): every call of one of these is
-/// a client round trip. Everything else (`get`, `set`, `lpop` …) may run inside a script and is
-/// counted as a round trip only where the benchmark itself sent it.
-const CLIENT_ONLY: &[&str] = &[
-    "evalsha",
-    "eval",
-    "evalsha_ro",
-    "eval_ro",
-    "fcall",
-    "fcall_ro",
-    "subscribe",
-    "unsubscribe",
-    "psubscribe",
-    "punsubscribe",
-    "ssubscribe",
-    "sunsubscribe",
-    "ping",
-    "hello",
-    "select",
-    "auth",
-    "multi",
-    "exec",
-];
-
-/// Opens a multiplexed connection the way dlock's client does: RESP3 and `TCP_NODELAY` (dlock's
-/// `tcp_settings` turns Nagle off; the raw floor must not pay a Nagle delay dlock does not pay).
-pub(crate) async fn raw_connection(url: &str) -> Result<MultiplexedConnection, BoxError> {
-    let info = url.into_connection_info()?;
-    let redis_settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(ProtocolVersion::RESP3);
-    let tcp = info.tcp_settings().clone().set_nodelay(true);
-    let info = info
-        .set_redis_settings(redis_settings)
-        .set_tcp_settings(tcp);
-    let client = redis::Client::open(info)?;
-    let conn = client
-        .get_multiplexed_async_connection_with_config(&AsyncConnectionConfig::new())
-        .await
-        .map_err(|e| format!("cannot connect to redis at {url}: {e}"))?;
-    Ok(conn)
-}
-
-/// Calls per command name from `INFO commandstats` (without `info` itself).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct CommandStats(pub(crate) BTreeMap<String, u64>);
-
-/// Server CPU time per command name (`usec` of `INFO commandstats`, without `info`). A script's
-/// time includes the time of the commands it calls, which are also listed on their own.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct CommandUsec(pub(crate) BTreeMap<String, u64>);
-
-impl CommandUsec {
-    /// Parses the `usec=` fields of `INFO commandstats`.
-    pub(crate) fn parse(text: &str) -> Self {
-        Self(parse_field(text, "usec="))
-    }
-
-    /// `after − self`, per command.
-    pub(crate) fn delta(&self, after: &CommandUsec) -> CommandUsec {
-        CommandUsec(delta_map(&self.0, &after.0))
-    }
-
-    /// Server time spent on what the client sent: scripts (their inner commands included) and
-    /// client-only commands, plus the plain commands in `plain` (those the caller sent itself).
-    pub(crate) fn client_usec(&self, plain: &[&str]) -> u64 {
-        self.0
-            .iter()
-            .filter(|(name, _)| is_client_only(name) || plain.contains(&name.as_str()))
-            .map(|(_, usec)| usec)
-            .sum()
-    }
-}
+/// Commands only a client can send (never issued by a Lua script; `script` and `client` with any
+/// subcommand): every call of one of these is a client round trip. Everything else (`get`,
+/// `set`, `lpop` …) may run inside a script and is counted as a round trip only where the
+/// benchmark itself sent it.
+const CLIENT_ONLY: &str = "evalsha eval evalsha_ro eval_ro fcall fcall_ro subscribe unsubscribe \
+    psubscribe punsubscribe ssubscribe sunsubscribe ping hello select auth multi exec script client";
 
 fn is_client_only(name: &str) -> bool {
     let base = name.split('|').next().unwrap_or(name);
-    CLIENT_ONLY.contains(&base) || base == "script" || base == "client"
+    CLIENT_ONLY.split_whitespace().any(|c| c == base)
 }
 
-/// One numeric field (`calls=`, `usec=`) of every `cmdstat_<name>` line but `info`.
-fn parse_field(text: &str, field: &str) -> BTreeMap<String, u64> {
-    let mut map = BTreeMap::new();
-    for line in text.lines() {
-        let Some((name, fields)) = line
-            .trim()
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(':'))
-        else {
-            continue;
-        };
-        if name == "info" {
-            continue;
+/// One figure per command name from `INFO commandstats` (without `info` itself): its calls, or
+/// its server time in µs (`usec`; a script's includes the time of the commands it calls, which
+/// are also listed on their own).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PerCommand(pub(crate) BTreeMap<String, u64>);
+
+impl PerCommand {
+    /// Field `field` (`calls=`, `usec=`) of every `cmdstat_<name>` line but `info`.
+    pub(crate) fn parse(text: &str, field: &str) -> Self {
+        let mut map = BTreeMap::new();
+        for line in text.lines() {
+            let Some((name, fields)) = line
+                .trim()
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let value = fields.split(',').find_map(|f| f.strip_prefix(field));
+            if let Some(value) = value
+                .and_then(|v| v.parse().ok())
+                .filter(|_| name != "info")
+            {
+                map.insert(name.to_owned(), value);
+            }
         }
-        let value = fields
-            .split(',')
-            .find_map(|f| f.strip_prefix(field))
-            .and_then(|c| c.parse().ok());
-        if let Some(value) = value {
-            map.insert(name.to_owned(), value);
-        }
+        Self(map)
     }
-    map
-}
 
-/// `after − before` per key, leaving out keys that did not grow.
-fn delta_map(
-    before: &BTreeMap<String, u64>,
-    after: &BTreeMap<String, u64>,
-) -> BTreeMap<String, u64> {
-    after
-        .iter()
-        .filter_map(|(name, &value)| {
-            let grown = value.saturating_sub(before.get(name).copied().unwrap_or(0));
+    /// `after − self`, per command (commands that did not grow are left out).
+    pub(crate) fn delta(&self, after: &PerCommand) -> PerCommand {
+        let grown = after.0.iter().filter_map(|(name, &value)| {
+            let grown = value.saturating_sub(self.get(name));
             (grown > 0).then(|| (name.clone(), grown))
-        })
-        .collect()
-}
-
-impl CommandStats {
-    /// Parses the text of `INFO commandstats` (`cmdstat_<name>:calls=N,usec=…`).
-    pub(crate) fn parse(text: &str) -> Self {
-        Self(parse_field(text, "calls="))
+        });
+        PerCommand(grown.collect())
     }
 
-    /// `after − self`, per command (commands whose count did not grow are left out).
-    pub(crate) fn delta(&self, after: &CommandStats) -> CommandStats {
-        CommandStats(delta_map(&self.0, &after.0))
+    /// The figure of `name` (0 when absent).
+    pub(crate) fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
     }
 
-    /// Takes `count` calls of `name` away (the workload's own commands, in W3).
+    /// Takes `count` away from `name` (a workload's own commands).
     pub(crate) fn subtract(&mut self, name: &str, count: u64) {
         if let Some(calls) = self.0.get_mut(name) {
             *calls = calls.saturating_sub(count);
@@ -150,66 +79,57 @@ impl CommandStats {
         }
     }
 
-    /// Every command Redis executed, Lua-internal `redis.call`s included.
+    /// The sum over every command (of calls: every command Redis executed, Lua-internal
+    /// `redis.call`s included).
     pub(crate) fn total(&self) -> u64 {
         self.0.values().sum()
     }
 
-    /// Client round trips: calls of commands only a client sends (scripts, pub/sub, `PING` …),
-    /// plus `own_plain` plain commands the caller knows it sent itself (the floor's `SET`).
+    /// Of calls: client round trips, the calls of commands only a client sends (scripts, pub/sub,
+    /// `PING` …), plus `own_plain` plain commands the caller knows it sent (the floor's `SET`).
     pub(crate) fn round_trips(&self, own_plain: u64) -> u64 {
-        let client_only: u64 = self
-            .0
-            .iter()
-            .filter(|(name, _)| is_client_only(name))
-            .map(|(_, calls)| calls)
-            .sum();
-        client_only + own_plain
+        self.client_only() + own_plain
     }
 
-    /// `name=calls` pairs, for the report.
+    /// Of `usec`: server time spent on what the client sent, the scripts (their inner commands
+    /// included) and client-only commands, plus the plain commands named in `plain`.
+    pub(crate) fn client_usec(&self, plain: &[&str]) -> u64 {
+        self.client_only() + plain.iter().map(|name| self.get(name)).sum::<u64>()
+    }
+
+    fn client_only(&self) -> u64 {
+        let sent = self.0.iter().filter(|(name, _)| is_client_only(name));
+        sent.map(|(_, n)| n).sum()
+    }
+
+    /// `name=value` pairs, for the report.
     pub(crate) fn summary(&self) -> String {
-        self.0
-            .iter()
-            .map(|(name, calls)| format!("{name}={calls}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        let pairs: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        pairs.join(" ")
     }
 }
 
-/// A control connection to the benchmark's server: never used by the code being measured.
-pub(crate) struct Control {
-    conn: MultiplexedConnection,
+/// Counters at one instant.
+#[derive(Clone, Debug)]
+pub(crate) struct Snapshot(WindowDelta);
+
+/// What happened inside a window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct WindowDelta {
+    /// Calls per command.
+    pub(crate) commands: PerCommand,
+    /// Server time per command (µs, `usec` of `INFO commandstats`).
+    pub(crate) usec: PerCommand,
+    /// CPU time of the whole redis-server process (user + system), µs.
+    pub(crate) server_cpu_us: u64,
+    /// CPU time of this process, every thread (user + system), µs.
+    pub(crate) client_cpu_us: u64,
 }
 
-impl Control {
-    pub(crate) async fn connect(url: &str) -> Result<Self, BoxError> {
-        Ok(Self {
-            conn: raw_connection(url).await?,
-        })
-    }
-
-    /// `FLUSHALL` (synchronous): every workload starts on an empty database; scripts stay cached.
-    pub(crate) async fn flushall(&mut self) -> Result<(), BoxError> {
-        redis::cmd("FLUSHALL")
-            .arg("SYNC")
-            .query_async::<()>(&mut self.conn)
-            .await
-            .map_err(|e| format!("FLUSHALL failed: {e}"))?;
-        Ok(())
-    }
-
-    /// Calls and server time per command, and the server's CPU time (user + system, µs), from
-    /// one `INFO commandstats cpu`.
-    pub(crate) async fn commandstats_and_cpu(
-        &mut self,
-    ) -> Result<(CommandStats, CommandUsec, u64), BoxError> {
-        let text: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .arg("cpu")
-            .query_async(&mut self.conn)
-            .await
-            .map_err(|e| format!("INFO commandstats cpu failed: {e}"))?;
+impl Snapshot {
+    /// Reads every counter (one `INFO commandstats cpu`).
+    pub(crate) async fn take(control: &mut Control) -> Result<Snapshot, BoxError> {
+        let text = control.info(&["commandstats", "cpu"]).await?;
         let seconds = |name: &str| -> Result<f64, BoxError> {
             info_field(&text, name)
                 .and_then(|v| v.parse::<f64>().ok())
@@ -218,89 +138,88 @@ impl Control {
         let cpu = seconds("used_cpu_user")? + seconds("used_cpu_sys")?;
         // Seconds with 6 decimals: whole microseconds, far below 2^53.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let cpu_us = (cpu * 1e6).round() as u64;
-        Ok((
-            CommandStats::parse(&text),
-            CommandUsec::parse(&text),
-            cpu_us,
-        ))
+        let server_cpu_us = (cpu * 1e6).round() as u64;
+        Ok(Snapshot(WindowDelta {
+            commands: PerCommand::parse(&text, "calls="),
+            usec: PerCommand::parse(&text, "usec="),
+            server_cpu_us,
+            client_cpu_us: process_cpu_us()?,
+        }))
     }
 
-    /// `used_memory` from `INFO memory`, bytes.
-    pub(crate) async fn used_memory(&mut self) -> Result<u64, BoxError> {
-        let text = self.info("memory").await?;
-        info_field(&text, "used_memory")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| "INFO memory has no used_memory field".into())
-    }
-
-    /// `redis_version` from `INFO server`.
-    pub(crate) async fn redis_version(&mut self) -> Result<String, BoxError> {
-        let text = self.info("server").await?;
-        Ok(info_field(&text, "redis_version")
-            .unwrap_or("unknown")
-            .to_owned())
-    }
-
-    /// Sum of `LLEN` of the given keys.
-    pub(crate) async fn total_llen(&mut self, keys: &[String]) -> Result<u64, BoxError> {
-        let mut pipe = redis::pipe();
-        for key in keys {
-            pipe.cmd("LLEN").arg(key);
-        }
-        let lens: Vec<u64> = pipe.query_async(&mut self.conn).await?;
-        Ok(lens.iter().sum())
-    }
-
-    /// An integer key (nil reads as 0).
-    pub(crate) async fn get_u64(&mut self, key: &str) -> Result<u64, BoxError> {
-        let value: Option<u64> = redis::cmd("GET")
-            .arg(key)
-            .query_async(&mut self.conn)
-            .await?;
-        Ok(value.unwrap_or(0))
-    }
-
-    /// Every key matching `pattern` with its integer value (`KEYS`, then `MGET`; for the
-    /// scheduler's small per-occurrence counters only).
-    pub(crate) async fn int_keys(
-        &mut self,
-        pattern: &str,
-    ) -> Result<BTreeMap<String, u64>, BoxError> {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(pattern)
-            .query_async(&mut self.conn)
-            .await?;
-        if keys.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let values: Vec<Option<u64>> = redis::cmd("MGET")
-            .arg(&keys)
-            .query_async(&mut self.conn)
-            .await?;
-        Ok(keys
-            .into_iter()
-            .zip(values)
-            .map(|(key, value)| (key, value.unwrap_or(0)))
-            .collect())
-    }
-
-    async fn info(&mut self, section: &str) -> Result<String, BoxError> {
-        let text: String = redis::cmd("INFO")
-            .arg(section)
-            .query_async(&mut self.conn)
-            .await
-            .map_err(|e| format!("INFO {section} failed: {e}"))?;
-        Ok(text)
+    /// Reads the counters again and returns the difference.
+    pub(crate) async fn delta(&self, control: &mut Control) -> Result<WindowDelta, BoxError> {
+        let client_cpu_us = process_cpu_us()?;
+        let Snapshot(after) = Snapshot::take(control).await?;
+        let before = &self.0;
+        Ok(WindowDelta {
+            commands: before.commands.delta(&after.commands),
+            usec: before.usec.delta(&after.usec),
+            server_cpu_us: after.server_cpu_us.saturating_sub(before.server_cpu_us),
+            client_cpu_us: client_cpu_us.saturating_sub(before.client_cpu_us),
+        })
     }
 }
 
-fn info_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    text.lines().find_map(|line| {
-        line.trim()
-            .strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix(':'))
-    })
+/// Runs `work` as a measured window: the counters are read right before and right after it, and
+/// its wall time (ns) is taken around it alone.
+pub(crate) async fn measure<T>(
+    control: &mut Control,
+    work: impl Future<Output = Result<T, BoxError>>,
+) -> Result<(T, u64, WindowDelta), BoxError> {
+    let before = Snapshot::take(control).await?;
+    let start = Instant::now();
+    let out = work.await?;
+    let window_ns = elapsed_ns(start);
+    let delta = before.delta(control).await?;
+    Ok((out, window_ns, delta))
+}
+
+/// redis-server's CPU time per second while this process sends nothing (its timers, `INFO`
+/// itself), measured over `span`, ms/s: the baseline under a workload's server CPU figure when
+/// that workload is as light as a few requests per second.
+pub(crate) async fn idle_server_cpu_ms_per_s(
+    control: &mut Control,
+    span: Duration,
+) -> Result<f64, BoxError> {
+    let before = Snapshot::take(control).await?;
+    let start = Instant::now();
+    tokio::time::sleep(span).await;
+    let delta = before.delta(control).await?;
+    Ok(float(delta.server_cpu_us) / 1e3 / start.elapsed().as_secs_f64())
+}
+
+/// What one operation (a pair, an acquisition) cost over a window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PerOp {
+    /// Every command Redis ran, Lua-internal calls included.
+    pub(crate) commands: f64,
+    /// Requests the client sent (EVALSHA/EVAL, pub/sub and its own plain commands).
+    pub(crate) round_trips: f64,
+    /// Server time in what the client sent (`usec` of `INFO commandstats`: the scripts, inner
+    /// commands included, and the plain commands), µs.
+    pub(crate) server_us: f64,
+    /// CPU time of the whole redis-server process (`INFO cpu`: commands, parsing, networking), µs.
+    pub(crate) server_cpu_us: f64,
+    /// CPU time of the benchmark process (`getrusage`, every thread), µs; `None` where the
+    /// process that read the window is not the client (W3's parent).
+    pub(crate) client_cpu_us: Option<f64>,
+}
+
+impl PerOp {
+    /// The costs of `ops` operations in `window`, whose client sent the plain commands `own_plain`
+    /// once per operation (the floor's `SET`).
+    pub(crate) fn of(window: &WindowDelta, ops: u64, own_plain: &[&str]) -> PerOp {
+        let per_op = |n: u64| ratio(n, ops);
+        let own_plain_per_op = count(own_plain.len());
+        PerOp {
+            commands: per_op(window.commands.total()),
+            round_trips: per_op(window.commands.round_trips(own_plain_per_op * ops)),
+            server_us: per_op(window.usec.client_usec(own_plain)),
+            server_cpu_us: per_op(window.server_cpu_us),
+            client_cpu_us: Some(per_op(window.client_cpu_us)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -316,22 +235,22 @@ mod tests {
 
     #[test]
     fn parses_commandstats_without_info() {
-        let stats = CommandStats::parse(SAMPLE);
+        let stats = PerCommand::parse(SAMPLE, "calls=");
         assert_eq!(stats.0.get("set"), Some(&10));
         assert_eq!(stats.0.get("script|load"), Some(&1));
         assert!(!stats.0.contains_key("info"));
         assert_eq!(stats.total(), 20);
         // evalsha + script|load are client-only; plus 3 plain commands we sent ourselves.
         assert_eq!(stats.round_trips(3), 8);
-        let usec = CommandUsec::parse(SAMPLE);
+        let usec = PerCommand::parse(SAMPLE, "usec=");
         assert_eq!(usec.client_usec(&[]), 99);
         assert_eq!(usec.client_usec(&["set"]), 111);
-        assert_eq!(CommandUsec::default().delta(&usec).0.get("get"), Some(&3));
+        assert_eq!(PerCommand::default().delta(&usec).get("get"), 3);
     }
 
     #[test]
     fn delta_and_subtract() {
-        let before = CommandStats::parse(SAMPLE);
+        let before = PerCommand::parse(SAMPLE, "calls=");
         let mut after = before.clone();
         after.0.insert("set".into(), 15);
         after.0.insert("incr".into(), 7);
@@ -343,9 +262,19 @@ mod tests {
     }
 
     #[test]
-    fn reads_info_fields() {
-        let text = "# Memory\r\nused_memory:1234\r\nused_memory_human:1.2K\r\n";
-        assert_eq!(info_field(text, "used_memory"), Some("1234"));
-        assert_eq!(info_field(text, "nope"), None);
+    fn costs_per_operation() {
+        let mut window = WindowDelta {
+            server_cpu_us: 300,
+            client_cpu_us: 200,
+            ..WindowDelta::default()
+        };
+        window.commands = PerCommand::parse(SAMPLE, "calls=");
+        window.usec = PerCommand::parse(SAMPLE, "usec=");
+        let per_op = PerOp::of(&window, 10, &["set"]);
+        assert!((per_op.commands - 2.0).abs() < 1e-9);
+        // 5 client-only calls and one own SET per operation.
+        assert!((per_op.round_trips - 1.5).abs() < 1e-9);
+        assert!((per_op.server_us - 11.1).abs() < 1e-9);
+        assert_eq!(per_op.client_cpu_us, Some(20.0));
     }
 }

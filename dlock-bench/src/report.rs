@@ -1,21 +1,151 @@
-//! The results of one run: the markdown report printed on stdout (the WORKLOADS.md table, the
-//! ratios to the floor, command counts, W3 details, memory, the watchdog and scheduler workloads,
-//! and the targets of issues #3, #4 and #6) and the JSON written next to it.
+//! The results of one run and how they are shown: the markdown report printed on stdout and the
+//! JSON written next to it.
+//!
+//! A workload hands its result over as a [`Section`]: the columns it adds to the main table (one
+//! row per subject), the figures that get a ratio to the floor, its rows of the command table,
+//! its own details and its targets. This module knows no workload: it lays out what the sections
+//! give, in run order, and computes every ratio to [`Kind::REFERENCE`] the same way.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::ser::SerializeMap as _;
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 
-use crate::BoxError;
-use crate::handoff_floor::HandoffFloor;
-use crate::memory::MemoryResult;
-use crate::sched::SchedResult;
+use crate::redis_stats::{PerCommand, PerOp};
+use crate::rt::BoxError;
 use crate::spec::Counts;
-use crate::targets::{Ratios, Target};
-use crate::w1::{PairResult, Subjects};
-use crate::w3::W3Result;
-use crate::wd::WdResult;
+use crate::subjects::Kind;
+use crate::table::{Col, NONE, table, table_of, times};
+
+/// A workload's result, as the report sees it. Every part is optional.
+pub(crate) trait Section: std::fmt::Debug {
+    /// Columns of the main table.
+    fn columns(&self) -> Vec<Column> {
+        Vec::new()
+    }
+    /// Figures reported as a ratio of each subject to the floor.
+    fn figures(&self) -> Vec<Figure> {
+        Vec::new()
+    }
+    /// Rows of the command table.
+    fn command_rows(&self) -> Vec<CommandRow> {
+        Vec::new()
+    }
+    /// The workload's own part of the report, after the shared tables.
+    fn details(&self, _out: &mut String) {}
+    /// The acceptance targets this workload's figures are checked against.
+    fn targets(&self) -> Vec<Target> {
+        Vec::new()
+    }
+}
+
+/// A column of the main table: a cell per subject (missing cells show `—`), and a note printed
+/// under the table.
+#[derive(Debug)]
+pub(crate) struct Column {
+    pub(crate) header: String,
+    pub(crate) cells: Vec<(Kind, String)>,
+    pub(crate) note: Option<&'static str>,
+}
+
+impl Column {
+    /// A column with no note.
+    pub(crate) fn new(header: impl Into<String>, cells: Vec<(Kind, String)>) -> Column {
+        Column {
+            header: header.into(),
+            cells,
+            note: None,
+        }
+    }
+}
+
+/// A figure per subject that is reported as each subject's ratio to the floor's.
+#[derive(Debug)]
+pub(crate) struct Figure {
+    pub(crate) name: String,
+    pub(crate) values: Vec<(Kind, f64)>,
+}
+
+/// A row of the command table: what one operation of `workload` cost `subject`.
+#[derive(Debug)]
+pub(crate) struct CommandRow {
+    pub(crate) workload: String,
+    pub(crate) subject: Kind,
+    pub(crate) per_op: PerOp,
+    /// The window's calls per command.
+    pub(crate) commands: PerCommand,
+}
+
+/// One target and whether this run met it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct Target {
+    pub(crate) name: String,
+    pub(crate) wanted: &'static str,
+    pub(crate) measured: String,
+    pub(crate) met: bool,
+}
+
+impl Target {
+    pub(crate) fn new(
+        name: impl Into<String>,
+        wanted: &'static str,
+        measured: String,
+        met: bool,
+    ) -> Self {
+        let name = name.into();
+        Target {
+            name,
+            wanted,
+            measured,
+            met,
+        }
+    }
+}
+
+/// A target as data: its name, what is wanted, and the check of one result (the figure as shown,
+/// and whether it meets the target).
+pub(crate) type Check<T> = (&'static str, &'static str, fn(&T) -> (String, bool));
+
+/// The targets of `result`, one per check.
+pub(crate) fn checked<T>(result: &T, checks: &[Check<T>]) -> Vec<Target> {
+    let target = |&(name, wanted, check): &Check<T>| {
+        let (measured, met) = check(result);
+        Target::new(name, wanted, measured, met)
+    };
+    checks.iter().map(target).collect()
+}
+
+/// One subject's ratio to the floor for one figure.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct Ratio {
+    pub(crate) figure: String,
+    pub(crate) subject: Kind,
+    pub(crate) ratio: f64,
+}
+
+/// One workload's result: its JSON (kept as written, in field order) and its [`Section`].
+#[derive(Debug)]
+pub(crate) struct Entry {
+    key: &'static str,
+    json: Box<RawValue>,
+    section: Box<dyn Section>,
+}
+
+impl Entry {
+    /// The result `value`, under `key` in results.json.
+    pub(crate) fn new<T: Section + Serialize + 'static>(
+        key: &'static str,
+        value: T,
+    ) -> Result<Entry, BoxError> {
+        Ok(Entry {
+            key,
+            json: serde_json::value::to_raw_value(&value)?,
+            section: Box::new(value),
+        })
+    }
+}
 
 /// Where and how the run happened.
 #[derive(Clone, Debug, Serialize)]
@@ -26,7 +156,7 @@ pub(crate) struct Meta {
     pub(crate) cpus: usize,
     pub(crate) cpu_model: String,
     pub(crate) kernel: String,
-    /// Both subjects' connections: RESP3, `TCP_NODELAY` on (as dlock's client sets it).
+    /// Every subject's connections: RESP3, `TCP_NODELAY` on (as dlock's client sets it).
     pub(crate) connection: &'static str,
     pub(crate) runtimes: &'static str,
     /// `/proc/loadavg` (1, 5, 15 min) when the run started and when it ended: other work on
@@ -59,81 +189,70 @@ impl Meta {
             loadavg_end: String::new(),
         }
     }
+
+    fn header(&self, out: &mut String) {
+        let kind = if self.quick {
+            "QUICK smoke run (--quick: about a tenth of the work; not comparable with full runs)"
+        } else {
+            "full run"
+        };
+        let _ = writeln!(out, "## dlock benchmark (WORKLOADS.md): {kind}\n");
+        let _ = writeln!(
+            out,
+            "Redis {} · {} CPUs ({}) · kernel {} · load average {} at the start, {} at the end  \n\
+             Connections: {}.  \nRuntimes: {}.\n",
+            self.redis_version,
+            self.cpus,
+            self.cpu_model,
+            self.kernel,
+            self.loadavg_start,
+            self.loadavg_end,
+            self.connection,
+            self.runtimes
+        );
+    }
 }
 
 /// The three load averages of `/proc/loadavg`.
-pub(crate) fn loadavg() -> String {
+fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
-/// What the selected workloads measured (`None`: not run).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Measured {
-    pub(crate) w1: Option<Subjects>,
-    pub(crate) w1_pinned: Option<Subjects>,
-    pub(crate) w2: Option<Subjects>,
-    pub(crate) w3: Option<W3Result>,
-    pub(crate) handoff_floor: Option<HandoffFloor>,
-    pub(crate) memory: Option<MemoryResult>,
-    pub(crate) wd: Option<WdResult>,
-    pub(crate) sched: Option<SchedResult>,
+/// Everything one run measured.
+#[derive(Debug)]
+pub(crate) struct Results {
+    meta: Meta,
+    entries: Vec<Entry>,
+    ratios: Vec<Ratio>,
+    targets: Vec<Target>,
 }
 
-/// Everything one run measured.
-#[derive(Clone, Debug, Serialize)]
-pub(crate) struct Results {
-    pub(crate) meta: Meta,
-    pub(crate) w1: Option<Subjects>,
-    pub(crate) w1_pinned: Option<Subjects>,
-    pub(crate) w2: Option<Subjects>,
-    pub(crate) w3: Option<W3Result>,
-    pub(crate) handoff_floor: Option<HandoffFloor>,
-    pub(crate) memory: Option<MemoryResult>,
-    pub(crate) wd: Option<WdResult>,
-    pub(crate) sched: Option<SchedResult>,
-    pub(crate) ratios: Ratios,
-    pub(crate) targets: Vec<Target>,
+impl Serialize for Results {
+    /// `meta`, then every workload under its key, then the ratios and the targets.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("meta", &self.meta)?;
+        for entry in &self.entries {
+            map.serialize_entry(entry.key, &entry.json)?;
+        }
+        map.serialize_entry("ratios", &self.ratios)?;
+        map.serialize_entry("targets", &self.targets)?;
+        map.end()
+    }
 }
 
 impl Results {
-    /// Gathers the figures of one run, with the ratios to the floor and the targets checked.
-    pub(crate) fn new(meta: Meta, measured: Measured) -> Results {
-        let Measured {
-            w1,
-            w1_pinned,
-            w2,
-            w3,
-            handoff_floor,
-            memory,
-            wd,
-            sched,
-        } = measured;
-        let mut meta = meta;
+    /// Gathers the results of one run, with the ratios to the floor and the targets checked.
+    pub(crate) fn new(mut meta: Meta, entries: Vec<Entry>) -> Results {
         meta.loadavg_end = loadavg();
-        let mut ratios = Ratios::compute(w1.as_ref(), w1_pinned.as_ref(), w2.as_ref());
-        ratios.w3_cross_gap_p50 = w3
-            .as_ref()
-            .zip(handoff_floor.as_ref())
-            .map(|(w3, floor)| w3.contention.cross_gap_p50_us / floor.p50_us);
-        let targets = crate::targets::evaluate(
-            &ratios,
-            w3.as_ref(),
-            memory.as_ref(),
-            wd.as_ref(),
-            sched.as_ref(),
-        );
+        let figures = entries.iter().flat_map(|e| e.section.figures());
+        let ratios = figures.flat_map(|f| ratios(&f)).collect();
+        let targets = entries.iter().flat_map(|e| e.section.targets()).collect();
         Results {
             meta,
-            w1,
-            w1_pinned,
-            w2,
-            w3,
-            handoff_floor,
-            memory,
-            wd,
-            sched,
+            entries,
             ratios,
             targets,
         }
@@ -154,147 +273,37 @@ impl Results {
     /// The markdown report.
     pub(crate) fn markdown(&self) -> String {
         let mut out = String::new();
-        self.header(&mut out);
-        self.main_table(&mut out);
+        self.meta.header(&mut out);
+        let sections: Vec<&dyn Section> = self.entries.iter().map(|e| &*e.section).collect();
+        main_table(&mut out, &sections);
         self.ratio_table(&mut out);
-        self.command_table(&mut out);
-        if let Some(w3) = &self.w3 {
-            w3_details(&mut out, w3);
-        }
-        if let Some(memory) = &self.memory {
-            memory_table(&mut out, memory);
-        }
-        if let Some(wd) = &self.wd {
-            crate::report_wd_sched::watchdog_section(&mut out, wd);
-        }
-        if let Some(sched) = &self.sched {
-            crate::report_wd_sched::scheduler_section(&mut out, sched);
+        command_table(&mut out, &sections);
+        for section in &sections {
+            section.details(&mut out);
         }
         self.target_table(&mut out);
         out
     }
 
-    fn header(&self, out: &mut String) {
-        let m = &self.meta;
-        let kind = if m.quick {
-            "QUICK smoke run (--quick: about a tenth of the work; not comparable with full runs)"
-        } else {
-            "full run"
-        };
-        let _ = writeln!(out, "## dlock benchmark (WORKLOADS.md): {kind}\n");
-        let _ = writeln!(
-            out,
-            "Redis {} · {} CPUs ({}) · kernel {} · load average {} at the start, {} at the end  \n\
-             Connections: {}.  \nRuntimes: {}.\n",
-            m.redis_version,
-            m.cpus,
-            m.cpu_model,
-            m.kernel,
-            m.loadavg_start,
-            m.loadavg_end,
-            m.connection,
-            m.runtimes
-        );
-    }
-
-    fn main_table(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "| subject | W1 pairs/s | W1 p50/p99 µs | W1 1-CPU pairs/s | W2 pairs/s | W3 acq/s | \
-             W3 cross-worker gap p50/p99 µs | W3 self-handoff % | W3 fairness min–max | W3 lost | \
-             W3 overlaps | W3 round trips/acq |"
-        );
-        let _ = writeln!(
-            out,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        );
-        for floor in [true, false] {
-            let w1 = pick(self.w1.as_ref(), floor);
-            let pinned = pick(self.w1_pinned.as_ref(), floor);
-            let w2 = pick(self.w2.as_ref(), floor);
-            let label = if floor { "raw floor" } else { "dlock" };
-            let w3 = if floor {
-                floor_w3_cells(self.handoff_floor.as_ref())
-            } else {
-                w3_cells(self.w3.as_ref())
-            };
-            let _ = writeln!(
-                out,
-                "| {label} | {} | {} | {} | {} | {w3} |",
-                opt(w1, |r| int(r.pairs_per_s)),
-                opt(w1, |r| format!("{:.1} / {:.1}", r.p50_us, r.p99_us)),
-                opt(pinned, |r| int(r.pairs_per_s)),
-                opt(w2, |r| int(r.pairs_per_s)),
-            );
-        }
-        if self.handoff_floor.is_some() {
-            let _ = writeln!(
-                out,
-                "\nThe floor's W3 gap is not a lock: it is the one-way latency of a raw `PUBLISH` \
-                 from one process to a RESP3 push in another, in W3's rhythm (1 ms blocking pause \
-                 before each send), the trip every push-based hand-off makes."
-            );
-        }
-        out.push('\n');
-    }
-
+    /// The ratios as a table: a column per figure, a row per subject other than the floor.
     fn ratio_table(&self, out: &mut String) {
-        let r = &self.ratios;
-        let _ = writeln!(
-            out,
-            "### Ratios to the floor (dlock ÷ raw floor, same run)\n"
-        );
-        let _ = writeln!(
-            out,
-            "| | W1 pairs/s | W1 p50 latency | W1 p99 latency | W1 1-CPU pairs/s | W2 pairs/s | W3 cross-worker gap p50 |"
-        );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
-        let x = |v: Option<f64>| v.map_or_else(|| "—".to_owned(), |v| format!("{v:.2}×"));
-        let _ = writeln!(
-            out,
-            "| dlock | {} | {} | {} | {} | {} | {} |\n",
-            x(r.w1_pairs_per_s),
-            x(r.w1_p50_latency),
-            x(r.w1_p99_latency),
-            x(r.w1_pinned_pairs_per_s),
-            x(r.w2_pairs_per_s),
-            x(r.w3_cross_gap_p50)
-        );
-    }
-
-    fn command_table(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "### Commands (`INFO commandstats` delta over the measured window, `info` left out)\n"
-        );
-        let _ = writeln!(
-            out,
-            "| workload | subject | commands/op | client round trips/op | µs/op in commands | redis-server CPU µs/op | client CPU µs/op | commands in the window |"
-        );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---|");
-        let workloads = [
-            ("W1 (per pair)", &self.w1),
-            ("W1 1-CPU (per pair)", &self.w1_pinned),
-            ("W2 (per pair)", &self.w2),
-        ];
-        for (name, subjects) in workloads {
-            let Some(s) = subjects else { continue };
-            for r in [&s.floor, &s.dlock] {
-                command_row(out, name, r);
+        let mut columns: Vec<Column> = Vec::new();
+        for r in &self.ratios {
+            let cell = (r.subject, times(Some(r.ratio)));
+            match columns.iter_mut().find(|c| c.header == r.figure) {
+                Some(column) => column.cells.push(cell),
+                None => columns.push(Column::new(r.figure.clone(), vec![cell])),
             }
         }
-        if let Some(w3) = &self.w3 {
-            let _ = writeln!(
-                out,
-                "| W3 (per acquisition, less the workload's INCR/GET/SET) | dlock | {:.2} | {:.2} | {:.1} | {:.1} | — | {} |",
-                w3.commands_per_acq,
-                w3.round_trips_per_acq,
-                w3.server_us_per_acq,
-                w3.server_cpu_us_per_acq,
-                w3.commands.summary()
-            );
+        let subjects = Kind::ALL
+            .into_iter()
+            .filter(|k| self.ratios.iter().any(|r| r.subject == *k));
+        let labels: Vec<&str> = subjects.map(Kind::label).collect();
+        if !labels.is_empty() {
+            let (of, to) = (labels.join(", "), Kind::REFERENCE.label());
+            let _ = writeln!(out, "### Ratios to the floor ({of} ÷ {to}, same run)\n");
+            subject_table(out, "", &columns);
         }
-        out.push('\n');
     }
 
     fn target_table(&self, out: &mut String) {
@@ -302,169 +311,159 @@ impl Results {
             return;
         }
         let _ = writeln!(out, "### Targets (issues #3, #4, #6)\n");
-        let _ = writeln!(out, "| target | wanted | measured | met |");
-        let _ = writeln!(out, "|---|---|---|---|");
-        for t in &self.targets {
-            let met = match t.met {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "—",
-            };
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {met} |",
-                t.name, t.wanted, t.measured
-            );
-        }
-        out.push('\n');
+        let rows = self.targets.iter().map(|t| {
+            let met = if t.met { "yes" } else { "**no**" };
+            vec![
+                t.name.clone(),
+                t.wanted.to_owned(),
+                t.measured.clone(),
+                met.to_owned(),
+            ]
+        });
+        table(out, "llll", &["target", "wanted", "measured", "met"], rows);
     }
 }
 
-fn pick(subjects: Option<&Subjects>, floor: bool) -> Option<&PairResult> {
-    subjects.map(|s| if floor { &s.floor } else { &s.dlock })
+/// The value of `kind` among `values`.
+fn at<T: Clone>(values: &[(Kind, T)], kind: Kind) -> Option<T> {
+    values
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, v)| v.clone())
 }
 
-fn command_row(out: &mut String, workload: &str, r: &PairResult) {
-    let subject = match r.subject {
-        crate::subject::Kind::Floor => "raw floor",
-        crate::subject::Kind::Dlock => "dlock",
+/// Each subject's ratio to the reference subject's value of `figure`.
+fn ratios(figure: &Figure) -> Vec<Ratio> {
+    let Some(reference) = at(&figure.values, Kind::REFERENCE) else {
+        return Vec::new();
     };
-    let _ = writeln!(
-        out,
-        "| {workload} | {subject} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {} |",
-        r.commands_per_pair,
-        r.round_trips_per_pair,
-        r.server_us_per_pair,
-        r.server_cpu_us_per_pair,
-        r.client_cpu_us_per_pair,
-        r.commands.summary()
-    );
-}
-
-fn w3_cells(w3: Option<&W3Result>) -> String {
-    let Some(w3) = w3 else {
-        return ["—"; 7].join(" | ");
+    let others = figure.values.iter().filter(|(k, _)| *k != Kind::REFERENCE);
+    let ratio = |&(subject, v): &(Kind, f64)| Ratio {
+        figure: figure.name.clone(),
+        subject,
+        ratio: v / reference,
     };
-    let c = &w3.contention;
-    [
-        int(w3.acquisitions_per_s),
-        format!("{:.0} / {:.0}", c.cross_gap_p50_us, c.cross_gap_p99_us),
-        format!("{:.1}", c.self_handoff_pct),
-        format!("{}–{}", c.fairness_min, c.fairness_max),
-        w3.lost_updates.to_string(),
-        c.overlaps.to_string(),
-        format!("{:.2}", w3.round_trips_per_acq),
-    ]
-    .join(" | ")
+    others.map(ratio).collect()
 }
 
-fn floor_w3_cells(floor: Option<&HandoffFloor>) -> String {
-    let gap = floor.map_or_else(
-        || "—".to_owned(),
-        |f| format!("{:.0} / {:.0} (raw pub/sub)", f.p50_us, f.p99_us),
-    );
-    ["—".to_owned(), gap]
+/// A table with a row per subject that has a cell (in [`Kind::ALL`] order) and the given columns
+/// (a missing cell shows `—`); `corner` heads the subjects' column.
+fn subject_table(out: &mut String, corner: &str, columns: &[Column]) {
+    let has_cell = |kind| columns.iter().any(|c| at(&c.cells, kind).is_some());
+    let row = |kind: Kind| {
+        let cells = columns
+            .iter()
+            .map(|c| at(&c.cells, kind).unwrap_or_else(|| NONE.to_owned()));
+        std::iter::once(kind.label().to_owned())
+            .chain(cells)
+            .collect()
+    };
+    let rows: Vec<Vec<String>> = Kind::ALL
         .into_iter()
-        .chain(std::iter::repeat_n("—".to_owned(), 5))
-        .collect::<Vec<_>>()
-        .join(" | ")
+        .filter(|k| has_cell(*k))
+        .map(row)
+        .collect();
+    let header: Vec<&str> = std::iter::once(corner)
+        .chain(columns.iter().map(|c| c.header.as_str()))
+        .collect();
+    let align = "l".to_owned() + &"r".repeat(columns.len());
+    table(out, &align, &header, rows);
 }
 
-fn w3_details(out: &mut String, w3: &W3Result) {
-    let c = &w3.contention;
-    let _ = writeln!(out, "### W3 details\n");
-    let _ = writeln!(
-        out,
-        "{} processes × {} tasks; {} acquisitions of {} tickets in {:.2} s; final counter {}; \
-         timeouts {}; releases that found the lease gone {}.  \nHand-off gap, all hand-offs: \
-         p50 {:.0} µs, p99 {:.0} µs; cross-worker only: p50 {:.0} µs, p99 {:.0} µs; \
-         self-hand-offs {:.1} %.\n",
-        w3.processes,
-        w3.workers / w3.processes.max(1),
-        c.acquisitions,
-        w3.tickets,
-        w3.window_s,
-        w3.final_counter,
-        w3.timeouts,
-        w3.not_held_at_release,
-        c.gap_p50_us,
-        c.gap_p99_us,
-        c.cross_gap_p50_us,
-        c.cross_gap_p99_us,
-        c.self_handoff_pct
-    );
-}
-
-fn memory_table(out: &mut String, m: &MemoryResult) {
-    let g = &m.guards;
-    let w = &m.waiters;
-    let _ = writeln!(out, "### Memory (fresh child process per probe)\n");
-    let _ = writeln!(
-        out,
-        "| | client (RSS growth) | Redis (`used_memory` growth) |"
-    );
-    let _ = writeln!(out, "|---|---:|---:|");
-    let _ = writeln!(
-        out,
-        "| held guard ({} guards) | {:.0} B per guard ({} B inline) | {:.0} B per held lock; \
-         {:.0} B left per released lock (fence key) |",
-        g.guards,
-        g.bytes_per_guard,
-        g.guard_inline_bytes,
-        g.redis_bytes_per_held_lock,
-        g.redis_bytes_per_released_lock
-    );
-    let _ = writeln!(
-        out,
-        "| waiting task ({} tasks on {} held locks, {} queued) | {:.0} B per task (task future {} \
-         B, of which `acquire_timeout` {} B) | {:.0} B per queued waiter |\n",
-        w.waiters,
-        w.held_locks,
-        w.queued,
-        w.bytes_per_waiter,
-        w.task_future_bytes,
-        w.acquire_future_bytes,
-        w.redis_bytes_per_waiter
-    );
-}
-
-fn opt<T>(value: Option<&T>, f: impl Fn(&T) -> String) -> String {
-    value.map_or_else(|| "—".to_owned(), f)
-}
-
-/// A rate with thousands separators, rounded to an integer.
-pub(crate) fn int(v: f64) -> String {
-    if !v.is_finite() {
-        return "—".to_owned();
+/// The WORKLOADS.md table: a row per subject, the columns of every section in run order, and
+/// the columns' notes under it.
+fn main_table(out: &mut String, sections: &[&dyn Section]) {
+    let columns: Vec<Column> = sections.iter().flat_map(|s| s.columns()).collect();
+    if columns.is_empty() {
+        return;
     }
-    #[allow(clippy::cast_possible_truncation)] // rates are far below i64::MAX
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut grouped = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(d);
-    }
-    if n < 0 {
-        format!("-{grouped}")
-    } else {
-        grouped
+    subject_table(out, "subject", &columns);
+    for note in columns.iter().filter_map(|c| c.note) {
+        let _ = writeln!(out, "{note}\n");
     }
 }
+
+/// Commands, round trips and CPU per operation, a row per workload and subject.
+fn command_table(out: &mut String, sections: &[&dyn Section]) {
+    let rows: Vec<CommandRow> = sections.iter().flat_map(|s| s.command_rows()).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "### Commands (`INFO commandstats` delta over the measured window, `info` left out)\n"
+    );
+    table_of(out, "llrrrrrl", &COMMAND_COLUMNS, &rows);
+}
+
+/// The columns of the command table.
+const COMMAND_COLUMNS: [Col<CommandRow>; 8] = [
+    ("workload", |r| r.workload.clone()),
+    ("subject", |r| r.subject.label().to_owned()),
+    ("commands/op", |r| format!("{:.2}", r.per_op.commands)),
+    ("client round trips/op", |r| {
+        format!("{:.2}", r.per_op.round_trips)
+    }),
+    ("µs/op in commands", |r| {
+        format!("{:.1}", r.per_op.server_us)
+    }),
+    ("redis-server CPU µs/op", |r| {
+        format!("{:.1}", r.per_op.server_cpu_us)
+    }),
+    ("client CPU µs/op", |r| {
+        let cpu = r.per_op.client_cpu_us;
+        cpu.map_or_else(|| NONE.to_owned(), |c| format!("{c:.1}"))
+    }),
+    ("commands in the window", |r| r.commands.summary()),
+];
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn integers_get_thousands_separators() {
-        assert_eq!(int(0.4), "0");
-        assert_eq!(int(999.0), "999");
-        assert_eq!(int(1_000.0), "1,000");
-        assert_eq!(int(12_345.6), "12,346");
-        assert_eq!(int(-1_234_567.0), "-1,234,567");
-        assert_eq!(int(f64::NAN), "—");
+    fn ratios_are_taken_to_the_reference() {
+        let figure = Figure {
+            name: "W2 pairs/s".into(),
+            values: vec![(Kind::Floor, 200.0), (Kind::Dlock, 150.0)],
+        };
+        let r = ratios(&figure);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].subject, Kind::Dlock);
+        assert!((r[0].ratio - 0.75).abs() < 1e-9);
+        let no_floor = Figure {
+            name: "x".into(),
+            values: vec![(Kind::Dlock, 1.0)],
+        };
+        assert!(ratios(&no_floor).is_empty());
+    }
+
+    #[derive(Debug)]
+    struct Two;
+
+    impl Section for Two {
+        fn columns(&self) -> Vec<Column> {
+            vec![
+                Column::new(
+                    "a",
+                    vec![(Kind::Floor, "1".into()), (Kind::Dlock, "2".into())],
+                ),
+                Column {
+                    note: Some("b is dlock's alone."),
+                    ..Column::new("b", vec![(Kind::Dlock, "3".into())])
+                },
+            ]
+        }
+    }
+
+    #[test]
+    fn the_main_table_has_a_row_per_subject_and_dashes_for_missing_cells() {
+        let mut out = String::new();
+        main_table(&mut out, &[&Two]);
+        assert_eq!(
+            out,
+            "| subject | a | b |\n|---|---:|---:|\n| raw floor | 1 | — |\n| dlock | 2 | 3 |\n\n\
+             b is dlock's alone.\n\n"
+        );
     }
 }

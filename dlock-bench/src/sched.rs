@@ -21,24 +21,30 @@
 //!   round trips (`EVALSHA` + the `LPOP` of the `run_now` poll, the only plain command the
 //!   scheduler sends while running) per occurrence per replica, and their breakdown
 //!   ([`Breakdown`]).
+//!
+//! Its section of the report: a timing-and-correctness table and a cost table, a row per set of
+//! skews, and the exactly-once target.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use dlock_core::Client;
 use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
 use serde::{Deserialize, Serialize};
 
-use crate::child::{Child, GO, READY, STOP};
-use crate::redis_stats::{CommandStats, CommandUsec, Control};
+use crate::child::{GO, Group, STOP, args};
+use crate::control::Control;
+use crate::dlock::client;
+use crate::redis_stats::{PerCommand, Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
+use crate::report::{Entry, Section, Target};
+use crate::rt::{BoxError, current_thread_runtime, elapsed_ns};
 use crate::sched_replica::{ReplicaReport, count_prefix};
 use crate::sched_stats::{
     Breakdown, DelaySummary, OnceSummary, distribution, next_edge, seconds_between,
 };
-use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP};
-use crate::w1::ratio;
-use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s};
-use crate::{BoxError, current_thread_runtime, elapsed_ns};
+use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP, Setting};
+use crate::stats::{count, float, millis, ns_to_s, ratio};
+use crate::table::{Col, NONE, joined, table_of};
 
 /// How long redis-server's idle CPU is measured before the replicas start.
 const IDLE_SPAN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -71,9 +77,9 @@ pub(crate) struct SchedRow {
     pub(crate) not_succeeded: u64,
     pub(crate) costs: Costs,
     /// `INFO commandstats` delta of the window, less the handler's `INCR`s.
-    pub(crate) commands: CommandStats,
+    pub(crate) commands: PerCommand,
     /// Server time per command in the window (µs; a script's includes its inner commands').
-    pub(crate) usec: CommandUsec,
+    pub(crate) usec: PerCommand,
     pub(crate) replicas: Vec<ReplicaReport>,
 }
 
@@ -98,19 +104,19 @@ impl Costs {
     /// The costs of `occurrences` occurrences from the window's `commands` (less the handler's
     /// `INCR`s), its server CPU and the replicas' reports.
     fn compute(
-        commands: &CommandStats,
+        commands: &PerCommand,
         occurrences: u64,
         delta: &WindowDelta,
         replicas: &[ReplicaReport],
         server_idle_cpu_ms_per_s: f64,
     ) -> Self {
         let per_replica = occurrences * u64::from(SCHED_REPLICAS);
-        let polls = commands.0.get("lpop").copied().unwrap_or(0);
+        let polls = commands.get("lpop");
         let cpu_ms_per_s: f64 = replicas
             .iter()
-            .map(|r| ratio(r.cpu_us, 1) / 1e3 / r.run_s)
+            .map(|r| float(r.cpu_us) / 1e3 / r.run_s)
             .sum();
-        let replica_count = u64::try_from(replicas.len()).unwrap_or(0);
+        let replica_count = count(replicas.len());
         Self {
             commands_per_occurrence_per_replica: ratio(commands.total(), per_replica),
             round_trips_per_occurrence_per_replica: ratio(commands.round_trips(polls), per_replica),
@@ -121,32 +127,30 @@ impl Costs {
                 occurrences,
             ),
             server_idle_cpu_ms_per_s,
-            client_cpu_ms_per_replica_per_s: cpu_ms_per_s / ratio(replica_count, 1),
+            client_cpu_ms_per_replica_per_s: cpu_ms_per_s / float(replica_count),
         }
     }
 }
 
-impl SchedRow {
-    /// "0 / 0 / 0 ms" or "−300 / 0 / +500 ms".
-    pub(crate) fn skew_label(&self) -> String {
-        let one = |s: i64| match s {
-            0 => "0".to_owned(),
-            s if s > 0 => format!("+{s}"),
-            s => format!("−{}", s.unsigned_abs()),
-        };
-        let parts: Vec<String> = self.skews_ms.iter().map(|&s| one(s)).collect();
-        format!("{} ms", parts.join(" / "))
-    }
+/// "0 / 0 / 0 ms" or "−300 / 0 / +500 ms".
+fn skew_label(skews_ms: &[i64]) -> String {
+    let one = |s: &i64| match *s {
+        0 => "0".to_owned(),
+        s if s > 0 => format!("+{s}"),
+        s => format!("−{}", s.unsigned_abs()),
+    };
+    format!("{} ms", joined(skews_ms, " / ", one))
 }
 
 /// Runs one row per set of skews.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<SchedResult, BoxError> {
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let (url, counts) = (s.url.as_str(), &s.counts);
     let mut rows = Vec::new();
     for (i, skews) in SCHED_SKEWS.iter().enumerate() {
         eprintln!("  replicas with clock skews {skews:?} ms …");
         rows.push(run_row(url, counts, skews, &format!("tick{i}"))?);
     }
-    Ok(SchedResult { rows })
+    Entry::new("sched", SchedResult { rows })
 }
 
 /// What the parent gathered for one row, before the figures are computed.
@@ -164,17 +168,15 @@ struct Observed {
 
 fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<SchedRow, BoxError> {
     let runtime = current_thread_runtime()?;
-    let mut control = runtime.block_on(Control::connect(url))?;
-    runtime.block_on(control.flushall())?;
+    let mut control = runtime.block_on(Control::fresh(url))?;
     let server_idle_cpu_ms_per_s =
         runtime.block_on(idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN))?;
-    let mut children = spawn_replicas(url, skews, job)?;
-    for child in &mut children {
-        child.wait_for(READY)?;
-    }
-    for child in &mut children {
-        child.send(GO)?;
-    }
+    let mut replicas = Group::ready(skews.iter().enumerate().map(|(replica, skew)| {
+        let (replica, skew) = (replica.to_string(), skew.to_string());
+        let extra = ["--process", &replica, "--skew-ms", &skew, "--job", job];
+        args("sched-replica", url, false, &extra)
+    }))?;
+    replicas.send(GO)?;
     let start_ms = next_edge(wall_ms()? + millis(SCHED_WARMUP), SCHED_EDGE_MS);
     sleep_until_wall(start_ms)?;
     let before = runtime.block_on(Snapshot::take(&mut control))?;
@@ -183,13 +185,8 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
     sleep_until_wall(end_ms)?;
     let window_ns = elapsed_ns(start);
     let delta = runtime.block_on(before.delta(&mut control))?;
-    for child in &mut children {
-        child.send(STOP)?;
-    }
-    let mut replicas = Vec::new();
-    for child in children {
-        replicas.push(child.result::<ReplicaReport>()?);
-    }
+    replicas.send(STOP)?;
+    let replicas = replicas.results::<ReplicaReport>()?;
     let (history, counters) = runtime.block_on(read_outcome(url, &mut control, job))?;
     Ok(summarize(Observed {
         skews_ms: skews.to_vec(),
@@ -204,36 +201,14 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
     }))
 }
 
-fn spawn_replicas(url: &str, skews: &[i64], job: &str) -> Result<Vec<Child>, BoxError> {
-    debug_assert_eq!(skews.len(), usize::try_from(SCHED_REPLICAS).unwrap_or(0));
-    let mut children = Vec::new();
-    for (replica, skew) in skews.iter().enumerate() {
-        let args = [
-            "sched-replica",
-            "--url",
-            url,
-            "--process",
-            &replica.to_string(),
-            "--skew-ms",
-            &skew.to_string(),
-            "--job",
-            job,
-        ];
-        children.push(Child::spawn(&args.map(str::to_owned))?);
-    }
-    Ok(children)
-}
-
 /// The job's ledger and its per-occurrence counters (occurrence ms → runs).
 async fn read_outcome(
     url: &str,
     control: &mut Control,
     job: &str,
 ) -> Result<(Vec<RunRecord>, BTreeMap<i64, u64>), BoxError> {
-    let client = Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
-    let history = Scheduler::builder(client).build()?.history(job).await?;
+    let history = Scheduler::builder(client(url)?).build()?;
+    let history = history.history(job).await?;
     let prefix = count_prefix(job);
     let mut counters = BTreeMap::new();
     for (key, runs) in control.int_keys(&format!("{prefix}*")).await? {
@@ -257,10 +232,7 @@ fn summarize(o: Observed) -> SchedRow {
         .collect();
     let delays: Vec<Option<u64>> = window_runs
         .iter()
-        .map(|r| {
-            r.start_delay()
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        })
+        .map(|r| r.start_delay().map(millis))
         .collect();
     let (first, last) = (seconds.first().copied(), seconds.last().copied());
     let once = OnceSummary::of(&o.counters, first.unwrap_or(0), last.unwrap_or(-1));
@@ -276,7 +248,7 @@ fn summarize(o: Observed) -> SchedRow {
     let handler_incr: u64 = seconds.iter().filter_map(|s| o.counters.get(s)).sum();
     let mut commands = o.delta.commands.clone();
     commands.subtract("incr", handler_incr);
-    let occurrences = u64::try_from(seconds.len()).unwrap_or(0);
+    let occurrences = count(seconds.len());
     let not_succeeded = window_runs
         .iter()
         .filter(|r| r.outcome != RunOutcome::Succeeded)
@@ -291,7 +263,7 @@ fn summarize(o: Observed) -> SchedRow {
         ),
         skews_ms: o.skews_ms,
         job: o.job,
-        window_s: crate::stats::ns_to_us(o.window_ns) / 1e6,
+        window_s: ns_to_s(o.window_ns),
         occurrences,
         delay: DelaySummary::of(&delays),
         winners: distribution(window_runs.iter().map(|r| r.replica.as_str())),
@@ -305,8 +277,127 @@ fn summarize(o: Observed) -> SchedRow {
     }
 }
 
-fn count(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
+/// The scheduler section's introduction.
+const INTRO: &str = "3 replica processes (`Scheduler`, default options, replica ids r0 r1 r2), one \
+    job `* * * * * *` (UTC) whose handler does one `INCR`. Window: the occurrences whose nominal \
+    instant falls inside it, edges at whole second + 400 ms. Fire delay = \
+    `RunRecord::start_delay()` (start by the Redis server's clock − nominal instant, ms \
+    resolution).";
+
+impl Section for SchedResult {
+    /// Timing and correctness per row, then cost per row, then each row's commands.
+    fn details(&self, out: &mut String) {
+        let _ = writeln!(out, "### Scheduler: 3 replicas, 1-second cron (issue #6)\n");
+        let _ = writeln!(out, "{INTRO}\n");
+        table_of(out, "lrrrlrrl", &TIMING, &self.rows);
+        table_of(out, "lrrrrrrrrr", &COSTS, &self.rows);
+        for row in &self.rows {
+            let _ = writeln!(
+                out,
+                "Commands in the window ({}, less the handler's `INCR`): {}  ",
+                skew_label(&row.skews_ms),
+                row.commands.summary()
+            );
+        }
+        out.push('\n');
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        let once = joined(&self.rows, ", ", |r| {
+            format!("{} of {}", r.once.once, r.once.occurrences)
+        });
+        let ok = !self.rows.is_empty()
+            && self.rows.iter().all(|r| {
+                r.once.exact()
+                    && r.whole_run.repeated == 0
+                    && r.whole_run.missed == 0
+                    && r.ledger_mismatches == 0
+            });
+        let name = "scheduler: occurrences run exactly once (each row)";
+        vec![Target::new(name, "all", once, ok)]
+    }
+}
+
+/// The scheduler's timing-and-correctness table, a row per set of skews.
+const TIMING: [Col<SchedRow>; 8] = [
+    ("replica clock skews (r0 / r1 / r2)", |r| {
+        skew_label(&r.skews_ms)
+    }),
+    ("occurrences", |r| r.occurrences.to_string()),
+    ("fire delay p50 / p99 / max ms", |r| {
+        let d = &r.delay;
+        format!("{:.0} / {:.0} / {:.0}", d.p50_ms, d.p99_ms, d.max_ms)
+    }),
+    ("started early", |r| r.delay.early.to_string()),
+    ("ran by r0 / r1 / r2", |r| {
+        joined(&["r0", "r1", "r2"], " / ", |id| {
+            r.winners.get(*id).copied().unwrap_or(0).to_string()
+        })
+    }),
+    ("ran exactly once (window)", |r| {
+        format!("{} of {}", r.once.once, r.once.occurrences)
+    }),
+    ("whole run: once / more / missed", |r| {
+        let w = &r.whole_run;
+        format!("{} / {} / {}", w.once, w.repeated, w.missed)
+    }),
+    ("ledger = counters", agreement),
+];
+
+/// Whether the ledger and the counters name the same occurrences, and every run succeeded.
+fn agreement(row: &SchedRow) -> String {
+    let mut text = if row.ledger_mismatches == 0 {
+        "yes".to_owned()
+    } else {
+        format!("**no** ({} differ)", row.ledger_mismatches)
+    };
+    if row.not_succeeded > 0 {
+        text.push_str(&format!("; **{} runs did not succeed**", row.not_succeeded));
+    }
+    text
+}
+
+/// The scheduler's cost table, a row per set of skews.
+const COSTS: [Col<SchedRow>; 10] = [
+    ("replica clock skews", |r| skew_label(&r.skews_ms)),
+    ("Redis commands / occurrence / replica", |r| {
+        format!("{:.2}", r.costs.commands_per_occurrence_per_replica)
+    }),
+    ("client round trips / occurrence / replica", |r| {
+        format!("{:.2}", r.costs.round_trips_per_occurrence_per_replica)
+    }),
+    ("winner's round trips / occurrence", |r| {
+        breakdown(r, |b| b.winner_per_occurrence)
+    }),
+    ("each loser's claims / occurrence", |r| {
+        breakdown(r, |b| b.loser_per_occurrence)
+    }),
+    ("too-early claims / occurrence", |r| {
+        breakdown(r, |b| b.too_early_per_occurrence)
+    }),
+    ("`run_now` polls / replica / occurrence", |r| {
+        breakdown(r, |b| b.polls_per_replica_per_occurrence)
+    }),
+    ("µs in commands / occurrence", |r| {
+        format!("{:.1}", r.costs.server_us_in_commands_per_occurrence)
+    }),
+    ("redis-server CPU µs / occurrence (idle: per s)", |r| {
+        let c = &r.costs;
+        format!(
+            "{:.0} ({:.0})",
+            c.server_cpu_us_per_occurrence,
+            c.server_idle_cpu_ms_per_s * 1e3
+        )
+    }),
+    ("CPU of a replica, ms/s", |r| {
+        format!("{:.2}", r.costs.client_cpu_ms_per_replica_per_s)
+    }),
+];
+
+/// A figure of the row's [`Breakdown`], or `—` where the counts did not fit the scripts' shape.
+fn breakdown(row: &SchedRow, f: fn(&Breakdown) -> f64) -> String {
+    let b = row.costs.breakdown.as_ref();
+    b.map_or_else(|| NONE.to_owned(), |b| format!("{:.2}", f(b)))
 }
 
 /// Wall-clock time, Unix ms: occurrences are wall-clock instants.
@@ -324,39 +415,13 @@ fn sleep_until_wall(at_ms: u64) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn skew_labels_sign_their_offsets() {
-        let row = |skews: &[i64]| SchedRow {
-            skews_ms: skews.to_vec(),
-            job: String::new(),
-            window_s: 0.0,
-            occurrences: 0,
-            delay: DelaySummary::default(),
-            winners: BTreeMap::new(),
-            once: OnceSummary::default(),
-            whole_run: OnceSummary::default(),
-            ledger_mismatches: 0,
-            not_succeeded: 0,
-            costs: Costs::compute(
-                &CommandStats::default(),
-                0,
-                &WindowDelta::default(),
-                &[],
-                0.0,
-            ),
-            commands: CommandStats::default(),
-            usec: CommandUsec::default(),
-            replicas: Vec::new(),
-        };
-        assert_eq!(row(&[-300, 0, 500]).skew_label(), "−300 / 0 / +500 ms");
-        assert_eq!(row(&[0, 0, 0]).skew_label(), "0 / 0 / 0 ms");
+        assert_eq!(skew_label(&[-300, 0, 500]), "−300 / 0 / +500 ms");
+        assert_eq!(skew_label(&[0, 0, 0]), "0 / 0 / 0 ms");
     }
 }

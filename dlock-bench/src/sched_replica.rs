@@ -15,14 +15,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use dlock_core::Client;
 use dlock_scheduler::{Job, JobContext, Scheduler, SkewedClock};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{STOP, print_result, ready_then_wait_for_go, wait_for_line};
+use crate::cli::ChildArgs;
+use crate::rt::{BoxError, elapsed_ns, multi_thread_runtime, process_cpu_us};
 use crate::spec::{SCHED_CRON, SCHED_TZ};
-use crate::window::process_cpu_us;
-use crate::{BoxError, elapsed_ns, multi_thread_runtime};
+use crate::stats::ns_to_s;
 
 /// How long a stopping replica lets a running job finish.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -58,7 +58,13 @@ pub(crate) struct ReplicaReport {
 }
 
 /// Entry point of `dlock-bench sched-replica --url URL --process N --skew-ms MS --job NAME`.
-pub(crate) fn child_main(url: &str, replica: u32, skew_ms: i64, job: &str) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
+    let (url, replica, skew_ms, job) = (
+        args.url.as_str(),
+        args.process()?,
+        args.skew_ms,
+        args.job()?,
+    );
     let runtime = multi_thread_runtime()?;
     let runs = Arc::new(AtomicU64::new(0));
     let scheduler = runtime.block_on(set_up(url, replica, skew_ms, job, runs.clone()))?;
@@ -79,7 +85,7 @@ pub(crate) fn child_main(url: &str, replica: u32, skew_ms: i64, job: &str) -> Re
         runs: runs.load(Ordering::Relaxed),
         drained: stopped.drained,
         cancelled: stopped.cancelled,
-        run_s: crate::stats::ns_to_us(run_ns) / 1e6,
+        run_s: ns_to_s(run_ns),
         cpu_us: process_cpu_us()?.saturating_sub(cpu_before),
     })
 }
@@ -91,9 +97,7 @@ async fn set_up(
     job: &str,
     runs: Arc<AtomicU64>,
 ) -> Result<Scheduler, BoxError> {
-    let client = Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
+    let client = crate::dlock::client(url)?;
     client.ping().await?;
     let handler = move |ctx: JobContext| {
         let runs = runs.clone();

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::redis_stats::CommandStats;
-use crate::stats::nearest_rank;
-use crate::w1::ratio;
+use crate::redis_stats::PerCommand;
+use crate::stats::ratio;
+use crate::stats::{count, float, nearest_rank};
 
 /// Fire delays (server-clock start − nominal instant) of the occurrences of a window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -30,19 +30,15 @@ impl DelaySummary {
     pub(crate) fn of(delays_ms: &[Option<u64>]) -> Self {
         let mut ms: Vec<u64> = delays_ms.iter().flatten().copied().collect();
         ms.sort_unstable();
-        let as_f64 = |v: Option<u64>| v.map_or(f64::NAN, |v| ratio(v, 1));
+        let as_f64 = |v: Option<u64>| v.map_or(f64::NAN, float);
         Self {
-            samples: len(&ms),
-            early: len(delays_ms) - len(&ms),
+            samples: count(ms.len()),
+            early: count(delays_ms.len()) - count(ms.len()),
             p50_ms: as_f64(nearest_rank(&ms, 50.0)),
             p99_ms: as_f64(nearest_rank(&ms, 99.0)),
             max_ms: as_f64(ms.last().copied()),
         }
     }
-}
-
-fn len<T>(v: &[T]) -> u64 {
-    u64::try_from(v.len()).unwrap_or(u64::MAX)
 }
 
 /// How often each expected occurrence ran, from the handler's per-occurrence counters.
@@ -150,8 +146,8 @@ impl Breakdown {
     /// Infers the breakdown of a window with `occurrences` occurrences run by one of `replicas`
     /// replicas each; `None` when the counts do not fit the scripts' shape (a run that was
     /// skipped or failed, or scripts that changed).
-    pub(crate) fn infer(commands: &CommandStats, occurrences: u64, replicas: u32) -> Option<Self> {
-        let get = |name: &str| commands.0.get(name).copied().unwrap_or(0);
+    pub(crate) fn infer(commands: &PerCommand, occurrences: u64, replicas: u32) -> Option<Self> {
+        let get = |name: &str| commands.get(name);
         let claims = get("exists");
         let ledger_writes = get("hget");
         let zadd = get("zadd");
@@ -239,8 +235,8 @@ mod tests {
         assert_eq!(d.get("r1"), None);
     }
 
-    fn stats(pairs: &[(&str, u64)]) -> CommandStats {
-        CommandStats(pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
+    fn stats(pairs: &[(&str, u64)]) -> PerCommand {
+        PerCommand(pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
     }
 
     #[test]

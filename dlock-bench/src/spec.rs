@@ -40,6 +40,15 @@ pub(crate) const SCHED_EDGE_MS: u64 = 400;
 /// Scheduler workload: clock skews of the replicas (ms; positive = ahead), one row each.
 pub(crate) const SCHED_SKEWS: [[i64; 3]; 2] = [[0, 0, 0], [-300, 0, 500]];
 
+/// What every workload is given: the server the benchmark started, and the sizes of the run.
+#[derive(Clone, Debug)]
+pub(crate) struct Setting {
+    pub(crate) url: String,
+    /// redis-server's process id (W1 1-CPU pins it).
+    pub(crate) server_pid: u32,
+    pub(crate) counts: Counts,
+}
+
 /// How much work each workload does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Counts {
@@ -101,10 +110,6 @@ impl Counts {
         wd_rounds: 3,
         sched_occurrences: 5,
     };
-
-    pub(crate) fn new(quick: bool) -> Counts {
-        if quick { Self::QUICK } else { Self::FULL }
-    }
 
     /// Pairs of W2 task `task`: the total split as evenly as possible, the first tasks taking one
     /// more (50,000 over 64: 782 for tasks 0–15, 781 for 16–63).

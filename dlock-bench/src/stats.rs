@@ -24,35 +24,62 @@ pub(crate) fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
     sorted.get(rank.clamp(1, n) - 1).copied()
 }
 
+/// p50 and p99 (nearest rank) of `samples`, each converted by `to`; NaN when there are none.
+/// Sorts `samples` in place.
+pub(crate) fn p50_p99<T: Copy + Ord>(samples: &mut [T], to: impl Fn(T) -> f64) -> (f64, f64) {
+    samples.sort_unstable();
+    let at = |p| nearest_rank(samples, p).map_or(f64::NAN, &to);
+    (at(50.0), at(99.0))
+}
+
 /// p50 and p99 of nanosecond samples, in microseconds (sorts `samples` in place).
 pub(crate) fn p50_p99_us(samples: &mut [u64]) -> (f64, f64) {
-    samples.sort_unstable();
-    let us = |v: Option<u64>| v.map_or(f64::NAN, ns_to_us);
-    (
-        us(nearest_rank(samples, 50.0)),
-        us(nearest_rank(samples, 99.0)),
-    )
+    p50_p99(samples, ns_to_us)
+}
+
+/// A length as a count (saturating: lengths here are far below `u64::MAX`).
+pub(crate) fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Whole milliseconds of `d`, saturating.
+pub(crate) fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `n` as a float: exact below 2^53, far above any count or nanosecond span here (104 days).
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn float(n: u64) -> f64 {
+    n as f64
 }
 
 /// Nanoseconds to microseconds, for reporting.
-#[allow(clippy::cast_precision_loss)] // below 2^53 ns (104 days) the conversion is exact
 pub(crate) fn ns_to_us(ns: u64) -> f64 {
-    ns as f64 / 1_000.0
+    float(ns) / 1e3
 }
 
-/// Signed nanoseconds to microseconds, for reporting.
-#[allow(clippy::cast_precision_loss)]
-pub(crate) fn signed_ns_to_us(ns: i64) -> f64 {
-    ns as f64 / 1_000.0
+/// Nanoseconds to seconds, for reporting.
+pub(crate) fn ns_to_s(ns: u64) -> f64 {
+    float(ns) / 1e9
 }
 
-/// `count` events in `elapsed_ns` as a rate per second.
-#[allow(clippy::cast_precision_loss)]
-pub(crate) fn per_second(count: u64, elapsed_ns: u64) -> f64 {
-    if elapsed_ns == 0 {
-        return f64::NAN;
+/// `a / b` as a float (NaN for b = 0).
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        f64::NAN
+    } else {
+        float(a) / float(b)
     }
-    count as f64 * 1e9 / elapsed_ns as f64
+}
+
+/// `count` events in `elapsed_ns` as a rate per second (NaN for no time).
+pub(crate) fn per_second(count: u64, elapsed_ns: u64) -> f64 {
+    ratio(count, elapsed_ns) * 1e9
+}
+
+/// `part / whole` in percent (NaN when `whole` is 0).
+pub(crate) fn percent(part: u64, whole: u64) -> f64 {
+    ratio(part, whole) * 100.0
 }
 
 /// One held acquisition of the W3 lock: who, and when (CLOCK_MONOTONIC ns, comparable across
@@ -107,12 +134,15 @@ pub(crate) fn contention(events: &mut [LockEvent], workers: u32) -> Contention {
             cross.push(gap);
         }
     }
-    let handoffs = u64::try_from(gaps.len()).unwrap_or(u64::MAX);
+    let handoffs = count(gaps.len());
     let (fairness_min, fairness_max) = fairness(events, workers);
-    let (gap_p50_us, gap_p99_us) = signed_p50_p99_us(&mut gaps);
-    let (cross_gap_p50_us, cross_gap_p99_us) = signed_p50_p99_us(&mut cross);
+    // Signed ns to µs: exact, the gaps are far below 2^53 ns.
+    #[allow(clippy::cast_precision_loss)]
+    let us = |ns: i64| ns as f64 / 1e3;
+    let (gap_p50_us, gap_p99_us) = p50_p99(&mut gaps, us);
+    let (cross_gap_p50_us, cross_gap_p99_us) = p50_p99(&mut cross, us);
     Contention {
-        acquisitions: u64::try_from(events.len()).unwrap_or(u64::MAX),
+        acquisitions: count(events.len()),
         overlaps,
         gap_p50_us,
         gap_p99_us,
@@ -140,15 +170,6 @@ pub(crate) fn fairness(events: &[LockEvent], workers: u32) -> (u64, u64) {
     (min, max)
 }
 
-/// `part / whole` in percent; NaN when `whole` is 0.
-#[allow(clippy::cast_precision_loss)]
-pub(crate) fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        return f64::NAN;
-    }
-    part as f64 * 100.0 / whole as f64
-}
-
 /// `a − b` in signed nanoseconds, saturating.
 fn signed_diff(a: u64, b: u64) -> i64 {
     if a >= b {
@@ -156,15 +177,6 @@ fn signed_diff(a: u64, b: u64) -> i64 {
     } else {
         i64::try_from(b - a).map_or(i64::MIN, |d| -d)
     }
-}
-
-fn signed_p50_p99_us(samples: &mut [i64]) -> (f64, f64) {
-    samples.sort_unstable();
-    let us = |v: Option<i64>| v.map_or(f64::NAN, signed_ns_to_us);
-    (
-        us(nearest_rank(samples, 50.0)),
-        us(nearest_rank(samples, 99.0)),
-    )
 }
 
 #[cfg(test)]

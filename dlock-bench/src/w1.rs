@@ -1,174 +1,103 @@
 //! W1: uncontended latency. One task, one connection, sequential: warm-up 1,000 pairs on
 //! `w1:0..999`, then 20,000 measured pairs on `w1:1000..20999`.
 //!
-//! Runtime: a current-thread Tokio runtime for both subjects (one task; the connection's driver
+//! Runtime: a current-thread Tokio runtime for every subject (one task; the connection's driver
 //! task runs on the same thread). Each subject gets a fresh runtime and connection after a
 //! `FLUSHALL`.
 //!
 //! W1 1-CPU runs the same in a child process (`dlock-bench w1-pinned`) that pins itself to one CPU
 //! before it starts any thread, while the parent pins every thread of redis-server to the same CPU.
 
-use std::time::Instant;
-
-use serde::{Deserialize, Serialize};
-
 use crate::affinity::{PinnedProcess, pin_current_thread};
-use crate::child::{Child, print_result};
-use crate::redis_stats::{CommandStats, CommandUsec, Control};
-use crate::spec::{Counts, PINNED_CPU};
-use crate::stats::{ns_to_us, p50_p99_us, per_second};
-use crate::subject::{Kind, Subject};
-use crate::window::{Snapshot, WindowDelta};
-use crate::{BoxError, current_thread_runtime, elapsed_ns};
+use crate::child::{Child, args, print_result};
+use crate::cli::ChildArgs;
+use crate::control::Control;
+use crate::pairs::{PairResult, Shape, names, timed_pairs};
+use crate::redis_stats::measure;
+use crate::report::Entry;
+use crate::rt::{BoxError, current_thread_runtime};
+use crate::spec::{Counts, PINNED_CPU, Setting};
+use crate::subject::{Subject, warm_up};
+use crate::subjects::{Kind, with_subject};
 
-/// The measured window of a pair workload (W1, W2) for one subject.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct PairResult {
-    pub(crate) subject: Kind,
-    pub(crate) pairs: u64,
-    pub(crate) elapsed_s: f64,
-    pub(crate) pairs_per_s: f64,
-    /// Latency of one pair (acquire + release), nearest rank.
-    pub(crate) p50_us: f64,
-    pub(crate) p99_us: f64,
-    /// Every command Redis ran per pair, Lua-internal calls included.
-    pub(crate) commands_per_pair: f64,
-    /// Requests the client sent per pair (EVALSHA/EVAL and plain commands).
-    pub(crate) round_trips_per_pair: f64,
-    /// Server time per pair in the commands, µs: the scripts (inner commands included) and plain
-    /// commands the client sent (`usec` of `INFO commandstats`).
-    pub(crate) server_us_per_pair: f64,
-    /// CPU time per pair of the whole redis-server process (`INFO cpu`: commands, parsing,
-    /// networking), µs.
-    pub(crate) server_cpu_us_per_pair: f64,
-    /// CPU time per pair of the benchmark process (`getrusage`, every thread), µs.
-    pub(crate) client_cpu_us_per_pair: f64,
-    /// `INFO commandstats` delta of the window.
-    pub(crate) commands: CommandStats,
-    /// Server time per command in the window (µs; a script's includes its inner commands').
-    pub(crate) usec: CommandUsec,
+/// W1 in the report: its rate and latency beside the floor's.
+const W1: Shape = Shape {
+    label: "W1",
+    latency: true,
+    target: None,
+};
+
+/// W1 1-CPU in the report: its rate beside the floor's, and issue #3's target on the ratio.
+const W1_1CPU: Shape = Shape {
+    label: "W1 1-CPU",
+    latency: false,
+    target: Some(("≥ 0.9 × floor (aim 0.95)", 0.9)),
+};
+
+/// W1, unpinned, as a stage of the run.
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    W1.entry("w1", run_unpinned(&s.url, &s.counts)?)
 }
 
-impl PairResult {
-    /// Builds the result from per-pair latencies (ns), the window and its command delta.
-    pub(crate) fn new(
-        subject: Kind,
-        latencies: &mut [u64],
-        window_ns: u64,
-        window: WindowDelta,
-        own_plain: &[&str],
-    ) -> PairResult {
-        let own_plain_per_pair = u64::try_from(own_plain.len()).unwrap_or(0);
-        let pairs = u64::try_from(latencies.len()).unwrap_or(u64::MAX);
-        let (p50_us, p99_us) = p50_p99_us(latencies);
-        let per_pair = |n: u64| ratio(n, pairs);
-        PairResult {
-            subject,
-            pairs,
-            elapsed_s: ns_to_us(window_ns) / 1e6,
-            pairs_per_s: per_second(pairs, window_ns),
-            p50_us,
-            p99_us,
-            commands_per_pair: per_pair(window.commands.total()),
-            round_trips_per_pair: per_pair(window.commands.round_trips(own_plain_per_pair * pairs)),
-            server_us_per_pair: per_pair(window.usec.client_usec(own_plain)),
-            server_cpu_us_per_pair: per_pair(window.server_cpu_us),
-            client_cpu_us_per_pair: per_pair(window.client_cpu_us),
-            commands: window.commands,
-            usec: window.usec,
-        }
-    }
+/// W1 1-CPU as a stage of the run.
+pub(crate) fn run_1cpu(s: &Setting) -> Result<Entry, BoxError> {
+    W1_1CPU.entry("w1_pinned", run_pinned(&s.url, s.server_pid, &s.counts)?)
 }
 
-/// `a / b` as a float (NaN for b = 0).
-#[allow(clippy::cast_precision_loss)]
-pub(crate) fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        f64::NAN
-    } else {
-        a as f64 / b as f64
-    }
+/// Runs W1 for every subject in this process (unpinned).
+pub(crate) fn run_unpinned(url: &str, counts: &Counts) -> Result<Vec<PairResult>, BoxError> {
+    Kind::ALL
+        .into_iter()
+        .map(|kind| run_one(kind, url, counts))
+        .collect()
 }
 
-/// One pair workload measured for both subjects.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct Subjects {
-    pub(crate) floor: PairResult,
-    pub(crate) dlock: PairResult,
-}
-
-/// Runs W1 for both subjects in this process (unpinned).
-pub(crate) fn run_unpinned(url: &str, counts: &Counts) -> Result<Subjects, BoxError> {
-    Ok(Subjects {
-        floor: run_one(Kind::Floor, url, counts)?,
-        dlock: run_one(Kind::Dlock, url, counts)?,
-    })
-}
-
-/// Runs W1 1-CPU: pins redis-server (`server_pid`) to the pinned CPU, runs both subjects in a
+/// W1 1-CPU: pins redis-server (`server_pid`) to the pinned CPU, runs every subject in a
 /// child process pinned to it from its start, then unpins the server.
-pub(crate) fn run_pinned(
-    url: &str,
-    server_pid: u32,
-    counts: &Counts,
-) -> Result<Subjects, BoxError> {
+fn run_pinned(url: &str, server_pid: u32, counts: &Counts) -> Result<Vec<PairResult>, BoxError> {
     let pinned = PinnedProcess::pin(server_pid, PINNED_CPU)?;
     eprintln!(
         "  redis-server: {} threads pinned to CPU {PINNED_CPU}",
         pinned.threads()
     );
-    let mut args = vec!["w1-pinned".to_owned(), "--url".to_owned(), url.to_owned()];
-    if counts.quick {
-        args.push("--quick".to_owned());
-    }
-    let result = Child::spawn(&args)?.result();
+    let result = Child::spawn(&args("w1-pinned", url, counts.quick, &[]))?.result();
     drop(pinned);
     result
 }
 
-/// The `w1-pinned` child: pins itself before anything else, then runs W1 for both subjects.
-pub(crate) fn pinned_child(url: &str, counts: &Counts) -> Result<(), BoxError> {
+/// The `w1-pinned` child: pins itself before anything else, then runs W1 for every subject.
+pub(crate) fn pinned_child(args: &ChildArgs) -> Result<(), BoxError> {
     pin_current_thread(PINNED_CPU)?;
-    let pair = run_unpinned(url, counts)?;
-    print_result(&pair)
+    print_result(&run_unpinned(&args.url, &args.counts)?)
 }
 
 /// The `w1-one` subcommand: W1 for one subject, unpinned, for profiling.
-pub(crate) fn one_child(kind: Kind, url: &str, counts: &Counts) -> Result<(), BoxError> {
-    print_result(&run_one(kind, url, counts)?)
+pub(crate) fn one_child(args: &ChildArgs) -> Result<(), BoxError> {
+    print_result(&run_one(args.subject()?, &args.url, &args.counts)?)
 }
 
 /// W1 for one subject, on a fresh current-thread runtime.
 fn run_one(kind: Kind, url: &str, counts: &Counts) -> Result<PairResult, BoxError> {
-    current_thread_runtime()?.block_on(measure(kind, url, counts))
+    let runtime = current_thread_runtime()?;
+    with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts)))
 }
 
-async fn measure(kind: Kind, url: &str, counts: &Counts) -> Result<PairResult, BoxError> {
-    let mut control = Control::connect(url).await?;
-    control.flushall().await?;
-    let subject = Subject::connect(kind, url).await?;
-    for i in 0..counts.w1_warmup {
-        subject.pair(&format!("w1:{i}")).await?;
-    }
-    let names: Vec<String> = (counts.w1_warmup..counts.w1_warmup + counts.w1_pairs)
-        .map(|i| format!("w1:{i}"))
-        .collect();
-    let mut latencies = Vec::with_capacity(names.len());
-
-    let before = Snapshot::take(&mut control).await?;
-    let start = Instant::now();
-    for name in &names {
-        let t = Instant::now();
-        subject.pair(name).await?;
-        latencies.push(elapsed_ns(t));
-    }
-    let window = elapsed_ns(start);
-    let delta = before.delta(&mut control).await?;
+async fn measure_one<S: Subject>(
+    kind: Kind,
+    url: &str,
+    counts: &Counts,
+) -> Result<PairResult, BoxError> {
+    let mut control = Control::fresh(url).await?;
+    let subject = S::connect(url).await?;
+    warm_up(&subject, "w1:", 0..counts.w1_warmup).await?;
+    let (names, latencies) = names("w1:", counts.w1_warmup..counts.w1_warmup + counts.w1_pairs);
+    let (mut latencies, window_ns, delta) =
+        measure(&mut control, timed_pairs(&subject, &names, latencies)).await?;
     Ok(PairResult::new(
         kind,
+        S::OWN_PLAIN,
         &mut latencies,
-        window,
+        window_ns,
         delta,
-        subject.own_plain(),
     ))
 }

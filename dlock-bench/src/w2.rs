@@ -4,32 +4,39 @@
 //!
 //! Each task warms up with 10 pairs on `w2:{task}:0..9`, then every task waits at a barrier; the
 //! window opens when all are through it, and its pairs use `w2:{task}:10..`. Runtime: a
-//! multi-thread Tokio runtime with 2 worker threads (one per vCPU), the same for both subjects.
+//! multi-thread Tokio runtime with 2 worker threads (one per vCPU), the same for every subject.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::Barrier;
 
-use crate::redis_stats::Control;
-use crate::spec::Counts;
-use crate::subject::{Kind, Subject};
-use crate::w1::{PairResult, Subjects};
-use crate::window::Snapshot;
-use crate::{BoxError, elapsed_ns, multi_thread_runtime};
+use crate::control::Control;
+use crate::pairs::{PairResult, Shape, names, timed_pairs};
+use crate::redis_stats::measure;
+use crate::report::Entry;
+use crate::rt::{BoxError, multi_thread_runtime};
+use crate::spec::{Counts, Setting};
+use crate::subject::{Subject, warm_up};
+use crate::subjects::{Kind, with_subject};
 
-/// Runs W2 for the floor, then for dlock.
-pub(crate) fn run_both(url: &str, counts: &Counts) -> Result<Subjects, BoxError> {
-    Ok(Subjects {
-        floor: run(Kind::Floor, url, counts)?,
-        dlock: run(Kind::Dlock, url, counts)?,
-    })
+/// Runs W2 for every subject, each on a fresh multi-thread runtime.
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let results = Kind::ALL
+        .into_iter()
+        .map(|kind| {
+            let runtime = multi_thread_runtime()?;
+            with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, &s.url, &s.counts)))
+        })
+        .collect::<Result<_, BoxError>>()?;
+    W2.entry("w2", results)
 }
 
-/// Runs W2 for `kind` on a fresh multi-thread runtime.
-fn run(kind: Kind, url: &str, counts: &Counts) -> Result<PairResult, BoxError> {
-    multi_thread_runtime()?.block_on(measure(kind, url, counts))
-}
+/// W2 in the report: its rate beside the floor's, and issue #3's target on the ratio.
+const W2: Shape = Shape {
+    label: "W2",
+    latency: false,
+    target: Some(("≥ 0.9 × floor", 0.9)),
+};
 
 /// The two barriers every task passes: warmed up, then go.
 struct Gates {
@@ -37,10 +44,13 @@ struct Gates {
     go: Barrier,
 }
 
-async fn measure(kind: Kind, url: &str, counts: &Counts) -> Result<PairResult, BoxError> {
-    let mut control = Control::connect(url).await?;
-    control.flushall().await?;
-    let subject = Arc::new(Subject::connect(kind, url).await?);
+async fn measure_one<S: Subject>(
+    kind: Kind,
+    url: &str,
+    counts: &Counts,
+) -> Result<PairResult, BoxError> {
+    let mut control = Control::fresh(url).await?;
+    let subject = Arc::new(S::connect(url).await?);
     let tasks = usize::try_from(counts.w2_tasks)?;
     let gates = Arc::new(Gates {
         warmed: Barrier::new(tasks + 1),
@@ -58,51 +68,38 @@ async fn measure(kind: Kind, url: &str, counts: &Counts) -> Result<PairResult, B
     }
 
     gates.warmed.wait().await;
-    let before = Snapshot::take(&mut control).await?;
-    let start = Instant::now();
-    gates.go.wait().await;
-    let mut latencies = Vec::with_capacity(usize::try_from(counts.w2_pairs)?);
-    for handle in handles {
-        latencies.extend(handle.await??);
-    }
-    let window = elapsed_ns(start);
-    let delta = before.delta(&mut control).await?;
+    let all_pairs = async {
+        gates.go.wait().await;
+        let mut latencies = Vec::with_capacity(usize::try_from(counts.w2_pairs)?);
+        for handle in handles {
+            latencies.extend(handle.await??);
+        }
+        Ok(latencies)
+    };
+    let (mut latencies, window_ns, delta) = measure(&mut control, all_pairs).await?;
     Ok(PairResult::new(
         kind,
+        S::OWN_PLAIN,
         &mut latencies,
-        window,
+        window_ns,
         delta,
-        subject.own_plain(),
     ))
 }
 
 /// One task: warm-up, both barriers (always, even after a failed warm-up, so that the other
 /// tasks are not left waiting), then its measured pairs. Returns the per-pair latencies (ns).
-async fn run_task(
-    subject: Arc<Subject>,
+async fn run_task<S: Subject>(
+    subject: Arc<S>,
     gates: Arc<Gates>,
     task: u64,
     warmup: u64,
     pairs: u64,
 ) -> Result<Vec<u64>, BoxError> {
-    let mut warmed = Ok(());
-    for i in 0..warmup {
-        warmed = subject.pair(&format!("w2:{task}:{i}")).await;
-        if warmed.is_err() {
-            break;
-        }
-    }
-    let names: Vec<String> = (warmup..warmup + pairs)
-        .map(|i| format!("w2:{task}:{i}"))
-        .collect();
-    let mut latencies = Vec::with_capacity(names.len());
+    let prefix = format!("w2:{task}:");
+    let warmed = warm_up(&*subject, &prefix, 0..warmup).await;
+    let (names, latencies) = names(&prefix, warmup..warmup + pairs);
     gates.warmed.wait().await;
     gates.go.wait().await;
     warmed?;
-    for name in &names {
-        let t = Instant::now();
-        subject.pair(name).await?;
-        latencies.push(elapsed_ns(t));
-    }
-    Ok(latencies)
+    timed_pairs(&*subject, &names, latencies).await
 }

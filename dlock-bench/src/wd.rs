@@ -20,20 +20,29 @@
 //! per lock and call), redis-server CPU (`INFO cpu`) and this process's CPU (`getrusage`). At
 //! the end every lease must still be held (`guard.lease().is_held()`); the guards are then
 //! released one after the other.
+//!
+//! Its section of the report: one table row, the acquisition and release phases, and the
+//! watchdog targets.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use dlock_core::{Client, MutexGuard, MutexOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::child::{Child, print_result};
-use crate::redis_stats::{CommandStats, Control};
-use crate::spec::{Counts, WD_SETTLE_ROUNDS, WD_TTL};
-use crate::stats::{ns_to_us, per_second};
-use crate::subject::Subject;
-use crate::w1::ratio;
-use crate::window::{Snapshot, WindowDelta, idle_server_cpu_ms_per_s, process_cpu_us};
-use crate::{BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime};
+use crate::child::{Child, args, print_result};
+use crate::cli::ChildArgs;
+use crate::control::Control;
+use crate::dlock::Dlock;
+use crate::redis_stats::{PerCommand, WindowDelta, idle_server_cpu_ms_per_s, measure};
+use crate::report::{Check, Entry, Section, Target, checked};
+use crate::rt::{
+    BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime, process_cpu_us,
+};
+use crate::spec::{Counts, Setting, WD_SETTLE_ROUNDS, WD_TTL};
+use crate::stats::{float, millis, ns_to_s, ns_to_us, per_second, ratio};
+use crate::subject::warm_up;
+use crate::table::{Col, int, joined, table_of};
 
 /// Guards whose `safe_until` is watched to detect renewal rounds.
 const SAMPLES: usize = 16;
@@ -66,7 +75,7 @@ pub(crate) struct WdResult {
     /// redis-server CPU per second before the locks were taken (nothing sent), ms/s.
     pub(crate) server_idle_cpu_ms_per_s: f64,
     /// `INFO commandstats` delta of the window.
-    pub(crate) commands: CommandStats,
+    pub(crate) commands: PerCommand,
     /// Leases no longer held at the end (`!guard.lease().is_held()`): must be 0.
     pub(crate) lost: u64,
     /// The release phase: `locks` sequential releases.
@@ -99,9 +108,9 @@ pub(crate) struct WdFigures {
 impl WdFigures {
     /// The per-round figures of a window of `rounds` rounds over `locks` held locks.
     pub(crate) fn compute(locks: u64, rounds: u32, window_ns: u64, delta: &WindowDelta) -> Self {
-        let calls = delta.commands.0.get("evalsha").copied().unwrap_or(0);
-        let renewals = delta.commands.0.get("pexpire").copied().unwrap_or(0);
-        let script_usec = delta.usec.0.get("evalsha").copied().unwrap_or(0);
+        let calls = delta.commands.get("evalsha");
+        let renewals = delta.commands.get("pexpire");
+        let script_usec = delta.usec.get("evalsha");
         let rounds = u64::from(rounds);
         let per_round = |n: u64| ratio(n, rounds);
         Self {
@@ -119,30 +128,23 @@ impl WdFigures {
 }
 
 /// Runs the workload in a fresh child process, after a `FLUSHALL`.
-pub(crate) fn run(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
-    current_thread_runtime()?.block_on(async { Control::connect(url).await?.flushall().await })?;
-    let mut args = vec!["wd".to_owned(), "--url".to_owned(), url.to_owned()];
-    if counts.quick {
-        args.push("--quick".to_owned());
-    }
-    Child::spawn(&args)?.result()
+pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
+    let url = s.url.as_str();
+    current_thread_runtime()?.block_on(Control::fresh(url))?;
+    let result: WdResult = Child::spawn(&args("wd", url, s.counts.quick, &[]))?.result()?;
+    Entry::new("wd", result)
 }
 
 /// Entry point of `dlock-bench wd --url URL`.
-pub(crate) fn child_main(url: &str, counts: &Counts) -> Result<(), BoxError> {
+pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
     let runtime = multi_thread_runtime()?;
-    print_result(&runtime.block_on(probe(url, counts))?)
+    print_result(&runtime.block_on(probe(&args.url, &args.counts))?)
 }
 
 async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
     let mut control = Control::connect(url).await?;
-    let client = Client::builder(url)
-        .build()
-        .map_err(|e| format!("cannot build the dlock client: {e}"))?;
-    let warm = Subject::Dlock(client.clone());
-    for i in 0..10 {
-        warm.pair(&format!("wd:warm:{i}")).await?;
-    }
+    let client = crate::dlock::client(url)?;
+    warm_up(&Dlock(client.clone()), "wd:warm:", 0..10).await?;
     let server_idle_cpu_ms_per_s = idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN).await?;
     let cpu_before = process_cpu_us()?;
     let (guards, tenths_ns) = acquire_all(&client, counts.wd_locks).await?;
@@ -156,13 +158,13 @@ async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
     for _ in 0..WD_SETTLE_ROUNDS {
         marks = next_round(&guards, &sample, &marks, interval).await?;
     }
-    let before = Snapshot::take(&mut control).await?;
-    let start = Instant::now();
-    for _ in 0..counts.wd_rounds {
-        marks = next_round(&guards, &sample, &marks, interval).await?;
-    }
-    let window_ns = elapsed_ns(start);
-    let delta = before.delta(&mut control).await?;
+    let rounds = async {
+        for _ in 0..counts.wd_rounds {
+            marks = next_round(&guards, &sample, &marks, interval).await?;
+        }
+        Ok(())
+    };
+    let ((), window_ns, delta) = measure(&mut control, rounds).await?;
     let lost = guards.iter().filter(|g| !g.lease().is_held()).count();
 
     let locks = counts.wd_locks;
@@ -171,7 +173,7 @@ async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
         locks,
         ttl_ms: millis(WD_TTL),
         interval_ms: millis(interval),
-        acquire_s: ns_to_us(acquire_ns) / 1e6,
+        acquire_s: ns_to_s(acquire_ns),
         acquire_per_s: per_second(locks, acquire_ns),
         acquire_us_by_tenth: tenths_ns
             .iter()
@@ -179,12 +181,12 @@ async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
             .collect(),
         acquire_cpu_us_each: ratio(acquire_cpu_us, locks),
         rounds: counts.wd_rounds,
-        window_s: ns_to_us(window_ns) / 1e6,
+        window_s: ns_to_s(window_ns),
         figures: WdFigures::compute(locks, counts.wd_rounds, window_ns, &delta),
         server_idle_cpu_ms_per_s,
         commands: delta.commands,
         lost: u64::try_from(lost)?,
-        release_s: ns_to_us(release_ns) / 1e6,
+        release_s: ns_to_s(release_ns),
         release_per_s: per_second(locks, release_ns),
         released_not_held,
     })
@@ -277,14 +279,104 @@ async fn next_round(
     }
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+/// Issue #4: "holding 10,000 locks costs ~100 round trips per tick": met when the renewal calls
+/// per round stay within 5 % of one call per 100 locks (the watchdog's batch size).
+const WD_CALLS_SLACK: f64 = 1.05;
+
+/// The watchdog's table: one row, per renewal round.
+const COLUMNS: [Col<WdResult>; 9] = [
+    ("round trips (EVALSHA) per round", |w| {
+        format!("{:.1}", w.figures.calls_per_round)
+    }),
+    ("locks renewed per call", |w| {
+        format!("{:.1}", w.figures.locks_per_call)
+    }),
+    ("renewals per lock per round", |w| {
+        format!("{:.2}", w.figures.renewals_per_lock_per_round)
+    }),
+    ("Redis commands per round", |w| {
+        int(w.figures.commands_per_round)
+    }),
+    ("client CPU per round", |w| {
+        format!("{:.1} ms", w.figures.client_cpu_ms_per_round)
+    }),
+    ("client CPU per lock per round", |w| {
+        format!("{:.2} µs", w.figures.client_cpu_us_per_lock)
+    }),
+    ("redis-server CPU per round (idle: per s)", |w| {
+        let (round, idle) = (
+            w.figures.server_cpu_ms_per_round,
+            w.server_idle_cpu_ms_per_s,
+        );
+        format!("{round:.1} ms ({idle:.1} ms)")
+    }),
+    ("in the renewal scripts per round", |w| {
+        format!("{:.1} ms", w.figures.server_ms_in_scripts_per_round)
+    }),
+    ("leases lost", |w| w.lost.to_string()),
+];
+
+/// Issue #4's targets.
+const CHECKS: [Check<WdResult>; 2] = [
+    (
+        "watchdog: renewal round trips per interval",
+        "~1 per 100 locks (≤ 105 for 10,000)",
+        |w| {
+            let f = &w.figures;
+            let calls = format!(
+                "{:.1} ({:.1} locks per call)",
+                f.calls_per_round, f.locks_per_call
+            );
+            (
+                calls,
+                f.calls_per_round <= ratio(w.locks, 100) * WD_CALLS_SLACK,
+            )
+        },
+    ),
+    ("watchdog: leases lost while held", "0", |w| {
+        (w.lost.to_string(), w.lost == 0)
+    }),
+];
+
+impl Section for WdResult {
+    /// One table row, then the acquisition and release phases.
+    fn details(&self, out: &mut String) {
+        let (f, locks) = (&self.figures, int(float(self.locks)));
+        let _ = writeln!(out, "### Watchdog: {locks} locks held (issue #4)\n");
+        let _ = writeln!(
+            out,
+            "One `Client` in a fresh child process holds {locks} locks taken with \
+             `MutexOptions::new().ttl({} ms).watchdog()` (renewed every {} ms). Window: {} renewal \
+             rounds after 2 to settle, {:.2} s (measured period {:.3} s); per round = per renewal \
+             interval.\n",
+            self.ttl_ms, self.interval_ms, self.rounds, self.window_s, f.period_s
+        );
+        table_of(out, "rrrrrrrrr", &COLUMNS, std::slice::from_ref(self));
+        let _ = writeln!(
+            out,
+            "Acquisition: {locks} sequential `try_acquire` in {:.2} s ({}/s; client CPU {:.0} µs \
+             per acquire); µs per acquire in each tenth of the phase: {}. Release: {locks} \
+             sequential releases in {:.2} s ({}/s), {} of which found the lease gone.  \n\
+             Commands in the window: {}\n",
+            self.acquire_s,
+            int(self.acquire_per_s),
+            self.acquire_cpu_us_each,
+            joined(&self.acquire_us_by_tenth, " · ", |us| format!("{us:.0}")),
+            self.release_s,
+            int(self.release_per_s),
+            self.released_not_held,
+            self.commands.summary()
+        );
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        checked(self, &CHECKS)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redis_stats::CommandUsec;
 
     #[test]
     fn samples_cover_both_ends() {
@@ -299,10 +391,9 @@ mod tests {
     #[test]
     fn figures_per_round() {
         let mut delta = WindowDelta {
-            commands: CommandStats::default(),
-            usec: CommandUsec::default(),
             server_cpu_us: 120_000,
             client_cpu_us: 60_000,
+            ..WindowDelta::default()
         };
         // 6 rounds of 10,000 locks in 100 calls of 100 each.
         delta.commands.0.insert("evalsha".into(), 600);

@@ -1,0 +1,243 @@
+//! What the pair workloads (W1, W1 1-CPU, W2) share: the figures of one measured window for one
+//! subject ([`PairResult`]), the timed loop of sequential pairs, and how a pair workload shows in
+//! the report ([`PairRun`]: a column and a ratio per figure, a command row per subject, and the
+//! throughput target).
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::redis_stats::{PerCommand, PerOp, WindowDelta};
+use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
+use crate::rt::{BoxError, elapsed_ns};
+use crate::stats::{count, ns_to_s, p50_p99_us, per_second};
+use crate::subject::Subject;
+use crate::subjects::Kind;
+use crate::table::{int, times};
+
+/// The measured window of a pair workload (W1, W2) for one subject.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct PairResult {
+    pub(crate) subject: Kind,
+    pub(crate) pairs: u64,
+    pub(crate) elapsed_s: f64,
+    pub(crate) pairs_per_s: f64,
+    /// Latency of one pair (acquire + release), nearest rank.
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
+    /// Commands, round trips, server and client CPU per pair.
+    pub(crate) per_pair: PerOp,
+    /// `INFO commandstats` delta of the window.
+    pub(crate) commands: PerCommand,
+    /// Server time per command in the window (µs; a script's includes its inner commands').
+    pub(crate) usec: PerCommand,
+}
+
+impl PairResult {
+    /// Builds the result of `subject` from per-pair latencies (ns), the window's length and its
+    /// counters; `own_plain` is the subject's [`Subject::OWN_PLAIN`].
+    pub(crate) fn new(
+        subject: Kind,
+        own_plain: &[&str],
+        latencies: &mut [u64],
+        window_ns: u64,
+        window: WindowDelta,
+    ) -> PairResult {
+        let pairs = count(latencies.len());
+        let (p50_us, p99_us) = p50_p99_us(latencies);
+        PairResult {
+            subject,
+            pairs,
+            elapsed_s: ns_to_s(window_ns),
+            pairs_per_s: per_second(pairs, window_ns),
+            p50_us,
+            p99_us,
+            per_pair: PerOp::of(&window, pairs, own_plain),
+            commands: window.commands,
+            usec: window.usec,
+        }
+    }
+}
+
+/// The timed loop of the pair workloads: one pair per name (formatted before the window opens),
+/// one after the other. Returns each pair's latency (ns) in `latencies`, which the caller
+/// allocates beforehand so that no allocation of the benchmark's own falls inside the window.
+pub(crate) async fn timed_pairs<S: Subject>(
+    subject: &S,
+    names: &[String],
+    mut latencies: Vec<u64>,
+) -> Result<Vec<u64>, BoxError> {
+    for name in names {
+        let t = Instant::now();
+        subject.pair(name).await?;
+        latencies.push(elapsed_ns(t));
+    }
+    Ok(latencies)
+}
+
+/// The names `{prefix}{i}` for `i` in `range`, and room for as many latencies: what
+/// [`timed_pairs`] needs, made before the window opens.
+pub(crate) fn names(prefix: &str, range: std::ops::Range<u64>) -> (Vec<String>, Vec<u64>) {
+    let names: Vec<String> = range.map(|i| format!("{prefix}{i}")).collect();
+    let latencies = Vec::with_capacity(names.len());
+    (names, latencies)
+}
+
+/// The result of `kind` among `results`.
+pub(crate) fn of(results: &[PairResult], kind: Kind) -> Option<&PairResult> {
+    results.iter().find(|r| r.subject == kind)
+}
+
+/// How a pair workload shows in the report.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    /// The workload's name in the report ("W1", "W1 1-CPU", "W2").
+    pub(crate) label: &'static str,
+    /// Whether the report shows the latency percentiles (W1: one pair at a time).
+    pub(crate) latency: bool,
+    /// The target on the subject under test's pairs/s ÷ the floor's: what is wanted, and the
+    /// least ratio that meets it.
+    pub(crate) target: Option<(&'static str, f64)>,
+}
+
+impl Shape {
+    /// The results of this workload, under `key` in results.json.
+    pub(crate) fn entry(
+        self,
+        key: &'static str,
+        results: Vec<PairResult>,
+    ) -> Result<Entry, BoxError> {
+        Entry::new(
+            key,
+            PairRun {
+                shape: self,
+                results,
+            },
+        )
+    }
+}
+
+/// One pair workload (W1, W1 1-CPU, W2) measured for every subject, as the report shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct PairRun {
+    #[serde(skip)]
+    shape: Shape,
+    results: Vec<PairResult>,
+}
+
+impl PairRun {
+    fn cells(&self, f: impl Fn(&PairResult) -> String) -> Vec<(Kind, String)> {
+        self.results.iter().map(|r| (r.subject, f(r))).collect()
+    }
+
+    fn figure(&self, name: &str, f: impl Fn(&PairResult) -> f64) -> Figure {
+        let values = self.results.iter().map(|r| (r.subject, f(r))).collect();
+        let name = format!("{} {name}", self.shape.label);
+        Figure { name, values }
+    }
+}
+
+impl Section for PairRun {
+    fn columns(&self) -> Vec<Column> {
+        let label = self.shape.label;
+        let mut columns = vec![Column::new(
+            format!("{label} pairs/s"),
+            self.cells(|r| int(r.pairs_per_s)),
+        )];
+        if self.shape.latency {
+            let cells = self.cells(|r| format!("{:.1} / {:.1}", r.p50_us, r.p99_us));
+            columns.push(Column::new(format!("{label} p50/p99 µs"), cells));
+        }
+        columns
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        let mut figures = vec![self.figure("pairs/s", |r| r.pairs_per_s)];
+        if self.shape.latency {
+            figures.push(self.figure("p50 latency", |r| r.p50_us));
+            figures.push(self.figure("p99 latency", |r| r.p99_us));
+        }
+        figures
+    }
+
+    fn command_rows(&self) -> Vec<CommandRow> {
+        let row = |r: &PairResult| CommandRow {
+            workload: format!("{} (per pair)", self.shape.label),
+            subject: r.subject,
+            per_op: r.per_pair.clone(),
+            commands: r.commands.clone(),
+        };
+        self.results.iter().map(row).collect()
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        let Some((wanted, least)) = self.shape.target else {
+            return Vec::new();
+        };
+        let rate = |kind| of(&self.results, kind).map(|r| r.pairs_per_s);
+        let ratio = rate(Kind::UNDER_TEST)
+            .zip(rate(Kind::REFERENCE))
+            .map(|(a, b)| a / b);
+        let ratio = ratio.unwrap_or(f64::NAN);
+        let name = format!("{} pairs/s", self.shape.label);
+        vec![Target::new(
+            name,
+            wanted,
+            times(Some(ratio)),
+            ratio >= least,
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(subject: Kind, pairs_per_s: f64) -> PairResult {
+        let mut latencies = [1_000, 3_000];
+        let window = WindowDelta::default();
+        PairResult {
+            pairs_per_s,
+            ..PairResult::new(subject, &[], &mut latencies, 1, window)
+        }
+    }
+
+    const W2: Shape = Shape {
+        label: "W2",
+        latency: false,
+        target: Some(("≥ 0.9 × floor", 0.9)),
+    };
+
+    fn w2(dlock: f64) -> PairRun {
+        let results = vec![result(Kind::Floor, 100.0), result(Kind::Dlock, dlock)];
+        PairRun { shape: W2, results }
+    }
+
+    #[test]
+    fn the_target_is_the_ratio_to_the_floor() {
+        let met = w2(95.0).targets();
+        assert_eq!(met.len(), 1);
+        assert_eq!(met[0].name, "W2 pairs/s");
+        assert_eq!(met[0].measured, "0.95×");
+        assert!(met[0].met);
+        assert!(!w2(85.0).targets()[0].met);
+    }
+
+    #[test]
+    fn latency_columns_only_where_asked() {
+        let run = w2(90.0);
+        assert_eq!(run.columns().len(), 1);
+        assert_eq!(run.figures()[0].name, "W2 pairs/s");
+        let shape = Shape {
+            label: "W1",
+            latency: true,
+            target: None,
+        };
+        let w1 = PairRun { shape, ..run };
+        let headers: Vec<String> = w1.columns().into_iter().map(|c| c.header).collect();
+        assert_eq!(headers, ["W1 pairs/s", "W1 p50/p99 µs"]);
+        assert_eq!(w1.figures().len(), 3);
+        assert_eq!(w1.command_rows().len(), 2);
+        assert!(w1.targets().is_empty());
+    }
+}
