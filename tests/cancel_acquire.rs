@@ -132,10 +132,13 @@ async fn acquires_whose_reply_never_came_leave_no_lock() {
         .command_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let lock = c.mutex("inflight").unwrap();
+    // Fenced: each acquisition that takes the lock issues a fence, which shows that it ran.
+    let lock = c
+        .mutex_with("inflight", dlock_core::MutexOptions::new().fenced())
+        .unwrap();
     // Warm up: connected, scripts loaded, so the requests below run as soon as they arrive.
     let warm = lock.try_acquire().await.unwrap().expect("free");
-    let first_fence = warm.fencing_token().get();
+    let first_fence = warm.fencing_token().await.unwrap().get();
     warm.release().await.unwrap();
     let mut con = raw(&server).await;
 

@@ -62,7 +62,7 @@ async fn scripts_run_on_a_cluster_with_one_slot_per_lock() {
         let exists: bool = con.exists(format!("dlock:{{{name}}}")).await.unwrap();
         assert!(exists);
         guard.extend(Duration::from_secs(5)).await.unwrap();
-        fences.push(guard.fencing_token());
+        fences.push(guard.fencing_token().await.unwrap());
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
     // 30 names land on many slots, hence on every master of a 3-master cluster.

@@ -19,14 +19,14 @@ async fn tokens_increase_across_release_expiry_and_clients() {
             .mutex("fenced")
             .unwrap();
         let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
-        seen.push(guard.fencing_token());
+        seen.push(guard.fencing_token().await.unwrap());
         guard.release().await.unwrap();
     }
     for _ in 0..3 {
         // Let the lease run out instead of releasing.
         let lock = a.mutex_with("fenced", short()).unwrap();
         let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
-        seen.push(guard.fencing_token());
+        seen.push(guard.fencing_token().await.unwrap());
         std::mem::forget(guard);
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
@@ -38,7 +38,7 @@ async fn tokens_keep_increasing_after_a_restart_that_lost_the_counter() {
     let mut server = redis();
     let lock = client(&server).mutex("restart").unwrap();
     let before = lock.try_acquire().await.unwrap().expect("free lock");
-    let old = before.fencing_token();
+    let old = before.fencing_token().await.unwrap();
     before.release().await.unwrap();
 
     server.restart().expect("restart");
@@ -49,9 +49,9 @@ async fn tokens_keep_increasing_after_a_restart_that_lost_the_counter() {
         })
         .await;
     assert!(
-        after.fencing_token() > old,
+        after.fencing_token().await.unwrap() > old,
         "a counter reset must not issue a smaller token ({} after {})",
-        after.fencing_token(),
+        after.fencing_token().await.unwrap(),
         old
     );
 }
@@ -73,6 +73,13 @@ async fn the_counter_expiry_slides_with_each_acquisition() {
         .await
         .unwrap()
         .expect("free lock");
+    // Fences are issued on demand: the counter appears with the first one.
+    let exists: bool = con.exists(fence_key).await.unwrap();
+    assert!(
+        !exists,
+        "an acquisition that asks for no fence touches no counter"
+    );
+    first.fencing_token().await.unwrap();
     let ttl: i64 = con.pttl(fence_key).await.unwrap();
     assert!(
         ttl > WEEK_MS - 60_000 && ttl <= WEEK_MS,
@@ -83,16 +90,18 @@ async fn the_counter_expiry_slides_with_each_acquisition() {
     let _: bool = con.pexpire(fence_key, 60_000).await.unwrap();
     let waiting = tokio::spawn(async move {
         let lock = b.mutex("sliding").unwrap();
-        lock.acquire_timeout(Duration::from_secs(10))
-            .await
-            .map(|g| g.fencing_token())
+        let guard = lock.acquire_timeout(Duration::from_secs(10)).await?;
+        // Handed over with its token: no round trip needed.
+        let issued = guard.issued_fencing_token();
+        assert!(issued.is_some(), "a hand-off carries the fencing token");
+        guard.fencing_token().await
     });
     crate::support::eventually(Duration::from_secs(5), "waiter queued", || {
         let mut con = con.clone();
         async move { (con.llen::<_, i64>("dlock:{sliding}:queue").await.ok()? > 0).then_some(()) }
     })
     .await;
-    let first_fence = first.fencing_token();
+    let first_fence = first.fencing_token().await.unwrap();
     first.release().await.unwrap();
     let handed = waiting.await.unwrap().unwrap();
     assert!(handed > first_fence, "{handed} after {first_fence}");
@@ -109,7 +118,7 @@ async fn the_counter_expiry_slides_with_each_acquisition() {
         .await
         .unwrap()
         .expect("free lock");
-    assert!(again.fencing_token() > handed);
+    assert!(again.fencing_token().await.unwrap() > handed);
     let ttl: i64 = con.pttl(fence_key).await.unwrap();
     assert!(
         ttl > WEEK_MS - 60_000,

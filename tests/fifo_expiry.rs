@@ -59,7 +59,7 @@ async fn queued_waiters_keep_their_order_when_the_holder_dies() {
         if let Some(guard) = newcomer.try_acquire().await.unwrap() {
             panic!(
                 "a newcomer overtook {WAITERS} queued waiters after {tries} tries (fence {})",
-                guard.fencing_token()
+                guard.fencing_token().await.unwrap()
             );
         }
         assert!(

@@ -72,7 +72,14 @@ async fn a_lock_without_expiry_is_reported_not_waited_for() {
     // A lock value in dlock's format whose expiry someone removed (PERSIST).
     let value = "0123456789abcdef0123456789abcdef- elsewhere\x1f1\x1f";
     let () = con.set("dlock:{p}", value).await.unwrap();
-    let err = c.mutex("p").unwrap().try_acquire().await.unwrap_err();
+    // `try_acquire` sees a lock in dlock's format held by another and answers "busy" (it reads
+    // no expiry: one round trip of plain commands); a wait reads it and reports.
+    let lock = c.mutex("p").unwrap();
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    let err = lock
+        .acquire_timeout(Duration::from_secs(5))
+        .await
+        .unwrap_err();
     assert_names_the_key(&err, "dlock:{p}");
     assert!(err.to_string().contains("no expiry"), "{err}");
     let still: String = con.get("dlock:{p}").await.unwrap();

@@ -41,6 +41,6 @@ async fn killed_holder_frees_the_lock_after_its_ttl() {
         "acquired after {waited:?}, before the holder's lease of {pttl} ms ran out"
     );
     let old: u64 = line["acquired ".len()..].parse().unwrap();
-    assert!(guard.fencing_token().get() > old);
+    assert!(guard.fencing_token().await.unwrap().get() > old);
     guard.release().await.unwrap();
 }

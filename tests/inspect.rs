@@ -17,7 +17,9 @@ async fn inspect_reports_the_holder() {
             "ins",
             MutexOptions::new()
                 .ttl(Duration::from_secs(20))
-                .label("pay handler"),
+                .label("pay handler")
+                // The fence comes with the lock: inspect shows it and when it was issued.
+                .fenced(),
         )
         .unwrap();
     let before = micros_floor(SystemTime::now());
@@ -25,7 +27,7 @@ async fn inspect_reports_the_holder() {
     let after = SystemTime::now();
 
     let waiting = client(&server).mutex("ins").unwrap();
-    let waiter = tokio::spawn(async move { waiting.acquire().await.map(|g| g.fencing_token()) });
+    let waiter = tokio::spawn(async move { waiting.acquire().await?.fencing_token().await });
     let mut con = raw(&server).await;
     eventually(Duration::from_secs(5), "one waiter queued", || {
         let mut con = con.clone();
@@ -42,7 +44,11 @@ async fn inspect_reports_the_holder() {
     assert_eq!(info.pid, std::process::id());
     assert!(!info.host.is_empty());
     assert_eq!(info.label.as_deref(), Some("pay handler"));
-    assert_eq!(info.fencing_token, Some(guard.fencing_token()));
+    assert_eq!(info.fencing_token, guard.issued_fencing_token());
+    assert_eq!(
+        info.fencing_token,
+        Some(guard.fencing_token().await.unwrap())
+    );
     assert!(info.remaining <= Duration::from_secs(20) && info.remaining > Duration::from_secs(10));
     assert_eq!(info.waiters, 1);
     // The server runs on this machine's clock: the acquisition time lies between the
@@ -63,4 +69,26 @@ async fn inspect_reports_the_holder() {
 fn micros_floor(t: SystemTime) -> SystemTime {
     let since = t.duration_since(UNIX_EPOCH).unwrap();
     UNIX_EPOCH + Duration::from_micros(u64::try_from(since.as_micros()).unwrap())
+}
+
+#[tokio::test]
+async fn a_fence_shows_once_the_holder_asked_for_it() {
+    let server = redis();
+    let c = client(&server);
+    let guard = c
+        .mutex("lazy")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free");
+    let info = c.inspect("lazy").await.unwrap().expect("held");
+    assert_eq!(info.fencing_token, None, "no fence issued yet");
+    assert_eq!(guard.issued_fencing_token(), None);
+    let fence = guard.fencing_token().await.unwrap();
+    let info = c.inspect("lazy").await.unwrap().expect("held");
+    assert_eq!(info.fencing_token, Some(fence));
+    // Asking again costs nothing and gives the same token.
+    assert_eq!(guard.issued_fencing_token(), Some(fence));
+    assert_eq!(guard.fencing_token().await.unwrap(), fence);
 }

@@ -80,13 +80,17 @@ async fn a_key_of_another_type_is_a_wrongtype_error() {
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     assert!(err.to_string().contains("another program"), "{err}");
 
+    // The fence counter of another type: the lock is taken (fences are issued on demand), and
+    // asking for the fence says what is wrong.
     let _: usize = con.lpush("dlock:{fence}:fence", "x").await.unwrap();
-    let err = client(&server)
+    let guard = client(&server)
         .mutex("fence")
         .unwrap()
         .try_acquire()
         .await
-        .unwrap_err();
+        .unwrap()
+        .expect("free");
+    let err = guard.fencing_token().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
 }
 

@@ -85,6 +85,7 @@ async fn max_hold_ends_renewal_and_frees_the_lock() {
     let lock = client(&server).mutex_with("maxhold", options).unwrap();
     let guard = lock.try_acquire().await.unwrap().expect("free");
     let token = guard.cancellation_token();
+    let early_fence = guard.fencing_token().await.unwrap();
     let first_safe_until = guard.safe_until();
     tokio::time::timeout(Duration::from_secs(5), token.cancelled())
         .await
@@ -100,7 +101,7 @@ async fn max_hold_ends_renewal_and_frees_the_lock() {
     );
     let other = client(&server).mutex("maxhold").unwrap();
     let taken = other.acquire_timeout(Duration::from_secs(5)).await.unwrap();
-    assert!(taken.fencing_token() > guard.fencing_token());
+    assert!(taken.fencing_token().await.unwrap() > early_fence);
 }
 
 #[tokio::test]

@@ -217,12 +217,12 @@ async fn the_watchdog_is_on_by_default() {
 #[distributed_lock(key = "account:{id}", client = client, guard = outer)]
 async fn transfer(client: &Client, id: u64) -> Result<(FencingToken, FencingToken), AppError> {
     let inner = audit(client, id).await?;
-    Ok((outer.fencing_token(), inner))
+    Ok((outer.fencing_token().await.unwrap(), inner))
 }
 
 #[distributed_lock(key = "account:{id}", client = client, wait = "forever", guard = inner)]
 async fn audit(client: &Client, id: u64) -> Result<FencingToken, AppError> {
-    Ok(inner.fencing_token())
+    Ok(inner.fencing_token().await.unwrap())
 }
 
 #[distributed_lock(key = "account:{id}", client = client, reentrant = false)]
@@ -272,7 +272,9 @@ impl Shop {
     #[distributed_lock(key = "order:{self.region}:{order.id}", client = self.locks, guard = lease)]
     async fn ship(&self, order: &Order) -> Result<(Option<HolderInfo>, FencingToken), AppError> {
         let name = format!("order:{}:{}", self.region, order.id);
-        Ok((self.locks.inspect(&name).await?, lease.fencing_token()))
+        // Ask for the fence first: inspect shows a fence once one was issued.
+        let fence = lease.fencing_token().await?;
+        Ok((self.locks.inspect(&name).await?, fence))
     }
 }
 

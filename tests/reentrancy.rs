@@ -130,9 +130,9 @@ async fn a_call_nested_in_the_body_reenters_with_the_same_lease() {
         .with_lock(Wait::No, |lease| async move {
             let inner = inner_lock.try_acquire().await.unwrap().expect("re-entered");
             assert_eq!(inner.depth(), 2);
-            let fence = inner.fencing_token();
+            let fence = inner.fencing_token().await.unwrap();
             assert_eq!(inner.release().await.unwrap(), ReleaseOutcome::Nested);
-            (lease.fencing_token(), fence)
+            (lease.fencing_token().await.unwrap(), fence)
         })
         .await
         .unwrap();
@@ -150,14 +150,14 @@ async fn concurrent_nested_calls_inside_one_body_take_turns() {
             let inside = &inside;
             async move {
                 inside.visit(Duration::from_millis(30)).await;
-                lease.fencing_token()
+                lease.fencing_token().await.unwrap()
             }
         })
     };
     let outer = lock
         .with_lock(Wait::No, |lease| async move {
             let (a, b) = tokio::join!(nested(), nested());
-            (lease.fencing_token(), a.unwrap(), b.unwrap())
+            (lease.fencing_token().await.unwrap(), a.unwrap(), b.unwrap())
         })
         .await
         .unwrap();

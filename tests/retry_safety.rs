@@ -159,8 +159,8 @@ async fn release_hands_off_to_a_live_waiter_and_tells_it() {
     let value: String = con.get(KEYS[0]).await.unwrap();
     assert!(value.starts_with(B));
     assert!(
-        value.ends_with("host\x1f2\x1flabel"),
-        "the waiter's metadata: {value:?}"
+        value.contains(" host\x1f2\x1flabel\x1f"),
+        "the waiter's metadata, then the fence issued with the hand-off: {value:?}"
     );
     let pttl: i64 = con.pttl(KEYS[0]).await.unwrap();
     assert!(

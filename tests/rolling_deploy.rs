@@ -40,7 +40,7 @@ async fn a_lock_in_the_previous_format_is_understood() {
     assert_eq!(holder.label.as_deref(), Some("old job"));
     let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
     assert!(
-        guard.fencing_token().get() > old_fence,
+        guard.fencing_token().await.unwrap().get() > old_fence,
         "fences never go backwards across versions"
     );
     guard.release().await.unwrap();

@@ -77,7 +77,7 @@ async fn trial_once(server: &dlock_testkit::RedisServer, url: &str, name: &str) 
         .await
         .unwrap()
         .expect("free");
-    let x_fence = x.fencing_token().get();
+    let x_fence = x.fencing_token().await.unwrap().get();
     let seen = observer.inspect(name).await.unwrap().expect("X holds it");
     assert_eq!(
         seen.pid,

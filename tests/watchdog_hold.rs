@@ -47,6 +47,6 @@ async fn a_live_holder_keeps_the_lock_and_a_killed_one_frees_it_within_a_lease()
         .acquire_timeout(Duration::from_secs(10))
         .await
         .unwrap();
-    assert!(guard.fencing_token().get() > fence);
+    assert!(guard.fencing_token().await.unwrap().get() > fence);
     guard.release().await.unwrap();
 }

@@ -36,7 +36,7 @@ async fn a_paused_holder_finds_its_lease_lost_before_writing_again() {
 
     let lock = client(&server).mutex("pause").unwrap();
     let guard = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
-    let new_fence = guard.fencing_token().get();
+    let new_fence = guard.fencing_token().await.unwrap().get();
     assert!(new_fence > old_fence);
     // From here on, a write by the paused holder would overlap the new holder.
     let _: u64 = con.rpush("pause:writes", "taken").await.unwrap();

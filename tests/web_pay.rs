@@ -324,10 +324,10 @@ async fn the_store_rejects_a_stale_fencing_token() {
     // Two successive holds of the order's lock: the older token is smaller.
     let lock = locks.mutex("order:9").unwrap();
     let old = lock.acquire().await.unwrap();
-    let old_token = old.fencing_token();
+    let old_token = old.fencing_token().await.unwrap();
     old.release().await.unwrap();
     let new = lock.acquire().await.unwrap();
-    let new_token = new.fencing_token();
+    let new_token = new.fencing_token().await.unwrap();
     assert!(old_token < new_token);
 
     assert!(store.create(9, 900).await.unwrap());

@@ -15,7 +15,9 @@ async fn returns_the_output_and_releases() {
     let c = client(&server);
     let lock = c.mutex_with("wl", MutexOptions::new().watchdog()).unwrap();
     let fence = lock
-        .with_lock(Wait::No, |lease| async move { lease.fencing_token() })
+        .with_lock(Wait::No, |lease| async move {
+            lease.fencing_token().await.unwrap()
+        })
         .await
         .unwrap();
     assert!(fence.get() > 0);

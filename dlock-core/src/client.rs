@@ -39,7 +39,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
 /// let lock = client.mutex("order:42")?;
 /// let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
-/// println!("fencing token {}", guard.fencing_token());
+/// println!("fencing token {}", guard.fencing_token().await?);
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```

@@ -36,7 +36,7 @@ pub enum ErrorKind {
     /// key prefix ([`crate::ClientBuilder::key_prefix`]), or delete the key if it is debris.
     WrongType,
     /// Redis answered something dlock does not understand: usually a server older than dlock
-    /// supports (Redis 6.2 or newer is required) or a key modified by another program.
+    /// supports (Redis 7.0 or newer is required) or a key modified by another program.
     Protocol,
     /// Any other error reported by the Redis server (out of memory, missing ACL permission, a
     /// cluster that is down …). The message carries the server's text.
@@ -143,22 +143,28 @@ impl Error {
         )
     }
 
+    /// A lock key that holds data this dlock cannot take or change (`why` says what): never
+    /// modified, reported by name.
+    pub(crate) fn foreign(context: &str, key: &str, why: &str) -> Self {
+        Self::new(
+            ErrorKind::WrongType,
+            format!(
+                "{context}: the key `{key}` {why}; another program writes it, and dlock leaves it \
+                 untouched. Choose another lock name or key prefix, or delete the key if it is \
+                 debris"
+            ),
+        )
+    }
+
     /// Classifies an error of the `redis` crate, keeping it as the source.
     pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Self {
         if err.code() == Some(FOREIGN_CODE) {
             // "DLOCKFOREIGN <key> <why>" from a script: name the key, say what to do.
             let detail = err.detail().unwrap_or_default().to_owned();
             let (key, why) = detail.split_once(' ').unwrap_or((&detail, ""));
-            return Self {
-                kind: ErrorKind::WrongType,
-                message: format!(
-                    "{context}: the key `{key}` {why}; another program writes it, and dlock \
-                     leaves it untouched. Choose another lock name or key prefix, or delete the \
-                     key if it is debris"
-                )
-                .into(),
-                source: Some(Box::new(err)),
-            };
+            let mut error = Self::foreign(context, key, why);
+            error.source = Some(Box::new(err));
+            return error;
         }
         if err.kind() == redis::ErrorKind::Parse {
             // Redis never sends what the RESP parser rejects: something else answered.

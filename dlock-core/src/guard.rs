@@ -96,9 +96,23 @@ impl MutexGuard {
     }
 
     /// The fencing token of this acquisition: larger than that of every earlier acquisition of
-    /// the same name. Reentrant guards share the outermost guard's token.
-    pub fn fencing_token(&self) -> FencingToken {
-        self.lease.fence
+    /// the same name. Issued on demand — one round trip the first time, unless it came with the
+    /// lock (a hand-off to a waiter, or [`crate::MutexOptions::fenced`]) — and the same for every
+    /// nested guard of the acquisition.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LeaseLost`] when the lease is lost before a token was issued to it;
+    /// [`ErrorKind::Connection`] or [`ErrorKind::Timeout`] when Redis does not answer in time.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: issuing is idempotent for the hold (a retry returns the same token).
+    pub async fn fencing_token(&self) -> Result<FencingToken> {
+        self.lease.fence().await
+    }
+
+    /// The fencing token, if one was issued to this acquisition already (no round trip).
+    pub fn issued_fencing_token(&self) -> Option<FencingToken> {
+        self.lease.issued_fence()
     }
 
     /// The lease length set by the last acquire, extend or renewal.
@@ -245,7 +259,7 @@ impl fmt::Debug for MutexGuard {
         f.debug_struct("MutexGuard")
             .field("name", &lease.keys.name())
             .field("token", &lease.token)
-            .field("fence", &lease.fence)
+            .field("fence", &lease.issued_fence())
             .field("depth", &hold.depth)
             .field("remaining", &self.remaining())
             .field("released", done)

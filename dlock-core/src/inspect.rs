@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::Value;
 
 use crate::client::Client;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::key::{LockKeys, validate_name};
-use crate::scripts::wire::parse_lock_value;
+use crate::scripts::wire::{self, parse_lock_value};
 use crate::scripts::{self, Call, unexpected};
 use crate::token::FencingToken;
 
@@ -22,11 +22,12 @@ pub struct HolderInfo {
     pub pid: u32,
     /// The label the holder set ([`crate::MutexOptions::label`]), if any.
     pub label: Option<String>,
-    /// When the lock was acquired, by the Redis server's clock (`None` when the fencing token
-    /// is unknown, see below).
+    /// When the holder's fencing token was issued, by the Redis server's clock: its acquisition
+    /// when it was handed the lock or asked for the token with `MutexOptions::fenced`, later when
+    /// it asked on demand. `None` while no token was issued.
     pub acquired_at: Option<SystemTime>,
-    /// The fencing token of the holder's acquisition. `None` only for a lock held longer than
-    /// the fencing counter's 7-day idle expiry (the holder still knows its token).
+    /// The fencing token issued to the holder, or `None` while it has not asked for one (fences
+    /// are issued on demand: a holder that never needs one pays nothing for it).
     pub fencing_token: Option<FencingToken>,
     /// What is left of the lease, by the server.
     pub remaining: Duration,
@@ -35,10 +36,14 @@ pub struct HolderInfo {
 }
 
 impl HolderInfo {
-    /// Reads the lock value (see `scripts/wire.rs`) and the holder's fence (microseconds of the
-    /// server clock at acquisition, see `acquire.lua`).
-    fn parse(value: &str, fence: Option<u64>, pttl: i64, waiters: usize) -> Option<Self> {
-        let holder = parse_lock_value(value)?;
+    /// Reads the lock value (see `scripts/wire.rs`), which carries the hold's fence once one was
+    /// issued (microseconds of the server clock at issue, see `fence.lua`); a lock of format
+    /// version 0 kept its fence only in the counter (`counter`).
+    fn parse(value: &str, counter: Option<u64>, pttl: i64, waiters: usize) -> Option<Self> {
+        let holder = parse_lock_value(value).filter(|h| h.version <= wire::VERSION)?;
+        let fence = holder
+            .fence
+            .or(if holder.version == 0 { counter } else { None });
         Some(Self {
             host: holder.host.to_owned(),
             pid: holder.pid,
@@ -93,18 +98,25 @@ impl Client {
         let fence = scripts::int(fence).and_then(|f| u64::try_from(f).ok());
         let pttl = scripts::int(pttl).unwrap_or(-2);
         let waiters = scripts::int(waiters).and_then(|n| usize::try_from(n).ok());
-        HolderInfo::parse(&value, fence, pttl, waiters.unwrap_or(0))
-            .map(Some)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::WrongType,
-                    format!(
-                        "inspect `{name}`: the key `{}` holds {value:?}, which dlock did not \
-                         write; another program writes it",
-                        keys.lock
-                    ),
-                )
-            })
+        if let Some(info) = HolderInfo::parse(&value, fence, pttl, waiters.unwrap_or(0)) {
+            return Ok(Some(info));
+        }
+        let context = format!("inspect `{name}`");
+        Err(match parse_lock_value(&value) {
+            Some(newer) => Error::foreign(
+                &context,
+                &keys.lock,
+                &format!(
+                    "holds a lock of a newer dlock (format version {}); upgrade this client",
+                    newer.version
+                ),
+            ),
+            None => Error::foreign(
+                &context,
+                &keys.lock,
+                &format!("holds {value:?}, which dlock did not write"),
+            ),
+        })
     }
 
     /// Opens the lock `name` whoever holds it, for operators (a holder that hangs, a lock left
@@ -144,8 +156,9 @@ mod tests {
 
     #[test]
     fn holder_values_parse() {
-        let value = "0123456789abcdef0123456789abcdefw1 web-1\x1f4242\x1fpay handler";
-        let info = HolderInfo::parse(value, Some(1_700_000_000_000_001), 1500, 2).unwrap();
+        let value =
+            "0123456789abcdef0123456789abcdefw1 web-1\x1f4242\x1fpay handler\x1f1700000000000001";
+        let info = HolderInfo::parse(value, Some(1_800_000_000_000_000), 1500, 2).unwrap();
         assert_eq!(info.host, "web-1");
         assert_eq!(info.pid, 4242);
         assert_eq!(info.label.as_deref(), Some("pay handler"));
@@ -168,6 +181,14 @@ mod tests {
         .unwrap();
         assert_eq!(bare.label, None);
         assert_eq!(bare.fencing_token, None);
+        // Version 1 without a fence issued yet: the counter belongs to an earlier hold.
+        let unfenced = "0123456789abcdef0123456789abcdef-1 host\x1f7\x1f";
+        let info = HolderInfo::parse(unfenced, Some(5), 10, 0).unwrap();
+        assert_eq!(info.fencing_token, None);
+        // Version 0 kept its fence in the counter.
+        let old = "0123456789abcdef0123456789abcdef- host\x1f7\x1f";
+        let info = HolderInfo::parse(old, Some(5), 10, 0).unwrap();
+        assert_eq!(info.fencing_token, Some(FencingToken::new(5)));
         assert!(HolderInfo::parse("garbage", None, 1, 0).is_none());
     }
 }

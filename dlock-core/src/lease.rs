@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
 use crate::options::Renewal;
 use crate::runtime::{lock, spawn_detached};
-use crate::scripts::{self, Call, ExtendStatus, ReleaseReply, unexpected};
+use crate::scripts::{self, Call, ExtendStatus, FenceReply, ReleaseReply, unexpected};
 use crate::timing::{self, safe_until};
 use crate::token::{FencingToken, OwnerToken};
 use crate::transport::{ReleaseOnDrop, Transport, release_call};
@@ -119,7 +119,8 @@ pub(crate) struct LeaseCore {
     held: Arc<HeldLocks>,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
-    pub(crate) fence: FencingToken,
+    /// The fencing token of this acquisition, once issued (see [`LeaseCore::fence`]).
+    fence: OnceLock<FencingToken>,
     pub(crate) acquired_at: Instant,
     pub(crate) renewal: Renewal,
     times: StdMutex<Times>,
@@ -155,7 +156,8 @@ pub(crate) struct NewLease {
     pub(crate) held: Arc<HeldLocks>,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
-    pub(crate) fence: u64,
+    /// Its fencing token, when one was issued with it.
+    pub(crate) fence: Option<u64>,
     pub(crate) ttl: Duration,
     pub(crate) safe_until: Instant,
     pub(crate) renewal: Renewal,
@@ -169,7 +171,10 @@ impl LeaseCore {
             held: new.held,
             keys: new.keys,
             token: new.token,
-            fence: FencingToken::new(new.fence),
+            fence: new
+                .fence
+                .map(|f| OnceLock::from(FencingToken::new(f)))
+                .unwrap_or_default(),
             acquired_at: Instant::now(),
             renewal: new.renewal,
             times: StdMutex::new(Times {
@@ -191,6 +196,42 @@ impl LeaseCore {
 
     pub(crate) fn ttl(&self) -> Duration {
         lock(&self.times).ttl
+    }
+
+    /// The fencing token, if one was issued to this acquisition already.
+    pub(crate) fn issued_fence(&self) -> Option<FencingToken> {
+        self.fence.get().copied()
+    }
+
+    /// The fencing token of this acquisition, issued by `fence.lua` the first time it is asked
+    /// for (only while the lock is this lease's, so fences stay in holding order).
+    pub(crate) async fn fence(&self) -> Result<FencingToken> {
+        if let Some(fence) = self.issued_fence() {
+            return Ok(fence);
+        }
+        if let Some(reason) = self.lost_reason() {
+            return Err(LeaseLost::new(reason).into_error(self.keys.name()));
+        }
+        let mut call = Call::new(&scripts::FENCE, 1);
+        call.arg(&*self.keys.lock).arg(self.token.as_bytes());
+        let reply = self
+            .transport
+            .run(&call, "fencing token", self.keys.name())
+            .await?;
+        match FenceReply::decode(&reply) {
+            Some(FenceReply::Fence(fence)) => {
+                Ok(*self.fence.get_or_init(|| FencingToken::new(fence)))
+            }
+            Some(FenceReply::Gone) => {
+                self.fire_lost(LostReason::Expired);
+                Err(LeaseLost::new(LostReason::Expired).into_error(self.keys.name()))
+            }
+            Some(FenceReply::Other) => {
+                self.fire_lost(LostReason::TakenOver);
+                Err(LeaseLost::new(LostReason::TakenOver).into_error(self.keys.name()))
+            }
+            None => Err(unexpected("fencing token", &reply)),
+        }
     }
 
     /// The lease the watchdog renews to (the acquire's, or the last explicit extension's).
@@ -247,7 +288,7 @@ impl LeaseCore {
     pub(crate) fn fire_lost(&self, reason: LostReason) -> bool {
         let first = self.fire_lost_quietly(reason);
         if first && !matches!(reason, LostReason::Released | LostReason::Shutdown) {
-            tracing::warn!(lock = %self.keys.name(), fence = self.fence.get(), %reason, "dlock: lease lost");
+            tracing::warn!(lock = %self.keys.name(), fence = ?self.issued_fence(), %reason, "dlock: lease lost");
         }
         first
     }
@@ -468,7 +509,7 @@ impl fmt::Debug for LeaseCore {
         f.debug_struct("LeaseCore")
             .field("name", &self.keys.name())
             .field("token", &self.token)
-            .field("fence", &self.fence)
+            .field("fence", &self.issued_fence())
             .field("renewal", &self.renewal)
             .field("lost", &self.lost.get())
             .finish_non_exhaustive()
@@ -502,9 +543,25 @@ impl Lease {
         self.core.keys.name()
     }
 
-    /// The fencing token of the acquisition (the same for every reentrant hold of it).
-    pub fn fencing_token(&self) -> FencingToken {
-        self.core.fence
+    /// The fencing token of the acquisition (the same for every nested hold of it), issued on
+    /// demand: the first call costs one round trip unless it came with the lock (a hand-off, or
+    /// [`crate::MutexOptions::fenced`]); later calls return it at once. Pass it to the storage
+    /// you write to, which rejects a token smaller than the largest it has seen.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LeaseLost`] when the lease is lost before a token was issued to it (a stale
+    /// holder never gets one newer than its successor's); [`ErrorKind::Connection`] or
+    /// [`ErrorKind::Timeout`] when Redis does not answer in time.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: issuing is idempotent for the hold (a retry returns the same token).
+    pub async fn fencing_token(&self) -> Result<FencingToken> {
+        self.core.fence().await
+    }
+
+    /// The fencing token, if one was issued to this acquisition already (no round trip).
+    pub fn issued_fencing_token(&self) -> Option<FencingToken> {
+        self.core.issued_fence()
     }
 
     /// The last instant at which the holder may act as the owner (monotonic clock).
@@ -546,7 +603,7 @@ impl fmt::Debug for Lease {
         let Self { core } = self;
         f.debug_struct("Lease")
             .field("name", &core.keys.name())
-            .field("fence", &core.fence)
+            .field("fence", &core.issued_fence())
             .field("remaining", &self.remaining())
             .field("lost", &core.lost_reason())
             .finish()

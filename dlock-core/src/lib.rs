@@ -9,21 +9,25 @@
 //! let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
 //! // Exclusive across every process that uses the same Redis and lock name.
 //! // Hand the fencing token to the storage you write to.
-//! println!("holding {} with token {}", guard.name(), guard.fencing_token());
+//! println!("holding {} with token {}", guard.name(), guard.fencing_token().await?);
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```
 //!
 //! # What dlock guarantees
-//! * **Mutual exclusion while the lease lasts.** Acquire, release and extend are each one
-//!   atomic Lua script. Release and extend check a 128-bit owner token drawn from the OS CSPRNG,
-//!   so nothing ever releases or extends a lock it does not own.
-//! * **Retries are safe.** The token names the acquisition: a retried acquire returns the same
-//!   fence and never queues twice; release and extend are owner-checked. An acquire whose reply
-//!   was lost (timeout, dropped future) is released in the background.
-//! * **Fencing tokens** strictly increase per lock name, across releases, expiries and
-//!   processes; they are floored at the server clock so that they keep increasing after a
-//!   restart or failover that lost the counter.
+//! * **Mutual exclusion while the lease lasts.** Every state change is one atomic command or
+//!   Lua script: an uncontended acquire is a plain `SET NX PX` (with `GET`, and an `EXISTS` of
+//!   the queue in the same round trip), the rest are scripts. Release and extend check a 128-bit
+//!   owner token drawn from a CSPRNG, so nothing ever releases or extends a lock it does not own.
+//! * **Retries are safe.** The token names the acquisition: a retried acquire never queues
+//!   twice and a retried fence request returns the same fence; release and extend are
+//!   owner-checked. An acquire whose reply was lost (timeout, dropped future) is released in the
+//!   background.
+//! * **Fencing tokens** strictly increase per lock name in holding order, across releases,
+//!   expiries and processes. They are issued on demand ([`MutexGuard::fencing_token`]), only to
+//!   the current holder, so holders that never ask pay nothing; a hand-off carries one, and
+//!   [`MutexOptions::fenced`] fetches one with the acquisition. They are floored at the server
+//!   clock so that they keep increasing after a restart or failover that lost the counter.
 //! * **Fair, push-based waiting.** A waiter queues in Redis; release hands the lock to the
 //!   oldest live waiter and wakes exactly that waiter (no polling, no thundering herd).
 //! * **Lease loss reaches the work.** A [`Lease`] (from [`MutexGuard::lease`] or
@@ -60,7 +64,7 @@
 //!   drift allowance of `TTL/100 + 2 ms`.
 //!
 //! # Requirements
-//! Redis 6.2 or newer (RESP3, `LPOS`, `SET … GET`), reached through one multiplexed connection per
+//! Redis 7.0 or newer (RESP3, `LPOS`, `SET … NX GET`), reached through one multiplexed connection per
 //! [`Client`]; Redis Cluster needs Redis 7 (sharded pub/sub) and is reached with
 //! [`Client::cluster_builder`]. Every key of one lock shares the hash tag `{name}`, so each
 //! script runs on one slot.

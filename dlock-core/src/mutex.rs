@@ -26,8 +26,10 @@ use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
 use crate::lease::{Lease, LeaseCore, LostReason, NewLease};
 use crate::options::{LockSettings, OnLost, Wait};
+use redis::Value;
+
 use crate::scripts::wire::{self, Grant, LockValue};
-use crate::scripts::{self, AcquireReply, Call, unexpected};
+use crate::scripts::{self, AcquireReply, Call, FastReply, FenceReply, unexpected};
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
@@ -48,7 +50,7 @@ const MIN_NAP: Duration = Duration::from_millis(1);
 /// let lock = client.mutex("order:42")?;
 /// let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
 /// // Pass the fencing token to the storage you write to.
-/// let token = guard.fencing_token();
+/// let token = guard.fencing_token().await?;
 /// # let _ = token;
 /// guard.release().await?;
 /// # Ok(()) }
@@ -60,27 +62,37 @@ pub struct Mutex {
     settings: LockSettings,
 }
 
+/// How a waiting acquire's attempt (`acquire.lua`) treats the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    Try,
+    /// Queue the caller if the lock is held.
     Wait,
+    /// The wait is over: leave the queue whatever the outcome.
     Last,
 }
 
 impl Mode {
     fn as_str(self) -> &'static str {
         match self {
-            Self::Try => "try",
             Self::Wait => "wait",
             Self::Last => "last",
         }
     }
 }
 
+/// What the uncontended acquire found.
+enum Fast {
+    /// The lock is the caller's now (with its fence, when asked for with `fenced`).
+    Taken { fence: Option<u64> },
+    /// Another owner holds it, or callers queued for it first (it was handed to them).
+    Busy,
+}
+
 /// A lock just taken in Redis, before it becomes a lease.
 struct Taken {
     token: OwnerToken,
-    fence: u64,
+    /// Its fencing token, when one was issued with it (fences are issued on demand).
+    fence: Option<u64>,
     safe_until: Instant,
     registration: Option<Registration>,
 }
@@ -142,19 +154,13 @@ impl Mutex {
         let token = self.ctx.tokens.next();
         let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let sent = Instant::now();
-        let reply = self.attempt(token, Mode::Try, "").await?;
+        let fast = self.fast_attempt(token).await?;
         cleanup.disarm();
-        match reply {
-            AcquireReply::Taken { fence } => self
+        match fast {
+            Fast::Taken { fence } => self
                 .hold(self.taken(token, fence, sent, self.settings.ttl, None))
                 .map(Some),
-            AcquireReply::Owned { fence, pttl } => self
-                .hold(self.taken(token, fence, sent, pttl, None))
-                .map(Some),
-            AcquireReply::Held { pttl, .. } => {
-                tracing::debug!(lock = %self.keys.name(), pttl_ms = pttl.as_millis(), "dlock: held by another owner");
-                Ok(None)
-            }
+            Fast::Busy => Ok(None),
         }
     }
 
@@ -282,11 +288,11 @@ impl Mutex {
         };
         if let Some(own) = self.ctx.held.get(&self.keys.lock) {
             message.push_str(&format!(
-                "; this client holds it itself (fencing token {}): if the code that waited is \
-                 the code that holds it, it waited for itself — release the first guard before \
+                "; this client holds it itself (since {:?} ago): if the code that waited is the \
+                 code that holds it, it waited for itself — release the first guard before \
                  acquiring again, or run the nested work inside with_lock / #[distributed_lock], \
                  where it re-enters",
-                own.fence
+                own.acquired_at.elapsed()
             ));
         }
         Error::new(ErrorKind::Busy, message)
@@ -294,7 +300,7 @@ impl Mutex {
 
     /// Turns a lock just taken in Redis into a lease with its first hold.
     fn hold(&self, taken: Taken) -> Result<MutexGuard> {
-        tracing::debug!(lock = %self.keys.name(), fence = taken.fence, "dlock: acquired");
+        tracing::debug!(lock = %self.keys.name(), fence = ?taken.fence, "dlock: acquired");
         let lease = LeaseCore::new(NewLease {
             transport: self.ctx.transport.clone(),
             held: self.ctx.held.clone(),
@@ -348,17 +354,14 @@ impl Mutex {
         let waiters = &self.ctx.transport.waiters;
         if !waiters.is_subscribed(&self.keys.lock, generation) {
             let sent = Instant::now();
-            let reply = self.attempt(token, Mode::Try, "").await?;
+            let fast = self.fast_attempt(token).await?;
             cleanup.disarm();
-            match reply {
-                AcquireReply::Taken { fence } => {
+            match fast {
+                Fast::Taken { fence } => {
                     return Ok(self.taken(token, fence, sent, self.settings.ttl, None));
                 }
-                AcquireReply::Owned { fence, pttl } => {
-                    return Ok(self.taken(token, fence, sent, pttl, None));
-                }
-                AcquireReply::Held { pttl, .. } => {
-                    tracing::debug!(pttl_ms = pttl.as_millis(), "dlock: contended; waiting");
+                Fast::Busy => {
+                    tracing::debug!("dlock: contended; waiting");
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(Error::new(ErrorKind::Busy, "busy"));
                     }
@@ -389,7 +392,7 @@ impl Mutex {
                     cleanup.disarm();
                     return Ok(self.taken(
                         token,
-                        fence,
+                        Some(fence),
                         sent,
                         self.settings.ttl,
                         Some(registration),
@@ -421,7 +424,7 @@ impl Mutex {
                                 cleanup.disarm();
                                 return Ok(Taken {
                                     token,
-                                    fence: grant.fence,
+                                    fence: Some(grant.fence),
                                     safe_until,
                                     registration: Some(registration),
                                 });
@@ -442,7 +445,7 @@ impl Mutex {
     fn taken(
         &self,
         token: OwnerToken,
-        fence: u64,
+        fence: Option<u64>,
         sent: Instant,
         pttl: Duration,
         registration: Option<Registration>,
@@ -477,17 +480,117 @@ impl Mutex {
                 holder: &self.ctx.holder,
                 label: self.settings.label.as_deref().unwrap_or_default(),
             })
-            .arg(timing::millis(self.settings.ttl));
-        if mode != Mode::Try {
-            // "try" is the script's default: every argument costs the server (measured).
-            call.arg(mode.as_str()).arg(entry);
-        }
+            .arg(timing::millis(self.settings.ttl))
+            .arg(mode.as_str())
+            .arg(entry);
         let reply = self
             .ctx
             .transport
             .run(&call, "acquire", self.keys.name())
             .await?;
         AcquireReply::decode(&reply).ok_or_else(|| unexpected("acquire", &reply))
+    }
+
+    /// The uncontended acquire, in one round trip of plain commands: `SET <lock> <value> NX PX
+    /// <ttl> GET` takes a free lock, `EXISTS <queue>` tells whether callers were queued for it
+    /// (then its holder's lease ran out ahead of them, and it is theirs first: it is handed to
+    /// the oldest right away), and with `fenced` the fence script issues the hold's fencing
+    /// token. A held lock's value comes back with `GET`, so data dlock did not write is
+    /// reported, never taken.
+    async fn fast_attempt(&self, token: OwnerToken) -> Result<Fast> {
+        let lock = &*self.keys.lock;
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        pipe.cmd("SET")
+            .arg(lock)
+            .arg(LockValue {
+                token: &token,
+                holder: &self.ctx.holder,
+                label: self.settings.label.as_deref().unwrap_or_default(),
+            })
+            .arg("NX")
+            .arg("PX")
+            .arg(timing::millis(self.settings.ttl))
+            .arg("GET");
+        pipe.cmd("EXISTS").arg(wire::QueueKey(lock));
+        if self.settings.fenced {
+            pipe.cmd("EVALSHA")
+                .arg(scripts::FENCE.get_hash())
+                .arg(1)
+                .arg(lock)
+                .arg(token.as_bytes());
+        }
+        let name = self.keys.name();
+        let replies = self.ctx.transport.pipeline(&pipe, "acquire", name).await?;
+        let context = || format!("acquire `{name}`");
+        if let Some(Value::ServerError(e)) = replies.first() {
+            let e: redis::RedisError = e.clone().into();
+            if e.code() == Some("WRONGTYPE") {
+                return Err(Error::foreign(&context(), lock, "holds another Redis type"));
+            }
+            return Err(Error::from_redis(&context(), e));
+        }
+        let reply = replies
+            .get(..2)
+            .and_then(FastReply::decode)
+            .ok_or_else(|| unexpected("acquire", &Value::Array(replies.clone())))?;
+        match reply {
+            FastReply::Taken { waited: false } => {
+                let fence = match replies.get(2) {
+                    None => None,
+                    Some(Value::Int(fence)) => u64::try_from(*fence).ok(),
+                    // The fence script was not loaded yet (first use, or a restart): `run`
+                    // loads it and asks again (the hold's fence, whichever request issues it).
+                    Some(_) => {
+                        let mut call = Call::new(&scripts::FENCE, 1);
+                        call.arg(lock).arg(token.as_bytes());
+                        let reply = self.ctx.transport.run(&call, "acquire", name).await?;
+                        match FenceReply::decode(&reply) {
+                            Some(FenceReply::Fence(fence)) => Some(fence),
+                            _ => None,
+                        }
+                    }
+                };
+                Ok(Fast::Taken { fence })
+            }
+            FastReply::Taken { waited: true } => {
+                // A lock expired under waiters: theirs first. Hand it to the oldest.
+                let mut call = Call::new(&scripts::RELEASE, 1);
+                call.arg(lock).arg(token.as_bytes()).arg("").arg("handoff");
+                let reply = self.ctx.transport.run(&call, "acquire", name).await?;
+                self.ctx.transport.release_reply(&reply);
+                tracing::debug!(lock = %name, "dlock: took an expired lock ahead of its queue; handed it to the oldest waiter");
+                Ok(Fast::Busy)
+            }
+            FastReply::Held(value) => {
+                let value = String::from_utf8_lossy(&value);
+                match wire::parse_lock_value(&value) {
+                    Some(holder) if holder.version <= wire::VERSION => {
+                        if holder.token == token.as_str() {
+                            return Err(Error::protocol(format!(
+                                "{}: the lock already held this acquisition's own token",
+                                context()
+                            )));
+                        }
+                        Ok(Fast::Busy)
+                    }
+                    Some(holder) => Err(Error::foreign(
+                        &context(),
+                        lock,
+                        &format!(
+                            "holds a lock of a newer dlock (format version {}); upgrade this \
+                             client",
+                            holder.version
+                        ),
+                    )),
+                    None => Err(Error::foreign(
+                        &context(),
+                        lock,
+                        "holds a value dlock did not write",
+                    )),
+                }
+            }
+        }
     }
 }
 
@@ -520,7 +623,7 @@ impl SelfWait {
         self.warned = true;
         tracing::warn!(
             lock = %mutex.keys.name(),
-            fence = own.fence.get(),
+            fence = ?own.issued_fence(),
             waited = ?waited,
             "dlock: waiting longer than a lease for a lock this client holds itself; if the \
              holder is the code that waits (a second acquire() while the first guard is alive), \

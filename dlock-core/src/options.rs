@@ -74,6 +74,7 @@ pub struct MutexOptions {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) reentrant: bool,
     pub(crate) on_lost: OnLost,
+    pub(crate) fenced: bool,
 }
 
 impl Default for MutexOptions {
@@ -86,6 +87,7 @@ impl Default for MutexOptions {
             max_hold: None,
             reentrant: true,
             on_lost: OnLost::Cancel,
+            fenced: false,
         }
     }
 }
@@ -151,6 +153,19 @@ impl MutexOptions {
         self
     }
 
+    /// Issue the fencing token with every acquisition, in the acquire's own round trip, for
+    /// holders that always hand it to their storage (default off).
+    ///
+    /// Fencing tokens are issued on demand: [`crate::MutexGuard::fencing_token`] costs one round
+    /// trip the first time (nothing at all for holders that never ask), except for a lock handed
+    /// over to a waiter, which arrives with its token. With `fenced`, an uncontended acquire
+    /// fetches it at once, for the price of the fence script on the server (measured in
+    /// BENCHMARKS.md) instead of a second round trip.
+    pub fn fenced(mut self) -> Self {
+        self.fenced = true;
+        self
+    }
+
     /// What [`crate::Mutex::with_lock`] does when the lease is lost (default [`OnLost::Cancel`]).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.on_lost = on_lost;
@@ -176,6 +191,7 @@ impl MutexOptions {
             renewal: self.renewal(ttl)?,
             reentrant: self.reentrant,
             on_lost: self.on_lost,
+            fenced: self.fenced,
             label: self.label.as_deref().map(Arc::from),
         })
     }
@@ -232,6 +248,8 @@ pub(crate) struct LockSettings {
     pub(crate) renewal: Renewal,
     pub(crate) reentrant: bool,
     pub(crate) on_lost: OnLost,
+    /// Fetch the fencing token with each acquisition.
+    pub(crate) fenced: bool,
     /// Stored with the holder's host and pid.
     pub(crate) label: Option<Arc<str>>,
 }

@@ -112,6 +112,24 @@ impl Transport {
         convert(value, what)
     }
 
+    /// Sends `pipe` (built with `ignore_errors`, so that each command's server error comes back
+    /// as its own reply) under the command timeout.
+    pub(crate) async fn pipeline(
+        &self,
+        pipe: &redis::Pipeline,
+        op: &str,
+        name: &str,
+    ) -> Result<Vec<Value>> {
+        let (mut conn, _) = self.conn()?;
+        let value = self
+            .timed(pipe.query_async::<Value>(&mut conn), op, name)
+            .await?;
+        match value {
+            Value::Array(replies) => Ok(replies),
+            other => Err(scripts::unexpected(op, &other)),
+        }
+    }
+
     /// Runs a script invocation (loading the script when the server does not know it) under
     /// the command timeout and converts its reply.
     pub(crate) async fn invoke<T: FromRedisValue>(

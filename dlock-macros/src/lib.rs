@@ -47,7 +47,7 @@
 //!             return Err(PayError::Declined);
 //!         }
 //!         // Hand the fencing token to the storage you write to.
-//!         Ok(lease.fencing_token().get())
+//!         Ok(lease.fencing_token().await?.get())
 //!     }
 //! }
 //!

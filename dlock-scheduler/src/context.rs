@@ -45,6 +45,7 @@ pub struct JobContext {
     pub(crate) manual: bool,
     pub(crate) replica: Arc<Replica>,
     pub(crate) lease: Lease,
+    pub(crate) fence: FencingToken,
     pub(crate) client: Client,
 }
 
@@ -77,8 +78,9 @@ impl JobContext {
     }
 
     /// The fencing token of the run's lease: larger than that of every earlier run of the job.
+    /// (Issued with the run's lock, so no round trip.)
     pub fn fencing_token(&self) -> FencingToken {
-        self.lease.fencing_token()
+        self.fence
     }
 
     /// How much of the lease is left.
@@ -107,7 +109,8 @@ impl fmt::Debug for JobContext {
             occurrence,
             manual,
             replica,
-            lease,
+            lease: _,
+            fence,
             client: _,
         } = self;
         f.debug_struct("JobContext")
@@ -115,7 +118,7 @@ impl fmt::Debug for JobContext {
             .field("occurrence", occurrence)
             .field("manual", manual)
             .field("replica", &replica.id)
-            .field("fence", &lease.fencing_token())
+            .field("fence", fence)
             .finish()
     }
 }

@@ -54,6 +54,8 @@ impl JobEntry {
         let mut options = MutexOptions::new()
             .ttl(job.lease)
             .watchdog()
+            // The ledger records each run's fence: issue it with the lock.
+            .fenced()
             .reentrant(false)
             .on_lost(job.on_lost)
             // The job is in the lock name already; a label built from the name would pass the
@@ -232,8 +234,16 @@ async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
 /// Runs the handler under `guard`, records the outcome, releases.
 async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutcome {
     let entry = &attempt.entry;
-    let fence = guard.fencing_token().get();
-    record(attempt, run_id, &RunOutcome::Running, Some(fence)).await;
+    // The job's locks are `fenced`: the token came with the lock, no round trip.
+    let fence = match guard.fencing_token().await {
+        Ok(fence) => fence,
+        Err(e) => {
+            let outcome = RunOutcome::Failed(format!("the run's lease was lost at once: {e}"));
+            record(attempt, run_id, &outcome, None).await;
+            return outcome;
+        }
+    };
+    record(attempt, run_id, &RunOutcome::Running, Some(fence.get())).await;
     let lease = guard.lease();
     let ctx = JobContext {
         job: entry.job.name.clone(),
@@ -241,6 +251,7 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
         manual: attempt.manual(),
         replica: attempt.inner.replica.clone(),
         lease: lease.clone(),
+        fence,
         client: attempt.inner.client.clone(),
     };
     // The handler is a closure that returns a future: either may panic.
@@ -263,7 +274,7 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
             }
         }
     };
-    record(attempt, run_id, &outcome, Some(fence)).await;
+    record(attempt, run_id, &outcome, Some(fence.get())).await;
     if let Err(e) = guard.release().await {
         tracing::warn!(job = %entry.job.name, error = %e, "dlock-scheduler: release failed; the lease will expire");
     }

@@ -109,7 +109,8 @@ async fn count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
                 Err(e) if e.is_busy() => return Ok(Turn::Busy),
                 Err(e) => return Err(e.into()),
             };
-            let overlap = increment(&mut con, &name, pause, guard.fencing_token().get()).await?;
+            let fence = guard.fencing_token().await?.get();
+            let overlap = increment(&mut con, &name, pause, fence).await?;
             guard.release().await?;
             Ok(Turn::Done { overlap })
         }
@@ -208,7 +209,7 @@ async fn hold(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     }
     let lock = client.mutex_with(opt(opts, "name")?, options)?;
     let guard = lock.acquire().await?;
-    report(&format!("acquired {}", guard.fencing_token()));
+    report(&format!("acquired {}", guard.fencing_token().await?));
     // Hold until killed: the test SIGKILLs or SIGSTOPs this process.
     std::future::pending::<()>().await;
     drop(guard);
@@ -223,7 +224,7 @@ async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl).watchdog())?;
     let guard = lock.acquire().await?;
     let lease = guard.lease();
-    let fence = guard.fencing_token().get();
+    let fence = guard.fencing_token().await?.get();
     report(&format!("acquired {fence}"));
     let period = Duration::from_millis(num(opts, "period_ms", 20)?);
     let mut con = redis::Client::open(url)?
@@ -255,7 +256,7 @@ async fn wait(opts: &HashMap<String, String>) -> Result<(), BoxError> {
         .map_or(0, |fence| fence.get());
     report(&format!(
         "acquired fence={} inspect_fence={seen} remaining_ms={} held={held}",
-        guard.fencing_token(),
+        guard.fencing_token().await?,
         remaining.as_millis()
     ));
     tokio::time::sleep(Duration::from_millis(num(opts, "hold_ms", 0)?)).await;
@@ -327,5 +328,5 @@ async fn macro_turn(
     con: &mut redis::aio::MultiplexedConnection,
     pause: Duration,
 ) -> Result<bool, BoxError> {
-    increment(con, name, pause, lease.fencing_token().get()).await
+    increment(con, name, pause, lease.fencing_token().await?.get()).await
 }

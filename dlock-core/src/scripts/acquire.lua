@@ -1,26 +1,30 @@
--- acquire.lua: take a mutex when it is free and nobody waits for it; otherwise say for how long it
--- is held and, for a waiting caller, put it in the FIFO queue so that release hands the lock
--- straight to it. (Runs with common.lua prepended.)
+-- acquire.lua: the waiting acquire's attempt at a mutex (the uncontended acquire is a plain
+-- `SET NX PX GET` sent by the client, see mutex.rs). Takes the lock when it is free and nobody
+-- waits for it ahead of the caller; otherwise says for how long it is held and puts the caller
+-- in the FIFO queue, so that release hands the lock straight to it. (Runs with common.lua
+-- prepended.)
 --
--- KEYS[1]  lock key   string "<token><flag> <meta>", PX = the lease (see common.lua)
+-- KEYS[1]  lock key   string "<token><flag>1 <meta>[\x1f<fence>]", PX = the lease (see
+--                     common.lua and scripts/wire.rs)
 -- Derived keys (same hash tag as KEYS[1], hence the same cluster slot; declaring them would
 -- cost every call ~2k instructions per key, measured):
---          KEYS[1]..":fence"  the fence of the last acquisition, i.e. of the holder while held;
---                             expires 7 days after the last acquisition (then the clock floor
---                             below takes over)
+--          KEYS[1]..":fence"  the fence counter (see fence.lua)
 --          KEYS[1]..":queue"  waiter entries, oldest first (see common.lua)
 -- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
--- ARGV[3]  mode (absent = "try"): "try"  leave the queue alone
---                "wait" on failure append ARGV[4] unless it is queued already; on success drop it
---                "last" drop ARGV[4] from the queue whatever the outcome (the wait is over)
+-- ARGV[3]  mode: "wait"  on failure append ARGV[4] unless it is queued already; on success drop
+--                        it
+--                "last"  drop ARGV[4] from the queue whatever the outcome (the wait is over)
+--                absent  leave the queue alone (a single attempt that does not wait)
 -- ARGV[4]  the caller's queue entry (modes "wait" and "last")
 --
--- Returns  fence                 the caller took the lock now, with the full lease (an integer:
---                                the cheapest reply, for the fast path)
+-- Returns  fence                 the caller took the lock now, with the full lease; its fence
+--                                is issued at once and kept with the hold (a waiter wakes with
+--                                it, see fence.lua)
 --          {1, fence, pttl_ms}   the lock is already the caller's (a retried request, or a
---                                hand-off granted while it waited)
+--                                hand-off granted while it waited); fence 0 when none was issued
+--                                to the hold yet
 --          {0, pttl_ms, now_ms}  another owner holds it for pttl_ms more; now_ms = server clock
 --          error DLOCKFOREIGN    the lock key holds a value dlock did not write, a lock of a newer
 --                                format version, or one without expiry; nothing was modified
@@ -29,26 +33,15 @@
 -- nothing) goes to the oldest live waiter first, exactly as a release would hand it over; the
 -- caller takes it only if its own entry is that waiter, and otherwise finds it held (and queues,
 -- in mode "wait"). So a newcomer never overtakes the queue, whether the holder released or
--- expired.
--- Fast path (free lock, empty queue, mode "try"): SET NX, LLEN, TIME, SET GET — four calls, one
--- integer reply. The fence key's expiry slides with each acquisition (PX on the SET GET itself:
--- a separate PEXPIRE for a new name cost ~4k instructions, measured), so a lock in use keeps its
--- counter.
--- Fencing: fence = max(last + 1, server time in us), so tokens keep increasing after a restart
--- or failover lost the counter (or it expired), as long as the server clock does not step back;
--- and they keep increasing through a clock step back as long as the counter lives. The
--- acquisition time is the fence (in us) except after such a step. Fences are handled as decimal
--- strings of the same width (16 digits until the year 2286), so no number formatting is needed.
+-- expired (the uncontended acquire checks the queue too, see mutex.rs).
+-- Fencing: fence = max(last + 1, server time in us), as in fence.lua.
 -- Retry safety: the token names the acquisition, so a request that runs twice returns the same
 -- fence the second time and never queues the caller twice.
 
 local lock = KEYS[1]
 local queue = lock .. ':queue'
-local mode = ARGV[3] or 'try'
-local entry = nil
-if mode ~= 'try' then
-  entry = ARGV[4]
-end
+local mode = ARGV[3]
+local entry = ARGV[4]
 
 local taken = redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
 if taken and redis.call('LLEN', queue) > 0 then
@@ -73,12 +66,15 @@ if taken then
     fence = string.format('%.0f', tonumber(last) + 1)
     redis.call('SET', fence_key, fence, 'PX', 604800000)
   end
+  local flag = '-'
   if entry then
     redis.call('LREM', queue, 1, entry)
     if redis.call('LLEN', queue) > 0 then
-      redis.call('SETRANGE', lock, 32, 'w')
+      flag = 'w'
     end
   end
+  redis.call('SET', lock, string.sub(ARGV[1], 1, 32) .. flag .. string.sub(ARGV[1], 34) .. '\31'
+    .. fence, 'KEEPTTL')
   return tonumber(fence)
 end
 
@@ -95,7 +91,8 @@ if string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then
   if entry then
     redis.call('LREM', queue, 1, entry)
   end
-  return {1, tonumber(redis.call('GET', lock .. ':fence')) or 0, pttl}
+  local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
+  return {1, tonumber(issued) or 0, pttl}
 end
 if mode == 'wait' then
   if not redis.call('LPOS', queue, entry) then

@@ -4,8 +4,9 @@
 -- The formats, with their versions, are listed in scripts/wire.rs. In short:
 -- The lock key holds "<token><flag>1 <meta>" with a lease (PX): token = 32 lowercase hex digits,
 -- flag "w" while callers wait in the queue (release must hand off) or "-", then the format
--- version, meta = "<host>\x1f<pid>\x1f<label>". Version 0 ("<token><flag> <meta>") is read as
--- well. Anything else at that key was not written by dlock.
+-- version, meta = "<host>\x1f<pid>\x1f<label>", followed by "\x1f<fence>" once a fence was
+-- issued to the hold. Version 0 ("<token><flag> <meta>") is read as well. Anything else at that
+-- key was not written by dlock.
 -- The queue KEYS[1]..":queue" holds entries "1 <token> <client> <lease_ms> <pub> <meta>" (version
 -- 0 without the leading "1 "), oldest first; <pub> is "P" (PUBLISH) or "S" (SPUBLISH, cluster).
 
@@ -51,7 +52,8 @@ end
 -- (it must be free, or held by the caller who gives it up).
 --
 -- For each entry popped, oldest first: a new fence max(last + 1, server time in us) is stored,
--- the lock is set to "<token><flag>1 <meta>" PX <lease_ms> (flag "w" if more entries wait), and
+-- the lock is set to "<token><flag>1 <meta>\x1f<fence>" PX <lease_ms> (flag "w" if more entries
+-- wait; the fence kept with the hold, see fence.lua), and
 --   * the entry is `caller_entry` (an acquire whose own entry is at the head): returns
 --     'caller', fence — the lock is the caller's;
 --   * otherwise "<token> <fence> <now_ms> <lease_ms> 1" is published (PUBLISH or SPUBLISH, as
@@ -88,7 +90,7 @@ local function hand_off(lock, caller_entry)
       if redis.call('LLEN', queue) > 0 then
         flag = 'w'
       end
-      redis.call('SET', lock, token .. flag .. '1 ' .. meta, 'PX', lease)
+      redis.call('SET', lock, token .. flag .. '1 ' .. meta .. '\31' .. fence_s, 'PX', lease)
       if entry == caller_entry then
         return 'caller', last
       end

@@ -25,13 +25,15 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
-/// Owner-checked release that hands the lock to the oldest live waiter.
+/// Owner-checked release that hands the lock to the oldest live waiter. `common.lua` goes at
+/// the script's `--@common` marker, after its fast path (see the script).
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("common.lua"),
-        include_str!("release.lua")
-    ))
+    Script::new(&include_str!("release.lua").replacen("--@common\n", include_str!("common.lua"), 1))
 });
+
+/// Issues (or returns) the fencing token of the caller's hold.
+pub(crate) static FENCE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("fence.lua")));
 
 /// Owner-checked lease extension of one or many locks (the watchdog's batches).
 pub(crate) static EXTEND: LazyLock<Script> =
@@ -67,7 +69,7 @@ impl Call {
 /// The error for a script reply dlock does not understand.
 pub(crate) fn unexpected(op: &str, reply: &Value) -> Error {
     Error::protocol(format!(
-        "{op}: unexpected script reply {reply:?}; is the server Redis 6.2 or newer and the key \
+        "{op}: unexpected script reply {reply:?}; is the server Redis 7.0 or newer and the key \
          written only by dlock?"
     ))
 }
@@ -83,8 +85,8 @@ pub(crate) enum AcquireReply {
     /// The caller took the lock now, with the full lease.
     Taken { fence: u64 },
     /// The lock is the caller's already (a retry, or a hand-off that reached it while it
-    /// waited), with `pttl` left.
-    Owned { fence: u64, pttl: Duration },
+    /// waited), with `pttl` left, and its fence when one was issued to the hold.
+    Owned { fence: Option<u64>, pttl: Duration },
     /// Another owner holds it for `pttl` more; `server_ms` is the server's clock when it said so.
     Held { pttl: Duration, server_ms: i64 },
 }
@@ -98,7 +100,7 @@ impl AcquireReply {
         }
         match ints::<3>(reply)? {
             [1, fence, pttl] => Some(Self::Owned {
-                fence: u64::try_from(fence).ok()?,
+                fence: u64::try_from(fence).ok().filter(|f| *f > 0),
                 pttl: millis(pttl)?,
             }),
             [0, pttl, server_ms] => Some(Self::Held {
@@ -106,6 +108,52 @@ impl AcquireReply {
                 server_ms,
             }),
             _ => None,
+        }
+    }
+}
+
+/// What the uncontended acquire (`SET <lock> <value> NX PX <ttl> GET`, `EXISTS <queue>`)
+/// answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FastReply {
+    /// The lock was free and is the caller's now. `waited`: callers were queued for it (its
+    /// previous holder's lease ran out ahead of them), so it must go to them first.
+    Taken { waited: bool },
+    /// The lock holds this value: another holder's, the caller's own (a retry), or data dlock
+    /// did not write.
+    Held(Vec<u8>),
+}
+
+impl FastReply {
+    /// Reads the replies of the two commands.
+    pub(crate) fn decode(replies: &[Value]) -> Option<Self> {
+        match replies {
+            [Value::Nil, queued] => Some(Self::Taken {
+                waited: int(queued)? > 0,
+            }),
+            [Value::BulkString(value), _] => Some(Self::Held(value.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// What `fence.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FenceReply {
+    /// The hold's fencing token.
+    Fence(u64),
+    /// Nobody holds the lock.
+    Gone,
+    /// Another owner holds it.
+    Other,
+}
+
+impl FenceReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        match int(reply)? {
+            0 => Some(Self::Gone),
+            -1 => Some(Self::Other),
+            fence => u64::try_from(fence).ok().map(Self::Fence),
         }
     }
 }
@@ -242,7 +290,7 @@ mod tests {
         assert_eq!(
             AcquireReply::decode(&owned),
             Some(AcquireReply::Owned {
-                fence: 9,
+                fence: Some(9),
                 pttl: Duration::from_millis(250)
             })
         );
@@ -259,6 +307,42 @@ mod tests {
         assert_eq!(AcquireReply::decode(&persistent), None);
         assert_eq!(AcquireReply::decode(&Value::Int(-3)), None);
         assert_eq!(AcquireReply::decode(&Value::Nil), None);
+    }
+
+    #[test]
+    fn fast_acquire_and_fence_replies_are_typed() {
+        assert_eq!(
+            FastReply::decode(&[Value::Nil, Value::Int(0)]),
+            Some(FastReply::Taken { waited: false })
+        );
+        assert_eq!(
+            FastReply::decode(&[Value::Nil, Value::Int(1)]),
+            Some(FastReply::Taken { waited: true })
+        );
+        assert_eq!(
+            FastReply::decode(&[Value::BulkString(b"v".to_vec()), Value::Int(0)]),
+            Some(FastReply::Held(b"v".to_vec()))
+        );
+        assert_eq!(FastReply::decode(&[Value::Okay]), None);
+        assert_eq!(
+            FenceReply::decode(&Value::Int(17)),
+            Some(FenceReply::Fence(17))
+        );
+        assert_eq!(FenceReply::decode(&Value::Int(-1)), Some(FenceReply::Other));
+        assert_eq!(FenceReply::decode(&Value::Int(0)), Some(FenceReply::Gone));
+        assert_eq!(FenceReply::decode(&Value::Nil), None);
+    }
+
+    #[test]
+    fn the_release_script_has_its_fast_path_before_the_shared_functions() {
+        let code = RELEASE.get_hash();
+        assert_eq!(code.len(), 40);
+        let text =
+            include_str!("release.lua").replacen("--@common\n", include_str!("common.lua"), 1);
+        let fast = text.find("redis.call('DEL', lock)").unwrap();
+        let shared = text.find("local function hand_off").unwrap();
+        assert!(fast < shared);
+        assert!(!text.contains("--@common"));
     }
 
     #[test]

@@ -1,11 +1,13 @@
 -- release.lua: release a mutex the caller owns and hand it to the oldest live waiter, if any.
--- (Runs with common.lua prepended.)
 --
 -- KEYS[1]  lock key (see acquire.lua, also for the derived :fence and :queue keys)
 -- ARGV[1]  owner token of the caller ("" with ARGV[3] = "force")
 -- ARGV[2]  optional: the caller's own queue entry to drop first, or "" (an acquire abandoned
 --          mid-wait releases this way, whether or not the lock was handed to it meanwhile)
--- ARGV[3]  optional: "force" to release whoever holds the lock (an operator's force_unlock)
+-- ARGV[3]  optional: "force" to release whoever holds the lock (an operator's force_unlock);
+--          "handoff" to hand the caller's lock to the queue even if its value was not flagged
+--          (an uncontended acquire that found, afterwards, that callers waited: it took a lock
+--          whose holder had expired ahead of them and gives it to the head of the queue)
 --
 -- Returns  1   released; nobody waits
 --          {2, grant}  released and handed to the next waiter; its client was told on its wake
@@ -17,17 +19,29 @@
 --          error DLOCKFOREIGN  "force" on a key that holds a value dlock did not write, or a lock
 --              of a newer format version (left untouched)
 --
--- Fast path (nobody waits, flag "-"): GET, DEL — two calls, like a plain compare-and-delete.
+-- Fast path (the caller's own lock, nobody waits: flag "-"): GET, DEL — like a plain
+-- compare-and-delete. It runs before the shared functions are even defined (common.lua is
+-- inserted at the marker below), which halves the script's cost on this path (measured with
+-- callgrind: ~10k instructions of ~45k per acquire/release pair).
 -- Hand-off: see hand_off in common.lua.
 -- Retry safety: owner-checked (unless forced) by the whole 32-digit token, as in acquire.lua and
 -- extend.lua, so an empty or partial token matches nothing; running it twice never releases a
 -- lock the caller does not own.
 
 local lock = KEYS[1]
+local held = redis.pcall('GET', lock)
+if type(held) == 'string' and (ARGV[2] == nil or ARGV[2] == '') and ARGV[3] == nil
+    and string.sub(held, 1, 32) == ARGV[1] and string.byte(held, 33) == 45 then -- '-'
+  redis.call('DEL', lock)
+  return 1
+end
+
+--@common
+
 if ARGV[2] and ARGV[2] ~= '' then
   redis.call('LREM', lock .. ':queue', 1, ARGV[2])
+  held = read(lock)
 end
-local held = read(lock)
 if not held then
   return 0
 end
@@ -41,7 +55,7 @@ end
 if ARGV[3] ~= 'force' and string.sub(held, 1, 32) ~= ARGV[1] then
   return -1
 end
-if string.byte(held, 33) ~= 119 then -- 'w': somebody waits
+if string.byte(held, 33) ~= 119 and ARGV[3] ~= 'handoff' then -- 'w': somebody waits
   redis.call('DEL', lock)
   return 1
 end

@@ -3,14 +3,15 @@
 //!
 //! | format | version 1 (written) | version 0 (read: dlock before format versions) |
 //! |---|---|---|
-//! | lock value | `<token><flag>1 <host>\x1f<pid>\x1f<label>` | `<token><flag> <host>\x1f<pid>\x1f<label>` |
+//! | lock value | `<token><flag>1 <host>\x1f<pid>\x1f<label>[\x1f<fence>]` | `<token><flag> <host>\x1f<pid>\x1f<label>` |
 //! | queue entry | `1 <token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>` | `<token> <client> <lease_ms> <pub> <meta>` |
 //! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1` | `<token> <fence> <now_ms> <lease_ms>` |
 //! | wake channel | `<lock key>:wake:<client>` | the same |
 //!
 //! `token` is 32 lowercase hex digits, `flag` is `w` while callers wait (release must hand off)
 //! or `-`, `client` is the 16-hex-digit id of a client, `pub` is `P` (`PUBLISH`) or `S`
-//! (`SPUBLISH`, cluster).
+//! (`SPUBLISH`, cluster). `fence` is the hold's fencing token once one was issued to it
+//! (`fence.lua`, or at a hand-off): the value is written by a plain `SET` first, without it.
 //!
 //! During a rolling deploy both versions meet. This version reads version 0 (a lock, a queue
 //! entry, a grant written by an older dlock) and refuses a lock value of a *newer* version with
@@ -51,21 +52,25 @@ impl ToRedisArgs for LockValue<'_> {
 /// A lock value read back: who holds the lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Holder<'a> {
+    pub(crate) token: &'a str,
     pub(crate) version: u8,
     pub(crate) waiting: bool,
     pub(crate) host: &'a str,
     pub(crate) pid: u32,
     pub(crate) label: &'a str,
+    /// The fence issued to the hold, if any.
+    pub(crate) fence: Option<u64>,
 }
 
-/// Reads a lock value of version 0 or 1; `None` for anything else.
+/// Reads a lock value of version 0 or 1 (and the head of a newer one, whose `version` then says
+/// so: its meta may mean something else); `None` for anything else.
 pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
     let (head, meta) = value.split_once(' ')?;
     let token = head.get(..32)?;
     OwnerToken::parse(token.as_bytes())?;
     let (waiting, version) = match head.get(32..)?.as_bytes() {
         [flag] => (*flag, 0),
-        [flag, b'1'] => (*flag, 1),
+        [flag, digit @ b'1'..=b'9'] => (*flag, digit - b'0'),
         _ => return None,
     };
     let waiting = match waiting {
@@ -73,17 +78,34 @@ pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
         b'-' => false,
         _ => return None,
     };
-    let mut meta = meta.splitn(3, '\x1f');
+    let mut meta = meta.splitn(4, '\x1f');
     let host = meta.next()?;
     let pid = meta.next()?.parse().ok()?;
     let label = meta.next().unwrap_or_default();
+    let fence = match meta.next() {
+        Some(fence) => Some(fence.parse().ok()?),
+        None => None,
+    };
     Some(Holder {
+        token,
         version,
         waiting,
         host,
         pid,
         label,
+        fence,
     })
+}
+
+/// The queue key of the lock key it wraps, `<lock key>:queue`, written straight into a command.
+pub(crate) struct QueueKey<'a>(pub(crate) &'a str);
+
+impl ToRedisArgs for QueueKey<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        let _ = arg.write_all(self.0.as_bytes());
+        let _ = arg.write_all(b":queue");
+    }
 }
 
 /// The queue entry of a waiting acquire call.
@@ -169,12 +191,20 @@ mod tests {
         assert_eq!(
             holder,
             Holder {
+                token: t.as_str(),
                 version: 1,
                 waiting: false,
                 host: "web-1",
                 pid: 4242,
-                label: "pay"
+                label: "pay",
+                fence: None,
             }
+        );
+        // With the fence issued to the hold.
+        let fenced = format!("{written}\x1f1763000000000001");
+        assert_eq!(
+            parse_lock_value(&fenced).unwrap().fence,
+            Some(1_763_000_000_000_001)
         );
         // Version 0, flagged as waited for by the scripts.
         let old = format!("{}w web-2\x1f7\x1f", t.as_str());

@@ -123,7 +123,7 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
                         "replica {replica} (pid {}) task {task}: counter {value} -> {}  fencing token {}",
                         std::process::id(),
                         value + 1,
-                        guard.fencing_token()
+                        guard.fencing_token().await?
                     );
                     guard.release().await?;
                 }

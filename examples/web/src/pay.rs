@@ -72,11 +72,13 @@ impl Payments {
         }
         // Without the lock, every concurrent request for this order would be here at once.
         let charge_id = self.charge(order_id, order.amount).await?;
+        // Issued on demand (one round trip), and only while the lock is still ours.
+        let fence = lease.fencing_token().await?;
         let receipt = Receipt {
             order_id,
             amount: order.amount,
             charge_id,
-            fencing_token: lease.fencing_token().get(),
+            fencing_token: fence.get(),
             paid_by: self.instance.clone(),
         };
         match self.store.record_payment(&receipt).await? {
@@ -84,7 +86,7 @@ impl Payments {
             Recorded::AlreadyPaid(earlier) => Err(PayError::AlreadyPaid(earlier)),
             Recorded::Stale { last } => Err(PayError::Fenced {
                 order_id,
-                ours: lease.fencing_token(),
+                ours: fence,
                 last,
             }),
             Recorded::Missing => Err(PayError::NotFound(order_id)),

@@ -21,7 +21,7 @@ pub struct Point(pub u32, pub u32);
     guard = held,
 )]
 async fn everything(client: &Client, p: Point, name: String) -> Result<u64, Error> {
-    Ok(held.fencing_token().get() + u64::from(p.0) + name.len() as u64)
+    Ok(held.fencing_token().await?.get() + u64::from(p.0) + name.len() as u64)
 }
 
 #[distributed_lock(

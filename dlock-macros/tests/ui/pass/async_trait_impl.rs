@@ -37,7 +37,7 @@ impl Job for Nightly {
 
     #[distributed_lock(key = "job:{self.name}", client = self.locks, guard = lease)]
     async fn fence(&self) -> Result<u64, Error> {
-        Ok(lease.fencing_token().get())
+        Ok(lease.fencing_token().await?.get())
     }
 }
 

@@ -14,7 +14,7 @@ async fn copy(client: &Client, table: &str) -> Result<u64, Error> {
         () = tokio::time::sleep(Duration::from_millis(1)) => {}
     }
     assert!(!token.is_cancelled() || lease.remaining() == Duration::ZERO);
-    Ok(lease.fencing_token().get() + table.len() as u64)
+    Ok(lease.fencing_token().await?.get() + table.len() as u64)
 }
 
 fn check(client: &Client) {

@@ -20,7 +20,7 @@ async fn default_client(id: u64) -> Result<u64, Error> {
 #[distributed_lock(key = "b:{id}", client = client, guard = lease, wait = "forever")]
 async fn generic<T: Display + Send + Sync>(client: &Client, id: T) -> Result<String, Error> {
     tokio::task::yield_now().await;
-    Ok(format!("{id}{}", lease.fencing_token()))
+    Ok(format!("{id}{}", lease.fencing_token().await?))
 }
 
 pub struct Service {

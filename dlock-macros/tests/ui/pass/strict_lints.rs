@@ -29,7 +29,7 @@ impl Service {
     /// A method with every kind of placeholder.
     #[distributed_lock(key = "svc:{self.name}:{id}", client = self.client, guard = lease)]
     pub async fn call(&self, id: u64) -> Result<u64, Error> {
-        Ok(id + lease.fencing_token().get())
+        Ok(id + lease.fencing_token().await?.get())
     }
 
     /// Skip, with the default client.

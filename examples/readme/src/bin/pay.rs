@@ -9,10 +9,11 @@ use dlock_core::{Client, distributed_lock};
 /// any `E: From<dlock_core::Error>` works.
 #[distributed_lock(key = "order:{order_id}", ttl = "10s", wait = "1s", guard = lease)]
 async fn pay(order_id: u64, cents: u64) -> Result<String, dlock_core::Error> {
-    // Record the payment with the lock's fencing token; the store rejects stale writers.
+    // Record the payment with the lock's fencing token (issued on demand, while the lock is
+    // ours); the store rejects stale writers.
+    let fence = lease.fencing_token().await?;
     Ok(format!(
-        "charged order {order_id} {cents} cents, fencing token {}",
-        lease.fencing_token()
+        "charged order {order_id} {cents} cents, fencing token {fence}"
     ))
 }
 

@@ -12,7 +12,7 @@ async fn main() -> Result<(), dlock_core::Error> {
     let lock = client.mutex("order:42")?;
     let guard = lock.acquire_timeout(Duration::from_secs(5)).await?; // Err(Busy) after 5 s
     // … exclusive across every process using this Redis and lock name …
-    let token = guard.fencing_token(); // hand it to the storage: it rejects stale writers
+    let token = guard.fencing_token().await?; // for the storage: it rejects stale writers
     println!("holding `{}` with fencing token {token}", guard.name());
     let outcome = guard.release().await?; // says whether we still owned the lock
     println!("released: {outcome:?}");

@@ -1,0 +1,44 @@
+-- fence.lua: the fencing token of the caller's current hold of a mutex, issued on demand (once
+-- per hold: an uncontended acquire takes the lock with a plain SET and no fence, so that holders
+-- that never ask for one pay nothing for it).
+--
+-- KEYS[1]  lock key (see acquire.lua); derived: KEYS[1]..":fence", the counter (the last fence
+--          issued for this name; expires 7 days after the last issue, then the clock floor
+--          below takes over)
+-- ARGV[1]  owner token of the caller
+--
+-- Returns  fence   the hold's fencing token: the one already issued to it (a retry, or a grant
+--                  or waiting acquire that carried it), else a new one, max(last + 1, server time
+--                  in us), stored in the counter and with the hold (the last field of the lock
+--                  value's meta, see scripts/wire.rs)
+--          0       nobody holds the lock (the caller's lease expired): no fence is issued
+--          -1      another owner holds it (or data dlock did not write): no fence is issued, so
+--                  a stale holder can never obtain one newer than its successor's
+--
+-- Why fences stay in holding order although issued late: a fence is only issued to the current
+-- holder, from one counter that only grows, so any fence of an earlier holder was issued before
+-- the next holder took the lock, and every fence of the next holder after.
+-- Retry safety: the fence is kept with the hold, so a retry returns the same fence.
+
+local lock = KEYS[1]
+local held = redis.pcall('GET', lock)
+if not held then
+  return 0
+end
+if type(held) ~= 'string' or string.sub(held, 1, 32) ~= ARGV[1] then
+  return -1
+end
+local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
+if issued then
+  return tonumber(issued)
+end
+local fence_key = lock .. ':fence'
+local now = redis.call('TIME')
+local fence = now[1] .. string.sub('00000' .. now[2], -6)
+local last = redis.call('SET', fence_key, fence, 'GET', 'PX', 604800000)
+if last and tonumber(last) and (#last > #fence or (#last == #fence and last >= fence)) then
+  fence = string.format('%.0f', tonumber(last) + 1)
+  redis.call('SET', fence_key, fence, 'PX', 604800000)
+end
+redis.call('SET', lock, held .. '\31' .. fence, 'KEEPTTL')
+return tonumber(fence)
