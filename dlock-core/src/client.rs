@@ -67,6 +67,15 @@ pub struct ClientBuilder {
     default_ttl: Duration,
     command_timeout: Duration,
     connect_timeout: Duration,
+    nodelay: bool,
+}
+
+/// How the client's TCP connections are set up.
+#[derive(Clone, Copy, Debug)]
+struct ConnSettings {
+    command_timeout: Duration,
+    connect_timeout: Duration,
+    nodelay: bool,
 }
 
 /// Where a client connects.
@@ -94,6 +103,7 @@ impl fmt::Debug for ClientBuilder {
             default_ttl,
             command_timeout,
             connect_timeout,
+            nodelay,
         } = self;
         f.debug_struct("ClientBuilder")
             .field("addresses", &target.addresses())
@@ -101,6 +111,7 @@ impl fmt::Debug for ClientBuilder {
             .field("default_ttl", default_ttl)
             .field("command_timeout", command_timeout)
             .field("connect_timeout", connect_timeout)
+            .field("tcp_nodelay", nodelay)
             .finish()
     }
 }
@@ -129,6 +140,16 @@ impl ClientBuilder {
     /// Bound on each attempt to (re)connect (default [`DEFAULT_CONNECT_TIMEOUT`]).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Whether the connection sets `TCP_NODELAY` (default `true`). With it, each request is
+    /// sent at once; without it, the kernel may hold a small request back while an earlier one
+    /// is unacknowledged (Nagle), which batches the requests of many concurrent tasks into
+    /// fewer packets. The default was chosen by measurement (BENCHMARKS.md: W1 and W3 latency
+    /// against W2 throughput).
+    pub fn tcp_nodelay(mut self, nodelay: bool) -> Self {
+        self.nodelay = nodelay;
         self
     }
 
@@ -162,10 +183,14 @@ impl ClientBuilder {
             }
             Ok::<(), ()>(())
         };
-        let timeouts = (self.command_timeout, self.connect_timeout);
+        let settings = ConnSettings {
+            command_timeout: self.command_timeout,
+            connect_timeout: self.connect_timeout,
+            nodelay: self.nodelay,
+        };
         let factory = match self.target {
-            Target::Single(info) => single(info.map_err(bad_url)?, timeouts, push)?,
-            Target::Cluster(nodes) => cluster(nodes.map_err(bad_url)?, timeouts, push)?,
+            Target::Single(info) => single(info.map_err(bad_url)?, settings, push)?,
+            Target::Cluster(nodes) => cluster(nodes.map_err(bad_url)?, settings, push)?,
         };
         let slot = Arc::new(ConnSlot::new(factory)?);
         let transport = Arc::new(Transport::new(
@@ -264,6 +289,7 @@ impl Client {
             default_ttl: DEFAULT_TTL,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            nodelay: true,
         }
     }
 
@@ -372,14 +398,14 @@ fn bad_url(e: redis::RedisError) -> Error {
 /// push messages delivered to `push`.
 fn single(
     info: redis::ConnectionInfo,
-    (command_timeout, connect_timeout): (Duration, Duration),
+    settings: ConnSettings,
     push: impl redis::aio::AsyncPushSender,
 ) -> Result<Factory> {
     let redis_settings = info
         .redis_settings()
         .clone()
         .set_protocol(ProtocolVersion::RESP3);
-    let tcp = tcp_settings(info.tcp_settings().clone(), command_timeout);
+    let tcp = tcp_settings(info.tcp_settings().clone(), settings);
     let info = info
         .set_redis_settings(redis_settings)
         .set_tcp_settings(tcp);
@@ -391,7 +417,7 @@ fn single(
         // The command timeout is applied by `Shared::run` around the whole request (waiting for
         // a reconnect included); a second per-response timer would only cost CPU.
         .set_response_timeout(None)
-        .set_connection_timeout(Some(connect_timeout))
+        .set_connection_timeout(Some(settings.connect_timeout))
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(500));
@@ -401,20 +427,20 @@ fn single(
 /// How to build a lazily connecting cluster connection (one RESP3 connection per node).
 fn cluster(
     nodes: Vec<redis::ConnectionInfo>,
-    (command_timeout, connect_timeout): (Duration, Duration),
+    settings: ConnSettings,
     push: impl redis::aio::AsyncPushSender,
 ) -> Result<Factory> {
     let first = nodes
         .first()
         .ok_or_else(|| Error::invalid("no cluster node given"))?;
-    let tcp = tcp_settings(first.tcp_settings().clone(), command_timeout);
+    let tcp = tcp_settings(first.tcp_settings().clone(), settings);
     let auth = first.redis_settings().clone();
     let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.clone())
         .use_protocol(ProtocolVersion::RESP3)
         .push_sender(push)
         .tcp_settings(tcp)
-        .response_timeout(command_timeout)
-        .connection_timeout(connect_timeout)
+        .response_timeout(settings.command_timeout)
+        .connection_timeout(settings.connect_timeout)
         .retries(2);
     if let Some(user) = auth.username() {
         builder = builder.username(user);
@@ -428,23 +454,21 @@ fn cluster(
     Ok(Factory::Cluster(client))
 }
 
-/// Low latency (no Nagle delay) and dead-peer detection: keepalive probes on an idle
+/// `TCP_NODELAY` as configured, and dead-peer detection: keepalive probes on an idle
 /// connection, and on Linux `TCP_USER_TIMEOUT`, which aborts a connection whose data stays
 /// unacknowledged (a host that vanished without a reset) so that the manager reconnects instead
 /// of timing out every request forever. A paused but live server still acknowledges, so it is
 /// not mistaken for a dead one.
 fn tcp_settings(
     base: redis::io::tcp::TcpSettings,
-    command_timeout: Duration,
+    settings: ConnSettings,
 ) -> redis::io::tcp::TcpSettings {
     let keepalive = redis::io::tcp::socket2::TcpKeepalive::new()
         .with_time(Duration::from_secs(5))
         .with_interval(Duration::from_secs(2));
-    let tcp = base.set_nodelay(true).set_keepalive(keepalive);
+    let tcp = base.set_nodelay(settings.nodelay).set_keepalive(keepalive);
     #[cfg(target_os = "linux")]
-    let tcp = tcp.set_user_timeout((command_timeout * 3).max(Duration::from_secs(3)));
-    #[cfg(not(target_os = "linux"))]
-    let _ = command_timeout;
+    let tcp = tcp.set_user_timeout((settings.command_timeout * 3).max(Duration::from_secs(3)));
     tcp
 }
 
