@@ -11,7 +11,7 @@ use crate::redis_stats::{PerCommand, PerOp, WindowDelta};
 use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
 use crate::rt::{BoxError, elapsed_ns};
 use crate::stats::{count, ns_to_s, p50_p99_us, per_second};
-use crate::subject::Subject;
+use crate::subject::{Fence, Subject};
 use crate::subjects::Kind;
 use crate::table::{int, times};
 
@@ -59,17 +59,18 @@ impl PairResult {
     }
 }
 
-/// The timed loop of the pair workloads: one pair per name (formatted before the window opens),
+/// The timed loop of the pair workloads: one pair per name (reading the fence if `fence` says so) (formatted before the window opens),
 /// one after the other. Returns each pair's latency (ns) in `latencies`, which the caller
 /// allocates beforehand so that no allocation of the benchmark's own falls inside the window.
 pub(crate) async fn timed_pairs<S: Subject>(
     subject: &S,
     names: &[String],
+    fence: Fence,
     mut latencies: Vec<u64>,
 ) -> Result<Vec<u64>, BoxError> {
     for name in names {
         let t = Instant::now();
-        subject.pair(name).await?;
+        subject.pair(name, fence).await?;
         latencies.push(elapsed_ns(t));
     }
     Ok(latencies)

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, info_field};
 use crate::rt::{BoxError, elapsed_ns, process_cpu_us};
-use crate::stats::{count, float, ratio};
+use crate::stats::{float, ratio};
 
 /// Commands only a client can send (never issued by a Lua script; `script` and `client` with any
 /// subcommand): every call of one of these is a client round trip. Everything else (`get`,
@@ -126,6 +126,24 @@ pub(crate) struct WindowDelta {
     pub(crate) client_cpu_us: u64,
 }
 
+impl WindowDelta {
+    /// Takes `calls` calls of `name` away (a workload's own commands), and the same share of its
+    /// server time: `INFO commandstats` sums the time of every call of one name, so a workload's
+    /// `SET` and a lock's own `SET NX` can only be told apart in proportion.
+    pub(crate) fn subtract_calls(&mut self, name: &str, calls: u64) {
+        let all = self.commands.get(name);
+        let usec = self.usec.get(name);
+        let share = if all == 0 {
+            usec
+        } else {
+            let scaled = u128::from(usec) * u128::from(calls.min(all)) / u128::from(all);
+            u64::try_from(scaled).unwrap_or(usec)
+        };
+        self.commands.subtract(name, calls);
+        self.usec.subtract(name, share);
+    }
+}
+
 impl Snapshot {
     /// Reads every counter (one `INFO commandstats cpu`).
     pub(crate) async fn take(control: &mut Control) -> Result<Snapshot, BoxError> {
@@ -207,14 +225,15 @@ pub(crate) struct PerOp {
 }
 
 impl PerOp {
-    /// The costs of `ops` operations in `window`, whose client sent the plain commands `own_plain`
-    /// once per operation (the floor's `SET`).
+    /// The costs of `ops` operations in `window`, whose client sent every call of the plain
+    /// commands `own_plain` itself (the `SET NX` of the floor and of rslock: no script of theirs
+    /// calls `SET`).
     pub(crate) fn of(window: &WindowDelta, ops: u64, own_plain: &[&str]) -> PerOp {
         let per_op = |n: u64| ratio(n, ops);
-        let own_plain_per_op = count(own_plain.len());
+        let own_plain_calls = own_plain.iter().map(|name| window.commands.get(name)).sum();
         PerOp {
             commands: per_op(window.commands.total()),
-            round_trips: per_op(window.commands.round_trips(own_plain_per_op * ops)),
+            round_trips: per_op(window.commands.round_trips(own_plain_calls)),
             server_us: per_op(window.usec.client_usec(own_plain)),
             server_cpu_us: per_op(window.server_cpu_us),
             client_cpu_us: Some(per_op(window.client_cpu_us)),
@@ -262,6 +281,22 @@ mod tests {
     }
 
     #[test]
+    fn subtracting_calls_takes_their_share_of_the_time() {
+        let mut window = WindowDelta {
+            commands: PerCommand::parse(SAMPLE, "calls="),
+            usec: PerCommand::parse(SAMPLE, "usec="),
+            ..WindowDelta::default()
+        };
+        // set: 10 calls, 12 µs; the workload sent 5 of them.
+        window.subtract_calls("set", 5);
+        assert_eq!((window.commands.get("set"), window.usec.get("set")), (5, 6));
+        window.subtract_calls("get", 5);
+        assert_eq!((window.commands.get("get"), window.usec.get("get")), (0, 0));
+        window.subtract_calls("missing", 1);
+        assert_eq!(window.commands.get("missing"), 0);
+    }
+
+    #[test]
     fn costs_per_operation() {
         let mut window = WindowDelta {
             server_cpu_us: 300,
@@ -272,7 +307,7 @@ mod tests {
         window.usec = PerCommand::parse(SAMPLE, "usec=");
         let per_op = PerOp::of(&window, 10, &["set"]);
         assert!((per_op.commands - 2.0).abs() < 1e-9);
-        // 5 client-only calls and one own SET per operation.
+        // 5 client-only calls and 10 own SETs in 10 operations.
         assert!((per_op.round_trips - 1.5).abs() < 1e-9);
         assert!((per_op.server_us - 11.1).abs() < 1e-9);
         assert_eq!(per_op.client_cpu_us, Some(20.0));
