@@ -18,7 +18,7 @@ use crate::redis_stats::{PerCommand, PerOp};
 use crate::rt::BoxError;
 use crate::spec::Counts;
 use crate::subjects::Kind;
-use crate::table::{Col, NONE, table, table_of, times};
+use crate::table::{Col, NONE, int, table, table_of, times};
 
 /// A workload's result, as the report sees it. Every part is optional.
 pub(crate) trait Section: std::fmt::Debug {
@@ -447,11 +447,11 @@ fn command_table(out: &mut String, sections: &[&dyn Section]) {
         out,
         "### Commands (`INFO commandstats` delta over the measured window, `info` left out)\n"
     );
-    table_of(out, "llrrrrrl", &COMMAND_COLUMNS, &rows);
+    table_of(out, "llrrrrrrl", &COMMAND_COLUMNS, &rows);
 }
 
 /// The columns of the command table.
-const COMMAND_COLUMNS: [Col<CommandRow>; 8] = [
+const COMMAND_COLUMNS: [Col<CommandRow>; 9] = [
     ("workload", |r| r.workload.clone()),
     ("subject", |r| r.subject.label().to_owned()),
     ("commands/op", |r| format!("{:.2}", r.per_op.commands)),
@@ -467,6 +467,13 @@ const COMMAND_COLUMNS: [Col<CommandRow>; 8] = [
     ("client CPU µs/op", |r| {
         let cpu = r.per_op.client_cpu_us;
         cpu.map_or_else(|| NONE.to_owned(), |c| format!("{c:.1}"))
+    }),
+    ("client allocations/op (bytes)", |r| {
+        let per_op = &r.per_op;
+        match (per_op.client_allocs, per_op.client_alloc_bytes) {
+            (Some(calls), Some(bytes)) => format!("{calls:.1} ({} B)", int(bytes)),
+            _ => NONE.to_owned(),
+        }
     }),
     ("commands in the window", |r| r.commands.summary()),
 ];

@@ -91,7 +91,7 @@ pub(crate) struct W3Result {
     pub(crate) contention: Contention,
     /// Per acquisition: the lock's commands and client requests (EVALSHA, SUBSCRIBE …), the
     /// server time in them, and redis-server's CPU (the workload's own commands included). No
-    /// client CPU: the window is read by the parent, not by the workers.
+    /// client CPU or allocations: the window is read by the parent, not by the workers.
     pub(crate) per_acq: PerOp,
     /// `INFO commandstats` delta of the window, less the workload's own INCR/GET/SET.
     pub(crate) commands: PerCommand,
@@ -158,10 +158,7 @@ fn summarize(
     let mut events: Vec<_> = reports.into_iter().flat_map(|r| r.events).collect();
     let contention = contention(&mut events, counts.w3_workers());
     let acquisitions = contention.acquisitions;
-    let per_acq = PerOp {
-        client_cpu_us: None,
-        ..PerOp::of(&window, acquisitions, subject.own_plain())
-    };
+    let per_acq = PerOp::of(&window, acquisitions, subject.own_plain()).server_side();
     let window_ns = end.saturating_sub(start);
     W3Result {
         subject,
