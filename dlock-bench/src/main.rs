@@ -32,7 +32,7 @@
 //! | `table` | markdown tables and number formats |
 //! | `stats` | percentiles, rates, hand-off gaps, overlaps, fairness (pure, unit-tested) |
 //! | `affinity` | CPU pinning for W1 1-CPU |
-//! | `rt` | error type, runtimes, clocks, CPU time |
+//! | `rt` | error type, runtimes, clocks, CPU time, the counting global allocator |
 //! | `spec` | the numbers of WORKLOADS.md (full and `--quick`) |
 
 //!
@@ -46,7 +46,7 @@
 //!   result implements [`report::Section`], and its line in `STAGES` (and `CHILDREN` if it runs
 //!   child processes). A pair workload reuses [`pairs`]: its timed loop, `PairResult` and a
 //!   `Shape` const.
-//! * **A figure of every window** (say, allocations): a counter read in
+//! * **A figure of every window** (as allocations are): a counter read in
 //!   `redis_stats::Snapshot::take` and a field of `WindowDelta` and `PerOp`; the command table
 //!   shows it per pair and per acquisition.
 
