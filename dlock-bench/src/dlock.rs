@@ -95,7 +95,12 @@ pub(crate) fn client_with(url: &str, nodelay: Option<bool>) -> Result<Client, Bo
     let builder = match nodelay {
         None => builder,
         // When dlock-core has the option, this line becomes `Some(on) => builder.tcp_nodelay(on),`.
-        Some(on) => return Err(missing(&format!("tcp_nodelay({on})"), "client_with")),
+        Some(on) => {
+            return Err(missing(
+                &format!("ClientBuilder::tcp_nodelay({on})"),
+                "client_with",
+            ));
+        }
     };
     builder
         .build()
