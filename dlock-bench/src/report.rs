@@ -217,15 +217,15 @@ impl Meta {
         let _ = writeln!(
             out,
             "Redis {} · {} CPUs ({}) · kernel {} · load average {} at the start, {} at the end  \n\
-             Subjects: {} (rslock {} pinned).  \nConnections: {}.  \nRuntimes: {}.\n",
+             Subjects (rslock pinned at ={}): {}.  \nConnections: {}.  \nRuntimes: {}.\n",
             self.redis_version,
             self.cpus,
             self.cpu_model,
             self.kernel,
             self.loadavg_start,
             self.loadavg_end,
-            subjects.join(" · "),
             self.rslock,
+            subjects.join(" · "),
             self.connection,
             self.runtimes
         );
