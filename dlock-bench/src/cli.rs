@@ -9,19 +9,30 @@ use crate::spec::Counts;
 use crate::subjects::Kind;
 
 pub(crate) const USAGE: &str = "\
-dlock-bench: the WORKLOADS.md benchmark of dlock beside a raw-Redis floor, on its own redis-server
+dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
+own redis-server
 
-usage: dlock-bench [--quick] [--only w1,w2,w3,mem,wd,sched] [--json PATH]
+usage: dlock-bench [--quick] [--only w1,w2,w3,mem,wd,sched] [--subjects LIST] [--json PATH]
 
-  --quick        a smoke run with about a tenth of the work (labelled QUICK; not comparable)
-  --only LIST    run only these workloads (w1 = W1 and W1 1-CPU; w2; w3 = W3 and its
-                 hand-off floor; mem; wd = 10,000 locks held under the watchdog;
-                 sched = 3 scheduler replicas on a 1-second cron)
-  --json PATH    where to write the results as JSON (default target/bench/results.json)
+  --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
+  --only LIST      run only these workloads (w1 = W1 and W1 1-CPU; w2 = W2 and W2-fence;
+                   w3 = W3 and its hand-off floor; mem; wd = 10,000 locks held under the
+                   watchdog; sched = 3 scheduler replicas on a 1-second cron)
+  --subjects LIST  the subjects of W1, W2 and W3, in any order (default
+                   floor,floor_nodelay,rslock,dlock):
+                     floor          raw SET NX + compare-and-delete, redis crate defaults
+                                    (RESP2, Nagle on: rslock's connection)
+                     floor_nodelay  the same on dlock's connection settings (RESP3, TCP_NODELAY)
+                     rslock         rslock (pinned version), blocking acquire bounded to 30 s
+                     dlock          dlock, default options
+                     dlock_nodelay  dlock, ClientBuilder::tcp_nodelay(true)    } need dlock-core
+                     dlock_nagle    dlock, ClientBuilder::tcp_nodelay(false)   } options that it
+                     dlock_fenced   dlock, MutexOptions::fenced()              } lacks today
+  --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, handoff-floor, mem, wd,
 sched-replica.
-For profiling one subject: dlock-bench w1-one --url URL --subject floor|dlock [--quick]";
+For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]";
 
 /// Default path of the JSON results.
 const DEFAULT_JSON: &str = "target/bench/results.json";
@@ -36,6 +47,7 @@ pub(crate) enum Command {
     Run {
         counts: Counts,
         only: Vec<String>,
+        subjects: Vec<Kind>,
         json: PathBuf,
     },
     /// A child process of the benchmark (or `w1-one`, for profiling).
@@ -51,6 +63,8 @@ pub(crate) struct ChildArgs {
     pub(crate) counts: Counts,
     /// `--skew-ms` (0 when absent).
     pub(crate) skew_ms: i64,
+    /// `--subjects` ([`Kind::DEFAULT`] when absent).
+    pub(crate) subjects: Vec<Kind>,
     process: Option<u32>,
     subject: Option<Kind>,
     job: Option<String>,
@@ -93,11 +107,13 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
         _ => (None, args),
     };
     let (mut counts, mut url, mut only, mut json) = (Counts::FULL, None, None, None);
+    let mut subjects = Kind::DEFAULT.to_vec();
     let mut child = ChildArgs {
         name: name.clone().unwrap_or_default(),
         url: String::new(),
         counts,
         skew_ms: 0,
+        subjects: Vec::new(),
         process: None,
         subject: None,
         job: None,
@@ -110,6 +126,7 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
             "--quick" => counts = Counts::QUICK,
             "--help" | "-h" => return Ok(Command::Help),
             "--only" => only = Some(parse_only(value()?)?),
+            "--subjects" => subjects = Kind::parse_list(value()?)?,
             "--json" => json = Some(PathBuf::from(value()?)),
             "--url" => url = Some(value()?.clone()),
             "--process" => child.process = Some(value()?.parse()?),
@@ -125,10 +142,16 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
     if name.is_none() {
         let only = only.unwrap_or_else(|| WORKLOADS.map(str::to_owned).to_vec());
         let json = json.unwrap_or_else(|| PathBuf::from(DEFAULT_JSON));
-        return Ok(Command::Run { counts, only, json });
+        return Ok(Command::Run {
+            counts,
+            only,
+            subjects,
+            json,
+        });
     }
     child.url = url.ok_or_else(|| child.needs("--url"))?;
     child.counts = counts;
+    child.subjects = subjects;
     Ok(Command::Child(child))
 }
 
@@ -170,16 +193,30 @@ mod tests {
 
     #[test]
     fn parses_the_run_flags() {
-        let Command::Run { counts, only, json } = parsed("--quick --only w1,mem").unwrap() else {
+        let Command::Run {
+            counts,
+            only,
+            subjects,
+            json,
+        } = parsed("--quick --only w1,mem").unwrap()
+        else {
             panic!("not a run");
         };
         assert!(counts.quick);
         assert_eq!(only, ["w1", "mem"]);
+        assert_eq!(subjects, Kind::DEFAULT);
         assert_eq!(json, PathBuf::from(DEFAULT_JSON));
-        let Command::Run { only, json, .. } = parsed("--json out.json").unwrap() else {
+        let Command::Run {
+            only,
+            subjects,
+            json,
+            ..
+        } = parsed("--json out.json --subjects dlock_nagle,floor").unwrap()
+        else {
             panic!("not a run");
         };
         assert_eq!(only, WORKLOADS);
+        assert_eq!(subjects, [Kind::Floor, Kind::DlockNagle]);
         assert_eq!(json, PathBuf::from("out.json"));
     }
 
@@ -191,6 +228,9 @@ mod tests {
             (w3.process().unwrap(), w3.subject().unwrap()),
             (1, Kind::Dlock)
         );
+        assert_eq!(w3.subjects, Kind::DEFAULT);
+        let pinned = child("w3-worker --url u --subjects rslock,dlock");
+        assert_eq!(pinned.subjects, [Kind::Rslock, Kind::Dlock]);
         let mem = child("mem waiters --url u --quick");
         assert_eq!(mem.probe().unwrap(), "waiters");
         assert!(mem.counts.quick);
@@ -207,6 +247,8 @@ mod tests {
             "--only w9",
             "--only",
             "--only ,",
+            "--subjects",
+            "--subjects redlock",
             "--frobnicate",
             "stray",
             "wd",

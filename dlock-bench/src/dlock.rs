@@ -1,36 +1,158 @@
 //! dlock as a [`Subject`], through its ordinary public API as a user would call it: a handle from
 //! `Client::mutex_with` (TTL 10 s), a blocking `acquire_timeout` (30 s), and `release`.
+//!
+//! Its variants ([`Variant`]): the client and lock with default options (the row the targets are
+//! about), and, when asked for with `--subjects`, a client built with
+//! `ClientBuilder::tcp_nodelay(true)` / `(false)` (to decide that setting by measurement, issue
+//! #13) and locks taken with `MutexOptions::fenced()` (the fence fetched in the acquire's own
+//! round trip).
+//!
+//! Three calls here stand in for dlock-core API that is about to change or to appear; each is
+//! the one line to edit when it does:
+//! * [`read_fence`]: the holder's fencing token (W2-fence). Today a synchronous getter; issue #13
+//!   makes it `async fn fencing_token(&self) -> Result<FencingToken, Error>`.
+//! * [`client_with`]: `ClientBuilder::tcp_nodelay(bool)`, which dlock-core does not have yet.
+//! * [`mutex_options`]: `MutexOptions::fenced()`, which dlock-core does not have yet.
 
-use dlock_core::{Client, ErrorKind, Mutex, MutexGuard, MutexOptions};
+use std::marker::PhantomData;
+
+use dlock_core::{Client, ErrorKind, FencingToken, Mutex, MutexGuard, MutexOptions};
 
 use crate::rt::BoxError;
 use crate::spec::{ACQUIRE_WAIT, TTL};
 use crate::subject::Subject;
 
-/// A dlock client with default options.
-#[derive(Clone, Debug)]
-pub(crate) struct Dlock(pub(crate) Client);
+/// A dlock client, built as variant `V` says.
+#[derive(Debug)]
+pub(crate) struct Dlock<V = Defaults>(pub(crate) Client, PhantomData<V>);
+
+impl From<Client> for Dlock {
+    fn from(client: Client) -> Self {
+        Dlock(client, PhantomData)
+    }
+}
+
+/// How the benchmark builds a dlock client and its locks.
+pub(crate) trait Variant: Send + Sync + 'static {
+    /// [`Subject::NAME`].
+    const NAME: &'static str;
+    /// [`Subject::LABEL`].
+    const LABEL: &'static str;
+    /// `None`: the builder's default; `Some(on)`: `ClientBuilder::tcp_nodelay(on)`.
+    const NODELAY: Option<bool> = None;
+    /// Whether locks are taken with `MutexOptions::fenced()`.
+    const FENCED: bool = false;
+}
+
+/// dlock's default options (today dlock-core turns Nagle off: `TCP_NODELAY` on).
+#[derive(Debug)]
+pub(crate) struct Defaults;
+
+impl Variant for Defaults {
+    const NAME: &'static str = "dlock";
+    const LABEL: &'static str = "dlock";
+}
+
+/// `ClientBuilder::tcp_nodelay(true)`.
+#[derive(Debug)]
+pub(crate) struct Nodelay;
+
+impl Variant for Nodelay {
+    const NAME: &'static str = "dlock_nodelay";
+    const LABEL: &'static str = "dlock, tcp_nodelay(true)";
+    const NODELAY: Option<bool> = Some(true);
+}
+
+/// `ClientBuilder::tcp_nodelay(false)`: Nagle on, the `redis` crate's default.
+#[derive(Debug)]
+pub(crate) struct Nagle;
+
+impl Variant for Nagle {
+    const NAME: &'static str = "dlock_nagle";
+    const LABEL: &'static str = "dlock, tcp_nodelay(false)";
+    const NODELAY: Option<bool> = Some(false);
+}
+
+/// Locks taken with `MutexOptions::fenced()`.
+#[derive(Debug)]
+pub(crate) struct Fenced;
+
+impl Variant for Fenced {
+    const NAME: &'static str = "dlock_fenced";
+    const LABEL: &'static str = "dlock, fenced()";
+    const FENCED: bool = true;
+}
 
 /// A dlock client with default options for the server at `url` (no I/O until first used).
 pub(crate) fn client(url: &str) -> Result<Client, BoxError> {
-    Client::builder(url)
+    client_with(url, None)
+}
+
+/// A dlock client for `url`, with `ClientBuilder::tcp_nodelay(on)` when `nodelay` is
+/// `Some(on)`.
+pub(crate) fn client_with(url: &str, nodelay: Option<bool>) -> Result<Client, BoxError> {
+    let builder = Client::builder(url);
+    let builder = match nodelay {
+        None => builder,
+        // When dlock-core has the option, this line becomes `Some(on) => builder.tcp_nodelay(on),`.
+        Some(on) => {
+            return Err(missing(
+                &format!("ClientBuilder::tcp_nodelay({on})"),
+                "client_with",
+            ));
+        }
+    };
+    builder
         .build()
         .map_err(|e| format!("cannot build the dlock client: {e}").into())
 }
 
-impl Subject for Dlock {
-    const NAME: &'static str = "dlock";
-    const LABEL: &'static str = "dlock";
+/// The options of every lock the benchmark takes: TTL 10 s, and `MutexOptions::fenced()` when
+/// `fenced`.
+pub(crate) fn mutex_options(fenced: bool) -> Result<MutexOptions, BoxError> {
+    let options = MutexOptions::new().ttl(TTL);
+    match fenced {
+        false => Ok(options),
+        // When dlock-core has the option, this line becomes `true => Ok(options.fenced()),`.
+        true => Err(missing("MutexOptions::fenced()", "mutex_options")),
+    }
+}
+
+/// Why a variant cannot run yet: dlock-core lacks `what`; `function` (in this file) says which
+/// line to change when it has it.
+fn missing(what: &str, function: &str) -> BoxError {
+    format!(
+        "this dlock variant needs `{what}`, which dlock-core does not have yet; \
+         dlock-bench/src/dlock.rs, `{function}`, names the line to change when it does"
+    )
+    .into()
+}
+
+/// Reads the fencing token of `guard`, as a holder that fences its writes does (W2-fence).
+///
+/// # Errors
+/// None today; with issue #13's on-demand fence, the error of fetching it.
+pub(crate) async fn read_fence(guard: &MutexGuard) -> Result<FencingToken, BoxError> {
+    // With issue #13's API this line becomes `Ok(guard.fencing_token().await?)`.
+    Ok(guard.fencing_token())
+}
+
+impl<V: Variant> Subject for Dlock<V> {
+    const NAME: &'static str = V::NAME;
+    const LABEL: &'static str = V::LABEL;
     const WAITS: bool = true;
+    const FENCES: bool = true;
     type Lock<'a> = Mutex;
     type Guard<'a> = MutexGuard;
 
     async fn connect(url: &str) -> Result<Self, BoxError> {
-        Ok(Self(client(url)?))
+        // Fails here, before any workload starts, when dlock-core lacks the variant's option.
+        mutex_options(V::FENCED)?;
+        Ok(Self(client_with(url, V::NODELAY)?, PhantomData))
     }
 
     fn lock<'a>(&'a self, name: &'a str) -> Result<Mutex, BoxError> {
-        Ok(self.0.mutex_with(name, MutexOptions::new().ttl(TTL))?)
+        Ok(self.0.mutex_with(name, mutex_options(V::FENCED)?)?)
     }
 
     async fn acquire<'a, 'l: 'a>(lock: &'a Self::Lock<'l>) -> Result<Option<MutexGuard>, BoxError> {
@@ -39,6 +161,11 @@ impl Subject for Dlock {
             Err(e) if e.kind() == ErrorKind::Busy => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    async fn read_fence(guard: &Self::Guard<'_>) -> Result<(), BoxError> {
+        std::hint::black_box(read_fence(guard).await?);
+        Ok(())
     }
 
     async fn release(guard: Self::Guard<'_>) -> Result<bool, BoxError> {

@@ -1,10 +1,11 @@
 //! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
-//! [--only w1,w2,w3,mem,wd,sched] [--json PATH]`).
+//! [--only w1,w2,w3,mem,wd,sched] [--subjects LIST] [--json PATH]`).
 //!
-//! The benchmark of `/work/shared/WORKLOADS.md` (issue #3): dlock through its ordinary public API
-//! beside a raw-Redis floor measured in the same run, on a redis-server the benchmark starts
-//! itself (dlock-testkit: free loopback port, `--save '' --appendonly no`, nothing else
-//! connected). Two more workloads have no floor: 10,000 locks held under the watchdog (issue #4)
+//! The benchmark of `/work/shared/WORKLOADS.md` (issues #3, #13): dlock through its ordinary
+//! public API beside rslock (the best Rust peer, pinned) and two raw-Redis floors (the `redis`
+//! crate's default connection settings, and dlock's `TCP_NODELAY` ones) measured in the same run,
+//! on a redis-server the benchmark starts itself (dlock-testkit: free loopback port, `--save ''
+//! --appendonly no`, nothing else connected). Two more workloads have no floor: 10,000 locks held under the watchdog (issue #4)
 //! and three dlock-scheduler replicas on a 1-second cron (issue #6). It prints one markdown
 //! report on stdout and writes the figures as JSON.
 //!
@@ -14,7 +15,7 @@
 //! | module | what |
 //! |---|---|
 //! | `main` | the stages of a run and the child processes, each one line of a table |
-//! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process) and W2, for every subject |
+//! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process), W2 and W2-fence, for every subject |
 //! | `w3`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
@@ -22,29 +23,30 @@
 //! | `pairs` | what the pair workloads share: per-subject result, timed loop, their report section |
 //! | `cli` | arguments, subcommands |
 //! | `report` | the generic report: [`report::Section`], main table, ratios to the floor, commands, targets, JSON |
-//! | `subjects` | the subjects of a run ([`subjects::Kind`]) and `with_subject!` |
-//! | `floor`, `dlock` | the two subjects: raw `SET NX PX` + compare-and-delete, and dlock's public API |
-//! | `subject` | the [`subject::Subject`] trait: acquire, release, pair |
+//! | `subjects` | the subjects a run can measure ([`subjects::Kind`]), what each is compared with, and `with_subject!` |
+//! | `floor`, `rslock`, `dlock` | the subjects: raw `SET NX PX` + compare-and-delete (two connection settings), rslock, and dlock's public API (its variants) |
+//! | `subject` | the [`subject::Subject`] trait: acquire, read the fence, release, pair |
 //! | `redis_stats` | the sampler: `INFO commandstats`/`cpu` and `getrusage` deltas over a window, cost per operation |
 //! | `control` | connections like dlock's, and the control connection (`FLUSHALL`, `INFO`, counters) |
 //! | `child` | child processes of this binary and their line protocol |
 //! | `table` | markdown tables and number formats |
 //! | `stats` | percentiles, rates, hand-off gaps, overlaps, fairness (pure, unit-tested) |
 //! | `affinity` | CPU pinning for W1 1-CPU |
-//! | `rt` | error type, runtimes, clocks, CPU time |
+//! | `rt` | error type, runtimes, clocks, CPU time, the counting global allocator |
 //! | `spec` | the numbers of WORKLOADS.md (full and `--quick`) |
 
 //!
 //! # Extending
 //! * **A subject** (a peer library, a floor with other connection settings): a file implementing
 //!   [`subject::Subject`], and its line in `Kind`, `Kind::ALL` and `with_subject!`
-//!   ([`subjects`]). W1, W1 1-CPU and W2 run it, and W3 too if it waits; the report gives it a
-//!   row in every table and a ratio to the floor per figure.
+//!   ([`subjects`]), and in `Kind::DEFAULT` if it runs without `--subjects`. W1, W1 1-CPU and
+//!   W2 run it, W3 too if it waits, W2-fence if it fences; the report gives it a row in every
+//!   table and, per figure, a ratio to each subject `Kind::compared_with` names.
 //! * **A workload**: a file with a stage function (`fn(&Setting) -> Result<Entry, _>`) whose
 //!   result implements [`report::Section`], and its line in `STAGES` (and `CHILDREN` if it runs
 //!   child processes). A pair workload reuses [`pairs`]: its timed loop, `PairResult` and a
 //!   `Shape` const.
-//! * **A figure of every window** (say, allocations): a counter read in
+//! * **A figure of every window** (as allocations are): a counter read in
 //!   `redis_stats::Snapshot::take` and a field of `WindowDelta` and `PerOp`; the command table
 //!   shows it per pair and per acquisition.
 
@@ -62,6 +64,7 @@ mod memory;
 mod pairs;
 mod redis_stats;
 mod report;
+mod rslock;
 mod rt;
 mod sched;
 mod sched_replica;
@@ -85,6 +88,8 @@ use crate::control::Control;
 use crate::report::{Entry, Meta, Results};
 use crate::rt::{BoxError, current_thread_runtime};
 use crate::spec::{Counts, Setting};
+use crate::subject::Subject as _;
+use crate::subjects::{Kind, with_subject};
 
 /// A stage of the run: its `--only` name, its name on stderr, and what it runs.
 type Stage = (
@@ -94,10 +99,11 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 7] = [
+const STAGES: [Stage; 8] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w2", "W2", w2::run),
+    ("w2", "W2-fence", w2::run_fenced),
     ("w3", "W3", w3::run),
     ("mem", "memory", memory::run),
     ("wd", "watchdog", wd::run),
@@ -122,7 +128,12 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result =
         cli::parse(&args, &CHILDREN.map(|(name, _)| name)).and_then(|command| match command {
-            Command::Run { counts, only, json } => run(&counts, &only, &json),
+            Command::Run {
+                counts,
+                only,
+                subjects,
+                json,
+            } => run(&counts, &only, subjects, &json),
             Command::Child(args) => match CHILDREN.iter().find(|(name, _)| *name == args.name) {
                 Some((_, child_main)) => child_main(&args),
                 None => Err(format!("unknown subcommand `{}`", args.name).into()),
@@ -142,15 +153,23 @@ fn main() -> ExitCode {
 }
 
 /// The benchmark run: every selected stage, then the report.
-fn run(counts: &Counts, only: &[String], json: &Path) -> Result<(), BoxError> {
+fn run(counts: &Counts, only: &[String], subjects: Vec<Kind>, json: &Path) -> Result<(), BoxError> {
     let server = dlock_testkit::RedisServer::start()?;
     let url = server.url();
     let server_pid = server
         .pid()
         .ok_or("redis-server is not running right after it started")?;
-    let redis_version = current_thread_runtime()?
-        .block_on(async { Control::connect(&url).await?.redis_version().await })?;
-    let meta = Meta::collect(*counts, redis_version);
+    let runtime = current_thread_runtime()?;
+    let redis_version =
+        runtime.block_on(async { Control::connect(&url).await?.redis_version().await })?;
+    // Every subject connects once before any stage runs: a subject that cannot run here (a dlock
+    // variant whose option dlock-core lacks) stops the run at once, not after minutes.
+    for kind in &subjects {
+        with_subject!(*kind, S => runtime.block_on(S::connect(&url)).map(drop))
+            .map_err(|e| format!("subject `{}`: {e}", kind.name()))?;
+    }
+    drop(runtime);
+    let meta = Meta::collect(*counts, redis_version, &subjects);
     if counts.quick {
         eprintln!("dlock-bench: QUICK smoke run: smaller counts, figures not comparable");
     }
@@ -160,6 +179,7 @@ fn run(counts: &Counts, only: &[String], json: &Path) -> Result<(), BoxError> {
         url,
         server_pid,
         counts: *counts,
+        subjects,
     };
     let selected = STAGES
         .iter()

@@ -106,7 +106,12 @@ pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
 
 /// Ten pairs on `mem:warm:{tag}:…`: connection and scripts ready before the baseline is read.
 async fn warm(client: &Client, tag: &str) -> Result<(), BoxError> {
-    warm_up(&Dlock(client.clone()), &format!("mem:warm:{tag}:"), 0..10).await
+    warm_up(
+        &Dlock::from(client.clone()),
+        &format!("mem:warm:{tag}:"),
+        0..10,
+    )
+    .await
 }
 
 async fn guards(url: &str, counts: &Counts) -> Result<GuardsResult, BoxError> {

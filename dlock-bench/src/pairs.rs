@@ -1,7 +1,7 @@
 //! What the pair workloads (W1, W1 1-CPU, W2) share: the figures of one measured window for one
 //! subject ([`PairResult`]), the timed loop of sequential pairs, and how a pair workload shows in
-//! the report ([`PairRun`]: a column and a ratio per figure, a command row per subject, and the
-//! throughput target).
+//! the report ([`PairRun`]: a column and ratios per figure, a command row per subject, and the
+//! throughput targets).
 
 use std::time::Instant;
 
@@ -11,7 +11,7 @@ use crate::redis_stats::{PerCommand, PerOp, WindowDelta};
 use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
 use crate::rt::{BoxError, elapsed_ns};
 use crate::stats::{count, ns_to_s, p50_p99_us, per_second};
-use crate::subject::Subject;
+use crate::subject::{Fence, Subject};
 use crate::subjects::Kind;
 use crate::table::{int, times};
 
@@ -59,17 +59,18 @@ impl PairResult {
     }
 }
 
-/// The timed loop of the pair workloads: one pair per name (formatted before the window opens),
+/// The timed loop of the pair workloads: one pair per name (reading the fence if `fence` says so) (formatted before the window opens),
 /// one after the other. Returns each pair's latency (ns) in `latencies`, which the caller
 /// allocates beforehand so that no allocation of the benchmark's own falls inside the window.
 pub(crate) async fn timed_pairs<S: Subject>(
     subject: &S,
     names: &[String],
+    fence: Fence,
     mut latencies: Vec<u64>,
 ) -> Result<Vec<u64>, BoxError> {
     for name in names {
         let t = Instant::now();
-        subject.pair(name).await?;
+        subject.pair(name, fence).await?;
         latencies.push(elapsed_ns(t));
     }
     Ok(latencies)
@@ -95,9 +96,17 @@ pub(crate) struct Shape {
     pub(crate) label: &'static str,
     /// Whether the report shows the latency percentiles (W1: one pair at a time).
     pub(crate) latency: bool,
-    /// The target on the subject under test's pairs/s ÷ the floor's: what is wanted, and the
-    /// least ratio that meets it.
-    pub(crate) target: Option<(&'static str, f64)>,
+    /// The targets on the subject under test's pairs/s ÷ another subject's.
+    pub(crate) targets: &'static [RateTarget],
+}
+
+/// A target on the subject under test's pairs/s ÷ those of subject `to`: what is wanted, and
+/// the least ratio that meets it. Checked only when both subjects ran.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RateTarget {
+    pub(crate) to: Kind,
+    pub(crate) wanted: &'static str,
+    pub(crate) least: f64,
 }
 
 impl Shape {
@@ -171,21 +180,18 @@ impl Section for PairRun {
     }
 
     fn targets(&self) -> Vec<Target> {
-        let Some((wanted, least)) = self.shape.target else {
-            return Vec::new();
-        };
         let rate = |kind| of(&self.results, kind).map(|r| r.pairs_per_s);
-        let ratio = rate(Kind::UNDER_TEST)
-            .zip(rate(Kind::REFERENCE))
-            .map(|(a, b)| a / b);
-        let ratio = ratio.unwrap_or(f64::NAN);
-        let name = format!("{} pairs/s", self.shape.label);
-        vec![Target::new(
-            name,
-            wanted,
-            times(Some(ratio)),
-            ratio >= least,
-        )]
+        let check = |t: &RateTarget| {
+            let ratio = rate(Kind::UNDER_TEST)? / rate(t.to)?;
+            let name = format!("{} pairs/s ÷ {}", self.shape.label, t.to.label());
+            Some(Target::new(
+                name,
+                t.wanted,
+                times(Some(ratio)),
+                ratio >= t.least,
+            ))
+        };
+        self.shape.targets.iter().filter_map(check).collect()
     }
 }
 
@@ -205,7 +211,18 @@ mod tests {
     const W2: Shape = Shape {
         label: "W2",
         latency: false,
-        target: Some(("≥ 0.9 × floor", 0.9)),
+        targets: &[
+            RateTarget {
+                to: Kind::Rslock,
+                wanted: "≥ 1 × rslock",
+                least: 1.0,
+            },
+            RateTarget {
+                to: Kind::Floor,
+                wanted: "≥ 0.8 × floor",
+                least: 0.8,
+            },
+        ],
     };
 
     fn w2(dlock: f64) -> PairRun {
@@ -214,13 +231,22 @@ mod tests {
     }
 
     #[test]
-    fn the_target_is_the_ratio_to_the_floor() {
-        let met = w2(95.0).targets();
+    fn targets_are_ratios_to_the_subjects_they_name_when_both_ran() {
+        // rslock did not run: only the floor's target is checked.
+        let met = w2(85.0).targets();
         assert_eq!(met.len(), 1);
-        assert_eq!(met[0].name, "W2 pairs/s");
-        assert_eq!(met[0].measured, "0.95×");
+        assert_eq!(met[0].name, "W2 pairs/s ÷ raw floor (redis defaults)");
+        assert_eq!(met[0].measured, "0.85×");
         assert!(met[0].met);
-        assert!(!w2(85.0).targets()[0].met);
+        assert!(!w2(75.0).targets()[0].met);
+        let mut run = w2(85.0);
+        run.results.push(result(Kind::Rslock, 90.0));
+        let checked: Vec<(String, bool)> = run
+            .targets()
+            .into_iter()
+            .map(|t| (t.measured, t.met))
+            .collect();
+        assert_eq!(checked, [("0.94×".into(), false), ("0.85×".into(), true)]);
     }
 
     #[test]
@@ -231,7 +257,7 @@ mod tests {
         let shape = Shape {
             label: "W1",
             latency: true,
-            target: None,
+            targets: &[],
         };
         let w1 = PairRun { shape, ..run };
         let headers: Vec<String> = w1.columns().into_iter().map(|c| c.header).collect();

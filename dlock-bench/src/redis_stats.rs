@@ -1,7 +1,7 @@
 //! The Redis-stats sampler: what Redis and this process did over a measured window. Commands and
-//! server time per command (`INFO commandstats`), redis-server CPU (`INFO cpu`) and this process's
-//! CPU (`getrusage`), read before and after ([`Snapshot`], [`WindowDelta`], [`measure`]), and what
-//! one operation cost ([`PerOp`]). The CPU figures show where the time of a pair goes (client,
+//! server time per command (`INFO commandstats`), redis-server CPU (`INFO cpu`), this process's
+//! CPU (`getrusage`) and allocations (its counting global allocator), read before and after
+//! ([`Snapshot`], [`WindowDelta`], [`measure`]), and what one operation cost ([`PerOp`]). The CPU figures show where the time of a pair goes (client,
 //! server, or waiting).
 
 use std::collections::BTreeMap;
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, info_field};
-use crate::rt::{BoxError, elapsed_ns, process_cpu_us};
-use crate::stats::{count, float, ratio};
+use crate::rt::{Allocations, BoxError, elapsed_ns, process_cpu_us};
+use crate::stats::{float, ratio};
 
 /// Commands only a client can send (never issued by a Lua script; `script` and `client` with any
 /// subcommand): every call of one of these is a client round trip. Everything else (`get`,
@@ -124,6 +124,28 @@ pub(crate) struct WindowDelta {
     pub(crate) server_cpu_us: u64,
     /// CPU time of this process, every thread (user + system), µs.
     pub(crate) client_cpu_us: u64,
+    /// Allocator calls of this process, every thread (new blocks and reallocations).
+    pub(crate) client_allocs: u64,
+    /// Bytes those calls asked for.
+    pub(crate) client_alloc_bytes: u64,
+}
+
+impl WindowDelta {
+    /// Takes `calls` calls of `name` away (a workload's own commands), and the same share of its
+    /// server time: `INFO commandstats` sums the time of every call of one name, so a workload's
+    /// `SET` and a lock's own `SET NX` can only be told apart in proportion.
+    pub(crate) fn subtract_calls(&mut self, name: &str, calls: u64) {
+        let all = self.commands.get(name);
+        let usec = self.usec.get(name);
+        let share = if all == 0 {
+            usec
+        } else {
+            let scaled = u128::from(usec) * u128::from(calls.min(all)) / u128::from(all);
+            u64::try_from(scaled).unwrap_or(usec)
+        };
+        self.commands.subtract(name, calls);
+        self.usec.subtract(name, share);
+    }
 }
 
 impl Snapshot {
@@ -139,24 +161,40 @@ impl Snapshot {
         // Seconds with 6 decimals: whole microseconds, far below 2^53.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let server_cpu_us = (cpu * 1e6).round() as u64;
+        let commands = PerCommand::parse(&text, "calls=");
+        let usec = PerCommand::parse(&text, "usec=");
+        let client_cpu_us = process_cpu_us()?;
+        // Last: the parsing above allocates, and must not count in the window that follows.
+        let allocations = Allocations::now();
         Ok(Snapshot(WindowDelta {
-            commands: PerCommand::parse(&text, "calls="),
-            usec: PerCommand::parse(&text, "usec="),
+            commands,
+            usec,
             server_cpu_us,
-            client_cpu_us: process_cpu_us()?,
+            client_cpu_us,
+            client_allocs: allocations.calls,
+            client_alloc_bytes: allocations.bytes,
         }))
     }
 
     /// Reads the counters again and returns the difference.
     pub(crate) async fn delta(&self, control: &mut Control) -> Result<WindowDelta, BoxError> {
+        // First: reading `INFO` below allocates, and must not count in the window that ended.
+        let allocations = Allocations::now();
         let client_cpu_us = process_cpu_us()?;
         let Snapshot(after) = Snapshot::take(control).await?;
         let before = &self.0;
+        let allocs = Allocations {
+            calls: before.client_allocs,
+            bytes: before.client_alloc_bytes,
+        }
+        .until(allocations);
         Ok(WindowDelta {
             commands: before.commands.delta(&after.commands),
             usec: before.usec.delta(&after.usec),
             server_cpu_us: after.server_cpu_us.saturating_sub(before.server_cpu_us),
             client_cpu_us: client_cpu_us.saturating_sub(before.client_cpu_us),
+            client_allocs: allocs.calls,
+            client_alloc_bytes: allocs.bytes,
         })
     }
 }
@@ -204,20 +242,39 @@ pub(crate) struct PerOp {
     /// CPU time of the benchmark process (`getrusage`, every thread), µs; `None` where the
     /// process that read the window is not the client (W3's parent).
     pub(crate) client_cpu_us: Option<f64>,
+    /// Allocator calls of the benchmark process (new blocks and reallocations, every thread);
+    /// `None` where the process that read the window is not the client.
+    pub(crate) client_allocs: Option<f64>,
+    /// Bytes those calls asked for.
+    pub(crate) client_alloc_bytes: Option<f64>,
 }
 
 impl PerOp {
-    /// The costs of `ops` operations in `window`, whose client sent the plain commands `own_plain`
-    /// once per operation (the floor's `SET`).
+    /// The costs of `ops` operations in `window`, whose client sent every call of the plain
+    /// commands `own_plain` itself (the `SET NX` of the floor and of rslock: no script of theirs
+    /// calls `SET`).
     pub(crate) fn of(window: &WindowDelta, ops: u64, own_plain: &[&str]) -> PerOp {
         let per_op = |n: u64| ratio(n, ops);
-        let own_plain_per_op = count(own_plain.len());
+        let own_plain_calls = own_plain.iter().map(|name| window.commands.get(name)).sum();
         PerOp {
             commands: per_op(window.commands.total()),
-            round_trips: per_op(window.commands.round_trips(own_plain_per_op * ops)),
+            round_trips: per_op(window.commands.round_trips(own_plain_calls)),
             server_us: per_op(window.usec.client_usec(own_plain)),
             server_cpu_us: per_op(window.server_cpu_us),
             client_cpu_us: Some(per_op(window.client_cpu_us)),
+            client_allocs: Some(per_op(window.client_allocs)),
+            client_alloc_bytes: Some(per_op(window.client_alloc_bytes)),
+        }
+    }
+
+    /// This operation's cost without the client's own figures (the window was read by a
+    /// process other than the client: W3's parent).
+    pub(crate) fn server_side(self) -> PerOp {
+        PerOp {
+            client_cpu_us: None,
+            client_allocs: None,
+            client_alloc_bytes: None,
+            ..self
         }
     }
 }
@@ -262,19 +319,42 @@ mod tests {
     }
 
     #[test]
+    fn subtracting_calls_takes_their_share_of_the_time() {
+        let mut window = WindowDelta {
+            commands: PerCommand::parse(SAMPLE, "calls="),
+            usec: PerCommand::parse(SAMPLE, "usec="),
+            ..WindowDelta::default()
+        };
+        // set: 10 calls, 12 µs; the workload sent 5 of them.
+        window.subtract_calls("set", 5);
+        assert_eq!((window.commands.get("set"), window.usec.get("set")), (5, 6));
+        window.subtract_calls("get", 5);
+        assert_eq!((window.commands.get("get"), window.usec.get("get")), (0, 0));
+        window.subtract_calls("missing", 1);
+        assert_eq!(window.commands.get("missing"), 0);
+    }
+
+    #[test]
     fn costs_per_operation() {
         let mut window = WindowDelta {
             server_cpu_us: 300,
             client_cpu_us: 200,
+            client_allocs: 350,
+            client_alloc_bytes: 40_000,
             ..WindowDelta::default()
         };
         window.commands = PerCommand::parse(SAMPLE, "calls=");
         window.usec = PerCommand::parse(SAMPLE, "usec=");
         let per_op = PerOp::of(&window, 10, &["set"]);
         assert!((per_op.commands - 2.0).abs() < 1e-9);
-        // 5 client-only calls and one own SET per operation.
+        // 5 client-only calls and 10 own SETs in 10 operations.
         assert!((per_op.round_trips - 1.5).abs() < 1e-9);
         assert!((per_op.server_us - 11.1).abs() < 1e-9);
         assert_eq!(per_op.client_cpu_us, Some(20.0));
+        assert_eq!(per_op.client_allocs, Some(35.0));
+        assert_eq!(per_op.client_alloc_bytes, Some(4_000.0));
+        let server_side = per_op.server_side();
+        assert_eq!(server_side.client_allocs, None);
+        assert_eq!(server_side.client_cpu_us, None);
     }
 }

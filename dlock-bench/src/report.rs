@@ -2,9 +2,10 @@
 //! JSON written next to it.
 //!
 //! A workload hands its result over as a [`Section`]: the columns it adds to the main table (one
-//! row per subject), the figures that get a ratio to the floor, its rows of the command table,
-//! its own details and its targets. This module knows no workload: it lays out what the sections
-//! give, in run order, and computes every ratio to [`Kind::REFERENCE`] the same way.
+//! row per subject), the figures that get ratios, its rows of the command table, its own details
+//! and its targets. This module knows no workload: it lays out what the sections give, in run
+//! order, and computes every ratio the same way: each subject's figure divided by that of each
+//! subject it is compared with ([`Kind::compared_with`]: dlock by both floors and by rslock).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -17,7 +18,7 @@ use crate::redis_stats::{PerCommand, PerOp};
 use crate::rt::BoxError;
 use crate::spec::Counts;
 use crate::subjects::Kind;
-use crate::table::{Col, NONE, table, table_of, times};
+use crate::table::{Col, NONE, int, table, table_of, times};
 
 /// A workload's result, as the report sees it. Every part is optional.
 pub(crate) trait Section: std::fmt::Debug {
@@ -25,7 +26,7 @@ pub(crate) trait Section: std::fmt::Debug {
     fn columns(&self) -> Vec<Column> {
         Vec::new()
     }
-    /// Figures reported as a ratio of each subject to the floor.
+    /// Figures reported as ratios between subjects ([`Kind::compared_with`]).
     fn figures(&self) -> Vec<Figure> {
         Vec::new()
     }
@@ -61,7 +62,7 @@ impl Column {
     }
 }
 
-/// A figure per subject that is reported as each subject's ratio to the floor's.
+/// A figure per subject, reported as ratios between subjects ([`Kind::compared_with`]).
 #[derive(Debug)]
 pub(crate) struct Figure {
     pub(crate) name: String,
@@ -117,12 +118,21 @@ pub(crate) fn checked<T>(result: &T, checks: &[Check<T>]) -> Vec<Target> {
     checks.iter().map(target).collect()
 }
 
-/// One subject's ratio to the floor for one figure.
+/// One subject's figure divided by another's (`to`), for one figure.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct Ratio {
     pub(crate) figure: String,
     pub(crate) subject: Kind,
+    pub(crate) to: Kind,
     pub(crate) ratio: f64,
+}
+
+/// The ratio of `subject` to `to` among `ratios`, for `figure`.
+pub(crate) fn ratio_of(ratios: &[Ratio], figure: &str, subject: Kind, to: Kind) -> Option<f64> {
+    ratios
+        .iter()
+        .find(|r| r.figure == figure && r.subject == subject && r.to == to)
+        .map(|r| r.ratio)
 }
 
 /// One workload's result: its JSON (kept as written, in field order) and its [`Section`].
@@ -156,7 +166,11 @@ pub(crate) struct Meta {
     pub(crate) cpus: usize,
     pub(crate) cpu_model: String,
     pub(crate) kernel: String,
-    /// Every subject's connections: RESP3, `TCP_NODELAY` on (as dlock's client sets it).
+    /// The subjects of W1, W2 and W3.
+    pub(crate) subjects: Vec<Kind>,
+    /// The rslock version measured (pinned).
+    pub(crate) rslock: &'static str,
+    /// Every subject's connection settings.
     pub(crate) connection: &'static str,
     pub(crate) runtimes: &'static str,
     /// `/proc/loadavg` (1, 5, 15 min) when the run started and when it ended: other work on
@@ -166,7 +180,7 @@ pub(crate) struct Meta {
 }
 
 impl Meta {
-    pub(crate) fn collect(counts: Counts, redis_version: String) -> Meta {
+    pub(crate) fn collect(counts: Counts, redis_version: String, subjects: &[Kind]) -> Meta {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
             .lines()
@@ -182,9 +196,11 @@ impl Meta {
             cpus: std::thread::available_parallelism().map_or(0, usize::from),
             cpu_model,
             kernel,
-            connection: "one multiplexed RESP3 connection per client, TCP_NODELAY on (as dlock sets it)",
-            runtimes: "W1 and W1 1-CPU: current-thread; W2, W3 workers, memory: multi-thread with 2 \
-                       workers; the same for the floor and dlock",
+            subjects: subjects.to_vec(),
+            rslock: crate::rslock::VERSION,
+            connection: CONNECTIONS,
+            runtimes: "W1 and W1 1-CPU: current-thread; W2, W2-fence, W3 workers, memory: \
+                       multi-thread with 2 workers; the same for every subject",
             loadavg_start: loadavg(),
             loadavg_end: String::new(),
         }
@@ -197,21 +213,31 @@ impl Meta {
             "full run"
         };
         let _ = writeln!(out, "## dlock benchmark (WORKLOADS.md): {kind}\n");
+        let subjects: Vec<&str> = self.subjects.iter().map(|k| k.label()).collect();
         let _ = writeln!(
             out,
             "Redis {} · {} CPUs ({}) · kernel {} · load average {} at the start, {} at the end  \n\
-             Connections: {}.  \nRuntimes: {}.\n",
+             Subjects (rslock pinned at ={}): {}.  \nConnections: {}.  \nRuntimes: {}.\n",
             self.redis_version,
             self.cpus,
             self.cpu_model,
             self.kernel,
             self.loadavg_start,
             self.loadavg_end,
+            self.rslock,
+            subjects.join(" · "),
             self.connection,
             self.runtimes
         );
     }
 }
+
+/// The connection settings of every subject, as the report's header states them.
+const CONNECTIONS: &str = "one multiplexed connection per client. Raw floor (redis defaults) and \
+    rslock: the `redis` crate's defaults (`redis::Client::open(url)`: RESP2, Nagle on); raw floor \
+    (TCP_NODELAY) and dlock: RESP3, TCP_NODELAY on (as dlock-core sets it today); dlock \
+    tcp_nodelay(…) rows: as their builder option says. Ratios name the subject they divide by; \
+    issue #13's targets divide by the raw floor with the redis defaults";
 
 /// The three load averages of `/proc/loadavg`.
 fn loadavg() -> String {
@@ -285,32 +311,48 @@ impl Results {
         out
     }
 
-    /// The ratios as a table: a column per figure, a row per subject other than the floor.
+    /// The ratios as a table: a column per figure, a row per pair of subjects ("dlock ÷ rslock"),
+    /// in [`Kind::ALL`] and [`Kind::compared_with`] order.
     fn ratio_table(&self, out: &mut String) {
-        let mut columns: Vec<Column> = Vec::new();
+        let mut figures: Vec<&str> = Vec::new();
         for r in &self.ratios {
-            let cell = (r.subject, times(Some(r.ratio)));
-            match columns.iter_mut().find(|c| c.header == r.figure) {
-                Some(column) => column.cells.push(cell),
-                None => columns.push(Column::new(r.figure.clone(), vec![cell])),
+            if !figures.contains(&r.figure.as_str()) {
+                figures.push(&r.figure);
             }
         }
-        let subjects = Kind::ALL
-            .into_iter()
-            .filter(|k| self.ratios.iter().any(|r| r.subject == *k));
-        let labels: Vec<&str> = subjects.map(Kind::label).collect();
-        if !labels.is_empty() {
-            let (of, to) = (labels.join(", "), Kind::REFERENCE.label());
-            let _ = writeln!(out, "### Ratios to the floor ({of} ÷ {to}, same run)\n");
-            subject_table(out, "", &columns);
+        let pairs = Kind::ALL.into_iter().flat_map(|subject| {
+            let to = subject.compared_with().iter();
+            to.map(move |&to| (subject, to))
+        });
+        let present = |&(subject, to): &(Kind, Kind)| {
+            self.ratios
+                .iter()
+                .any(|r| r.subject == subject && r.to == to)
+        };
+        let rows: Vec<Vec<String>> = pairs
+            .filter(present)
+            .map(|(subject, to)| {
+                let label = format!("{} ÷ {}", subject.label(), to.label());
+                let cells = figures
+                    .iter()
+                    .map(|f| times(ratio_of(&self.ratios, f, subject, to)));
+                std::iter::once(label).chain(cells).collect()
+            })
+            .collect();
+        if rows.is_empty() {
+            return;
         }
+        let _ = writeln!(out, "### Ratios (same run)\n\n{RATIO_NOTE}\n");
+        let header: Vec<&str> = std::iter::once("").chain(figures.iter().copied()).collect();
+        let align = "l".to_owned() + &"r".repeat(figures.len());
+        table(out, &align, &header, rows);
     }
 
     fn target_table(&self, out: &mut String) {
         if self.targets.is_empty() {
             return;
         }
-        let _ = writeln!(out, "### Targets (issues #3, #4, #6)\n");
+        let _ = writeln!(out, "### Targets (issues #3, #4, #6, #13)\n");
         let rows = self.targets.iter().map(|t| {
             let met = if t.met { "yes" } else { "**no**" };
             vec![
@@ -332,18 +374,30 @@ fn at<T: Clone>(values: &[(Kind, T)], kind: Kind) -> Option<T> {
         .map(|(_, v)| v.clone())
 }
 
-/// Each subject's ratio to the reference subject's value of `figure`.
+/// What the ratio table's rows mean, printed above it.
+const RATIO_NOTE: &str = "Each row divides one subject's figure by another's, both measured in \
+    this run: a rate above 1× is faster, a latency above 1× slower. The two floors differ in \
+    their connection only: \"redis defaults\" is rslock's (RESP2, Nagle on), and issue #13's \
+    targets divide by it; \"TCP_NODELAY\" is dlock's today (RESP3, Nagle off), like for like \
+    with dlock's default client. The W3 gap is divided by the raw pub/sub hop, measured on the \
+    TCP_NODELAY floor's connection settings.";
+
+/// Each subject's value of `figure` divided by that of every subject it is compared with.
 fn ratios(figure: &Figure) -> Vec<Ratio> {
-    let Some(reference) = at(&figure.values, Kind::REFERENCE) else {
-        return Vec::new();
-    };
-    let others = figure.values.iter().filter(|(k, _)| *k != Kind::REFERENCE);
-    let ratio = |&(subject, v): &(Kind, f64)| Ratio {
-        figure: figure.name.clone(),
-        subject,
-        ratio: v / reference,
-    };
-    others.map(ratio).collect()
+    let mut ratios = Vec::new();
+    for &(subject, value) in &figure.values {
+        for &to in subject.compared_with() {
+            if let Some(reference) = at(&figure.values, to) {
+                ratios.push(Ratio {
+                    figure: figure.name.clone(),
+                    subject,
+                    to,
+                    ratio: value / reference,
+                });
+            }
+        }
+    }
+    ratios
 }
 
 /// A table with a row per subject that has a cell (in [`Kind::ALL`] order) and the given columns
@@ -393,11 +447,11 @@ fn command_table(out: &mut String, sections: &[&dyn Section]) {
         out,
         "### Commands (`INFO commandstats` delta over the measured window, `info` left out)\n"
     );
-    table_of(out, "llrrrrrl", &COMMAND_COLUMNS, &rows);
+    table_of(out, "llrrrrrrl", &COMMAND_COLUMNS, &rows);
 }
 
 /// The columns of the command table.
-const COMMAND_COLUMNS: [Col<CommandRow>; 8] = [
+const COMMAND_COLUMNS: [Col<CommandRow>; 9] = [
     ("workload", |r| r.workload.clone()),
     ("subject", |r| r.subject.label().to_owned()),
     ("commands/op", |r| format!("{:.2}", r.per_op.commands)),
@@ -414,6 +468,13 @@ const COMMAND_COLUMNS: [Col<CommandRow>; 8] = [
         let cpu = r.per_op.client_cpu_us;
         cpu.map_or_else(|| NONE.to_owned(), |c| format!("{c:.1}"))
     }),
+    ("client allocations/op (bytes)", |r| {
+        let per_op = &r.per_op;
+        match (per_op.client_allocs, per_op.client_alloc_bytes) {
+            (Some(calls), Some(bytes)) => format!("{calls:.1} ({} B)", int(bytes)),
+            _ => NONE.to_owned(),
+        }
+    }),
     ("commands in the window", |r| r.commands.summary()),
 ];
 
@@ -422,20 +483,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ratios_are_taken_to_the_reference() {
+    fn ratios_divide_by_each_subject_compared_with() {
         let figure = Figure {
             name: "W2 pairs/s".into(),
-            values: vec![(Kind::Floor, 200.0), (Kind::Dlock, 150.0)],
+            values: vec![
+                (Kind::Floor, 200.0),
+                (Kind::Rslock, 100.0),
+                (Kind::Dlock, 150.0),
+            ],
         };
         let r = ratios(&figure);
-        assert_eq!(r.len(), 1);
-        assert_eq!(r[0].subject, Kind::Dlock);
-        assert!((r[0].ratio - 0.75).abs() < 1e-9);
+        let of = |subject, to| ratio_of(&r, "W2 pairs/s", subject, to);
+        assert_eq!(r.len(), 3, "{r:?}");
+        assert_eq!(of(Kind::Dlock, Kind::Floor), Some(0.75));
+        assert_eq!(of(Kind::Dlock, Kind::Rslock), Some(1.5));
+        assert_eq!(of(Kind::Rslock, Kind::Floor), Some(0.5));
+        // The TCP_NODELAY floor was not measured: no ratio to it.
+        assert_eq!(of(Kind::Dlock, Kind::FloorNodelay), None);
         let no_floor = Figure {
             name: "x".into(),
             values: vec![(Kind::Dlock, 1.0)],
         };
         assert!(ratios(&no_floor).is_empty());
+    }
+
+    #[test]
+    fn the_ratio_table_has_a_row_per_pair() {
+        let figure = Figure {
+            name: "W2 pairs/s".into(),
+            values: vec![(Kind::Floor, 200.0), (Kind::Dlock, 150.0)],
+        };
+        let meta = Meta::collect(Counts::QUICK, "7".into(), &[Kind::Floor, Kind::Dlock]);
+        let results = Results {
+            meta,
+            entries: Vec::new(),
+            ratios: ratios(&figure),
+            targets: Vec::new(),
+        };
+        let mut out = String::new();
+        results.ratio_table(&mut out);
+        assert!(
+            out.ends_with(
+                "| | W2 pairs/s |\n|---|---:|\n| dlock ÷ raw floor (redis defaults) | 0.75× |\n\n"
+            ),
+            "{out}"
+        );
     }
 
     #[derive(Debug)]
@@ -462,7 +554,8 @@ mod tests {
         main_table(&mut out, &[&Two]);
         assert_eq!(
             out,
-            "| subject | a | b |\n|---|---:|---:|\n| raw floor | 1 | — |\n| dlock | 2 | 3 |\n\n\
+            "| subject | a | b |\n|---|---:|---:|\n| raw floor (redis defaults) | 1 | — |\n\
+             | dlock | 2 | 3 |\n\n\
              b is dlock's alone.\n\n"
         );
     }

@@ -1,14 +1,54 @@
 //! The floor every other module stands on: the benchmark's error type, its two Tokio runtime
-//! shapes, and its clocks (monotonic ns in-process and across processes, CPU time of this
-//! process). Nothing here knows a workload.
+//! shapes, its clocks (monotonic ns in-process and across processes, CPU time of this process),
+//! and its allocation counter (the process's global allocator). Nothing here knows a workload.
 
+use std::alloc::System;
 use std::time::Instant;
 
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeVal;
 use nix::time::{ClockId, clock_gettime};
 
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
 use crate::spec::WORKER_THREADS;
+
+/// Every allocation of this process goes through a counting wrapper of the system allocator,
+/// from `stats_alloc`: its `unsafe impl GlobalAlloc` lives in that crate, so this one keeps the
+/// workspace's `unsafe_code = "forbid"`. It counts process-wide (every thread: W2's runtime has
+/// two), at the price of a few atomic additions per allocation and free, paid by every subject
+/// alike.
+#[global_allocator]
+static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Allocator calls of this process so far, every thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Allocations {
+    /// New blocks and reallocations (each one call into the allocator).
+    pub(crate) calls: u64,
+    /// Bytes asked for by new blocks and by reallocations that grew one.
+    pub(crate) bytes: u64,
+}
+
+impl Allocations {
+    /// The counts now.
+    pub(crate) fn now() -> Allocations {
+        let stats = ALLOCATOR.stats();
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        Allocations {
+            calls: count(stats.allocations) + count(stats.reallocations),
+            bytes: count(stats.bytes_allocated),
+        }
+    }
+
+    /// The calls and bytes from `self` to `later`.
+    pub(crate) fn until(self, later: Allocations) -> Allocations {
+        Allocations {
+            calls: later.calls.saturating_sub(self.calls),
+            bytes: later.bytes.saturating_sub(self.bytes),
+        }
+    }
+}
 
 /// Errors of the benchmark: reported with their message, the run stops.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -52,4 +92,19 @@ fn timeval_us(t: TimeVal) -> Result<u64, BoxError> {
     let secs = u64::try_from(t.tv_sec())?;
     let micros = u64::try_from(t.tv_usec())?;
     Ok(secs * 1_000_000 + micros)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allocator_counts_this_threads_allocations() {
+        let before = Allocations::now();
+        let boxed = std::hint::black_box(Box::new([0_u8; 100]));
+        let delta = before.until(Allocations::now());
+        drop(boxed);
+        // Other test threads may allocate too: at least ours is counted.
+        assert!(delta.calls >= 1 && delta.bytes >= 100, "{delta:?}");
+    }
 }

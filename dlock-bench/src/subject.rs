@@ -1,5 +1,5 @@
 //! What is measured: a [`Subject`] is a thing that acquires and releases a lock on Redis (the raw
-//! floor, dlock; a peer library later). Every workload drives its subjects through this trait
+//! floors, rslock, dlock). Every workload drives its subjects through this trait
 //! only, so that each runs exactly the same loop, runtime and warm-up, and a new subject is one
 //! file implementing it plus its line in [`crate::subjects`].
 //!
@@ -21,8 +21,11 @@ pub(crate) trait Subject: Sized + Send + Sync + 'static {
     const LABEL: &'static str;
     /// Whether [`Subject::acquire`] waits for a held lock (W3 needs it; the floor does not).
     const WAITS: bool;
-    /// Plain (non-script) commands the subject sends once per pair that `INFO commandstats`
-    /// cannot tell apart from Lua-internal calls (the floor's `SET`).
+    /// Whether a holder can read a fencing token (W2-fence reads it in every hold).
+    const FENCES: bool = false;
+    /// Plain (non-script) commands that only the subject's client sends, never its scripts, and
+    /// that `INFO commandstats` cannot tell apart from Lua-internal calls (the `SET NX` of the
+    /// floor and of rslock): every call of one is a client round trip.
     const OWN_PLAIN: &'static [&'static str] = &[];
 
     /// A handle on one lock name (what the user keeps between acquisitions).
@@ -42,17 +45,27 @@ pub(crate) trait Subject: Sized + Send + Sync + 'static {
         lock: &'a Self::Lock<'l>,
     ) -> impl Future<Output = Result<Option<Self::Guard<'a>>, BoxError>> + Send;
 
+    /// Reads the holder's fencing token, as a holder that fences its writes does (W2-fence);
+    /// nothing for a subject without fences ([`Subject::FENCES`]).
+    fn read_fence(_guard: &Self::Guard<'_>) -> impl Future<Output = Result<(), BoxError>> + Send {
+        async { Ok(()) }
+    }
+
     /// Releases; `Ok(false)` when the lease was already gone.
     fn release(guard: Self::Guard<'_>) -> impl Future<Output = Result<bool, BoxError>> + Send;
 
-    /// One pair on lock `name`: acquire, then release (W1, W2). An error when the lock was held
-    /// or lost: the pair workloads use distinct keys, so either means a broken benchmark.
-    fn pair(&self, name: &str) -> impl Future<Output = Result<(), BoxError>> + Send {
+    /// One pair on lock `name` (W1, W2): acquire, read the fencing token if `fence` says so
+    /// (W2-fence), then release. An error when the lock was held or lost: the pair workloads use
+    /// distinct keys, so either means a broken benchmark.
+    fn pair(&self, name: &str, fence: Fence) -> impl Future<Output = Result<(), BoxError>> + Send {
         async move {
             let lock = self.lock(name)?;
             let Some(guard) = Self::acquire(&lock).await? else {
                 return Err(format!("{}: `{name}` was already held", Self::LABEL).into());
             };
+            if fence == Fence::Read {
+                Self::read_fence(&guard).await?;
+            }
             if !Self::release(guard).await? {
                 return Err(
                     format!("{}: `{name}` was no longer held at release", Self::LABEL).into(),
@@ -63,6 +76,15 @@ pub(crate) trait Subject: Sized + Send + Sync + 'static {
     }
 }
 
+/// Whether a pair reads the holder's fencing token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fence {
+    /// W1, W2: acquire, release.
+    No,
+    /// W2-fence: acquire, read the fence, release.
+    Read,
+}
+
 /// Pairs on `{prefix}{i}` for every `i` in `range`: opens connections and loads scripts before a
 /// measured window.
 pub(crate) async fn warm_up<S: Subject>(
@@ -70,8 +92,18 @@ pub(crate) async fn warm_up<S: Subject>(
     prefix: &str,
     range: Range<u64>,
 ) -> Result<(), BoxError> {
+    warm_up_with(subject, prefix, range, Fence::No).await
+}
+
+/// [`warm_up`], with the pairs of the window to come (W2-fence reads fences while warming up too).
+pub(crate) async fn warm_up_with<S: Subject>(
+    subject: &S,
+    prefix: &str,
+    range: Range<u64>,
+    fence: Fence,
+) -> Result<(), BoxError> {
     for i in range {
-        subject.pair(&format!("{prefix}{i}")).await?;
+        subject.pair(&format!("{prefix}{i}"), fence).await?;
     }
     Ok(())
 }

@@ -12,55 +12,78 @@ use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, args, print_result};
 use crate::cli::ChildArgs;
 use crate::control::Control;
-use crate::pairs::{PairResult, Shape, names, timed_pairs};
+use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, current_thread_runtime};
 use crate::spec::{Counts, PINNED_CPU, Setting};
-use crate::subject::{Subject, warm_up};
+use crate::subject::{Fence, Subject, warm_up};
 use crate::subjects::{Kind, with_subject};
 
 /// W1 in the report: its rate and latency beside the floor's.
 const W1: Shape = Shape {
     label: "W1",
     latency: true,
-    target: None,
+    targets: &[],
 };
 
-/// W1 1-CPU in the report: its rate beside the floor's, and issue #3's target on the ratio.
+/// W1 1-CPU in the report: its rate beside the other subjects', issue #13's target (at least
+/// rslock's rate) and its aim (0.95 × the floor on the `redis` crate's defaults).
 const W1_1CPU: Shape = Shape {
     label: "W1 1-CPU",
     latency: false,
-    target: Some(("≥ 0.9 × floor (aim 0.95)", 0.9)),
+    targets: &[
+        RateTarget {
+            to: Kind::Rslock,
+            wanted: "≥ 1 × rslock",
+            least: 1.0,
+        },
+        RateTarget {
+            to: Kind::REFERENCE,
+            wanted: "aim ≥ 0.95 × floor",
+            least: 0.95,
+        },
+    ],
 };
 
 /// W1, unpinned, as a stage of the run.
 pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
-    W1.entry("w1", run_unpinned(&s.url, &s.counts)?)
+    W1.entry("w1", run_unpinned(&s.url, &s.counts, &s.subjects)?)
 }
 
 /// W1 1-CPU as a stage of the run.
 pub(crate) fn run_1cpu(s: &Setting) -> Result<Entry, BoxError> {
-    W1_1CPU.entry("w1_pinned", run_pinned(&s.url, s.server_pid, &s.counts)?)
+    W1_1CPU.entry("w1_pinned", run_pinned(s)?)
 }
 
 /// Runs W1 for every subject in this process (unpinned).
-pub(crate) fn run_unpinned(url: &str, counts: &Counts) -> Result<Vec<PairResult>, BoxError> {
-    Kind::ALL
-        .into_iter()
-        .map(|kind| run_one(kind, url, counts))
+pub(crate) fn run_unpinned(
+    url: &str,
+    counts: &Counts,
+    subjects: &[Kind],
+) -> Result<Vec<PairResult>, BoxError> {
+    subjects
+        .iter()
+        .map(|&kind| run_one(kind, url, counts))
         .collect()
 }
 
-/// W1 1-CPU: pins redis-server (`server_pid`) to the pinned CPU, runs every subject in a
-/// child process pinned to it from its start, then unpins the server.
-fn run_pinned(url: &str, server_pid: u32, counts: &Counts) -> Result<Vec<PairResult>, BoxError> {
-    let pinned = PinnedProcess::pin(server_pid, PINNED_CPU)?;
+/// W1 1-CPU: pins redis-server to the pinned CPU, runs every subject in a child process pinned
+/// to it from its start, then unpins the server.
+fn run_pinned(s: &Setting) -> Result<Vec<PairResult>, BoxError> {
+    let pinned = PinnedProcess::pin(s.server_pid, PINNED_CPU)?;
     eprintln!(
         "  redis-server: {} threads pinned to CPU {PINNED_CPU}",
         pinned.threads()
     );
-    let result = Child::spawn(&args("w1-pinned", url, counts.quick, &[]))?.result();
+    let subjects = Kind::list(&s.subjects);
+    let args = args(
+        "w1-pinned",
+        &s.url,
+        s.counts.quick,
+        &["--subjects", &subjects],
+    );
+    let result = Child::spawn(&args)?.result();
     drop(pinned);
     result
 }
@@ -68,7 +91,7 @@ fn run_pinned(url: &str, server_pid: u32, counts: &Counts) -> Result<Vec<PairRes
 /// The `w1-pinned` child: pins itself before anything else, then runs W1 for every subject.
 pub(crate) fn pinned_child(args: &ChildArgs) -> Result<(), BoxError> {
     pin_current_thread(PINNED_CPU)?;
-    print_result(&run_unpinned(&args.url, &args.counts)?)
+    print_result(&run_unpinned(&args.url, &args.counts, &args.subjects)?)
 }
 
 /// The `w1-one` subcommand: W1 for one subject, unpinned, for profiling.
@@ -91,8 +114,8 @@ async fn measure_one<S: Subject>(
     let subject = S::connect(url).await?;
     warm_up(&subject, "w1:", 0..counts.w1_warmup).await?;
     let (names, latencies) = names("w1:", counts.w1_warmup..counts.w1_warmup + counts.w1_pairs);
-    let (mut latencies, window_ns, delta) =
-        measure(&mut control, timed_pairs(&subject, &names, latencies)).await?;
+    let pairs = timed_pairs(&subject, &names, Fence::No, latencies);
+    let (mut latencies, window_ns, delta) = measure(&mut control, pairs).await?;
     Ok(PairResult::new(
         kind,
         S::OWN_PLAIN,

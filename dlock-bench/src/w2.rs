@@ -5,37 +5,83 @@
 //! Each task warms up with 10 pairs on `w2:{task}:0..9`, then every task waits at a barrier; the
 //! window opens when all are through it, and its pairs use `w2:{task}:10..`. Runtime: a
 //! multi-thread Tokio runtime with 2 worker threads (one per vCPU), the same for every subject.
+//!
+//! **W2-fence** (issue #13): the same, where every holder reads its fencing token between
+//! acquire and release (warm-up included), for every subject that has fences; the floors, which
+//! have none, run W2's plain pair again beside it, so that its ratios to the floors are taken
+//! within one stage. rslock has no fence and does not run it.
 
 use std::sync::Arc;
 
 use tokio::sync::Barrier;
 
 use crate::control::Control;
-use crate::pairs::{PairResult, Shape, names, timed_pairs};
+use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, multi_thread_runtime};
 use crate::spec::{Counts, Setting};
-use crate::subject::{Subject, warm_up};
+use crate::subject::{Fence, Subject, warm_up_with};
 use crate::subjects::{Kind, with_subject};
 
 /// Runs W2 for every subject, each on a fresh multi-thread runtime.
 pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
-    let results = Kind::ALL
-        .into_iter()
-        .map(|kind| {
-            let runtime = multi_thread_runtime()?;
-            with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, &s.url, &s.counts)))
-        })
-        .collect::<Result<_, BoxError>>()?;
-    W2.entry("w2", results)
+    W2.entry("w2", run_all(s, &s.subjects, Fence::No)?)
 }
 
-/// W2 in the report: its rate beside the floor's, and issue #3's target on the ratio.
+/// Runs W2-fence for every subject that has fences, and the floors.
+pub(crate) fn run_fenced(s: &Setting) -> Result<Entry, BoxError> {
+    let subjects: Vec<Kind> = s
+        .subjects
+        .iter()
+        .copied()
+        .filter(|k| k.fences() || k.is_floor())
+        .collect();
+    W2_FENCE.entry("w2_fence", run_all(s, &subjects, Fence::Read)?)
+}
+
+/// W2 for each of `subjects`, each on a fresh multi-thread runtime; its holders read their
+/// fence if `fence` says so.
+fn run_all(s: &Setting, subjects: &[Kind], fence: Fence) -> Result<Vec<PairResult>, BoxError> {
+    subjects
+        .iter()
+        .map(|&kind| {
+            let runtime = multi_thread_runtime()?;
+            let (url, counts) = (s.url.as_str(), &s.counts);
+            with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts, fence)))
+        })
+        .collect()
+}
+
+/// W2 in the report: its rate beside the other subjects', and issue #13's targets: at least
+/// rslock's rate, and 0.8 × the floor on the `redis` crate's defaults.
 const W2: Shape = Shape {
     label: "W2",
     latency: false,
-    target: Some(("≥ 0.9 × floor", 0.9)),
+    targets: &[
+        RateTarget {
+            to: Kind::Rslock,
+            wanted: "≥ 1 × rslock",
+            least: 1.0,
+        },
+        RateTarget {
+            to: Kind::REFERENCE,
+            wanted: "≥ 0.8 × floor",
+            least: 0.8,
+        },
+    ],
+};
+
+/// W2-fence in the report: its rate beside the floors', and issue #13's aim (0.65 × the floor on
+/// the `redis` crate's defaults).
+const W2_FENCE: Shape = Shape {
+    label: "W2-fence",
+    latency: false,
+    targets: &[RateTarget {
+        to: Kind::REFERENCE,
+        wanted: "aim ≥ 0.65 × floor",
+        least: 0.65,
+    }],
 };
 
 /// The two barriers every task passes: warmed up, then go.
@@ -48,6 +94,7 @@ async fn measure_one<S: Subject>(
     kind: Kind,
     url: &str,
     counts: &Counts,
+    fence: Fence,
 ) -> Result<PairResult, BoxError> {
     let mut control = Control::fresh(url).await?;
     let subject = Arc::new(S::connect(url).await?);
@@ -62,6 +109,7 @@ async fn measure_one<S: Subject>(
             subject.clone(),
             gates.clone(),
             task,
+            fence,
             counts.w2_warmup_per_task,
             counts.w2_pairs_of(task),
         )));
@@ -92,14 +140,15 @@ async fn run_task<S: Subject>(
     subject: Arc<S>,
     gates: Arc<Gates>,
     task: u64,
+    fence: Fence,
     warmup: u64,
     pairs: u64,
 ) -> Result<Vec<u64>, BoxError> {
     let prefix = format!("w2:{task}:");
-    let warmed = warm_up(&*subject, &prefix, 0..warmup).await;
+    let warmed = warm_up_with(&*subject, &prefix, 0..warmup, fence).await;
     let (names, latencies) = names(&prefix, warmup..warmup + pairs);
     gates.warmed.wait().await;
     gates.go.wait().await;
     warmed?;
-    timed_pairs(&*subject, &names, latencies).await
+    timed_pairs(&*subject, &names, fence, latencies).await
 }

@@ -144,7 +144,7 @@ pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
 async fn probe(url: &str, counts: &Counts) -> Result<WdResult, BoxError> {
     let mut control = Control::connect(url).await?;
     let client = crate::dlock::client(url)?;
-    warm_up(&Dlock(client.clone()), "wd:warm:", 0..10).await?;
+    warm_up(&Dlock::from(client.clone()), "wd:warm:", 0..10).await?;
     let server_idle_cpu_ms_per_s = idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN).await?;
     let cpu_before = process_cpu_us()?;
     let (guards, tenths_ns) = acquire_all(&client, counts.wd_locks).await?;
