@@ -9,10 +9,10 @@
 //!
 //! Three calls here stand in for dlock-core API that is about to change or to appear; each is
 //! the one line to edit when it does:
-//! * [`read_fence`]: the holder's fencing token (W2-fence). Today a synchronous getter; issue #13
-//!   makes it `async fn fencing_token(&self) -> Result<FencingToken, Error>`.
-//! * [`client_with`]: `ClientBuilder::tcp_nodelay(bool)`, which dlock-core does not have yet.
-//! * [`mutex_options`]: `MutexOptions::fenced()`, which dlock-core does not have yet.
+//! * [`read_fence`]: the holder's fencing token (W2-fence), issued on demand
+//!   (`MutexGuard::fencing_token`, one round trip the first time unless `fenced`).
+//! * [`client_with`]: `ClientBuilder::tcp_nodelay(bool)`, to run dlock with Nagle on or off.
+//! * [`mutex_options`]: `MutexOptions::fenced()`, the fence fetched in the acquire's round trip.
 
 use std::marker::PhantomData;
 
@@ -94,13 +94,7 @@ pub(crate) fn client_with(url: &str, nodelay: Option<bool>) -> Result<Client, Bo
     let builder = Client::builder(url);
     let builder = match nodelay {
         None => builder,
-        // When dlock-core has the option, this line becomes `Some(on) => builder.tcp_nodelay(on),`.
-        Some(on) => {
-            return Err(missing(
-                &format!("ClientBuilder::tcp_nodelay({on})"),
-                "client_with",
-            ));
-        }
+        Some(on) => builder.tcp_nodelay(on),
     };
     builder
         .build()
@@ -113,19 +107,8 @@ pub(crate) fn mutex_options(fenced: bool) -> Result<MutexOptions, BoxError> {
     let options = MutexOptions::new().ttl(TTL);
     match fenced {
         false => Ok(options),
-        // When dlock-core has the option, this line becomes `true => Ok(options.fenced()),`.
-        true => Err(missing("MutexOptions::fenced()", "mutex_options")),
+        true => Ok(options.fenced()),
     }
-}
-
-/// Why a variant cannot run yet: dlock-core lacks `what`; `function` (in this file) says which
-/// line to change when it has it.
-fn missing(what: &str, function: &str) -> BoxError {
-    format!(
-        "this dlock variant needs `{what}`, which dlock-core does not have yet; \
-         dlock-bench/src/dlock.rs, `{function}`, names the line to change when it does"
-    )
-    .into()
 }
 
 /// Reads the fencing token of `guard`, as a holder that fences its writes does (W2-fence).
@@ -133,8 +116,7 @@ fn missing(what: &str, function: &str) -> BoxError {
 /// # Errors
 /// None today; with issue #13's on-demand fence, the error of fetching it.
 pub(crate) async fn read_fence(guard: &MutexGuard) -> Result<FencingToken, BoxError> {
-    // With issue #13's API this line becomes `Ok(guard.fencing_token().await?)`.
-    Ok(guard.fencing_token())
+    Ok(guard.fencing_token().await?)
 }
 
 impl<V: Variant> Subject for Dlock<V> {

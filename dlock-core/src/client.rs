@@ -80,7 +80,8 @@ struct ConnSettings {
 
 /// Where a client connects.
 enum Target {
-    Single(redis::RedisResult<redis::ConnectionInfo>),
+    /// Boxed: a connection info is large (with TLS compiled into `redis`, ~240 bytes).
+    Single(Box<redis::RedisResult<redis::ConnectionInfo>>),
     Cluster(redis::RedisResult<Vec<redis::ConnectionInfo>>),
 }
 
@@ -88,9 +89,13 @@ impl Target {
     /// The addresses, for `Debug` (connection infos may carry a password).
     fn addresses(&self) -> Vec<String> {
         match self {
-            Self::Single(Ok(info)) => vec![info.addr().to_string()],
+            Self::Single(info) => info
+                .as_ref()
+                .as_ref()
+                .map(|info| vec![info.addr().to_string()])
+                .unwrap_or_default(),
             Self::Cluster(Ok(nodes)) => nodes.iter().map(|i| i.addr().to_string()).collect(),
-            Self::Single(Err(_)) | Self::Cluster(Err(_)) => Vec::new(),
+            Self::Cluster(Err(_)) => Vec::new(),
         }
     }
 }
@@ -189,7 +194,7 @@ impl ClientBuilder {
             nodelay: self.nodelay,
         };
         let factory = match self.target {
-            Target::Single(info) => single(info.map_err(bad_url)?, settings, push)?,
+            Target::Single(info) => single((*info).map_err(bad_url)?, settings, push)?,
             Target::Cluster(nodes) => cluster(nodes.map_err(bad_url)?, settings, push)?,
         };
         let slot = Arc::new(ConnSlot::new(factory)?);
@@ -241,7 +246,7 @@ impl Client {
     /// Starts configuring a client for the Redis at `url`
     /// (`redis://[user][:password@]host[:port][/db]`, or a [`redis::ConnectionInfo`]).
     pub fn builder(url: impl IntoConnectionInfo) -> ClientBuilder {
-        Self::builder_for(Target::Single(url.into_connection_info()))
+        Self::builder_for(Target::Single(Box::new(url.into_connection_info())))
     }
 
     /// Starts configuring a client for a Redis Cluster (Redis 7 or newer), given some of its
