@@ -5,59 +5,62 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dlock_core::MutexOptions;
 
-use crate::support::{client, eventually, raw, redis};
+use crate::support::{Backend, backend_tests, eventually};
 
-#[tokio::test]
-async fn inspect_reports_the_holder() {
-    let server = redis();
-    let c = client(&server);
-    assert_eq!(c.inspect("ins").await.unwrap(), None);
-    let lock = c
-        .mutex_with(
-            "ins",
-            MutexOptions::new()
-                .ttl(Duration::from_secs(20))
-                .label("pay handler"),
-        )
-        .unwrap();
-    let before = micros_floor(SystemTime::now());
-    let guard = lock.try_acquire().await.unwrap().expect("free");
-    let after = SystemTime::now();
+backend_tests!(
+    async fn inspect_reports_the_holder(backend: Backend) {
+        let c = backend.client();
+        assert_eq!(c.inspect("ins").await.unwrap(), None);
+        let lock = c
+            .mutex_with(
+                "ins",
+                MutexOptions::new()
+                    .ttl(Duration::from_secs(20))
+                    .label("pay handler"),
+            )
+            .unwrap();
+        let before = micros_floor(SystemTime::now());
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        let after = SystemTime::now();
 
-    let waiting = client(&server).mutex("ins").unwrap();
-    let waiter = tokio::spawn(async move { waiting.acquire().await.map(|g| g.fencing_token()) });
-    let mut con = raw(&server).await;
-    eventually(Duration::from_secs(5), "one waiter queued", || {
-        let mut con = con.clone();
-        async move {
-            let n: usize = redis::AsyncCommands::llen(&mut con, "dlock:{ins}:queue")
-                .await
-                .ok()?;
-            (n == 1).then_some(())
-        }
-    })
-    .await;
+        let waiting = backend.client().mutex("ins").unwrap();
+        let waiter =
+            tokio::spawn(async move { waiting.acquire().await.map(|g| g.fencing_token()) });
+        let mut con = backend.raw().await;
+        eventually(Duration::from_secs(5), "one waiter queued", || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = redis::AsyncCommands::llen(&mut con, "dlock:{ins}:queue")
+                    .await
+                    .ok()?;
+                (n == 1).then_some(())
+            }
+        })
+        .await;
 
-    let info = c.inspect("ins").await.unwrap().expect("held");
-    assert_eq!(info.pid, std::process::id());
-    assert!(!info.host.is_empty());
-    assert_eq!(info.label.as_deref(), Some("pay handler"));
-    assert_eq!(info.fencing_token, Some(guard.fencing_token()));
-    assert!(info.remaining <= Duration::from_secs(20) && info.remaining > Duration::from_secs(10));
-    assert_eq!(info.waiters, 1);
-    // The server runs on this machine's clock: the acquisition time lies between the
-    // instants read just before and just after the acquire.
-    let acquired_at = info.acquired_at.expect("known while the counter lives");
-    assert!(
-        (before..=after).contains(&acquired_at),
-        "acquired_at {acquired_at:?} outside {before:?} ..= {after:?}"
-    );
+        let info = c.inspect("ins").await.unwrap().expect("held");
+        assert_eq!(info.pid, std::process::id());
+        assert!(!info.host.is_empty());
+        assert_eq!(info.label.as_deref(), Some("pay handler"));
+        assert_eq!(info.fencing_token, Some(guard.fencing_token()));
+        assert!(
+            info.remaining <= Duration::from_secs(20) && info.remaining > Duration::from_secs(10)
+        );
+        assert_eq!(info.waiters, 1);
+        // The server runs on this machine's clock: the acquisition time lies between the
+        // instants read just before and just after the acquire.
+        let acquired_at = info.acquired_at.expect("known while the counter lives");
+        assert!(
+            (before..=after).contains(&acquired_at),
+            "acquired_at {acquired_at:?} outside {before:?} ..= {after:?}"
+        );
 
-    guard.release().await.unwrap();
-    let next_fence = waiter.await.unwrap().unwrap();
-    assert!(Some(next_fence) > info.fencing_token);
-    let _ = &mut con;
-}
+        guard.release().await.unwrap();
+        let next_fence = waiter.await.unwrap().unwrap();
+        assert!(Some(next_fence) > info.fencing_token);
+        let _ = &mut con;
+    }
+);
 
 /// `t` rounded down to whole microseconds (the resolution of the server's acquisition time).
 fn micros_floor(t: SystemTime) -> SystemTime {
