@@ -7,128 +7,122 @@ use std::time::Duration;
 use dlock_core::{ErrorKind, LostReason, MutexOptions};
 use redis::AsyncCommands;
 
-use crate::support::{Worker, client, eventually, field, raw, redis};
+use crate::support::{Backend, Worker, backend_tests, eventually, field};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_process_that_shuts_down_leaves_nothing_behind() {
-    let server = redis();
-    let url = server.url();
-    // The test holds `other`, for which the worker will queue.
-    let other = client(&server)
-        .mutex("sd-other")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("free");
-    let mut worker = Worker::spawn(&[
-        "shutdown".into(),
-        format!("url={url}"),
-        "name=sd".into(),
-        "other=sd-other".into(),
-    ]);
-    assert_eq!(worker.line(Duration::from_secs(30)), "ready");
-    let mut con = raw(&server).await;
-    let queued = |key: &'static str, want: usize| {
-        let con = con.clone();
-        async move {
-            eventually(Duration::from_secs(10), key, || {
-                let mut con = con.clone();
-                async move {
-                    let n: usize = con.llen(key).await.ok()?;
-                    (n == want).then_some(())
-                }
-            })
-            .await;
-        }
-    };
-    queued("dlock:{sd-other}:queue", 1).await;
-
-    // A waiter in this process for the worker's lock, which the worker holds with a 30 s
-    // watchdog lease: only the shutdown can free it within the 20 s this waiter waits.
-    let waiter = client(&server).mutex("sd").unwrap();
-    let waiting =
-        tokio::spawn(async move { waiter.acquire_timeout(Duration::from_secs(20)).await });
-    queued("dlock:{sd}:queue", 1).await;
-
-    let () = con.set("sd:go", 1).await.unwrap();
-    let report = worker.line(Duration::from_secs(30));
-    assert_eq!(
-        (
-            field(&report, "released"),
-            field(&report, "dequeued"),
-            field(&report, "unsubscribed"),
-            field(&report, "failures")
-        ),
-        (1, 1, 1, 0),
-        "{report}"
-    );
-    let handed = waiting
-        .await
-        .unwrap()
-        .expect("the waiter got the lock at once");
-    // The worker is still running and connected: what it left is only what it failed to remove.
-    assert!(
-        worker.child.wait_timeout(Duration::ZERO).unwrap().is_none(),
-        "worker still alive"
-    );
-    let left: usize = con.llen("dlock:{sd-other}:queue").await.unwrap();
-    assert_eq!(left, 0, "the worker's queue entry is gone");
-    let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg("dlock:*")
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    assert!(
-        channels.iter().all(|c| !c.starts_with("dlock:{sd-other}")),
-        "the worker's wake subscription is gone: {channels:?}"
-    );
-    handed.release().await.unwrap();
-    other.release().await.unwrap();
-    let keys: Vec<String> = con.keys("dlock:*").await.unwrap();
-    let locks: Vec<&String> = keys.iter().filter(|k| !k.ends_with(":fence")).collect();
-    assert!(locks.is_empty(), "left behind: {locks:?}");
-}
-
-#[tokio::test]
-async fn a_shut_down_client_acquires_nothing_and_its_guards_learn_it() {
-    let server = redis();
-    let c = client(&server);
-    let lock = c
-        .mutex_with(
-            "sd-in",
-            MutexOptions::new().ttl(Duration::from_secs(30)).watchdog(),
-        )
-        .unwrap();
-    let guard = lock.try_acquire().await.unwrap().expect("free");
-    let report = c.shutdown(Duration::from_secs(5)).await;
-    assert!(report.is_complete(), "{report}");
-    assert_eq!(report.released, 1);
-    let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost())
-        .await
-        .expect("the guard learns its lease ended");
-    assert_eq!(lost.reason(), LostReason::Shutdown);
-    assert!(!guard.lease().is_held());
-    let err = lock.try_acquire().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Shutdown, "{err}");
-    let err = c.mutex("another").unwrap().acquire().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Shutdown, "{err}");
-    // Another client finds the lock free at once.
-    assert!(
-        client(&server)
-            .mutex("sd-in")
+backend_tests!(
+    async fn a_process_that_shuts_down_leaves_nothing_behind(backend: Backend) {
+        // The test holds `other`, for which the worker will queue.
+        let other = backend
+            .client()
+            .mutex("sd-other")
             .unwrap()
             .try_acquire()
             .await
             .unwrap()
-            .is_some()
-    );
-    drop(guard);
-    // Shutting down again has nothing left to do.
-    let again = c.shutdown(Duration::from_secs(1)).await;
-    assert_eq!(
-        (again.released, again.dequeued, again.failures.len()),
-        (0, 0, 0)
-    );
-}
+            .expect("free");
+        let mut worker = Worker::spawn(&[
+            "shutdown".into(),
+            backend.worker_arg(),
+            "name=sd".into(),
+            "other=sd-other".into(),
+        ]);
+        assert_eq!(worker.line(Duration::from_secs(30)), "ready");
+        let mut con = backend.raw().await;
+        let queued = |key: &'static str, want: usize| {
+            let con = con.clone();
+            async move {
+                eventually(Duration::from_secs(10), key, || {
+                    let mut con = con.clone();
+                    async move {
+                        let n: usize = con.llen(key).await.ok()?;
+                        (n == want).then_some(())
+                    }
+                })
+                .await;
+            }
+        };
+        queued("dlock:{sd-other}:queue", 1).await;
+
+        // A waiter in this process for the worker's lock, which the worker holds with a 30 s
+        // watchdog lease: only the shutdown can free it within the 20 s this waiter waits.
+        let waiter = backend.client().mutex("sd").unwrap();
+        let waiting =
+            tokio::spawn(async move { waiter.acquire_timeout(Duration::from_secs(20)).await });
+        queued("dlock:{sd}:queue", 1).await;
+
+        let () = con.set("sd:go", 1).await.unwrap();
+        let report = worker.line(Duration::from_secs(30));
+        assert_eq!(
+            (
+                field(&report, "released"),
+                field(&report, "dequeued"),
+                field(&report, "unsubscribed"),
+                field(&report, "failures")
+            ),
+            (1, 1, 1, 0),
+            "{report}"
+        );
+        let handed = waiting
+            .await
+            .unwrap()
+            .expect("the waiter got the lock at once");
+        // The worker is still running and connected: what it left is only what it failed to remove.
+        assert!(
+            worker.child.wait_timeout(Duration::ZERO).unwrap().is_none(),
+            "worker still alive"
+        );
+        let left: usize = con.llen("dlock:{sd-other}:queue").await.unwrap();
+        assert_eq!(left, 0, "the worker's queue entry is gone");
+        let channels = backend.wake_channels(&mut con, "dlock:*").await;
+        assert!(
+            channels.iter().all(|c| !c.starts_with("dlock:{sd-other}")),
+            "the worker's wake subscription is gone: {channels:?}"
+        );
+        handed.release().await.unwrap();
+        other.release().await.unwrap();
+        let keys: Vec<String> = con.keys("dlock:*").await.unwrap();
+        let locks: Vec<&String> = keys.iter().filter(|k| !k.ends_with(":fence")).collect();
+        assert!(locks.is_empty(), "left behind: {locks:?}");
+    }
+
+    async fn a_shut_down_client_acquires_nothing_and_its_guards_learn_it(backend: Backend) {
+        let c = backend.client();
+        let lock = c
+            .mutex_with(
+                "sd-in",
+                MutexOptions::new().ttl(Duration::from_secs(30)).watchdog(),
+            )
+            .unwrap();
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        let report = c.shutdown(Duration::from_secs(5)).await;
+        assert!(report.is_complete(), "{report}");
+        assert_eq!(report.released, 1);
+        let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+            .await
+            .expect("the guard learns its lease ended");
+        assert_eq!(lost.reason(), LostReason::Shutdown);
+        assert!(!guard.lease().is_held());
+        let err = lock.try_acquire().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Shutdown, "{err}");
+        let err = c.mutex("another").unwrap().acquire().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Shutdown, "{err}");
+        // Another client finds the lock free at once.
+        assert!(
+            backend
+                .client()
+                .mutex("sd-in")
+                .unwrap()
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_some()
+        );
+        drop(guard);
+        // Shutting down again has nothing left to do.
+        let again = c.shutdown(Duration::from_secs(1)).await;
+        assert_eq!(
+            (again.released, again.dequeued, again.failures.len()),
+            (0, 0, 0)
+        );
+    }
+);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use dlock_core::{ErrorKind, ExtendOutcome, ReleaseOutcome};
 use redis::AsyncCommands;
 
-use crate::support::{client, raw, redis};
+use crate::support::{Backend, backend_tests};
 
 fn assert_names_the_key(err: &dlock_core::Error, key: &str) {
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
@@ -16,96 +16,90 @@ fn assert_names_the_key(err: &dlock_core::Error, key: &str) {
     );
 }
 
-#[tokio::test]
-async fn a_foreign_value_is_reported_and_never_modified() {
-    let server = redis();
-    let c = client(&server);
-    let mut con = raw(&server).await;
-    let () = con.set("dlock:{x}", "hello").await.unwrap();
-    let lock = c.mutex("x").unwrap();
+backend_tests!(
+    async fn a_foreign_value_is_reported_and_never_modified(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let () = con.set("dlock:{x}", "hello").await.unwrap();
+        let lock = c.mutex("x").unwrap();
 
-    let err = lock.try_acquire().await.unwrap_err();
-    assert_names_the_key(&err, "dlock:{x}");
-    let err = lock
-        .acquire_timeout(Duration::from_secs(2))
-        .await
-        .unwrap_err();
-    assert_names_the_key(&err, "dlock:{x}");
-    let err = c.inspect("x").await.unwrap_err();
-    assert_names_the_key(&err, "dlock:{x}");
-    let err = c.force_unlock("x").await.unwrap_err();
-    assert_names_the_key(&err, "dlock:{x}");
+        let err = lock.try_acquire().await.unwrap_err();
+        assert_names_the_key(&err, "dlock:{x}");
+        let err = lock
+            .acquire_timeout(Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_names_the_key(&err, "dlock:{x}");
+        let err = c.inspect("x").await.unwrap_err();
+        assert_names_the_key(&err, "dlock:{x}");
+        let err = c.force_unlock("x").await.unwrap_err();
+        assert_names_the_key(&err, "dlock:{x}");
 
-    let value: String = con.get("dlock:{x}").await.unwrap();
-    assert_eq!(value, "hello", "the foreign value was modified");
-    let pttl: i64 = con.pttl("dlock:{x}").await.unwrap();
-    assert_eq!(pttl, -1, "the foreign key was given an expiry");
-    let queued: bool = con.exists("dlock:{x}:queue").await.unwrap();
-    assert!(!queued, "nothing was queued on a foreign key");
-}
+        let value: String = con.get("dlock:{x}").await.unwrap();
+        assert_eq!(value, "hello", "the foreign value was modified");
+        let pttl: i64 = con.pttl("dlock:{x}").await.unwrap();
+        assert_eq!(pttl, -1, "the foreign key was given an expiry");
+        let queued: bool = con.exists("dlock:{x}:queue").await.unwrap();
+        assert!(!queued, "nothing was queued on a foreign key");
+    }
 
-#[tokio::test]
-async fn a_key_of_another_type_is_reported_and_never_modified() {
-    let server = redis();
-    let c = client(&server);
-    let mut con = raw(&server).await;
-    let _: usize = con.rpush("dlock:{l}", "item").await.unwrap();
-    let lock = c.mutex("l").unwrap();
-    let err = lock.try_acquire().await.unwrap_err();
-    assert_names_the_key(&err, "dlock:{l}");
-    let err = lock
-        .acquire_timeout(Duration::from_secs(2))
-        .await
-        .unwrap_err();
-    assert_names_the_key(&err, "dlock:{l}");
-    let err = c.force_unlock("l").await.unwrap_err();
-    assert_names_the_key(&err, "dlock:{l}");
-    let items: Vec<String> = con.lrange("dlock:{l}", 0, -1).await.unwrap();
-    assert_eq!(items, ["item"]);
-}
+    async fn a_key_of_another_type_is_reported_and_never_modified(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let _: usize = con.rpush("dlock:{l}", "item").await.unwrap();
+        let lock = c.mutex("l").unwrap();
+        let err = lock.try_acquire().await.unwrap_err();
+        assert_names_the_key(&err, "dlock:{l}");
+        let err = lock
+            .acquire_timeout(Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_names_the_key(&err, "dlock:{l}");
+        let err = c.force_unlock("l").await.unwrap_err();
+        assert_names_the_key(&err, "dlock:{l}");
+        let items: Vec<String> = con.lrange("dlock:{l}", 0, -1).await.unwrap();
+        assert_eq!(items, ["item"]);
+    }
 
-#[tokio::test]
-async fn a_lock_without_expiry_is_reported_not_waited_for() {
-    let server = redis();
-    let c = client(&server);
-    let mut con = raw(&server).await;
-    // A lock value in dlock's format whose expiry someone removed (PERSIST).
-    let value = "0123456789abcdef0123456789abcdef- elsewhere\x1f1\x1f";
-    let () = con.set("dlock:{p}", value).await.unwrap();
-    // `try_acquire` sees a lock in dlock's format held by another and answers "busy" (it reads
-    // no expiry: one round trip of plain commands); a wait reads it and reports.
-    let lock = c.mutex("p").unwrap();
-    assert!(lock.try_acquire().await.unwrap().is_none());
-    let err = lock
-        .acquire_timeout(Duration::from_secs(5))
-        .await
-        .unwrap_err();
-    assert_names_the_key(&err, "dlock:{p}");
-    assert!(err.to_string().contains("no expiry"), "{err}");
-    let still: String = con.get("dlock:{p}").await.unwrap();
-    assert_eq!(still, value);
-}
+    async fn a_lock_without_expiry_is_reported_not_waited_for(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        // A lock value in dlock's format whose expiry someone removed (PERSIST).
+        let value = "0123456789abcdef0123456789abcdef- elsewhere\x1f1\x1f";
+        let () = con.set("dlock:{p}", value).await.unwrap();
+        // `try_acquire` sees a lock in dlock's format held by another and answers "busy" (it
+        // reads no expiry: one round trip of plain commands); a wait reads it and reports.
+        let lock = c.mutex("p").unwrap();
+        assert!(lock.try_acquire().await.unwrap().is_none());
+        let err = lock
+            .acquire_timeout(Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_names_the_key(&err, "dlock:{p}");
+        assert!(err.to_string().contains("no expiry"), "{err}");
+        let still: String = con.get("dlock:{p}").await.unwrap();
+        assert_eq!(still, value);
+    }
 
-#[tokio::test]
-async fn a_held_lock_overwritten_by_another_program_is_left_alone() {
-    let server = redis();
-    let c = client(&server);
-    let mut con = raw(&server).await;
-    let mut guard = c
-        .mutex("o")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("free");
-    let () = con.set("dlock:{o}", "someone else's").await.unwrap();
-    assert_eq!(
-        guard.extend(Duration::from_secs(60)).await.unwrap(),
-        ExtendOutcome::TakenOver
-    );
-    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::TakenOver);
-    let value: String = con.get("dlock:{o}").await.unwrap();
-    assert_eq!(value, "someone else's");
-    let pttl: i64 = con.pttl("dlock:{o}").await.unwrap();
-    assert_eq!(pttl, -1);
-}
+    async fn a_held_lock_overwritten_by_another_program_is_left_alone(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let mut guard = c
+            .mutex("o")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        let () = con.set("dlock:{o}", "someone else's").await.unwrap();
+        assert_eq!(
+            guard.extend(Duration::from_secs(60)).await.unwrap(),
+            ExtendOutcome::TakenOver
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::TakenOver);
+        let value: String = con.get("dlock:{o}").await.unwrap();
+        assert_eq!(value, "someone else's");
+        let pttl: i64 = con.pttl("dlock:{o}").await.unwrap();
+        assert_eq!(pttl, -1);
+    }
+);

@@ -5,40 +5,39 @@ use std::time::Duration;
 
 use dlock_core::MutexOptions;
 
-use crate::support::{client, eventually, redis};
+use crate::support::{Backend, backend_tests, eventually};
 
-#[tokio::test]
-async fn dropped_guard_is_released_in_the_background() {
-    let server = redis();
-    let lock = client(&server).mutex("dropped").unwrap();
-    let guard = lock.try_acquire().await.unwrap().expect("free");
-    drop(guard);
-    let other = client(&server).mutex("dropped").unwrap();
-    let again = eventually(Duration::from_secs(5), "background release", || async {
-        other.try_acquire().await.ok().flatten()
-    })
-    .await;
-    again.release().await.unwrap();
-}
+backend_tests!(
+    async fn dropped_guard_is_released_in_the_background(backend: Backend) {
+        let lock = backend.client().mutex("dropped").unwrap();
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        drop(guard);
+        let other = backend.client().mutex("dropped").unwrap();
+        let again = eventually(Duration::from_secs(5), "background release", || async {
+            other.try_acquire().await.ok().flatten()
+        })
+        .await;
+        again.release().await.unwrap();
+    }
 
-#[test]
-fn dropping_a_guard_outside_a_runtime_does_not_panic() {
-    let server = redis();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let guard = runtime.block_on(async {
-        let lock = client(&server)
-            .mutex_with(
-                "orphan",
-                MutexOptions::new().ttl(Duration::from_millis(200)),
-            )
-            .unwrap();
-        lock.try_acquire().await.unwrap().expect("free")
-    });
-    // A plain thread has no runtime: the drop must neither panic nor block.
-    std::thread::spawn(move || drop(guard)).join().unwrap();
-    runtime.block_on(async {
-        let lock = client(&server).mutex("orphan").unwrap();
-        let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
-        guard.release().await.unwrap();
-    });
-}
+    fn dropping_a_guard_outside_a_runtime_does_not_panic(backend: Backend) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let guard = runtime.block_on(async {
+            let lock = backend
+                .client()
+                .mutex_with(
+                    "orphan",
+                    MutexOptions::new().ttl(Duration::from_millis(200)),
+                )
+                .unwrap();
+            lock.try_acquire().await.unwrap().expect("free")
+        });
+        // A plain thread has no runtime: the drop must neither panic nor block.
+        std::thread::spawn(move || drop(guard)).join().unwrap();
+        runtime.block_on(async {
+            let lock = backend.client().mutex("orphan").unwrap();
+            let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
+            guard.release().await.unwrap();
+        });
+    }
+);

@@ -5,65 +5,67 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dlock_core::MutexOptions;
 
-use crate::support::{client, eventually, raw, redis};
+use crate::support::{Backend, backend_tests, eventually};
 
-#[tokio::test]
-async fn inspect_reports_the_holder() {
-    let server = redis();
-    let c = client(&server);
-    assert_eq!(c.inspect("ins").await.unwrap(), None);
-    let lock = c
-        .mutex_with(
-            "ins",
-            MutexOptions::new()
-                .ttl(Duration::from_secs(20))
-                .label("pay handler")
-                // The fence comes with the lock: inspect shows it and when it was issued.
-                .fenced(),
-        )
-        .unwrap();
-    let before = micros_floor(SystemTime::now());
-    let guard = lock.try_acquire().await.unwrap().expect("free");
-    let after = SystemTime::now();
+backend_tests!(
+    async fn inspect_reports_the_holder(backend: Backend) {
+        let c = backend.client();
+        assert_eq!(c.inspect("ins").await.unwrap(), None);
+        let lock = c
+            .mutex_with(
+                "ins",
+                MutexOptions::new()
+                    .ttl(Duration::from_secs(20))
+                    .label("pay handler")
+                    // The fence comes with the lock: inspect shows it and when it was issued.
+                    .fenced(),
+            )
+            .unwrap();
+        let before = micros_floor(SystemTime::now());
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        let after = SystemTime::now();
 
-    let waiting = client(&server).mutex("ins").unwrap();
-    let waiter = tokio::spawn(async move { waiting.acquire().await?.fencing_token().await });
-    let mut con = raw(&server).await;
-    eventually(Duration::from_secs(5), "one waiter queued", || {
-        let mut con = con.clone();
-        async move {
-            let n: usize = redis::AsyncCommands::llen(&mut con, "dlock:{ins}:queue")
-                .await
-                .ok()?;
-            (n == 1).then_some(())
-        }
-    })
-    .await;
+        let waiting = backend.client().mutex("ins").unwrap();
+        let waiter = tokio::spawn(async move { waiting.acquire().await?.fencing_token().await });
+        let mut con = backend.raw().await;
+        eventually(Duration::from_secs(5), "one waiter queued", || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = redis::AsyncCommands::llen(&mut con, "dlock:{ins}:queue")
+                    .await
+                    .ok()?;
+                (n == 1).then_some(())
+            }
+        })
+        .await;
 
-    let info = c.inspect("ins").await.unwrap().expect("held");
-    assert_eq!(info.pid, std::process::id());
-    assert!(!info.host.is_empty());
-    assert_eq!(info.label.as_deref(), Some("pay handler"));
-    assert_eq!(info.fencing_token, guard.issued_fencing_token());
-    assert_eq!(
-        info.fencing_token,
-        Some(guard.fencing_token().await.unwrap())
-    );
-    assert!(info.remaining <= Duration::from_secs(20) && info.remaining > Duration::from_secs(10));
-    assert_eq!(info.waiters, 1);
-    // The server runs on this machine's clock: the acquisition time lies between the
-    // instants read just before and just after the acquire.
-    let acquired_at = info.acquired_at.expect("known while the counter lives");
-    assert!(
-        (before..=after).contains(&acquired_at),
-        "acquired_at {acquired_at:?} outside {before:?} ..= {after:?}"
-    );
+        let info = c.inspect("ins").await.unwrap().expect("held");
+        assert_eq!(info.pid, std::process::id());
+        assert!(!info.host.is_empty());
+        assert_eq!(info.label.as_deref(), Some("pay handler"));
+        assert_eq!(info.fencing_token, guard.issued_fencing_token());
+        assert_eq!(
+            info.fencing_token,
+            Some(guard.fencing_token().await.unwrap())
+        );
+        assert!(
+            info.remaining <= Duration::from_secs(20) && info.remaining > Duration::from_secs(10)
+        );
+        assert_eq!(info.waiters, 1);
+        // The server runs on this machine's clock: the acquisition time lies between the
+        // instants read just before and just after the acquire.
+        let acquired_at = info.acquired_at.expect("known while the counter lives");
+        assert!(
+            (before..=after).contains(&acquired_at),
+            "acquired_at {acquired_at:?} outside {before:?} ..= {after:?}"
+        );
 
-    guard.release().await.unwrap();
-    let next_fence = waiter.await.unwrap().unwrap();
-    assert!(Some(next_fence) > info.fencing_token);
-    let _ = &mut con;
-}
+        guard.release().await.unwrap();
+        let next_fence = waiter.await.unwrap().unwrap();
+        assert!(Some(next_fence) > info.fencing_token);
+        let _ = &mut con;
+    }
+);
 
 /// `t` rounded down to whole microseconds (the resolution of the server's acquisition time).
 fn micros_floor(t: SystemTime) -> SystemTime {
@@ -71,24 +73,24 @@ fn micros_floor(t: SystemTime) -> SystemTime {
     UNIX_EPOCH + Duration::from_micros(u64::try_from(since.as_micros()).unwrap())
 }
 
-#[tokio::test]
-async fn a_fence_shows_once_the_holder_asked_for_it() {
-    let server = redis();
-    let c = client(&server);
-    let guard = c
-        .mutex("lazy")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("free");
-    let info = c.inspect("lazy").await.unwrap().expect("held");
-    assert_eq!(info.fencing_token, None, "no fence issued yet");
-    assert_eq!(guard.issued_fencing_token(), None);
-    let fence = guard.fencing_token().await.unwrap();
-    let info = c.inspect("lazy").await.unwrap().expect("held");
-    assert_eq!(info.fencing_token, Some(fence));
-    // Asking again costs nothing and gives the same token.
-    assert_eq!(guard.issued_fencing_token(), Some(fence));
-    assert_eq!(guard.fencing_token().await.unwrap(), fence);
-}
+backend_tests!(
+    async fn a_fence_shows_once_the_holder_asked_for_it(backend: Backend) {
+        let c = backend.client();
+        let guard = c
+            .mutex("lazy")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        let info = c.inspect("lazy").await.unwrap().expect("held");
+        assert_eq!(info.fencing_token, None, "no fence issued yet");
+        assert_eq!(guard.issued_fencing_token(), None);
+        let fence = guard.fencing_token().await.unwrap();
+        let info = c.inspect("lazy").await.unwrap().expect("held");
+        assert_eq!(info.fencing_token, Some(fence));
+        // Asking again costs nothing and gives the same token.
+        assert_eq!(guard.issued_fencing_token(), Some(fence));
+        assert_eq!(guard.fencing_token().await.unwrap(), fence);
+    }
+);

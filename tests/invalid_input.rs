@@ -1,11 +1,13 @@
 //! Bad input gets a clear error that says what is wrong and how to fix it, never a panic.
+//! Most of it never reaches Redis and needs no backend (settings are checked for a server URL
+//! and for cluster nodes alike); a key of another type runs on both backends.
 
 use std::time::Duration;
 
-use dlock_core::{Client, ErrorKind, MutexOptions};
+use dlock_core::{Client, ClientBuilder, ErrorKind, MutexOptions};
 use redis::AsyncCommands;
 
-use crate::support::{client, raw, redis};
+use crate::support::{Backend, backend_tests};
 
 #[tokio::test]
 async fn bad_names_ttls_and_labels_are_rejected_before_any_request() {
@@ -42,21 +44,26 @@ async fn bad_names_ttls_and_labels_are_rejected_before_any_request() {
 async fn bad_client_settings_are_rejected() {
     let err = Client::open("http://127.0.0.1/").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-    let err = Client::builder("redis://127.0.0.1/")
-        .key_prefix("app{x}:")
+    let err = Client::cluster_builder(Vec::<String>::new())
         .build()
         .unwrap_err();
-    assert!(err.to_string().contains("key prefix"), "{err}");
-    let err = Client::builder("redis://127.0.0.1/")
-        .default_ttl(Duration::ZERO)
-        .build()
-        .unwrap_err();
-    assert!(err.is_invalid_input());
-    let err = Client::builder("redis://127.0.0.1/")
-        .command_timeout(Duration::ZERO)
-        .build()
-        .unwrap_err();
-    assert!(err.is_invalid_input());
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    // The same settings are checked for a server and for a cluster.
+    let builders: [fn() -> ClientBuilder; 2] = [
+        || Client::builder("redis://127.0.0.1/"),
+        || Client::cluster_builder(["redis://127.0.0.1/"]),
+    ];
+    for builder in builders {
+        let err = builder().key_prefix("app{x}:").build().unwrap_err();
+        assert!(err.to_string().contains("key prefix"), "{err}");
+        let err = builder().default_ttl(Duration::ZERO).build().unwrap_err();
+        assert!(err.is_invalid_input());
+        let err = builder()
+            .command_timeout(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert!(err.is_invalid_input());
+    }
 }
 
 #[test]
@@ -66,36 +73,50 @@ fn building_outside_a_runtime_is_an_error_not_a_panic() {
     assert!(err.to_string().contains("Tokio runtime"), "{err}");
 }
 
-#[tokio::test]
-async fn a_key_of_another_type_is_a_wrongtype_error() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    let () = con.hset("dlock:{typed}", "field", "value").await.unwrap();
-    let err = client(&server)
-        .mutex("typed")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
-    assert!(err.to_string().contains("another program"), "{err}");
+backend_tests!(
+    async fn a_key_of_another_type_is_a_wrongtype_error(backend: Backend) {
+        let mut con = backend.raw().await;
+        let () = con.hset("dlock:{typed}", "field", "value").await.unwrap();
+        let err = backend
+            .client()
+            .mutex("typed")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        assert!(err.to_string().contains("another program"), "{err}");
 
-    // The fence counter of another type: the lock is taken (fences are issued on demand), and
-    // asking for the fence says what is wrong.
-    let _: usize = con.lpush("dlock:{fence}:fence", "x").await.unwrap();
-    let guard = client(&server)
-        .mutex("fence")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("free");
-    let err = guard.fencing_token().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
-}
+        // The fence counter of another type: the lock is taken (fences are issued on demand),
+        // and asking for the fence says what is wrong.
+        let _: usize = con.lpush("dlock:{fence}:fence", "x").await.unwrap();
+        let guard = backend
+            .client()
+            .mutex("fence")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        let err = guard.fencing_token().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+    }
+);
 
 #[tokio::test]
 async fn an_address_that_is_not_redis_is_named_as_such() {
+    named_not_redis(|url| Client::builder(url.as_str())).await;
+}
+
+#[tokio::test]
+#[ignore = "dlock bug: a cluster node that is not Redis is reported as 'No connections found \
+            for multi-node operation - ClusterConnectionNotFound; the client reconnects'"]
+async fn a_cluster_node_that_is_not_redis_is_named_as_such() {
+    named_not_redis(|url| Client::cluster_builder([url.as_str()])).await;
+}
+
+/// Builds a client with `builder` for the URL of an HTTP server: its errors name the problem.
+async fn named_not_redis(builder: impl Fn(String) -> dlock_core::ClientBuilder) {
     // An HTTP-speaking server on the port the URL names.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -109,7 +130,7 @@ async fn an_address_that_is_not_redis_is_named_as_such() {
                 .await;
         }
     });
-    let c = Client::builder(format!("redis://127.0.0.1:{port}/").as_str())
+    let c = builder(format!("redis://127.0.0.1:{port}/"))
         .command_timeout(Duration::from_secs(2))
         .build()
         .unwrap();

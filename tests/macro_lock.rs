@@ -2,7 +2,8 @@
 //! processes, busy semantics through the user's error type and through skip, a lost lease that
 //! cancels (or only signals) the body, reentrancy of nested annotated calls, the Redis keys that
 //! key templates produce, the watchdog that is on by default, and the process-wide default
-//! client (set in exactly one test: it is global, and every test has its own server).
+//! client (set in exactly one test: it is global, and every test has its own server). All on
+//! both backends, but the default client: it can be set once per process, so one backend only.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,7 +12,7 @@ use std::time::Duration;
 use dlock_core::{Client, ErrorKind, FencingToken, HolderInfo, LostReason, distributed_lock};
 use redis::AsyncCommands;
 
-use crate::support::{client, raw, redis, two_processes_count};
+use crate::support::{Backend, Plain, backend_tests, client, redis, two_processes_count};
 
 /// The error type of the annotated functions: a lock failure or the application's own.
 #[derive(Debug)]
@@ -56,37 +57,36 @@ async fn bump(client: &Client, name: &str, counter: &Counter) -> Result<(), AppE
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_lose_no_update() {
-    let server = redis();
-    let c = client(&server);
-    let counter = Arc::new(Counter::default());
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let (c, counter) = (c.clone(), counter.clone());
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..25 {
-                bump(&c, "tasks", &counter).await.unwrap();
-            }
-        }));
+backend_tests!(
+    async fn tasks_lose_no_update(backend: Backend) {
+        let c = backend.client();
+        let counter = Arc::new(Counter::default());
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (c, counter) = (c.clone(), counter.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..25 {
+                    bump(&c, "tasks", &counter).await.unwrap();
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(
+            counter.overlaps.load(Ordering::SeqCst),
+            0,
+            "two bodies ran at once"
+        );
+        assert_eq!(counter.value.load(Ordering::SeqCst), 200, "lost updates");
+        assert_eq!(c.inspect("counter:tasks").await.unwrap(), None, "released");
     }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    assert_eq!(
-        counter.overlaps.load(Ordering::SeqCst),
-        0,
-        "two bodies ran at once"
-    );
-    assert_eq!(counter.value.load(Ordering::SeqCst), 200, "lost updates");
-    assert_eq!(c.inspect("counter:tasks").await.unwrap(), None, "released");
-}
 
-/// The worker's `macro-count`: every turn is a call of a `#[distributed_lock]` function.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn processes_lose_no_update() {
-    two_processes_count("macro-count", "macro-exclusion", 400).await;
-}
+    /// The worker's `macro-count`: every turn is a call of a `#[distributed_lock]` function.
+    async fn processes_lose_no_update(backend: Backend) {
+        two_processes_count(&backend, "macro-count", "macro-exclusion", 400).await;
+    }
+);
 
 #[distributed_lock(key = "busy", client = client, wait = "100ms")]
 async fn wait_briefly(client: &Client, ran: &AtomicBool) -> Result<u32, AppError> {
@@ -113,42 +113,42 @@ async fn skip_result(client: &Client) -> Result<Option<u32>, AppError> {
     Ok(Some(4))
 }
 
-#[tokio::test]
-async fn a_busy_lock_reaches_the_caller_through_the_return_type() {
-    let server = redis();
-    let c = client(&server);
-    let ran = AtomicBool::new(false);
-    // Free: every form runs its body, and the application's own error passes through.
-    assert_eq!(try_once(&c, &ran, false).await.unwrap(), 2);
-    assert!(matches!(
-        try_once(&c, &ran, true).await,
-        Err(AppError::Declined)
-    ));
-    assert_eq!(skip_once(&c).await.unwrap(), Some(3));
-    assert_eq!(skip_result(&c).await.unwrap(), Some(4));
+backend_tests!(
+    async fn a_busy_lock_reaches_the_caller_through_the_return_type(backend: Backend) {
+        let c = backend.client();
+        let ran = AtomicBool::new(false);
+        // Free: every form runs its body, and the application's own error passes through.
+        assert_eq!(try_once(&c, &ran, false).await.unwrap(), 2);
+        assert!(matches!(
+            try_once(&c, &ran, true).await,
+            Err(AppError::Declined)
+        ));
+        assert_eq!(skip_once(&c).await.unwrap(), Some(3));
+        assert_eq!(skip_result(&c).await.unwrap(), Some(4));
 
-    let holder = client(&server).mutex("busy").unwrap();
-    let guard = holder.try_acquire().await.unwrap().expect("free");
-    ran.store(false, Ordering::SeqCst);
-    let err = wait_briefly(&c, &ran).await.unwrap_err();
-    assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
-    let err = try_once(&c, &ran, false).await.unwrap_err();
-    assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
-    // The default tries once: the message says so and how to wait instead.
-    let AppError::Lock(busy) = &err else {
-        panic!("{err:?}")
-    };
-    assert!(busy.to_string().contains("tried once"), "{busy}");
-    assert!(busy.to_string().contains("wait = \"5s\""), "{busy}");
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "a busy lock must not run the body"
-    );
-    assert_eq!(skip_once(&c).await.unwrap(), None);
-    assert_eq!(skip_result(&c).await.unwrap(), None);
-    guard.release().await.unwrap();
-    assert_eq!(wait_briefly(&c, &ran).await.unwrap(), 1);
-}
+        let holder = backend.client().mutex("busy").unwrap();
+        let guard = holder.try_acquire().await.unwrap().expect("free");
+        ran.store(false, Ordering::SeqCst);
+        let err = wait_briefly(&c, &ran).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
+        let err = try_once(&c, &ran, false).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Busy), "{err:?}");
+        // The default tries once: the message says so and how to wait instead.
+        let AppError::Lock(busy) = &err else {
+            panic!("{err:?}")
+        };
+        assert!(busy.to_string().contains("tried once"), "{busy}");
+        assert!(busy.to_string().contains("wait = \"5s\""), "{busy}");
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "a busy lock must not run the body"
+        );
+        assert_eq!(skip_once(&c).await.unwrap(), None);
+        assert_eq!(skip_result(&c).await.unwrap(), None);
+        guard.release().await.unwrap();
+        assert_eq!(wait_briefly(&c, &ran).await.unwrap(), 1);
+    }
+);
 
 #[distributed_lock(key = "lost", client = client, ttl = "600ms")]
 async fn long_work(client: &Client, finished: &AtomicBool) -> Result<(), AppError> {
@@ -157,26 +157,26 @@ async fn long_work(client: &Client, finished: &AtomicBool) -> Result<(), AppErro
     Ok(())
 }
 
-#[tokio::test]
-async fn a_lost_lease_cancels_the_body() {
-    let server = redis();
-    let c = client(&server);
-    let finished = AtomicBool::new(false);
-    let mut con = raw(&server).await;
-    let remove = async {
-        delete_once_held(&mut con, "dlock:{lost}").await;
-    };
-    let work = tokio::time::timeout(Duration::from_secs(10), long_work(&c, &finished));
-    let (result, ()) = tokio::join!(work, remove);
-    let err = result
-        .expect("cancelled well before the body's 30 s")
-        .unwrap_err();
-    assert_eq!(err.kind(), Some(ErrorKind::LeaseLost), "{err:?}");
-    assert!(
-        !finished.load(Ordering::SeqCst),
-        "the body must have been dropped"
-    );
-}
+backend_tests!(
+    async fn a_lost_lease_cancels_the_body(backend: Backend) {
+        let c = backend.client();
+        let finished = AtomicBool::new(false);
+        let mut con = backend.raw().await;
+        let remove = async {
+            delete_once_held(&mut con, "dlock:{lost}").await;
+        };
+        let work = tokio::time::timeout(Duration::from_secs(10), long_work(&c, &finished));
+        let (result, ()) = tokio::join!(work, remove);
+        let err = result
+            .expect("cancelled well before the body's 30 s")
+            .unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::LeaseLost), "{err:?}");
+        assert!(
+            !finished.load(Ordering::SeqCst),
+            "the body must have been dropped"
+        );
+    }
+);
 
 #[distributed_lock(key = "signal", client = client, ttl = "600ms", on_lost = "signal", guard = lease)]
 async fn watchful_work(client: &Client) -> Result<LostReason, AppError> {
@@ -184,18 +184,18 @@ async fn watchful_work(client: &Client) -> Result<LostReason, AppError> {
     Ok(lease.lost().await.reason())
 }
 
-#[tokio::test]
-async fn signal_mode_lets_the_body_react() {
-    let server = redis();
-    let c = client(&server);
-    let mut con = raw(&server).await;
-    let remove = async {
-        delete_once_held(&mut con, "dlock:{signal}").await;
-    };
-    let work = tokio::time::timeout(Duration::from_secs(10), watchful_work(&c));
-    let (reason, ()) = tokio::join!(work, remove);
-    assert_eq!(reason.unwrap().unwrap(), LostReason::Removed);
-}
+backend_tests!(
+    async fn signal_mode_lets_the_body_react(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let remove = async {
+            delete_once_held(&mut con, "dlock:{signal}").await;
+        };
+        let work = tokio::time::timeout(Duration::from_secs(10), watchful_work(&c));
+        let (reason, ()) = tokio::join!(work, remove);
+        assert_eq!(reason.unwrap().unwrap(), LostReason::Removed);
+    }
+);
 
 #[distributed_lock(key = "short-lease", client = client, ttl = "300ms", guard = lease)]
 async fn outlive_the_ttl(client: &Client) -> Result<bool, AppError> {
@@ -204,15 +204,15 @@ async fn outlive_the_ttl(client: &Client) -> Result<bool, AppError> {
     Ok(lease.is_held())
 }
 
-#[tokio::test]
-async fn the_watchdog_is_on_by_default() {
-    let server = redis();
-    let c = client(&server);
-    assert!(
-        outlive_the_ttl(&c).await.unwrap(),
-        "the lease must still stand"
-    );
-}
+backend_tests!(
+    async fn the_watchdog_is_on_by_default(backend: Backend) {
+        let c = backend.client();
+        assert!(
+            outlive_the_ttl(&c).await.unwrap(),
+            "the lease must still stand"
+        );
+    }
+);
 
 #[distributed_lock(key = "account:{id}", client = client, guard = outer)]
 async fn transfer(client: &Client, id: u64) -> Result<(FencingToken, FencingToken), AppError> {
@@ -235,27 +235,27 @@ async fn transfer_strictly(client: &Client, id: u64) -> Result<(), AppError> {
     strict_audit(client, id).await
 }
 
-#[tokio::test]
-async fn nested_calls_on_the_same_key_reenter() {
-    let server = redis();
-    let c = client(&server);
-    let (outer, inner) = tokio::time::timeout(Duration::from_secs(10), transfer(&c, 7))
-        .await
-        .expect("a nested call must re-enter, not wait for itself")
-        .unwrap();
-    assert_eq!(outer, inner, "one acquisition, one fencing token");
-    assert_eq!(
-        c.inspect("account:7").await.unwrap(),
-        None,
-        "released by the outer call"
-    );
+backend_tests!(
+    async fn nested_calls_on_the_same_key_reenter(backend: Backend) {
+        let c = backend.client();
+        let (outer, inner) = tokio::time::timeout(Duration::from_secs(10), transfer(&c, 7))
+            .await
+            .expect("a nested call must re-enter, not wait for itself")
+            .unwrap();
+        assert_eq!(outer, inner, "one acquisition, one fencing token");
+        assert_eq!(
+            c.inspect("account:7").await.unwrap(),
+            None,
+            "released by the outer call"
+        );
 
-    let err = tokio::time::timeout(Duration::from_secs(10), transfer_strictly(&c, 8))
-        .await
-        .expect("a non-reentrant nested call reports instead of waiting")
-        .unwrap_err();
-    assert_eq!(err.kind(), Some(ErrorKind::Reentrancy), "{err:?}");
-}
+        let err = tokio::time::timeout(Duration::from_secs(10), transfer_strictly(&c, 8))
+            .await
+            .expect("a non-reentrant nested call reports instead of waiting")
+            .unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Reentrancy), "{err:?}");
+    }
+);
 
 /// An order as the application has it: the key uses its fields.
 struct Order {
@@ -279,11 +279,7 @@ impl Shop {
 }
 
 #[distributed_lock(key = "order:{order_id}", client = client, label = "pay handler")]
-async fn pay(
-    client: &Client,
-    order_id: u64,
-    con: &mut redis::aio::MultiplexedConnection,
-) -> Result<bool, AppError> {
+async fn pay(client: &Client, order_id: u64, con: &mut Plain) -> Result<bool, AppError> {
     // The Redis key itself, as an operator would look for it.
     let exists: bool = con
         .exists(format!("dlock:{{order:{order_id}}}"))
@@ -292,41 +288,42 @@ async fn pay(
     Ok(exists && client.inspect("order:42").await?.is_some())
 }
 
-#[tokio::test]
-async fn key_templates_produce_the_expected_redis_keys() {
-    let server = redis();
-    let c = client(&server);
-    let mut con = raw(&server).await;
-    assert!(
-        pay(&c, 42, &mut con).await.unwrap(),
-        "held as `dlock:{{order:42}}`"
-    );
-    let holder = client(&server).inspect("order:42").await.unwrap();
-    assert_eq!(holder, None, "released after the call");
+backend_tests!(
+    async fn key_templates_produce_the_expected_redis_keys(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        assert!(
+            pay(&c, 42, &mut con).await.unwrap(),
+            "held as `dlock:{{order:42}}`"
+        );
+        let holder = backend.client().inspect("order:42").await.unwrap();
+        assert_eq!(holder, None, "released after the call");
 
-    let shop = Shop {
-        locks: client(&server),
-        region: "eu-west".into(),
-    };
-    let (info, fence) = shop.ship(&Order { id: 9 }).await.unwrap();
-    let info = info.expect("held as `order:eu-west:9` while the body ran");
-    assert_eq!(info.fencing_token, Some(fence));
-    assert_eq!(info.pid, std::process::id());
-    assert_eq!(
-        info.label.as_deref(),
-        Some("ship"),
-        "the label defaults to the fn name"
-    );
-    let exists: bool = con.exists("dlock:{order:eu-west:9}").await.unwrap();
-    assert!(!exists, "released after the call");
-}
+        let shop = Shop {
+            locks: backend.client(),
+            region: "eu-west".into(),
+        };
+        let (info, fence) = shop.ship(&Order { id: 9 }).await.unwrap();
+        let info = info.expect("held as `order:eu-west:9` while the body ran");
+        assert_eq!(info.fencing_token, Some(fence));
+        assert_eq!(info.pid, std::process::id());
+        assert_eq!(
+            info.label.as_deref(),
+            Some("ship"),
+            "the label defaults to the fn name"
+        );
+        let exists: bool = con.exists("dlock:{order:eu-west:9}").await.unwrap();
+        assert!(!exists, "released after the call");
+    }
+);
 
 #[distributed_lock(key = "defaulted:{n}")]
 async fn with_the_default_client(n: u32) -> Result<u32, AppError> {
     Ok(n * 2)
 }
 
-/// The only test that sets the process-wide default client.
+/// The only test that sets the process-wide default client, which can be set once per process:
+/// on one backend only.
 #[tokio::test]
 async fn the_default_client_is_used_once_set() {
     let err = with_the_default_client(1).await.unwrap_err();
@@ -344,7 +341,7 @@ async fn the_default_client_is_used_once_set() {
 }
 
 /// Deletes `key` as soon as the lock it holds is taken (behind the work's back).
-async fn delete_once_held(con: &mut redis::aio::MultiplexedConnection, key: &str) {
+async fn delete_once_held(con: &mut Plain, key: &str) {
     crate::support::eventually(Duration::from_secs(10), "the lock is taken", || {
         let mut con = con.clone();
         async move { con.exists::<_, bool>(key).await.ok()?.then_some(()) }
@@ -354,19 +351,22 @@ async fn delete_once_held(con: &mut redis::aio::MultiplexedConnection, key: &str
     assert_eq!(deleted, 1);
 }
 
-#[tokio::test]
-async fn a_skip_function_reports_an_unreachable_redis_instead_of_skipping() {
-    let mut server = redis();
-    let c = Client::builder(server.url().as_str())
-        .command_timeout(Duration::from_millis(300))
-        .connect_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    server.kill();
-    // "Another replica has it" is `Ok(None)`; "Redis is down" must not look the same.
-    let err = skip_once(&c).await.unwrap_err();
-    assert!(
-        matches!(err.kind(), Some(ErrorKind::Connection | ErrorKind::Timeout)),
-        "{err:?}"
-    );
-}
+backend_tests!(
+    async fn a_skip_function_reports_an_unreachable_redis_instead_of_skipping(
+        mut backend: Backend,
+    ) {
+        let c = backend
+            .builder()
+            .command_timeout(Duration::from_millis(300))
+            .connect_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        backend.kill("dlock:{busy}");
+        // "Another replica has it" is `Ok(None)`; "Redis is down" must not look the same.
+        let err = skip_once(&c).await.unwrap_err();
+        assert!(
+            matches!(err.kind(), Some(ErrorKind::Connection | ErrorKind::Timeout)),
+            "{err:?}"
+        );
+    }
+);

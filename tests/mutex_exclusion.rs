@@ -2,9 +2,10 @@
 //! non-atomic read-pause-write counter. Any overlap loses updates or is seen by the `inside`
 //! check; fencing tokens, appended in acquisition order, must strictly increase.
 
-use crate::support::two_processes_count;
+use crate::support::{Backend, backend_tests, two_processes_count};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_lose_no_update() {
-    two_processes_count("count", "exclusion", 2000).await;
-}
+backend_tests!(
+    async fn two_processes_lose_no_update(backend: Backend) {
+        two_processes_count(&backend, "count", "exclusion", 2000).await;
+    }
+);

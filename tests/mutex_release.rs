@@ -6,104 +6,108 @@ use std::time::Duration;
 use dlock_core::{ExtendOutcome, MutexOptions, ReleaseOutcome};
 use redis::AsyncCommands;
 
-use crate::support::{client, raw, redis};
+use crate::support::{Backend, Plain, backend_tests, eventually};
 
-#[tokio::test]
-async fn release_frees_the_lock() {
-    let server = redis();
-    let lock = client(&server).mutex("rel").unwrap();
-    let guard = lock.try_acquire().await.unwrap().expect("free lock");
-    assert_eq!(guard.name(), "rel");
-    assert!(guard.remaining() > Duration::from_secs(20));
-    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
-    let mut con = raw(&server).await;
-    let exists: bool = con.exists("dlock:{rel}").await.unwrap();
-    assert!(!exists);
-    assert!(lock.try_acquire().await.unwrap().is_some());
-}
+backend_tests!(
+    async fn release_frees_the_lock(backend: Backend) {
+        let lock = backend.client().mutex("rel").unwrap();
+        let guard = lock.try_acquire().await.unwrap().expect("free lock");
+        assert_eq!(guard.name(), "rel");
+        assert!(guard.remaining() > Duration::from_secs(20));
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        let mut con = backend.raw().await;
+        let exists: bool = con.exists("dlock:{rel}").await.unwrap();
+        assert!(!exists);
+        assert!(lock.try_acquire().await.unwrap().is_some());
+    }
 
-#[tokio::test]
-async fn held_lock_is_not_acquired_twice() {
-    let server = redis();
-    let lock = client(&server).mutex("twice").unwrap();
-    let _held = lock.try_acquire().await.unwrap().expect("free lock");
-    // Another task of the same client is another owner …
-    let same_client = lock.clone();
-    let from_task = tokio::spawn(async move { same_client.try_acquire().await.unwrap().is_none() });
-    assert!(from_task.await.unwrap());
-    // … and so is another client (another process).
-    let other = client(&server).mutex("twice").unwrap();
-    assert!(other.try_acquire().await.unwrap().is_none());
-}
+    async fn held_lock_is_not_acquired_twice(backend: Backend) {
+        let lock = backend.client().mutex("twice").unwrap();
+        let _held = lock.try_acquire().await.unwrap().expect("free lock");
+        // Another task of the same client is another owner …
+        let same_client = lock.clone();
+        let from_task =
+            tokio::spawn(async move { same_client.try_acquire().await.unwrap().is_none() });
+        assert!(from_task.await.unwrap());
+        // … and so is another client (another process).
+        let other = backend.client().mutex("twice").unwrap();
+        assert!(other.try_acquire().await.unwrap().is_none());
+    }
 
-#[tokio::test]
-async fn expired_owner_cannot_release_or_extend_the_new_holder() {
-    let server = redis();
-    let short = MutexOptions::new().ttl(Duration::from_millis(50));
-    let old_owner = client(&server).mutex_with("taken", short).unwrap();
-    let mut stale = old_owner.try_acquire().await.unwrap().expect("free lock");
-    tokio::time::sleep(Duration::from_millis(120)).await;
-    assert_eq!(stale.remaining(), Duration::ZERO);
+    async fn expired_owner_cannot_release_or_extend_the_new_holder(backend: Backend) {
+        let short = MutexOptions::new().ttl(Duration::from_millis(50));
+        let old_owner = backend.client().mutex_with("taken", short).unwrap();
+        let mut stale = old_owner.try_acquire().await.unwrap().expect("free lock");
+        let mut con = backend.raw().await;
+        lease_runs_out(&mut con, "dlock:{taken}").await;
+        assert_eq!(stale.remaining(), Duration::ZERO);
 
-    let new_owner = client(&server).mutex("taken").unwrap();
-    let fresh = new_owner
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("expired lock is free");
-    let mut con = raw(&server).await;
-    let pttl_before: i64 = con.pttl("dlock:{taken}").await.unwrap();
+        let new_owner = backend.client().mutex("taken").unwrap();
+        let fresh = new_owner
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("expired lock is free");
+        let pttl_before: i64 = con.pttl("dlock:{taken}").await.unwrap();
 
-    assert_eq!(
-        stale.extend(Duration::from_secs(60)).await.unwrap(),
-        ExtendOutcome::TakenOver
-    );
-    let pttl_after: i64 = con.pttl("dlock:{taken}").await.unwrap();
-    assert!(
-        pttl_after <= pttl_before,
-        "the stale owner extended the new holder's lease"
-    );
-    assert_eq!(stale.release().await.unwrap(), ReleaseOutcome::TakenOver);
+        assert_eq!(
+            stale.extend(Duration::from_secs(60)).await.unwrap(),
+            ExtendOutcome::TakenOver
+        );
+        let pttl_after: i64 = con.pttl("dlock:{taken}").await.unwrap();
+        assert!(
+            pttl_after <= pttl_before,
+            "the stale owner extended the new holder's lease"
+        );
+        assert_eq!(stale.release().await.unwrap(), ReleaseOutcome::TakenOver);
 
-    // The new holder still holds it, and only it can release it.
-    let probe = client(&server).mutex("taken").unwrap();
-    assert!(probe.try_acquire().await.unwrap().is_none());
-    assert_eq!(fresh.release().await.unwrap(), ReleaseOutcome::Released);
-}
+        // The new holder still holds it, and only it can release it.
+        let probe = backend.client().mutex("taken").unwrap();
+        assert!(probe.try_acquire().await.unwrap().is_none());
+        assert_eq!(fresh.release().await.unwrap(), ReleaseOutcome::Released);
+    }
 
-#[tokio::test]
-async fn expired_and_free_is_reported_as_expired() {
-    let server = redis();
-    let lock = client(&server)
-        .mutex_with("gone", MutexOptions::new().ttl(Duration::from_millis(30)))
-        .unwrap();
-    let mut guard = lock.try_acquire().await.unwrap().expect("free lock");
-    tokio::time::sleep(Duration::from_millis(80)).await;
-    assert_eq!(
-        guard.extend(Duration::from_secs(5)).await.unwrap(),
-        ExtendOutcome::Expired
-    );
-    let mut con = raw(&server).await;
-    let exists: bool = con.exists("dlock:{gone}").await.unwrap();
-    assert!(!exists, "extend must not re-create an expired lock");
-    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Expired);
-}
+    async fn expired_and_free_is_reported_as_expired(backend: Backend) {
+        let lock = backend
+            .client()
+            .mutex_with("gone", MutexOptions::new().ttl(Duration::from_millis(30)))
+            .unwrap();
+        let mut guard = lock.try_acquire().await.unwrap().expect("free lock");
+        let mut con = backend.raw().await;
+        lease_runs_out(&mut con, "dlock:{gone}").await;
+        assert_eq!(
+            guard.extend(Duration::from_secs(5)).await.unwrap(),
+            ExtendOutcome::Expired
+        );
+        let exists: bool = con.exists("dlock:{gone}").await.unwrap();
+        assert!(!exists, "extend must not re-create an expired lock");
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Expired);
+    }
 
-#[tokio::test]
-async fn extend_renews_the_lease() {
-    let server = redis();
-    let lock = client(&server)
-        .mutex_with("ext", MutexOptions::new().ttl(Duration::from_millis(500)))
-        .unwrap();
-    let mut guard = lock.try_acquire().await.unwrap().expect("free lock");
-    assert_eq!(
-        guard.extend(Duration::from_secs(60)).await.unwrap(),
-        ExtendOutcome::Extended
-    );
-    assert_eq!(guard.ttl(), Duration::from_secs(60));
-    let mut con = raw(&server).await;
-    let pttl: i64 = con.pttl("dlock:{ext}").await.unwrap();
-    assert!(pttl > 50_000, "PTTL after extend: {pttl}");
-    assert!(guard.remaining() > Duration::from_secs(50));
-    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    async fn extend_renews_the_lease(backend: Backend) {
+        let lock = backend
+            .client()
+            .mutex_with("ext", MutexOptions::new().ttl(Duration::from_millis(500)))
+            .unwrap();
+        let mut guard = lock.try_acquire().await.unwrap().expect("free lock");
+        assert_eq!(
+            guard.extend(Duration::from_secs(60)).await.unwrap(),
+            ExtendOutcome::Extended
+        );
+        assert_eq!(guard.ttl(), Duration::from_secs(60));
+        let mut con = backend.raw().await;
+        let pttl: i64 = con.pttl("dlock:{ext}").await.unwrap();
+        assert!(pttl > 50_000, "PTTL after extend: {pttl}");
+        assert!(guard.remaining() > Duration::from_secs(50));
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+);
+
+/// Returns once `key` is gone: its lease ran out on the server.
+async fn lease_runs_out(con: &mut Plain, key: &str) {
+    eventually(Duration::from_secs(5), "the lease runs out", || {
+        let mut con = con.clone();
+        async move { (!con.exists::<_, bool>(key).await.ok()?).then_some(()) }
+    })
+    .await;
 }

@@ -1,5 +1,6 @@
 //! The README's code compiles and runs as written: every `rust` block of README.md is one of
 //! the programs in `examples/readme/src/bin/` (verbatim), and each runs against a real Redis.
+//! One server only: the programs take one URL (`DLOCK_REDIS_URL`), and one is the scheduler's.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -3,80 +3,88 @@
 
 use std::time::{Duration, Instant};
 
-use dlock_core::Client;
+use redis::AsyncCommands;
 
-use crate::support::{client, eventually, redis};
+use crate::support::{Backend, backend_tests, eventually};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
-#[tokio::test]
-async fn errors_within_the_timeout_and_recovers() {
-    let mut server = redis();
-    let c = Client::builder(server.url().as_str())
-        .command_timeout(TIMEOUT)
-        .connect_timeout(TIMEOUT)
-        .build()
-        .unwrap();
-    let lock = c.mutex("down").unwrap();
-    lock.try_acquire()
-        .await
-        .unwrap()
-        .expect("free")
-        .release()
-        .await
-        .unwrap();
+backend_tests!(
+    async fn errors_within_the_timeout_and_recovers(mut backend: Backend) {
+        let c = backend
+            .builder()
+            .command_timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .build()
+            .unwrap();
+        let lock = c.mutex("down").unwrap();
+        lock.try_acquire()
+            .await
+            .unwrap()
+            .expect("free")
+            .release()
+            .await
+            .unwrap();
 
-    server.kill();
-    for _ in 0..3 {
-        let started = Instant::now();
-        let err = lock.try_acquire().await.unwrap_err();
-        assert!(err.is_connection() || err.is_timeout(), "{err}");
-        assert!(err.may_have_taken_effect());
-        // Generous margin over the configured timeout: this checks "no hang", not speed.
+        backend.kill("dlock:{down}");
+        for _ in 0..3 {
+            let started = Instant::now();
+            let err = lock.try_acquire().await.unwrap_err();
+            assert!(err.is_connection() || err.is_timeout(), "{err}");
+            assert!(err.may_have_taken_effect());
+            // Generous margin over the configured timeout: this checks "no hang", not speed.
+            assert!(
+                started.elapsed() < TIMEOUT * 4,
+                "took {:?}",
+                started.elapsed()
+            );
+        }
+        let waiting = tokio::time::timeout(Duration::from_secs(10), lock.acquire()).await;
         assert!(
-            started.elapsed() < TIMEOUT * 4,
-            "took {:?}",
-            started.elapsed()
+            matches!(waiting, Ok(Err(_))),
+            "a waiting acquire must fail, not hang"
         );
+
+        backend.restart("dlock:{down}");
+        let guard = eventually(Duration::from_secs(15), "client recovers", || async {
+            lock.try_acquire().await.ok().flatten()
+        })
+        .await;
+        guard.release().await.unwrap();
     }
-    let waiting = tokio::time::timeout(Duration::from_secs(10), lock.acquire()).await;
-    assert!(
-        matches!(waiting, Ok(Err(_))),
-        "a waiting acquire must fail, not hang"
-    );
 
-    server.restart().unwrap();
-    let guard = eventually(Duration::from_secs(15), "client recovers", || async {
-        lock.try_acquire().await.ok().flatten()
-    })
-    .await;
-    guard.release().await.unwrap();
-}
-
-#[tokio::test]
-async fn a_waiter_stops_waiting_when_redis_dies() {
-    let mut server = redis();
-    let holder = client(&server);
-    let _held = holder
-        .mutex("dies")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("free");
-    let waiter = Client::builder(server.url().as_str())
-        .command_timeout(TIMEOUT)
-        .connect_timeout(TIMEOUT)
-        .build()
-        .unwrap();
-    let lock = waiter.mutex("dies").unwrap();
-    let waiting = tokio::spawn(async move { lock.acquire().await });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    server.kill();
-    let result = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter must not hang")
-        .unwrap();
-    let err = result.unwrap_err();
-    assert!(err.is_connection() || err.is_timeout(), "{err}");
-}
+    async fn a_waiter_stops_waiting_when_redis_dies(mut backend: Backend) {
+        let holder = backend.client();
+        let _held = holder
+            .mutex("dies")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        let waiter = backend
+            .builder()
+            .command_timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .build()
+            .unwrap();
+        let lock = waiter.mutex("dies").unwrap();
+        let waiting = tokio::spawn(async move { lock.acquire().await });
+        let con = backend.raw().await;
+        eventually(Duration::from_secs(10), "the waiter queued", || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = con.llen("dlock:{dies}:queue").await.ok()?;
+                (n == 1).then_some(())
+            }
+        })
+        .await;
+        backend.kill("dlock:{dies}");
+        let result = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the waiter must not hang")
+            .unwrap();
+        let err = result.unwrap_err();
+        assert!(err.is_connection() || err.is_timeout(), "{err}");
+    }
+);

@@ -3,7 +3,7 @@
 
 use redis::AsyncCommands;
 
-use crate::support::{raw, redis};
+use crate::support::{Backend, Plain, backend_tests};
 
 // As dlock-core builds them: common.lua (shared functions) prepended.
 const ACQUIRE: &str = concat!(
@@ -21,12 +21,7 @@ const KEYS: [&str; 3] = ["t:{r}", "t:{r}:fence", "t:{r}:queue"];
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
-async fn acquire(
-    con: &mut redis::aio::MultiplexedConnection,
-    token: &str,
-    mode: &str,
-    entry: &str,
-) -> Vec<i64> {
+async fn acquire(con: &mut Plain, token: &str, mode: &str, entry: &str) -> Vec<i64> {
     let script = redis::Script::new(ACQUIRE);
     let mut call = script.key(KEYS[0]);
     call.arg(format!("{token}- host\x1f1\x1f")).arg(10_000);
@@ -41,7 +36,7 @@ async fn acquire(
     }
 }
 
-async fn release(con: &mut redis::aio::MultiplexedConnection, token: &str) -> i64 {
+async fn release(con: &mut Plain, token: &str) -> i64 {
     // A hand-off answers {2, grant}; the other outcomes are bare integers.
     match redis::Script::new(RELEASE)
         .key(KEYS[0])
@@ -55,163 +50,152 @@ async fn release(con: &mut redis::aio::MultiplexedConnection, token: &str) -> i6
     }
 }
 
-#[tokio::test]
-async fn a_repeated_acquire_returns_the_same_fence() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    let first = acquire(&mut con, A, "try", "").await;
-    let again = acquire(&mut con, A, "try", "").await;
-    assert_eq!(first[0], 1);
-    assert_eq!(again[0], 1);
-    assert_eq!(
-        first[1], again[1],
-        "a retried acquire must not issue a new fence"
-    );
-    let fence: i64 = con.get(KEYS[1]).await.unwrap();
-    assert_eq!(fence, first[1]);
-}
-
-#[tokio::test]
-async fn a_repeated_queued_attempt_queues_once() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
-    let entry = format!("{B} 00ff 10000 P host\x1f2\x1f");
-    for _ in 0..3 {
-        let reply = acquire(&mut con, B, "wait", &entry).await;
-        assert_eq!(reply[0], 0);
-        assert!(reply[1] > 0, "PTTL of the holder");
-        assert!(reply[2] > 1_600_000_000_000, "server time in ms");
+backend_tests!(
+    async fn a_repeated_acquire_returns_the_same_fence(backend: Backend) {
+        let mut con = backend.raw().await;
+        let first = acquire(&mut con, A, "try", "").await;
+        let again = acquire(&mut con, A, "try", "").await;
+        assert_eq!(first[0], 1);
+        assert_eq!(again[0], 1);
+        assert_eq!(
+            first[1], again[1],
+            "a retried acquire must not issue a new fence"
+        );
+        let fence: i64 = con.get(KEYS[1]).await.unwrap();
+        assert_eq!(fence, first[1]);
     }
-    let queued: Vec<String> = con.lrange(KEYS[2], 0, -1).await.unwrap();
-    assert_eq!(queued, vec![entry.clone()]);
-    let reply = acquire(&mut con, B, "last", &entry).await;
-    assert_eq!(reply[0], 0);
-    let queued: usize = con.llen(KEYS[2]).await.unwrap();
-    assert_eq!(queued, 0, "the last attempt leaves the queue");
-}
 
-#[tokio::test]
-async fn a_repeated_release_never_touches_the_next_owner() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
-    assert_eq!(release(&mut con, A).await, 1);
-    assert_eq!(
-        release(&mut con, A).await,
-        0,
-        "second release finds nothing held"
-    );
-    assert_eq!(acquire(&mut con, B, "try", "").await[0], 1);
-    assert_eq!(release(&mut con, A).await, -1, "held by another owner");
-    assert_eq!(
-        release(&mut con, "").await,
-        -1,
-        "an empty token owns nothing"
-    );
-    assert_eq!(
-        release(&mut con, &B[..8]).await,
-        -1,
-        "a partial token owns nothing"
-    );
-    let extended: Vec<i64> = redis::Script::new(EXTEND)
-        .key(KEYS[0])
-        .arg(A)
-        .arg(60_000)
-        .invoke_async(&mut con)
-        .await
-        .unwrap();
-    assert_eq!(extended, vec![-1]);
-    let value: String = con.get(KEYS[0]).await.unwrap();
-    assert!(value.starts_with(B), "B still holds the lock");
-}
+    async fn a_repeated_queued_attempt_queues_once(backend: Backend) {
+        let mut con = backend.raw().await;
+        // How this backend's clients are woken: PUBLISH, or SPUBLISH on a cluster.
+        let publish = backend.publish_mode();
+        assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+        let entry = format!("{B} 00ff 10000 {publish} host\x1f2\x1f");
+        for _ in 0..3 {
+            let reply = acquire(&mut con, B, "wait", &entry).await;
+            assert_eq!(reply[0], 0);
+            assert!(reply[1] > 0, "PTTL of the holder");
+            assert!(reply[2] > 1_600_000_000_000, "server time in ms");
+        }
+        let queued: Vec<String> = con.lrange(KEYS[2], 0, -1).await.unwrap();
+        assert_eq!(queued, vec![entry.clone()]);
+        let reply = acquire(&mut con, B, "last", &entry).await;
+        assert_eq!(reply[0], 0);
+        let queued: usize = con.llen(KEYS[2]).await.unwrap();
+        assert_eq!(queued, 0, "the last attempt leaves the queue");
+    }
 
-#[tokio::test]
-async fn release_skips_waiters_whose_client_is_gone() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
-    // A queue entry of a client that subscribes to nothing: it crashed after queueing.
-    let entry = format!("{B} dead 10000 P host\x1f2\x1f");
-    assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
-    assert_eq!(release(&mut con, A).await, 1, "nobody live to hand off to");
-    let exists: bool = con.exists(KEYS[0]).await.unwrap();
-    assert!(!exists, "a dead waiter must not inherit the lock");
-    let queued: usize = con.llen(KEYS[2]).await.unwrap();
-    assert_eq!(queued, 0);
-}
+    async fn a_repeated_release_never_touches_the_next_owner(backend: Backend) {
+        let mut con = backend.raw().await;
+        assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+        assert_eq!(release(&mut con, A).await, 1);
+        assert_eq!(
+            release(&mut con, A).await,
+            0,
+            "second release finds nothing held"
+        );
+        assert_eq!(acquire(&mut con, B, "try", "").await[0], 1);
+        assert_eq!(release(&mut con, A).await, -1, "held by another owner");
+        assert_eq!(
+            release(&mut con, "").await,
+            -1,
+            "an empty token owns nothing"
+        );
+        assert_eq!(
+            release(&mut con, &B[..8]).await,
+            -1,
+            "a partial token owns nothing"
+        );
+        let extended: Vec<i64> = redis::Script::new(EXTEND)
+            .key(KEYS[0])
+            .arg(A)
+            .arg(60_000)
+            .invoke_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(extended, vec![-1]);
+        let value: String = con.get(KEYS[0]).await.unwrap();
+        assert!(value.starts_with(B), "B still holds the lock");
+    }
 
-#[tokio::test]
-async fn release_hands_off_to_a_live_waiter_and_tells_it() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    let mut listener = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    listener.subscribe("t:{r}:wake:beef").await.unwrap();
-    let first = acquire(&mut con, A, "try", "").await;
-    let entry = format!("{B} beef 7000 P host\x1f2\x1flabel");
-    assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
-    assert_eq!(release(&mut con, A).await, 2);
+    async fn release_skips_waiters_whose_client_is_gone(backend: Backend) {
+        let mut con = backend.raw().await;
+        // How this backend's clients are woken: PUBLISH, or SPUBLISH on a cluster.
+        let publish = backend.publish_mode();
+        assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+        // A queue entry of a client that subscribes to nothing: it crashed after queueing.
+        let entry = format!("{B} dead 10000 {publish} host\x1f2\x1f");
+        assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
+        assert_eq!(release(&mut con, A).await, 1, "nobody live to hand off to");
+        let exists: bool = con.exists(KEYS[0]).await.unwrap();
+        assert!(!exists, "a dead waiter must not inherit the lock");
+        let queued: usize = con.llen(KEYS[2]).await.unwrap();
+        assert_eq!(queued, 0);
+    }
 
-    let value: String = con.get(KEYS[0]).await.unwrap();
-    assert!(value.starts_with(B));
-    assert!(
-        value.contains(" host\x1f2\x1flabel\x1f"),
-        "the waiter's metadata, then the fence issued with the hand-off: {value:?}"
-    );
-    let pttl: i64 = con.pttl(KEYS[0]).await.unwrap();
-    assert!(
-        pttl > 5_000 && pttl <= 7_000,
-        "the waiter's own lease: {pttl}"
-    );
+    async fn release_hands_off_to_a_live_waiter_and_tells_it(backend: Backend) {
+        let mut con = backend.raw().await;
+        // How this backend's clients are woken: PUBLISH, or SPUBLISH on a cluster.
+        let publish = backend.publish_mode();
+        let mut listener = backend.subscribe("t:{r}:wake:beef").await;
+        let first = acquire(&mut con, A, "try", "").await;
+        let entry = format!("{B} beef 7000 {publish} host\x1f2\x1flabel");
+        assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
+        assert_eq!(release(&mut con, A).await, 2);
 
-    use futures_util::StreamExt;
-    let message = listener.on_message().next().await.unwrap();
-    let payload: String = message.get_payload().unwrap();
-    let parts: Vec<&str> = payload.split(' ').collect();
-    assert_eq!(parts[0], B);
-    let fence: i64 = parts[1].parse().unwrap();
-    assert!(fence > first[1], "the hand-off issues a new, larger fence");
-    assert_eq!(parts[3], "7000");
-    // The waiter's own acquire now finds the lock is its own.
-    let mine = acquire(&mut con, B, "wait", &entry).await;
-    assert_eq!(mine[..2], [1, fence]);
-}
+        let value: String = con.get(KEYS[0]).await.unwrap();
+        assert!(value.starts_with(B));
+        assert!(
+            value.contains(" host\x1f2\x1flabel\x1f"),
+            "the waiter's metadata, then the fence issued with the hand-off: {value:?}"
+        );
+        let pttl: i64 = con.pttl(KEYS[0]).await.unwrap();
+        assert!(
+            pttl > 5_000 && pttl <= 7_000,
+            "the waiter's own lease: {pttl}"
+        );
 
-#[tokio::test]
-async fn a_queued_waiter_flags_the_lock_so_release_hands_off() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
-    let value: String = con.get(KEYS[0]).await.unwrap();
-    assert_eq!(&value[32..33], "-", "nobody waits: release may just delete");
-    let entry = format!("{B} dead 10000 P host\x1f2\x1f");
-    assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
-    let value: String = con.get(KEYS[0]).await.unwrap();
-    assert_eq!(&value[32..33], "w", "a waiter marks the lock");
-}
+        let payload = listener.next_message().await;
+        let parts: Vec<&str> = payload.split(' ').collect();
+        assert_eq!(parts[0], B);
+        let fence: i64 = parts[1].parse().unwrap();
+        assert!(fence > first[1], "the hand-off issues a new, larger fence");
+        assert_eq!(parts[3], "7000");
+        // The waiter's own acquire now finds the lock is its own.
+        let mine = acquire(&mut con, B, "wait", &entry).await;
+        assert_eq!(mine[..2], [1, fence]);
+    }
 
-#[tokio::test]
-async fn fences_are_floored_at_the_server_clock() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    // A counter that ran ahead of the clock (or a clock that stepped back) still increases.
-    let ahead: i64 = 9_000_000_000_000_000;
-    let () = con.set(KEYS[1], ahead).await.unwrap();
-    let reply = acquire(&mut con, A, "try", "").await;
-    assert_eq!(reply[..2], [1, ahead + 1]);
-    assert_eq!(release(&mut con, A).await, 1);
-    // A lost counter restarts at the server clock (microseconds), not at 1.
-    let _: usize = con.del(KEYS[1]).await.unwrap();
-    let reply = acquire(&mut con, A, "try", "").await;
-    assert!(
-        reply[1] > 1_700_000_000_000_000,
-        "floored at server time: {}",
-        reply[1]
-    );
-    let pttl: i64 = con.pttl(KEYS[1]).await.unwrap();
-    assert!(pttl > 0, "the counter expires after idle days, not never");
-}
+    async fn a_queued_waiter_flags_the_lock_so_release_hands_off(backend: Backend) {
+        let mut con = backend.raw().await;
+        // How this backend's clients are woken: PUBLISH, or SPUBLISH on a cluster.
+        let publish = backend.publish_mode();
+        assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+        let value: String = con.get(KEYS[0]).await.unwrap();
+        assert_eq!(&value[32..33], "-", "nobody waits: release may just delete");
+        let entry = format!("{B} dead 10000 {publish} host\x1f2\x1f");
+        assert_eq!(acquire(&mut con, B, "wait", &entry).await[0], 0);
+        let value: String = con.get(KEYS[0]).await.unwrap();
+        assert_eq!(&value[32..33], "w", "a waiter marks the lock");
+    }
+
+    async fn fences_are_floored_at_the_server_clock(backend: Backend) {
+        let mut con = backend.raw().await;
+        // A counter that ran ahead of the clock (or a clock that stepped back) still increases.
+        let ahead: i64 = 9_000_000_000_000_000;
+        let () = con.set(KEYS[1], ahead).await.unwrap();
+        let reply = acquire(&mut con, A, "try", "").await;
+        assert_eq!(reply[..2], [1, ahead + 1]);
+        assert_eq!(release(&mut con, A).await, 1);
+        // A lost counter restarts at the server clock (microseconds), not at 1.
+        let _: usize = con.del(KEYS[1]).await.unwrap();
+        let reply = acquire(&mut con, A, "try", "").await;
+        assert!(
+            reply[1] > 1_700_000_000_000_000,
+            "floored at server time: {}",
+            reply[1]
+        );
+        let pttl: i64 = con.pttl(KEYS[1]).await.unwrap();
+        assert!(pttl > 0, "the counter expires after idle days, not never");
+    }
+);

@@ -6,102 +6,90 @@
 use std::time::Duration;
 
 use dlock_core::{ErrorKind, MutexOptions};
-use futures_util::StreamExt;
 use redis::AsyncCommands;
 
-use crate::support::{client, raw, redis};
+use crate::support::{Backend, backend_tests};
 
 const OLD_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 const OLD_CLIENT: &str = "00112233445566aa";
 
-#[tokio::test]
-async fn a_lock_in_the_previous_format_is_understood() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    // Held by an older dlock, with its fence.
-    let old_fence: u64 = 1_900_000_000_000_000;
-    let () = con
-        .pset_ex(
-            "dlock:{rd}",
-            format!("{OLD_TOKEN}- oldhost\x1f77\x1fold job"),
-            400,
-        )
-        .await
-        .unwrap();
-    let () = con.set("dlock:{rd}:fence", old_fence).await.unwrap();
-    let c = client(&server);
-    let lock = c.mutex("rd").unwrap();
-    assert!(
-        lock.try_acquire().await.unwrap().is_none(),
-        "held by the older holder"
-    );
-    let holder = c.inspect("rd").await.unwrap().expect("held");
-    assert_eq!((holder.host.as_str(), holder.pid), ("oldhost", 77));
-    assert_eq!(holder.label.as_deref(), Some("old job"));
-    let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
-    assert!(
-        guard.fencing_token().await.unwrap().get() > old_fence,
-        "fences never go backwards across versions"
-    );
-    guard.release().await.unwrap();
-}
+backend_tests!(
+    async fn a_lock_in_the_previous_format_is_understood(backend: Backend) {
+        let mut con = backend.raw().await;
+        // Held by an older dlock, with its fence.
+        let old_fence: u64 = 1_900_000_000_000_000;
+        let () = con
+            .pset_ex(
+                "dlock:{rd}",
+                format!("{OLD_TOKEN}- oldhost\x1f77\x1fold job"),
+                400,
+            )
+            .await
+            .unwrap();
+        let () = con.set("dlock:{rd}:fence", old_fence).await.unwrap();
+        let c = backend.client();
+        let lock = c.mutex("rd").unwrap();
+        assert!(
+            lock.try_acquire().await.unwrap().is_none(),
+            "held by the older holder"
+        );
+        let holder = c.inspect("rd").await.unwrap().expect("held");
+        assert_eq!((holder.host.as_str(), holder.pid), ("oldhost", 77));
+        assert_eq!(holder.label.as_deref(), Some("old job"));
+        let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
+        assert!(
+            guard.fencing_token().await.unwrap().get() > old_fence,
+            "fences never go backwards across versions"
+        );
+        guard.release().await.unwrap();
+    }
 
-#[tokio::test]
-async fn a_waiter_queued_by_the_previous_version_is_handed_the_lock() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    let c = client(&server);
-    let lock = c
-        .mutex_with("rd-q", MutexOptions::new().ttl(Duration::from_secs(30)))
-        .unwrap();
-    let guard = lock.try_acquire().await.unwrap().expect("free");
-    // An older client waits: subscribed to its wake channel, queued in the old entry format,
-    // the lock flagged as waited for (as its acquire script does).
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    pubsub
-        .subscribe(format!("dlock:{{rd-q}}:wake:{OLD_CLIENT}"))
-        .await
-        .unwrap();
-    let entry = format!("{OLD_TOKEN} {OLD_CLIENT} 5000 P oldhost\x1f77\x1f");
-    let _: usize = con.rpush("dlock:{rd-q}:queue", &entry).await.unwrap();
-    let _: usize = con.setrange("dlock:{rd-q}", 32, "w").await.unwrap();
+    async fn a_waiter_queued_by_the_previous_version_is_handed_the_lock(backend: Backend) {
+        let mut con = backend.raw().await;
+        let c = backend.client();
+        let lock = c
+            .mutex_with("rd-q", MutexOptions::new().ttl(Duration::from_secs(30)))
+            .unwrap();
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        // An older client waits: subscribed to its wake channel, queued in the old entry format,
+        // the lock flagged as waited for (as its acquire script does).
+        let mut pubsub = backend
+            .subscribe(&format!("dlock:{{rd-q}}:wake:{OLD_CLIENT}"))
+            .await;
+        let publish = backend.publish_mode();
+        let entry = format!("{OLD_TOKEN} {OLD_CLIENT} 5000 {publish} oldhost\x1f77\x1f");
+        let _: usize = con.rpush("dlock:{rd-q}:queue", &entry).await.unwrap();
+        let _: usize = con.setrange("dlock:{rd-q}", 32, "w").await.unwrap();
 
-    assert!(guard.release().await.unwrap().was_held());
-    let message = tokio::time::timeout(Duration::from_secs(5), pubsub.on_message().next())
-        .await
-        .expect("the older waiter is told")
-        .expect("a message");
-    let grant: String = message.get_payload().unwrap();
-    // The older version reads the first four fields; the version comes last.
-    let fields: Vec<&str> = grant.split(' ').collect();
-    assert_eq!(fields.len(), 5, "{grant}");
-    assert_eq!(fields[0], OLD_TOKEN);
-    assert_eq!(fields[3], "5000");
-    assert_eq!(fields[4], "1");
-    let holder = c.inspect("rd-q").await.unwrap().expect("handed over");
-    assert_eq!((holder.host.as_str(), holder.pid), ("oldhost", 77));
-    // The value it now holds starts with its token, as the older version checks.
-    let value: String = con.get("dlock:{rd-q}").await.unwrap();
-    assert!(value.starts_with(OLD_TOKEN), "{value}");
-}
+        assert!(guard.release().await.unwrap().was_held());
+        let grant = tokio::time::timeout(Duration::from_secs(5), pubsub.next_message())
+            .await
+            .expect("the older waiter is told");
+        // The older version reads the first four fields; the version comes last.
+        let fields: Vec<&str> = grant.split(' ').collect();
+        assert_eq!(fields.len(), 5, "{grant}");
+        assert_eq!(fields[0], OLD_TOKEN);
+        assert_eq!(fields[3], "5000");
+        assert_eq!(fields[4], "1");
+        let holder = c.inspect("rd-q").await.unwrap().expect("handed over");
+        assert_eq!((holder.host.as_str(), holder.pid), ("oldhost", 77));
+        // The value it now holds starts with its token, as the older version checks.
+        let value: String = con.get("dlock:{rd-q}").await.unwrap();
+        assert!(value.starts_with(OLD_TOKEN), "{value}");
+    }
 
-#[tokio::test]
-async fn a_lock_of_a_newer_format_is_refused_by_name() {
-    let server = redis();
-    let mut con = raw(&server).await;
-    let value = format!("{OLD_TOKEN}-2 newhost\x1f5\x1f");
-    let () = con.pset_ex("dlock:{rd-new}", &value, 10_000).await.unwrap();
-    let c = client(&server);
-    let err = c.mutex("rd-new").unwrap().try_acquire().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
-    assert!(err.to_string().contains("newer dlock"), "{err}");
-    assert!(err.to_string().contains("dlock:{rd-new}"), "{err}");
-    let err = c.force_unlock("rd-new").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
-    let still: String = con.get("dlock:{rd-new}").await.unwrap();
-    assert_eq!(still, value, "never changed");
-}
+    async fn a_lock_of_a_newer_format_is_refused_by_name(backend: Backend) {
+        let mut con = backend.raw().await;
+        let value = format!("{OLD_TOKEN}-2 newhost\x1f5\x1f");
+        let () = con.pset_ex("dlock:{rd-new}", &value, 10_000).await.unwrap();
+        let c = backend.client();
+        let err = c.mutex("rd-new").unwrap().try_acquire().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        assert!(err.to_string().contains("newer dlock"), "{err}");
+        assert!(err.to_string().contains("dlock:{rd-new}"), "{err}");
+        let err = c.force_unlock("rd-new").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        let still: String = con.get("dlock:{rd-new}").await.unwrap();
+        assert_eq!(still, value, "never changed");
+    }
+);

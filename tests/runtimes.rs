@@ -7,7 +7,7 @@ use std::time::Duration;
 use dlock_core::{Client, MutexOptions, ReleaseOutcome};
 use redis::AsyncCommands;
 
-use crate::support::{client, eventually, raw, redis};
+use crate::support::{Backend, backend_tests, eventually};
 
 const LEASE: Duration = Duration::from_millis(600);
 
@@ -18,76 +18,77 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-#[test]
-fn a_client_keeps_working_after_the_runtime_it_was_built_in_ended() {
-    let server = redis();
-    let first = runtime();
-    let shared: Client = first.block_on(async {
-        let c = client(&server);
-        // Use every background part in the first runtime: a watchdog lease and a wait.
-        let lock = c
-            .mutex_with("rt", MutexOptions::new().ttl(LEASE).watchdog())
-            .unwrap();
-        let guard = lock.acquire().await.unwrap();
-        let waiter = c.mutex("rt").unwrap();
-        let waiting = tokio::spawn(async move { waiter.acquire().await.map(drop) });
-        let con = raw(&server).await;
-        eventually(Duration::from_secs(10), "waiter queued", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen("dlock:{rt}:queue").await.ok()?;
-                (n == 1).then_some(())
-            }
-        })
-        .await;
-        guard.release().await.unwrap();
-        waiting.await.unwrap().unwrap();
-        c
-    });
-    drop(first);
+backend_tests!(
+    fn a_client_keeps_working_after_the_runtime_it_was_built_in_ended(backend: Backend) {
+        let first = runtime();
+        let shared: Client = first.block_on(async {
+            let c = backend.client();
+            // Use every background part in the first runtime: a watchdog lease and a wait.
+            let lock = c
+                .mutex_with("rt", MutexOptions::new().ttl(LEASE).watchdog())
+                .unwrap();
+            let guard = lock.acquire().await.unwrap();
+            let waiter = c.mutex("rt").unwrap();
+            let waiting = tokio::spawn(async move { waiter.acquire().await.map(drop) });
+            let con = backend.raw().await;
+            eventually(Duration::from_secs(10), "waiter queued", || {
+                let mut con = con.clone();
+                async move {
+                    let n: usize = con.llen("dlock:{rt}:queue").await.ok()?;
+                    (n == 1).then_some(())
+                }
+            })
+            .await;
+            guard.release().await.unwrap();
+            waiting.await.unwrap().unwrap();
+            c
+        });
+        drop(first);
 
-    let second = runtime();
-    second.block_on(async {
-        // The first request in the new runtime succeeds (no "broken pipe").
-        let lock = shared
-            .mutex_with("rt", MutexOptions::new().ttl(LEASE).watchdog())
-            .unwrap();
-        let guard = lock.try_acquire().await.unwrap().expect("free");
-        // Held for three leases: the watchdog runs in this runtime.
-        let lost = tokio::time::timeout(LEASE * 3, guard.lost()).await;
-        assert!(lost.is_err(), "the lease was lost: {lost:?}");
-        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        let second = runtime();
+        second.block_on(async {
+            // The first request in the new runtime succeeds (no "broken pipe").
+            let lock = shared
+                .mutex_with("rt", MutexOptions::new().ttl(LEASE).watchdog())
+                .unwrap();
+            let guard = lock.try_acquire().await.unwrap().expect("free");
+            // Held for three leases: the watchdog runs in this runtime.
+            let lost = tokio::time::timeout(LEASE * 3, guard.lost()).await;
+            assert!(lost.is_err(), "the lease was lost: {lost:?}");
+            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
 
-        // Wake-ups arrive in this runtime: a waiter is handed the lock long before the
-        // holder's 30 s lease would have freed it (its wait ends at 20 s).
-        let holder = client(&server)
-            .mutex_with("rt-wake", MutexOptions::new().ttl(Duration::from_secs(30)))
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .expect("free");
-        let waiter = shared.mutex("rt-wake").unwrap();
-        let waiting =
-            tokio::spawn(async move { waiter.acquire_timeout(Duration::from_secs(20)).await });
-        let mut con = raw(&server).await;
-        eventually(Duration::from_secs(10), "waiter queued", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen("dlock:{rt-wake}:queue").await.ok()?;
-                (n == 1).then_some(())
-            }
-        })
-        .await;
-        holder.release().await.unwrap();
-        let handed = waiting.await.unwrap().expect("woken by the hand-off");
-        handed.release().await.unwrap();
-        // And the client's own connection follows it.
-        let pong: String = redis::cmd("PING")
-            .query_async(&mut shared.connection())
-            .await
-            .unwrap();
-        assert_eq!(pong, "PONG");
-        let _: () = con.set("rt:done", 1).await.unwrap();
-    });
-}
+            // Wake-ups arrive in this runtime: a waiter is handed the lock long before the
+            // holder's 30 s lease would have freed it (its wait ends at 20 s).
+            let holder = backend
+                .client()
+                .mutex_with("rt-wake", MutexOptions::new().ttl(Duration::from_secs(30)))
+                .unwrap()
+                .try_acquire()
+                .await
+                .unwrap()
+                .expect("free");
+            let waiter = shared.mutex("rt-wake").unwrap();
+            let waiting =
+                tokio::spawn(async move { waiter.acquire_timeout(Duration::from_secs(20)).await });
+            let mut con = backend.raw().await;
+            eventually(Duration::from_secs(10), "waiter queued", || {
+                let mut con = con.clone();
+                async move {
+                    let n: usize = con.llen("dlock:{rt-wake}:queue").await.ok()?;
+                    (n == 1).then_some(())
+                }
+            })
+            .await;
+            holder.release().await.unwrap();
+            let handed = waiting.await.unwrap().expect("woken by the hand-off");
+            handed.release().await.unwrap();
+            // And the client's own connection follows it.
+            let pong: String = redis::cmd("PING")
+                .query_async(&mut shared.connection())
+                .await
+                .unwrap();
+            assert_eq!(pong, "PONG");
+            let _: () = con.set("rt:done", 1).await.unwrap();
+        });
+    }
+);

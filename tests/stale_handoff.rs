@@ -8,29 +8,27 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::support::{Worker, client, eventually, field, raw, redis};
+use crate::support::{Backend, Plain, Worker, backend_tests, eventually, field};
 
 const LANES: u64 = 5;
 const TRIALS_PER_LANE: u64 = 10;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hand_off_that_went_stale_while_the_waiter_was_paused_is_never_returned() {
-    let server = redis();
-    let url = server.url();
-    let lanes = (0..LANES).map(|lane| {
-        let url = url.clone();
-        let server = &server;
-        async move {
+backend_tests!(
+    async fn a_hand_off_that_went_stale_while_the_waiter_was_paused_is_never_returned(
+        backend: Backend,
+    ) {
+        let backend = &backend;
+        let lanes = (0..LANES).map(|lane| async move {
             for trial in 0..TRIALS_PER_LANE {
-                trial_once(server, &url, &format!("stale:{lane}:{trial}")).await;
+                trial_once(backend, &format!("stale:{lane}:{trial}")).await;
             }
-        }
-    });
-    futures_util::future::join_all(lanes).await;
-}
+        });
+        futures_util::future::join_all(lanes).await;
+    }
+);
 
-async fn trial_once(server: &dlock_testkit::RedisServer, url: &str, name: &str) {
-    let holder = client(server);
+async fn trial_once(backend: &Backend, name: &str) {
+    let holder = backend.client();
     let h = holder
         .mutex(name)
         .unwrap()
@@ -40,18 +38,18 @@ async fn trial_once(server: &dlock_testkit::RedisServer, url: &str, name: &str) 
         .expect("free");
     let w = Worker::spawn(&[
         "wait".into(),
-        format!("url={url}"),
+        backend.worker_arg(),
         format!("name={name}"),
         "ttl_ms=300".into(),
     ]);
-    let con = raw(server).await;
+    let con = backend.raw().await;
     let queue = format!("dlock:{{{name}}}:queue");
     queue_length_becomes(&con, &queue, 1, "W queued").await;
     w.child.stop().unwrap();
 
     // The release hands the lock to W, whose client is connected (only paused).
     h.release().await.unwrap();
-    let observer = client(server);
+    let observer = backend.client();
     let handed = observer.inspect(name).await.unwrap().expect("handed to W");
     assert_eq!(
         handed.pid,
@@ -69,7 +67,7 @@ async fn trial_once(server: &dlock_testkit::RedisServer, url: &str, name: &str) 
             .then_some(())
     })
     .await;
-    let x_client = client(server);
+    let x_client = backend.client();
     let x = x_client
         .mutex(name)
         .unwrap()
@@ -117,12 +115,7 @@ async fn trial_once(server: &dlock_testkit::RedisServer, url: &str, name: &str) 
     assert!(line.contains("held=true"), "{line}");
 }
 
-async fn queue_length_becomes(
-    con: &redis::aio::MultiplexedConnection,
-    queue: &str,
-    want: usize,
-    what: &str,
-) {
+async fn queue_length_becomes(con: &Plain, queue: &str, want: usize, what: &str) {
     eventually(Duration::from_secs(10), what, || {
         let mut con = con.clone();
         async move {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::options::NODES_CONF_FILE;
 use crate::{ChildGuard, HarnessError, RedisServer, ServerOptions, redis_cli_binary};
 
 /// Number of hash slots in Redis Cluster.
@@ -26,9 +27,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// A Redis Cluster of N masters (default 3) and no replicas, each a [`RedisServer`], all slots
 /// assigned and `cluster_state:ok` on every node when [`start`](Self::start) returns.
 ///
-/// Dropping it kills every node. Fault injection goes through [`nodes_mut`](Self::nodes_mut);
-/// note that [`RedisServer::restart`] brings a node back as a fresh, empty node that has left
-/// the cluster.
+/// Dropping it kills every node. Fault injection goes through [`nodes_mut`](Self::nodes_mut)
+/// and [`restart_node`](Self::restart_node); note that [`RedisServer::restart`] brings a node
+/// back as a fresh, empty node that has left the cluster.
 ///
 /// # Example
 ///
@@ -169,6 +170,37 @@ impl RedisCluster {
     /// ```
     pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
         &mut self.nodes
+    }
+
+    /// Restarts node `index` with **empty data** on the same port, keeping its cluster identity
+    /// (`nodes.conf`: its id, its slots, its peers), so that it rejoins the cluster and serves
+    /// the same slots, now empty: a master that crashed and came back without persistence. Waits
+    /// (up to 20 s) until every node reports `cluster_state:ok` again.
+    ///
+    /// (A plain [`RedisServer::restart`] of a node through [`nodes_mut`](Self::nodes_mut) brings
+    /// it back as a fresh node outside the cluster, and its slots stay unserved.)
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisServer::restart`]; or when the cluster does not reach `cluster_state:ok` in
+    /// time (the error includes every node's log tail).
+    ///
+    /// # Panics
+    ///
+    /// When `index` is not the index of a node.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let mut cluster = dlock_testkit::RedisCluster::start()?;
+    /// cluster.nodes_mut()[1].kill();
+    /// // ... requests for the slots of node 1 fail ...
+    /// cluster.restart_node(1)?; // back, serving its slots, with no keys
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn restart_node(&mut self, index: usize) -> Result<(), HarnessError> {
+        self.nodes[index].restart_keeping(&[NODES_CONF_FILE])?;
+        self.wait_converged(&format!("(not run: restart of node {index})"))
     }
 
     /// Runs `redis-cli` to completion, its output captured through a file (a pipe could fill

@@ -125,14 +125,14 @@ fn wait_ready(child: &mut ChildGuard, port: u16, password: Option<&str>) -> Resu
     }
 }
 
-/// Prepares `dir` for a run with empty data: deletes everything but the logs, and marks the
-/// restart in the server log.
-pub(crate) fn wipe_data(dir: &Path) -> Result<(), HarnessError> {
+/// Prepares `dir` for a run with empty data: deletes everything but the logs and the files named
+/// in `keep`, and marks the restart in the server log.
+pub(crate) fn wipe_data(dir: &Path, keep: &[&str]) -> Result<(), HarnessError> {
     let wipe_error = |e| HarnessError::new(format!("cannot wipe {}", dir.display())).with_source(e);
     for entry in fs::read_dir(dir).map_err(wipe_error)? {
         let entry = entry.map_err(wipe_error)?;
         let name = entry.file_name();
-        if name == LOG_FILE || name == STDIO_FILE {
+        if name == LOG_FILE || name == STDIO_FILE || keep.iter().any(|k| name == *k) {
             continue;
         }
         let path = entry.path();

@@ -6,6 +6,8 @@ use std::path::Path;
 
 /// The server log, in the server's directory.
 pub(crate) const LOG_FILE: &str = "redis.log";
+/// A cluster node's own record of its identity, slots and peers, in its directory.
+pub(crate) const NODES_CONF_FILE: &str = "nodes.conf";
 
 use crate::HarnessError;
 
@@ -160,7 +162,7 @@ impl ServerOptions {
         push("protected-mode", "no".into());
         if self.cluster {
             push("cluster-enabled", "yes".into());
-            push("cluster-config-file", dir.join("nodes.conf").into());
+            push("cluster-config-file", dir.join(NODES_CONF_FILE).into());
             push("cluster-node-timeout", "5000".into());
         }
         for (name, value) in &self.args {

@@ -222,7 +222,8 @@ impl RedisServer {
     /// Restarts the server with **empty data** on the same port: kills the running process (if
     /// any), deletes every file of its directory but the logs, and starts a new process, waiting
     /// up to 5 s for the port to be free. Models a restart that lost data; a cluster node comes
-    /// back as a fresh node that belongs to no cluster and serves no slots.
+    /// back as a fresh node that belongs to no cluster and serves no slots (see
+    /// [`RedisCluster::restart_node`](crate::RedisCluster::restart_node) for one that rejoins).
     ///
     /// # Errors
     ///
@@ -239,8 +240,14 @@ impl RedisServer {
     /// # Ok::<(), dlock_testkit::HarnessError>(())
     /// ```
     pub fn restart(&mut self) -> Result<(), HarnessError> {
+        self.restart_keeping(&[])
+    }
+
+    /// [`restart`](Self::restart), keeping the files named in `keep` (a cluster node's
+    /// `nodes.conf`, so that it comes back as the same node).
+    pub(crate) fn restart_keeping(&mut self, keep: &[&str]) -> Result<(), HarnessError> {
         self.kill();
-        wipe_data(self.dir.path())?;
+        wipe_data(self.dir.path(), keep)?;
         let deadline = Instant::now() + RESTART_WINDOW;
         loop {
             match launch(&self.binary, self.port, self.dir.path(), &self.options) {

@@ -1,4 +1,14 @@
 //! Shared helpers of the integration tests: servers, clients, worker processes, polling.
+//!
+//! Behaviour tests take a [`Backend`] and run on both (see [`backend_tests!`]); the helpers
+//! on a bare [`RedisServer`] below serve the tests that run on one server only (the scheduler's
+//! and the examples').
+
+mod backend;
+mod target;
+
+pub(crate) use backend::{Backend, backend_tests};
+pub(crate) use target::Plain;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -105,11 +115,10 @@ pub(crate) fn field(line: &str, key: &str) -> u64 {
 /// holder saw another inside, no turn timed out, every turn was counted (none lost to a
 /// read-pause-write race), and the fencing tokens, appended in acquisition order, strictly
 /// increase.
-pub(crate) async fn two_processes_count(command: &str, name: &str, turns: u64) {
-    let server = redis();
+pub(crate) async fn two_processes_count(backend: &Backend, command: &str, name: &str, turns: u64) {
     let args: Vec<String> = vec![
         command.into(),
-        format!("url={}", server.url()),
+        backend.worker_arg(),
         format!("name={name}"),
         "tasks=4".into(),
         format!("limit={turns}"),
@@ -128,7 +137,7 @@ pub(crate) async fn two_processes_count(command: &str, name: &str, turns: u64) {
     }
     assert_eq!(acquired, turns);
 
-    let mut con = raw(&server).await;
+    let mut con = backend.raw().await;
     let counter: u64 = con.get(format!("{name}:counter")).await.unwrap();
     assert_eq!(counter, turns, "lost updates: {}", turns - counter);
     let fences: Vec<u64> = con.lrange(format!("{name}:fences"), 0, -1).await.unwrap();

@@ -2,6 +2,9 @@
 //!
 //! Run with: `dlock-test-worker <command> key=value …` (started by the tests, not by hand).
 //!
+//! Every command but `replica` finds Redis through `url=redis://…` (one server) or
+//! `cluster=redis://…,redis://…` (nodes of a Redis Cluster); `url=…` below stands for either.
+//!
 //! Commands:
 //! * `count url=… name=… tasks=4 limit=2000 wait_ms=30000 pause_us=200` — `tasks` tasks loop:
 //!   take a ticket (`INCR <name>:tickets`, stop past `limit`), acquire the lock, check that
@@ -26,6 +29,8 @@
 //!   connection open) until killed.
 
 mod replica;
+#[path = "../support/target.rs"]
+mod target;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -36,6 +41,8 @@ use std::time::Duration;
 
 use dlock_core::{Client, MutexOptions};
 use redis::AsyncCommands;
+
+use crate::target::{Plain, Target};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -94,8 +101,24 @@ pub(crate) fn num(
     opts.get(key).map_or(Ok(default), |v| Ok(v.parse()?))
 }
 
+/// The Redis of this run: `url=…` (one server) or `cluster=…,…` (nodes of a cluster).
+fn target(opts: &HashMap<String, String>) -> Result<Target, BoxError> {
+    match (opts.get("url"), opts.get("cluster")) {
+        (Some(url), None) => Ok(Target::Single(url.clone())),
+        (None, Some(nodes)) => Ok(Target::Cluster(
+            nodes.split(',').map(str::to_owned).collect(),
+        )),
+        _ => Err("give one of url=… or cluster=…,…".into()),
+    }
+}
+
+/// A dlock client of the run's Redis, with dlock's defaults.
+fn client(opts: &HashMap<String, String>) -> Result<Client, BoxError> {
+    Ok(target(opts)?.builder().build()?)
+}
+
 async fn count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
-    let client = Client::open(opt(opts, "url")?)?;
+    let client = client(opts)?;
     let lock = client.mutex_with(
         opt(opts, "name")?,
         MutexOptions::new().ttl(Duration::from_secs(10)),
@@ -134,17 +157,14 @@ async fn drive<F, Fut>(
     turn: F,
 ) -> Result<(), BoxError>
 where
-    F: Fn(redis::aio::MultiplexedConnection, String, Duration) -> Fut + Clone + Send + 'static,
+    F: Fn(Plain, String, Duration) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Result<Turn, BoxError>> + Send,
 {
-    let url = opt(opts, "url")?;
     let name = opt(opts, "name")?.to_owned();
     let tasks = num(opts, "tasks", 4)?;
     let limit = num(opts, "limit", default_limit)?;
     let pause = Duration::from_micros(num(opts, "pause_us", 200)?);
-    let plain = redis::Client::open(url)?
-        .get_multiplexed_async_connection()
-        .await?;
+    let plain = target(opts)?.plain().await?;
     let stats = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     let mut handles = Vec::new();
     for _ in 0..tasks {
@@ -184,7 +204,7 @@ where
 /// (`INCR <name>:inside`), read-pause-write `<name>:counter`, append `fence` to `<name>:fences`,
 /// leave. Returns whether another holder was inside at the same time.
 async fn increment(
-    con: &mut redis::aio::MultiplexedConnection,
+    con: &mut Plain,
     name: &str,
     pause: Duration,
     fence: u64,
@@ -201,7 +221,7 @@ async fn increment(
 }
 
 async fn hold(opts: &HashMap<String, String>) -> Result<(), BoxError> {
-    let client = Client::open(opt(opts, "url")?)?;
+    let client = client(opts)?;
     let ttl = Duration::from_millis(num(opts, "ttl_ms", 2_000)?);
     let mut options = MutexOptions::new().ttl(ttl);
     if num(opts, "watchdog", 0)? == 1 {
@@ -217,9 +237,8 @@ async fn hold(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 }
 
 async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
-    let url = opt(opts, "url")?;
     let name = opt(opts, "name")?;
-    let client = Client::open(url)?;
+    let client = client(opts)?;
     let ttl = Duration::from_millis(num(opts, "ttl_ms", 500)?);
     let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl).watchdog())?;
     let guard = lock.acquire().await?;
@@ -227,9 +246,7 @@ async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let fence = guard.fencing_token().await?.get();
     report(&format!("acquired {fence}"));
     let period = Duration::from_millis(num(opts, "period_ms", 20)?);
-    let mut con = redis::Client::open(url)?
-        .get_multiplexed_async_connection()
-        .await?;
+    let mut con = target(opts)?.plain().await?;
     loop {
         tokio::time::sleep(period).await;
         // Check before every write: a pause may have outlived the lease.
@@ -244,7 +261,7 @@ async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 
 async fn wait(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let name = opt(opts, "name")?;
-    let client = Client::open(opt(opts, "url")?)?;
+    let client = client(opts)?;
     let ttl = Duration::from_millis(num(opts, "ttl_ms", 2_000)?);
     let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl))?;
     let guard = lock.acquire().await?;
@@ -265,10 +282,9 @@ async fn wait(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 }
 
 async fn shutdown(opts: &HashMap<String, String>) -> Result<(), BoxError> {
-    let url = opt(opts, "url")?;
     let name = opt(opts, "name")?.to_owned();
     let other = opt(opts, "other")?.to_owned();
-    let client = Client::open(url)?;
+    let client = client(opts)?;
     let options = MutexOptions::new().ttl(Duration::from_secs(30)).watchdog();
     let _held = client.mutex_with(&name, options)?.acquire().await?;
     let waiter = client.mutex(&other)?;
@@ -299,7 +315,7 @@ async fn shutdown(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 /// turn a call of a `#[distributed_lock]` function (`tests/macro_lock.rs`). Prints
 /// `acquired=N overlaps=N timeouts=N` on exit.
 async fn macro_count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
-    let client = Client::open(opt(opts, "url")?)?;
+    let client = client(opts)?;
     drive(opts, 400, move |mut con, name, pause| {
         let client = client.clone();
         async move {
@@ -325,7 +341,7 @@ async fn macro_count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 async fn macro_turn(
     client: &Client,
     name: &str,
-    con: &mut redis::aio::MultiplexedConnection,
+    con: &mut Plain,
     pause: Duration,
 ) -> Result<bool, BoxError> {
     increment(con, name, pause, lease.fencing_token().await?.get()).await
