@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::run::{Attempt, JobEntry};
 use crate::runner::Inner;
 use crate::scripts;
+use dlock_core::__private;
 
 /// Whose turn the next occurrence of a job is, as the last claim reply told (stored in
 /// [`JobEntry::next_turn`]): a replica whose turn it is not asks only after the turn grace, so
@@ -70,7 +71,7 @@ pub(crate) async fn claim(attempt: &Attempt, run_id: &str) -> Result<Claim, Erro
         .arg(millis(inner.liveness()));
     let sent = inner.clock.local();
     let reply: Vec<Value> =
-        scripts::eval(&inner.client, &invocation, "claim an occurrence").await?;
+        __private::invoke(&inner.client, &invocation, "claim an occurrence").await?;
     heard(inner, Some(&attempt.entry), sent, reply.get(2));
     let next = match reply.get(3) {
         Some(Value::BulkString(id)) if id.as_slice() == inner.replica.id.as_bytes() => Turn::Mine,
@@ -115,7 +116,7 @@ pub(crate) async fn take_request(
         .arg(inner.history);
     let sent = inner.clock.local();
     let reply: Vec<Value> =
-        scripts::eval(&inner.client, &invocation, "take a run_now request").await?;
+        __private::invoke(&inner.client, &invocation, "take a run_now request").await?;
     heard(inner, None, sent, reply.last());
     match reply.as_slice() {
         [Value::Int(1), Value::Int(requested), ..] => {
@@ -150,7 +151,7 @@ pub(crate) async fn withdraw(
         .key(&keys.requests)
         .arg(run_id)
         .arg(token);
-    let withdrawn: i64 = scripts::eval(&inner.client, &invocation, "withdraw a claim").await?;
+    let withdrawn: i64 = __private::invoke(&inner.client, &invocation, "withdraw a claim").await?;
     Ok(withdrawn == 1)
 }
 
@@ -163,7 +164,7 @@ pub(crate) async fn heartbeat(inner: &Inner, entry: &JobEntry, live: bool) -> Re
         .arg(&inner.replica.id)
         .arg(if live { millis(inner.liveness()) } else { 0 });
     let sent = inner.clock.local();
-    let server_ms: i64 = scripts::eval(&inner.client, &invocation, "heartbeat").await?;
+    let server_ms: i64 = __private::invoke(&inner.client, &invocation, "heartbeat").await?;
     if live {
         heard(inner, Some(entry), sent, Some(&Value::Int(server_ms)));
     }

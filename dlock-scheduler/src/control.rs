@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use dlock_core::Client;
+use dlock_core::{Client, __private};
 
 use crate::error::Error;
 use crate::ledger::{JobKeys, RunOutcome, RunRecord, wake_channel};
@@ -30,10 +30,11 @@ impl Scheduler {
     /// Cancel safe: pausing twice is pausing once.
     pub async fn pause(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
-        let keys = keys(&self.inner.client, job);
+        let keys = keys(&self.inner.client, job)?;
         let mut cmd = redis::cmd("SET");
         cmd.arg(&keys.paused).arg(1);
-        scripts::query::<()>(&self.inner.client, &cmd, &format!("pause `{job}`")).await
+        __private::query::<()>(&self.inner.client, &cmd, &format!("pause `{job}`")).await?;
+        Ok(())
     }
 
     /// Resumes a paused `job` on every replica.
@@ -45,12 +46,11 @@ impl Scheduler {
     /// Cancel safe.
     pub async fn resume(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
-        let keys = keys(&self.inner.client, job);
+        let keys = keys(&self.inner.client, job)?;
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&keys.paused);
-        scripts::query::<i64>(&self.inner.client, &cmd, &format!("resume `{job}`"))
-            .await
-            .map(drop)
+        __private::query::<i64>(&self.inner.client, &cmd, &format!("resume `{job}`")).await?;
+        Ok(())
     }
 
     /// Whether `job` is paused.
@@ -62,10 +62,10 @@ impl Scheduler {
     /// Cancel safe: it only reads.
     pub async fn is_paused(&self, job: &str) -> Result<bool, Error> {
         validate::job_name(job)?;
-        let keys = keys(&self.inner.client, job);
+        let keys = keys(&self.inner.client, job)?;
         let mut cmd = redis::cmd("EXISTS");
         cmd.arg(&keys.paused);
-        scripts::query::<bool>(&self.inner.client, &cmd, &format!("is `{job}` paused")).await
+        Ok(__private::query(&self.inner.client, &cmd, &format!("is `{job}` paused")).await?)
     }
 
     /// Asks for one run of `job` now, outside its schedule. The request is queued in Redis and
@@ -84,7 +84,7 @@ impl Scheduler {
     pub async fn run_now(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
         let client = &self.inner.client;
-        let keys = keys(client, job);
+        let keys = keys(client, job)?;
         let requested = self.inner.clock.now().timestamp_millis();
         let mut invocation = scripts::REQUEST.prepare_invoke();
         invocation
@@ -93,9 +93,8 @@ impl Scheduler {
             .arg(secs(REQUEST_TTL))
             .arg(wake_channel(client.key_prefix()))
             .arg(job);
-        scripts::eval::<i64>(client, &invocation, &format!("run_now `{job}`"))
-            .await
-            .map(drop)
+        __private::invoke::<i64>(client, &invocation, &format!("run_now `{job}`")).await?;
+        Ok(())
     }
 
     /// The ledger of `job`: its last runs (up to the history size), oldest first — which replica
@@ -119,7 +118,7 @@ fn secs(d: Duration) -> i64 {
 
 /// Reads the ledger of `job` and works out which unfinished runs are still going.
 pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>, Error> {
-    let keys = keys(client, job);
+    let keys = keys(client, job)?;
     let mut pipe = redis::pipe();
     pipe.cmd("ZRANGE")
         .arg(&keys.runs)
@@ -131,7 +130,7 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
     let (runs, ledger): (
         Vec<(String, i64)>,
         std::collections::HashMap<String, String>,
-    ) = scripts::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
+    ) = __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
     let mut records = Vec::with_capacity(runs.len());
     for (id, occurrence_ms) in runs {
         let Some(claim) = ledger.get(&format!("{id}:claim")) else {
@@ -196,7 +195,7 @@ pub(crate) async fn latest_scheduled(
         .arg(0)
         .arg(20)
         .arg("WITHSCORES");
-    let latest: Vec<(String, i64)> = scripts::query(client, &cmd, "read the run ledger").await?;
+    let latest: Vec<(String, i64)> = __private::query(client, &cmd, "read the run ledger").await?;
     Ok(latest
         .into_iter()
         .find(|(id, _)| !id.starts_with('m'))

@@ -347,11 +347,7 @@ impl JobLoop {
     /// `PING`, then withdraws every unanswered claim not withdrawn yet.
     async fn withdraw_unanswered(&mut self) -> Result<(), Error> {
         let inner = &self.ctx.inner;
-        inner
-            .client
-            .ping()
-            .await
-            .map_err(|e| Error::core("ping", e))?;
+        inner.client.ping().await?;
         for unanswered in self.unanswered.iter_mut().filter(|u| !u.withdrawn) {
             let entry = &self.ctx.entry;
             if claim::withdraw(inner, entry, &unanswered.run_id, &unanswered.token).await? {

@@ -2,7 +2,9 @@
 //! when (server time), and how it ended — and the keys of a job.
 //!
 //! A job's keys all share the hash tag of its run lock, `{sched:<job>}`, so the scheduler's
-//! scripts touch one Redis Cluster slot:
+//! scripts touch one Redis Cluster slot. They are built on dlock-core's base key of the lock
+//! name `sched:<job>` (`dlock_core::__private::base_key`: the client's prefix and the hash tag),
+//! so they follow core's layout instead of copying it:
 //!
 //! | key | type | what |
 //! |---|---|---|
@@ -21,7 +23,9 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, TimeZone, Utc};
-use dlock_core::FencingToken;
+use dlock_core::{Client, FencingToken, __private};
+
+use crate::error::Error;
 
 /// The Redis keys of one job.
 #[derive(Clone, Debug)]
@@ -38,10 +42,15 @@ pub(crate) struct JobKeys {
 }
 
 impl JobKeys {
-    pub(crate) fn new(prefix: &str, job: &str) -> Self {
+    /// The keys of job `job` under `client`'s prefix (a registered job or not).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidJob`] when dlock-core refuses the lock name (the job name is
+    /// checked before, so this does not happen).
+    pub(crate) fn new(client: &Client, job: &str) -> Result<Self, Error> {
         let lock_name = format!("sched:{job}");
-        let base = format!("{prefix}{{{lock_name}}}");
-        Self {
+        let base = __private::base_key(client, &lock_name)?;
+        Ok(Self {
             claims: format!("{base}:claims"),
             runs: format!("{base}:runs"),
             ledger: format!("{base}:ledger"),
@@ -50,7 +59,7 @@ impl JobKeys {
             replicas: format!("{base}:replicas"),
             turn: format!("{base}:turn"),
             lock_name,
-        }
+        })
     }
 }
 
@@ -206,6 +215,17 @@ fn millis(ms: u64) -> SystemTime {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn keys_share_the_run_locks_hash_tag() {
+        let client = Client::open("redis://127.0.0.1:1/").unwrap();
+        let keys = JobKeys::new(&client, "lottery").unwrap();
+        assert_eq!(keys.ledger, "dlock:{sched:lottery}:ledger");
+        assert_eq!(
+            __private::base_key(&client, &keys.lock_name).unwrap(),
+            "dlock:{sched:lottery}"
+        );
+    }
+
     #[test]
     fn records_round_trip_through_the_script_format() {
         let claim = "replica-a\x1fweb-1\x1f4242\x1f1700000000500\x1f0";
@@ -221,9 +241,5 @@ mod tests {
         assert_eq!(failed.pid, 4242);
         assert!(!failed.manual);
         assert!(RunRecord::parse(0, "garbage", None).is_none());
-        assert_eq!(
-            JobKeys::new("dlock:", "lottery").ledger,
-            "dlock:{sched:lottery}:ledger"
-        );
     }
 }

@@ -30,6 +30,7 @@ use crate::job::{Job, Overlap};
 use crate::ledger::{JobKeys, RunOutcome};
 use crate::runner::Inner;
 use crate::scripts;
+use dlock_core::__private;
 
 /// A registered job with its keys and lock handle.
 pub(crate) struct JobEntry {
@@ -50,7 +51,7 @@ pub(crate) struct JobEntry {
 impl JobEntry {
     pub(crate) fn new(client: &Client, job: Job) -> Result<Self, Error> {
         crate::validate::job(&job)?;
-        let keys = crate::runner::keys(client, &job.name);
+        let keys = crate::runner::keys(client, &job.name)?;
         let mut options = MutexOptions::new()
             .ttl(job.lease)
             .watchdog()
@@ -293,7 +294,7 @@ async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Op
         .arg(code)
         .arg(fence.map(|f| f.to_string()).unwrap_or_default())
         .arg(text);
-    if let Err(e) = scripts::eval::<i64>(&inner.client, &invocation, "record a run").await {
+    if let Err(e) = __private::invoke::<i64>(&inner.client, &invocation, "record a run").await {
         tracing::warn!(job = %attempt.entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
     }
 }

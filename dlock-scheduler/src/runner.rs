@@ -194,26 +194,14 @@ impl fmt::Debug for SchedulerBuilder {
     }
 }
 
+/// This replica: its id (default `<host>:<pid>`), with the host name as dlock-core stores it
+/// with a lock.
 fn replica(id: Option<String>) -> Result<Replica, Error> {
-    let host = hostname();
+    let host = dlock_core::__private::host_name();
     let pid = std::process::id();
     let id = id.unwrap_or_else(|| format!("{host}:{pid}"));
     crate::validate::replica_id(&id)?;
     Ok(Replica { id, host, pid })
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| {
-            h.trim()
-                .chars()
-                .filter(|c| !c.is_control())
-                .collect::<String>()
-        })
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned())
 }
 
 /// A token that tells this scheduler instance's claims from those of any other process (or of
@@ -388,6 +376,6 @@ impl fmt::Debug for Scheduler {
 }
 
 /// The keys of job `name` under `client`'s prefix (also for jobs not registered here).
-pub(crate) fn keys(client: &Client, name: &str) -> JobKeys {
-    JobKeys::new(client.key_prefix(), name)
+pub(crate) fn keys(client: &Client, name: &str) -> Result<JobKeys, Error> {
+    JobKeys::new(client, name)
 }
