@@ -1,5 +1,5 @@
 //! The run ledger: the last N runs of each job, in Redis — which replica ran which occurrence,
-//! when (server time), and how it ended — and the keys of a job.
+//! when (server time), and how it ended — how it is written and read, and the keys of a job.
 //!
 //! A job's keys all share the hash tag of its run lock, `{sched:<job>}`, so the scheduler's
 //! scripts touch one Redis Cluster slot. They are built on dlock-core's base key of the lock
@@ -23,9 +23,10 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, TimeZone, Utc};
-use dlock_core::{Client, FencingToken, __private};
+use dlock_core::{__private, Client, FencingToken};
 
 use crate::error::Error;
+use crate::scripts;
 
 /// The Redis keys of one job.
 #[derive(Clone, Debug)]
@@ -205,6 +206,115 @@ impl RunRecord {
             + Duration::from_millis(u64::try_from(self.occurrence.timestamp_millis()).ok()?);
         self.started_at.duration_since(occurrence).ok()
     }
+}
+
+/// Records how run `run_id` of the job with `keys` ended — or that it is running, with its
+/// fencing token — in the ledger (`finish.lua`). Only the replica that claimed the run can.
+pub(crate) async fn record(
+    client: &Client,
+    keys: &JobKeys,
+    run_id: &str,
+    replica: &str,
+    outcome: &RunOutcome,
+    fence: Option<u64>,
+) -> Result<(), Error> {
+    let (code, text) = outcome.encode();
+    let mut invocation = scripts::FINISH.prepare_invoke();
+    invocation
+        .key(&keys.ledger)
+        .arg(run_id)
+        .arg(replica)
+        .arg(code)
+        .arg(fence.map(|f| f.to_string()).unwrap_or_default())
+        .arg(text);
+    __private::invoke::<i64>(client, &invocation, "record a run").await?;
+    Ok(())
+}
+
+/// Reads the ledger of `job` and works out which unfinished runs are still going.
+pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>, Error> {
+    let keys = JobKeys::new(client, job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("ZRANGE")
+        .arg(&keys.runs)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .cmd("HGETALL")
+        .arg(&keys.ledger);
+    let (runs, ledger): (
+        Vec<(String, i64)>,
+        std::collections::HashMap<String, String>,
+    ) = __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
+    let mut records = Vec::with_capacity(runs.len());
+    for (id, occurrence_ms) in runs {
+        let Some(claim) = ledger.get(&format!("{id}:claim")) else {
+            continue;
+        };
+        let end = ledger.get(&format!("{id}:end")).map(String::as_str);
+        let mut record = RunRecord::parse(occurrence_ms, claim, end).ok_or_else(|| {
+            Error::protocol(format!(
+                "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
+            ))
+        })?;
+        if record.outcome == RunOutcome::Running
+            && !still_running(client, &keys, &id, &record).await?
+        {
+            record.outcome = RunOutcome::Abandoned;
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// A run recorded as running is still going if its lock is held under its fencing token (or,
+/// before it took the lock, if it was claimed a moment ago).
+async fn still_running(
+    client: &Client,
+    keys: &JobKeys,
+    id: &str,
+    record: &RunRecord,
+) -> Result<bool, Error> {
+    let Some(fence) = record.fencing_token else {
+        let age = SystemTime::now()
+            .duration_since(record.started_at)
+            .unwrap_or_default();
+        return Ok(age < Duration::from_secs(5));
+    };
+    for name in [keys.lock_name.clone(), format!("{}@{id}", keys.lock_name)] {
+        let holder = client
+            .inspect(&name)
+            .await
+            .map_err(|e| Error::core("inspect the run's lock", e))?;
+        if let Some(holder) = holder
+            && holder.fencing_token == Some(fence)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The latest scheduled (not manual) occurrence in the ledger of the job with `keys`.
+pub(crate) async fn latest_scheduled(
+    client: &Client,
+    keys: &JobKeys,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    let mut cmd = redis::cmd("ZRANGE");
+    cmd.arg(&keys.runs)
+        .arg("+inf")
+        .arg("-inf")
+        .arg("BYSCORE")
+        .arg("REV")
+        .arg("LIMIT")
+        .arg(0)
+        .arg(20)
+        .arg("WITHSCORES");
+    let latest: Vec<(String, i64)> = __private::query(client, &cmd, "read the run ledger").await?;
+    Ok(latest
+        .into_iter()
+        .find(|(id, _)| !id.starts_with('m'))
+        .and_then(|(_, ms)| Utc.timestamp_millis_opt(ms).single()))
 }
 
 fn millis(ms: u64) -> SystemTime {

@@ -61,27 +61,28 @@
 //!   expression and time zone checked at compile time; register `lottery::job()?`.
 //!
 //! # Layout
-//! | module | what |
-//! |---|---|
-//! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: start, shutdown and drain |
-//! | `job_loop` | one job's loop: what is due, in which order; recovery after an outage |
-//! | `run` | one run: claim, lock, handler, record, release |
-//! | `claim` | the Redis side of runs: claim, take a request, withdraw, heartbeat |
-//! | `replicas` | the replica's liveness for the jobs' turns |
-//! | `wake` | `run_now` wake-ups over pub/sub |
-//! | `job` | [`Job`], [`Overlap`] |
-//! | `validate` | job names and options, for `build()` and the control calls |
-//! | `context` | [`JobContext`], [`Replica`] |
-//! | `ledger` | [`RunRecord`], [`RunOutcome`], the job's keys |
-//! | `control` | pause, resume, run_now, history |
-//! | `misfire` | [`MisfirePolicy`], [`due_occurrences`] |
-//! | `jitter` | [`jitter_for`] |
-//! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
-//! | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua` |
-//! | `error` | [`Error`], [`ErrorKind`] |
+//! Every import inside the crate points down (`scripts/check-module-cycles.py` fails the build
+//! otherwise). From the ground up:
+//!
+//! | floor | module | what |
+//! |---|---|---|
+//! | ground | `error` | [`Error`], [`ErrorKind`] |
+//! | | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
+//! | | `context`, `job` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`] |
+//! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
+//! | | `validate` | job names and options, for `build()` and the control calls |
+//! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua` |
+//! | | `ledger` | the job's keys; [`RunRecord`], [`RunOutcome`]: writing and reading the ledger |
+//! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
+//! | requests | `claim`, `liveness` | claim an occurrence, take a `run_now` request, withdraw; heartbeats |
+//! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
+//! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
+//! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now`, history |
 
 #[doc(hidden)]
 pub mod __private;
+mod attempt;
+mod builder;
 mod claim;
 mod clock;
 mod context;
@@ -91,14 +92,18 @@ mod jitter;
 mod job;
 mod job_loop;
 mod ledger;
+mod liveness;
 mod misfire;
-mod replicas;
-mod run;
-mod runner;
+mod scheduler;
 mod scripts;
+mod shared;
 mod validate;
 mod wake;
 
+pub use builder::{
+    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
+    DEFAULT_TURN_GRACE, SchedulerBuilder,
+};
 pub use clock::{Clock, SkewedClock, SystemClock};
 pub use context::{JobContext, Replica};
 pub use dlock_cron::{Occurrences, Schedule, ScheduleError, ScheduleErrorKind};
@@ -110,10 +115,7 @@ pub use ledger::{RunOutcome, RunRecord};
 pub use misfire::{
     DEFAULT_GRACE, MAX_DUE, MisfirePolicy, due_occurrences, due_occurrences_with_grace,
 };
-pub use runner::{
-    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
-    DEFAULT_TURN_GRACE, Scheduler, SchedulerBuilder, ShutdownReport,
-};
+pub use scheduler::{Scheduler, ShutdownReport};
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.
 pub use chrono;

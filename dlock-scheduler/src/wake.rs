@@ -13,19 +13,19 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::ledger::wake_channel;
-use crate::runner::Inner;
+use crate::shared::Shared;
 
 /// Longest pause between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Listens until `stop`, reconnecting with backoff.
-pub(crate) async fn listen(inner: Arc<Inner>, client: redis::Client, stop: CancellationToken) {
-    let channel = wake_channel(inner.client.key_prefix());
+pub(crate) async fn listen(shared: Arc<Shared>, client: redis::Client, stop: CancellationToken) {
+    let channel = wake_channel(shared.client.key_prefix());
     let mut backoff = Duration::from_millis(100);
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            ended = subscribed(&inner, &client, &channel) => {
+            ended = subscribed(&shared, &client, &channel) => {
                 if let Err(e) = ended {
                     tracing::debug!(error = %e, "dlock-scheduler: wake-up subscription failed; requests are polled meanwhile");
                 } else {
@@ -43,11 +43,11 @@ pub(crate) async fn listen(inner: Arc<Inner>, client: redis::Client, stop: Cance
 
 /// Subscribes and wakes job loops until the connection ends (`Ok`) or fails to set up (`Err`).
 async fn subscribed(
-    inner: &Inner,
+    shared: &Shared,
     client: &redis::Client,
     channel: &str,
 ) -> redis::RedisResult<()> {
-    let timeout = inner.client.command_timeout();
+    let timeout = shared.client.command_timeout();
     let setup = async {
         let mut pubsub = client.get_async_pubsub().await?;
         pubsub.subscribe(channel).await?;
@@ -57,7 +57,7 @@ async fn subscribed(
         redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
     })??;
     // Requests made before the subscription took effect were not announced to us.
-    for entry in inner.jobs.values() {
+    for entry in shared.jobs.values() {
         entry.wake.notify_one();
     }
     let mut messages = pubsub.into_on_message();
@@ -65,7 +65,7 @@ async fn subscribed(
         let Ok(job) = message.get_payload::<String>() else {
             continue;
         };
-        if let Some(entry) = inner.jobs.get(job.as_str()) {
+        if let Some(entry) = shared.jobs.get(job.as_str()) {
             entry.wake.notify_one();
         }
     }

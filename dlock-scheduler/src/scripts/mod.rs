@@ -38,3 +38,8 @@ pub(crate) static FINISH: LazyLock<Script> =
 /// Registers a replica as live for a job (or unregisters it).
 pub(crate) static HEARTBEAT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("heartbeat.lua")));
+
+/// A duration in whole milliseconds, for a script argument.
+pub(crate) fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,28 +1,20 @@
-//! [`Scheduler`]: runs the jobs of one replica until shutdown, claiming each occurrence in Redis
-//! so that it runs on exactly one replica, and drains running jobs on the way out.
-//!
-//! Per job, one loop ([`crate::job_loop`]); per scheduler, one heartbeat task (the replica's
-//! liveness for the jobs' turns, [`crate::replicas`]) and, with [`SchedulerBuilder::wake_url`],
-//! one subscriber that wakes a job's loop when `run_now` queues a request ([`crate::wake`]).
+//! [`SchedulerBuilder`]: a scheduler's jobs and settings, checked by `build()`, and the defaults
+//! of those settings.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use dlock_core::Client;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::clock::{Clock, ServerClock, SystemClock};
 use crate::context::Replica;
 use crate::error::Error;
 use crate::job::Job;
-use crate::job_loop::{LoopCtx, job_loop};
-use crate::ledger::JobKeys;
-use crate::run::JobEntry;
+use crate::scheduler::Scheduler;
+use crate::shared::{JobEntry, Shared};
 
 /// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
 /// replica catching up on an occurrence older than a day could run it again; keep the retention
@@ -43,7 +35,6 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 /// the replica whose turn it is asks within milliseconds; the grace only delays an occurrence
 /// whose replica died and does not count as dead yet.
 pub const DEFAULT_TURN_GRACE: Duration = Duration::from_millis(500);
-
 /// Builds a [`Scheduler`]; start with [`Scheduler::builder`].
 pub struct SchedulerBuilder {
     client: Client,
@@ -161,7 +152,7 @@ impl SchedulerBuilder {
             }
         }
         Ok(Scheduler {
-            inner: Arc::new(Inner {
+            shared: Arc::new(Shared {
                 client: self.client,
                 replica,
                 instance: instance_token(),
@@ -193,7 +184,6 @@ impl fmt::Debug for SchedulerBuilder {
             .finish_non_exhaustive()
     }
 }
-
 /// This replica: its id (default `<host>:<pid>`), with the host name as dlock-core stores it
 /// with a lock.
 fn replica(id: Option<String>) -> Result<Replica, Error> {
@@ -219,73 +209,6 @@ fn instance_token() -> String {
     format!("{:016x}", hasher.finish())
 }
 
-pub(crate) struct Inner {
-    pub(crate) client: Client,
-    pub(crate) replica: Arc<Replica>,
-    instance: String,
-    attempts: AtomicU64,
-    pub(crate) clock: ServerClock,
-    pub(crate) jobs: HashMap<Arc<str>, Arc<JobEntry>>,
-    pub(crate) retention: Duration,
-    pub(crate) history: usize,
-    pub(crate) request_poll: Duration,
-    pub(crate) heartbeat: Duration,
-    pub(crate) turn_grace: Duration,
-    wake: Option<redis::Client>,
-}
-
-impl Inner {
-    /// A token naming one attempt of this scheduler instance (see `withdraw.lua`).
-    pub(crate) fn attempt_token(&self) -> String {
-        let n = self.attempts.fetch_add(1, Ordering::Relaxed);
-        format!("{}.{n}", self.instance)
-    }
-
-    /// How long after telling Redis a replica still counts as live: three heartbeats.
-    pub(crate) fn liveness(&self) -> Duration {
-        self.heartbeat.saturating_mul(3)
-    }
-}
-
-/// A replica's scheduler: every replica runs one with the same jobs; each occurrence of each
-/// job runs on exactly one replica, and the live replicas take turns.
-///
-/// ```no_run
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::time::Duration;
-/// use dlock_scheduler::{Job, Scheduler};
-///
-/// let url = "redis://127.0.0.1:6379/";
-/// let client = dlock_core::Client::open(url)?;
-/// let scheduler = Scheduler::builder(client)
-///     .wake_url(url) // run_now wakes a replica at once
-///     .job(Job::new("lottery", "0 12 * * *", "Europe/Berlin", |ctx| async move {
-///         println!("drawing winners for {}", ctx.occurrence());
-///         Ok::<(), std::io::Error>(())
-///     })?)
-///     .build()?;
-/// // Runs until Ctrl-C, then lets running jobs finish for up to 30 s.
-/// scheduler
-///     .run_until(async { let _ = tokio::signal::ctrl_c().await; }, Duration::from_secs(30))
-///     .await;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Scheduler {
-    pub(crate) inner: Arc<Inner>,
-}
-
-/// How a [`Scheduler::run_until`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// Runs that finished on their own after shutdown began.
-    pub drained: usize,
-    /// Runs still going at the drain deadline, which were cancelled (recorded as such) and
-    /// released.
-    pub cancelled: usize,
-}
-
 impl Scheduler {
     /// Starts configuring a scheduler that uses `client`.
     pub fn builder(client: Client) -> SchedulerBuilder {
@@ -302,80 +225,4 @@ impl Scheduler {
             wake_url: None,
         }
     }
-
-    /// This replica.
-    pub fn replica(&self) -> &Replica {
-        &self.inner.replica
-    }
-
-    /// Runs the jobs until `shutdown` resolves; then stops claiming, tells the other replicas
-    /// it is gone, lets running jobs finish for up to `drain`, cancels those still going
-    /// (recorded as cancelled, locks released), and returns.
-    ///
-    /// # Cancel safety
-    /// Not cancel safe in the sense of a graceful stop: dropping the future drops the job loops
-    /// and running handlers at once (their leases are released in the background, the ledger
-    /// shows them abandoned, and the replica keeps its turns until its liveness runs out). Use
-    /// `shutdown` to stop gracefully.
-    pub async fn run_until(
-        &self,
-        shutdown: impl Future<Output = ()>,
-        drain: Duration,
-    ) -> ShutdownReport {
-        let stop = CancellationToken::new();
-        let cancel_runs = CancellationToken::new();
-        let runs = TaskTracker::new();
-        let loops = TaskTracker::new();
-        loops.spawn(crate::replicas::heartbeat(self.inner.clone(), stop.clone()));
-        if let Some(wake) = &self.inner.wake {
-            loops.spawn(crate::wake::listen(
-                self.inner.clone(),
-                wake.clone(),
-                stop.clone(),
-            ));
-        }
-        for entry in self.inner.jobs.values() {
-            let ctx = LoopCtx {
-                inner: self.inner.clone(),
-                entry: entry.clone(),
-                stop: stop.clone(),
-                runs: runs.clone(),
-                cancel_runs: cancel_runs.clone(),
-            };
-            loops.spawn(job_loop(ctx));
-        }
-        loops.close();
-        shutdown.await;
-        tracing::info!(replica = %self.inner.replica.id, "dlock-scheduler: shutting down; draining running jobs");
-        stop.cancel();
-        loops.wait().await;
-        runs.close();
-        let running = runs.len();
-        let cancelled = if tokio::time::timeout(drain, runs.wait()).await.is_ok() {
-            0
-        } else {
-            let left = runs.len();
-            cancel_runs.cancel();
-            runs.wait().await;
-            left
-        };
-        ShutdownReport {
-            drained: running - cancelled,
-            cancelled,
-        }
-    }
-}
-
-impl fmt::Debug for Scheduler {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Scheduler")
-            .field("replica", &self.inner.replica.id)
-            .field("jobs", &self.inner.jobs.keys().collect::<Vec<_>>())
-            .finish_non_exhaustive()
-    }
-}
-
-/// The keys of job `name` under `client`'s prefix (also for jobs not registered here).
-pub(crate) fn keys(client: &Client, name: &str) -> Result<JobKeys, Error> {
-    JobKeys::new(client, name)
 }
