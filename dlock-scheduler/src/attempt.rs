@@ -101,9 +101,9 @@ pub(crate) async fn attempt(attempt: Attempt) -> AttemptEnd {
             Ok(Claim::Lost) => return AttemptEnd::Done,
             Ok(Claim::Wait(wait)) if waits < MAX_EARLY_WAITS => {
                 waits += 1;
-                tokio::select! {
-                    () = attempt.stop.cancelled() => return AttemptEnd::Done,
-                    () = tokio::time::sleep(wait) => {}
+                let slept = attempt.stop.run_until_cancelled(tokio::time::sleep(wait));
+                if slept.await.is_none() {
+                    return AttemptEnd::Done;
                 }
             }
             Ok(Claim::Wait(wait)) => {
@@ -133,11 +133,12 @@ async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
     let guard = if attempt.trigger == Trigger::InOrder {
         // In order: wait for the previous run (on any replica) to end. Dropping the acquire is
         // cancel safe: dlock-core releases a grant that arrives for a dropped waiter.
-        tokio::select! {
-            guard = lock.acquire() => guard.map(Some),
-            () = attempt.stop.cancelled() => {
+        match attempt.stop.run_until_cancelled(lock.acquire()).await {
+            Some(guard) => guard.map(Some),
+            None => {
                 let why = "the scheduler shut down while the previous run still went on";
-                record(attempt, &run_id, &RunOutcome::Cancelled(why.to_owned()), None).await;
+                let outcome = RunOutcome::Cancelled(why.to_owned());
+                record(attempt, &run_id, &outcome, None).await;
                 return AttemptEnd::Done;
             }
         }

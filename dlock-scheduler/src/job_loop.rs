@@ -25,7 +25,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -114,10 +114,7 @@ async fn latest_in_ledger(ctx: &LoopCtx) -> Option<Option<DateTime<Utc>>> {
                 tracing::warn!(job = %ctx.entry.job.name, error = %e, "dlock-scheduler: cannot read the run ledger; waiting for Redis");
             }
         }
-        tokio::select! {
-            () = ctx.stop.cancelled() => return None,
-            () = tokio::time::sleep(backoff) => {}
-        }
+        ctx.stop.run_until_cancelled(sleep(backoff)).await?;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
@@ -157,7 +154,7 @@ impl JobLoop {
                     self.in_order_ended = Some(self.ctx.shared.clock.now());
                 }
                 () = self.ctx.entry.wake.notified() => self.poll_now = true,
-                () = tokio::time::sleep(wake) => {}
+                () = sleep(wake) => {}
             }
         }
     }
@@ -241,12 +238,9 @@ impl JobLoop {
     ) -> JoinHandle<()> {
         let reports = self.reports.clone();
         self.ctx.runs.spawn(async move {
-            let wait = attempt.shared.clock.until(ask_at);
-            if !wait.is_zero() {
-                tokio::select! {
-                    () = attempt.stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => {}
-                }
+            let (wait, stop) = (attempt.shared.clock.until(ask_at), &attempt.stop);
+            if !wait.is_zero() && stop.run_until_cancelled(sleep(wait)).await.is_none() {
+                return;
             }
             let token = attempt.token.clone();
             if let AttemptEnd::Unreachable { run_id } = attempt::attempt(attempt).await {
@@ -320,9 +314,9 @@ impl JobLoop {
                     tracing::debug!(%job, error = %e, "dlock-scheduler: Redis still does not answer")
                 }
             }
-            tokio::select! {
-                () = self.ctx.stop.cancelled() => return false,
-                () = tokio::time::sleep(backoff) => {}
+            let stop = &self.ctx.stop;
+            if stop.run_until_cancelled(sleep(backoff)).await.is_none() {
+                return false;
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }

@@ -30,9 +30,9 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
             }
         });
         join_all(beats).await;
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(shared.heartbeat) => {}
+        let slept = stop.run_until_cancelled(tokio::time::sleep(shared.heartbeat));
+        if slept.await.is_none() {
+            break;
         }
     }
     let leave = shared.jobs.values().map(|entry| async {
