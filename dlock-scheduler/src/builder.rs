@@ -23,8 +23,9 @@ pub const DEFAULT_CLAIM_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How many runs the ledger keeps per job by default.
 pub const DEFAULT_HISTORY: usize = 100;
 /// How often a replica looks for `run_now` requests when no wake-up arrives, by default: every
-/// 5 s, one script call per job. With [`SchedulerBuilder::wake_url`] a request is picked up as
-/// soon as it is made; the poll is the fallback for a wake-up that was lost (or never set up).
+/// 5 s, one script call per job. A request is announced over pub/sub and picked up as soon as
+/// it is made; the poll is the fallback for an announcement that was lost (a replica that was
+/// reconnecting).
 pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
 /// How often a replica tells Redis it is live for its jobs, by default: every second (only for
 /// jobs it did not try to claim within that second). A replica counts as live for three
@@ -46,7 +47,6 @@ pub struct SchedulerBuilder {
     request_poll: Duration,
     heartbeat: Duration,
     turn_grace: Duration,
-    wake_url: Option<String>,
 }
 
 impl SchedulerBuilder {
@@ -103,23 +103,14 @@ impl SchedulerBuilder {
         self
     }
 
-    /// The Redis URL to subscribe to `run_now` wake-ups on: the same server (or any node of the
-    /// cluster) as the client's. The scheduler opens one extra connection for it (the client's
-    /// own connection does not carry the scheduler's subscriptions). Without it, requests are
-    /// found by the fallback poll ([`SchedulerBuilder::request_poll`]).
-    pub fn wake_url(mut self, url: impl Into<String>) -> Self {
-        self.wake_url = Some(url.into());
-        self
-    }
-
     /// Checks the jobs and options and creates the scheduler (nothing runs yet).
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
     /// longer than 500 bytes), a name used twice, a lease shorter than [`crate::MIN_RUN_LEASE`]
     /// or beyond dlock's TTL range, a jitter not shorter than the schedule's shortest interval,
-    /// a `max_run` not longer than the lease, a replica id with control characters, a zero
-    /// history, retention, poll or heartbeat interval, or a wake URL that is not a Redis URL.
+    /// a `max_run` not longer than the lease, a replica id with control characters, or a zero
+    /// history, retention, poll or heartbeat interval.
     pub fn build(self) -> Result<Scheduler, Error> {
         let replica = Arc::new(replica(self.replica_id)?);
         if self.history == 0
@@ -132,15 +123,6 @@ impl SchedulerBuilder {
                  than zero",
             ));
         }
-        let wake = match self.wake_url {
-            None => None,
-            Some(url) => Some(redis::Client::open(url.as_str()).map_err(|e| {
-                Error::invalid_job(format!(
-                    "wake_url {url:?} is not a Redis URL ({e}); give the URL of the client's \
-                     server, e.g. redis://127.0.0.1:6379/"
-                ))
-            })?),
-        };
         let mut jobs = HashMap::new();
         for job in self.jobs {
             let entry = JobEntry::new(&self.client, job)?;
@@ -164,7 +146,6 @@ impl SchedulerBuilder {
                 request_poll: self.request_poll,
                 heartbeat: self.heartbeat,
                 turn_grace: self.turn_grace,
-                wake,
             }),
         })
     }
@@ -180,7 +161,6 @@ impl fmt::Debug for SchedulerBuilder {
             .field("request_poll", &self.request_poll)
             .field("heartbeat", &self.heartbeat)
             .field("turn_grace", &self.turn_grace)
-            .field("wake", &self.wake_url.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -222,7 +202,6 @@ impl Scheduler {
             request_poll: DEFAULT_REQUEST_POLL,
             heartbeat: DEFAULT_HEARTBEAT,
             turn_grace: DEFAULT_TURN_GRACE,
-            wake_url: None,
         }
     }
 }

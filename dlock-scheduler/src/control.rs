@@ -10,7 +10,7 @@ use std::time::Duration;
 use dlock_core::__private;
 
 use crate::error::Error;
-use crate::ledger::{self, JobKeys, RunRecord, wake_channel};
+use crate::ledger::{self, JobKeys, RunRecord};
 use crate::scheduler::Scheduler;
 use crate::scripts;
 use crate::validate;
@@ -69,9 +69,9 @@ impl Scheduler {
     }
 
     /// Asks for one run of `job` now, outside its schedule. The request is queued in Redis and
-    /// announced to the replicas; one replica running the job takes it and claims its run in
-    /// one atomic step — at once if it subscribed to wake-ups
-    /// ([`crate::SchedulerBuilder::wake_url`]), else at its next request poll (5 s by default).
+    /// announced to the replicas over pub/sub; one replica running the job takes it and claims
+    /// its run in one atomic step — at once, or, if the announcement was lost (a replica
+    /// reconnecting), at its next request poll ([`crate::DEFAULT_REQUEST_POLL`]).
     /// The ledger records the run as manual. Overlap applies as to scheduled runs; while the
     /// job is paused, requests wait in the queue (for a day at most) and run after `resume`.
     ///
@@ -91,8 +91,9 @@ impl Scheduler {
             .key(&keys.requests)
             .arg(requested)
             .arg(secs(REQUEST_TTL))
-            .arg(wake_channel(client.key_prefix()))
-            .arg(job);
+            .arg(&keys.wake)
+            .arg(job)
+            .arg(__private::publish_command(client));
         __private::invoke::<i64>(client, &invocation, &format!("run_now `{job}`")).await?;
         Ok(())
     }

@@ -16,8 +16,7 @@
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
 //! | `<prefix>{sched:<job>}:replicas` | zset | live replicas of the job, by liveness deadline |
 //! | `<prefix>{sched:<job>}:turn` | string | scheduled claims so far: whose turn the next one is |
-//!
-//! `run_now` wakes the replicas on the channel `<prefix>sched:wake` (message: the job's name).
+//! | `<prefix>{sched:<job>}:wake` | channel | `run_now` wake-ups (message: the job's name); sharded pub/sub on a cluster |
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -40,6 +39,10 @@ pub(crate) struct JobKeys {
     pub(crate) requests: String,
     pub(crate) replicas: String,
     pub(crate) turn: String,
+    /// The channel on which `run_now` wakes the job's replicas: it carries the job's hash tag,
+    /// so that on a cluster `request.lua` may `SPUBLISH` on it and the message stays on the
+    /// job's shard.
+    pub(crate) wake: String,
 }
 
 impl JobKeys {
@@ -59,14 +62,10 @@ impl JobKeys {
             requests: format!("{base}:requests"),
             replicas: format!("{base}:replicas"),
             turn: format!("{base}:turn"),
+            wake: format!("{base}:wake"),
             lock_name,
         })
     }
-}
-
-/// The channel on which `run_now` wakes the replicas of every job under `prefix`.
-pub(crate) fn wake_channel(prefix: &str) -> String {
-    format!("{prefix}sched:wake")
 }
 
 /// How a run ended (or that it has not).
@@ -330,6 +329,13 @@ mod tests {
         let client = Client::open("redis://127.0.0.1:1/").unwrap();
         let keys = JobKeys::new(&client, "lottery").unwrap();
         assert_eq!(keys.ledger, "dlock:{sched:lottery}:ledger");
+        // On a cluster the wake channel is sharded: it must hash to the slot of the keys of
+        // the script that publishes on it (request.lua).
+        assert_eq!(keys.wake, "dlock:{sched:lottery}:wake");
+        let slot = |key: &str| redis::cluster_routing::Slot::for_key(key);
+        for key in [&keys.requests, &keys.claims, &keys.ledger] {
+            assert_eq!(slot(&keys.wake), slot(key), "{key}");
+        }
         assert_eq!(
             __private::base_key(&client, &keys.lock_name).unwrap(),
             "dlock:{sched:lottery}"

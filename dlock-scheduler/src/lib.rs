@@ -49,8 +49,8 @@
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
 //!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and
-//!   claims in one step — woken by pub/sub with [`SchedulerBuilder::wake_url`], else at its
-//!   next poll.
+//!   claims in one step — woken at once over pub/sub on the client's own connection (no extra
+//!   connection), or at its next poll if the announcement was lost.
 //! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
 //!   drains running jobs up to a deadline, then cancels and releases the rest.
 //! * **Calendar.** Cron (5 fields, or 6 with seconds) in an IANA time zone with a defined

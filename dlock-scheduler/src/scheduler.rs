@@ -1,10 +1,10 @@
 //! [`Scheduler`]: runs the jobs of one replica until shutdown, claiming each occurrence in Redis
 //! so that it runs on exactly one replica, and drains running jobs on the way out.
 //!
-//! Per job, one loop ([`crate::job_loop`]); per scheduler, one heartbeat task (the replica's
-//! liveness for the jobs' turns, [`crate::liveness`]) and, with [`SchedulerBuilder::wake_url`],
-//! one subscriber that wakes a job's loop when `run_now` queues a request ([`crate::wake`]).
-//! Configured by [`SchedulerBuilder`] (`builder.rs`); operated by the calls of `control.rs`.
+//! Per job, one loop ([`crate::job_loop`]) and one listener that wakes it when `run_now` queues
+//! a request ([`crate::wake`], on the client's connection); per scheduler, one heartbeat task
+//! (the replica's liveness for the jobs' turns, [`crate::liveness`]). Configured by
+//! [`crate::SchedulerBuilder`] (`builder.rs`); operated by the calls of `control.rs`.
 
 use std::fmt;
 use std::future::Future;
@@ -26,10 +26,8 @@ use crate::shared::Shared;
 /// use std::time::Duration;
 /// use dlock_scheduler::{Job, Scheduler};
 ///
-/// let url = "redis://127.0.0.1:6379/";
-/// let client = dlock_core::Client::open(url)?;
+/// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
 /// let scheduler = Scheduler::builder(client)
-///     .wake_url(url) // run_now wakes a replica at once
 ///     .job(Job::new("lottery", "0 12 * * *", "Europe/Berlin", |ctx| async move {
 ///         println!("drawing winners for {}", ctx.occurrence());
 ///         Ok::<(), std::io::Error>(())
@@ -85,14 +83,12 @@ impl Scheduler {
             self.shared.clone(),
             stop.clone(),
         ));
-        if let Some(wake) = &self.shared.wake {
+        for entry in self.shared.jobs.values() {
             loops.spawn(crate::wake::listen(
                 self.shared.clone(),
-                wake.clone(),
+                entry.clone(),
                 stop.clone(),
             ));
-        }
-        for entry in self.shared.jobs.values() {
             let ctx = LoopCtx {
                 shared: self.shared.clone(),
                 entry: entry.clone(),

@@ -32,8 +32,6 @@ pub(crate) struct Shared {
     pub(crate) request_poll: Duration,
     pub(crate) heartbeat: Duration,
     pub(crate) turn_grace: Duration,
-    /// Where to subscribe to `run_now` wake-ups.
-    pub(crate) wake: Option<redis::Client>,
 }
 
 impl Shared {

@@ -1,14 +1,13 @@
 //! `dlock-test-worker replica …`: one scheduler replica for the multi-process scheduler tests.
 //!
 //! `replica url=… job=… cron=… [id=…] [skew_ms=±N] [run_ms=N] [work_ms=N] [lease_ms=N]
-//! [drain_ms=N] [overlap=allow] [poll_ms=N] [wake=0]` runs a `Scheduler` with one job for
-//! `run_ms`, then shuts down gracefully and prints `stopped drained=N cancelled=N`. Without
-//! `lease_ms` the job has the default run lease; `poll_ms` is the fallback `run_now` poll
-//! (default 200 ms); `wake=0` leaves out the pub/sub wake-up. The job's handler records each
-//! run it performs:
-//! `INCR <job>:count:<occurrence ms>` (exactly-once is checked on these counters) and
-//! `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`, prints `ran <occurrence ms>`,
-//! then works for `work_ms` (honouring the lease: a lost lease cancels it).
+//! [drain_ms=N] [overlap=allow] [poll_ms=N]` runs a `Scheduler` with one job for `run_ms`, then
+//! shuts down gracefully and prints `stopped drained=N cancelled=N`. Without `lease_ms` the job
+//! has the default run lease; `poll_ms` is the fallback `run_now` poll (default 200 ms). The
+//! job's handler records each run it performs: `INCR <job>:count:<occurrence ms>` (exactly-once
+//! is checked on these counters) and `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`,
+//! prints `ran <occurrence ms>`, then works for `work_ms` (honouring the lease: a lost lease
+//! cancels it).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -60,9 +59,6 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
         .clock(SkewedClock::millis(skew))
         .request_poll(poll)
         .job(job);
-    if num(opts, "wake", 1)? == 1 {
-        builder = builder.wake_url(url);
-    }
     if let Some(id) = opts.get("id") {
         builder = builder.replica_id(id);
     }
