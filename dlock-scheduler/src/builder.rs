@@ -47,6 +47,7 @@ pub struct SchedulerBuilder {
     request_poll: Duration,
     heartbeat: Duration,
     turn_grace: Duration,
+    shutdown_client: bool,
 }
 
 impl SchedulerBuilder {
@@ -103,6 +104,32 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Whether [`Scheduler::run_until`] ends by shutting the client down (default `true`):
+    /// releasing whatever it still holds, so that the other replicas need not wait out a lease.
+    /// Turn it off when the rest of the application shares the client and goes on after the
+    /// scheduler has stopped; then shut the client down yourself at the end. See
+    /// [`Scheduler::run_until`] for why it is the default.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use dlock_scheduler::Scheduler;
+    ///
+    /// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+    /// // The web handlers lock with `client` too, and drain after the scheduler.
+    /// let scheduler = Scheduler::builder(client.clone())
+    ///     .shutdown_client(false)
+    ///     .build()?;
+    /// scheduler.run_until(async { /* SIGTERM */ }, Duration::from_secs(10)).await;
+    /// // … the web server drains …
+    /// client.shutdown(Duration::from_secs(5)).await;
+    /// # Ok(()) }
+    /// ```
+    pub fn shutdown_client(mut self, shutdown: bool) -> Self {
+        self.shutdown_client = shutdown;
+        self
+    }
+
     /// Checks the jobs and options and creates the scheduler (nothing runs yet).
     ///
     /// # Errors
@@ -146,6 +173,7 @@ impl SchedulerBuilder {
                 request_poll: self.request_poll,
                 heartbeat: self.heartbeat,
                 turn_grace: self.turn_grace,
+                shutdown_client: self.shutdown_client,
             }),
         })
     }
@@ -161,6 +189,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("request_poll", &self.request_poll)
             .field("heartbeat", &self.heartbeat)
             .field("turn_grace", &self.turn_grace)
+            .field("shutdown_client", &self.shutdown_client)
             .finish_non_exhaustive()
     }
 }
@@ -202,6 +231,7 @@ impl Scheduler {
             request_poll: DEFAULT_REQUEST_POLL,
             heartbeat: DEFAULT_HEARTBEAT,
             turn_grace: DEFAULT_TURN_GRACE,
+            shutdown_client: true,
         }
     }
 }

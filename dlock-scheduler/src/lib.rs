@@ -52,7 +52,10 @@
 //!   claims in one step — woken at once over pub/sub on the client's own connection (no extra
 //!   connection), or at its next poll if the announcement was lost.
 //! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
-//!   drains running jobs up to a deadline, then cancels and releases the rest.
+//!   drains running jobs up to a deadline, then cancels and releases the rest, and shuts the
+//!   client down ([`dlock_core::Client::shutdown`]): a replica's graceful exit leaves no lock
+//!   or queue entry for the others to wait out. On by default; turn it off with
+//!   [`SchedulerBuilder::shutdown_client`] when the rest of the application shares the client.
 //! * **Calendar.** Cron (5 fields, or 6 with seconds) in an IANA time zone with a defined
 //!   daylight-saving rule ([`Schedule`], from `dlock-cron`); misfire policy after downtime
 //!   ([`MisfirePolicy`]); jitter decided per occurrence so that all replicas agree

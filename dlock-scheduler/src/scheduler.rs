@@ -1,5 +1,6 @@
 //! [`Scheduler`]: runs the jobs of one replica until shutdown, claiming each occurrence in Redis
-//! so that it runs on exactly one replica, and drains running jobs on the way out.
+//! so that it runs on exactly one replica, and on the way out drains running jobs and gives the
+//! client back (`dlock_core::Client::shutdown`).
 //!
 //! Per job, one loop ([`crate::job_loop`]) and one listener that wakes it when `run_now` queues
 //! a request ([`crate::wake`], on the client's connection); per scheduler, one heartbeat task
@@ -11,6 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -45,7 +47,7 @@ pub struct Scheduler {
 }
 
 /// How a [`Scheduler::run_until`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct ShutdownReport {
     /// Runs that finished on their own after shutdown began.
@@ -53,6 +55,10 @@ pub struct ShutdownReport {
     /// Runs still going at the drain deadline, which were cancelled (recorded as such) and
     /// released.
     pub cancelled: usize,
+    /// What the client's shutdown did and could not do ([`dlock_core::Client::shutdown`]);
+    /// `None` when the scheduler leaves the client open
+    /// ([`crate::SchedulerBuilder::shutdown_client`]).
+    pub client: Option<dlock_core::ShutdownReport>,
 }
 
 impl Scheduler {
@@ -63,13 +69,34 @@ impl Scheduler {
 
     /// Runs the jobs until `shutdown` resolves; then stops claiming, tells the other replicas
     /// it is gone, lets running jobs finish for up to `drain`, cancels those still going
-    /// (recorded as cancelled, locks released), and returns.
+    /// (recorded as cancelled, locks released), shuts the client down (by default, see below),
+    /// and returns. Call it once per scheduler.
+    ///
+    /// # The client is shut down
+    /// By default `run_until` ends with [`dlock_core::Client::shutdown`], given what is left of
+    /// `drain` (at least the client's command timeout, since the drain may have used it all):
+    /// every lock the client still holds is released, its waiting acquire calls leave their
+    /// queues, its watchdog stops. So a replica's graceful exit leaves nothing in Redis for the
+    /// other replicas to wait out — not the run's lock, nor a lock that other work of the
+    /// process holds on the same client, nor a queue entry — and they take the job's next
+    /// occurrence at once instead of after a lease. [`ShutdownReport::client`] says what could
+    /// not be done.
+    ///
+    /// Why the default: `run_until` is how a replica exits, and most processes give the
+    /// scheduler a client of its own or stop everything with it. A replica that exits leaving
+    /// leases behind fails silently (the others stall for up to a lease, and nobody sees why),
+    /// while a client shut down too early fails loudly: every later lock call on it is an
+    /// [`dlock_core::ErrorKind::Shutdown`] error. The shutdown reaches *every clone* of the
+    /// client, though: if the rest of the application shares it and goes on after the
+    /// scheduler has stopped (a web server still draining requests that take locks), build the
+    /// scheduler with [`crate::SchedulerBuilder::shutdown_client`]`(false)` and call
+    /// `client.shutdown(..)` yourself once everything has stopped.
     ///
     /// # Cancel safety
     /// Not cancel safe in the sense of a graceful stop: dropping the future drops the job loops
     /// and running handlers at once (their leases are released in the background, the ledger
-    /// shows them abandoned, and the replica keeps its turns until its liveness runs out). Use
-    /// `shutdown` to stop gracefully.
+    /// shows them abandoned, and the replica keeps its turns until its liveness runs out), or
+    /// leaves the client's shutdown half done. Use `shutdown` to stop gracefully.
     pub async fn run_until(
         &self,
         shutdown: impl Future<Output = ()>,
@@ -105,7 +132,8 @@ impl Scheduler {
         loops.wait().await;
         runs.close();
         let running = runs.len();
-        let cancelled = if tokio::time::timeout(drain, runs.wait()).await.is_ok() {
+        let deadline = Instant::now() + drain;
+        let cancelled = if tokio::time::timeout_at(deadline, runs.wait()).await.is_ok() {
             0
         } else {
             let left = runs.len();
@@ -113,10 +141,28 @@ impl Scheduler {
             runs.wait().await;
             left
         };
+        let client = if self.shared.shutdown_client {
+            Some(self.shut_the_client_down(deadline).await)
+        } else {
+            None
+        };
         ShutdownReport {
             drained: running - cancelled,
             cancelled,
+            client,
         }
+    }
+
+    /// Shuts the client down with what is left until `deadline`, but at least one command
+    /// timeout (its clean-up is one round of requests).
+    async fn shut_the_client_down(&self, deadline: Instant) -> dlock_core::ShutdownReport {
+        let client = &self.shared.client;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let report = client.shutdown(left.max(client.command_timeout())).await;
+        if !report.is_complete() {
+            tracing::warn!(replica = %self.shared.replica.id, %report, "dlock-scheduler: the client's shutdown left locks or queue entries behind; they expire with their leases");
+        }
+        report
     }
 }
 

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) request_poll: Duration,
     pub(crate) heartbeat: Duration,
     pub(crate) turn_grace: Duration,
+    /// Whether `run_until` ends by shutting the client down.
+    pub(crate) shutdown_client: bool,
 }
 
 impl Shared {
