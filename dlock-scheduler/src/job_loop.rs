@@ -1,14 +1,14 @@
 //! One job's loop on one replica: what is due, in which order, and what happens when Redis
 //! does not answer.
 //!
-//! * **Due occurrences** come from [`crate::due_occurrences_with_grace`], timed by the
+//! * **Due occurrences** come from [`crate::misfire::due_occurrences_with_grace`], timed by the
 //!   replica's estimate of the Redis server's clock. An occurrence that is on time, when
 //!   nothing is queued, starts at once (after its jitter) — overlapping the previous run is
 //!   the overlap policy's business. Anything else — missed occurrences after downtime, and what
 //!   comes due while they are worked through — is queued and run **in order, one at a time**:
 //!   each waits for the previous run instead of being skipped as an overlap, and at most one
 //!   claim of the queue is in flight, however long the downtime was (the queue holds at most
-//!   [`crate::MAX_DUE`]; the rest is computed when it has drained).
+//!   [`crate::misfire::MAX_DUE`]; the rest is computed when it has drained).
 //! * **Redis unreachable.** An attempt whose claim (or lock) got no answer reports it. The loop
 //!   then stops starting attempts, waits until Redis answers (`PING`, with backoff), withdraws
 //!   the claims whose replies were lost ([`crate::claim::withdraw`]: a claim made but never
@@ -65,7 +65,7 @@ struct Unanswered {
 
 struct JobLoop {
     ctx: LoopCtx,
-    /// Up to where the schedule has been dealt with (see [`crate::due_occurrences`]).
+    /// Up to where the schedule has been dealt with (see [`due_occurrences_with_grace`]).
     last_seen: Option<DateTime<Utc>>,
     /// Occurrences to run in order, oldest first.
     queue: VecDeque<DateTime<Utc>>,

@@ -81,6 +81,9 @@
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
 //! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now`, history |
+//!
+//! `schedule_props` (tests only) holds the property tests of the calendar, misfire and jitter
+//! math.
 
 #[doc(hidden)]
 pub mod __private;
@@ -97,6 +100,8 @@ mod job_loop;
 mod ledger;
 mod liveness;
 mod misfire;
+#[cfg(test)]
+mod schedule_props;
 mod scheduler;
 mod scripts;
 mod shared;
@@ -115,9 +120,7 @@ pub use error::{Error, ErrorKind};
 pub use jitter::jitter_for;
 pub use job::{DEFAULT_RUN_LEASE, Job, MIN_RUN_LEASE, Overlap};
 pub use ledger::{RunOutcome, RunRecord};
-pub use misfire::{
-    DEFAULT_GRACE, MAX_DUE, MisfirePolicy, due_occurrences, due_occurrences_with_grace,
-};
+pub use misfire::MisfirePolicy;
 pub use scheduler::{Scheduler, ShutdownReport};
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.
