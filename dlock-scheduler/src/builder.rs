@@ -193,6 +193,7 @@ impl fmt::Debug for SchedulerBuilder {
             .finish_non_exhaustive()
     }
 }
+
 /// This replica: its id (default `<host>:<pid>`), with the host name as dlock-core stores it
 /// with a lock.
 fn replica(id: Option<String>) -> Result<Replica, Error> {
@@ -218,6 +219,8 @@ fn instance_token() -> String {
     format!("{:016x}", hasher.finish())
 }
 
+// Here rather than in scheduler.rs: the builder makes the `Scheduler`, so scheduler.rs does not
+// name the builder (every import points down).
 impl Scheduler {
     /// Starts configuring a scheduler that uses `client`.
     pub fn builder(client: Client) -> SchedulerBuilder {
