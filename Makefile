@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint fmt doc unit bench clean
+.PHONY: deps demo demo-counter test lint modules fmt doc unit bench clean
 
 deps:
 	@scripts/ensure-deps.sh
@@ -18,11 +18,16 @@ demo-counter: deps
 	$(CARGO) run --quiet -p counter
 
 ## Command 2: every check CI runs — format, lints, docs, all tests and doc tests.
-test: deps lint doc unit
+test: deps lint modules doc unit
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+
+## Every import inside each crate points down: no module cycle (the checker tests itself first).
+modules:
+	python3 scripts/check-module-cycles.py --self-test
+	python3 scripts/check-module-cycles.py
 
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --all-features

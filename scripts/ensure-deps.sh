@@ -4,6 +4,18 @@
 # rustfmt and clippy. Safe to run repeatedly; does nothing when everything is there.
 set -euo pipefail
 
+if ! command -v python3 >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "ensure-deps: installing python3 (the module-cycle check) with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends python3 >/dev/null
+  else
+    echo "ensure-deps: python3 is missing (scripts/check-module-cycles.py needs it)." >&2
+    exit 1
+  fi
+fi
+
 need_redis=0
 command -v redis-server >/dev/null 2>&1 || need_redis=1
 command -v redis-cli >/dev/null 2>&1 || need_redis=1

@@ -1,11 +1,13 @@
 //! Operating jobs across replicas through Redis: pause and resume are honoured by every
-//! replica; `run_now` runs the job once, on one replica, woken by pub/sub (not by the slow
-//! fallback poll), and a request made while the job is paused is kept until it is resumed.
+//! replica; `run_now` runs the job once, on one replica, woken by pub/sub on the client's own
+//! connection (not by the slow fallback poll) — on a standalone server and on a cluster — and a
+//! request made while the job is paused is kept until it is resumed.
 
 use std::time::Duration;
 
 use dlock_core::Client;
-use dlock_scheduler::Scheduler;
+use dlock_scheduler::{Job, JobContext, Scheduler};
+use dlock_testkit::RedisCluster;
 use redis::AsyncCommands;
 
 use crate::scheduler_exactly_once::{replica, wait_stopped};
@@ -160,4 +162,50 @@ async fn run_now_made_while_paused_runs_after_resume() {
     )
     .await;
     wait_stopped(&a, Duration::from_secs(60));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_now_wakes_a_replica_on_a_cluster() {
+    // The replica listens with SSUBSCRIBE; run_now's script must SPUBLISH on a channel of its
+    // own keys' slot for the message to arrive.
+    let cluster =
+        RedisCluster::start().unwrap_or_else(|e| panic!("could not start a cluster: {e}"));
+    let client = || Client::cluster_builder(cluster.urls()).build().unwrap();
+    let job = Job::new("sharded", YEARLY, "UTC", |_: JobContext| async {
+        Ok::<(), String>(())
+    })
+    .unwrap();
+    // The fallback poll comes once a minute: only the wake-up can run the request in time.
+    let replica = Scheduler::builder(client())
+        .request_poll(Duration::from_secs(60))
+        .job(job)
+        .build()
+        .unwrap();
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let running = tokio::spawn({
+        let (replica, stop) = (replica.clone(), stop.clone());
+        async move {
+            replica
+                .run_until(stop.notified(), Duration::from_secs(5))
+                .await
+        }
+    });
+    let admin = Scheduler::builder(client()).build().unwrap();
+    // The first request is taken by the poll at start-up (or by the wake-up); the second only
+    // by the wake-up.
+    admin.run_now("sharded").await.unwrap();
+    eventually(Duration::from_secs(10), "the first request ran", || async {
+        (manual_runs(&admin, "sharded").await == 1).then_some(())
+    })
+    .await;
+    admin.run_now("sharded").await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the woken replica ran the request",
+        || async { (manual_runs(&admin, "sharded").await == 2).then_some(()) },
+    )
+    .await;
+    stop.notify_one();
+    let report = running.await.unwrap();
+    assert_eq!(report.cancelled, 0, "{report:?}");
 }

@@ -151,7 +151,13 @@ async fn errors_keep_dlock_cores_kind_and_error() {
         .unwrap_or_else(|| panic!("no dlock_core::Error source: {err:?}"));
     assert_eq!(core.kind(), dlock_core::ErrorKind::InvalidInput);
 
-    // Redis gone, then hung: the kind and predicates say which.
+    // Redis gone, then hung: the kind and predicates say which, and the source is the
+    // dlock_core::Error of the request (the scheduler's requests go through dlock-core).
+    let core_kind = |err: &dlock_scheduler::Error| {
+        err.source()
+            .and_then(|s| s.downcast_ref::<dlock_core::Error>())
+            .map(dlock_core::Error::kind)
+    };
     let mut server = redis();
     let admin = Scheduler::builder(client(&server)).build().unwrap();
     server.pause().unwrap();
@@ -163,6 +169,11 @@ async fn errors_keep_dlock_cores_kind_and_error() {
         "{err}"
     );
     assert!(err.is_timeout() && err.may_have_taken_effect(), "{err}");
+    assert_eq!(
+        core_kind(&err),
+        Some(dlock_core::ErrorKind::Timeout),
+        "{err:?}"
+    );
     server.kill();
     let err = eventually(Duration::from_secs(10), "a connection error", || async {
         let err = admin.pause("job").await.unwrap_err();
@@ -171,5 +182,9 @@ async fn errors_keep_dlock_cores_kind_and_error() {
     .await;
     assert_eq!(err.redis_kind(), Some(dlock_core::ErrorKind::Connection));
     assert!(err.may_have_taken_effect());
-    assert!(err.source().is_some(), "the Redis error is kept: {err:?}");
+    assert_eq!(
+        core_kind(&err),
+        Some(dlock_core::ErrorKind::Connection),
+        "{err:?}"
+    );
 }

@@ -1,15 +1,20 @@
 //! Graceful shutdown drains running jobs up to a deadline and cancels the rest (recorded, lock
-//! released); a replica that was down fires a missed occurrence once (`MisfirePolicy::FireOnce`);
-//! bad schedules and jobs are errors, not panics.
+//! released), then shuts the client down (unless told not to), so that a replica that exits
+//! mid-run leaves nothing for the others to wait out; a replica that was down fires a missed
+//! occurrence once (`MisfirePolicy::FireOnce`); bad schedules and jobs are errors, not panics.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use chrono::{TimeDelta, Utc};
+use dlock_core::Client;
 use dlock_scheduler::{ErrorKind, Job, JobContext, MisfirePolicy, RunOutcome, Scheduler};
+use redis::AsyncCommands;
 use tokio::sync::Notify;
 
-use crate::support::{client, redis};
+use crate::scheduler_exactly_once::{replica, wait_stopped};
+use crate::support::{Worker, client, eventually, raw, redis};
 
 /// A job on every second whose handler signals `started`, then works for `work`.
 fn job(name: &str, work: Duration, started: Arc<Notify>, done: Arc<AtomicUsize>) -> Job {
@@ -77,6 +82,147 @@ async fn shutdown_cancels_what_outlives_the_deadline() {
         None,
         "the job's lock was released"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_is_shut_down_at_the_end_unless_the_builder_says_otherwise() {
+    let server = redis();
+    let run_until_started = |scheduler: Scheduler, started: Arc<Notify>| async move {
+        scheduler
+            .run_until(started.notified(), Duration::from_secs(5))
+            .await
+    };
+    let done = Arc::new(AtomicUsize::new(0));
+
+    let (shared, started) = (client(&server), Arc::new(Notify::new()));
+    let kept = Scheduler::builder(shared.clone())
+        .shutdown_client(false)
+        .job(job("kept", Duration::ZERO, started.clone(), done.clone()))
+        .build()
+        .unwrap();
+    let report = run_until_started(kept, started).await;
+    assert!(report.client.is_none(), "{report:?}");
+    let guard = shared.mutex("other-work").unwrap().try_acquire().await;
+    assert!(
+        matches!(guard, Ok(Some(_))),
+        "the client stays usable: {guard:?}"
+    );
+
+    let (own, started) = (client(&server), Arc::new(Notify::new()));
+    let given_back = Scheduler::builder(own.clone())
+        .job(job(
+            "given-back",
+            Duration::ZERO,
+            started.clone(),
+            done.clone(),
+        ))
+        .build()
+        .unwrap();
+    let report = run_until_started(given_back, started).await;
+    let shut = report.client.as_ref().expect("the client was shut down");
+    assert!(shut.is_complete(), "{report:?}");
+    let err = own
+        .mutex("other-work")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), dlock_core::ErrorKind::Shutdown, "{err}");
+}
+
+/// SIGTERM, as an orchestrator stops a replica.
+fn terminate(worker: &Worker) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(worker.child.pid()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_exits_gracefully_mid_run_leaves_nothing_to_wait_out() {
+    let server = redis();
+    let url = server.url();
+    // Every second; each run would work a minute under a 20 s lease, so the job stays held
+    // while it runs. Each replica also holds a lock of its own on its client (`hold`), as other
+    // work of the service would.
+    let start = |id: &str| {
+        let hold = format!("hold=side:{id}");
+        let opts = [
+            "run_ms=60000",
+            "work_ms=60000",
+            "lease_ms=20000",
+            "drain_ms=300",
+            hold.as_str(),
+        ];
+        replica(&url, "handover", "* * * * * *", id, &opts)
+    };
+    let (a, b) = (start("a"), start("b"));
+    let con = raw(&server).await;
+    let first: String = eventually(Duration::from_secs(20), "a run started", || {
+        let mut con = con.clone();
+        async move { con.lindex("handover:runs", 0).await.ok().flatten() }
+    })
+    .await;
+    let mut fields = first.split(' ');
+    let occurrence: i64 = fields.next().unwrap().parse().unwrap();
+    let runner = fields.next().unwrap().to_owned();
+    let (leaving, staying, other) = if runner == "a" {
+        (&a, &b, "b")
+    } else {
+        (&b, &a, "a")
+    };
+    let admin = Client::open(url.as_str()).unwrap();
+    let side = format!("side:{runner}");
+    assert!(admin.inspect(&side).await.unwrap().is_some(), "{side} held");
+
+    terminate(leaving);
+    let left_at = Utc::now();
+    let stopped = wait_stopped(leaving, Duration::from_secs(30));
+    // The run was cancelled (and released its lock itself); the client's shutdown released the
+    // other lock.
+    assert!(
+        stopped.contains("cancelled=1")
+            && stopped.contains("released=1")
+            && stopped.contains("failures=0"),
+        "{stopped}"
+    );
+    // Nothing of the leaving replica's is left to wait out: its other lock is free at once …
+    assert_eq!(
+        admin.inspect(&side).await.unwrap(),
+        None,
+        "{side} was left for its lease ({stopped})"
+    );
+    // … and the other replica runs the job's next occurrence at once, not after the lease.
+    let next: String = eventually(Duration::from_secs(30), "the next run", || {
+        let mut con = con.clone();
+        async move { con.lindex("handover:runs", 1).await.ok().flatten() }
+    })
+    .await;
+    let mut fields = next.split(' ');
+    let next_occurrence: i64 = fields.next().unwrap().parse().unwrap();
+    assert_eq!(fields.next(), Some(other), "{next}");
+    // A lease left behind would hold the job for at least 13 s more (20 s, renewed every
+    // ~6.7 s): half the lease tells "at once" from "after the lease" with room to spare.
+    let lease_end = left_at + TimeDelta::seconds(20);
+    assert!(
+        next_occurrence < (left_at + TimeDelta::seconds(10)).timestamp_millis(),
+        "the job waited until {next_occurrence} ms after the replica left at {} ms (its \
+         lease would have ended at {} ms)",
+        left_at.timestamp_millis(),
+        lease_end.timestamp_millis()
+    );
+    // The cancelled run is in the ledger as such, not abandoned.
+    let history = Scheduler::builder(admin).build().unwrap();
+    let history = history.history("handover").await.unwrap();
+    let cancelled = history
+        .iter()
+        .find(|r| r.occurrence.timestamp_millis() == occurrence)
+        .expect("the cancelled run is in the ledger");
+    assert!(
+        matches!(&cancelled.outcome, RunOutcome::Cancelled(why) if why.contains("shut down")),
+        "{cancelled:?}"
+    );
+    terminate(staying);
+    let stopped = wait_stopped(staying, Duration::from_secs(30));
+    assert!(stopped.contains("failures=0"), "{stopped}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

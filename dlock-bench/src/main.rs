@@ -87,8 +87,9 @@ use crate::cli::{ChildArgs, Command};
 use crate::control::Control;
 use crate::report::{Entry, Meta, Results};
 use crate::rt::{BoxError, current_thread_runtime};
-use crate::spec::{Counts, Setting};
+use crate::spec::Counts;
 use crate::subject::Subject as _;
+use crate::subjects::Setting;
 use crate::subjects::{Kind, with_subject};
 
 /// A stage of the run: its `--only` name, its name on stderr, and what it runs.

@@ -28,9 +28,10 @@ use crate::control::Control;
 use crate::dlock::{Dlock, client};
 use crate::report::{Check, Entry, Section, Target, checked};
 use crate::rt::{BoxError, multi_thread_runtime};
-use crate::spec::{ACQUIRE_WAIT, Counts, Setting, TTL};
+use crate::spec::{ACQUIRE_WAIT, Counts, TTL};
 use crate::stats::{count, ratio};
 use crate::subject::warm_up;
+use crate::subjects::Setting;
 use crate::table::table;
 
 /// Waiters are started in batches of this many, each batch queued before the next starts.

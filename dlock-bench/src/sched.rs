@@ -42,8 +42,9 @@ use crate::sched_replica::{ReplicaReport, count_prefix};
 use crate::sched_stats::{
     Breakdown, DelaySummary, OnceSummary, distribution, next_edge, seconds_between,
 };
-use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP, Setting};
+use crate::spec::{Counts, SCHED_EDGE_MS, SCHED_REPLICAS, SCHED_SKEWS, SCHED_WARMUP};
 use crate::stats::{count, float, millis, ns_to_s, ratio};
+use crate::subjects::Setting;
 use crate::table::{Col, NONE, joined, table_of};
 
 /// How long redis-server's idle CPU is measured before the replicas start.

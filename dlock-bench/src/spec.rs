@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::subjects::Kind;
-
 /// Lease of every lock (WORKLOADS.md: "TTL 10 s for every lock").
 pub(crate) const TTL: Duration = Duration::from_secs(10);
 /// The same lease in milliseconds, for the raw floor's `SET … PX`.
@@ -41,18 +39,6 @@ pub(crate) const SCHED_WARMUP: Duration = Duration::from_secs(3);
 pub(crate) const SCHED_EDGE_MS: u64 = 400;
 /// Scheduler workload: clock skews of the replicas (ms; positive = ahead), one row each.
 pub(crate) const SCHED_SKEWS: [[i64; 3]; 2] = [[0, 0, 0], [-300, 0, 500]];
-
-/// What every workload is given: the server the benchmark started, the sizes of the run, and
-/// the subjects of the pair and contention workloads.
-#[derive(Clone, Debug)]
-pub(crate) struct Setting {
-    pub(crate) url: String,
-    /// redis-server's process id (W1 1-CPU pins it).
-    pub(crate) server_pid: u32,
-    pub(crate) counts: Counts,
-    /// The subjects of W1, W2 and W3, in row order (`--subjects`).
-    pub(crate) subjects: Vec<Kind>,
-}
 
 /// How much work each workload does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -206,3 +206,15 @@ mod tests {
         }
     }
 }
+
+/// What every workload is given: the server the benchmark started, the sizes of the run, and
+/// the subjects of the pair and contention workloads.
+#[derive(Clone, Debug)]
+pub(crate) struct Setting {
+    pub(crate) url: String,
+    /// redis-server's process id (W1 1-CPU pins it).
+    pub(crate) server_pid: u32,
+    pub(crate) counts: crate::spec::Counts,
+    /// The subjects of W1, W2 and W3, in row order (`--subjects`).
+    pub(crate) subjects: Vec<Kind>,
+}

@@ -16,8 +16,9 @@ use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, current_thread_runtime};
-use crate::spec::{Counts, PINNED_CPU, Setting};
+use crate::spec::{Counts, PINNED_CPU};
 use crate::subject::{Fence, Subject, warm_up};
+use crate::subjects::Setting;
 use crate::subjects::{Kind, with_subject};
 
 /// W1 in the report: its rate and latency beside the floor's.

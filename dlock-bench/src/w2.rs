@@ -20,8 +20,9 @@ use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, multi_thread_runtime};
-use crate::spec::{Counts, Setting};
+use crate::spec::Counts;
 use crate::subject::{Fence, Subject, warm_up_with};
+use crate::subjects::Setting;
 use crate::subjects::{Kind, with_subject};
 
 /// Runs W2 for every subject, each on a fresh multi-thread runtime.

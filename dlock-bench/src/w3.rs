@@ -32,9 +32,10 @@ use crate::handoff_floor::{self, HandoffFloor};
 use crate::redis_stats::{PerCommand, PerOp, Snapshot, WindowDelta};
 use crate::report::{Check, Column, CommandRow, Entry, Figure, Section, Target, checked};
 use crate::rt::{BoxError, current_thread_runtime, monotonic_ns, multi_thread_runtime};
-use crate::spec::{Counts, Setting, W3_PAUSE};
+use crate::spec::{Counts, W3_PAUSE};
 use crate::stats::{Contention, LockEvent, contention, ns_to_s, per_second};
 use crate::subject::{Subject, warm_up};
+use crate::subjects::Setting;
 use crate::subjects::{Kind, with_subject};
 use crate::table::int;
 

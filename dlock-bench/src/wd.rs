@@ -39,9 +39,10 @@ use crate::report::{Check, Entry, Section, Target, checked};
 use crate::rt::{
     BoxError, current_thread_runtime, elapsed_ns, multi_thread_runtime, process_cpu_us,
 };
-use crate::spec::{Counts, Setting, WD_SETTLE_ROUNDS, WD_TTL};
+use crate::spec::{Counts, WD_SETTLE_ROUNDS, WD_TTL};
 use crate::stats::{float, millis, ns_to_s, ns_to_us, per_second, ratio};
 use crate::subject::warm_up;
+use crate::subjects::Setting;
 use crate::table::{Col, int, joined, table_of};
 
 /// Guards whose `safe_until` is watched to detect renewal rounds.

@@ -72,6 +72,17 @@ pub async fn subscribe(client: &Client, channel: &str) -> Result<Subscription, E
     client.ctx.transport.subscribe(channel).await
 }
 
+/// The command that reaches the [`subscribe`]rs of a channel on `client`'s kind of deployment:
+/// `PUBLISH` on a standalone server, `SPUBLISH` on a cluster (where [`subscribe`] uses
+/// `SSUBSCRIBE`: the message stays on the channel's shard, so a channel published from a
+/// script must carry the hash tag of the script's keys).
+pub fn publish_command(client: &Client) -> &'static str {
+    match client.ctx.transport.slot().publish_mode() {
+        'S' => "SPUBLISH",
+        _ => "PUBLISH",
+    }
+}
+
 /// This machine's host name as dlock stores it with a lock.
 pub fn host_name() -> String {
     crate::token::host_name()

@@ -1,40 +1,17 @@
-//! The Redis side of runs: claiming an occurrence (`claim.lua`), taking a `run_now` request
-//! (`take_request.lua`), withdrawing a claim whose reply was lost (`withdraw.lua`), and the
-//! replica's liveness for the job's turns (`heartbeat.lua`). Every reply carries the server's
-//! time, from which the replica corrects its clock ([`crate::clock::ServerClock`]).
+//! Claims, the Redis side of runs: claiming an occurrence (`claim.lua`), taking a `run_now`
+//! request and claiming its run (`take_request.lua`), withdrawing a claim whose reply was lost
+//! (`withdraw.lua`). Every reply carries the server's time, from which the replica corrects its
+//! clock ([`crate::clock::ServerClock`]).
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use dlock_core::__private;
 use redis::Value;
 
 use crate::error::Error;
-use crate::run::{Attempt, JobEntry};
-use crate::runner::Inner;
-use crate::scripts;
-
-/// Whose turn the next occurrence of a job is, as the last claim reply told (stored in
-/// [`JobEntry::next_turn`]): a replica whose turn it is not asks only after the turn grace, so
-/// that only one replica wakes up at the fire time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Turn {
-    Unknown = 0,
-    Mine = 1,
-    Others = 2,
-}
-
-impl Turn {
-    /// Takes the job's last answer, leaving "unknown" (it describes one occurrence).
-    pub(crate) fn take(entry: &JobEntry) -> Self {
-        match entry.next_turn.swap(Self::Unknown as u8, Ordering::Relaxed) {
-            1 => Self::Mine,
-            2 => Self::Others,
-            _ => Self::Unknown,
-        }
-    }
-}
+use crate::scripts::{self, millis};
+use crate::shared::{JobEntry, Shared, Turn};
 
 /// What `claim.lua` answered.
 pub(crate) enum Claim {
@@ -45,10 +22,23 @@ pub(crate) enum Claim {
     Wait(Duration),
 }
 
-/// Runs `claim.lua` for a scheduled occurrence.
-pub(crate) async fn claim(attempt: &Attempt, run_id: &str) -> Result<Claim, Error> {
-    let inner = &attempt.inner;
-    let keys = &attempt.entry.keys;
+/// One scheduled occurrence to claim, as run `run_id` with the attempt's `token`.
+pub(crate) struct Occurrence<'a> {
+    pub(crate) run_id: &'a str,
+    /// The nominal occurrence.
+    pub(crate) nominal: DateTime<Utc>,
+    /// When it may start (nominal + jitter), by the server's clock.
+    pub(crate) fire_at: DateTime<Utc>,
+    pub(crate) token: &'a str,
+}
+
+/// Runs `claim.lua` for a scheduled occurrence of `entry`'s job.
+pub(crate) async fn claim(
+    shared: &Shared,
+    entry: &JobEntry,
+    occurrence: &Occurrence<'_>,
+) -> Result<Claim, Error> {
+    let keys = &entry.keys;
     let mut invocation = scripts::CLAIM.prepare_invoke();
     invocation
         .key(&keys.claims)
@@ -57,27 +47,27 @@ pub(crate) async fn claim(attempt: &Attempt, run_id: &str) -> Result<Claim, Erro
         .key(&keys.paused)
         .key(&keys.replicas)
         .key(&keys.turn)
-        .arg(run_id)
-        .arg(attempt.occurrence.timestamp_millis())
-        .arg(&inner.replica.id)
-        .arg(&inner.replica.host)
-        .arg(inner.replica.pid)
-        .arg(&attempt.token)
-        .arg(millis(inner.retention))
-        .arg(inner.history)
-        .arg(attempt.fire_at.timestamp_millis())
-        .arg(millis(inner.turn_grace))
-        .arg(millis(inner.liveness()));
-    let sent = inner.clock.local();
+        .arg(occurrence.run_id)
+        .arg(occurrence.nominal.timestamp_millis())
+        .arg(&shared.replica.id)
+        .arg(&shared.replica.host)
+        .arg(shared.replica.pid)
+        .arg(occurrence.token)
+        .arg(millis(shared.retention))
+        .arg(shared.history)
+        .arg(occurrence.fire_at.timestamp_millis())
+        .arg(millis(shared.turn_grace))
+        .arg(millis(shared.liveness()));
+    let sent = shared.clock.local();
     let reply: Vec<Value> =
-        scripts::eval(&inner.client, &invocation, "claim an occurrence").await?;
-    heard(inner, Some(&attempt.entry), sent, reply.get(2));
+        __private::invoke(&shared.client, &invocation, "claim an occurrence").await?;
+    shared.heard(Some(entry), sent, reply.get(2));
     let next = match reply.get(3) {
-        Some(Value::BulkString(id)) if id.as_slice() == inner.replica.id.as_bytes() => Turn::Mine,
+        Some(Value::BulkString(id)) if id.as_slice() == shared.replica.id.as_bytes() => Turn::Mine,
         Some(Value::BulkString(id)) if !id.is_empty() => Turn::Others,
         _ => Turn::Unknown,
     };
-    attempt.entry.next_turn.store(next as u8, Ordering::Relaxed);
+    entry.set_next_turn(next);
     Ok(match reply.as_slice() {
         [Value::Int(1), ..] => Claim::Won,
         [Value::Int(2), Value::Int(wait), ..] => {
@@ -93,7 +83,7 @@ pub(crate) async fn claim(attempt: &Attempt, run_id: &str) -> Result<Claim, Erro
 /// `Some(request time)` when one was taken (this replica must run it), `None` when there is
 /// none to take (or the job is paused: the requests wait).
 pub(crate) async fn take_request(
-    inner: &Inner,
+    shared: &Shared,
     entry: &JobEntry,
     run_id: &str,
     token: &str,
@@ -107,16 +97,16 @@ pub(crate) async fn take_request(
         .key(&keys.paused)
         .key(&keys.requests)
         .arg(run_id)
-        .arg(&inner.replica.id)
-        .arg(&inner.replica.host)
-        .arg(inner.replica.pid)
+        .arg(&shared.replica.id)
+        .arg(&shared.replica.host)
+        .arg(shared.replica.pid)
         .arg(token)
-        .arg(millis(inner.retention))
-        .arg(inner.history);
-    let sent = inner.clock.local();
+        .arg(millis(shared.retention))
+        .arg(shared.history);
+    let sent = shared.clock.local();
     let reply: Vec<Value> =
-        scripts::eval(&inner.client, &invocation, "take a run_now request").await?;
-    heard(inner, None, sent, reply.last());
+        __private::invoke(&shared.client, &invocation, "take a run_now request").await?;
+    shared.heard(None, sent, reply.last());
     match reply.as_slice() {
         [Value::Int(1), Value::Int(requested), ..] => {
             chrono::TimeZone::timestamp_millis_opt(&Utc, *requested)
@@ -136,7 +126,7 @@ pub(crate) async fn take_request(
 /// Withdraws the claim of `run_id` made with `token` if nothing of its run started (a manual
 /// run's request is queued again). Returns whether there was one to withdraw.
 pub(crate) async fn withdraw(
-    inner: &Inner,
+    shared: &Shared,
     entry: &JobEntry,
     run_id: &str,
     token: &str,
@@ -150,46 +140,6 @@ pub(crate) async fn withdraw(
         .key(&keys.requests)
         .arg(run_id)
         .arg(token);
-    let withdrawn: i64 = scripts::eval(&inner.client, &invocation, "withdraw a claim").await?;
+    let withdrawn: i64 = __private::invoke(&shared.client, &invocation, "withdraw a claim").await?;
     Ok(withdrawn == 1)
-}
-
-/// Tells Redis that this replica is live for the job (`live`), or no longer (`!live`, at
-/// shutdown, so that the others do not wait for its turns).
-pub(crate) async fn heartbeat(inner: &Inner, entry: &JobEntry, live: bool) -> Result<(), Error> {
-    let mut invocation = scripts::HEARTBEAT.prepare_invoke();
-    invocation
-        .key(&entry.keys.replicas)
-        .arg(&inner.replica.id)
-        .arg(if live { millis(inner.liveness()) } else { 0 });
-    let sent = inner.clock.local();
-    let server_ms: i64 = scripts::eval(&inner.client, &invocation, "heartbeat").await?;
-    if live {
-        heard(inner, Some(entry), sent, Some(&Value::Int(server_ms)));
-    }
-    Ok(())
-}
-
-/// A reply came back: learn the server's time from it and, if the request refreshed this
-/// replica's liveness for a job (`live_for`), note when.
-fn heard(
-    inner: &Inner,
-    live_for: Option<&JobEntry>,
-    sent: DateTime<Utc>,
-    server_ms: Option<&Value>,
-) {
-    let received = inner.clock.local();
-    if let Some(Value::Int(server_ms)) = server_ms {
-        inner.clock.sample(sent, received, *server_ms);
-    }
-    if let Some(entry) = live_for {
-        entry
-            .beat_ms
-            .store(received.timestamp_millis(), Ordering::Relaxed);
-    }
-}
-
-/// A duration in whole milliseconds, for a script argument.
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,15 +1,16 @@
 //! [`Error`]: what the scheduler reports — a refused schedule or job, or a Redis failure.
 //!
-//! A Redis failure keeps what dlock-core knows about it: [`Error::redis_kind`] is the
-//! [`dlock_core::ErrorKind`] (connection, timeout …) and the predicates ([`Error::is_timeout`],
-//! [`Error::may_have_taken_effect`] …) answer as `dlock_core::Error`'s do. When the failure came
-//! from dlock-core (a lock, `inspect`, a refused lock option), `source()` *is* that
-//! `dlock_core::Error`; when it came from one of the scheduler's own scripts, `source()` is the
-//! `redis::RedisError`, classified by the same rules as dlock-core's.
+//! Every Redis request of the scheduler goes through dlock-core's request path
+//! (`dlock_core::__private::{query, query_pipe, invoke}`: the client's connection, its command
+//! timeout, its error classification), so a Redis failure *is* a `dlock_core::Error`: it is the
+//! [`source`](std::error::Error::source) of the scheduler's error, [`Error::redis_kind`] is its
+//! [`dlock_core::ErrorKind`] (connection, timeout …), and the predicates
+//! ([`Error::is_timeout`], [`Error::may_have_taken_effect`] …) answer as its own do. The one
+//! Redis failure without a source is a reply the scheduler itself finds malformed (a ledger
+//! record it did not write).
 
 use std::borrow::Cow;
 use std::fmt;
-use std::time::Duration;
 
 use dlock_core::ErrorKind as CoreKind;
 use dlock_cron::ScheduleError;
@@ -68,38 +69,14 @@ impl Error {
         }
     }
 
-    /// A failed dlock-core request, with what the scheduler was doing.
+    /// A failed dlock-core request, with what the scheduler was doing (for a request whose
+    /// error does not say it already; else use `From`).
     pub(crate) fn core(context: &str, error: dlock_core::Error) -> Self {
         Self {
             kind: ErrorKind::Redis,
             redis_kind: Some(error.kind()),
             message: format!("{context}: {error}").into(),
             source: Some(Box::new(error)),
-        }
-    }
-
-    /// A failed request of the scheduler's own, classified as dlock-core classifies its own.
-    pub(crate) fn redis(context: &str, error: redis::RedisError) -> Self {
-        let kind = classify(&error);
-        Self {
-            kind: ErrorKind::Redis,
-            redis_kind: Some(kind),
-            message: format!("{context}: {kind}: {error}").into(),
-            source: Some(Box::new(error)),
-        }
-    }
-
-    /// A request that got no answer within the client's command timeout.
-    pub(crate) fn timeout(context: &str, after: Duration) -> Self {
-        Self {
-            kind: ErrorKind::Redis,
-            redis_kind: Some(CoreKind::Timeout),
-            message: format!(
-                "{context}: Redis did not answer within the command timeout of {after:?}; the \
-                 request may still have taken effect"
-            )
-            .into(),
-            source: None,
         }
     }
 
@@ -146,29 +123,6 @@ impl Error {
     }
 }
 
-/// dlock-core's classification of a `redis` error (`dlock_core::Error::from_redis` is not
-/// public; the scheduler moves onto core's request path with issue 12).
-fn classify(err: &redis::RedisError) -> CoreKind {
-    if err.is_timeout() {
-        return CoreKind::Timeout;
-    }
-    if err.is_io_error()
-        || err.is_connection_refusal()
-        || err.is_connection_dropped()
-        || err.is_unrecoverable_error()
-    {
-        return CoreKind::Connection;
-    }
-    let code = err.code().unwrap_or_default();
-    if code == "WRONGTYPE" || err.detail().is_some_and(|d| d.contains("WRONGTYPE")) {
-        return CoreKind::WrongType;
-    }
-    match err.kind() {
-        redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => CoreKind::Protocol,
-        _ => CoreKind::Redis,
-    }
-}
-
 impl From<ScheduleError> for Error {
     fn from(e: ScheduleError) -> Self {
         Self {
@@ -180,9 +134,20 @@ impl From<ScheduleError> for Error {
     }
 }
 
+/// A failed request on dlock-core's path (whose message names the request), or an input it
+/// refused.
 impl From<dlock_core::Error> for Error {
     fn from(e: dlock_core::Error) -> Self {
-        Self::core("dlock-core", e)
+        let (kind, redis_kind) = match e.kind() {
+            CoreKind::InvalidInput => (ErrorKind::InvalidJob, None),
+            other => (ErrorKind::Redis, Some(other)),
+        };
+        Self {
+            kind,
+            redis_kind,
+            message: e.to_string().into(),
+            source: Some(Box::new(e)),
+        }
     }
 }
 
@@ -221,19 +186,25 @@ impl std::error::Error for Error {
 mod tests {
     use super::*;
 
-    #[test]
-    fn own_redis_errors_are_classified_like_core_errors() {
-        let refused = redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::ConnectionRefused,
-            "refused",
-        ));
-        let err = Error::redis("pause `j`", refused);
+    /// The core error of a request on dlock-core's path to a port where nothing listens.
+    async fn refused() -> dlock_core::Error {
+        let client = dlock_core::Client::open("redis://127.0.0.1:1/").unwrap();
+        dlock_core::__private::query::<String>(&client, &redis::cmd("PING"), "pause `j`")
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn redis_errors_carry_the_core_error_as_their_source() {
+        let err = Error::from(refused().await);
         assert_eq!(err.kind(), ErrorKind::Redis);
         assert_eq!(err.redis_kind(), Some(CoreKind::Connection));
         assert!(err.is_connection() && err.may_have_taken_effect() && !err.is_timeout());
-        assert!(std::error::Error::source(&err).is_some());
-        let late = Error::timeout("pause `j`", Duration::from_secs(2));
-        assert!(late.is_timeout() && late.may_have_taken_effect());
+        assert!(err.to_string().contains("pause `j`"), "{err}");
+        let source = std::error::Error::source(&err)
+            .and_then(|s| s.downcast_ref::<dlock_core::Error>())
+            .expect("the source is dlock-core's error");
+        assert!(source.is_connection() && source.may_have_taken_effect());
         let bad = Error::invalid_job("an empty job name");
         assert_eq!(bad.redis_kind(), None);
         assert!(!bad.may_have_taken_effect());

@@ -34,9 +34,8 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 /// and different jobs at one instant, get independent-looking delays. A `max` of zero gives
 /// zero; a `max` above `u64::MAX` nanoseconds (584 years) is treated as that.
 ///
-/// Keep `max` well below the interval between occurrences, and widen the misfire grace by
-/// `max` ([`due_occurrences_with_grace`](crate::due_occurrences_with_grace)) so a jittered
-/// start still counts as on time.
+/// `max` is the job's [`jitter`](crate::Job::jitter), shorter than its schedule's interval; the
+/// scheduler widens its misfire grace by it, so a jittered start still counts as on time.
 ///
 /// # Examples
 ///

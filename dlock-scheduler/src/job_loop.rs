@@ -1,14 +1,14 @@
 //! One job's loop on one replica: what is due, in which order, and what happens when Redis
 //! does not answer.
 //!
-//! * **Due occurrences** come from [`crate::due_occurrences_with_grace`], timed by the
+//! * **Due occurrences** come from [`crate::misfire::due_occurrences_with_grace`], timed by the
 //!   replica's estimate of the Redis server's clock. An occurrence that is on time, when
 //!   nothing is queued, starts at once (after its jitter) — overlapping the previous run is
 //!   the overlap policy's business. Anything else — missed occurrences after downtime, and what
 //!   comes due while they are worked through — is queued and run **in order, one at a time**:
 //!   each waits for the previous run instead of being skipped as an overlap, and at most one
 //!   claim of the queue is in flight, however long the downtime was (the queue holds at most
-//!   [`crate::MAX_DUE`]; the rest is computed when it has drained).
+//!   [`crate::misfire::MAX_DUE`]; the rest is computed when it has drained).
 //! * **Redis unreachable.** An attempt whose claim (or lock) got no answer reports it. The loop
 //!   then stops starting attempts, waits until Redis answers (`PING`, with backoff), withdraws
 //!   the claims whose replies were lost ([`crate::claim::withdraw`]: a claim made but never
@@ -25,16 +25,17 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::claim::{self, Turn};
+use crate::attempt::{self, Attempt, AttemptEnd, Trigger};
+use crate::claim;
 use crate::error::Error;
 use crate::jitter::jitter_for;
+use crate::ledger;
 use crate::misfire::{DEFAULT_GRACE, MAX_DUE, due_occurrences_with_grace};
-use crate::run::{self, Attempt, AttemptEnd, JobEntry, Trigger};
-use crate::runner::Inner;
+use crate::shared::{JobEntry, Shared, Turn};
 
 /// How many `run_now` requests one poll takes at most (the rest at the next one).
 const MAX_REQUESTS_PER_POLL: usize = 100;
@@ -44,7 +45,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// What one job loop needs.
 pub(crate) struct LoopCtx {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) entry: Arc<JobEntry>,
     pub(crate) stop: CancellationToken,
     pub(crate) runs: TaskTracker,
@@ -64,7 +65,7 @@ struct Unanswered {
 
 struct JobLoop {
     ctx: LoopCtx,
-    /// Up to where the schedule has been dealt with (see [`crate::due_occurrences`]).
+    /// Up to where the schedule has been dealt with (see [`due_occurrences_with_grace`]).
     last_seen: Option<DateTime<Utc>>,
     /// Occurrences to run in order, oldest first.
     queue: VecDeque<DateTime<Utc>>,
@@ -107,16 +108,13 @@ pub(crate) async fn job_loop(ctx: LoopCtx) {
 async fn latest_in_ledger(ctx: &LoopCtx) -> Option<Option<DateTime<Utc>>> {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        match crate::control::latest_scheduled(&ctx.inner.client, &ctx.entry.keys).await {
+        match ledger::latest_scheduled(&ctx.shared.client, &ctx.entry.keys).await {
             Ok(latest) => return Some(latest),
             Err(e) => {
                 tracing::warn!(job = %ctx.entry.job.name, error = %e, "dlock-scheduler: cannot read the run ledger; waiting for Redis");
             }
         }
-        tokio::select! {
-            () = ctx.stop.cancelled() => return None,
-            () = tokio::time::sleep(backoff) => {}
-        }
+        ctx.stop.run_until_cancelled(sleep(backoff)).await?;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
@@ -130,7 +128,7 @@ impl JobLoop {
             if !self.unanswered.is_empty() && !self.recover().await {
                 return;
             }
-            let now = self.ctx.inner.clock.now();
+            let now = self.ctx.shared.clock.now();
             if self.queue.is_empty() {
                 self.schedule(now);
             }
@@ -153,10 +151,10 @@ impl JobLoop {
                 Some(unanswered) = self.reported.recv() => self.unanswered.push(unanswered),
                 () = in_order => {
                     self.in_order = None;
-                    self.in_order_ended = Some(self.ctx.inner.clock.now());
+                    self.in_order_ended = Some(self.ctx.shared.clock.now());
                 }
                 () = self.ctx.entry.wake.notified() => self.poll_now = true,
-                () = tokio::time::sleep(wake) => {}
+                () = sleep(wake) => {}
             }
         }
     }
@@ -203,11 +201,11 @@ impl JobLoop {
             occurrence,
             jitter_for(&ctx.entry.job.name, occurrence, ctx.entry.job.jitter),
         );
-        let ask_at = match (&trigger, Turn::take(&ctx.entry)) {
-            (Trigger::OnTime, Turn::Others) => later(fire_at, ctx.inner.turn_grace),
+        let ask_at = match (&trigger, ctx.entry.take_next_turn()) {
+            (Trigger::OnTime, Turn::Others) => later(fire_at, ctx.shared.turn_grace),
             _ => fire_at,
         };
-        let attempt = self.attempt(occurrence, fire_at, trigger, ctx.inner.attempt_token());
+        let attempt = self.attempt(occurrence, fire_at, trigger, ctx.shared.attempt_token());
         self.start(attempt, ask_at, Some(occurrence))
     }
 
@@ -219,7 +217,7 @@ impl JobLoop {
         token: String,
     ) -> Attempt {
         Attempt {
-            inner: self.ctx.inner.clone(),
+            shared: self.ctx.shared.clone(),
             entry: self.ctx.entry.clone(),
             occurrence,
             fire_at,
@@ -240,15 +238,12 @@ impl JobLoop {
     ) -> JoinHandle<()> {
         let reports = self.reports.clone();
         self.ctx.runs.spawn(async move {
-            let wait = attempt.inner.clock.until(ask_at);
-            if !wait.is_zero() {
-                tokio::select! {
-                    () = attempt.stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => {}
-                }
+            let (wait, stop) = (attempt.shared.clock.until(ask_at), &attempt.stop);
+            if !wait.is_zero() && stop.run_until_cancelled(sleep(wait)).await.is_none() {
+                return;
             }
             let token = attempt.token.clone();
-            if let AttemptEnd::Unreachable { run_id } = run::attempt(attempt).await {
+            if let AttemptEnd::Unreachable { run_id } = attempt::attempt(attempt).await {
                 // The loop may have stopped: then nobody withdraws, and the ledger shows the
                 // claim (if it was made) abandoned.
                 let _ = reports.send(Unanswered {
@@ -264,12 +259,12 @@ impl JobLoop {
     /// Takes pending `run_now` requests, each atomically claimed, and starts their runs.
     async fn take_requests(&mut self) {
         self.poll_now = false;
-        self.next_poll = Instant::now() + self.ctx.inner.request_poll;
+        self.next_poll = Instant::now() + self.ctx.shared.request_poll;
         for _ in 0..MAX_REQUESTS_PER_POLL {
-            let inner = &self.ctx.inner;
-            let token = inner.attempt_token();
+            let shared = &self.ctx.shared;
+            let token = shared.attempt_token();
             let run_id = format!("m{token}");
-            match claim::take_request(inner, &self.ctx.entry, &run_id, &token).await {
+            match claim::take_request(shared, &self.ctx.entry, &run_id, &token).await {
                 Ok(Some(requested)) => {
                     let attempt =
                         self.attempt(requested, requested, Trigger::Manual(run_id), token);
@@ -294,10 +289,10 @@ impl JobLoop {
 
     /// How long to sleep at most: until the next occurrence or the next poll.
     fn next_wake(&self) -> Duration {
-        let inner = &self.ctx.inner;
+        let shared = &self.ctx.shared;
         let poll = self.next_poll.saturating_duration_since(Instant::now());
-        match self.ctx.entry.job.schedule.next_after(inner.clock.now()) {
-            Some(next) => inner.clock.until(next).min(poll),
+        match self.ctx.entry.job.schedule.next_after(shared.clock.now()) {
+            Some(next) => shared.clock.until(next).min(poll),
             None => poll,
         }
     }
@@ -319,9 +314,9 @@ impl JobLoop {
                     tracing::debug!(%job, error = %e, "dlock-scheduler: Redis still does not answer")
                 }
             }
-            tokio::select! {
-                () = self.ctx.stop.cancelled() => return false,
-                () = tokio::time::sleep(backoff) => {}
+            let stop = &self.ctx.stop;
+            if stop.run_until_cancelled(sleep(backoff)).await.is_none() {
+                return false;
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
@@ -346,15 +341,11 @@ impl JobLoop {
 
     /// `PING`, then withdraws every unanswered claim not withdrawn yet.
     async fn withdraw_unanswered(&mut self) -> Result<(), Error> {
-        let inner = &self.ctx.inner;
-        inner
-            .client
-            .ping()
-            .await
-            .map_err(|e| Error::core("ping", e))?;
+        let shared = &self.ctx.shared;
+        shared.client.ping().await?;
         for unanswered in self.unanswered.iter_mut().filter(|u| !u.withdrawn) {
             let entry = &self.ctx.entry;
-            if claim::withdraw(inner, entry, &unanswered.run_id, &unanswered.token).await? {
+            if claim::withdraw(shared, entry, &unanswered.run_id, &unanswered.token).await? {
                 tracing::info!(job = %entry.job.name, run = %unanswered.run_id, "dlock-scheduler: withdrew a claim whose reply was lost");
             }
             unanswered.withdrawn = true;

@@ -1,8 +1,10 @@
 //! The run ledger: the last N runs of each job, in Redis — which replica ran which occurrence,
-//! when (server time), and how it ended — and the keys of a job.
+//! when (server time), and how it ended — how it is written and read, and the keys of a job.
 //!
 //! A job's keys all share the hash tag of its run lock, `{sched:<job>}`, so the scheduler's
-//! scripts touch one Redis Cluster slot:
+//! scripts touch one Redis Cluster slot. They are built on dlock-core's base key of the lock
+//! name `sched:<job>` (`dlock_core::__private::base_key`: the client's prefix and the hash tag),
+//! so they follow core's layout instead of copying it:
 //!
 //! | key | type | what |
 //! |---|---|---|
@@ -14,14 +16,16 @@
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
 //! | `<prefix>{sched:<job>}:replicas` | zset | live replicas of the job, by liveness deadline |
 //! | `<prefix>{sched:<job>}:turn` | string | scheduled claims so far: whose turn the next one is |
-//!
-//! `run_now` wakes the replicas on the channel `<prefix>sched:wake` (message: the job's name).
+//! | `<prefix>{sched:<job>}:wake` | channel | `run_now` wake-ups (message: the job's name); sharded pub/sub on a cluster |
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, TimeZone, Utc};
-use dlock_core::FencingToken;
+use dlock_core::{__private, Client, FencingToken};
+
+use crate::error::Error;
+use crate::scripts;
 
 /// The Redis keys of one job.
 #[derive(Clone, Debug)]
@@ -35,13 +39,22 @@ pub(crate) struct JobKeys {
     pub(crate) requests: String,
     pub(crate) replicas: String,
     pub(crate) turn: String,
+    /// The channel on which `run_now` wakes the job's replicas: it carries the job's hash tag,
+    /// so that on a cluster `request.lua` may `SPUBLISH` on it and the message stays on the
+    /// job's shard.
+    pub(crate) wake: String,
 }
 
 impl JobKeys {
-    pub(crate) fn new(prefix: &str, job: &str) -> Self {
+    /// The keys of job `job` under `client`'s prefix (a registered job or not).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidJob`] when dlock-core refuses the lock name (the job name is
+    /// checked before, so this does not happen).
+    pub(crate) fn new(client: &Client, job: &str) -> Result<Self, Error> {
         let lock_name = format!("sched:{job}");
-        let base = format!("{prefix}{{{lock_name}}}");
-        Self {
+        let base = __private::base_key(client, &lock_name)?;
+        Ok(Self {
             claims: format!("{base}:claims"),
             runs: format!("{base}:runs"),
             ledger: format!("{base}:ledger"),
@@ -49,14 +62,10 @@ impl JobKeys {
             requests: format!("{base}:requests"),
             replicas: format!("{base}:replicas"),
             turn: format!("{base}:turn"),
+            wake: format!("{base}:wake"),
             lock_name,
-        }
+        })
     }
-}
-
-/// The channel on which `run_now` wakes the replicas of every job under `prefix`.
-pub(crate) fn wake_channel(prefix: &str) -> String {
-    format!("{prefix}sched:wake")
 }
 
 /// How a run ended (or that it has not).
@@ -198,6 +207,115 @@ impl RunRecord {
     }
 }
 
+/// Records how run `run_id` of the job with `keys` ended — or that it is running, with its
+/// fencing token — in the ledger (`finish.lua`). Only the replica that claimed the run can.
+pub(crate) async fn record(
+    client: &Client,
+    keys: &JobKeys,
+    run_id: &str,
+    replica: &str,
+    outcome: &RunOutcome,
+    fence: Option<u64>,
+) -> Result<(), Error> {
+    let (code, text) = outcome.encode();
+    let mut invocation = scripts::FINISH.prepare_invoke();
+    invocation
+        .key(&keys.ledger)
+        .arg(run_id)
+        .arg(replica)
+        .arg(code)
+        .arg(fence.map(|f| f.to_string()).unwrap_or_default())
+        .arg(text);
+    __private::invoke::<i64>(client, &invocation, "record a run").await?;
+    Ok(())
+}
+
+/// Reads the ledger of `job` and works out which unfinished runs are still going.
+pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>, Error> {
+    let keys = JobKeys::new(client, job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("ZRANGE")
+        .arg(&keys.runs)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .cmd("HGETALL")
+        .arg(&keys.ledger);
+    let (runs, ledger): (
+        Vec<(String, i64)>,
+        std::collections::HashMap<String, String>,
+    ) = __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
+    let mut records = Vec::with_capacity(runs.len());
+    for (id, occurrence_ms) in runs {
+        let Some(claim) = ledger.get(&format!("{id}:claim")) else {
+            continue;
+        };
+        let end = ledger.get(&format!("{id}:end")).map(String::as_str);
+        let mut record = RunRecord::parse(occurrence_ms, claim, end).ok_or_else(|| {
+            Error::protocol(format!(
+                "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
+            ))
+        })?;
+        if record.outcome == RunOutcome::Running
+            && !still_running(client, &keys, &id, &record).await?
+        {
+            record.outcome = RunOutcome::Abandoned;
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// A run recorded as running is still going if its lock is held under its fencing token (or,
+/// before it took the lock, if it was claimed a moment ago).
+async fn still_running(
+    client: &Client,
+    keys: &JobKeys,
+    id: &str,
+    record: &RunRecord,
+) -> Result<bool, Error> {
+    let Some(fence) = record.fencing_token else {
+        let age = SystemTime::now()
+            .duration_since(record.started_at)
+            .unwrap_or_default();
+        return Ok(age < Duration::from_secs(5));
+    };
+    for name in [keys.lock_name.clone(), format!("{}@{id}", keys.lock_name)] {
+        let holder = client
+            .inspect(&name)
+            .await
+            .map_err(|e| Error::core("inspect the run's lock", e))?;
+        if let Some(holder) = holder
+            && holder.fencing_token == Some(fence)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The latest scheduled (not manual) occurrence in the ledger of the job with `keys`.
+pub(crate) async fn latest_scheduled(
+    client: &Client,
+    keys: &JobKeys,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    let mut cmd = redis::cmd("ZRANGE");
+    cmd.arg(&keys.runs)
+        .arg("+inf")
+        .arg("-inf")
+        .arg("BYSCORE")
+        .arg("REV")
+        .arg("LIMIT")
+        .arg(0)
+        .arg(20)
+        .arg("WITHSCORES");
+    let latest: Vec<(String, i64)> = __private::query(client, &cmd, "read the run ledger").await?;
+    Ok(latest
+        .into_iter()
+        .find(|(id, _)| !id.starts_with('m'))
+        .and_then(|(_, ms)| Utc.timestamp_millis_opt(ms).single()))
+}
+
 fn millis(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
@@ -205,6 +323,24 @@ fn millis(ms: u64) -> SystemTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn keys_share_the_run_locks_hash_tag() {
+        let client = Client::open("redis://127.0.0.1:1/").unwrap();
+        let keys = JobKeys::new(&client, "lottery").unwrap();
+        assert_eq!(keys.ledger, "dlock:{sched:lottery}:ledger");
+        // On a cluster the wake channel is sharded: it must hash to the slot of the keys of
+        // the script that publishes on it (request.lua).
+        assert_eq!(keys.wake, "dlock:{sched:lottery}:wake");
+        let slot = |key: &str| redis::cluster_routing::Slot::for_key(key);
+        for key in [&keys.requests, &keys.claims, &keys.ledger] {
+            assert_eq!(slot(&keys.wake), slot(key), "{key}");
+        }
+        assert_eq!(
+            __private::base_key(&client, &keys.lock_name).unwrap(),
+            "dlock:{sched:lottery}"
+        );
+    }
 
     #[test]
     fn records_round_trip_through_the_script_format() {
@@ -221,9 +357,5 @@ mod tests {
         assert_eq!(failed.pid, 4242);
         assert!(!failed.manual);
         assert!(RunRecord::parse(0, "garbage", None).is_none());
-        assert_eq!(
-            JobKeys::new("dlock:", "lottery").ledger,
-            "dlock:{sched:lottery}:ledger"
-        );
     }
 }

@@ -49,10 +49,13 @@
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
 //!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and
-//!   claims in one step — woken by pub/sub with [`SchedulerBuilder::wake_url`], else at its
-//!   next poll.
+//!   claims in one step — woken at once over pub/sub on the client's own connection (no extra
+//!   connection), or at its next poll if the announcement was lost.
 //! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
-//!   drains running jobs up to a deadline, then cancels and releases the rest.
+//!   drains running jobs up to a deadline, then cancels and releases the rest, and shuts the
+//!   client down ([`dlock_core::Client::shutdown`]): a replica's graceful exit leaves no lock
+//!   or queue entry for the others to wait out. On by default; turn it off with
+//!   [`SchedulerBuilder::shutdown_client`] when the rest of the application shares the client.
 //! * **Calendar.** Cron (5 fields, or 6 with seconds) in an IANA time zone with a defined
 //!   daylight-saving rule ([`Schedule`], from `dlock-cron`); misfire policy after downtime
 //!   ([`MisfirePolicy`]); jitter decided per occurrence so that all replicas agree
@@ -61,27 +64,31 @@
 //!   expression and time zone checked at compile time; register `lottery::job()?`.
 //!
 //! # Layout
-//! | module | what |
-//! |---|---|
-//! | `runner` | [`Scheduler`], [`SchedulerBuilder`]: start, shutdown and drain |
-//! | `job_loop` | one job's loop: what is due, in which order; recovery after an outage |
-//! | `run` | one run: claim, lock, handler, record, release |
-//! | `claim` | the Redis side of runs: claim, take a request, withdraw, heartbeat |
-//! | `replicas` | the replica's liveness for the jobs' turns |
-//! | `wake` | `run_now` wake-ups over pub/sub |
-//! | `job` | [`Job`], [`Overlap`] |
-//! | `validate` | job names and options, for `build()` and the control calls |
-//! | `context` | [`JobContext`], [`Replica`] |
-//! | `ledger` | [`RunRecord`], [`RunOutcome`], the job's keys |
-//! | `control` | pause, resume, run_now, history |
-//! | `misfire` | [`MisfirePolicy`], [`due_occurrences`] |
-//! | `jitter` | [`jitter_for`] |
-//! | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
-//! | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua` |
-//! | `error` | [`Error`], [`ErrorKind`] |
+//! Every import inside the crate points down (`scripts/check-module-cycles.py` fails the build
+//! otherwise). From the ground up:
+//!
+//! | floor | module | what |
+//! |---|---|---|
+//! | ground | `error` | [`Error`], [`ErrorKind`] |
+//! | | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
+//! | | `context`, `job` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`] |
+//! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
+//! | | `validate` | job names and options, for `build()` and the control calls |
+//! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua` |
+//! | | `ledger` | the job's keys; [`RunRecord`], [`RunOutcome`]: writing and reading the ledger |
+//! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
+//! | requests | `claim`, `liveness` | claim an occurrence, take a `run_now` request, withdraw; heartbeats |
+//! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
+//! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
+//! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now`, history |
+//!
+//! `schedule_props` (tests only) holds the property tests of the calendar, misfire and jitter
+//! math.
 
 #[doc(hidden)]
 pub mod __private;
+mod attempt;
+mod builder;
 mod claim;
 mod clock;
 mod context;
@@ -91,14 +98,20 @@ mod jitter;
 mod job;
 mod job_loop;
 mod ledger;
+mod liveness;
 mod misfire;
-mod replicas;
-mod run;
-mod runner;
+#[cfg(test)]
+mod schedule_props;
+mod scheduler;
 mod scripts;
+mod shared;
 mod validate;
 mod wake;
 
+pub use builder::{
+    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
+    DEFAULT_TURN_GRACE, SchedulerBuilder,
+};
 pub use clock::{Clock, SkewedClock, SystemClock};
 pub use context::{JobContext, Replica};
 pub use dlock_cron::{Occurrences, Schedule, ScheduleError, ScheduleErrorKind};
@@ -107,13 +120,8 @@ pub use error::{Error, ErrorKind};
 pub use jitter::jitter_for;
 pub use job::{DEFAULT_RUN_LEASE, Job, MIN_RUN_LEASE, Overlap};
 pub use ledger::{RunOutcome, RunRecord};
-pub use misfire::{
-    DEFAULT_GRACE, MAX_DUE, MisfirePolicy, due_occurrences, due_occurrences_with_grace,
-};
-pub use runner::{
-    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
-    DEFAULT_TURN_GRACE, Scheduler, SchedulerBuilder, ShutdownReport,
-};
+pub use misfire::MisfirePolicy;
+pub use scheduler::{Scheduler, ShutdownReport};
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.
 pub use chrono;

@@ -25,18 +25,19 @@ use dlock_cron::Schedule;
 ///
 /// It only has to cover timer and scheduling latency, since anything later is handled by the
 /// explicit [`MisfirePolicy`]. (Quartz's misfire threshold is 60 s because Quartz has no
-/// per-occurrence claim; here a late attempt is harmless either way.) A runner that delays runs
-/// by [jitter](crate::jitter_for) must add the jitter's maximum to the grace, through
+/// per-occurrence claim; here a late attempt is harmless either way.) The job loop delays runs
+/// by [jitter](crate::jitter_for), so it adds the jitter's maximum to the grace, through
 /// [`due_occurrences_with_grace`].
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 
-/// The most occurrences one call of [`due_occurrences`] returns: 100 (the number of missed
-/// schedules at which Kubernetes gives up on a CronJob). Catching up on more takes several
-/// calls; each continues after the last occurrence the previous one returned.
-pub const MAX_DUE: usize = 100;
+/// The most occurrences one call of [`due_occurrences_with_grace`] returns: 100 (the number of
+/// missed schedules at which Kubernetes gives up on a CronJob). Catching up on more takes
+/// several calls; each continues after the last occurrence the previous one returned.
+pub(crate) const MAX_DUE: usize = 100;
 
 /// What to do with occurrences that no replica attempted on time (after downtime, a long pause,
-/// or a clock jump).
+/// a Redis outage or a clock jump). On time means within one second of the occurrence, plus the
+/// job's [jitter](crate::Job::jitter); anything later is *missed*.
 ///
 /// The default is [`FireOnce`](Self::FireOnce). `#[non_exhaustive]`: more policies may come,
 /// so a `match` needs a `_` arm.
@@ -68,7 +69,8 @@ pub enum MisfirePolicy {
     #[default]
     FireOnce,
     /// Every missed occurrence no older than `window` (`now - occurrence <= window`) runs,
-    /// oldest first, at most [`MAX_DUE`] per call. Like Temporal's catch-up window. Use it when
+    /// oldest first, one at a time (each waits for the previous run; at most 100 are queued at
+    /// once, the rest follow as they drain). Like Temporal's catch-up window. Use it when
     /// each occurrence matters, e.g. hourly billing. Claims in Redis must then be kept at least
     /// `window` long, or a late replica could run an occurrence a second time.
     CatchUp {
@@ -77,78 +79,25 @@ pub enum MisfirePolicy {
     },
 }
 
-/// Which nominal occurrences this replica should attempt now, oldest first, with the
-/// [`DEFAULT_GRACE`] of one second.
+/// Which nominal occurrences this replica should attempt now, oldest first: those on time
+/// (`now - grace <= o <= now`; the job loop's grace is [`DEFAULT_GRACE`] plus the job's
+/// maximum jitter) and the missed ones that `policy` chooses (see [`MisfirePolicy`]).
 ///
 /// - `last_seen`: the instant up to which this replica has already dealt with the schedule:
 ///   the last occurrence it attempted, or the `now` of its previous call. Only occurrences
 ///   strictly after it are considered. `None` (start-up with no history) means nothing is
 ///   known, so nothing counts as missed: only on-time occurrences are returned, under every
-///   policy. A runner that wants misfires handled across restarts seeds `last_seen` from its
-///   run ledger.
+///   policy. The job loop seeds `last_seen` from the run ledger, so that misfires are handled
+///   across restarts.
 /// - `now`: this replica's current time.
+/// - `grace`: how late an occurrence may be and still count as on time. A zero grace makes
+///   only occurrences at exactly `now` on time. Durations too large for the calendar saturate.
 ///
-/// On-time occurrences (`now - grace <= o <= now`) are always due; missed ones are chosen by
-/// `policy` (see [`MisfirePolicy`]). The result is sorted, has no duplicates and at most
-/// [`MAX_DUE`] entries. After attempting them, set `last_seen = now`, or, when the result has
-/// [`MAX_DUE`] entries, to its last entry and call again. A clock that went back
-/// (`now < last_seen`) yields nothing.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use chrono::{TimeDelta, TimeZone, Utc};
-/// use dlock_scheduler::{due_occurrences, MisfirePolicy, Schedule};
-///
-/// let every_minute = Schedule::new("* * * * *", "UTC")?;
-/// let at = |h, m| Utc.with_ymd_and_hms(2026, 5, 1, h, m, 0).unwrap();
-/// // Handled 10:00, then down until 10:05:00.2.
-/// let now = at(10, 5) + TimeDelta::milliseconds(200);
-/// let due = |policy| due_occurrences(&every_minute, Some(at(10, 0)), now, policy);
-///
-/// assert_eq!(due(MisfirePolicy::Skip), [at(10, 5)]);
-/// assert_eq!(due(MisfirePolicy::FireOnce), [at(10, 4), at(10, 5)]);
-/// let window = Duration::from_secs(150);
-/// assert_eq!(due(MisfirePolicy::CatchUp { window }), [at(10, 3), at(10, 4), at(10, 5)]);
-/// // At start-up nothing counts as missed.
-/// assert_eq!(due_occurrences(&every_minute, None, now, MisfirePolicy::FireOnce), [at(10, 5)]);
-/// # Ok::<(), dlock_scheduler::ScheduleError>(())
-/// ```
+/// The result is sorted, has no duplicates and at most [`MAX_DUE`] entries. After attempting
+/// them, set `last_seen = now`, or, when the result has [`MAX_DUE`] entries, to its last entry
+/// and call again. A clock that went back (`now < last_seen`) yields nothing.
 #[must_use]
-pub fn due_occurrences(
-    schedule: &Schedule,
-    last_seen: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-    policy: MisfirePolicy,
-) -> Vec<DateTime<Utc>> {
-    due_occurrences_with_grace(schedule, last_seen, now, policy, DEFAULT_GRACE)
-}
-
-/// [`due_occurrences`] with an explicit grace: how late an occurrence may be and still count
-/// as on time.
-///
-/// Use a larger grace when the runner deliberately starts occurrences late, e.g. by up to the
-/// maximum [jitter](crate::jitter_for). A zero grace makes only occurrences at exactly `now`
-/// on time. Durations too large for the calendar saturate.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use chrono::{TimeDelta, TimeZone, Utc};
-/// use dlock_scheduler::{due_occurrences_with_grace, MisfirePolicy, Schedule};
-///
-/// let noon = Schedule::new("0 12 * * *", "UTC")?;
-/// let occurrence = Utc.with_ymd_and_hms(2026, 5, 1, 12, 0, 0).unwrap();
-/// let now = occurrence + TimeDelta::seconds(4); // woke after a 4 s jitter
-/// let due = |grace| due_occurrences_with_grace(&noon, None, now, MisfirePolicy::Skip, grace);
-/// assert_eq!(due(Duration::from_secs(5)), [occurrence]);
-/// assert!(due(Duration::from_secs(1)).is_empty());
-/// # Ok::<(), dlock_scheduler::ScheduleError>(())
-/// ```
-#[must_use]
-pub fn due_occurrences_with_grace(
+pub(crate) fn due_occurrences_with_grace(
     schedule: &Schedule,
     last_seen: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
@@ -182,6 +131,18 @@ pub fn due_occurrences_with_grace(
             between(schedule, last_seen.max(just_before(oldest)), now, MAX_DUE)
         }
     }
+}
+
+/// [`due_occurrences_with_grace`] with the [`DEFAULT_GRACE`], for the tests.
+#[cfg(test)]
+#[must_use]
+pub(crate) fn due_occurrences(
+    schedule: &Schedule,
+    last_seen: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    policy: MisfirePolicy,
+) -> Vec<DateTime<Utc>> {
+    due_occurrences_with_grace(schedule, last_seen, now, policy, DEFAULT_GRACE)
 }
 
 fn between(
@@ -235,6 +196,34 @@ mod tests {
             window: Duration::from_secs(3600),
         },
     ];
+
+    #[test]
+    fn five_minutes_down_under_each_policy() {
+        let s = every_minute();
+        // Handled 10:00, then down until 10:05:00.2.
+        let now = at(10, 5, 0) + ms(200);
+        let due = |policy| due_occurrences(&s, Some(at(10, 0, 0)), now, policy);
+        assert_eq!(due(MisfirePolicy::Skip), [at(10, 5, 0)]);
+        assert_eq!(due(MisfirePolicy::FireOnce), [at(10, 4, 0), at(10, 5, 0)]);
+        let window = Duration::from_secs(150);
+        assert_eq!(
+            due(MisfirePolicy::CatchUp { window }),
+            [at(10, 3, 0), at(10, 4, 0), at(10, 5, 0)]
+        );
+        // At start-up nothing counts as missed.
+        let at_start_up = due_occurrences(&s, None, now, MisfirePolicy::FireOnce);
+        assert_eq!(at_start_up, [at(10, 5, 0)]);
+    }
+
+    #[test]
+    fn a_grace_as_wide_as_the_jitter_keeps_a_jittered_start_on_time() {
+        let noon = Schedule::new("0 12 * * *", "UTC").unwrap();
+        let occurrence = at(12, 0, 0);
+        let now = occurrence + TimeDelta::seconds(4); // woke after a 4 s jitter
+        let due = |grace| due_occurrences_with_grace(&noon, None, now, MisfirePolicy::Skip, grace);
+        assert_eq!(due(Duration::from_secs(5)), [occurrence]);
+        assert!(due(Duration::from_secs(1)).is_empty());
+    }
 
     #[test]
     fn steady_state_fires_the_current_occurrence_under_every_policy() {

@@ -1,73 +1,57 @@
-//! `run_now` wake-ups: `request.lua` publishes the job's name on the key prefix's wake channel;
-//! this subscriber (one connection per scheduler, opened from
-//! [`crate::SchedulerBuilder::wake_url`]) wakes that job's loop, which takes the request at
-//! once instead of at its next fallback poll.
+//! `run_now` wake-ups: `request.lua` publishes on the job's wake channel
+//! (`<prefix>{sched:<job>}:wake`, see [`crate::ledger`]); each job's listener, subscribed on the
+//! scheduler's own client connection (`dlock_core::__private::subscribe`: no extra
+//! connection), wakes the job's loop, which takes the request at once instead of at its next
+//! fallback poll.
 //!
-//! Messages are hints: one published while the subscriber reconnects is lost, so after every
-//! (re)subscription all job loops look for requests, and the fallback poll stays.
+//! On a cluster dlock-core subscribes with `SSUBSCRIBE` and `request.lua` publishes with
+//! `SPUBLISH` (`dlock_core::__private::publish_command`): the channel carries the job's hash
+//! tag, so the script that queues the request may publish on it and the message stays on the
+//! job's shard.
+//!
+//! Messages are hints: one published while the connection reconnects is lost, so a gap in the
+//! subscription ([`Heard::Gap`]) wakes the job's loop too, as does every (re)subscription, and
+//! the fallback poll stays.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use dlock_core::__private::{self, Heard};
 use tokio_util::sync::CancellationToken;
 
-use crate::ledger::wake_channel;
-use crate::runner::Inner;
+use crate::shared::{JobEntry, Shared};
 
-/// Longest pause between reconnection attempts.
+/// Backoff between subscription attempts.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Listens until `stop`, reconnecting with backoff.
-pub(crate) async fn listen(inner: Arc<Inner>, client: redis::Client, stop: CancellationToken) {
-    let channel = wake_channel(inner.client.key_prefix());
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            ended = subscribed(&inner, &client, &channel) => {
-                if let Err(e) = ended {
-                    tracing::debug!(error = %e, "dlock-scheduler: wake-up subscription failed; requests are polled meanwhile");
-                } else {
-                    backoff = Duration::from_millis(100);
-                }
-            }
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
+/// Wakes `entry`'s job loop on its `run_now` wake-ups until `stop`.
+pub(crate) async fn listen(shared: Arc<Shared>, entry: Arc<JobEntry>, stop: CancellationToken) {
+    stop.run_until_cancelled(subscribed(&shared, &entry)).await;
 }
 
-/// Subscribes and wakes job loops until the connection ends (`Ok`) or fails to set up (`Err`).
-async fn subscribed(
-    inner: &Inner,
-    client: &redis::Client,
-    channel: &str,
-) -> redis::RedisResult<()> {
-    let timeout = inner.client.command_timeout();
-    let setup = async {
-        let mut pubsub = client.get_async_pubsub().await?;
-        pubsub.subscribe(channel).await?;
-        Ok::<_, redis::RedisError>(pubsub)
-    };
-    let pubsub = tokio::time::timeout(timeout, setup).await.map_err(|_| {
-        redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
-    })??;
-    // Requests made before the subscription took effect were not announced to us.
-    for entry in inner.jobs.values() {
-        entry.wake.notify_one();
-    }
-    let mut messages = pubsub.into_on_message();
-    while let Some(message) = messages.next().await {
-        let Ok(job) = message.get_payload::<String>() else {
-            continue;
-        };
-        if let Some(entry) = inner.jobs.get(job.as_str()) {
-            entry.wake.notify_one();
+/// Subscribes (again, with backoff, when subscribing fails or the subscription ends) and wakes
+/// the job's loop on every message and gap.
+async fn subscribed(shared: &Shared, entry: &JobEntry) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        match __private::subscribe(&shared.client, &entry.keys.wake).await {
+            Ok(mut subscription) => {
+                backoff = FIRST_BACKOFF;
+                // Requests made before the subscription took effect were not announced to us.
+                entry.wake.notify_one();
+                while let Some(heard) = subscription.next().await {
+                    match heard {
+                        // A request was queued, or messages may have been lost: look.
+                        Heard::Message(_) | Heard::Gap => entry.wake.notify_one(),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: wake-up subscription failed; requests are polled meanwhile");
+            }
         }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
-    Ok(())
 }

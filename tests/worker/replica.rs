@@ -1,11 +1,13 @@
 //! `dlock-test-worker replica …`: one scheduler replica for the multi-process scheduler tests.
 //!
 //! `replica url=… job=… cron=… [id=…] [skew_ms=±N] [run_ms=N] [work_ms=N] [lease_ms=N]
-//! [drain_ms=N] [overlap=allow] [poll_ms=N] [wake=0]` runs a `Scheduler` with one job for
-//! `run_ms`, then shuts down gracefully and prints `stopped drained=N cancelled=N`. Without
-//! `lease_ms` the job has the default run lease; `poll_ms` is the fallback `run_now` poll
-//! (default 200 ms); `wake=0` leaves out the pub/sub wake-up. The job's handler records each
-//! run it performs:
+//! [drain_ms=N] [overlap=allow] [poll_ms=N] [hold=<lock>]` runs a `Scheduler` with one job for
+//! `run_ms` (or until SIGTERM), then shuts down gracefully — which shuts its client down too —
+//! and prints `stopped drained=N cancelled=N released=N failures=N` (the last two from the
+//! client's shutdown). Without `lease_ms` the job has the default run lease; `poll_ms` is the
+//! fallback `run_now` poll (default 200 ms); with `hold`, another task of the process holds the
+//! lock `<lock>` on the scheduler's client (20 s lease, watchdog) until the process ends, as
+//! other work of a service would. The job's handler records each run it performs:
 //! `INCR <job>:count:<occurrence ms>` (exactly-once is checked on these counters) and
 //! `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`, prints `ran <occurrence ms>`,
 //! then works for `work_ms` (honouring the lease: a lost lease cancels it).
@@ -13,9 +15,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use dlock_core::Client;
+use dlock_core::{Client, MutexOptions};
 use dlock_scheduler::{Job, JobContext, Overlap, Scheduler, SkewedClock};
 use redis::AsyncCommands;
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{BoxError, num, opt, report};
 
@@ -56,24 +59,44 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
     if opts.get("overlap").is_some_and(|o| o == "allow") {
         job = job.overlap(Overlap::Allow);
     }
+    if let Some(name) = opts.get("hold") {
+        hold(&client, name).await?;
+    }
     let mut builder = Scheduler::builder(client)
         .clock(SkewedClock::millis(skew))
         .request_poll(poll)
         .job(job);
-    if num(opts, "wake", 1)? == 1 {
-        builder = builder.wake_url(url);
-    }
     if let Some(id) = opts.get("id") {
         builder = builder.replica_id(id);
     }
     let scheduler = builder.build()?;
+    let mut terminate = signal(SignalKind::terminate())?;
     report("started");
-    let stopped = scheduler
-        .run_until(tokio::time::sleep(run_for), drain)
-        .await;
+    let stop = async move {
+        tokio::select! {
+            () = tokio::time::sleep(run_for) => {}
+            _ = terminate.recv() => {}
+        }
+    };
+    let stopped = scheduler.run_until(stop, drain).await;
+    let (released, failures) = stopped
+        .client
+        .as_ref()
+        .map_or((0, 0), |c| (c.released, c.failures.len()));
     report(&format!(
-        "stopped drained={} cancelled={}",
+        "stopped drained={} cancelled={} released={released} failures={failures}",
         stopped.drained, stopped.cancelled
     ));
+    Ok(())
+}
+
+/// Takes the lock `name` on `client` and has a task of its own hold it until the process ends.
+async fn hold(client: &Client, name: &str) -> Result<(), BoxError> {
+    let options = MutexOptions::new().ttl(Duration::from_secs(20)).watchdog();
+    let guard = client.mutex_with(name, options)?.acquire().await?;
+    tokio::spawn(async move {
+        let _guard = guard;
+        std::future::pending::<()>().await;
+    });
     Ok(())
 }

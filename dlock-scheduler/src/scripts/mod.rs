@@ -1,13 +1,11 @@
 //! The scheduler's Lua scripts (one file each, contract on top; `common.lua` is prepended to
-//! the scripts that open a run) and how requests are sent: over the dlock client's own
-//! connection, bounded by its command timeout, errors classified as dlock-core's.
+//! the scripts that open a run). They are sent on dlock-core's request path
+//! (`dlock_core::__private::invoke`: the client's own connection, its command timeout, `EVALSHA`
+//! with a reload on `NOSCRIPT`, dlock-core's errors).
 
 use std::sync::LazyLock;
 
-use dlock_core::Client;
-use redis::{Cmd, FromRedisValue, Pipeline, Script, ScriptInvocation};
-
-use crate::error::Error;
+use redis::Script;
 
 /// Claims a scheduled occurrence (one replica wins; the replica whose turn it is first).
 pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
@@ -41,42 +39,7 @@ pub(crate) static FINISH: LazyLock<Script> =
 pub(crate) static HEARTBEAT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("heartbeat.lua")));
 
-/// Runs a script invocation under the client's command timeout; `context` names the request in
-/// the error.
-pub(crate) async fn eval<T: FromRedisValue>(
-    client: &Client,
-    invocation: &ScriptInvocation<'_>,
-    context: &str,
-) -> Result<T, Error> {
-    let mut con = client.connection();
-    tokio::time::timeout(client.command_timeout(), invocation.invoke_async(&mut con))
-        .await
-        .map_err(|_| Error::timeout(context, client.command_timeout()))?
-        .map_err(|e| Error::redis(context, e))
-}
-
-/// Runs one command under the client's command timeout.
-pub(crate) async fn query<T: FromRedisValue>(
-    client: &Client,
-    cmd: &Cmd,
-    context: &str,
-) -> Result<T, Error> {
-    let mut con = client.connection();
-    tokio::time::timeout(client.command_timeout(), cmd.query_async(&mut con))
-        .await
-        .map_err(|_| Error::timeout(context, client.command_timeout()))?
-        .map_err(|e| Error::redis(context, e))
-}
-
-/// Runs a pipeline under the client's command timeout.
-pub(crate) async fn query_pipe<T: FromRedisValue>(
-    client: &Client,
-    pipe: &Pipeline,
-    context: &str,
-) -> Result<T, Error> {
-    let mut con = client.connection();
-    tokio::time::timeout(client.command_timeout(), pipe.query_async(&mut con))
-        .await
-        .map_err(|_| Error::timeout(context, client.command_timeout()))?
-        .map_err(|e| Error::redis(context, e))
+/// A duration in whole milliseconds, for a script argument.
+pub(crate) fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -115,7 +115,6 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let scheduler = Scheduler::builder(Client::open(url.as_str())?)
-            .wake_url(url.as_str())
             .replica_id(id)
             .clock(SkewedClock::millis(skew))
             .job(lottery::job()?)

@@ -1,5 +1,6 @@
-//! One run: claim the occurrence (one replica wins), take the job's lock with the watchdog (the
-//! overlap guard), run the handler under the lease, record the outcome, release.
+//! One attempt at one occurrence on this replica: claim it (one replica wins), take the job's
+//! lock with the watchdog (the overlap guard), run the handler under the lease, record the
+//! outcome, release.
 //!
 //! Guarantee: **at most once per occurrence.** The claim is keyed by (job, nominal occurrence)
 //! and remembered for the claim retention, so a late, skewed or restarted replica never runs an
@@ -15,87 +16,22 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU8};
 
 use chrono::{DateTime, Utc};
-use dlock_core::{Client, Mutex, MutexGuard, MutexOptions, OnLost};
+use dlock_core::{MutexGuard, OnLost};
 use futures_util::FutureExt;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::claim::{self, Claim};
+use crate::claim::{self, Claim, Occurrence};
 use crate::context::JobContext;
-use crate::error::Error;
-use crate::job::{Job, Overlap};
-use crate::ledger::{JobKeys, RunOutcome};
-use crate::runner::Inner;
-use crate::scripts;
-
-/// A registered job with its keys and lock handle.
-pub(crate) struct JobEntry {
-    pub(crate) job: Job,
-    pub(crate) keys: JobKeys,
-    /// The job's run lock (overlap guard) for [`Overlap::Skip`].
-    lock: Mutex,
-    options: MutexOptions,
-    /// Notified when a `run_now` request for the job was published.
-    pub(crate) wake: Notify,
-    /// When this replica last told Redis it is live for the job (a claim or a heartbeat), in
-    /// ms of the replica's clock: a heartbeat is only sent when no claim did it lately.
-    pub(crate) beat_ms: AtomicI64,
-    /// Whose turn the next occurrence is, as the last claim reply said ([`claim::Turn`]).
-    pub(crate) next_turn: AtomicU8,
-}
-
-impl JobEntry {
-    pub(crate) fn new(client: &Client, job: Job) -> Result<Self, Error> {
-        crate::validate::job(&job)?;
-        let keys = crate::runner::keys(client, &job.name);
-        let mut options = MutexOptions::new()
-            .ttl(job.lease)
-            .watchdog()
-            // The ledger records each run's fence: issue it with the lock.
-            .fenced()
-            .reentrant(false)
-            .on_lost(job.on_lost)
-            // The job is in the lock name already; a label built from the name would pass the
-            // label limit (256 bytes) for names the job-name limit accepts.
-            .label("dlock-scheduler");
-        if let Some(max_run) = job.max_run {
-            options = options.max_hold(max_run);
-        }
-        // dlock-core checks the lease range and the lock name built from the job name.
-        let lock = client
-            .mutex_with(&keys.lock_name, options.clone())
-            .map_err(|e| Error::refused_by_core(&format!("job `{}`", job.name), e))?;
-        Ok(Self {
-            job,
-            keys,
-            lock,
-            options,
-            wake: Notify::new(),
-            beat_ms: AtomicI64::new(i64::MIN),
-            next_turn: AtomicU8::new(claim::Turn::Unknown as u8),
-        })
-    }
-
-    /// The lock a run takes: the job's, or (overlap allowed) the run's own.
-    fn lock_for(&self, client: &Client, run_id: &str) -> Result<Mutex, dlock_core::Error> {
-        match self.job.overlap {
-            Overlap::Skip => Ok(self.lock.clone()),
-            Overlap::Allow => client.mutex_with(
-                &format!("{}@{run_id}", self.keys.lock_name),
-                self.options.clone(),
-            ),
-        }
-    }
-}
+use crate::ledger::{self, RunOutcome};
+use crate::shared::{JobEntry, Shared};
 
 /// Why an attempt is made.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Trigger {
     /// An occurrence attempted on time: if the previous run still holds the job, it is skipped
-    /// ([`Overlap::Skip`]).
+    /// ([`crate::Overlap::Skip`]).
     OnTime,
     /// An occurrence from a batch worked through in order (missed ones after downtime, and what
     /// came due meanwhile): it waits for the previous run instead of being skipped.
@@ -106,7 +42,7 @@ pub(crate) enum Trigger {
 
 /// One attempt at one occurrence on this replica.
 pub(crate) struct Attempt {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) entry: Arc<JobEntry>,
     /// The nominal occurrence, or the request time of a manual run.
     pub(crate) occurrence: DateTime<Utc>,
@@ -154,14 +90,20 @@ pub(crate) async fn attempt(attempt: Attempt) -> AttemptEnd {
     let run_id = attempt.run_id();
     let mut waits = 0;
     while !attempt.manual() {
-        match claim::claim(&attempt, &run_id).await {
+        let occurrence = Occurrence {
+            run_id: &run_id,
+            nominal: attempt.occurrence,
+            fire_at: attempt.fire_at,
+            token: &attempt.token,
+        };
+        match claim::claim(&attempt.shared, &attempt.entry, &occurrence).await {
             Ok(Claim::Won) => break,
             Ok(Claim::Lost) => return AttemptEnd::Done,
             Ok(Claim::Wait(wait)) if waits < MAX_EARLY_WAITS => {
                 waits += 1;
-                tokio::select! {
-                    () = attempt.stop.cancelled() => return AttemptEnd::Done,
-                    () = tokio::time::sleep(wait) => {}
+                let slept = attempt.stop.run_until_cancelled(tokio::time::sleep(wait));
+                if slept.await.is_none() {
+                    return AttemptEnd::Done;
                 }
             }
             Ok(Claim::Wait(wait)) => {
@@ -180,7 +122,7 @@ pub(crate) async fn attempt(attempt: Attempt) -> AttemptEnd {
 /// The claimed run: take the lock (skip, wait, or give the claim back), then perform it.
 async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
     let job = &attempt.entry.job.name;
-    let lock = match attempt.entry.lock_for(&attempt.inner.client, &run_id) {
+    let lock = match attempt.entry.lock_for(&attempt.shared.client, &run_id) {
         Ok(lock) => lock,
         Err(e) => {
             let outcome = RunOutcome::Failed(format!("could not take the job's lock: {e}"));
@@ -191,11 +133,12 @@ async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
     let guard = if attempt.trigger == Trigger::InOrder {
         // In order: wait for the previous run (on any replica) to end. Dropping the acquire is
         // cancel safe: dlock-core releases a grant that arrives for a dropped waiter.
-        tokio::select! {
-            guard = lock.acquire() => guard.map(Some),
-            () = attempt.stop.cancelled() => {
+        match attempt.stop.run_until_cancelled(lock.acquire()).await {
+            Some(guard) => guard.map(Some),
+            None => {
                 let why = "the scheduler shut down while the previous run still went on";
-                record(attempt, &run_id, &RunOutcome::Cancelled(why.to_owned()), None).await;
+                let outcome = RunOutcome::Cancelled(why.to_owned());
+                record(attempt, &run_id, &outcome, None).await;
                 return AttemptEnd::Done;
             }
         }
@@ -249,10 +192,10 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
         job: entry.job.name.clone(),
         occurrence: attempt.occurrence,
         manual: attempt.manual(),
-        replica: attempt.inner.replica.clone(),
+        replica: attempt.shared.replica.clone(),
         lease: lease.clone(),
         fence,
-        client: attempt.inner.client.clone(),
+        client: attempt.shared.client.clone(),
     };
     // The handler is a closure that returns a future: either may panic.
     let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.job.handler)(ctx))) {
@@ -294,18 +237,18 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> RunOutcome {
 
 /// Records `outcome` of the run in the ledger (best effort: a failure is logged).
 async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Option<u64>) {
-    let inner = &attempt.inner;
-    let (code, text) = outcome.encode();
-    let mut invocation = scripts::FINISH.prepare_invoke();
-    invocation
-        .key(&attempt.entry.keys.ledger)
-        .arg(run_id)
-        .arg(&inner.replica.id)
-        .arg(code)
-        .arg(fence.map(|f| f.to_string()).unwrap_or_default())
-        .arg(text);
-    if let Err(e) = scripts::eval::<i64>(&inner.client, &invocation, "record a run").await {
-        tracing::warn!(job = %attempt.entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
+    let shared = &attempt.shared;
+    let entry = &attempt.entry;
+    let recorded = ledger::record(
+        &shared.client,
+        &entry.keys,
+        run_id,
+        &shared.replica.id,
+        outcome,
+        fence,
+    );
+    if let Err(e) = recorded.await {
+        tracing::warn!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
     }
 }
 

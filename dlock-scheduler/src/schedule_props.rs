@@ -1,12 +1,16 @@
 //! Property tests for the pure scheduling math: `Schedule` (next/previous occurrence, ranges,
-//! daylight-saving rules), `due_occurrences` and `jitter_for`, over generated cron expressions,
-//! time zones with unusual transitions, and instants in 2024–2031.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! daylight-saving rules), which occurrences are due (`misfire`) and `jitter_for`, over
+//! generated cron expressions, time zones with unusual transitions, and instants in 2024–2031.
+//! In the crate (`#[cfg(test)]`) because the misfire math is private to it. Regressions are
+//! kept in `proptest-regressions/schedule_props.txt`.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Datelike, LocalResult, TimeDelta, TimeZone, Timelike, Utc};
-use dlock_scheduler::{MAX_DUE, MisfirePolicy, Schedule, due_occurrences, jitter_for};
+use dlock_cron::Schedule;
+
+use crate::jitter::jitter_for;
+use crate::misfire::{MAX_DUE, MisfirePolicy, due_occurrences};
 use proptest::prelude::*;
 use proptest::sample::select;
 

@@ -1,0 +1,240 @@
+//! [`SchedulerBuilder`]: a scheduler's jobs and settings, checked by `build()`, and the defaults
+//! of those settings.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use dlock_core::Client;
+
+use crate::clock::{Clock, ServerClock, SystemClock};
+use crate::context::Replica;
+use crate::error::Error;
+use crate::job::Job;
+use crate::scheduler::Scheduler;
+use crate::shared::{JobEntry, Shared};
+
+/// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
+/// replica catching up on an occurrence older than a day could run it again; keep the retention
+/// above the longest [`crate::MisfirePolicy::CatchUp`] window.
+pub const DEFAULT_CLAIM_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+/// How many runs the ledger keeps per job by default.
+pub const DEFAULT_HISTORY: usize = 100;
+/// How often a replica looks for `run_now` requests when no wake-up arrives, by default: every
+/// 5 s, one script call per job. A request is announced over pub/sub and picked up as soon as
+/// it is made; the poll is the fallback for an announcement that was lost (a replica that was
+/// reconnecting).
+pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
+/// How often a replica tells Redis it is live for its jobs, by default: every second (only for
+/// jobs it did not try to claim within that second). A replica counts as live for three
+/// heartbeats: a replica that died stops getting turns after at most 3 s.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long the other replicas leave an occurrence to the live replica whose turn it is, by
+/// default: 500 ms after its fire time. Replicas correct their clocks by the Redis server's, so
+/// the replica whose turn it is asks within milliseconds; the grace only delays an occurrence
+/// whose replica died and does not count as dead yet.
+pub const DEFAULT_TURN_GRACE: Duration = Duration::from_millis(500);
+/// Builds a [`Scheduler`]; start with [`Scheduler::builder`].
+pub struct SchedulerBuilder {
+    client: Client,
+    replica_id: Option<String>,
+    clock: Arc<dyn Clock>,
+    jobs: Vec<Job>,
+    retention: Duration,
+    history: usize,
+    request_poll: Duration,
+    heartbeat: Duration,
+    turn_grace: Duration,
+    shutdown_client: bool,
+}
+
+impl SchedulerBuilder {
+    /// The replica's id in the ledger (default `<host>:<pid>`).
+    pub fn replica_id(mut self, id: impl Into<String>) -> Self {
+        self.replica_id = Some(id.into());
+        self
+    }
+
+    /// The clock occurrences are timed by (default [`SystemClock`]); the scheduler corrects it
+    /// by the Redis server's time seen in its replies.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Adds a job. Every replica should add the same jobs.
+    pub fn job(mut self, job: Job) -> Self {
+        self.jobs.push(job);
+        self
+    }
+
+    /// How long claims are remembered (default [`DEFAULT_CLAIM_RETENTION`]).
+    pub fn claim_retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How many runs the ledger keeps per job (default [`DEFAULT_HISTORY`]).
+    pub fn history(mut self, runs: usize) -> Self {
+        self.history = runs;
+        self
+    }
+
+    /// How often to look for `run_now` requests without a wake-up (default
+    /// [`DEFAULT_REQUEST_POLL`]).
+    pub fn request_poll(mut self, every: Duration) -> Self {
+        self.request_poll = every;
+        self
+    }
+
+    /// How often to tell Redis this replica is live for its jobs (default
+    /// [`DEFAULT_HEARTBEAT`]).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// How long the other replicas leave an occurrence to the replica whose turn it is
+    /// (default [`DEFAULT_TURN_GRACE`]). Zero turns sharing off: whoever asks first after the
+    /// fire time wins (usually the replica whose timer fires first, every time).
+    pub fn turn_grace(mut self, grace: Duration) -> Self {
+        self.turn_grace = grace;
+        self
+    }
+
+    /// Whether [`Scheduler::run_until`] ends by shutting the client down (default `true`):
+    /// releasing whatever it still holds, so that the other replicas need not wait out a lease.
+    /// Turn it off when the rest of the application shares the client and goes on after the
+    /// scheduler has stopped; then shut the client down yourself at the end. See
+    /// [`Scheduler::run_until`] for why it is the default.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use dlock_scheduler::Scheduler;
+    ///
+    /// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+    /// // The web handlers lock with `client` too, and drain after the scheduler.
+    /// let scheduler = Scheduler::builder(client.clone())
+    ///     .shutdown_client(false)
+    ///     .build()?;
+    /// scheduler.run_until(async { /* SIGTERM */ }, Duration::from_secs(10)).await;
+    /// // … the web server drains …
+    /// client.shutdown(Duration::from_secs(5)).await;
+    /// # Ok(()) }
+    /// ```
+    pub fn shutdown_client(mut self, shutdown: bool) -> Self {
+        self.shutdown_client = shutdown;
+        self
+    }
+
+    /// Checks the jobs and options and creates the scheduler (nothing runs yet).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
+    /// longer than 500 bytes), a name used twice, a lease shorter than [`crate::MIN_RUN_LEASE`]
+    /// or beyond dlock's TTL range, a jitter not shorter than the schedule's shortest interval,
+    /// a `max_run` not longer than the lease, a replica id with control characters, or a zero
+    /// history, retention, poll or heartbeat interval.
+    pub fn build(self) -> Result<Scheduler, Error> {
+        let replica = Arc::new(replica(self.replica_id)?);
+        if self.history == 0
+            || self.request_poll.is_zero()
+            || self.retention.is_zero()
+            || self.heartbeat.is_zero()
+        {
+            return Err(Error::invalid_job(
+                "history, claim retention, request poll and heartbeat intervals must be greater \
+                 than zero",
+            ));
+        }
+        let mut jobs = HashMap::new();
+        for job in self.jobs {
+            let entry = JobEntry::new(&self.client, job)?;
+            let name = entry.job.name.clone();
+            if jobs.insert(name.clone(), Arc::new(entry)).is_some() {
+                return Err(Error::invalid_job(format!(
+                    "job `{name}` was added twice; job names must be unique"
+                )));
+            }
+        }
+        Ok(Scheduler {
+            shared: Arc::new(Shared {
+                client: self.client,
+                replica,
+                instance: instance_token(),
+                attempts: AtomicU64::new(0),
+                clock: ServerClock::new(self.clock),
+                jobs,
+                retention: self.retention,
+                history: self.history,
+                request_poll: self.request_poll,
+                heartbeat: self.heartbeat,
+                turn_grace: self.turn_grace,
+                shutdown_client: self.shutdown_client,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("replica_id", &self.replica_id)
+            .field("jobs", &self.jobs)
+            .field("retention", &self.retention)
+            .field("history", &self.history)
+            .field("request_poll", &self.request_poll)
+            .field("heartbeat", &self.heartbeat)
+            .field("turn_grace", &self.turn_grace)
+            .field("shutdown_client", &self.shutdown_client)
+            .finish_non_exhaustive()
+    }
+}
+
+/// This replica: its id (default `<host>:<pid>`), with the host name as dlock-core stores it
+/// with a lock.
+fn replica(id: Option<String>) -> Result<Replica, Error> {
+    let host = dlock_core::__private::host_name();
+    let pid = std::process::id();
+    let id = id.unwrap_or_else(|| format!("{host}:{pid}"));
+    crate::validate::replica_id(&id)?;
+    Ok(Replica { id, host, pid })
+}
+
+/// A token that tells this scheduler instance's claims from those of any other process (or of
+/// an earlier instance with the same replica id). Not a secret: it only has to differ.
+fn instance_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{:016x}", hasher.finish())
+}
+
+// Here rather than in scheduler.rs: the builder makes the `Scheduler`, so scheduler.rs does not
+// name the builder (every import points down).
+impl Scheduler {
+    /// Starts configuring a scheduler that uses `client`.
+    pub fn builder(client: Client) -> SchedulerBuilder {
+        SchedulerBuilder {
+            client,
+            replica_id: None,
+            clock: Arc::new(SystemClock),
+            jobs: Vec::new(),
+            retention: DEFAULT_CLAIM_RETENTION,
+            history: DEFAULT_HISTORY,
+            request_poll: DEFAULT_REQUEST_POLL,
+            heartbeat: DEFAULT_HEARTBEAT,
+            turn_grace: DEFAULT_TURN_GRACE,
+            shutdown_client: true,
+        }
+    }
+}

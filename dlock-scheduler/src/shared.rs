@@ -1,0 +1,164 @@
+//! What the tasks of one scheduler share: [`Shared`] (the client, this replica, the estimate of
+//! the server's clock, the settings) and, per registered job, its [`JobEntry`] (keys, run lock,
+//! wake-up, liveness and turn state). Built by `builder.rs`, read by every floor above.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use dlock_core::{Client, Mutex, MutexOptions};
+use redis::Value;
+use tokio::sync::Notify;
+
+use crate::clock::ServerClock;
+use crate::context::Replica;
+use crate::error::Error;
+use crate::job::{Job, Overlap};
+use crate::ledger::JobKeys;
+
+/// The state of one scheduler, shared by its job loops, attempts and background tasks.
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    pub(crate) replica: Arc<Replica>,
+    /// Tells this scheduler instance's claims from those of any other (see `withdraw.lua`).
+    pub(crate) instance: String,
+    pub(crate) attempts: AtomicU64,
+    pub(crate) clock: ServerClock,
+    pub(crate) jobs: HashMap<Arc<str>, Arc<JobEntry>>,
+    pub(crate) retention: Duration,
+    pub(crate) history: usize,
+    pub(crate) request_poll: Duration,
+    pub(crate) heartbeat: Duration,
+    pub(crate) turn_grace: Duration,
+    /// Whether `run_until` ends by shutting the client down.
+    pub(crate) shutdown_client: bool,
+}
+
+impl Shared {
+    /// A token naming one attempt of this scheduler instance (see `withdraw.lua`).
+    pub(crate) fn attempt_token(&self) -> String {
+        let n = self.attempts.fetch_add(1, Ordering::Relaxed);
+        format!("{}.{n}", self.instance)
+    }
+
+    /// How long after telling Redis a replica still counts as live: three heartbeats.
+    pub(crate) fn liveness(&self) -> Duration {
+        self.heartbeat.saturating_mul(3)
+    }
+
+    /// A reply came back: learn the server's time from it and, if the request refreshed this
+    /// replica's liveness for a job (`live_for`), note when.
+    pub(crate) fn heard(
+        &self,
+        live_for: Option<&JobEntry>,
+        sent: DateTime<Utc>,
+        server_ms: Option<&Value>,
+    ) {
+        let received = self.clock.local();
+        if let Some(Value::Int(server_ms)) = server_ms {
+            self.clock.sample(sent, received, *server_ms);
+        }
+        if let Some(entry) = live_for {
+            entry
+                .beat_ms
+                .store(received.timestamp_millis(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// A registered job with its keys and lock handle.
+pub(crate) struct JobEntry {
+    pub(crate) job: Job,
+    pub(crate) keys: JobKeys,
+    /// The job's run lock (overlap guard) for [`Overlap::Skip`].
+    lock: Mutex,
+    options: MutexOptions,
+    /// Notified when a `run_now` request for the job may be waiting (a wake-up message, or a
+    /// gap in the subscription).
+    pub(crate) wake: Notify,
+    /// When this replica last told Redis it is live for the job (a claim or a heartbeat), in
+    /// ms of the replica's clock: a heartbeat is only sent when no claim did it lately.
+    pub(crate) beat_ms: AtomicI64,
+    /// Whose turn the next occurrence is, as the last claim reply said ([`Turn`]).
+    next_turn: AtomicU8,
+}
+
+impl JobEntry {
+    /// Checks `job` and makes its entry.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidJob`] for what `build()` refuses of a job.
+    pub(crate) fn new(client: &Client, job: Job) -> Result<Self, Error> {
+        crate::validate::job(&job)?;
+        let keys = JobKeys::new(client, &job.name)?;
+        let mut options = MutexOptions::new()
+            .ttl(job.lease)
+            .watchdog()
+            // The ledger records each run's fence: issue it with the lock.
+            .fenced()
+            .reentrant(false)
+            .on_lost(job.on_lost)
+            // The job is in the lock name already; a label built from the name would pass the
+            // label limit (256 bytes) for names the job-name limit accepts.
+            .label("dlock-scheduler");
+        if let Some(max_run) = job.max_run {
+            options = options.max_hold(max_run);
+        }
+        // dlock-core checks the lease range and the lock name built from the job name.
+        let lock = client
+            .mutex_with(&keys.lock_name, options.clone())
+            .map_err(|e| Error::refused_by_core(&format!("job `{}`", job.name), e))?;
+        Ok(Self {
+            job,
+            keys,
+            lock,
+            options,
+            wake: Notify::new(),
+            beat_ms: AtomicI64::new(i64::MIN),
+            next_turn: AtomicU8::new(Turn::Unknown as u8),
+        })
+    }
+
+    /// The lock a run takes: the job's, or (overlap allowed) the run's own.
+    pub(crate) fn lock_for(
+        &self,
+        client: &Client,
+        run_id: &str,
+    ) -> Result<Mutex, dlock_core::Error> {
+        match self.job.overlap {
+            Overlap::Skip => Ok(self.lock.clone()),
+            Overlap::Allow => client.mutex_with(
+                &format!("{}@{run_id}", self.keys.lock_name),
+                self.options.clone(),
+            ),
+        }
+    }
+
+    /// Notes whose turn the next occurrence is, as a claim reply told.
+    pub(crate) fn set_next_turn(&self, turn: Turn) {
+        self.next_turn.store(turn as u8, Ordering::Relaxed);
+    }
+
+    /// Takes the last answer about whose turn the next occurrence is, leaving "unknown" (it
+    /// describes one occurrence).
+    pub(crate) fn take_next_turn(&self) -> Turn {
+        match self.next_turn.swap(Turn::Unknown as u8, Ordering::Relaxed) {
+            1 => Turn::Mine,
+            2 => Turn::Others,
+            _ => Turn::Unknown,
+        }
+    }
+}
+
+/// Whose turn the next occurrence of a job is, as the last claim reply told: a replica whose
+/// turn it is not asks only after the turn grace, so that only one replica wakes up at the fire
+/// time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Turn {
+    Unknown = 0,
+    Mine = 1,
+    Others = 2,
+}
