@@ -121,9 +121,12 @@ impl Client {
                 release_step(transport.clone(), call, keys, "shutdown dequeue"),
             ));
         }
+        // Take the channels before waking the waiting calls: a woken call that drops the last
+        // membership would otherwise unsubscribe by itself, uncounted and unbounded by `until`.
+        let channels = transport.waiters.take_channels();
         // Waiting calls see the flag and end.
         transport.waiters.wake_all();
-        for channel in transport.waiters.take_channels() {
+        for channel in channels {
             let transport = transport.clone();
             let name = channel.to_string();
             let future = Box::pin(async move { unsubscribe(&transport, &channel).await });
