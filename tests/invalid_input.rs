@@ -109,8 +109,6 @@ async fn an_address_that_is_not_redis_is_named_as_such() {
 }
 
 #[tokio::test]
-#[ignore = "dlock bug: a cluster node that is not Redis is reported as 'No connections found \
-            for multi-node operation - ClusterConnectionNotFound; the client reconnects'"]
 async fn a_cluster_node_that_is_not_redis_is_named_as_such() {
     named_not_redis(|url| Client::cluster_builder([url.as_str()])).await;
 }
@@ -146,5 +144,42 @@ async fn named_not_redis(builder: impl Fn(String) -> dlock_core::ClientBuilder) 
         err.to_string()
             .contains("does not speak the Redis protocol"),
         "{err}"
+    );
+}
+
+/// A standalone server given as a cluster node: the error says so and how to build the client
+/// for it, instead of the cluster client's "no connections found".
+#[tokio::test]
+async fn a_standalone_server_given_as_a_cluster_node_is_named_as_such() {
+    let server = crate::support::redis();
+    let c = Client::cluster_builder([server.url().as_str()])
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let err = c.ping().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("standalone Redis server"), "{text}");
+    assert!(text.contains("Client::builder"), "{text}");
+    assert!(
+        text.contains(&server.url().replace("redis://", "").replace('/', "")),
+        "{text}"
+    );
+}
+
+/// No cluster node listening: the error names each node and why it could not be reached.
+#[tokio::test]
+async fn cluster_nodes_that_cannot_be_reached_are_named() {
+    let c = Client::cluster_builder(["redis://127.0.0.1:1/", "redis://127.0.0.1:2/"])
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let err = c.ping().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("no cluster node could be reached"), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1") && text.contains("127.0.0.1:2"),
+        "{text}"
     );
 }

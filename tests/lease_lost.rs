@@ -37,8 +37,6 @@ backend_tests!(
     /// awaited the loss (or raced it) never finds the token live. The watchdog, on another
     /// thread, sets the loss before it cancels the token; a holder on a worker thread can see
     /// one without the other. Many short rounds, as the window is narrow.
-    #[ignore = "dlock bug: LeaseCore::fire_lost_quietly publishes the loss before it cancels \
-                the token, so lost() can resolve while the token is still live"]
     async fn the_token_is_cancelled_once_lost_resolves(backend: Backend) {
         let c = backend.client();
         let mut con = backend.raw().await;

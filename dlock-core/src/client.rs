@@ -440,6 +440,14 @@ fn cluster(
         .ok_or_else(|| Error::invalid("no cluster node given"))?;
     let tcp = tcp_settings(first.tcp_settings().clone(), settings);
     let auth = first.redis_settings().clone();
+    let seeds = nodes
+        .iter()
+        .map(|node| {
+            node.clone()
+                .set_redis_settings(auth.clone())
+                .set_tcp_settings(tcp.clone())
+        })
+        .collect();
     let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.clone())
         .use_protocol(ProtocolVersion::RESP3)
         .push_sender(push)
@@ -456,7 +464,7 @@ fn cluster(
     let client = builder
         .build()
         .map_err(|e| Error::invalid(format!("cannot use these cluster nodes: {e}")))?;
-    Ok(Factory::Cluster(client))
+    Ok(Factory::Cluster(client, seeds))
 }
 
 /// `TCP_NODELAY` as configured, and dead-peer detection: keepalive probes on an idle

@@ -16,15 +16,15 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::Slot;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::task::JoinHandle;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::lock;
 
 /// A cheap-to-clone handle on the client's connection.
@@ -67,7 +67,9 @@ impl Conn {
 /// How to (re)build the connection: everything but the runtime it runs in.
 pub(crate) enum Factory {
     Single(redis::Client, ConnectionManagerConfig),
-    Cluster(redis::cluster::ClusterClient),
+    /// The cluster client, and its seed nodes (with the client's credentials and TCP settings)
+    /// for [`ConnSlot::explain_no_cluster`].
+    Cluster(redis::cluster::ClusterClient, Vec<redis::ConnectionInfo>),
 }
 
 impl Factory {
@@ -78,7 +80,7 @@ impl Factory {
                     .map(Conn::Single)
                     .map_err(|e| Error::from_redis("create the connection", e))
             }
-            Self::Cluster(client) => Ok(Conn::Cluster(
+            Self::Cluster(client, _) => Ok(Conn::Cluster(
                 client.get_pending_async_connection_with_config(
                     redis::cluster::ClusterConfig::default(),
                 ),
@@ -116,7 +118,17 @@ pub(crate) struct ConnSlot {
     single: bool,
     /// Run after a rebuild: background tasks that died with the old runtime start again here.
     on_rebuild: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The last explanation of a cluster connection that could not be made, and when it was
+    /// found (reused for [`EXPLANATION_REUSE`], so that an outage does not double every
+    /// failing request's connection attempts).
+    explained: Mutex<Option<(Instant, Explanation)>>,
 }
+
+/// What asking the seed nodes found: a better error (its kind and text), or nothing to add.
+type Explanation = Option<(ErrorKind, String)>;
+
+/// How long an explanation of a missing cluster connection is reused.
+const EXPLANATION_REUSE: Duration = Duration::from_secs(2);
 
 impl ConnSlot {
     /// Builds the first connection (lazily connecting) in the current runtime.
@@ -133,6 +145,7 @@ impl ConnSlot {
             generations: AtomicU64::new(1),
             rebuilding: Mutex::new(()),
             on_rebuild: OnceLock::new(),
+            explained: Mutex::new(None),
         })
     }
 
@@ -181,18 +194,101 @@ impl ConnSlot {
         Ok((conn, generation))
     }
 
+    /// `error` (of a request described by `context`) as a dlock error. The cluster client
+    /// only says "no connections found" when it could not reach any node; this asks the seed
+    /// nodes one by one (each within `timeout`) and names one that does not speak the Redis
+    /// protocol or is a standalone server, or says why none could be reached. Any other error,
+    /// or a seed that answers as a cluster node, is reported as the `redis` crate put it.
+    pub(crate) async fn explain(
+        &self,
+        context: &str,
+        error: redis::RedisError,
+        timeout: Duration,
+    ) -> Error {
+        let Factory::Cluster(_, seeds) = &self.factory else {
+            return Error::from_redis(context, error);
+        };
+        if error.kind() != redis::ErrorKind::ClusterConnectionNotFound {
+            return Error::from_redis(context, error);
+        }
+        let cached = lock(&self.explained)
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < EXPLANATION_REUSE)
+            .map(|(_, found)| found.clone());
+        let found = match cached {
+            Some(found) => found,
+            None => {
+                let found = explain_seeds(seeds, timeout).await;
+                *lock(&self.explained) = Some((Instant::now(), found.clone()));
+                found
+            }
+        };
+        match found {
+            Some((kind, why)) => Error::explained(context, kind, &why, error),
+            None => Error::from_redis(context, error),
+        }
+    }
+
+    /// Whether this is a Redis Cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        !self.single
+    }
+
     /// How the release script publishes hand-offs to this client's waiters, as written in
     /// their queue entries: `P` for `PUBLISH`, `S` for `SPUBLISH` (a cluster: the message stays
     /// on the key's shard).
     pub(crate) fn publish_mode(&self) -> char {
         if self.single { 'P' } else { 'S' }
     }
+}
 
-    /// Which script call a lock's renewal may share: any on a standalone server, only locks of
-    /// the same slot on a cluster (a script may not touch keys of several slots).
-    pub(crate) fn batch_group(&self, lock_key: &str) -> Option<Slot> {
-        (!self.single).then(|| Slot::for_key(lock_key))
+/// Asks each seed node, as a standalone server, what it is. `None` once one answers as a
+/// cluster node.
+async fn explain_seeds(seeds: &[redis::ConnectionInfo], timeout: Duration) -> Explanation {
+    let mut unreachable = Vec::new();
+    for seed in seeds {
+        let addr = seed.addr().to_string();
+        let asked = tokio::time::timeout(timeout, async {
+            let client = redis::Client::open(seed.clone())?;
+            let mut con = client.get_multiplexed_async_connection().await?;
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query_async::<String>(&mut con)
+                .await
+        })
+        .await;
+        match asked {
+            Ok(Ok(_)) => return None,
+            Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse => {
+                return Some((
+                    ErrorKind::Protocol,
+                    format!(
+                        "the cluster node {addr} does not speak the Redis protocol ({e}); check \
+                         the host and port of the node URLs"
+                    ),
+                ));
+            }
+            Ok(Err(e)) if e.to_string().contains("cluster support disabled") => {
+                return Some((
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "{addr} is a standalone Redis server, not a cluster node (cluster \
+                         support disabled); build the client with `Client::builder(url)` for \
+                         it, or give the nodes of a Redis Cluster"
+                    ),
+                ));
+            }
+            Ok(Err(e)) => unreachable.push(format!("{addr}: {e}")),
+            Err(_) => unreachable.push(format!("{addr}: no answer within {timeout:?}")),
+        }
     }
+    Some((
+        ErrorKind::Connection,
+        format!(
+            "no cluster node could be reached ({}); the client reconnects on the next request",
+            unreachable.join("; ")
+        ),
+    ))
 }
 
 impl ConnectionLike for Conn {

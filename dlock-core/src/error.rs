@@ -118,6 +118,21 @@ impl Error {
         }
     }
 
+    /// `err` of the `redis` crate, explained better than it explains itself (`why`, of kind
+    /// `kind`); `err` stays the source.
+    pub(crate) fn explained(
+        context: &str,
+        kind: ErrorKind,
+        why: &str,
+        err: redis::RedisError,
+    ) -> Self {
+        Self {
+            kind,
+            message: format!("{context}: {why}").into(),
+            source: Some(Box::new(err)),
+        }
+    }
+
     pub(crate) fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
         Self::new(ErrorKind::InvalidInput, message)
     }

@@ -217,13 +217,9 @@ pub(crate) async fn nest(
 
 /// Why the lease is no longer usable, if it is not.
 fn lost_reason(lease: &LeaseCore) -> Option<LostReason> {
-    lease.lost_reason().or_else(|| {
-        (!lease.is_live()).then(|| {
-            let reason = lease.deadline_reason();
-            lease.fire_lost(reason);
-            reason
-        })
-    })
+    lease
+        .lost_reason()
+        .or_else(|| (!lease.is_live()).then(|| lease.fire_deadline()))
 }
 
 /// Sleeps until `at`, or forever.

@@ -127,7 +127,11 @@ pub(crate) struct LeaseCore {
     /// Depths of the live holds (reentrancy, see `hold.rs`), as a bit set: bit `d - 1` for
     /// depth `d`; zero once the last hold is gone.
     depths: StdMutex<u64>,
+    /// Why the lease was lost, once decided (the first `fire_lost` wins) …
     lost: OnceLock<LostReason>,
+    /// … and made known: set after the cancellation token is cancelled, so that whoever learns
+    /// of the loss finds the token cancelled, and the reason decided before.
+    lost_published: AtomicBool,
     lost_notify: Notify,
     cancel: OnceLock<CancellationToken>,
     released: AtomicBool,
@@ -185,6 +189,7 @@ impl LeaseCore {
             renewal_stopped: AtomicBool::new(false),
             depths: StdMutex::new(1),
             lost: OnceLock::new(),
+            lost_published: AtomicBool::new(false),
             lost_notify: Notify::new(),
             cancel: OnceLock::new(),
             released: AtomicBool::new(false),
@@ -279,8 +284,20 @@ impl LeaseCore {
         self.lost.get().is_some() || self.released.load(Ordering::Acquire)
     }
 
+    /// Why the lease was lost, once that is known (its cancellation token is then cancelled).
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        self.lost.get().copied()
+        if self.lost_published.load(Ordering::Acquire) {
+            self.lost.get().copied()
+        } else {
+            None
+        }
+    }
+
+    /// Declares the lease lost for the reason its deadline passing means, unless a loss was
+    /// declared already; the reason that stands either way.
+    pub(crate) fn fire_deadline(&self) -> LostReason {
+        self.fire_lost(self.deadline_reason());
+        *self.lost.get().unwrap_or(&LostReason::Expired)
     }
 
     /// Declares the lease lost (first call wins): wakes `lost()` futures, cancels the token,
@@ -295,14 +312,22 @@ impl LeaseCore {
 
     /// [`LeaseCore::fire_lost`] without the warning, for a caller that reports many losses in
     /// one line (the watchdog during an outage).
+    ///
+    ///
+    /// Order matters: the reason is decided first (the first call wins, so every observer
+    /// reports the same one), then the token is cancelled, then the reason is published and
+    /// `lost()` woken — whoever learns of the loss finds the token cancelled. A token that
+    /// [`LeaseCore::cancellation_token`] creates meanwhile cancels itself (it checks the
+    /// decided reason).
     pub(crate) fn fire_lost_quietly(&self, reason: LostReason) -> bool {
         if self.lost.set(reason).is_err() {
             return false;
         }
-        self.lost_notify.notify_waiters();
         if let Some(token) = self.cancel.get() {
             token.cancel();
         }
+        self.lost_published.store(true, Ordering::Release);
+        self.lost_notify.notify_waiters();
         true
     }
 
@@ -328,7 +353,10 @@ impl LeaseCore {
             }
             let deadline = self.safe_until();
             if Instant::now() >= deadline {
-                self.fire_lost(self.deadline_reason());
+                if !self.fire_lost(self.deadline_reason()) {
+                    // Decided by another caller, which is publishing it: its wake-up comes.
+                    notified.await;
+                }
                 continue;
             }
             tokio::select! {
@@ -443,7 +471,7 @@ impl LeaseCore {
             .run(&call, "extend", self.keys.name())
             .await?;
         let status = match ExtendStatus::decode_batch(&reply, 1).as_deref() {
-            Some([status]) => *status,
+            Some([Some(status)]) => *status,
             _ => return Err(unexpected("extend", &reply)),
         };
         match status {

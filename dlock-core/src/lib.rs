@@ -106,6 +106,7 @@ mod mutex;
 mod options;
 mod runtime;
 mod scripts;
+mod shards;
 mod shutdown;
 mod timing;
 mod token;

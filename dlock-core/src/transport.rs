@@ -162,7 +162,10 @@ impl Transport {
         // inline in every caller's future, so a task parked in a wait stays small.
         match Box::pin(tokio::time::timeout(self.command_timeout, request)).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(Error::from_redis(&context(), e)),
+            // Boxed: the error path's state (it may ask the seed nodes) stays out of line.
+            Ok(Err(e)) => {
+                Err(Box::pin(self.slot.explain(&context(), e, self.command_timeout)).await)
+            }
             Err(_) => Err(Error::timeout(&context(), self.command_timeout)),
         }
     }

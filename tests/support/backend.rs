@@ -12,7 +12,6 @@ use std::time::Duration;
 use dlock_core::{Client, ClientBuilder};
 use dlock_testkit::{RedisCluster, RedisServer};
 use futures_util::StreamExt;
-use redis::cluster_routing::Slot;
 use redis::{PushKind, Value};
 
 use super::target::{Plain, Target};
@@ -299,65 +298,6 @@ impl Backend {
                 .unwrap_or(0);
         }
         total
-    }
-
-    /// `n` lock names starting with `prefix` whose keys share one slot (on a standalone server,
-    /// where every key shares the one server, simply `prefix0`, `prefix1` …). A cluster batches
-    /// work per slot (the watchdog's renewals): names in one slot let a test see the batching.
-    pub(crate) fn names_in_one_slot(&self, prefix: &str, n: usize) -> Vec<String> {
-        if !self.is_cluster() {
-            return (0..n).map(|i| format!("{prefix}{i}")).collect();
-        }
-        let names = names_in_the_slot_of(prefix, n);
-        let slot = Slot::for_key(&names[0]);
-        assert!(names.iter().all(|name| Slot::for_key(name) == slot));
-        names
-    }
-}
-
-/// `n` names `<prefix><7 digits>` in the slot of `<prefix>0000000`. One name in 16,384 is, so
-/// the digits run as an odometer and the CRC of the prefix and each leading run of digits is
-/// kept: a candidate costs about one CRC step, not a formatted string and a whole CRC.
-fn names_in_the_slot_of(prefix: &str, n: usize) -> Vec<String> {
-    const WIDTH: usize = 7;
-    // CRC16/XMODEM, whose value modulo 16,384 is a key's slot (Redis Cluster spec).
-    let mut table = [0u16; 256];
-    for (byte, entry) in (0u16..).zip(table.iter_mut()) {
-        *entry = (0..8).fold(byte << 8, |crc, _| {
-            if crc & 0x8000 == 0 {
-                crc << 1
-            } else {
-                (crc << 1) ^ 0x1021
-            }
-        });
-    }
-    let step = |crc: u16, byte: u8| (crc << 8) ^ table[usize::from(crc.to_be_bytes()[0] ^ byte)];
-    let slot_of = |crc: u16| crc % 16_384;
-    let mut digits = [b'0'; WIDTH];
-    // crcs[k]: the CRC of the prefix and the first k digits.
-    let mut crcs = [prefix.bytes().fold(0, step); WIDTH + 1];
-    for k in 0..WIDTH {
-        crcs[k + 1] = step(crcs[k], digits[k]);
-    }
-    let slot = slot_of(crcs[WIDTH]);
-    let mut names = Vec::with_capacity(n);
-    loop {
-        if slot_of(crcs[WIDTH]) == slot {
-            names.push(format!("{prefix}{}", String::from_utf8_lossy(&digits)));
-            if names.len() == n {
-                return names;
-            }
-        }
-        // The next number: the last digit that is not a 9 goes up, the 9s after it wrap to 0.
-        let turn = digits
-            .iter()
-            .rposition(|d| *d != b'9')
-            .expect("fewer than 10^7 candidates hold the names asked for");
-        digits[turn] += 1;
-        digits[turn + 1..].fill(b'0');
-        for k in turn..WIDTH {
-            crcs[k + 1] = step(crcs[k], digits[k]);
-        }
     }
 }
 

@@ -207,8 +207,10 @@ pub(crate) enum ExtendStatus {
 }
 
 impl ExtendStatus {
-    /// The statuses of a batch of `expected` locks; `None` for a reply of another shape.
-    pub(crate) fn decode_batch(reply: &Value, expected: usize) -> Option<Vec<Self>> {
+    /// The statuses of a batch of `expected` locks; `None` for a reply of another shape. A lock
+    /// whose status is `None` was not renewed: the call reached a node that does not serve its
+    /// key (an undeclared key of a shard batch whose slot has moved).
+    pub(crate) fn decode_batch(reply: &Value, expected: usize) -> Option<Vec<Option<Self>>> {
         let Value::Array(items) = reply else {
             return None;
         };
@@ -218,9 +220,10 @@ impl ExtendStatus {
         items
             .iter()
             .map(|item| match int(item)? {
-                1 => Some(Self::Extended),
-                0 => Some(Self::Gone),
-                -1 => Some(Self::Other),
+                1 => Some(Some(Self::Extended)),
+                0 => Some(Some(Self::Gone)),
+                -1 => Some(Some(Self::Other)),
+                -2 => Some(None),
                 _ => None,
             })
             .collect()
@@ -372,12 +375,14 @@ mod tests {
         assert_eq!(
             ExtendStatus::decode_batch(&reply, 3),
             Some(vec![
-                ExtendStatus::Extended,
-                ExtendStatus::Gone,
-                ExtendStatus::Other
+                Some(ExtendStatus::Extended),
+                Some(ExtendStatus::Gone),
+                Some(ExtendStatus::Other)
             ])
         );
         assert_eq!(ExtendStatus::decode_batch(&reply, 2), None);
+        let moved = Value::Array(vec![Value::Int(-2)]);
+        assert_eq!(ExtendStatus::decode_batch(&moved, 1), Some(vec![None]));
         let odd = Value::Array(vec![Value::Int(5)]);
         assert_eq!(ExtendStatus::decode_batch(&odd, 1), None);
     }
