@@ -1,6 +1,7 @@
 //! `Client::shutdown`: a process that shuts its client down leaves no lock, queue entry or
 //! subscription behind, and a waiter in another process gets the lock at once; afterwards the
-//! client acquires nothing and live guards learn their lease is gone.
+//! client acquires nothing and live guards learn their lease is gone; guards dropped just
+//! before are released before it returns.
 
 use std::time::Duration;
 
@@ -83,6 +84,44 @@ backend_tests!(
         let keys: Vec<String> = con.keys("dlock:*").await.unwrap();
         let locks: Vec<&String> = keys.iter().filter(|k| !k.ends_with(":fence")).collect();
         assert!(locks.is_empty(), "left behind: {locks:?}");
+    }
+
+    async fn guards_dropped_right_before_shutdown_are_released_before_it_returns(backend: Backend) {
+        // A process that drops its guards and shuts down as it exits: the releases of the
+        // dropped guards run in the background, and the runtime (dropped right after the
+        // shutdown, as at process exit) would cancel them. A current-thread runtime runs
+        // nothing in the background until the shutdown yields, so none of them happens unless
+        // the shutdown waits for them.
+        let names: Vec<String> = (0..20).map(|i| format!("sd-drop-{i}")).collect();
+        let client = backend.client();
+        let held = names.clone();
+        let report = tokio::task::spawn_blocking(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let report = runtime.block_on(async {
+                let options = MutexOptions::new().ttl(Duration::from_secs(30));
+                let mut guards = Vec::new();
+                for name in &held {
+                    let lock = client.mutex_with(name, options.clone()).unwrap();
+                    guards.push(lock.try_acquire().await.unwrap().expect("free"));
+                }
+                drop(guards);
+                client.shutdown(Duration::from_secs(5)).await
+            });
+            drop(runtime);
+            report
+        })
+        .await
+        .unwrap();
+        assert!(report.is_complete(), "{report}");
+        assert_eq!(report.background, names.len(), "{report}");
+        let mut con = backend.raw().await;
+        for name in &names {
+            let left: bool = con.exists(format!("dlock:{{{name}}}")).await.unwrap();
+            assert!(!left, "`{name}` still locked after the shutdown: {report}");
+        }
     }
 
     async fn a_shut_down_client_acquires_nothing_and_its_guards_learn_it(backend: Backend) {

@@ -27,6 +27,9 @@ pub struct ShutdownReport {
     pub dequeued: usize,
     /// Wake-channel subscriptions dropped.
     pub unsubscribed: usize,
+    /// Background releases (of guards dropped, or acquire calls abandoned, just before the
+    /// shutdown) that were still running and were waited for.
+    pub background: usize,
     /// What failed or did not finish by the deadline: the lock name and why. Such a lock or
     /// queue entry stays until its lease runs out.
     pub failures: Vec<(String, Error)>,
@@ -43,8 +46,9 @@ impl fmt::Display for ShutdownReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "released {} lock(s), removed {} queued waiter(s), dropped {} subscription(s)",
-            self.released, self.dequeued, self.unsubscribed
+            "released {} lock(s), removed {} queued waiter(s), dropped {} subscription(s), \
+             finished {} background release(s)",
+            self.released, self.dequeued, self.unsubscribed, self.background
         )?;
         for (name, error) in &self.failures {
             write!(f, "; `{name}` not cleaned up: {error}")?;
@@ -65,7 +69,8 @@ type StepFuture = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 impl Client {
     /// Shuts the client down, for a graceful process exit: releases every lock it holds (the
     /// next waiter gets each at once), removes its waiting acquire calls from their queues,
-    /// drops its wake-channel subscriptions and stops the watchdog. Everything runs
+    /// drops its wake-channel subscriptions, waits for the background releases of guards
+    /// dropped just before, and stops the watchdog. Everything runs
     /// concurrently and ends by `deadline`; the report says what could not be done (those
     /// leases and entries then expire by themselves).
     ///
@@ -132,7 +137,27 @@ impl Client {
             let future = Box::pin(async move { unsubscribe(&transport, &channel).await });
             steps.push((name, Step::Unsubscribe, future));
         }
-        let report = run_steps(steps, until).await;
+        // Releases of guards dropped just before run in the background: a process that exits
+        // right after this call would lose them, so they are waited for as well.
+        let background = &transport.background;
+        let in_flight = background.len();
+        background.close();
+        let (mut report, finished) = tokio::join!(
+            run_steps(steps, until),
+            tokio::time::timeout_at(until.into(), background.wait())
+        );
+        background.reopen();
+        if finished.is_ok() {
+            report.background = in_flight;
+        } else {
+            report.failures.push((
+                format!("{} background release(s)", background.len()),
+                Error::new(
+                    ErrorKind::Timeout,
+                    "not done before the shutdown deadline; they expire with their leases",
+                ),
+            ));
+        }
         tracing::info!(%report, "dlock: client shut down");
         report
     }

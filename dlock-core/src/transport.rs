@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{FromRedisValue, Value};
+use tokio_util::task::TaskTracker;
 
 use crate::conn::{Conn, ConnSlot};
 use crate::error::{Error, Result};
@@ -33,6 +34,8 @@ pub(crate) struct Transport {
     pub(crate) waiters: Arc<Waiters>,
     pub(crate) listeners: Arc<Listeners>,
     command_timeout: Duration,
+    /// Background releases in flight, which [`crate::Client::shutdown`] waits for.
+    pub(crate) background: TaskTracker,
 }
 
 impl Transport {
@@ -46,6 +49,7 @@ impl Transport {
             waiters,
             listeners,
             command_timeout,
+            background: TaskTracker::new(),
         }
     }
 
@@ -191,7 +195,7 @@ impl Transport {
         entry: Option<Arc<str>>,
     ) {
         let transport = self.clone();
-        let spawned = spawn_detached(async move {
+        let spawned = spawn_detached(self.background.track_future(async move {
             let call = release_call(&keys, &token, entry.as_deref());
             match transport
                 .run(&call, "background release", keys.name())
@@ -205,7 +209,7 @@ impl Transport {
                     tracing::warn!(lock = %keys.name(), error = %e, "dlock: background release failed; the lease will expire");
                 }
             }
-        });
+        }));
         if !spawned {
             tracing::debug!(
                 "dlock: no runtime for a background release; the lease will expire instead"
