@@ -124,6 +124,38 @@ backend_tests!(
         }
     }
 
+    async fn a_shutdown_with_redis_down_reports_what_it_left_by_its_deadline(mut backend: Backend) {
+        let c = backend.client();
+        let options = MutexOptions::new().ttl(Duration::from_secs(30)).watchdog();
+        let guard = c
+            .mutex_with("sd-down", options)
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        backend.kill("dlock:{sd-down}");
+        let deadline = Duration::from_millis(500);
+        let started = std::time::Instant::now();
+        let report = c.shutdown(deadline).await;
+        let took = started.elapsed();
+        assert!(!report.is_complete(), "{report}");
+        assert_eq!(report.released, 0, "{report}");
+        let names: Vec<&str> = report.failures.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["sd-down"], "{report}");
+        assert!(
+            report.to_string().contains("`sd-down` not cleaned up"),
+            "the report names what it left: {report}"
+        );
+        // Bounded by the deadline, not by the 2 s command timeout of the client.
+        assert!(
+            took < Duration::from_millis(1_500),
+            "took {took:?}: {report}"
+        );
+        // The guard learns its lease ended with the shutdown, whatever the server did.
+        assert_eq!(guard.lost().await.reason(), LostReason::Shutdown);
+    }
+
     async fn a_shut_down_client_acquires_nothing_and_its_guards_learn_it(backend: Backend) {
         let c = backend.client();
         let lock = c

@@ -1,7 +1,8 @@
 //! FIFO also when a holder's lease runs out: with waiters queued across processes, a holder
 //! that is SIGKILLed (its lease expires, nothing is published) is followed by the oldest
 //! waiter, then the next, in queue order — and a newcomer that tries the moment the lock key
-//! disappears is told "busy" while the head wins.
+//! disappears (the waiters paused, so that it certainly comes first) is told "busy" while the
+//! head wins.
 
 use std::time::Duration;
 
@@ -44,27 +45,51 @@ backend_tests!(
             })
             .await;
         }
+        // The waiters are paused while the holder's lease runs out, so nothing of theirs can
+        // take the lock first: the newcomer below is certain to try on a free key with three
+        // waiters queued, the race this test is about.
+        for waiter in &waiters {
+            waiter.child.stop().unwrap();
+        }
         holder.child.kill();
+        let mut probe = con.clone();
+        eventually(
+            Duration::from_secs(10),
+            "the holder's lease ran out",
+            || {
+                let mut probe = probe.clone();
+                async move {
+                    let present: bool = probe.exists("dlock:{fifo-exp}").await.ok()?;
+                    (!present).then_some(())
+                }
+            },
+        )
+        .await;
+        let queued: usize = probe.llen("dlock:{fifo-exp}:queue").await.unwrap();
+        assert_eq!(
+            queued, WAITERS,
+            "precondition: the waiters are still queued"
+        );
 
-        // A newcomer tries as fast as it can until the head of the queue has the lock.
-        let newcomer = backend.client().mutex("fifo-exp").unwrap();
-        let mut tries = 0u64;
-        let first = loop {
-            if let Some(line) = waiters[0].try_line() {
-                break line;
-            }
-            tries += 1;
-            if let Some(guard) = newcomer.try_acquire().await.unwrap() {
-                panic!(
-                    "a newcomer overtook {WAITERS} queued waiters after {tries} tries (fence {})",
-                    guard.fencing_token().await.unwrap()
-                );
-            }
-            assert!(
-                tries < 1_000_000,
-                "the head of the queue never got the lock"
+        let newcomers = backend.client();
+        let newcomer = newcomers.mutex("fifo-exp").unwrap();
+        if let Some(guard) = newcomer.try_acquire().await.unwrap() {
+            panic!(
+                "a newcomer overtook {WAITERS} queued waiters (fence {})",
+                guard.fencing_token().await.unwrap()
             );
-        };
+        }
+        // The newcomer found the lock free and handed it to the head of the queue.
+        let handed = newcomers
+            .inspect("fifo-exp")
+            .await
+            .unwrap()
+            .expect("the lock is held by the head of the queue");
+        assert_eq!(handed.pid, waiters[0].child.pid(), "handed to the head");
+        for waiter in &waiters {
+            waiter.child.cont().unwrap();
+        }
+        let first = waiters[0].line(Duration::from_secs(10));
         let mut fences = vec![field(&first, "fence")];
         for waiter in &waiters[1..] {
             fences.push(field(&waiter.line(Duration::from_secs(10)), "fence"));

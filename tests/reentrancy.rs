@@ -1,6 +1,6 @@
 //! Reentrancy is for nested calls only. Code running inside the body that holds a lock
 //! (`with_lock`, `#[distributed_lock]`) re-enters it; concurrent futures of one task (`join!`,
-//! `join_all`), a guard moved to a spawned task and a second plain `acquire()` are other holders
+//! `join_all`, `select!`, `FuturesUnordered`), a guard moved to a spawned task and a second plain `acquire()` are other holders
 //! and wait; concurrent nested acquisitions inside one body take turns; nesting deeper than 64
 //! fails at once; a self-wait is reported, not silent.
 
@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use dlock_core::{Client, ErrorKind, MutexOptions, ReleaseOutcome, Wait, distributed_lock};
+use futures_util::StreamExt;
 use futures_util::future::join_all;
+use futures_util::stream::FuturesUnordered;
 
 use crate::support::{Backend, LogCapture, backend_tests, eventually};
 
@@ -86,6 +88,49 @@ backend_tests!(
         }
         assert_eq!(inside.entered(), 3);
         assert_eq!(inside.most(), 1, "a batch ran under one lock at once");
+    }
+
+    async fn select_in_one_task_does_not_let_the_losing_branch_in(backend: Backend) {
+        let c = backend.client();
+        let inside = Inside::default();
+        // The second branch asks while the first is inside; it must wait, so the first
+        // finishes first and the second never enters (select! drops it).
+        let winner = tokio::select! {
+            r = withdraw(&c, 9, &inside) => r.map(|()| "first"),
+            r = async {
+                inside.occupied().await;
+                withdraw(&c, 9, &inside).await
+            } => r.map(|()| "second"),
+        };
+        assert_eq!(winner.unwrap(), "first");
+        assert_eq!(inside.most(), 1, "both branches ran under one lock at once");
+        assert_eq!(inside.entered(), 1);
+    }
+
+    async fn futures_unordered_in_one_task_takes_turns(backend: Backend) {
+        let c = backend.client();
+        let inside = Inside::default();
+        let calls: FuturesUnordered<_> = (0..3u64)
+            .map(|i| {
+                let (c, inside) = (&c, &inside);
+                async move {
+                    if i > 0 {
+                        inside.occupied().await;
+                    }
+                    withdraw(c, 10, inside).await
+                }
+            })
+            .collect();
+        let results: Vec<_> = calls.collect().await;
+        for result in results {
+            result.unwrap();
+        }
+        assert_eq!(inside.entered(), 3);
+        assert_eq!(
+            inside.most(),
+            1,
+            "a FuturesUnordered batch ran under one lock at once"
+        );
     }
 
     async fn a_second_plain_acquire_in_one_task_waits(backend: Backend) {
