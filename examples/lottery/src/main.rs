@@ -91,9 +91,12 @@ fn parent() -> Result<(), BoxError> {
         .map(|child| child.wait())
         .filter(|status| !matches!(status, Ok(s) if s.success()))
         .count();
-    let exact = runtime.block_on(report(&url))?;
-    if failed > 0 || !exact {
-        return Err(format!("{failed} replicas failed; every draw exactly once: {exact}").into());
+    let (exact, shared) = runtime.block_on(report(&url))?;
+    if failed > 0 || !exact || !shared {
+        return Err(format!(
+            "{failed} replicas failed; every draw exactly once: {exact}; every replica drew: {shared}"
+        )
+        .into());
     }
     Ok(())
 }
@@ -126,8 +129,9 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
     })
 }
 
-/// Prints each draw and the ledger; returns whether every draw happened exactly once.
-async fn report(url: &str) -> Result<bool, BoxError> {
+/// Prints each draw and the ledger; returns whether every draw happened exactly once, and
+/// whether every replica drew at least once (the scheduler spreads occurrences over replicas).
+async fn report(url: &str) -> Result<(bool, bool), BoxError> {
     let client = Client::open(url)?;
     let admin = Scheduler::builder(client.clone()).build()?;
     let history = admin.history("lottery").await?;
@@ -166,12 +170,17 @@ async fn report(url: &str) -> Result<bool, BoxError> {
         .iter()
         .map(|(id, n)| format!("{id} {n}"))
         .collect();
-    println!("\ndraws per replica: {}", spread.join(", "));
+    let shared = per_replica.values().all(|&n| n > 0);
+    println!(
+        "\ndraws per replica: {}; every replica drew: {}",
+        spread.join(", "),
+        if shared { "yes" } else { "NO" }
+    );
     println!(
         "\n{} draws by {} replicas; each draw ran exactly once: {}",
         draws.len(),
         REPLICAS.len(),
         if exact { "yes" } else { "NO" }
     );
-    Ok(exact)
+    Ok((exact, shared))
 }
