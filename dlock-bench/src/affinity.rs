@@ -1,7 +1,8 @@
 //! CPU pinning for W1 1-CPU: the benchmark process and redis-server on one CPU (`taskset -c 1`).
 //!
 //! `sched_setaffinity` acts on one thread. The W1 1-CPU child pins itself first thing in `main`,
-//! before it starts any thread, so every thread it creates inherits the mask. redis-server already
+//! before it starts any thread, so every thread it creates inherits the mask (the multi-thread
+//! runtime's workers too). redis-server already
 //! runs, with background threads (`bio_*`, jemalloc): every thread listed in `/proc/<pid>/task` is
 //! pinned, and restored to its old mask afterwards, so the later workloads run unpinned.
 

@@ -1,10 +1,10 @@
 //! Command line: the benchmark run (`dlock-bench [--quick] [--only …] [--json PATH]`) and the
 //! subcommands the benchmark starts itself as child processes (their names come from `main`'s
-//! table; every one takes `--url`, and some `--process`, `--subject` …).
+//! table; every one takes `--url`, and some `--process`, `--subject`, `--runtime` …).
 
 use std::path::PathBuf;
 
-use crate::rt::BoxError;
+use crate::rt::{BoxError, Flavour};
 use crate::spec::Counts;
 use crate::subjects::Kind;
 
@@ -15,24 +15,26 @@ own redis-server
 usage: dlock-bench [--quick] [--only w1,w2,w3,mem,wd,sched] [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
-  --only LIST      run only these workloads (w1 = W1 and W1 1-CPU; w2 = W2 and W2-fence;
-                   w3 = W3 and its hand-off floor; mem; wd = 10,000 locks held under the
-                   watchdog; sched = 3 scheduler replicas on a 1-second cron)
+  --only LIST      run only these workloads (w1 = W1, W1 1-CPU and W1 1-CPU multi-thread;
+                   w2 = W2 (multi-thread), W2 current-thread and W2-fence; w3 = W3 and its
+                   hand-off floor; mem; wd = 10,000 locks held under the watchdog; sched = 3
+                   scheduler replicas on a 1-second cron)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
-                   floor,floor_nodelay,rslock,dlock):
+                   floor,floor_nodelay,rslock,dlock,dlock_nodelay):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
                                     (RESP2, Nagle on: rslock's connection)
-                     floor_nodelay  the same on dlock's connection settings (RESP3, TCP_NODELAY)
+                     floor_nodelay  the same on RESP3 with TCP_NODELAY (dlock's old setting)
                      rslock         rslock (pinned version), blocking acquire bounded to 30 s
-                     dlock          dlock, default options
-                     dlock_nodelay  dlock, ClientBuilder::tcp_nodelay(true)    } need dlock-core
-                     dlock_nagle    dlock, ClientBuilder::tcp_nodelay(false)   } options that it
-                     dlock_fenced   dlock, MutexOptions::fenced()              } lacks today
+                     dlock          dlock, default options (Nagle on)
+                     dlock_nodelay  dlock, ClientBuilder::tcp_nodelay(true)
+                     dlock_nagle    dlock, ClientBuilder::tcp_nodelay(false) (= the default)
+                     dlock_fenced   dlock, MutexOptions::fenced()
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, handoff-floor, mem, wd,
 sched-replica.
-For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]";
+For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
+[--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)";
 
 /// Default path of the JSON results.
 const DEFAULT_JSON: &str = "target/bench/results.json";
@@ -65,6 +67,8 @@ pub(crate) struct ChildArgs {
     pub(crate) skew_ms: i64,
     /// `--subjects` ([`Kind::DEFAULT`] when absent).
     pub(crate) subjects: Vec<Kind>,
+    /// `--runtime` (current-thread when absent).
+    pub(crate) runtime: Flavour,
     process: Option<u32>,
     subject: Option<Kind>,
     job: Option<String>,
@@ -114,6 +118,7 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
         counts,
         skew_ms: 0,
         subjects: Vec::new(),
+        runtime: Flavour::CurrentThread,
         process: None,
         subject: None,
         job: None,
@@ -133,6 +138,7 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
             "--skew-ms" => child.skew_ms = value()?.parse()?,
             "--job" => child.job = Some(value()?.clone()),
             "--subject" => child.subject = Some(Kind::parse(value()?)?),
+            "--runtime" => child.runtime = Flavour::parse(value()?)?,
             p if name.is_some() && child.probe.is_none() && !p.starts_with('-') => {
                 child.probe = Some(p.to_owned());
             }
@@ -229,8 +235,10 @@ mod tests {
             (1, Kind::Dlock)
         );
         assert_eq!(w3.subjects, Kind::DEFAULT);
-        let pinned = child("w3-worker --url u --subjects rslock,dlock");
+        assert_eq!(w3.runtime, Flavour::CurrentThread);
+        let pinned = child("w3-worker --url u --subjects rslock,dlock --runtime multi_thread");
         assert_eq!(pinned.subjects, [Kind::Rslock, Kind::Dlock]);
+        assert_eq!(pinned.runtime, Flavour::MultiThread);
         let mem = child("mem waiters --url u --quick");
         assert_eq!(mem.probe().unwrap(), "waiters");
         assert!(mem.counts.quick);
@@ -249,6 +257,8 @@ mod tests {
             "--only ,",
             "--subjects",
             "--subjects redlock",
+            "--runtime",
+            "--runtime multi",
             "--frobnicate",
             "stray",
             "wd",

@@ -15,7 +15,7 @@
 //! | module | what |
 //! |---|---|
 //! | `main` | the stages of a run and the child processes, each one line of a table |
-//! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process), W2 and W2-fence, for every subject |
+//! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process), W2 and W2-fence, for every subject; W1 1-CPU and W2 on both runtimes |
 //! | `w3`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
@@ -40,8 +40,9 @@
 //! * **A subject** (a peer library, a floor with other connection settings): a file implementing
 //!   [`subject::Subject`], and its line in `Kind`, `Kind::ALL` and `with_subject!`
 //!   ([`subjects`]), and in `Kind::DEFAULT` if it runs without `--subjects`. W1, W1 1-CPU and
-//!   W2 run it, W3 too if it waits, W2-fence if it fences; the report gives it a row in every
-//!   table and, per figure, a ratio to each subject `Kind::compared_with` names.
+//!   W2 (the last two on both runtimes) run it, W3 too if it waits, W2-fence if it fences; the
+//!   report gives it a row in every table and, per figure, a ratio to each subject
+//!   `Kind::compared_with` names.
 //! * **A workload**: a file with a stage function (`fn(&Setting) -> Result<Entry, _>`) whose
 //!   result implements [`report::Section`], and its line in `STAGES` (and `CHILDREN` if it runs
 //!   child processes). A pair workload reuses [`pairs`]: its timed loop, `PairResult` and a
@@ -100,10 +101,12 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 8] = [
+const STAGES: [Stage; 10] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
-    ("w2", "W2", w2::run),
+    ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
+    ("w2", "W2 (multi-thread)", w2::run),
+    ("w2", "W2 current-thread", w2::run_current_thread),
     ("w2", "W2-fence", w2::run_fenced),
     ("w3", "W3", w3::run),
     ("mem", "memory", memory::run),

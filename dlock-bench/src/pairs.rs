@@ -1,4 +1,4 @@
-//! What the pair workloads (W1, W1 1-CPU, W2) share: the figures of one measured window for one
+//! What the pair workloads (W1, W1 1-CPU, W2, the last two on either runtime) share: the figures of one measured window for one
 //! subject ([`PairResult`]), the timed loop of sequential pairs, and how a pair workload shows in
 //! the report ([`PairRun`]: a column and ratios per figure, a command row per subject, and the
 //! throughput targets).
@@ -92,7 +92,7 @@ pub(crate) fn of(results: &[PairResult], kind: Kind) -> Option<&PairResult> {
 /// How a pair workload shows in the report.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Shape {
-    /// The workload's name in the report ("W1", "W1 1-CPU", "W2").
+    /// The workload's name in the report ("W1", "W1 1-CPU", "W2 current-thread" …).
     pub(crate) label: &'static str,
     /// Whether the report shows the latency percentiles (W1: one pair at a time).
     pub(crate) latency: bool,
@@ -126,7 +126,7 @@ impl Shape {
     }
 }
 
-/// One pair workload (W1, W1 1-CPU, W2) measured for every subject, as the report shows it.
+/// One pair workload (W1, W1 1-CPU, W2 …) measured for every subject, as the report shows it.
 #[derive(Debug, Serialize)]
 pub(crate) struct PairRun {
     #[serde(skip)]

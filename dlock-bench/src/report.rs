@@ -199,8 +199,9 @@ impl Meta {
             subjects: subjects.to_vec(),
             rslock: crate::rslock::VERSION,
             connection: CONNECTIONS,
-            runtimes: "W1 and W1 1-CPU: current-thread; W2, W2-fence, W3 workers, memory: \
-                       multi-thread with 2 workers; the same for every subject",
+            runtimes: "W1, W1 1-CPU and W2 current-thread: current-thread; W1 1-CPU \
+                       multi-thread, W2, W2-fence, W3 workers, memory: multi-thread with 2 \
+                       workers; the same for every subject",
             loadavg_start: loadavg(),
             loadavg_end: String::new(),
         }
@@ -235,8 +236,9 @@ impl Meta {
 /// The connection settings of every subject, as the report's header states them.
 const CONNECTIONS: &str = "one multiplexed connection per client. Raw floor (redis defaults) and \
     rslock: the `redis` crate's defaults (`redis::Client::open(url)`: RESP2, Nagle on); raw floor \
-    (TCP_NODELAY) and dlock: RESP3, TCP_NODELAY on (as dlock-core sets it today); dlock \
-    tcp_nodelay(…) rows: as their builder option says. Ratios name the subject they divide by; \
+    (TCP_NODELAY): RESP3, TCP_NODELAY on (dlock's setting before issue #13); dlock: RESP3, \
+    Nagle on (dlock-core's default, chosen by this benchmark); dlock tcp_nodelay(…) rows: as \
+    their builder option says. Ratios name the subject they divide by; \
     issue #13's targets divide by the raw floor with the redis defaults";
 
 /// The three load averages of `/proc/loadavg`.

@@ -1,6 +1,7 @@
 //! The floor every other module stands on: the benchmark's error type, its two Tokio runtime
-//! shapes, its clocks (monotonic ns in-process and across processes, CPU time of this process),
-//! and its allocation counter (the process's global allocator). Nothing here knows a workload.
+//! shapes (and [`Flavour`], naming one where a workload runs on either), its clocks (monotonic ns
+//! in-process and across processes, CPU time of this process), and its allocation counter (the
+//! process's global allocator). Nothing here knows a workload.
 
 use std::alloc::System;
 use std::time::Instant;
@@ -53,19 +54,61 @@ impl Allocations {
 /// Errors of the benchmark: reported with their message, the run stops.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A current-thread runtime (W1; control work of the parent).
+/// A current-thread runtime (W1, W1 1-CPU, W2 current-thread; control work of the parent).
 pub(crate) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }
 
-/// A multi-thread runtime with one worker per vCPU (W2, W3 workers, memory probes).
+/// A multi-thread runtime with one worker per vCPU (W1 1-CPU multi-thread, W2, W3 workers,
+/// memory probes).
 pub(crate) fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, BoxError> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .enable_all()
         .build()?)
+}
+
+/// Which of the two runtimes a workload that runs on either (W1 1-CPU, W2) runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// [`current_thread_runtime`].
+    CurrentThread,
+    /// [`multi_thread_runtime`].
+    MultiThread,
+}
+
+impl Flavour {
+    /// Both.
+    const ALL: [Flavour; 2] = [Flavour::CurrentThread, Flavour::MultiThread];
+
+    /// A fresh runtime of this flavour.
+    pub(crate) fn runtime(self) -> Result<tokio::runtime::Runtime, BoxError> {
+        match self {
+            Flavour::CurrentThread => current_thread_runtime(),
+            Flavour::MultiThread => multi_thread_runtime(),
+        }
+    }
+
+    /// Name on a child's command line (`--runtime NAME`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Flavour::CurrentThread => "current_thread",
+            Flavour::MultiThread => "multi_thread",
+        }
+    }
+
+    /// The flavour named `name` on the command line.
+    pub(crate) fn parse(name: &str) -> Result<Flavour, BoxError> {
+        Flavour::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Flavour::ALL.iter().map(|f| f.name()).collect();
+                format!("unknown runtime `{name}`; use {}", names.join(", ")).into()
+            })
+    }
 }
 
 /// Nanoseconds since `start`, saturating.
@@ -97,6 +140,14 @@ fn timeval_us(t: TimeVal) -> Result<u64, BoxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flavours_parse_back() {
+        for flavour in Flavour::ALL {
+            assert_eq!(Flavour::parse(flavour.name()).unwrap(), flavour);
+        }
+        assert!(Flavour::parse("multi").is_err());
+    }
 
     #[test]
     fn the_allocator_counts_this_threads_allocations() {

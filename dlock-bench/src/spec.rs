@@ -14,9 +14,10 @@ pub(crate) const TTL_MS: u64 = 10_000;
 pub(crate) const ACQUIRE_WAIT: Duration = Duration::from_secs(30);
 /// W3's pause inside the lock.
 pub(crate) const W3_PAUSE: Duration = Duration::from_millis(1);
-/// Tokio worker threads of the multi-thread runtimes (W2, W3, memory): one per vCPU here.
+/// Tokio worker threads of the multi-thread runtimes (W1 1-CPU multi-thread, W2, W3, memory):
+/// one per vCPU here.
 pub(crate) const WORKER_THREADS: usize = 2;
-/// The CPU that W1 1-CPU pins the benchmark and redis-server to (`taskset -c 1`).
+/// The CPU that W1 1-CPU (both runtimes) pins the benchmark and redis-server to (`taskset -c 1`).
 pub(crate) const PINNED_CPU: usize = 1;
 
 /// Watchdog workload: lease of every held lock; the watchdog renews it every third (1 s).

@@ -79,11 +79,16 @@ impl Kind {
         Kind::DlockNagle,
         Kind::DlockFenced,
     ];
-    /// The subjects of a run unless `--subjects` says otherwise: the two floors, rslock and
-    /// dlock with default options. The other dlock variants need dlock-core options that are
-    /// about to appear (`crate::dlock`).
-    pub(crate) const DEFAULT: [Kind; 4] =
-        [Kind::Floor, Kind::FloorNodelay, Kind::Rslock, Kind::Dlock];
+    /// The subjects of a run unless `--subjects` says otherwise: the two floors, rslock, dlock
+    /// with default options (Nagle on) and dlock with `TCP_NODELAY`, so that every run shows
+    /// what the connection setting trades.
+    pub(crate) const DEFAULT: [Kind; 5] = [
+        Kind::Floor,
+        Kind::FloorNodelay,
+        Kind::Rslock,
+        Kind::Dlock,
+        Kind::DlockNodelay,
+    ];
     /// The floor issue #13's targets are ratios to: the `redis` crate's default settings, the
     /// connection rslock runs on.
     pub(crate) const REFERENCE: Kind = Kind::Floor;

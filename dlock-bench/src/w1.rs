@@ -7,6 +7,12 @@
 //!
 //! W1 1-CPU runs the same in a child process (`dlock-bench w1-pinned`) that pins itself to one CPU
 //! before it starts any thread, while the parent pins every thread of redis-server to the same CPU.
+//!
+//! **W1 1-CPU multi-thread** (issue #13: both runtimes): the same pinned child on a multi-thread
+//! runtime with 2 worker threads, which inherit the pin. The measured loop is unchanged and runs
+//! in `block_on` on the child's main thread (as `#[tokio::main]`'s body does), the connections'
+//! driver tasks on the workers: three threads share the one CPU with redis-server, so each round
+//! trip also pays the wake-ups between them, as it does for every subject.
 
 use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, args, print_result};
@@ -15,7 +21,7 @@ use crate::control::Control;
 use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
-use crate::rt::{BoxError, current_thread_runtime};
+use crate::rt::{BoxError, Flavour};
 use crate::spec::{Counts, PINNED_CPU};
 use crate::subject::{Fence, Subject, warm_up};
 use crate::subjects::Setting;
@@ -47,31 +53,45 @@ const W1_1CPU: Shape = Shape {
     ],
 };
 
+/// W1 1-CPU multi-thread in the report: the same as [`W1_1CPU`], targets included.
+const W1_1CPU_MULTI_THREAD: Shape = Shape {
+    label: "W1 1-CPU multi-thread",
+    ..W1_1CPU
+};
+
 /// W1, unpinned, as a stage of the run.
 pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
-    W1.entry("w1", run_unpinned(&s.url, &s.counts, &s.subjects)?)
+    let results = run_unpinned(&s.url, &s.counts, &s.subjects, Flavour::CurrentThread)?;
+    W1.entry("w1", results)
 }
 
-/// W1 1-CPU as a stage of the run.
+/// W1 1-CPU as a stage of the run: current-thread runtime.
 pub(crate) fn run_1cpu(s: &Setting) -> Result<Entry, BoxError> {
-    W1_1CPU.entry("w1_pinned", run_pinned(s)?)
+    W1_1CPU.entry("w1_pinned", run_pinned(s, Flavour::CurrentThread)?)
 }
 
-/// Runs W1 for every subject in this process (unpinned).
+/// W1 1-CPU multi-thread as a stage of the run.
+pub(crate) fn run_1cpu_multi_thread(s: &Setting) -> Result<Entry, BoxError> {
+    let results = run_pinned(s, Flavour::MultiThread)?;
+    W1_1CPU_MULTI_THREAD.entry("w1_pinned_mt", results)
+}
+
+/// Runs W1 for every subject in this process (unpinned), each on a fresh `flavour` runtime.
 pub(crate) fn run_unpinned(
     url: &str,
     counts: &Counts,
     subjects: &[Kind],
+    flavour: Flavour,
 ) -> Result<Vec<PairResult>, BoxError> {
     subjects
         .iter()
-        .map(|&kind| run_one(kind, url, counts))
+        .map(|&kind| run_one(kind, url, counts, flavour))
         .collect()
 }
 
-/// W1 1-CPU: pins redis-server to the pinned CPU, runs every subject in a child process pinned
-/// to it from its start, then unpins the server.
-fn run_pinned(s: &Setting) -> Result<Vec<PairResult>, BoxError> {
+/// W1 1-CPU: pins redis-server to the pinned CPU, runs every subject on `flavour` runtimes in a
+/// child process pinned to it from its start, then unpins the server.
+fn run_pinned(s: &Setting, flavour: Flavour) -> Result<Vec<PairResult>, BoxError> {
     let pinned = PinnedProcess::pin(s.server_pid, PINNED_CPU)?;
     eprintln!(
         "  redis-server: {} threads pinned to CPU {PINNED_CPU}",
@@ -82,27 +102,35 @@ fn run_pinned(s: &Setting) -> Result<Vec<PairResult>, BoxError> {
         "w1-pinned",
         &s.url,
         s.counts.quick,
-        &["--subjects", &subjects],
+        &["--subjects", &subjects, "--runtime", flavour.name()],
     );
     let result = Child::spawn(&args)?.result();
     drop(pinned);
     result
 }
 
-/// The `w1-pinned` child: pins itself before anything else, then runs W1 for every subject.
+/// The `w1-pinned` child: pins itself before anything else (the runtimes' threads inherit the
+/// pin), then runs W1 for every subject on `--runtime`.
 pub(crate) fn pinned_child(args: &ChildArgs) -> Result<(), BoxError> {
     pin_current_thread(PINNED_CPU)?;
-    print_result(&run_unpinned(&args.url, &args.counts, &args.subjects)?)
+    let (url, counts) = (&args.url, &args.counts);
+    print_result(&run_unpinned(url, counts, &args.subjects, args.runtime)?)
 }
 
-/// The `w1-one` subcommand: W1 for one subject, unpinned, for profiling.
+/// The `w1-one` subcommand: W1 for one subject, unpinned, on `--runtime`, for profiling.
 pub(crate) fn one_child(args: &ChildArgs) -> Result<(), BoxError> {
-    print_result(&run_one(args.subject()?, &args.url, &args.counts)?)
+    let kind = args.subject()?;
+    print_result(&run_one(kind, &args.url, &args.counts, args.runtime)?)
 }
 
-/// W1 for one subject, on a fresh current-thread runtime.
-fn run_one(kind: Kind, url: &str, counts: &Counts) -> Result<PairResult, BoxError> {
-    let runtime = current_thread_runtime()?;
+/// W1 for one subject, on a fresh `flavour` runtime.
+fn run_one(
+    kind: Kind,
+    url: &str,
+    counts: &Counts,
+    flavour: Flavour,
+) -> Result<PairResult, BoxError> {
+    let runtime = flavour.runtime()?;
     with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts)))
 }
 

@@ -6,7 +6,10 @@
 //! window opens when all are through it, and its pairs use `w2:{task}:10..`. Runtime: a
 //! multi-thread Tokio runtime with 2 worker threads (one per vCPU), the same for every subject.
 //!
-//! **W2-fence** (issue #13): the same, where every holder reads its fencing token between
+//! **W2 current-thread** (issue #13: both runtimes): the same on a current-thread runtime, where
+//! the 64 tasks, the connections' driver tasks and the measuring future share one thread.
+//!
+//! **W2-fence** (issue #13): W2 (multi-thread), where every holder reads its fencing token between
 //! acquire and release (warm-up included), for every subject that has fences; the floors, which
 //! have none, run W2's plain pair again beside it, so that its ratios to the floors are taken
 //! within one stage. rslock has no fence and does not run it.
@@ -19,7 +22,7 @@ use crate::control::Control;
 use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
-use crate::rt::{BoxError, multi_thread_runtime};
+use crate::rt::{BoxError, Flavour};
 use crate::spec::Counts;
 use crate::subject::{Fence, Subject, warm_up_with};
 use crate::subjects::Setting;
@@ -27,7 +30,16 @@ use crate::subjects::{Kind, with_subject};
 
 /// Runs W2 for every subject, each on a fresh multi-thread runtime.
 pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
-    W2.entry("w2", run_all(s, &s.subjects, Fence::No)?)
+    W2.entry(
+        "w2",
+        run_all(s, &s.subjects, Fence::No, Flavour::MultiThread)?,
+    )
+}
+
+/// Runs W2 current-thread for every subject, each on a fresh current-thread runtime.
+pub(crate) fn run_current_thread(s: &Setting) -> Result<Entry, BoxError> {
+    let results = run_all(s, &s.subjects, Fence::No, Flavour::CurrentThread)?;
+    W2_CURRENT_THREAD.entry("w2_ct", results)
 }
 
 /// Runs W2-fence for every subject that has fences, and the floors.
@@ -38,24 +50,30 @@ pub(crate) fn run_fenced(s: &Setting) -> Result<Entry, BoxError> {
         .copied()
         .filter(|k| k.fences() || k.is_floor())
         .collect();
-    W2_FENCE.entry("w2_fence", run_all(s, &subjects, Fence::Read)?)
+    let results = run_all(s, &subjects, Fence::Read, Flavour::MultiThread)?;
+    W2_FENCE.entry("w2_fence", results)
 }
 
-/// W2 for each of `subjects`, each on a fresh multi-thread runtime; its holders read their
-/// fence if `fence` says so.
-fn run_all(s: &Setting, subjects: &[Kind], fence: Fence) -> Result<Vec<PairResult>, BoxError> {
+/// W2 for each of `subjects`, each on a fresh `flavour` runtime; its holders read their fence if
+/// `fence` says so.
+fn run_all(
+    s: &Setting,
+    subjects: &[Kind],
+    fence: Fence,
+    flavour: Flavour,
+) -> Result<Vec<PairResult>, BoxError> {
     subjects
         .iter()
         .map(|&kind| {
-            let runtime = multi_thread_runtime()?;
+            let runtime = flavour.runtime()?;
             let (url, counts) = (s.url.as_str(), &s.counts);
             with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts, fence)))
         })
         .collect()
 }
 
-/// W2 in the report: its rate beside the other subjects', and issue #13's targets: at least
-/// rslock's rate, and 0.8 × the floor on the `redis` crate's defaults.
+/// W2 (multi-thread) in the report: its rate beside the other subjects', and issue #13's
+/// targets: at least rslock's rate, and 0.8 × the floor on the `redis` crate's defaults.
 const W2: Shape = Shape {
     label: "W2",
     latency: false,
@@ -71,6 +89,12 @@ const W2: Shape = Shape {
             least: 0.8,
         },
     ],
+};
+
+/// W2 current-thread in the report: the same as [`W2`], targets included.
+const W2_CURRENT_THREAD: Shape = Shape {
+    label: "W2 current-thread",
+    ..W2
 };
 
 /// W2-fence in the report: its rate beside the floors', and issue #13's aim (0.65 × the floor on
