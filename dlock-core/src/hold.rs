@@ -23,7 +23,7 @@
 //! A hold gives its permit back only when it and everything nested in it are gone, so releasing
 //! an outer guard early never lets a second nested holder in beside an inner one.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -51,8 +51,9 @@ struct Scope {
 pub(crate) struct Hold {
     pub(crate) lease: Arc<LeaseCore>,
     pub(crate) depth: u32,
-    /// Nested acquisitions inside this hold's body take turns on this one permit.
-    nested: Arc<Semaphore>,
+    /// Nested acquisitions inside this hold's body take turns on this one permit; made when the
+    /// first of them asks (most holds never nest, and pay nothing for it).
+    nested: OnceLock<Arc<Semaphore>>,
     /// The enclosing hold and its permit: given back when this hold and everything nested in
     /// it are gone.
     _outer: Option<(Arc<Hold>, OwnedSemaphorePermit)>,
@@ -64,7 +65,7 @@ impl Hold {
         Arc::new(Self {
             lease,
             depth: 1,
-            nested: Arc::new(Semaphore::new(1)),
+            nested: OnceLock::new(),
             _outer: None,
         })
     }
@@ -74,7 +75,7 @@ impl Hold {
         Arc::new(Self {
             lease: outer.lease.clone(),
             depth: outer.depth + 1,
-            nested: Arc::new(Semaphore::new(1)),
+            nested: OnceLock::new(),
             _outer: Some((outer, permit)),
         })
     }
@@ -160,7 +161,10 @@ pub(crate) async fn nest(
     if let Some(reason) = lost_reason(&lease) {
         return Err(LeaseLost::new(reason).into_error(name));
     }
-    let permits = outer.nested.clone();
+    let permits = outer
+        .nested
+        .get_or_init(|| Arc::new(Semaphore::new(1)))
+        .clone();
     let permit = match patience {
         Patience::Try => match permits.try_acquire_owned() {
             Ok(permit) => permit,

@@ -12,6 +12,7 @@
 //!
 //! Names may not contain `{` or `}` (they would change the hash tag) nor control characters.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -76,13 +77,21 @@ pub(crate) struct LockKeys {
 impl LockKeys {
     /// Builds the keys; `name` and `prefix` must have been validated.
     pub(crate) fn new(prefix: &str, name: &str) -> Self {
-        let mut lock = String::with_capacity(prefix.len() + name.len() + 2);
-        lock.push_str(prefix);
-        lock.push('{');
-        lock.push_str(name);
-        lock.push('}');
+        thread_local! {
+            /// Where the key is put together before it is copied into its `Arc`: one allocation
+            /// per handle instead of two (handles are often made per operation).
+            static KEY: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        let lock = KEY.with_borrow_mut(|key| {
+            key.clear();
+            key.push_str(prefix);
+            key.push('{');
+            key.push_str(name);
+            key.push('}');
+            Arc::<str>::from(key.as_str())
+        });
         Self {
-            lock: lock.into(),
+            lock,
             name_at: prefix.len() + 1,
         }
     }
