@@ -354,7 +354,10 @@ impl Mutex {
         let waiters = &self.ctx.transport.waiters;
         if !waiters.is_subscribed(&self.keys.lock, generation) {
             let sent = Instant::now();
-            let fast = self.fast_attempt(token).await?;
+            // Boxed, as each attempt below: a waiting task keeps this future for as long as it
+            // waits, and it would otherwise carry the largest request it can make inline
+            // (BENCHMARKS.md, memory per waiting task).
+            let fast = Box::pin(self.fast_attempt(token)).await?;
             cleanup.disarm();
             match fast {
                 Fast::Taken { fence } => {
@@ -387,7 +390,7 @@ impl Mutex {
             let last = deadline.is_some_and(|d| Instant::now() >= d);
             let mode = if last { Mode::Last } else { Mode::Wait };
             let sent = Instant::now();
-            let seen = match self.attempt(token, mode, &entry).await? {
+            let seen = match Box::pin(self.attempt(token, mode, &entry)).await? {
                 AcquireReply::Taken { fence } => {
                     cleanup.disarm();
                     return Ok(self.taken(
@@ -544,7 +547,10 @@ impl Mutex {
                     Some(_) => {
                         let mut call = Call::new(&scripts::FENCE, 1);
                         call.arg(lock).arg(token.as_bytes());
-                        let reply = self.ctx.transport.run(&call, "acquire", name).await?;
+                        // Boxed (as the hand-off below): rare paths stay out of the acquire's
+                        // future, which every waiting task carries.
+                        let reply =
+                            Box::pin(self.ctx.transport.run(&call, "acquire", name)).await?;
                         match FenceReply::decode(&reply) {
                             Some(FenceReply::Fence(fence)) => Some(fence),
                             _ => None,
@@ -557,7 +563,7 @@ impl Mutex {
                 // A lock expired under waiters: theirs first. Hand it to the oldest.
                 let mut call = Call::new(&scripts::RELEASE, 1);
                 call.arg(lock).arg(token.as_bytes()).arg("").arg("handoff");
-                let reply = self.ctx.transport.run(&call, "acquire", name).await?;
+                let reply = Box::pin(self.ctx.transport.run(&call, "acquire", name)).await?;
                 self.ctx.transport.release_reply(&reply);
                 tracing::debug!(lock = %name, "dlock: took an expired lock ahead of its queue; handed it to the oldest waiter");
                 Ok(Fast::Busy)

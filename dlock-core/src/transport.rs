@@ -149,28 +149,34 @@ impl Transport {
     }
 
     /// Bounds `request` by the command timeout; `op` and `name` say what it was in errors.
-    async fn timed(
-        &self,
-        request: impl Future<Output = redis::RedisResult<Value>>,
-        op: &str,
-        name: &str,
-    ) -> Result<Value> {
-        let context = || {
-            if name.is_empty() {
-                op.to_owned()
-            } else {
-                format!("{op} `{name}`")
+    ///
+    /// Not an `async fn`: the request (and its timer) is boxed here, at the call, so its state
+    /// lives only while it is in flight and never inline in the caller's future — an `async
+    /// fn` would keep the unboxed argument in its own state, and every acquire future would
+    /// carry the largest request it can make, also while it only waits for its turn.
+    fn timed<'a>(
+        &'a self,
+        request: impl Future<Output = redis::RedisResult<Value>> + 'a,
+        op: &'a str,
+        name: &'a str,
+    ) -> impl Future<Output = Result<Value>> + 'a {
+        let request = Box::pin(tokio::time::timeout(self.command_timeout, request));
+        async move {
+            let context = || {
+                if name.is_empty() {
+                    op.to_owned()
+                } else {
+                    format!("{op} `{name}`")
+                }
+            };
+            match request.await {
+                Ok(Ok(value)) => Ok(value),
+                // Boxed: the error path's state (it may ask the seed nodes) stays out of line.
+                Ok(Err(e)) => {
+                    Err(Box::pin(self.slot.explain(&context(), e, self.command_timeout)).await)
+                }
+                Err(_) => Err(Error::timeout(&context(), self.command_timeout)),
             }
-        };
-        // Boxed: the request's state (timer included) lives only while it is in flight, not
-        // inline in every caller's future, so a task parked in a wait stays small.
-        match Box::pin(tokio::time::timeout(self.command_timeout, request)).await {
-            Ok(Ok(value)) => Ok(value),
-            // Boxed: the error path's state (it may ask the seed nodes) stays out of line.
-            Ok(Err(e)) => {
-                Err(Box::pin(self.slot.explain(&context(), e, self.command_timeout)).await)
-            }
-            Err(_) => Err(Error::timeout(&context(), self.command_timeout)),
         }
     }
 
