@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint modules fmt doc unit bench clean
+.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit bench clean
 
 deps:
 	@scripts/ensure-deps.sh
@@ -18,7 +18,7 @@ demo-counter: deps
 	$(CARGO) run --quiet -p counter
 
 ## Command 2: every check CI runs — format, lints, docs, all tests and doc tests.
-test: deps lint modules doc unit
+test: deps lint modules core-tree doc unit
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -28,6 +28,20 @@ lint:
 modules:
 	python3 scripts/check-module-cycles.py --self-test
 	python3 scripts/check-module-cycles.py
+
+## `#[distributed_lock]` alone does not compile the cron stack: dlock-core's dependency tree
+## (default features, then all of them) has no dlock-cron, croner, chrono or chrono-tz; only
+## dlock-scheduler turns on dlock-macros' `scheduled` feature. Reads the lock file, no build.
+CRON_STACK := dlock-cron|croner|chrono|chrono-tz
+core-tree:
+	@for features in --features=default --all-features; do \
+	  tree=$$($(CARGO) tree -p dlock-core -e normal $$features --prefix none --format '{p}') || exit 1; \
+	  found=$$(printf '%s\n' "$$tree" | cut -d' ' -f1 | grep -xE '$(CRON_STACK)' | sort -u | tr '\n' ' '); \
+	  if [ -n "$$found" ]; then \
+	    echo "dlock-core ($$features) depends on the cron stack: $$found"; \
+	    echo "see: $(CARGO) tree -p dlock-core -e normal $$features -i <crate>"; exit 1; \
+	  fi; \
+	done
 
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --all-features
