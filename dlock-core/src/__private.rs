@@ -18,6 +18,7 @@ use crate::options::{MutexOptions, OnLost, Wait};
 
 pub use crate::keypart::KeyPart;
 pub use crate::listen::{Heard, Subscription};
+pub use crate::runtime::lock;
 pub use std::string::String;
 pub use std::time::Duration as StdDuration;
 

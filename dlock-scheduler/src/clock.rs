@@ -11,10 +11,11 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use dlock_core::__private;
 
 /// A source of the current wall-clock time.
 pub trait Clock: Send + Sync + 'static {
@@ -149,7 +150,8 @@ impl ServerClock {
         let Some(middle_us) = middle.timestamp_nanos_opt().map(|ns| ns / 1000) else {
             return;
         };
-        let mut best = self.best.lock().unwrap_or_else(PoisonError::into_inner);
+        // Poison-tolerant: `best` only ever gets whole assignments.
+        let mut best = __private::lock(&self.best);
         let better = best.is_none_or(|b| rtt <= b.rtt || received - b.taken > SAMPLE_MAX_AGE);
         if better {
             *best = Some(Sample {

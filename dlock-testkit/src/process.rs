@@ -211,6 +211,7 @@ impl ChildGuard {
         self.child.get_mut().unwrap_or_else(PoisonError::into_inner)
     }
 
+    // dlock-core's `runtime::lock` does the same, but the harness stays free of the crate it tests.
     fn lock(&self) -> MutexGuard<'_, Child> {
         self.child.lock().unwrap_or_else(PoisonError::into_inner)
     }
