@@ -69,7 +69,11 @@ backend_tests!(
             .expect("the waiter got the lock at once");
         // The worker is still running and connected: what it left is only what it failed to remove.
         assert!(
-            worker.child.wait_timeout(Duration::ZERO).unwrap().is_none(),
+            worker
+                .child_mut()
+                .wait_timeout(Duration::ZERO)
+                .unwrap()
+                .is_none(),
             "worker still alive"
         );
         let left: usize = con.llen("dlock:{sd-other}:queue").await.unwrap();

@@ -49,9 +49,9 @@ backend_tests!(
         // take the lock first: the newcomer below is certain to try on a free key with three
         // waiters queued, the race this test is about.
         for waiter in &waiters {
-            waiter.child.stop().unwrap();
+            waiter.child().stop().unwrap();
         }
-        holder.child.kill();
+        holder.child_mut().kill();
         let mut probe = con.clone();
         eventually(
             Duration::from_secs(10),
@@ -85,9 +85,9 @@ backend_tests!(
             .await
             .unwrap()
             .expect("the lock is held by the head of the queue");
-        assert_eq!(handed.pid, waiters[0].child.pid(), "handed to the head");
+        assert_eq!(handed.pid, waiters[0].child().pid(), "handed to the head");
         for waiter in &waiters {
-            waiter.child.cont().unwrap();
+            waiter.child().cont().unwrap();
         }
         let first = waiters[0].line(Duration::from_secs(10));
         let mut fences = vec![field(&first, "fence")];

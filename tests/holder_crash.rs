@@ -25,7 +25,7 @@ backend_tests!(
             pttl > 0,
             "the holder's lock should have a lease, PTTL {pttl}"
         );
-        holder.child.kill();
+        holder.child_mut().kill();
 
         let lock = backend.client().mutex("crash").unwrap();
         assert!(

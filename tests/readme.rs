@@ -2,11 +2,10 @@
 //! the programs in `examples/readme/src/bin/` (verbatim), and each runs against a real Redis.
 //! One server only: the programs take one URL (`DLOCK_REDIS_URL`), and one is the scheduler's.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use dlock_testkit::ChildGuard;
+use dlock_testkit::LineChild;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -97,19 +96,16 @@ fn the_readme_programs_run_against_redis() {
 
     // The scheduler runs until Ctrl-C (SIGINT), then stops cleanly.
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_readme-lottery-job"));
-    cmd.env("DLOCK_REDIS_URL", &url).stdout(Stdio::piped());
-    let mut child = ChildGuard::spawn(cmd).unwrap();
-    let stdout = child.child_mut().stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let first = lines.next().unwrap().unwrap();
+    cmd.env("DLOCK_REDIS_URL", &url);
+    let mut child = LineChild::spawn(cmd).unwrap();
+    let first = child.line(Duration::from_secs(30)).unwrap();
     assert!(first.starts_with("scheduler running"), "{first}");
-    let pid = Pid::from_raw(i32::try_from(child.pid()).unwrap());
+    let pid = Pid::from_raw(i32::try_from(child.process().pid()).unwrap());
     kill(pid, Signal::SIGINT).unwrap();
     let status = child
-        .wait_timeout(Duration::from_secs(30))
-        .unwrap()
+        .wait(Duration::from_secs(30))
         .expect("stops on Ctrl-C");
     assert!(status.success(), "{status}");
-    let last = lines.next().unwrap().unwrap();
+    let last = child.line(Duration::from_secs(10)).unwrap();
     assert!(last.starts_with("stopped:"), "{last}");
 }

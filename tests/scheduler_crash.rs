@@ -34,7 +34,7 @@ async fn a_killed_run_frees_the_job_within_a_lease_and_is_not_repeated() {
     let occurrence: i64 = fields.next().unwrap().parse().unwrap();
     let runner = fields.next().unwrap().to_owned();
     let victim = if runner == "a" { &mut a } else { &mut b };
-    victim.child.kill();
+    victim.child_mut().kill();
     let killed_at = Utc::now();
 
     // The survivor runs a later occurrence (the job is not stuck) …

@@ -37,7 +37,11 @@ async fn a_replica_killed_at_occurrence_10_leaves_nothing_missed_or_run_twice() 
     let mut fields = tenth.split(' ');
     let killed_occurrence: i64 = fields.next().unwrap().parse().unwrap();
     let victim = fields.next().unwrap().to_owned();
-    replicas.get_mut(victim.as_str()).unwrap().child.kill();
+    replicas
+        .get_mut(victim.as_str())
+        .unwrap()
+        .child_mut()
+        .kill();
 
     for (id, worker) in &replicas {
         if *id != victim {

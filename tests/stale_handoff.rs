@@ -45,7 +45,7 @@ async fn trial_once(backend: &Backend, name: &str) {
     let con = backend.raw().await;
     let queue = format!("dlock:{{{name}}}:queue");
     queue_length_becomes(&con, &queue, 1, "W queued").await;
-    w.child.stop().unwrap();
+    w.child().stop().unwrap();
 
     // The release hands the lock to W, whose client is connected (only paused).
     h.release().await.unwrap();
@@ -53,7 +53,7 @@ async fn trial_once(backend: &Backend, name: &str) {
     let handed = observer.inspect(name).await.unwrap().expect("handed to W");
     assert_eq!(
         handed.pid,
-        w.child.pid(),
+        w.child().pid(),
         "precondition: W was handed the lock while stopped"
     );
 
@@ -83,7 +83,7 @@ async fn trial_once(backend: &Backend, name: &str) {
         "precondition: X holds the lock"
     );
 
-    w.child.cont().unwrap();
+    w.child().cont().unwrap();
     // W must queue again behind X instead of coming back with the stale hand-off.
     eventually(Duration::from_secs(10), "W waits again", || {
         let mut con = con.clone();

@@ -40,7 +40,7 @@ backend_tests!(
             tokio::time::sleep(LEASE / 6).await;
         }
 
-        holder.child.kill();
+        holder.child_mut().kill();
         // The key carries at most one lease when the holder dies, so it is free within one lease.
         let pttl: i64 = con.pttl("dlock:{wd}").await.unwrap();
         assert!(pttl <= 600, "PTTL {pttl} exceeds one lease");

@@ -31,7 +31,7 @@ backend_tests!(
             }
         })
         .await;
-        paused.child.stop().unwrap();
+        paused.child().stop().unwrap();
 
         let lock = backend.client().mutex("pause").unwrap();
         let guard = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
@@ -40,7 +40,7 @@ backend_tests!(
         // From here on, a write by the paused holder would overlap the new holder.
         let _: u64 = con.rpush("pause:writes", "taken").await.unwrap();
 
-        paused.child.cont().unwrap();
+        paused.child().cont().unwrap();
         let verdict = paused.line(Duration::from_secs(10));
         assert!(
             verdict.starts_with("lost "),

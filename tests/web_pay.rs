@@ -10,13 +10,11 @@
 //! `cargo test -p dlock-tests` too, and tells the test its path (`CARGO_BIN_EXE_…`).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use dlock_core::FencingToken;
-use dlock_testkit::{ChildGuard, RedisServer};
+use dlock_testkit::{LineChild, RedisServer};
 use futures_util::future::join_all;
 use http_body_util::{BodyExt, Full};
 use hyper::Method;
@@ -39,7 +37,7 @@ type Http = HttpClient<HttpConnector, Full<Bytes>>;
 
 /// One replica of the service: a child process, killed on drop unless stopped before.
 struct Replica {
-    child: ChildGuard,
+    child: LineChild,
     base: String,
 }
 
@@ -49,20 +47,11 @@ impl Replica {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlock-test-web"));
         cmd.args(["--redis-url", &server.url(), "--listen", "127.0.0.1:0"])
             .args(["--name", name])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = ChildGuard::spawn(cmd).expect("spawn the web service");
-        let stdout = child.child_mut().stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        // Keeps draining stdout after the first line, so the replica never blocks on it.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line = lines
-            .recv_timeout(Duration::from_secs(30))
+            .args(extra);
+        // Its stdout keeps being drained after the first line, so the replica never blocks on it.
+        let child = LineChild::spawn(cmd).expect("spawn the web service");
+        let line = child
+            .line(Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("replica {name} did not say where it listens: {e}"));
         let base = line
             .strip_prefix("listening on ")
@@ -73,12 +62,12 @@ impl Replica {
 
     /// SIGTERM, then the exit status (graceful shutdown: the requests in flight finish first).
     fn terminate(mut self) -> ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.pid()).expect("pid"));
+        let pid = i32::try_from(self.child.process().pid()).expect("pid");
+        let pid = nix::unistd::Pid::from_raw(pid);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
         self.child
-            .wait_timeout(Duration::from_secs(15))
-            .expect("wait")
-            .expect("the replica did not exit within 15 s of SIGTERM")
+            .wait(Duration::from_secs(15))
+            .unwrap_or_else(|e| panic!("after SIGTERM: {e}"))
     }
 }
 

@@ -1,15 +1,17 @@
 //! Child processes of the benchmark binary (W1 1-CPU, the W3 workers, the memory probes): the
-//! same executable started with a subcommand, talking over its stdin/stdout in lines.
+//! same executable started with a subcommand, talking over its stdin/stdout in lines
+//! ([`dlock_testkit::LineChild`]).
 //!
 //! Protocol: the child writes `READY` when its set-up is done (W3, scheduler replicas), waits for
 //! `GO` on stdin when asked to, runs until `STOP` where the parent decides when it ends (scheduler
 //! replicas), and ends with one line `RESULT <json>`. Its stderr goes straight to ours, so its
 //! errors are visible. The child is SIGKILLed and reaped if we drop it early (on an error).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::io::Write;
+use std::process::Command;
+use std::time::Duration;
 
-use dlock_testkit::ChildGuard;
+use dlock_testkit::LineChild;
 use serde::de::DeserializeOwned;
 
 use crate::rt::BoxError;
@@ -23,79 +25,40 @@ pub(crate) const STOP: &str = "STOP";
 /// Prefix of the child's result line.
 pub(crate) const RESULT: &str = "RESULT ";
 
+/// No time limit on a child's lines or exit: a workload takes as long as its counts make it.
+const NO_LIMIT: Duration = Duration::MAX;
+
 /// A running child of this binary.
-pub(crate) struct Child {
-    guard: ChildGuard,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    what: String,
-}
+pub(crate) struct Child(LineChild);
 
 impl Child {
     /// Starts `<this binary> args…`.
     pub(crate) fn spawn(args: &[String]) -> Result<Child, BoxError> {
-        let exe = std::env::current_exe()?;
-        let mut cmd = Command::new(exe);
-        cmd.args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut guard = ChildGuard::spawn(cmd)?;
-        let what = guard.command_line().to_owned();
-        let child = guard.child_mut();
-        let stdin = child.stdin.take();
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| format!("`{what}` has no stdout pipe"))?;
-        Ok(Child {
-            guard,
-            stdin,
-            stdout: BufReader::new(stdout),
-            what,
-        })
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.args(args);
+        Ok(Child(LineChild::spawn(cmd)?))
     }
 
     /// Reads lines until one starts with `prefix`; returns the rest of that line.
     pub(crate) fn wait_for(&mut self, prefix: &str) -> Result<String, BoxError> {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if self.stdout.read_line(&mut line)? == 0 {
-                let status = self.guard.child_mut().wait()?;
-                return Err(format!(
-                    "`{}` exited ({status}) before printing `{prefix}`",
-                    self.what
-                )
-                .into());
-            }
-            if let Some(rest) = line.trim_end().strip_prefix(prefix) {
-                return Ok(rest.to_owned());
-            }
-        }
+        Ok(self.0.wait_for(prefix, NO_LIMIT)?)
     }
 
     /// Sends one line on the child's stdin.
     pub(crate) fn send(&mut self, line: &str) -> Result<(), BoxError> {
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| format!("`{}` has no stdin pipe", self.what))?;
-        writeln!(stdin, "{line}")?;
-        stdin.flush()?;
-        Ok(())
+        Ok(self.0.send(line)?)
     }
 
     /// Reads the child's `RESULT` line, waits for it to exit, and checks that it succeeded.
     pub(crate) fn result<T: DeserializeOwned>(mut self) -> Result<T, BoxError> {
         let json = self.wait_for(RESULT)?;
-        drop(self.stdin.take());
-        let status = self.guard.child_mut().wait()?;
+        let status = self.0.wait(NO_LIMIT)?;
+        let what = self.0.process().command_line();
         if !status.success() {
-            return Err(format!("`{}` failed: {status}", self.what).into());
+            return Err(format!("`{what}` failed: {status}").into());
         }
         serde_json::from_str(&json)
-            .map_err(|e| format!("`{}` printed a malformed result: {e}", self.what).into())
+            .map_err(|e| format!("`{what}` printed a malformed result: {e}").into())
     }
 }
 

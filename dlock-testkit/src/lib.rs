@@ -12,6 +12,8 @@
 //!   once every node reports `cluster_state:ok`.
 //! - [`RedisNodes`]: N independent servers, for Redlock.
 //! - [`ChildGuard`]: any child process, killed and reaped on drop (multi-process tests).
+//! - [`LineChild`]: a child process that talks in lines on its stdin and stdout (test workers,
+//!   the benchmark's children), read with a time limit.
 //!
 //! Every startup failure is a [`HarnessError`] whose text includes the command line and the tail
 //! of the server log, so a failing test explains itself.
@@ -47,11 +49,13 @@
 //! | `cluster` | [`RedisCluster`] |
 //! | `nodes` | [`RedisNodes`] |
 //! | `process` | [`ChildGuard`] and signals |
+//! | `lines` | [`LineChild`]: the line protocol over a child's stdin and stdout |
 
 mod binary;
 mod cluster;
 mod error;
 mod launch;
+mod lines;
 mod nodes;
 mod options;
 mod port;
@@ -64,6 +68,7 @@ pub use binary::{
 };
 pub use cluster::RedisCluster;
 pub use error::HarnessError;
+pub use lines::LineChild;
 pub use nodes::RedisNodes;
 pub use options::ServerOptions;
 pub use process::ChildGuard;

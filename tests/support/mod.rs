@@ -10,13 +10,11 @@ mod target;
 pub(crate) use backend::{Backend, backend_tests};
 pub(crate) use target::Plain;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dlock_core::Client;
-use dlock_testkit::{ChildGuard, RedisServer};
+use dlock_testkit::{ChildGuard, LineChild, RedisServer};
 use redis::AsyncCommands;
 
 /// A fresh redis-server for one test.
@@ -59,46 +57,38 @@ where
 }
 
 /// A `dlock-test-worker` process whose stdout lines can be awaited.
-pub(crate) struct Worker {
-    pub(crate) child: ChildGuard,
-    lines: mpsc::Receiver<String>,
-}
+pub(crate) struct Worker(LineChild);
 
 impl Worker {
     pub(crate) fn spawn(args: &[String]) -> Worker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlock-test-worker"));
-        cmd.args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = ChildGuard::spawn(cmd).expect("spawn worker");
-        let stdout = child.child_mut().stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Worker { child, lines }
+        cmd.args(args);
+        Worker(LineChild::spawn(cmd).expect("spawn worker"))
     }
 
     /// The next line the worker has printed, if any (without waiting); fails the test on an
     /// `error` line.
     pub(crate) fn try_line(&self) -> Option<String> {
-        let line = self.lines.try_recv().ok()?;
+        let line = self.0.try_line()?;
         assert!(!line.starts_with("error"), "worker failed: {line}");
         Some(line)
     }
 
     /// The next line the worker prints; fails the test on an `error` line or after `limit`.
     pub(crate) fn line(&self, limit: Duration) -> String {
-        let line = self
-            .lines
-            .recv_timeout(limit)
-            .unwrap_or_else(|e| panic!("worker printed nothing within {limit:?}: {e}"));
+        let line = self.0.line(limit).unwrap_or_else(|e| panic!("{e}"));
         assert!(!line.starts_with("error"), "worker failed: {line}");
         line
+    }
+
+    /// The process (pid, signals).
+    pub(crate) fn child(&self) -> &ChildGuard {
+        self.0.process()
+    }
+
+    /// The process, to kill it or wait for it.
+    pub(crate) fn child_mut(&mut self) -> &mut ChildGuard {
+        self.0.process_mut()
     }
 }
 
