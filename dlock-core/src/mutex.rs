@@ -539,22 +539,21 @@ impl Mutex {
             .ok_or_else(|| unexpected("acquire", &Value::Array(replies.clone())))?;
         match reply {
             FastReply::Taken { waited: false } => {
-                let fence = match replies.get(2) {
+                // No fence when the lock was lost between the SET and the script (its lease
+                // ran out, or it was forced open): the lease learns it when it next asks.
+                let fence = match replies.get(2).map(FenceReply::decode) {
                     None => None,
-                    Some(Value::Int(fence)) => u64::try_from(*fence).ok(),
+                    Some(Some(reply)) => reply.fence(),
                     // The fence script was not loaded yet (first use, or a restart): `run`
                     // loads it and asks again (the hold's fence, whichever request issues it).
-                    Some(_) => {
+                    Some(None) => {
                         let mut call = Call::new(&scripts::FENCE, 1);
                         call.arg(lock).arg(token.as_bytes());
                         // Boxed (as the hand-off below): rare paths stay out of the acquire's
                         // future, which every waiting task carries.
                         let reply =
                             Box::pin(self.ctx.transport.run(&call, "acquire", name)).await?;
-                        match FenceReply::decode(&reply) {
-                            Some(FenceReply::Fence(fence)) => Some(fence),
-                            _ => None,
-                        }
+                        FenceReply::decode(&reply).and_then(FenceReply::fence)
                     }
                 };
                 Ok(Fast::Taken { fence })

@@ -156,6 +156,14 @@ impl FenceReply {
             fence => u64::try_from(fence).ok().map(Self::Fence),
         }
     }
+
+    /// The fencing token, if one was issued.
+    pub(crate) fn fence(self) -> Option<u64> {
+        match self {
+            Self::Fence(fence) => Some(fence),
+            Self::Gone | Self::Other => None,
+        }
+    }
 }
 
 /// What `release.lua` answered.
@@ -334,6 +342,9 @@ mod tests {
         assert_eq!(FenceReply::decode(&Value::Int(-1)), Some(FenceReply::Other));
         assert_eq!(FenceReply::decode(&Value::Int(0)), Some(FenceReply::Gone));
         assert_eq!(FenceReply::decode(&Value::Nil), None);
+        assert_eq!(FenceReply::Fence(17).fence(), Some(17));
+        assert_eq!(FenceReply::Gone.fence(), None);
+        assert_eq!(FenceReply::Other.fence(), None);
     }
 
     #[test]
