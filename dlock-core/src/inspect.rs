@@ -3,13 +3,11 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
-
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::key::{LockKeys, validate_name};
 use crate::scripts::wire::{self, parse_lock_value};
-use crate::scripts::{self, Call, unexpected};
+use crate::scripts::{self, Call, InspectReply, unexpected};
 use crate::token::FencingToken;
 
 /// Who holds a lock, as stored with it by the acquire script.
@@ -39,7 +37,12 @@ impl HolderInfo {
     /// Reads the lock value (see `scripts/wire.rs`), which carries the hold's fence once one was
     /// issued (microseconds of the server clock at issue, see `fence.lua`); a lock of format
     /// version 0 kept its fence only in the counter (`counter`).
-    fn parse(value: &str, counter: Option<u64>, pttl: i64, waiters: usize) -> Option<Self> {
+    fn parse(
+        value: &str,
+        counter: Option<u64>,
+        remaining: Duration,
+        waiters: usize,
+    ) -> Option<Self> {
         let holder = parse_lock_value(value).filter(|h| h.version <= wire::VERSION)?;
         let fence = holder
             .fence
@@ -52,7 +55,7 @@ impl HolderInfo {
                 .map(str::to_owned),
             acquired_at: fence.map(|us| UNIX_EPOCH + Duration::from_micros(us)),
             fencing_token: fence.map(FencingToken::new),
-            remaining: Duration::from_millis(u64::try_from(pttl).unwrap_or(0)),
+            remaining,
             waiters,
         })
     }
@@ -83,22 +86,18 @@ impl Client {
         let mut call = Call::new(&scripts::INSPECT, 1);
         call.arg(&*keys.lock);
         let reply = self.ctx.transport.run(&call, "inspect", name).await?;
-        let unexpected = || Error::protocol(format!("inspect: unexpected reply {reply:?}"));
-        let Value::Array(items) = &reply else {
-            return Err(unexpected());
+        let (value, counter, remaining, waiters) = match InspectReply::decode(&reply) {
+            Some(InspectReply::Free) => return Ok(None),
+            Some(InspectReply::Held {
+                value,
+                counter,
+                remaining,
+                waiters,
+            }) => (value, counter, remaining, waiters),
+            None => return Err(unexpected("inspect", &reply)),
         };
-        let [value, fence, pttl, waiters] = items.as_slice() else {
-            return Err(unexpected());
-        };
-        let value = match value {
-            Value::Nil | Value::Boolean(false) => return Ok(None),
-            Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-            _ => return Err(unexpected()),
-        };
-        let fence = scripts::int(fence).and_then(|f| u64::try_from(f).ok());
-        let pttl = scripts::int(pttl).unwrap_or(-2);
-        let waiters = scripts::int(waiters).and_then(|n| usize::try_from(n).ok());
-        if let Some(info) = HolderInfo::parse(&value, fence, pttl, waiters.unwrap_or(0)) {
+        let value = String::from_utf8_lossy(&value);
+        if let Some(info) = HolderInfo::parse(&value, counter, remaining, waiters) {
             return Ok(Some(info));
         }
         let context = format!("inspect `{name}`");
@@ -156,9 +155,10 @@ mod tests {
 
     #[test]
     fn holder_values_parse() {
+        let ms = Duration::from_millis;
         let value =
             "0123456789abcdef0123456789abcdefw1 web-1\x1f4242\x1fpay handler\x1f1700000000000001";
-        let info = HolderInfo::parse(value, Some(1_800_000_000_000_000), 1500, 2).unwrap();
+        let info = HolderInfo::parse(value, Some(1_800_000_000_000_000), ms(1500), 2).unwrap();
         assert_eq!(info.host, "web-1");
         assert_eq!(info.pid, 4242);
         assert_eq!(info.label.as_deref(), Some("pay handler"));
@@ -175,7 +175,7 @@ mod tests {
         let bare = HolderInfo::parse(
             "0123456789abcdef0123456789abcdef- host\x1f7\x1f",
             None,
-            10,
+            ms(10),
             0,
         )
         .unwrap();
@@ -183,12 +183,12 @@ mod tests {
         assert_eq!(bare.fencing_token, None);
         // Version 1 without a fence issued yet: the counter belongs to an earlier hold.
         let unfenced = "0123456789abcdef0123456789abcdef-1 host\x1f7\x1f";
-        let info = HolderInfo::parse(unfenced, Some(5), 10, 0).unwrap();
+        let info = HolderInfo::parse(unfenced, Some(5), ms(10), 0).unwrap();
         assert_eq!(info.fencing_token, None);
         // Version 0 kept its fence in the counter.
         let old = "0123456789abcdef0123456789abcdef- host\x1f7\x1f";
-        let info = HolderInfo::parse(old, Some(5), 10, 0).unwrap();
+        let info = HolderInfo::parse(old, Some(5), ms(10), 0).unwrap();
         assert_eq!(info.fencing_token, Some(FencingToken::new(5)));
-        assert!(HolderInfo::parse("garbage", None, 1, 0).is_none());
+        assert!(HolderInfo::parse("garbage", None, ms(1), 0).is_none());
     }
 }

@@ -166,6 +166,49 @@ impl FenceReply {
     }
 }
 
+/// What `inspect.lua` answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum InspectReply {
+    /// Nobody holds the lock.
+    Free,
+    /// The lock's value as stored (read it with [`wire::parse_lock_value`]), and what lies
+    /// beside it.
+    Held {
+        value: Vec<u8>,
+        /// The fence counter: the last fence issued for the name, by whichever hold. `None`
+        /// when there is none, or it is not a number (then there is no fence to report).
+        counter: Option<u64>,
+        /// What is left of the lease, by the server's clock.
+        remaining: Duration,
+        /// How many acquire calls are queued for the lock.
+        waiters: usize,
+    },
+}
+
+impl InspectReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        let Value::Array(items) = reply else {
+            return None;
+        };
+        let [value, counter, pttl, waiters] = items.as_slice() else {
+            return None;
+        };
+        let value = match value {
+            // Lua's `false`: a nil bulk string in RESP2, a boolean in RESP3.
+            Value::Nil | Value::Boolean(false) => return Some(Self::Free),
+            Value::BulkString(bytes) => bytes.clone(),
+            _ => return None,
+        };
+        Some(Self::Held {
+            value,
+            counter: int(counter).and_then(|c| u64::try_from(c).ok()),
+            // -1 (a key without expiry) is no lease left to report.
+            remaining: millis(int(pttl)?).unwrap_or(Duration::ZERO),
+            waiters: usize::try_from(int(waiters)?).ok()?,
+        })
+    }
+}
+
 /// What `release.lua` answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ReleaseReply {
@@ -345,6 +388,51 @@ mod tests {
         assert_eq!(FenceReply::Fence(17).fence(), Some(17));
         assert_eq!(FenceReply::Gone.fence(), None);
         assert_eq!(FenceReply::Other.fence(), None);
+    }
+
+    #[test]
+    fn inspect_replies_are_typed() {
+        let reply = |value: Value, counter: Value, pttl: i64, waiters: i64| {
+            Value::Array(vec![value, counter, Value::Int(pttl), Value::Int(waiters)])
+        };
+        let held = reply(
+            Value::BulkString(b"v".to_vec()),
+            Value::BulkString(b"1700000000000001".to_vec()),
+            1_500,
+            2,
+        );
+        assert_eq!(
+            InspectReply::decode(&held),
+            Some(InspectReply::Held {
+                value: b"v".to_vec(),
+                counter: Some(1_700_000_000_000_001),
+                remaining: Duration::from_millis(1_500),
+                waiters: 2,
+            })
+        );
+        // No fence issued yet (RESP2 and RESP3 spellings of Lua's `false`), and a lease
+        // without expiry.
+        for no_counter in [Value::Nil, Value::Boolean(false)] {
+            let unfenced = reply(Value::BulkString(b"v".to_vec()), no_counter, -1, 0);
+            assert_eq!(
+                InspectReply::decode(&unfenced),
+                Some(InspectReply::Held {
+                    value: b"v".to_vec(),
+                    counter: None,
+                    remaining: Duration::ZERO,
+                    waiters: 0,
+                })
+            );
+        }
+        for free in [Value::Nil, Value::Boolean(false)] {
+            let free = reply(free, Value::Boolean(false), -2, 3);
+            assert_eq!(InspectReply::decode(&free), Some(InspectReply::Free));
+        }
+        let three = Value::Array(vec![Value::Nil, Value::Nil, Value::Int(-2)]);
+        assert_eq!(InspectReply::decode(&three), None);
+        let not_a_value = reply(Value::Int(7), Value::Nil, 10, 0);
+        assert_eq!(InspectReply::decode(&not_a_value), None);
+        assert_eq!(InspectReply::decode(&Value::Int(0)), None);
     }
 
     #[test]
