@@ -4,6 +4,7 @@
 //! fencing tokens of receipt, order and payment record agree. A payment slower than the lock's
 //! wait answers `in_progress` with `Retry-After`; SIGTERM lets the payment in flight finish; the
 //! store rejects a stale fencing token (exactly, for every u64).
+//! One server only: the service takes one `--redis-url` (`Client::builder`: it has no cluster mode).
 //!
 //! The replicas run `dlock-test-web`, a binary of this package whose `main` is the example's
 //! (`web::main()`): unlike `target/<profile>/web`, Cargo builds it, fresh, for
