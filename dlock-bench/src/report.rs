@@ -380,8 +380,8 @@ fn at<T: Clone>(values: &[(Kind, T)], kind: Kind) -> Option<T> {
 const RATIO_NOTE: &str = "Each row divides one subject's figure by another's, both measured in \
     this run: a rate above 1× is faster, a latency above 1× slower. The two floors differ in \
     their connection only: \"redis defaults\" is rslock's (RESP2, Nagle on), and issue #13's \
-    targets divide by it; \"TCP_NODELAY\" is dlock's today (RESP3, Nagle off), like for like \
-    with dlock's default client. The W3 gap is divided by the raw pub/sub hop, measured on the \
+    targets divide by it, like for like with dlock's default client (Nagle on); \"TCP_NODELAY\" \
+    (RESP3, Nagle off) is like for like with `dlock, tcp_nodelay(true)`. The W3 gap is divided by the raw pub/sub hop, measured on the \
     TCP_NODELAY floor's connection settings.";
 
 /// Each subject's value of `figure` divided by that of every subject it is compared with.
