@@ -1,6 +1,7 @@
 //! One client across runtimes: a client built and used in one runtime (a static or default
 //! client, a runtime per `#[tokio::test]`) keeps working in the next after the first ended —
-//! its first request succeeds, the watchdog keeps leases alive, and wake-ups still arrive.
+//! its first request succeeds, the watchdog keeps leases alive, wake-ups still arrive, and a
+//! dropped guard is still released in the background.
 
 use std::time::Duration;
 
@@ -88,6 +89,25 @@ backend_tests!(
                 .await
                 .unwrap();
             assert_eq!(pong, "PONG");
+
+            // Background work runs in this runtime too: a guard dropped without `release()` is
+            // released long before its 30 s lease would free it.
+            let dropped = shared
+                .mutex_with("rt-drop", MutexOptions::new().ttl(Duration::from_secs(30)))
+                .unwrap()
+                .try_acquire()
+                .await
+                .unwrap()
+                .expect("free");
+            drop(dropped);
+            eventually(Duration::from_secs(5), "dropped guard released", || {
+                let mut con = con.clone();
+                async move {
+                    let held: bool = con.exists("dlock:{rt-drop}").await.ok()?;
+                    (!held).then_some(())
+                }
+            })
+            .await;
             let _: () = con.set("rt:done", 1).await.unwrap();
         });
     }
