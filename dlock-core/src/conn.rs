@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, ProtocolVersion, RedisFuture, Value};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -64,15 +64,91 @@ impl Conn {
     }
 }
 
+/// How the client's TCP connections are set up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnSettings {
+    pub(crate) command_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) nodelay: bool,
+}
+
 /// How to (re)build the connection: everything but the runtime it runs in.
 pub(crate) enum Factory {
     Single(redis::Client, ConnectionManagerConfig),
     /// The cluster client, and its seed nodes (with the client's credentials and TCP settings)
-    /// for [`ConnSlot::explain_no_cluster`].
+    /// for [`ConnSlot::explain`].
     Cluster(redis::cluster::ClusterClient, Vec<redis::ConnectionInfo>),
 }
 
 impl Factory {
+    /// How to build a lazily connecting, auto-reconnecting connection to one server, with RESP3
+    /// push messages delivered to `push`.
+    pub(crate) fn single(
+        info: redis::ConnectionInfo,
+        settings: ConnSettings,
+        push: impl redis::aio::AsyncPushSender,
+    ) -> Result<Self> {
+        let redis_settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let tcp = tcp_settings(info.tcp_settings().clone(), settings);
+        let info = info
+            .set_redis_settings(redis_settings)
+            .set_tcp_settings(tcp);
+        let client = redis::Client::open(info)
+            .map_err(|e| Error::invalid(format!("cannot use this Redis address: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_push_sender(push)
+            .set_automatic_resubscription()
+            // The command timeout is applied by `Transport::timed` around the whole request (waiting for
+            // a reconnect included); a second per-response timer would only cost CPU.
+            .set_response_timeout(None)
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        Ok(Factory::Single(client, config))
+    }
+
+    /// How to build a lazily connecting cluster connection (one RESP3 connection per node).
+    pub(crate) fn cluster(
+        nodes: Vec<redis::ConnectionInfo>,
+        settings: ConnSettings,
+        push: impl redis::aio::AsyncPushSender,
+    ) -> Result<Self> {
+        let first = nodes
+            .first()
+            .ok_or_else(|| Error::invalid("no cluster node given"))?;
+        let tcp = tcp_settings(first.tcp_settings().clone(), settings);
+        let auth = first.redis_settings().clone();
+        let seeds = nodes
+            .iter()
+            .map(|node| {
+                node.clone()
+                    .set_redis_settings(auth.clone())
+                    .set_tcp_settings(tcp.clone())
+            })
+            .collect();
+        let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(push)
+            .tcp_settings(tcp)
+            .response_timeout(settings.command_timeout)
+            .connection_timeout(settings.connect_timeout)
+            .retries(2);
+        if let Some(user) = auth.username() {
+            builder = builder.username(user);
+        }
+        if let Some(password) = auth.password() {
+            builder = builder.password(password);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| Error::invalid(format!("cannot use these cluster nodes: {e}")))?;
+        Ok(Factory::Cluster(client, seeds))
+    }
+
     fn build(&self) -> Result<Conn> {
         match self {
             Self::Single(client, config) => {
@@ -87,6 +163,24 @@ impl Factory {
             )),
         }
     }
+}
+
+/// `TCP_NODELAY` as configured (off by default), and dead-peer detection: keepalive probes on an idle
+/// connection, and on Linux `TCP_USER_TIMEOUT`, which aborts a connection whose data stays
+/// unacknowledged (a host that vanished without a reset) so that the manager reconnects instead
+/// of timing out every request forever. A paused but live server still acknowledges, so it is
+/// not mistaken for a dead one.
+fn tcp_settings(
+    base: redis::io::tcp::TcpSettings,
+    settings: ConnSettings,
+) -> redis::io::tcp::TcpSettings {
+    let keepalive = redis::io::tcp::socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(5))
+        .with_interval(Duration::from_secs(2));
+    let tcp = base.set_nodelay(settings.nodelay).set_keepalive(keepalive);
+    #[cfg(target_os = "linux")]
+    let tcp = tcp.set_user_timeout((settings.command_timeout * 3).max(Duration::from_secs(3)));
+    tcp
 }
 
 /// The connection of the runtime it was built in, and a probe that tells whether that runtime
