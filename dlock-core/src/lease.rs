@@ -138,8 +138,9 @@ pub(crate) struct LeaseCore {
     /// The watchdog stopped renewing (`max_hold`): running out is then the expected end.
     renewal_stopped: AtomicBool,
     /// Kept while held so that a late duplicate of our grant is recognised as ours rather than
-    /// released as an orphan.
-    _registration: Option<Registration>,
+    /// released as an orphan. Boxed: only leases that waited have one, and every held lease
+    /// would otherwise carry its 48 bytes.
+    _registration: Option<Box<Registration>>,
 }
 
 /// What releasing one hold of a lease means.
@@ -193,7 +194,7 @@ impl LeaseCore {
             lost_notify: Notify::new(),
             cancel: OnceLock::new(),
             released: AtomicBool::new(false),
-            _registration: new.registration,
+            _registration: new.registration.map(Box::new),
         });
         lease.held.insert(&lease);
         lease
