@@ -58,14 +58,7 @@ if taken and redis.call('LLEN', queue) > 0 then
 end
 
 if taken then
-  local fence_key = lock .. ':fence'
-  local now = redis.call('TIME')
-  local fence = now[1] .. string.sub('00000' .. now[2], -6)
-  local last = redis.call('SET', fence_key, fence, 'GET', 'PX', 604800000)
-  if last and tonumber(last) and (#last > #fence or (#last == #fence and last >= fence)) then
-    fence = string.format('%.0f', tonumber(last) + 1)
-    redis.call('SET', fence_key, fence, 'PX', 604800000)
-  end
+  local fence = next_fence(lock)
   local flag = '-'
   if entry then
     redis.call('LREM', queue, 1, entry)

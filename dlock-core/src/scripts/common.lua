@@ -1,5 +1,5 @@
--- common.lua: functions shared by acquire.lua and release.lua. It is not a script of its own:
--- scripts/mod.rs prepends it to each of them when their text is built.
+-- common.lua: functions shared by acquire.lua, release.lua and fence.lua. It is not a script of
+-- its own: scripts/mod.rs prepends it to each of them when their text is built.
 --
 -- The formats, with their versions, are listed in scripts/wire.rs. In short:
 -- The lock key holds "<token><flag>1 <meta>" with a lease (PX): token = 32 lowercase hex digits,
@@ -48,6 +48,20 @@ local function unusable(lock, value)
   return nil
 end
 
+-- The next fencing token of `lock`: max(last + 1, server time in us), stored in the counter
+-- "<lock>:fence" (expires 7 days after the last issue; then the clock floor alone holds, which
+-- also keeps tokens increasing after a restart that lost the counter). The one place a fence is
+-- issued. Returns the fence as a decimal string, and the server time in us it was taken at.
+local function next_fence(lock)
+  local fence_key = lock .. ':fence'
+  local now = redis.call('TIME')
+  local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local last = tonumber(redis.call('GET', fence_key)) or 0
+  local fence = string.format('%.0f', math.max(last + 1, now_us))
+  redis.call('SET', fence_key, fence, 'PX', 604800000)
+  return fence, now_us
+end
+
 -- Hands the lock to the oldest live waiter of its queue, replacing whatever the lock key holds
 -- (it must be free, or held by the caller who gives it up).
 --
@@ -65,8 +79,6 @@ end
 -- Entries dlock did not write are dropped.
 local function hand_off(lock, caller_entry)
   local queue = lock .. ':queue'
-  local fence_key = lock .. ':fence'
-  local now_us, last
   while true do
     local entry = redis.call('LPOP', queue)
     if not entry then
@@ -78,21 +90,14 @@ local function hand_off(lock, caller_entry)
       token, client, lease, pub, meta = string.match(entry, '^(%x+) (%x+) (%d+) ([PS]) (.*)$')
     end
     if token and #token == 32 then
-      if not now_us then
-        local now = redis.call('TIME')
-        now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-        last = tonumber(redis.call('GET', fence_key)) or 0
-      end
-      last = math.max(last + 1, now_us)
-      local fence_s = string.format('%.0f', last)
-      redis.call('SET', fence_key, fence_s, 'PX', 604800000)
+      local fence_s, now_us = next_fence(lock)
       local flag = '-'
       if redis.call('LLEN', queue) > 0 then
         flag = 'w'
       end
       redis.call('SET', lock, token .. flag .. '1 ' .. meta .. '\31' .. fence_s, 'PX', lease)
       if entry == caller_entry then
-        return 'caller', last
+        return 'caller', tonumber(fence_s)
       end
       local publish = 'PUBLISH'
       if pub == 'S' then

@@ -4,12 +4,12 @@
 --
 -- KEYS[1]  lock key (see acquire.lua); derived: KEYS[1]..":fence", the counter (the last fence
 --          issued for this name; expires 7 days after the last issue, then the clock floor
---          below takes over)
+--          takes over; see next_fence in common.lua, which scripts/mod.rs prepends)
 -- ARGV[1]  owner token of the caller
 --
 -- Returns  fence   the hold's fencing token: the one already issued to it (a retry, or a grant
---                  or waiting acquire that carried it), else a new one, max(last + 1, server time
---                  in us), stored in the counter and with the hold (the last field of the lock
+--                  or waiting acquire that carried it), else a new one (next_fence: max(last + 1,
+--                  server time in us)), stored in the counter and with the hold (the last field of the lock
 --                  value's meta, see scripts/wire.rs)
 --          0       nobody holds the lock (the caller's lease expired): no fence is issued
 --          -1      another owner holds it (or data dlock did not write): no fence is issued, so
@@ -32,13 +32,6 @@ local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
 if issued then
   return tonumber(issued)
 end
-local fence_key = lock .. ':fence'
-local now = redis.call('TIME')
-local fence = now[1] .. string.sub('00000' .. now[2], -6)
-local last = redis.call('SET', fence_key, fence, 'GET', 'PX', 604800000)
-if last and tonumber(last) and (#last > #fence or (#last == #fence and last >= fence)) then
-  fence = string.format('%.0f', tonumber(last) + 1)
-  redis.call('SET', fence_key, fence, 'PX', 604800000)
-end
+local fence = next_fence(lock)
 redis.call('SET', lock, held .. '\31' .. fence, 'KEEPTTL')
 return tonumber(fence)

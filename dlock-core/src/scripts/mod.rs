@@ -31,9 +31,13 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&include_str!("release.lua").replacen("--@common\n", include_str!("common.lua"), 1))
 });
 
-/// Issues (or returns) the fencing token of the caller's hold.
-pub(crate) static FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("fence.lua")));
+/// Issues (or returns) the fencing token of the caller's hold (`next_fence` of `common.lua`).
+pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("fence.lua")
+    ))
+});
 
 /// Owner-checked lease extension of one or many locks (the watchdog's batches).
 pub(crate) static EXTEND: LazyLock<Script> =
