@@ -18,7 +18,7 @@ use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, args, print_result};
 use crate::cli::ChildArgs;
 use crate::control::Control;
-use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
+use crate::pairs::{AT_LEAST_RSLOCK, PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, Flavour};
@@ -40,11 +40,7 @@ const W1_1CPU: Shape = Shape {
     label: "W1 1-CPU",
     latency: false,
     targets: &[
-        RateTarget {
-            to: Kind::Rslock,
-            wanted: "≥ 1 × rslock",
-            least: 1.0,
-        },
+        AT_LEAST_RSLOCK,
         RateTarget {
             to: Kind::REFERENCE,
             wanted: "aim ≥ 0.95 × floor",

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use tokio::sync::Barrier;
 
 use crate::control::Control;
-use crate::pairs::{PairResult, RateTarget, Shape, names, timed_pairs};
+use crate::pairs::{AT_LEAST_RSLOCK, PairResult, RateTarget, Shape, names, timed_pairs};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, Flavour};
@@ -78,11 +78,7 @@ const W2: Shape = Shape {
     label: "W2",
     latency: false,
     targets: &[
-        RateTarget {
-            to: Kind::Rslock,
-            wanted: "≥ 1 × rslock",
-            least: 1.0,
-        },
+        AT_LEAST_RSLOCK,
         RateTarget {
             to: Kind::REFERENCE,
             wanted: "≥ 0.8 × floor",
