@@ -82,14 +82,19 @@ impl LockKeys {
             /// per handle instead of two (handles are often made per operation).
             static KEY: RefCell<String> = const { RefCell::new(String::new()) };
         }
-        let lock = KEY.with_borrow_mut(|key| {
+        let build = |key: &mut String| {
             key.clear();
             key.push_str(prefix);
             key.push('{');
             key.push_str(name);
             key.push('}');
             Arc::<str>::from(key.as_str())
-        });
+        };
+        // `try_with`: a handle made while the thread's locals are torn down (a destructor) still
+        // gets its key, through a buffer of its own, instead of a panic.
+        let lock = KEY
+            .try_with(|key| build(&mut key.borrow_mut()))
+            .unwrap_or_else(|_| build(&mut String::new()));
         Self {
             lock,
             name_at: prefix.len() + 1,
