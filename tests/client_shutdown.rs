@@ -86,7 +86,10 @@ backend_tests!(
         handed.release().await.unwrap();
         other.release().await.unwrap();
         let keys: Vec<String> = con.keys("dlock:*").await.unwrap();
-        let locks: Vec<&String> = keys.iter().filter(|k| !k.ends_with(":fence")).collect();
+        let locks: Vec<&String> = keys
+            .iter()
+            .filter(|k| !k.starts_with("dlock:fence:"))
+            .collect();
         assert!(locks.is_empty(), "left behind: {locks:?}");
     }
 

@@ -63,6 +63,9 @@ async fn scripts_run_on_a_cluster_with_one_slot_per_lock() {
         for suffix in [":fence", ":queue", ":wake:someclient"] {
             assert_eq!(keyslot(node, &format!("{key}{suffix}")), slot);
         }
+        // The fence counter shared by the slot's locks is in the slot too (by Redis's hash).
+        let counter = dlock_core::__private::fence_counter_key("dlock:", &name).unwrap();
+        assert_eq!(keyslot(node, &counter), slot, "{counter}");
         slots.insert(slot);
         masters.insert(backend.server_of(&key).port());
         let exists: bool = con.exists(&key).await.unwrap();

@@ -51,73 +51,70 @@ backend_tests!(
         );
     }
 
-    /// The counter lives 7 days after the *last* acquisition of its name, by the hand-off path too:
-    /// a lock in use never falls back on the clock floor alone.
-    async fn the_counter_expiry_slides_with_each_acquisition(backend: Backend) {
-        const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
+    /// Every path issues its fence from the counter of the lock's slot — the acquisition's own
+    /// round trip (`fenced`), on demand, a hand-off — so one name's fences increase whichever
+    /// path issued them. No per-name key is written, the counter does not expire, and a counter
+    /// lost on its own (evicted, deleted) is raised to the server clock on every path.
+    async fn every_path_takes_its_fence_from_the_slot_counter(backend: Backend) {
         let mut con = backend.raw().await;
+        let counter = dlock_core::__private::fence_counter_key("dlock:", "slot").unwrap();
         let (a, b) = (backend.client(), backend.client());
-        let fence_key = "dlock:{sliding}:fence";
+        let fenced = a.mutex_with("slot", MutexOptions::new().fenced()).unwrap();
+        let plain = a.mutex("slot").unwrap();
+        let waiting = b.mutex("slot").unwrap();
+        let mut seen: Vec<u64> = Vec::new();
 
-        let first = a
-            .mutex("sliding")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .expect("free lock");
-        // Fences are issued on demand: the counter appears with the first one.
-        let exists: bool = con.exists(fence_key).await.unwrap();
-        assert!(
-            !exists,
-            "an acquisition that asks for no fence touches no counter"
-        );
-        first.fencing_token().await.unwrap();
-        let ttl: i64 = con.pttl(fence_key).await.unwrap();
-        assert!(
-            ttl > WEEK_MS - 60_000 && ttl <= WEEK_MS,
-            "new counter: PTTL {ttl} ms"
-        );
-
-        // Age the counter, then hand the lock to a waiter: the grant refreshes it.
-        let _: bool = con.pexpire(fence_key, 60_000).await.unwrap();
-        let waiting = tokio::spawn(async move {
-            let lock = b.mutex("sliding").unwrap();
-            let guard = lock.acquire_timeout(Duration::from_secs(10)).await?;
-            // Handed over with its token: no round trip needed.
-            assert!(
-                guard.issued_fencing_token().is_some(),
-                "a hand-off carries the fencing token"
-            );
-            guard.fencing_token().await
-        });
-        eventually(Duration::from_secs(5), "waiter queued", || {
-        let mut con = con.clone();
-        async move { (con.llen::<_, i64>("dlock:{sliding}:queue").await.ok()? > 0).then_some(()) }
-    })
-    .await;
-        let first_fence = first.fencing_token().await.unwrap();
-        first.release().await.unwrap();
-        let handed = waiting.await.unwrap().unwrap();
-        assert!(handed > first_fence, "{handed} after {first_fence}");
-        let ttl: i64 = con.pttl(fence_key).await.unwrap();
-        assert!(ttl > WEEK_MS - 60_000, "after a hand-off: PTTL {ttl} ms");
-
-        // Age it again, let the holder's lease go, and take the lock afresh: refreshed again.
-        let _: bool = con.pexpire(fence_key, 60_000).await.unwrap();
-        let _: i64 = con.del("dlock:{sliding}").await.unwrap();
-        let again = a
-            .mutex("sliding")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .expect("free lock");
-        assert!(again.fencing_token().await.unwrap() > handed);
-        let ttl: i64 = con.pttl(fence_key).await.unwrap();
-        assert!(
-            ttl > WEEK_MS - 60_000,
-            "after an acquisition: PTTL {ttl} ms"
-        );
+        for lost in [false, true] {
+            // The acquisition's own round trip (the first ever also creates the counter).
+            for _ in 0..3 {
+                if lost {
+                    let _: usize = con.del(&counter).await.unwrap();
+                }
+                let guard = fenced.try_acquire().await.unwrap().expect("free");
+                let fence = guard
+                    .issued_fencing_token()
+                    .expect("issued with the lock")
+                    .get();
+                if !lost {
+                    let last: u64 = con.get(&counter).await.unwrap();
+                    assert_eq!(fence, last, "the counter holds the last fence issued");
+                }
+                seen.push(fence);
+                guard.release().await.unwrap();
+            }
+            // On demand.
+            if lost {
+                let _: usize = con.del(&counter).await.unwrap();
+            }
+            let guard = plain.try_acquire().await.unwrap().expect("free");
+            seen.push(guard.fencing_token().await.unwrap().get());
+            // A hand-off to a waiter.
+            let handed = tokio::spawn({
+                let waiting = waiting.clone();
+                async move {
+                    let guard = waiting.acquire_timeout(Duration::from_secs(10)).await?;
+                    let fence = guard.issued_fencing_token().expect("a hand-off carries it");
+                    guard.release().await?;
+                    Ok::<_, dlock_core::Error>(fence.get())
+                }
+            });
+            eventually(Duration::from_secs(5), "waiter queued", || {
+                let mut con = con.clone();
+                async move {
+                    (con.llen::<_, i64>("dlock:{slot}:queue").await.ok()? > 0).then_some(())
+                }
+            })
+            .await;
+            if lost {
+                let _: usize = con.del(&counter).await.unwrap();
+            }
+            guard.release().await.unwrap();
+            seen.push(handed.await.unwrap().unwrap());
+        }
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        let per_name: bool = con.exists("dlock:{slot}:fence").await.unwrap();
+        assert!(!per_name, "no per-name counter is written");
+        let pttl: i64 = con.pttl(&counter).await.unwrap();
+        assert_eq!(pttl, -1, "the slot's counter does not expire");
     }
 );

@@ -7,7 +7,7 @@ use std::time::Duration;
 use dlock_core::{Client, ClientBuilder, ErrorKind, MutexOptions};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, backend_tests};
+use crate::support::{Backend, backend_tests, eventually};
 
 #[tokio::test]
 async fn bad_names_ttls_and_labels_are_rejected_before_any_request() {
@@ -88,10 +88,11 @@ backend_tests!(
         assert!(err.to_string().contains("another program"), "{err}");
 
         // The fence counter of another type: the lock is taken (fences are issued on demand),
-        // and asking for the fence says what is wrong.
-        let _: usize = con.lpush("dlock:{fence}:fence", "x").await.unwrap();
-        let guard = backend
-            .client()
+        // and asking for the fence says what is wrong, naming the counter.
+        let counter = dlock_core::__private::fence_counter_key("dlock:", "fence").unwrap();
+        let _: usize = con.lpush(&counter, "x").await.unwrap();
+        let client = backend.client();
+        let guard = client
             .mutex("fence")
             .unwrap()
             .try_acquire()
@@ -99,6 +100,28 @@ backend_tests!(
             .unwrap()
             .expect("free");
         let err = guard.fencing_token().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        assert!(err.to_string().contains(&counter), "{err}");
+        guard.release().await.unwrap();
+        // Asked for with the acquisition: an error, and the lock is not left held.
+        let fenced = client
+            .mutex_with("fence", MutexOptions::new().fenced())
+            .unwrap();
+        let err = fenced.try_acquire().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        let plain = client.mutex("fence").unwrap();
+        let again = eventually(
+            Duration::from_secs(5),
+            "the failed acquisition let go",
+            || async { plain.try_acquire().await.ok().flatten() },
+        )
+        .await;
+        again.release().await.unwrap();
+        // A waiting acquisition that takes a free lock issues a fence too: the same error.
+        let err = fenced
+            .acquire_timeout(Duration::from_secs(1))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     }
 );

@@ -16,18 +16,24 @@ const RELEASE: &str = concat!(
 );
 const EXTEND: &str = include_str!("../dlock-core/src/scripts/extend.lua");
 
-/// The lock key, and the keys the scripts derive from it.
-const KEYS: [&str; 3] = ["t:{r}", "t:{r}:fence", "t:{r}:queue"];
+/// The lock key, and the queue key the scripts derive from it.
+const KEYS: [&str; 2] = ["t:{r}", "t:{r}:queue"];
+
+/// The fence counter of the lock's slot, which the client names for the scripts.
+fn counter() -> String {
+    dlock_core::__private::fence_counter_key("t:", "r").unwrap()
+}
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
 async fn acquire(con: &mut Plain, token: &str, mode: &str, entry: &str) -> Vec<i64> {
     let script = redis::Script::new(ACQUIRE);
     let mut call = script.key(KEYS[0]);
-    call.arg(format!("{token}- host\x1f1\x1f")).arg(10_000);
-    if mode != "try" {
-        call.arg(mode).arg(entry);
-    }
+    call.arg(format!("{token}- host\x1f1\x1f"))
+        .arg(10_000)
+        .arg(mode)
+        .arg(entry)
+        .arg(counter());
     // A fresh acquisition answers with the bare fence (the fast path); normalise it to the
     // array form {1, fence, pttl} of the other outcomes.
     match call.invoke_async(con).await.unwrap() {
@@ -41,6 +47,7 @@ async fn release(con: &mut Plain, token: &str) -> i64 {
     match redis::Script::new(RELEASE)
         .key(KEYS[0])
         .arg(token)
+        .arg(counter())
         .invoke_async(con)
         .await
         .unwrap()
@@ -61,8 +68,8 @@ backend_tests!(
             first[1], again[1],
             "a retried acquire must not issue a new fence"
         );
-        let fence: i64 = con.get(KEYS[1]).await.unwrap();
-        assert_eq!(fence, first[1]);
+        let fence: i64 = con.get(counter()).await.unwrap();
+        assert_eq!(fence, first[1], "the counter moved once");
     }
 
     async fn a_repeated_queued_attempt_queues_once(backend: Backend) {
@@ -77,11 +84,11 @@ backend_tests!(
             assert!(reply[1] > 0, "PTTL of the holder");
             assert!(reply[2] > 1_600_000_000_000, "server time in ms");
         }
-        let queued: Vec<String> = con.lrange(KEYS[2], 0, -1).await.unwrap();
+        let queued: Vec<String> = con.lrange(KEYS[1], 0, -1).await.unwrap();
         assert_eq!(queued, vec![entry.clone()]);
         let reply = acquire(&mut con, B, "last", &entry).await;
         assert_eq!(reply[0], 0);
-        let queued: usize = con.llen(KEYS[2]).await.unwrap();
+        let queued: usize = con.llen(KEYS[1]).await.unwrap();
         assert_eq!(queued, 0, "the last attempt leaves the queue");
     }
 
@@ -129,7 +136,7 @@ backend_tests!(
         assert_eq!(release(&mut con, A).await, 1, "nobody live to hand off to");
         let exists: bool = con.exists(KEYS[0]).await.unwrap();
         assert!(!exists, "a dead waiter must not inherit the lock");
-        let queued: usize = con.llen(KEYS[2]).await.unwrap();
+        let queued: usize = con.llen(KEYS[1]).await.unwrap();
         assert_eq!(queued, 0);
     }
 
@@ -183,19 +190,28 @@ backend_tests!(
         let mut con = backend.raw().await;
         // A counter that ran ahead of the clock (or a clock that stepped back) still increases.
         let ahead: i64 = 9_000_000_000_000_000;
-        let () = con.set(KEYS[1], ahead).await.unwrap();
+        let () = con.set(counter(), ahead).await.unwrap();
         let reply = acquire(&mut con, A, "try", "").await;
         assert_eq!(reply[..2], [1, ahead + 1]);
         assert_eq!(release(&mut con, A).await, 1);
         // A lost counter restarts at the server clock (microseconds), not at 1.
-        let _: usize = con.del(KEYS[1]).await.unwrap();
+        let _: usize = con.del(counter()).await.unwrap();
         let reply = acquire(&mut con, A, "try", "").await;
         assert!(
             reply[1] > 1_700_000_000_000_000,
             "floored at server time: {}",
             reply[1]
         );
-        let pttl: i64 = con.pttl(KEYS[1]).await.unwrap();
-        assert!(pttl > 0, "the counter expires after idle days, not never");
+        assert_eq!(release(&mut con, A).await, 1);
+        let pttl: i64 = con.pttl(counter()).await.unwrap();
+        assert_eq!(pttl, -1, "one counter per slot, kept: it has no expiry");
+        // The per-name counter of dlock up to 0.1, ahead of the slot's (an older client took a
+        // fence later): the next fence exceeds it, and it is read, never written.
+        let legacy: i64 = reply[1] + 5_000_000;
+        let () = con.set("t:{r}:fence", legacy).await.unwrap();
+        let reply = acquire(&mut con, A, "try", "").await;
+        assert_eq!(reply[..2], [1, legacy + 1]);
+        let kept: i64 = con.get("t:{r}:fence").await.unwrap();
+        assert_eq!(kept, legacy);
     }
 );

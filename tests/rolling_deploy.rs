@@ -92,4 +92,69 @@ backend_tests!(
         let still: String = con.get("dlock:{rd-new}").await.unwrap();
         assert_eq!(still, value, "never changed");
     }
+
+    /// An older dlock keeps a counter per name and issues max(that + 1, server time in us):
+    /// its fences run ahead of the slot's counter. Every path of this version issues a fence
+    /// above such a counter (here set far ahead, as if an older client had just taken the
+    /// lock at a later clock) and never writes it.
+    async fn fences_stay_above_an_older_clients_counter_on_every_path(backend: Backend) {
+        let mut con = backend.raw().await;
+        let c = backend.client();
+        let fenced = c.mutex_with("rd-f", MutexOptions::new().fenced()).unwrap();
+        let plain = c.mutex("rd-f").unwrap();
+        // Warm: the slot's counter exists and is live.
+        fenced
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free")
+            .release()
+            .await
+            .unwrap();
+        let mut ahead: u64 = 2_000_000_000_000_000;
+        let mut older = |con: &mut crate::support::Plain| {
+            ahead += 1_000_000;
+            let fence = ahead;
+            let mut con = con.clone();
+            async move {
+                let () = con.set("dlock:{rd-f}:fence", fence).await.unwrap();
+                fence
+            }
+        };
+        // The acquisition's own round trip.
+        let old = older(&mut con).await;
+        let guard = fenced.try_acquire().await.unwrap().expect("free");
+        let fence = guard.issued_fencing_token().expect("issued with the lock");
+        assert!(fence.get() > old, "{fence} after {old}");
+        guard.release().await.unwrap();
+        // On demand.
+        let old = older(&mut con).await;
+        let guard = plain.try_acquire().await.unwrap().expect("free");
+        let fence = guard.fencing_token().await.unwrap();
+        assert!(fence.get() > old, "{fence} after {old}");
+        // A hand-off to a waiter.
+        let waiter = tokio::spawn({
+            let lock = c.mutex("rd-f").unwrap();
+            async move {
+                let guard = lock.acquire_timeout(Duration::from_secs(10)).await?;
+                let fence = guard.issued_fencing_token().expect("a hand-off carries it");
+                guard.release().await?;
+                Ok::<_, dlock_core::Error>(fence.get())
+            }
+        });
+        crate::support::eventually(Duration::from_secs(5), "waiter queued", || {
+            let mut con = con.clone();
+            async move { (con.llen::<_, i64>("dlock:{rd-f}:queue").await.ok()? > 0).then_some(()) }
+        })
+        .await;
+        let old = older(&mut con).await;
+        guard.release().await.unwrap();
+        let handed = waiter.await.unwrap().unwrap();
+        assert!(handed > old, "{handed} after {old}");
+        let kept: u64 = con.get("dlock:{rd-f}:fence").await.unwrap();
+        assert_eq!(
+            kept, old,
+            "the older client's counter is read, never written"
+        );
+    }
 );

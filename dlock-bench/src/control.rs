@@ -54,6 +54,11 @@ impl Control {
         })
     }
 
+    /// The connection, for a workload's own set-up outside the measured window.
+    pub(crate) fn conn(&mut self) -> &mut MultiplexedConnection {
+        &mut self.conn
+    }
+
     /// A control connection after a `FLUSHALL` (synchronous): every workload starts on an empty
     /// database; scripts stay cached.
     pub(crate) async fn fresh(url: &str) -> Result<Self, BoxError> {

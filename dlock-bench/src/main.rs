@@ -101,13 +101,14 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 10] = [
+const STAGES: [Stage; 11] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
     ("w2", "W2 (multi-thread)", w2::run),
     ("w2", "W2 current-thread", w2::run_current_thread),
     ("w2", "W2-fence", w2::run_fenced),
+    ("w2", "W2-fence, warm counters", w2::run_fenced_warm),
     ("w3", "W3", w3::run),
     ("mem", "memory", memory::run),
     ("wd", "watchdog", wd::run),

@@ -63,7 +63,7 @@ pub(crate) trait Subject: Sized + Send + Sync + 'static {
             let Some(guard) = Self::acquire(&lock).await? else {
                 return Err(format!("{}: `{name}` was already held", Self::LABEL).into());
             };
-            if fence == Fence::Read {
+            if fence != Fence::No {
                 Self::read_fence(&guard).await?;
             }
             if !Self::release(guard).await? {
@@ -83,6 +83,10 @@ pub(crate) enum Fence {
     No,
     /// W2-fence: acquire, read the fence, release.
     Read,
+    /// W2-fence with warm counters: as `Read`, on a server whose fence counters exist already,
+    /// as on one that has served fenced locks before (dlock's counters are per cluster slot and
+    /// never expire; the spec's `FLUSHALL` leaves every slot's to be made anew).
+    ReadWarm,
 }
 
 /// Pairs on `{prefix}{i}` for every `i` in `range`: opens connections and loads scripts before a

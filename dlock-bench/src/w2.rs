@@ -13,6 +13,13 @@
 //! acquire and release (warm-up included), for every subject that has fences; the floors, which
 //! have none, run W2's plain pair again beside it, so that its ratios to the floors are taken
 //! within one stage. rslock has no fence and does not run it.
+//!
+//! **W2-fence, warm counters**: the same, except that after the `FLUSHALL` the fence counters of
+//! the slots the window's names fall in are set (to the server clock in µs, as dlock's
+//! first fence in a slot sets them) before the tasks start. dlock keeps one counter per cluster
+//! slot with no expiry, so a server that has served fenced locks has them; after the spec's
+//! `FLUSHALL`, W2-fence's 50,000 distinct names make ~15,000 of the 16,384 anew inside the
+//! window (one script call each). This stage shows the steady state; W2-fence the cold start.
 
 use std::sync::Arc;
 
@@ -52,6 +59,18 @@ pub(crate) fn run_fenced(s: &Setting) -> Result<Entry, BoxError> {
         .collect();
     let results = run_all(s, &subjects, Fence::Read, Flavour::MultiThread)?;
     W2_FENCE.entry("w2_fence", results)
+}
+
+/// Runs W2-fence with warm counters for every subject that has fences, and the floors.
+pub(crate) fn run_fenced_warm(s: &Setting) -> Result<Entry, BoxError> {
+    let subjects: Vec<Kind> = s
+        .subjects
+        .iter()
+        .copied()
+        .filter(|k| k.fences() || k.is_floor())
+        .collect();
+    let results = run_all(s, &subjects, Fence::ReadWarm, Flavour::MultiThread)?;
+    W2_FENCE_WARM.entry("w2_fence_warm", results)
 }
 
 /// W2 for each of `subjects`, each on a fresh `flavour` runtime; its holders read their fence if
@@ -105,6 +124,33 @@ const W2_FENCE: Shape = Shape {
     }],
 };
 
+/// W2-fence with warm counters in the report: the same aim as [`W2_FENCE`].
+const W2_FENCE_WARM: Shape = Shape {
+    label: "W2-fence, warm counters",
+    ..W2_FENCE
+};
+
+/// Sets the fence counter of every slot that one of the window's names falls in, as a server
+/// that served fenced locks before has it: `SET <counter> <server µs> NX`, pipelined.
+async fn warm_counters(control: &mut Control, counts: &Counts) -> Result<(), BoxError> {
+    let mut counters = std::collections::BTreeSet::new();
+    for task in 0..counts.w2_tasks {
+        let warmup = counts.w2_warmup_per_task;
+        let (names, _) = names(&format!("w2:{task}:"), 0..warmup + counts.w2_pairs_of(task));
+        for name in names {
+            counters.insert(dlock_core::__private::fence_counter_key("dlock:", &name)?);
+        }
+    }
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(control.conn()).await?;
+    let now_us = secs * 1_000_000 + micros;
+    let mut pipe = redis::pipe();
+    for counter in &counters {
+        pipe.cmd("SET").arg(counter).arg(now_us).arg("NX").ignore();
+    }
+    pipe.query_async::<()>(control.conn()).await?;
+    Ok(())
+}
+
 /// The two barriers every task passes: warmed up, then go.
 struct Gates {
     warmed: Barrier,
@@ -118,6 +164,9 @@ async fn measure_one<S: Subject>(
     fence: Fence,
 ) -> Result<PairResult, BoxError> {
     let mut control = Control::fresh(url).await?;
+    if fence == Fence::ReadWarm {
+        warm_counters(&mut control, counts).await?;
+    }
     let subject = Arc::new(S::connect(url).await?);
     let tasks = usize::try_from(counts.w2_tasks)?;
     let gates = Arc::new(Gates {

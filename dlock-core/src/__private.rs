@@ -64,6 +64,17 @@ pub fn base_key(client: &Client, name: &str) -> Result<String, Error> {
     Ok(LockKeys::new(client.key_prefix(), name).lock.to_string())
 }
 
+/// The key of the fence counter that the locks named `name` under the key prefix `prefix`
+/// share with the other locks of their cluster slot, `<prefix>fence:{<tag>}` (for tests and
+/// tools that look at the counters).
+///
+/// # Errors
+/// `InvalidInput` for a name a lock could not have.
+pub fn fence_counter_key(prefix: &str, name: &str) -> Result<String, Error> {
+    validate_name(name)?;
+    Ok(LockKeys::new(prefix, name).counter().to_string())
+}
+
 /// Listens on `channel` over `client`'s own connection (no extra connection): every message,
 /// and a [`Heard::Gap`] after a disconnection (messages may have been lost meanwhile).
 ///

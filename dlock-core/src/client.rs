@@ -171,6 +171,8 @@ impl ClientBuilder {
             ));
         }
         let client_id = client_id()?;
+        // The fence counters' names, built once per process here rather than by a request.
+        crate::key::slot_tag(0);
         let waiters = Arc::new(Waiters::new(&client_id));
         let listeners = Arc::new(Listeners::default());
         let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));

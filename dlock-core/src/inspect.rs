@@ -1,7 +1,7 @@
 //! Introspection for operators: who holds a lock ([`Client::inspect`]) and how to open it by
 //! force ([`Client::force_unlock`]).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -20,12 +20,12 @@ pub struct HolderInfo {
     pub pid: u32,
     /// The label the holder set ([`crate::MutexOptions::label`]), if any.
     pub label: Option<String>,
-    /// When the holder's fencing token was issued, by the Redis server's clock: its acquisition
-    /// when it was handed the lock or asked for the token with `MutexOptions::fenced`, later when
-    /// it asked on demand. `None` while no token was issued.
-    pub acquired_at: Option<SystemTime>,
-    /// The fencing token issued to the holder, or `None` while it has not asked for one (fences
-    /// are issued on demand: a holder that never needs one pays nothing for it).
+    /// The fencing token issued to the hold, when it is kept with the lock: a fence issued by a
+    /// hand-off, by a waiting acquire or on demand ([`crate::MutexGuard::fencing_token`]).
+    /// `None` while the holder has not asked for one (fences are issued on demand: a holder
+    /// that never needs one pays nothing for it), and for a fence taken in the uncontended
+    /// acquire's own round trip ([`crate::MutexOptions::fenced`]), which only the holder knows:
+    /// writing it beside the lock would cost that acquire a script.
     pub fencing_token: Option<FencingToken>,
     /// What is left of the lease, by the server.
     pub remaining: Duration,
@@ -34,9 +34,9 @@ pub struct HolderInfo {
 }
 
 impl HolderInfo {
-    /// Reads the lock value (see `scripts/wire.rs`), which carries the hold's fence once one was
-    /// issued (microseconds of the server clock at issue, see `fence.lua`); a lock of format
-    /// version 0 kept its fence only in the counter (`counter`).
+    /// Reads the lock value (see `scripts/wire.rs`), which carries the hold's fence once a
+    /// script issued one (see `fence.lua`); a lock of format version 0 kept its fence only in
+    /// its per-name counter (`counter`).
     fn parse(
         value: &str,
         counter: Option<u64>,
@@ -53,7 +53,6 @@ impl HolderInfo {
             label: Some(holder.label)
                 .filter(|l| !l.is_empty())
                 .map(str::to_owned),
-            acquired_at: fence.map(|us| UNIX_EPOCH + Duration::from_micros(us)),
             fencing_token: fence.map(FencingToken::new),
             remaining,
             waiters,
@@ -136,7 +135,11 @@ impl Client {
         validate_name(name)?;
         let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
         let mut call = Call::new(&scripts::RELEASE, 1);
-        call.arg(&*keys.lock).arg("").arg("").arg("force");
+        call.arg(&*keys.lock)
+            .arg("")
+            .arg(keys.counter())
+            .arg("")
+            .arg("force");
         let reply = self.ctx.transport.run(&call, "force_unlock", name).await?;
         let held = self
             .ctx
@@ -165,10 +168,6 @@ mod tests {
         assert_eq!(
             info.fencing_token,
             Some(FencingToken::new(1_700_000_000_000_001))
-        );
-        assert_eq!(
-            info.acquired_at,
-            Some(UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_001))
         );
         assert_eq!(info.remaining, Duration::from_millis(1500));
         assert_eq!(info.waiters, 2);

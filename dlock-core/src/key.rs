@@ -1,19 +1,27 @@
 //! Lock names and the Redis keys they map to.
 //!
-//! Every key and channel of one lock shares the hash tag `{name}`, so every script touches a single
-//! Redis Cluster slot and runs unchanged on a cluster:
+//! Every key and channel of one lock is in one Redis Cluster slot, so every script and `MULTI`
+//! touches a single slot and runs unchanged on a cluster. The lock's own keys share the hash tag
+//! `{name}`; the fence counter is shared by every lock of the slot, with a tag chosen to hash to
+//! that slot:
 //!
 //! | key / channel                      | type   | lifetime                                  |
 //! |------------------------------------|--------|-------------------------------------------|
 //! | `<prefix>{<name>}`                 | string | while held; `PX` = the lease              |
-//! | `<prefix>{<name>}:fence`           | string | last fence issued; 7 days after last use  |
 //! | `<prefix>{<name>}:queue`           | list   | while someone waits                       |
 //! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
+//! | `<prefix>fence:{<tag>}`            | string | the slot's fence counter; no expiry       |
+//! | `<prefix>{<name>}:fence`           | string | read only: the per-name counter that dlock up to 0.1 wrote (7 days after its last use) |
+//!
+//! There is at most one counter per slot in use (16,384 at most, ~100 B each), where dlock up
+//! to 0.1 kept one per name for 7 days after its last use.
 //!
 //! Names may not contain `{` or `}` (they would change the hash tag) nor control characters.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use redis::{RedisWrite, ToRedisArgs};
 
 use crate::error::{Error, Result};
 
@@ -65,7 +73,8 @@ fn check_chars(what: &str, s: &str) -> Result<()> {
 }
 
 /// The Redis keys of one lock: one shared string `<prefix>{<name>}`. The scripts derive the
-/// `:fence` and `:queue` keys from it (same hash tag, so the same cluster slot). Cheap to clone.
+/// `:queue` key from it (same hash tag, so the same cluster slot); the slot's fence counter is
+/// [`LockKeys::counter`]. Cheap to clone.
 #[derive(Clone, Debug)]
 pub(crate) struct LockKeys {
     /// `<prefix>{<name>}`: the key holding the owner token and holder metadata while held.
@@ -115,6 +124,97 @@ impl LockKeys {
         let end = self.lock.len().saturating_sub(1).max(self.name_at);
         self.lock.get(self.name_at..end).unwrap_or(&self.lock)
     }
+
+    /// The fence counter of the lock's cluster slot, written straight into a command: no
+    /// allocation.
+    pub(crate) fn counter(&self) -> FenceCounter<'_> {
+        FenceCounter {
+            prefix: self
+                .lock
+                .get(..self.name_at.saturating_sub(1))
+                .unwrap_or_default(),
+            tag: slot_tag(slot(self.name())),
+        }
+    }
+}
+
+/// Redis Cluster's number of hash slots.
+const SLOTS: usize = 16384;
+
+/// The cluster slot of a key whose hash tag is `tag` (CRC16-XMODEM, as Redis computes it).
+fn slot(tag: &str) -> usize {
+    usize::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS
+}
+
+/// A short hash tag of letters and digits that hashes to `slot`: for each slot, the first in
+/// order of length, then of bytes. The table is built once per process (~250k hashes, a few
+/// milliseconds; `ClientBuilder::build` builds it, off the request path).
+pub(crate) fn slot_tag(wanted: usize) -> &'static str {
+    static TAGS: OnceLock<Box<[Tag]>> = OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        let mut tags = vec![Tag::default(); SLOTS].into_boxed_slice();
+        let mut missing = SLOTS;
+        let mut len = 1;
+        while missing > 0 {
+            // Every tag of `len` bytes, as a number written in ALPHABET.
+            let count = ALPHABET.len().pow(len as u32);
+            for mut n in 0..count {
+                let mut tag = Tag {
+                    len: len as u8,
+                    bytes: [0; 4],
+                };
+                for byte in tag.bytes[..len].iter_mut().rev() {
+                    *byte = ALPHABET[n % ALPHABET.len()];
+                    n /= ALPHABET.len();
+                }
+                let slot = slot(tag.as_str());
+                if tags[slot].len == 0 {
+                    tags[slot] = tag;
+                    missing -= 1;
+                }
+            }
+            len += 1;
+        }
+        tags
+    });
+    tags[wanted % SLOTS].as_str()
+}
+
+/// A hash tag of at most 4 ASCII letters and digits (4 are always enough: 62^4 tags).
+#[derive(Clone, Copy, Default)]
+struct Tag {
+    len: u8,
+    bytes: [u8; 4],
+}
+
+impl Tag {
+    fn as_str(&self) -> &str {
+        // Only ASCII letters and digits are ever stored.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+/// The key `<prefix>fence:{<tag>}` of the fence counter shared by the locks of one cluster slot
+/// (see `next_fence` in `scripts/common.lua`).
+pub(crate) struct FenceCounter<'a> {
+    prefix: &'a str,
+    tag: &'static str,
+}
+
+impl std::fmt::Display for FenceCounter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}fence:{{{}}}", self.prefix, self.tag)
+    }
+}
+
+impl ToRedisArgs for FenceCounter<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's buffer cannot fail.
+        let _ = write!(arg, "{self}");
+    }
 }
 
 #[cfg(test)]
@@ -129,6 +229,27 @@ mod tests {
         let back = LockKeys::from_lock_key(&keys.lock);
         assert_eq!(back.name(), "order:42");
         assert_eq!(back.lock, keys.lock);
+    }
+
+    #[test]
+    fn every_slot_has_a_counter_tag_that_hashes_to_it() {
+        for slot in 0..SLOTS {
+            let tag = slot_tag(slot);
+            assert!((1..=4).contains(&tag.len()), "slot {slot}: {tag:?}");
+            assert_eq!(super::slot(tag), slot, "tag {tag:?}");
+        }
+        // The counter shares the lock's slot, whatever the prefix.
+        let keys = LockKeys::new("app:", "order:42");
+        let counter = keys.counter().to_string();
+        assert!(counter.starts_with("app:fence:{"), "{counter}");
+        let tag = &counter["app:fence:{".len()..counter.len() - 1];
+        assert_eq!(super::slot(tag), super::slot("order:42"));
+        // Redis's own figure for this tag (`CLUSTER KEYSLOT order:42` is 8691).
+        assert_eq!(super::slot("order:42"), 8691);
+        assert_eq!(
+            LockKeys::from_lock_key("{x}").counter().to_string(),
+            LockKeys::new("", "x").counter().to_string()
+        );
     }
 
     #[test]

@@ -219,7 +219,9 @@ impl LeaseCore {
             return Err(LeaseLost::new(reason).into_error(self.keys.name()));
         }
         let mut call = Call::new(&scripts::FENCE, 1);
-        call.arg(&*self.keys.lock).arg(self.token.as_bytes());
+        call.arg(&*self.keys.lock)
+            .arg(self.token.as_bytes())
+            .arg(self.keys.counter());
         let reply = self
             .transport
             .run(&call, "fencing token", self.keys.name())

@@ -26,8 +26,9 @@
 //! * **Fencing tokens** strictly increase per lock name in holding order, across releases,
 //!   expiries and processes. They are issued on demand ([`MutexGuard::fencing_token`]), only to
 //!   the current holder, so holders that never ask pay nothing; a hand-off carries one, and
-//!   [`MutexOptions::fenced`] fetches one with the acquisition. They are floored at the server
-//!   clock so that they keep increasing after a restart or failover that lost the counter.
+//!   [`MutexOptions::fenced`] takes one in the acquisition's own round trip. They come from one
+//!   counter per cluster slot; a counter lost to a restart or failover restarts at the server
+//!   clock, so they keep increasing.
 //! * **Fair, push-based waiting.** A waiter queues in Redis; release hands the lock to the
 //!   oldest live waiter and wakes exactly that waiter (no polling, no thundering herd).
 //! * **Lease loss reaches the work.** A [`Lease`] (from [`MutexGuard::lease`] or

@@ -485,7 +485,8 @@ impl Mutex {
             })
             .arg(timing::millis(self.settings.ttl))
             .arg(mode.as_str())
-            .arg(entry);
+            .arg(entry)
+            .arg(self.keys.counter());
         let reply = self
             .ctx
             .transport
@@ -497,9 +498,15 @@ impl Mutex {
     /// The uncontended acquire, in one round trip of plain commands: `SET <lock> <value> NX PX
     /// <ttl> GET` takes a free lock, `EXISTS <queue>` tells whether callers were queued for it
     /// (then its holder's lease ran out ahead of them, and it is theirs first: it is handed to
-    /// the oldest right away), and with `fenced` the fence script issues the hold's fencing
-    /// token. A held lock's value comes back with `GET`, so data dlock did not write is
-    /// reported, never taken.
+    /// the oldest right away). A held lock's value comes back with `GET`, so data dlock did not
+    /// write is reported, never taken.
+    ///
+    /// With `fenced`, the same round trip issues the hold's fence: the commands run in a `MULTI`
+    /// with `INCR` of the slot's fence counter (so the fence is taken at the instant the lock
+    /// is, and fences stay in holding order) and `GET` of the per-name counter of dlock up to
+    /// 0.1 — `next_fence` of `common.lua` in plain commands. When a floor applies (a lost
+    /// counter, or an older client's fence at or above it), `fence.lua` issues the fence
+    /// instead. A busy attempt's `INCR` leaves a gap in the counter, which is harmless.
     async fn fast_attempt(&self, token: OwnerToken) -> Result<Fast> {
         let lock = &*self.keys.lock;
         let mut pipe = redis::pipe();
@@ -517,11 +524,9 @@ impl Mutex {
             .arg("GET");
         pipe.cmd("EXISTS").arg(wire::QueueKey(lock));
         if self.settings.fenced {
-            pipe.cmd("EVALSHA")
-                .arg(scripts::FENCE.get_hash())
-                .arg(1)
-                .arg(lock)
-                .arg(token.as_bytes());
+            pipe.atomic();
+            pipe.cmd("INCR").arg(self.keys.counter());
+            pipe.cmd("GET").arg(wire::LegacyCounterKey(lock));
         }
         let name = self.keys.name();
         let replies = self.ctx.transport.pipeline(&pipe, "acquire", name).await?;
@@ -539,21 +544,24 @@ impl Mutex {
             .ok_or_else(|| unexpected("acquire", &Value::Array(replies.clone())))?;
         match reply {
             FastReply::Taken { waited: false } => {
-                // No fence when the lock was lost between the SET and the script (its lease
-                // ran out, or it was forced open): the lease learns it when it next asks.
-                let fence = match replies.get(2).map(FenceReply::decode) {
-                    None => None,
-                    Some(Some(reply)) => reply.fence(),
-                    // The fence script was not loaded yet (first use, or a restart): `run`
-                    // loads it and asks again (the hold's fence, whichever request issues it).
-                    Some(None) => {
+                let fence = match replies.get(2..4).and_then(wire::counted_fence) {
+                    Some(fence) => Some(fence),
+                    None if !self.settings.fenced => None,
+                    // A floor applies, or the counter holds something else: the script
+                    // decides (and reports a foreign counter). Boxed, as the hand-off below:
+                    // rare paths stay out of the acquire's future, which every waiting task
+                    // carries. No fence when the lock was lost meanwhile (its lease ran out,
+                    // or it was forced open): the lease learns it when it next asks.
+                    None => {
                         let mut call = Call::new(&scripts::FENCE, 1);
-                        call.arg(lock).arg(token.as_bytes());
-                        // Boxed (as the hand-off below): rare paths stay out of the acquire's
-                        // future, which every waiting task carries.
+                        call.arg(lock)
+                            .arg(token.as_bytes())
+                            .arg(self.keys.counter());
                         let reply =
                             Box::pin(self.ctx.transport.run(&call, "acquire", name)).await?;
-                        FenceReply::decode(&reply).and_then(FenceReply::fence)
+                        FenceReply::decode(&reply)
+                            .ok_or_else(|| unexpected("fencing token", &reply))?
+                            .fence()
                     }
                 };
                 Ok(Fast::Taken { fence })
@@ -561,7 +569,11 @@ impl Mutex {
             FastReply::Taken { waited: true } => {
                 // A lock expired under waiters: theirs first. Hand it to the oldest.
                 let mut call = Call::new(&scripts::RELEASE, 1);
-                call.arg(lock).arg(token.as_bytes()).arg("").arg("handoff");
+                call.arg(lock)
+                    .arg(token.as_bytes())
+                    .arg(self.keys.counter())
+                    .arg("")
+                    .arg("handoff");
                 let reply = Box::pin(self.ctx.transport.run(&call, "acquire", name)).await?;
                 self.ctx.transport.release_reply(&reply);
                 tracing::debug!(lock = %name, "dlock: took an expired lock ahead of its queue; handed it to the oldest waiter");

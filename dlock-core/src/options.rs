@@ -159,8 +159,9 @@ impl MutexOptions {
     /// Fencing tokens are issued on demand: [`crate::MutexGuard::fencing_token`] costs one round
     /// trip the first time (nothing at all for holders that never ask), except for a lock handed
     /// over to a waiter, which arrives with its token. With `fenced`, an uncontended acquire
-    /// fetches it at once, for the price of the fence script on the server (measured in
-    /// BENCHMARKS.md) instead of a second round trip.
+    /// takes it in its own round trip — an `INCR` of the slot's fence counter in the acquire's
+    /// `MULTI`, no script (measured in BENCHMARKS.md) — instead of a second round trip. Such a
+    /// fence is known to the holder only: [`crate::Client::inspect`] does not show it.
     pub fn fenced(mut self) -> Self {
         self.fenced = true;
         self

@@ -8,7 +8,7 @@
 //!
 //! | key | type | what |
 //! |---|---|---|
-//! | `<prefix>{sched:<job>}` (+ `:fence`, `:queue`) | dlock mutex | held while a run is going |
+//! | `<prefix>{sched:<job>}` (+ `:queue`) | dlock mutex | held while a run is going |
 //! | `<prefix>{sched:<job>}:claims` | zset | claimed run ids, by claim time; kept for the retention |
 //! | `<prefix>{sched:<job>}:runs` | zset | run ids of the ledger, by occurrence |
 //! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim` and `<id>:end` records |

@@ -8,8 +8,8 @@
 --                     common.lua and scripts/wire.rs)
 -- Derived keys (same hash tag as KEYS[1], hence the same cluster slot; declaring them would
 -- cost every call ~2k instructions per key, measured):
---          KEYS[1]..":fence"  the fence counter (see fence.lua)
 --          KEYS[1]..":queue"  waiter entries, oldest first (see common.lua)
+--          KEYS[1]..":fence"  read only: the per-name counter of dlock up to 0.1 (next_fence)
 -- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
@@ -18,6 +18,8 @@
 --                "last"  drop ARGV[4] from the queue whatever the outcome (the wait is over)
 --                absent  leave the queue alone (a single attempt that does not wait)
 -- ARGV[4]  the caller's queue entry (modes "wait" and "last")
+-- ARGV[5]  the fence counter of the lock's slot (a key in the same slot, named by the client:
+--          see next_fence in common.lua)
 --
 -- Returns  fence                 the caller took the lock now, with the full lease; its fence
 --                                is issued at once and kept with the hold (a waiter wakes with
@@ -27,14 +29,16 @@
 --                                to the hold yet
 --          {0, pttl_ms, now_ms}  another owner holds it for pttl_ms more; now_ms = server clock
 --          error DLOCKFOREIGN    the lock key holds a value dlock did not write, a lock of a newer
---                                format version, or one without expiry; nothing was modified
+--                                format version, or one without expiry; nothing was modified.
+--                                Also when the fence counter holds data dlock did not write: the
+--                                caller is not given the lock
 --
 -- FIFO: a lock found free while callers wait (its holder's lease ran out: expiry publishes
 -- nothing) goes to the oldest live waiter first, exactly as a release would hand it over; the
 -- caller takes it only if its own entry is that waiter, and otherwise finds it held (and queues,
 -- in mode "wait"). So a newcomer never overtakes the queue, whether the holder released or
 -- expired (the uncontended acquire checks the queue too, see mutex.rs).
--- Fencing: fence = max(last + 1, server time in us), as in fence.lua.
+-- Fencing: next_fence (common.lua), as in fence.lua.
 -- Retry safety: the token names the acquisition, so a request that runs twice returns the same
 -- fence the second time and never queues the caller twice.
 
@@ -42,12 +46,16 @@ local lock = KEYS[1]
 local queue = lock .. ':queue'
 local mode = ARGV[3]
 local entry = ARGV[4]
+local counter = ARGV[5]
 
 local taken = redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
 if taken and redis.call('LLEN', queue) > 0 then
   -- Free, but callers wait: the oldest live one comes first (possibly this caller).
-  local who, fence = hand_off(lock, entry)
+  local who, fence = hand_off(lock, counter, entry)
   if who == 'caller' then
+    return fence
+  elseif who == 'error' then
+    redis.call('DEL', lock)
     return fence
   elseif who == 'grant' then
     taken = false
@@ -58,7 +66,11 @@ if taken and redis.call('LLEN', queue) > 0 then
 end
 
 if taken then
-  local fence = next_fence(lock)
+  local fence, refused = next_fence(lock, counter)
+  if not fence then
+    redis.call('DEL', lock)
+    return refused
+  end
   local flag = '-'
   if entry then
     redis.call('LREM', queue, 1, entry)

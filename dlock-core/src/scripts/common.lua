@@ -48,24 +48,49 @@ local function unusable(lock, value)
   return nil
 end
 
--- The next fencing token of `lock`: max(last + 1, server time in us), stored in the counter
--- "<lock>:fence" (expires 7 days after the last issue; then the clock floor alone holds, which
--- also keeps tokens increasing after a restart that lost the counter). The one place a fence is
--- issued. Returns the fence as a decimal string, and the server time in us it was taken at.
-local function next_fence(lock)
-  local fence_key = lock .. ':fence'
-  local now = redis.call('TIME')
-  local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local last = tonumber(redis.call('GET', fence_key)) or 0
-  local fence = string.format('%.0f', math.max(last + 1, now_us))
-  redis.call('SET', fence_key, fence, 'PX', 604800000)
-  return fence, now_us
+-- The next fencing token for a hold of `lock`, taken from `counter`: the fence counter of the
+-- lock's cluster slot, "<prefix>fence:{<tag>}", shared by every lock of the slot and named by the
+-- client (key.rs). The one place a script issues a fence; the uncontended acquire with `fenced`
+-- takes the same step in its MULTI (INCR, then these checks on the client, falling back to
+-- fence.lua), see mutex.rs. Returns the fence as a decimal string, or nil and an error reply when
+-- the counter holds data dlock did not write (nothing was issued).
+--
+-- A fence is INCR of the counter. Two floors keep the fences of every name increasing:
+--   * a counter below 10^15 was lost (a restart, a failover, an eviction; INCR made it anew) and
+--     is raised to the server time in us. Every earlier fence was at most the server time of its
+--     issue: a counter, once floored, gains 1 per fence, and one Redis core issues far fewer than
+--     one fence per microsecond. (So fences are no timestamps; a clock that steps back across a
+--     lost counter can break the floor, as it could before.)
+--   * the per-name counter "<lock>:fence" that dlock up to 0.1 wrote (still written by such
+--     clients during a rolling deploy; their fences are max(that + 1, server time in us)): the
+--     fence exceeds it. Read, never written: it expires 7 days after the old clients' last use.
+-- The counter has no expiry: one key per slot in use, where 0.1 kept one per name.
+local function next_fence(lock, counter)
+  local fence = redis.pcall('INCR', counter)
+  if type(fence) ~= 'number' then
+    return nil, foreign_error(counter, 'holds data dlock did not write (the fence counter)')
+  end
+  local floor = fence
+  if fence < 1e15 then
+    local now = redis.call('TIME')
+    floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  end
+  local legacy = tonumber(redis.pcall('GET', lock .. ':fence'))
+  if legacy and legacy >= floor then
+    floor = legacy + 1
+  end
+  if floor > fence then
+    fence = floor
+    redis.call('SET', counter, string.format('%.0f', fence))
+  end
+  return string.format('%.0f', fence)
 end
 
 -- Hands the lock to the oldest live waiter of its queue, replacing whatever the lock key holds
--- (it must be free, or held by the caller who gives it up).
+-- (it must be free, or held by the caller who gives it up). `counter` is the slot's fence
+-- counter (next_fence).
 --
--- For each entry popped, oldest first: a new fence max(last + 1, server time in us) is stored,
+-- For each entry popped, oldest first: a new fence is issued (next_fence),
 -- the lock is set to "<token><flag>1 <meta>\x1f<fence>" PX <lease_ms> (flag "w" if more entries
 -- wait; the fence kept with the hold, see fence.lua), and
 --   * the entry is `caller_entry` (an acquire whose own entry is at the head): returns
@@ -75,10 +100,13 @@ end
 --     grant.
 --     A publish that reaches nobody means that client is gone (crashed, disconnected): the next
 --     entry is tried, so a dead waiter never inherits the lock.
--- Returns nil when no live entry was left: the queue is then empty and the lock key deleted.
+-- Returns nil when no live entry was left: the queue is then empty and the lock key deleted;
+-- 'error', reply when the fence counter holds data dlock did not write (the entry stays queued).
 -- Entries dlock did not write are dropped.
-local function hand_off(lock, caller_entry)
+local function hand_off(lock, counter, caller_entry)
   local queue = lock .. ':queue'
+  local now = redis.call('TIME')
+  local now_ms = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
   while true do
     local entry = redis.call('LPOP', queue)
     if not entry then
@@ -90,7 +118,11 @@ local function hand_off(lock, caller_entry)
       token, client, lease, pub, meta = string.match(entry, '^(%x+) (%x+) (%d+) ([PS]) (.*)$')
     end
     if token and #token == 32 then
-      local fence_s, now_us = next_fence(lock)
+      local fence_s, refused = next_fence(lock, counter)
+      if not fence_s then
+        redis.call('LPUSH', queue, entry)
+        return 'error', refused
+      end
       local flag = '-'
       if redis.call('LLEN', queue) > 0 then
         flag = 'w'
@@ -103,7 +135,6 @@ local function hand_off(lock, caller_entry)
       if pub == 'S' then
         publish = 'SPUBLISH'
       end
-      local now_ms = string.format('%.0f', math.floor(now_us / 1000))
       local grant = token .. ' ' .. fence_s .. ' ' .. now_ms .. ' ' .. lease .. ' 1'
       if redis.call(publish, lock .. ':wake:' .. client, grant) > 0 then
         return 'grant', grant

@@ -2,18 +2,18 @@
 -- per hold: an uncontended acquire takes the lock with a plain SET and no fence, so that holders
 -- that never ask for one pay nothing for it).
 --
--- KEYS[1]  lock key (see acquire.lua); derived: KEYS[1]..":fence", the counter (the last fence
---          issued for this name; expires 7 days after the last issue, then the clock floor
---          takes over; see next_fence in common.lua, which scripts/mod.rs prepends)
+-- KEYS[1]  lock key (see acquire.lua)
 -- ARGV[1]  owner token of the caller
+-- ARGV[2]  the fence counter of the lock's slot (see next_fence in common.lua, which
+--          scripts/mod.rs prepends)
 --
 -- Returns  fence   the hold's fencing token: the one already issued to it (a retry, or a grant
---                  or waiting acquire that carried it), else a new one (next_fence: max(last + 1,
---                  server time in us)), stored in the counter and with the hold (the last field of the lock
---                  value's meta, see scripts/wire.rs)
+--                  or waiting acquire that carried it), else a new one (next_fence), kept with
+--                  the hold (the last field of the lock value's meta, see scripts/wire.rs)
 --          0       nobody holds the lock (the caller's lease expired): no fence is issued
 --          -1      another owner holds it (or data dlock did not write): no fence is issued, so
 --                  a stale holder can never obtain one newer than its successor's
+--          error DLOCKFOREIGN  the fence counter holds data dlock did not write
 --
 -- Why fences stay in holding order although issued late: a fence is only issued to the current
 -- holder, from one counter that only grows, so any fence of an earlier holder was issued before
@@ -32,6 +32,9 @@ local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
 if issued then
   return tonumber(issued)
 end
-local fence = next_fence(lock)
+local fence, refused = next_fence(lock, ARGV[2])
+if not fence then
+  return refused
+end
 redis.call('SET', lock, held .. '\31' .. fence, 'KEEPTTL')
 return tonumber(fence)

@@ -1,10 +1,12 @@
 -- release.lua: release a mutex the caller owns and hand it to the oldest live waiter, if any.
 --
--- KEYS[1]  lock key (see acquire.lua, also for the derived :fence and :queue keys)
--- ARGV[1]  owner token of the caller ("" with ARGV[3] = "force")
--- ARGV[2]  optional: the caller's own queue entry to drop first, or "" (an acquire abandoned
+-- KEYS[1]  lock key (see acquire.lua, also for the derived :queue key)
+-- ARGV[1]  owner token of the caller ("" with ARGV[4] = "force")
+-- ARGV[2]  the fence counter of the lock's slot, for the fence of a hand-off (see next_fence in
+--          common.lua)
+-- ARGV[3]  optional: the caller's own queue entry to drop first, or "" (an acquire abandoned
 --          mid-wait releases this way, whether or not the lock was handed to it meanwhile)
--- ARGV[3]  optional: "force" to release whoever holds the lock (an operator's force_unlock);
+-- ARGV[4]  optional: "force" to release whoever holds the lock (an operator's force_unlock);
 --          "handoff" to hand the caller's lock to the queue even if its value was not flagged
 --          (an uncontended acquire that found, afterwards, that callers waited: it took a lock
 --          whose holder had expired ahead of them and gives it to the head of the queue)
@@ -17,7 +19,8 @@
 --          -1  held by another owner: the caller's lease expired and someone else took the lock
 --              (also when the key holds data dlock did not write, of any type: left untouched)
 --          error DLOCKFOREIGN  "force" on a key that holds a value dlock did not write, or a lock
---              of a newer format version (left untouched)
+--              of a newer format version (left untouched); or a hand-off found the fence counter
+--              holding data dlock did not write (the lock is left as it was, the waiter queued)
 --
 -- Fast path (the caller's own lock, nobody waits: flag "-"): GET, DEL — like a plain
 -- compare-and-delete. It runs before the shared functions are even defined (common.lua is
@@ -29,8 +32,10 @@
 -- lock the caller does not own.
 
 local lock = KEYS[1]
+local entry = ARGV[3]
+local mode = ARGV[4]
 local held = redis.pcall('GET', lock)
-if type(held) == 'string' and (ARGV[2] == nil or ARGV[2] == '') and ARGV[3] == nil
+if type(held) == 'string' and (entry == nil or entry == '') and mode == nil
     and string.sub(held, 1, 32) == ARGV[1] and string.byte(held, 33) == 45 then -- '-'
   redis.call('DEL', lock)
   return 1
@@ -38,8 +43,8 @@ end
 
 --@common
 
-if ARGV[2] and ARGV[2] ~= '' then
-  redis.call('LREM', lock .. ':queue', 1, ARGV[2])
+if entry and entry ~= '' then
+  redis.call('LREM', lock .. ':queue', 1, entry)
   held = read(lock)
 end
 if not held then
@@ -47,20 +52,22 @@ if not held then
 end
 local refused = unusable(lock, held)
 if refused then
-  if ARGV[3] == 'force' then
+  if mode == 'force' then
     return refused
   end
   return -1
 end
-if ARGV[3] ~= 'force' and string.sub(held, 1, 32) ~= ARGV[1] then
+if mode ~= 'force' and string.sub(held, 1, 32) ~= ARGV[1] then
   return -1
 end
-if string.byte(held, 33) ~= 119 and ARGV[3] ~= 'handoff' then -- 'w': somebody waits
+if string.byte(held, 33) ~= 119 and mode ~= 'handoff' then -- 'w': somebody waits
   redis.call('DEL', lock)
   return 1
 end
-local who, grant = hand_off(lock, nil)
+local who, grant = hand_off(lock, ARGV[2], nil)
 if who == 'grant' then
   return {2, grant}
+elseif who == 'error' then
+  return grant
 end
 return 1

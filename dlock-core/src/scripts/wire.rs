@@ -22,7 +22,7 @@
 
 use std::io::Write;
 
-use redis::{RedisWrite, ToRedisArgs};
+use redis::{RedisWrite, ToRedisArgs, Value};
 
 use crate::token::OwnerToken;
 
@@ -106,6 +106,43 @@ impl ToRedisArgs for QueueKey<'_> {
         let _ = arg.write_all(self.0.as_bytes());
         let _ = arg.write_all(b":queue");
     }
+}
+
+/// The per-name fence counter that dlock up to 0.1 wrote, `<lock key>:fence`, written straight
+/// into a command: read (never written) so that fences stay above an older client's during a
+/// rolling deploy (see `next_fence` in `common.lua`).
+pub(crate) struct LegacyCounterKey<'a>(pub(crate) &'a str);
+
+impl ToRedisArgs for LegacyCounterKey<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        let _ = arg.write_all(self.0.as_bytes());
+        let _ = arg.write_all(b":fence");
+    }
+}
+
+/// A fence counter below this was lost and made anew by `INCR` (fences start at the server
+/// clock in microseconds, 1.7e15 and more today): `next_fence` in `common.lua` raises it to
+/// the clock. The same figure is written there.
+pub(crate) const LOST_COUNTER_BELOW: u64 = 1_000_000_000_000_000;
+
+/// The fence issued by the uncontended acquire's `INCR` of the slot's counter, given the
+/// replies `[INCR, GET <legacy counter>]`: `None` when a floor of `next_fence` applies (a lost
+/// counter, or an older client's per-name counter at or above it) or the counter is not dlock's
+/// — then `fence.lua` must issue the fence.
+pub(crate) fn counted_fence(replies: &[Value]) -> Option<u64> {
+    let [Value::Int(counted), legacy] = replies else {
+        return None;
+    };
+    let counted = u64::try_from(*counted).ok()?;
+    let legacy = match legacy {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok()),
+        _ => None,
+    };
+    (counted >= LOST_COUNTER_BELOW && legacy.is_none_or(|legacy| legacy < counted))
+        .then_some(counted)
 }
 
 /// The queue entry of a waiting acquire call.
@@ -218,6 +255,38 @@ mod tests {
         assert_eq!(
             parse_lock_value("not-hex-not-hex-not-hex-not-hex-- h\x1f1\x1f"),
             None
+        );
+    }
+
+    #[test]
+    fn a_counted_fence_is_taken_only_where_no_floor_applies() {
+        let live = 1_800_000_000_000_000_i64;
+        let bulk = |n: i64| Value::BulkString(n.to_string().into_bytes());
+        // A live counter, no older client: the INCR is the fence.
+        assert_eq!(
+            counted_fence(&[Value::Int(live), Value::Nil]),
+            Some(1_800_000_000_000_000)
+        );
+        assert_eq!(
+            counted_fence(&[Value::Int(live), bulk(live - 1)]),
+            Some(1_800_000_000_000_000)
+        );
+        // An older client's per-name counter at or above it: the script floors.
+        assert_eq!(counted_fence(&[Value::Int(live), bulk(live)]), None);
+        assert_eq!(counted_fence(&[Value::Int(live), bulk(live + 9)]), None);
+        // A lost counter made anew by INCR: the script floors at the clock.
+        assert_eq!(counted_fence(&[Value::Int(1), Value::Nil]), None);
+        let just_below = i64::try_from(LOST_COUNTER_BELOW).unwrap() - 1;
+        assert_eq!(counted_fence(&[Value::Int(just_below), Value::Nil]), None);
+        // Not a number (someone else's key): the script reports it.
+        let wrong = Value::SimpleString("ERR value is not an integer or out of range".into());
+        assert_eq!(counted_fence(&[wrong, Value::Nil]), None);
+        // An unfenced acquire has no such replies.
+        assert_eq!(counted_fence(&[]), None);
+        // A foreign per-name key is ignored, as the script ignores it.
+        assert_eq!(
+            counted_fence(&[Value::Int(live), Value::BulkString(b"x".to_vec())]),
+            Some(1_800_000_000_000_000)
         );
     }
 
