@@ -20,7 +20,7 @@ usage: dlock-bench [--quick] [--only w1,w2,w3,mem,wd,sched] [--subjects LIST] [-
                    hand-off floor; mem; wd = 10,000 locks held under the watchdog; sched = 3
                    scheduler replicas on a 1-second cron)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
-                   floor,floor_nodelay,rslock,dlock,dlock_nodelay):
+                   floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
                                     (RESP2, Nagle on: rslock's connection)
                      floor_nodelay  the same on RESP3 with TCP_NODELAY (dlock's old setting)

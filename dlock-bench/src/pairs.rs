@@ -100,10 +100,11 @@ pub(crate) struct Shape {
     pub(crate) targets: &'static [RateTarget],
 }
 
-/// A target on the subject under test's pairs/s ÷ those of subject `to`: what is wanted, and
-/// the least ratio that meets it. Checked only when both subjects ran.
+/// A target on subject `of`'s pairs/s ÷ those of subject `to`: what is wanted, and the least
+/// ratio that meets it. Checked only when both subjects ran.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RateTarget {
+    pub(crate) of: Kind,
     pub(crate) to: Kind,
     pub(crate) wanted: &'static str,
     pub(crate) least: f64,
@@ -111,6 +112,7 @@ pub(crate) struct RateTarget {
 
 /// Issue #13's target for the uncontended workloads: at least rslock's rate in the same run.
 pub(crate) const AT_LEAST_RSLOCK: RateTarget = RateTarget {
+    of: Kind::UNDER_TEST,
     to: Kind::Rslock,
     wanted: "≥ 1 × rslock",
     least: 1.0,
@@ -189,8 +191,13 @@ impl Section for PairRun {
     fn targets(&self) -> Vec<Target> {
         let rate = |kind| of(&self.results, kind).map(|r| r.pairs_per_s);
         let check = |t: &RateTarget| {
-            let ratio = rate(Kind::UNDER_TEST)? / rate(t.to)?;
-            let name = format!("{} pairs/s ÷ {}", self.shape.label, t.to.label());
+            let ratio = rate(t.of)? / rate(t.to)?;
+            let name = if t.of == Kind::UNDER_TEST {
+                format!("{} pairs/s ÷ {}", self.shape.label, t.to.label())
+            } else {
+                let of = t.of.label();
+                format!("{} pairs/s of {of} ÷ {}", self.shape.label, t.to.label())
+            };
             Some(Target::new(
                 name,
                 t.wanted,
@@ -221,6 +228,7 @@ mod tests {
         targets: &[
             AT_LEAST_RSLOCK,
             RateTarget {
+                of: Kind::UNDER_TEST,
                 to: Kind::Floor,
                 wanted: "≥ 0.8 × floor",
                 least: 0.8,

@@ -80,14 +80,16 @@ impl Kind {
         Kind::DlockFenced,
     ];
     /// The subjects of a run unless `--subjects` says otherwise: the two floors, rslock, dlock
-    /// with default options (Nagle on) and dlock with `TCP_NODELAY`, so that every run shows
-    /// what the connection setting trades.
-    pub(crate) const DEFAULT: [Kind; 5] = [
+    /// with default options (Nagle on), dlock with `TCP_NODELAY`, so that every run shows what
+    /// the connection setting trades, and dlock with `fenced()`, the way for holders that always
+    /// use their fence (W2-fence's second aim).
+    pub(crate) const DEFAULT: [Kind; 6] = [
         Kind::Floor,
         Kind::FloorNodelay,
         Kind::Rslock,
         Kind::Dlock,
         Kind::DlockNodelay,
+        Kind::DlockFenced,
     ];
     /// The floor issue #13's targets are ratios to: the `redis` crate's default settings, the
     /// connection rslock runs on.

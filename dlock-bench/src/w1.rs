@@ -42,6 +42,7 @@ const W1_1CPU: Shape = Shape {
     targets: &[
         AT_LEAST_RSLOCK,
         RateTarget {
+            of: Kind::UNDER_TEST,
             to: Kind::REFERENCE,
             wanted: "aim ≥ 0.95 × floor",
             least: 0.95,

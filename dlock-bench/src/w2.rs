@@ -99,6 +99,7 @@ const W2: Shape = Shape {
     targets: &[
         AT_LEAST_RSLOCK,
         RateTarget {
+            of: Kind::UNDER_TEST,
             to: Kind::REFERENCE,
             wanted: "≥ 0.8 × floor",
             least: 0.8,
@@ -113,15 +114,25 @@ const W2_CURRENT_THREAD: Shape = Shape {
 };
 
 /// W2-fence in the report: its rate beside the floors', and issue #13's aim (0.65 × the floor on
-/// the `redis` crate's defaults).
+/// the `redis` crate's defaults), for both ways a holder gets its fence: on demand (default
+/// options) and with the acquisition (`fenced()`, meant for holders that always use it).
 const W2_FENCE: Shape = Shape {
     label: "W2-fence",
     latency: false,
-    targets: &[RateTarget {
-        to: Kind::REFERENCE,
-        wanted: "aim ≥ 0.65 × floor",
-        least: 0.65,
-    }],
+    targets: &[
+        RateTarget {
+            of: Kind::UNDER_TEST,
+            to: Kind::REFERENCE,
+            wanted: "aim ≥ 0.65 × floor",
+            least: 0.65,
+        },
+        RateTarget {
+            of: Kind::DlockFenced,
+            to: Kind::REFERENCE,
+            wanted: "aim ≥ 0.65 × floor",
+            least: 0.65,
+        },
+    ],
 };
 
 /// W2-fence with warm counters in the report: the same aim as [`W2_FENCE`].
