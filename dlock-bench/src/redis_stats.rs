@@ -17,9 +17,10 @@ use crate::stats::{float, ratio};
 /// Commands only a client can send (never issued by a Lua script; `script` and `client` with any
 /// subcommand): every call of one of these is a client round trip. Everything else (`get`,
 /// `set`, `lpop` …) may run inside a script and is counted as a round trip only where the
-/// benchmark itself sent it.
+/// benchmark itself sent it. `multi` is left out: it goes in the same trip as the `exec` that
+/// closes it (a transaction is one round trip, counted once by its `exec`).
 const CLIENT_ONLY: &str = "evalsha eval evalsha_ro eval_ro fcall fcall_ro subscribe unsubscribe \
-    psubscribe punsubscribe ssubscribe sunsubscribe ping hello select auth multi exec script client";
+    psubscribe punsubscribe ssubscribe sunsubscribe ping hello select auth exec script client";
 
 fn is_client_only(name: &str) -> bool {
     let base = name.split('|').next().unwrap_or(name);
@@ -289,6 +290,15 @@ mod tests {
         cmdstat_evalsha:calls=4,usec=90,usec_per_call=22.5,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_script|load:calls=1,usec=9,usec_per_call=9.0,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_info:calls=2,usec=64,usec_per_call=32.00,rejected_calls=0,failed_calls=0\r\n";
+
+    #[test]
+    fn a_transaction_is_one_round_trip() {
+        let text = "cmdstat_multi:calls=5,usec=1\r\ncmdstat_incr:calls=5,usec=5\r\n\
+                    cmdstat_exec:calls=5,usec=9\r\n";
+        let stats = PerCommand::parse(text, "calls=");
+        assert_eq!(stats.total(), 15);
+        assert_eq!(stats.round_trips(0), 5, "MULTI … EXEC is sent in one trip");
+    }
 
     #[test]
     fn parses_commandstats_without_info() {
