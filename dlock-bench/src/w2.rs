@@ -51,26 +51,23 @@ pub(crate) fn run_current_thread(s: &Setting) -> Result<Entry, BoxError> {
 
 /// Runs W2-fence for every subject that has fences, and the floors.
 pub(crate) fn run_fenced(s: &Setting) -> Result<Entry, BoxError> {
-    let subjects: Vec<Kind> = s
-        .subjects
-        .iter()
-        .copied()
-        .filter(|k| k.fences() || k.is_floor())
-        .collect();
-    let results = run_all(s, &subjects, Fence::Read, Flavour::MultiThread)?;
-    W2_FENCE.entry("w2_fence", results)
+    W2_FENCE.entry("w2_fence", run_fence_stage(s, Fence::Read)?)
 }
 
 /// Runs W2-fence with warm counters for every subject that has fences, and the floors.
 pub(crate) fn run_fenced_warm(s: &Setting) -> Result<Entry, BoxError> {
+    W2_FENCE_WARM.entry("w2_fence_warm", run_fence_stage(s, Fence::ReadWarm)?)
+}
+
+/// A W2-fence stage (multi-thread): the subjects that have fences, and the floors beside them.
+fn run_fence_stage(s: &Setting, fence: Fence) -> Result<Vec<PairResult>, BoxError> {
     let subjects: Vec<Kind> = s
         .subjects
         .iter()
         .copied()
         .filter(|k| k.fences() || k.is_floor())
         .collect();
-    let results = run_all(s, &subjects, Fence::ReadWarm, Flavour::MultiThread)?;
-    W2_FENCE_WARM.entry("w2_fence_warm", results)
+    run_all(s, &subjects, fence, Flavour::MultiThread)
 }
 
 /// W2 for each of `subjects`, each on a fresh `flavour` runtime; its holders read their fence if
