@@ -522,11 +522,11 @@ impl Mutex {
             .arg("PX")
             .arg(timing::millis(self.settings.ttl))
             .arg("GET");
-        pipe.cmd("EXISTS").arg(wire::QueueKey(lock));
+        pipe.cmd("EXISTS").arg(wire::DerivedKey::queue(lock));
         if self.settings.fenced {
             pipe.atomic();
             pipe.cmd("INCR").arg(self.keys.counter());
-            pipe.cmd("GET").arg(wire::LegacyCounterKey(lock));
+            pipe.cmd("GET").arg(wire::DerivedKey::legacy_counter(lock));
         }
         let name = self.keys.name();
         let replies = self.ctx.transport.pipeline(&pipe, "acquire", name).await?;

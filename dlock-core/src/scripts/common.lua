@@ -105,8 +105,7 @@ end
 -- Entries dlock did not write are dropped.
 local function hand_off(lock, counter, caller_entry)
   local queue = lock .. ':queue'
-  local now = redis.call('TIME')
-  local now_ms = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
+  local now_ms = nil -- the server clock, read once a grant is published
   while true do
     local entry = redis.call('LPOP', queue)
     if not entry then
@@ -134,6 +133,10 @@ local function hand_off(lock, counter, caller_entry)
       local publish = 'PUBLISH'
       if pub == 'S' then
         publish = 'SPUBLISH'
+      end
+      if not now_ms then
+        local now = redis.call('TIME')
+        now_ms = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
       end
       local grant = token .. ' ' .. fence_s .. ' ' .. now_ms .. ' ' .. lease .. ' 1'
       if redis.call(publish, lock .. ':wake:' .. client, grant) > 0 then

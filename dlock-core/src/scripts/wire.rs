@@ -97,27 +97,38 @@ pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
     })
 }
 
-/// The queue key of the lock key it wraps, `<lock key>:queue`, written straight into a command.
-pub(crate) struct QueueKey<'a>(pub(crate) &'a str);
+/// A key the scripts derive from a lock key, `<lock key><suffix>`, written straight into a
+/// command (no allocation): [`DerivedKey::queue`], [`DerivedKey::legacy_counter`].
+pub(crate) struct DerivedKey<'a> {
+    lock: &'a str,
+    suffix: &'static str,
+}
 
-impl ToRedisArgs for QueueKey<'_> {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        let mut arg = out.writer_for_next_arg();
-        let _ = arg.write_all(self.0.as_bytes());
-        let _ = arg.write_all(b":queue");
+impl<'a> DerivedKey<'a> {
+    /// `<lock key>:queue`, the waiters' queue.
+    pub(crate) fn queue(lock: &'a str) -> Self {
+        Self {
+            lock,
+            suffix: ":queue",
+        }
+    }
+
+    /// `<lock key>:fence`, the per-name fence counter that dlock up to 0.1 wrote: read (never
+    /// written) so that fences stay above an older client's during a rolling deploy (see
+    /// `next_fence` in `common.lua`).
+    pub(crate) fn legacy_counter(lock: &'a str) -> Self {
+        Self {
+            lock,
+            suffix: ":fence",
+        }
     }
 }
 
-/// The per-name fence counter that dlock up to 0.1 wrote, `<lock key>:fence`, written straight
-/// into a command: read (never written) so that fences stay above an older client's during a
-/// rolling deploy (see `next_fence` in `common.lua`).
-pub(crate) struct LegacyCounterKey<'a>(pub(crate) &'a str);
-
-impl ToRedisArgs for LegacyCounterKey<'_> {
+impl ToRedisArgs for DerivedKey<'_> {
     fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
         let mut arg = out.writer_for_next_arg();
-        let _ = arg.write_all(self.0.as_bytes());
-        let _ = arg.write_all(b":fence");
+        let _ = arg.write_all(self.lock.as_bytes());
+        let _ = arg.write_all(self.suffix.as_bytes());
     }
 }
 
