@@ -69,30 +69,29 @@ pub enum ExtendOutcome {
 /// # Ok(()) }
 /// ```
 pub struct MutexGuard {
-    hold: Arc<Hold>,
-    /// The hold's lease (a copy of `hold.lease`, read on every accessor).
-    lease: Arc<LeaseCore>,
+    hold: Hold,
     /// Set once this hold's bookkeeping is done: Drop has nothing left to do.
     done: bool,
 }
 
 impl MutexGuard {
-    pub(crate) fn new(hold: Arc<Hold>) -> Self {
-        Self {
-            lease: hold.lease.clone(),
-            hold,
-            done: false,
-        }
+    pub(crate) fn new(hold: Hold) -> Self {
+        Self { hold, done: false }
     }
 
     /// The hold, for the scope of a body run under this guard (`with_lock`).
-    pub(crate) fn hold(&self) -> &Arc<Hold> {
+    pub(crate) fn hold(&self) -> &Hold {
         &self.hold
+    }
+
+    /// The lease of the hold, read by every accessor.
+    fn lease_core(&self) -> &Arc<LeaseCore> {
+        self.hold.lease()
     }
 
     /// The lock name.
     pub fn name(&self) -> &str {
-        self.lease.keys.name()
+        self.lease_core().keys.name()
     }
 
     /// The fencing token of this acquisition: larger than that of every earlier acquisition of
@@ -107,29 +106,29 @@ impl MutexGuard {
     /// # Cancel safety
     /// Cancel safe: issuing is idempotent for the hold (a retry returns the same token).
     pub async fn fencing_token(&self) -> Result<FencingToken> {
-        self.lease.fence().await
+        self.lease_core().fence().await
     }
 
     /// The fencing token, if one was issued to this acquisition already (no round trip).
     pub fn issued_fencing_token(&self) -> Option<FencingToken> {
-        self.lease.issued_fence()
+        self.lease_core().issued_fence()
     }
 
     /// The lease length set by the last acquire, extend or renewal.
     pub fn ttl(&self) -> Duration {
-        self.lease.ttl()
+        self.lease_core().ttl()
     }
 
     /// How deep this guard is nested: 1 for the acquisition, 2 and more for acquisitions
     /// nested inside the body that holds the lock (see [`crate::MutexOptions::reentrant`]).
     pub fn depth(&self) -> u32 {
-        self.hold.depth
+        self.hold.depth()
     }
 
     /// The last instant at which this guard may act as the owner (monotonic clock): the lease
     /// counted from when the request that set it was sent, less a clock-drift allowance.
     pub fn safe_until(&self) -> Instant {
-        self.lease.safe_until()
+        self.lease_core().safe_until()
     }
 
     /// How much of the lease is left, by [`MutexGuard::safe_until`]; zero once it has run out.
@@ -140,7 +139,7 @@ impl MutexGuard {
     /// A handle on the lease for the code running under the lock.
     pub fn lease(&self) -> Lease {
         Lease {
-            core: self.lease.clone(),
+            core: self.lease_core().clone(),
         }
     }
 
@@ -149,12 +148,12 @@ impl MutexGuard {
     /// # Cancel safety
     /// Cancel safe: it only observes.
     pub async fn lost(&self) -> LeaseLost {
-        self.lease.lost().await
+        self.lease_core().lost().await
     }
 
     /// A token cancelled when the lease is lost; see [`Lease::cancellation_token`].
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.lease.cancellation_token()
+        self.lease_core().cancellation_token()
     }
 
     /// Gives the lock a new lease of `ttl`, counted from now, if we still own it. On a
@@ -171,11 +170,11 @@ impl MutexGuard {
     /// Cancel safe: extending is idempotent, and the guard's view of the lease only changes
     /// once the answer has arrived.
     pub async fn extend(&mut self, ttl: Duration) -> Result<ExtendOutcome> {
-        let ttl = match self.lease.renewal {
+        let ttl = match self.lease_core().renewal {
             Renewal::Fixed => validate_ttl(ttl)?,
             Renewal::Watchdog { interval, .. } => watchdog_extension(ttl, interval)?,
         };
-        let outcome = match self.lease.extend(ttl).await? {
+        let outcome = match self.lease_core().extend(ttl).await? {
             ExtendStatus::Extended => ExtendOutcome::Extended,
             ExtendStatus::Gone => ExtendOutcome::Expired,
             ExtendStatus::Other => ExtendOutcome::TakenOver,
@@ -199,12 +198,12 @@ impl MutexGuard {
     /// in the background; release is owner-checked, so running twice is harmless.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         self.done = true;
-        match self.lease.remove_hold(self.hold.depth) {
+        match self.lease_core().remove_hold(self.hold.depth()) {
             HoldRelease::Nested => return Ok(ReleaseOutcome::Nested),
             HoldRelease::OutOfOrder => return Err(out_of_order(&self)),
             HoldRelease::Last => {}
         }
-        let outcome = match self.lease.release().await? {
+        let outcome = match self.lease_core().release().await? {
             ReleaseReply::Released | ReleaseReply::HandedOff { .. } => ReleaseOutcome::Released,
             ReleaseReply::Expired => ReleaseOutcome::Expired,
             ReleaseReply::TakenOver => ReleaseOutcome::TakenOver,
@@ -247,20 +246,21 @@ impl Drop for MutexGuard {
             return;
         }
         self.done = true;
-        if self.lease.remove_hold(self.hold.depth) == HoldRelease::Last {
-            self.lease.release_in_background();
+        if self.lease_core().remove_hold(self.hold.depth()) == HoldRelease::Last {
+            self.lease_core().release_in_background();
         }
     }
 }
 
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self { hold, lease, done } = self;
+        let Self { hold, done } = self;
+        let lease = hold.lease();
         f.debug_struct("MutexGuard")
             .field("name", &lease.keys.name())
             .field("token", &lease.token)
             .field("fence", &lease.issued_fence())
-            .field("depth", &hold.depth)
+            .field("depth", &hold.depth())
             .field("remaining", &self.remaining())
             .field("released", done)
             .finish()

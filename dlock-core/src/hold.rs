@@ -42,62 +42,88 @@ tokio::task_local! {
 
 /// One hold of the body running around the current code, and the scopes around that body.
 struct Scope {
-    hold: Arc<Hold>,
+    hold: Hold,
     outer: Option<Arc<Scope>>,
 }
 
 /// One hold on a lease: the acquisition itself (depth 1), or a nested acquisition inside the
 /// body of the hold one level up. Shared by the guard and by the scope of the body it runs.
-pub(crate) struct Hold {
-    pub(crate) lease: Arc<LeaseCore>,
-    pub(crate) depth: u32,
+///
+/// The acquisition is the lease itself, without an allocation of its own (every held lock has
+/// one; few nest).
+#[derive(Clone)]
+pub(crate) enum Hold {
+    /// Depth 1: the lease just acquired from Redis.
+    First(Arc<LeaseCore>),
+    /// Depth 2 and more.
+    Nested(Arc<NestedHold>),
+}
+
+/// A hold nested in the body of another.
+pub(crate) struct NestedHold {
+    lease: Arc<LeaseCore>,
+    depth: u32,
     /// Nested acquisitions inside this hold's body take turns on this one permit; made when the
     /// first of them asks (most holds never nest, and pay nothing for it).
     nested: OnceLock<Arc<Semaphore>>,
     /// The enclosing hold and its permit: given back when this hold and everything nested in
     /// it are gone.
-    _outer: Option<(Arc<Hold>, OwnedSemaphorePermit)>,
+    _outer: (Hold, OwnedSemaphorePermit),
 }
 
 impl Hold {
-    /// The first hold of a lease just acquired from Redis.
-    pub(crate) fn first(lease: Arc<LeaseCore>) -> Arc<Self> {
-        Arc::new(Self {
-            lease,
-            depth: 1,
-            nested: OnceLock::new(),
-            _outer: None,
-        })
+    /// The lease this hold is on.
+    pub(crate) fn lease(&self) -> &Arc<LeaseCore> {
+        match self {
+            Self::First(lease) => lease,
+            Self::Nested(hold) => &hold.lease,
+        }
+    }
+
+    /// 1 for the acquisition, one more per level of nesting.
+    pub(crate) fn depth(&self) -> u32 {
+        match self {
+            Self::First(_) => 1,
+            Self::Nested(hold) => hold.depth,
+        }
+    }
+
+    /// The permit that acquisitions nested directly in this hold's body take turns on.
+    fn nested_permits(&self) -> &OnceLock<Arc<Semaphore>> {
+        match self {
+            Self::First(lease) => &lease.nested_permits,
+            Self::Nested(hold) => &hold.nested,
+        }
     }
 
     /// A hold nested in `outer`, which gave `permit`.
-    pub(crate) fn nested_in(outer: Arc<Hold>, permit: OwnedSemaphorePermit) -> Arc<Self> {
-        Arc::new(Self {
-            lease: outer.lease.clone(),
-            depth: outer.depth + 1,
+    fn nested_in(outer: Hold, permit: OwnedSemaphorePermit) -> Self {
+        Self::Nested(Arc::new(NestedHold {
+            lease: outer.lease().clone(),
+            depth: outer.depth() + 1,
             nested: OnceLock::new(),
-            _outer: Some((outer, permit)),
-        })
+            _outer: (outer, permit),
+        }))
     }
 }
 
 impl std::fmt::Debug for Hold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hold")
-            .field("lock", &self.lease.keys.name())
-            .field("depth", &self.depth)
+            .field("lock", &self.lease().keys.name())
+            .field("depth", &self.depth())
             .finish_non_exhaustive()
     }
 }
 
 /// The innermost hold of `lock_key` through the client whose transport is `transport` among the
 /// bodies running around the current code, if any.
-pub(crate) fn enclosing(transport: &Arc<Transport>, lock_key: &str) -> Option<Arc<Hold>> {
+pub(crate) fn enclosing(transport: &Arc<Transport>, lock_key: &str) -> Option<Hold> {
     SCOPE
         .try_with(|scope| {
             let mut scope = Some(scope);
             while let Some(current) = scope {
-                let lease = &current.hold.lease;
+                let lease = current.hold.lease();
                 if Arc::ptr_eq(&lease.transport, transport) && &*lease.keys.lock == lock_key {
                     return Some(current.hold.clone());
                 }
@@ -110,7 +136,7 @@ pub(crate) fn enclosing(transport: &Arc<Transport>, lock_key: &str) -> Option<Ar
 }
 
 /// Runs `body` as the body of `hold`: acquisitions of the same lock inside it are nested.
-pub(crate) async fn run_as_body_of<F: std::future::Future>(hold: Arc<Hold>, body: F) -> F::Output {
+pub(crate) async fn run_as_body_of<F: std::future::Future>(hold: Hold, body: F) -> F::Output {
     let outer = SCOPE.try_with(Arc::clone).ok();
     SCOPE.scope(Arc::new(Scope { hold, outer }), body).await
 }
@@ -132,12 +158,8 @@ pub(crate) enum Patience {
 /// [`ErrorKind::Reentrancy`] through a non-reentrant handle, or beyond [`MAX_DEPTH`];
 /// [`ErrorKind::LeaseLost`] when the enclosing lease is (or gets) lost while waiting;
 /// [`ErrorKind::Busy`] when the turn did not come by the deadline.
-pub(crate) async fn nest(
-    outer: Arc<Hold>,
-    patience: Patience,
-    reentrant: bool,
-) -> Result<Option<Arc<Hold>>> {
-    let lease = outer.lease.clone();
+pub(crate) async fn nest(outer: Hold, patience: Patience, reentrant: bool) -> Result<Option<Hold>> {
+    let lease = outer.lease().clone();
     let name = lease.keys.name();
     if !reentrant {
         return Err(Error::new(
@@ -149,7 +171,7 @@ pub(crate) async fn nest(
             ),
         ));
     }
-    if outer.depth >= MAX_DEPTH {
+    if outer.depth() >= MAX_DEPTH {
         return Err(Error::new(
             ErrorKind::Reentrancy,
             format!(
@@ -162,7 +184,7 @@ pub(crate) async fn nest(
         return Err(LeaseLost::new(reason).into_error(name));
     }
     let permits = outer
-        .nested
+        .nested_permits()
         .get_or_init(|| Arc::new(Semaphore::new(1)))
         .clone();
     let permit = match patience {
@@ -211,7 +233,7 @@ pub(crate) async fn nest(
             }
         }
     };
-    let depth = outer.depth + 1;
+    let depth = outer.depth() + 1;
     if !lease.add_hold(depth) {
         let reason = lost_reason(&lease).unwrap_or(LostReason::Released);
         return Err(LeaseLost::new(reason).into_error(name));

@@ -9,11 +9,11 @@
 //! `tracing` warning, no later than `safe_until`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use std::collections::HashMap;
@@ -126,7 +126,10 @@ pub(crate) struct LeaseCore {
     times: StdMutex<Times>,
     /// Depths of the live holds (reentrancy, see `hold.rs`), as a bit set: bit `d - 1` for
     /// depth `d`; zero once the last hold is gone.
-    depths: StdMutex<u64>,
+    depths: AtomicU64,
+    /// The turn that acquisitions nested directly in the first hold's body take (`hold.rs`):
+    /// the first hold is the lease itself, and this is its one field.
+    pub(crate) nested_permits: OnceLock<Arc<Semaphore>>,
     /// Why the lease was lost, once decided (the first `fire_lost` wins) …
     lost: OnceLock<LostReason>,
     /// … and made known: set after the cancellation token is cancelled, so that whoever learns
@@ -188,7 +191,8 @@ impl LeaseCore {
                 safe_until: new.safe_until,
             }),
             renewal_stopped: AtomicBool::new(false),
-            depths: StdMutex::new(1),
+            depths: AtomicU64::new(1),
+            nested_permits: OnceLock::new(),
             lost: OnceLock::new(),
             lost_published: AtomicBool::new(false),
             lost_notify: Notify::new(),
@@ -220,7 +224,7 @@ impl LeaseCore {
         }
         let mut call = Call::new(&scripts::FENCE, 1);
         call.arg(&*self.keys.lock)
-            .arg(self.token.as_bytes())
+            .arg(self.token)
             .arg(self.keys.counter());
         let reply = self
             .transport
@@ -398,21 +402,20 @@ impl LeaseCore {
     /// Records a nested hold of `depth` (2 ..= 64; the nested permits of `hold.rs` make it
     /// unique). `false` when the last hold is gone already.
     pub(crate) fn add_hold(&self, depth: u32) -> bool {
-        let mut depths = lock(&self.depths);
-        if *depths == 0 {
-            return false;
-        }
-        *depths |= 1u64.checked_shl(depth.saturating_sub(1)).unwrap_or(0);
-        true
+        let bit = depth_bit(depth);
+        // Never revives a lease whose last hold is gone (zero stays zero).
+        self.depths
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |depths| {
+                (depths != 0).then_some(depths | bit)
+            })
+            .is_ok()
     }
 
     /// Removes the hold of `depth` and says what that means.
     pub(crate) fn remove_hold(&self, depth: u32) -> HoldRelease {
-        let mut depths = lock(&self.depths);
-        let bit = 1u64.checked_shl(depth.saturating_sub(1)).unwrap_or(0);
-        let innermost = u64::BITS - depths.leading_zeros() == depth;
-        *depths &= !bit;
-        if *depths == 0 {
+        let before = self.depths.fetch_and(!depth_bit(depth), Ordering::AcqRel);
+        let innermost = u64::BITS - before.leading_zeros() == depth;
+        if before & !depth_bit(depth) == 0 {
             HoldRelease::Last
         } else if innermost {
             HoldRelease::Nested
@@ -466,7 +469,7 @@ impl LeaseCore {
     pub(crate) async fn extend(&self, ttl: Duration) -> Result<ExtendStatus> {
         let mut call = Call::new(&scripts::EXTEND, 1);
         call.arg(&*self.keys.lock)
-            .arg(self.token.as_bytes())
+            .arg(self.token)
             .arg(timing::millis(ttl));
         let sent = Instant::now();
         let reply = self
@@ -488,6 +491,11 @@ impl LeaseCore {
         }
         Ok(status)
     }
+}
+
+/// The bit of `depth` (1 ..= 64) in [`LeaseCore`]'s set of live hold depths.
+fn depth_bit(depth: u32) -> u64 {
+    1u64.checked_shl(depth.saturating_sub(1)).unwrap_or(0)
 }
 
 /// The live leases of one client, by lock key: for [`crate::Client::shutdown`] (release them

@@ -322,15 +322,20 @@ impl Mutex {
             return Err(self.ctx.closed_error(self.keys.name()));
         }
         self.ctx.watchdog.register(&lease);
-        Ok(MutexGuard::new(Hold::first(lease)))
+        Ok(MutexGuard::new(Hold::First(lease)))
     }
 
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<MutexGuard> {
         let started = Instant::now();
         let deadline = wait.and_then(|w| started.checked_add(w));
         if let Some(outer) = hold::enclosing(&self.ctx.transport, &self.keys.lock) {
-            let nested =
-                hold::nest(outer, Patience::Until(deadline), self.settings.reentrant).await?;
+            // Boxed: a rare path, which would otherwise size every waiting task's future.
+            let nested = Box::pin(hold::nest(
+                outer,
+                Patience::Until(deadline),
+                self.settings.reentrant,
+            ))
+            .await?;
             // `Until` waits for the turn or fails; it never answers "not now".
             return nested
                 .map(MutexGuard::new)
@@ -373,15 +378,16 @@ impl Mutex {
         }
 
         // Subscribe first, then queue: a grant can never be published before we listen.
-        let entry = self.queue_entry(token);
-        let registration = waiters.register(token, &self.keys.lock, &entry);
+        let registration = waiters.register(token, &self.keys.lock, self.queue_entry(token));
         let _membership = waiters
             .join((&conn, generation), &self.keys.lock, || {
                 wire::wake_channel(&self.keys.lock, &self.ctx.client_id)
             })
             .await?;
-        cleanup.arm(entry.clone());
-        let mut self_wait = SelfWait::new(started);
+        // The membership keeps its own handle: this one would only sit in the waiting future.
+        drop(conn);
+        cleanup.arm(registration.entry().clone());
+        let mut self_wait = SelfWait::default();
 
         loop {
             if self.ctx.is_closed() {
@@ -390,7 +396,7 @@ impl Mutex {
             let last = deadline.is_some_and(|d| Instant::now() >= d);
             let mode = if last { Mode::Last } else { Mode::Wait };
             let sent = Instant::now();
-            let seen = match Box::pin(self.attempt(token, mode, &entry)).await? {
+            let seen = match Box::pin(self.attempt(token, mode, registration.entry())).await? {
                 AcquireReply::Taken { fence } => {
                     cleanup.disarm();
                     return Ok(self.taken(
@@ -410,7 +416,7 @@ impl Mutex {
                     return Err(Error::new(ErrorKind::Busy, "busy"));
                 }
                 AcquireReply::Held { pttl, server_ms } => {
-                    self_wait.check(self);
+                    self_wait.check(self, started);
                     let mut nap = pttl.max(MIN_NAP);
                     if let Some(deadline) = deadline {
                         nap = nap.min(deadline.saturating_duration_since(Instant::now()));
@@ -421,7 +427,7 @@ impl Mutex {
             let (seen, nap) = seen;
             tokio::select! {
                 () = registration.slot().notified() => {
-                    if let Some(grant) = registration.slot().take_grant() {
+                    if let Some(grant) = registration.take_grant() {
                         match grant_safe_until(&grant, seen, Instant::now()) {
                             Some(safe_until) => {
                                 cleanup.disarm();
@@ -554,9 +560,7 @@ impl Mutex {
                     // or it was forced open): the lease learns it when it next asks.
                     None => {
                         let mut call = Call::new(&scripts::FENCE, 1);
-                        call.arg(lock)
-                            .arg(token.as_bytes())
-                            .arg(self.keys.counter());
+                        call.arg(lock).arg(token).arg(self.keys.counter());
                         let reply =
                             Box::pin(self.ctx.transport.run(&call, "acquire", name)).await?;
                         FenceReply::decode(&reply)
@@ -570,7 +574,7 @@ impl Mutex {
                 // A lock expired under waiters: theirs first. Hand it to the oldest.
                 let mut call = Call::new(&scripts::RELEASE, 1);
                 call.arg(lock)
-                    .arg(token.as_bytes())
+                    .arg(token)
                     .arg(self.keys.counter())
                     .arg("")
                     .arg("handoff");
@@ -583,7 +587,7 @@ impl Mutex {
                 let value = String::from_utf8_lossy(&value);
                 match wire::parse_lock_value(&value) {
                     Some(holder) if holder.version <= wire::VERSION => {
-                        if holder.token == token.as_str() {
+                        if holder.token == token.hex().as_str() {
                             return Err(Error::protocol(format!(
                                 "{}: the lock already held this acquisition's own token",
                                 context()
@@ -613,27 +617,22 @@ impl Mutex {
 
 /// Warns, once, when a waiting acquire has waited longer than the lease of a hold of the same
 /// lock by its own client: if that hold belongs to the code that waits, the wait never ends.
+/// (One flag: it lives in every waiting task's future.)
+#[derive(Default)]
 struct SelfWait {
-    started: Instant,
     warned: bool,
 }
 
 impl SelfWait {
-    fn new(started: Instant) -> Self {
-        Self {
-            started,
-            warned: false,
-        }
-    }
-
-    fn check(&mut self, mutex: &Mutex) {
+    /// Warns if the acquire that started waiting at `started` waits for its own client's hold.
+    fn check(&mut self, mutex: &Mutex, started: Instant) {
         if self.warned {
             return;
         }
         let Some(own) = mutex.ctx.held.get(&mutex.keys.lock) else {
             return;
         };
-        let waited = self.started.elapsed();
+        let waited = started.elapsed();
         if waited < own.ttl() {
             return;
         }

@@ -13,12 +13,29 @@ use crate::runtime::lock;
 /// Length of an owner token on the wire: 128 random bits as lowercase hex.
 pub(crate) const OWNER_TOKEN_LEN: usize = 32;
 
-/// A 128-bit owner token from a CSPRNG, as 32 lowercase hex digits.
+/// A 128-bit owner token from a CSPRNG; on the wire, 32 lowercase hex digits.
 ///
 /// One token is drawn per acquire call and reused by every retry of that call, which is what
-/// makes a retried acquire idempotent.
+/// makes a retried acquire idempotent. Kept as its 16 bytes, not as its 32 digits: every held
+/// lease, waiting call and queued clean-up carries one (BENCHMARKS.md, memory), and the digits
+/// are written only into a request. (Bytes rather than a `u128`, whose 16-byte alignment would
+/// pad every struct that holds one.)
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct OwnerToken([u8; OWNER_TOKEN_LEN]);
+pub(crate) struct OwnerToken([u8; OWNER_TOKEN_LEN / 2]);
+
+/// An owner token's 32 hex digits, on the stack.
+pub(crate) struct TokenHex([u8; OWNER_TOKEN_LEN]);
+
+impl TokenHex {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
 
 /// The owner tokens of one client: ChaCha12 (`rand`'s `StdRng`, a CSPRNG) seeded from the
 /// operating system's generator when the client is built, so drawing a token costs no system
@@ -36,7 +53,7 @@ impl TokenSource {
     pub(crate) fn next(&self) -> OwnerToken {
         let mut raw = [0u8; OWNER_TOKEN_LEN / 2];
         lock(&self.0).fill_bytes(&mut raw);
-        OwnerToken(hex(raw))
+        OwnerToken(raw)
     }
 }
 
@@ -52,22 +69,32 @@ impl OwnerToken {
         Ok(TokenSource::new()?.next())
     }
 
-    /// Parses a token received from Redis (a grant message).
+    /// Parses a token received from Redis (a grant message): exactly 32 lowercase hex digits.
     pub(crate) fn parse(s: &[u8]) -> Option<Self> {
-        let bytes: [u8; OWNER_TOKEN_LEN] = s.try_into().ok()?;
-        bytes
+        let digits: &[u8; OWNER_TOKEN_LEN] = s.try_into().ok()?;
+        digits
             .iter()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
-            .then_some(Self(bytes))
+            .try_fold(0u128, |value, &digit| {
+                let nibble = match digit {
+                    b'0'..=b'9' => digit - b'0',
+                    b'a'..=b'f' => digit - b'a' + 10,
+                    _ => return None,
+                };
+                Some(value << 4 | u128::from(nibble))
+            })
+            .map(|value| Self(value.to_be_bytes()))
     }
 
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.0
+    /// The token as it is written to Redis.
+    pub(crate) fn hex(&self) -> TokenHex {
+        TokenHex(hex(self.0))
     }
+}
 
-    pub(crate) fn as_str(&self) -> &str {
-        // Only ASCII hex digits are ever stored.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+/// Written as its 32 hex digits.
+impl redis::ToRedisArgs for OwnerToken {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        out.write_arg(self.hex().as_bytes());
     }
 }
 
@@ -111,7 +138,7 @@ pub(crate) fn host_name() -> String {
 impl fmt::Debug for OwnerToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Anyone who knows a token can release the lock: show only enough to correlate logs.
-        write!(f, "OwnerToken({}…)", &self.as_str()[..6])
+        write!(f, "OwnerToken({}…)", &self.hex().as_str()[..6])
     }
 }
 
@@ -164,12 +191,26 @@ mod tests {
         let a = OwnerToken::generate().unwrap();
         let b = OwnerToken::generate().unwrap();
         assert_ne!(a, b);
-        assert_eq!(a.as_str().len(), OWNER_TOKEN_LEN);
-        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_eq!(OwnerToken::parse(a.as_bytes()), Some(a));
+        let digits = a.hex();
+        assert_eq!(digits.as_str().len(), OWNER_TOKEN_LEN);
+        assert!(
+            digits
+                .as_str()
+                .bytes()
+                .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+        );
+        assert_eq!(OwnerToken::parse(digits.as_bytes()), Some(a));
         assert_eq!(OwnerToken::parse(b"zz"), None);
+        let known = OwnerToken::parse(b"0123456789abcdef00000000000000ff").unwrap();
+        assert_eq!(
+            known,
+            OwnerToken(0x0123_4567_89ab_cdef_0000_0000_0000_00ff_u128.to_be_bytes())
+        );
+        assert_eq!(known.hex().as_str(), "0123456789abcdef00000000000000ff");
+        assert_eq!(OwnerToken::parse(b"0123456789ABCDEF00000000000000ff"), None);
+        assert_eq!(OwnerToken::parse(b"0123456789abcdef00000000000000f"), None);
         let shown = format!("{a:?}");
-        assert!(!shown.contains(a.as_str()));
+        assert!(!shown.contains(digits.as_str()));
         assert_eq!(client_id().unwrap().len(), 16);
     }
 }

@@ -232,9 +232,7 @@ fn convert<T: FromRedisValue>(value: Value, what: &str) -> Result<T> {
 /// A call of `release.lua` for `token` (and its queue entry, if it was waiting).
 pub(crate) fn release_call(keys: &LockKeys, token: &OwnerToken, entry: Option<&str>) -> Call {
     let mut call = Call::new(&scripts::RELEASE, 1);
-    call.arg(&*keys.lock)
-        .arg(token.as_bytes())
-        .arg(keys.counter());
+    call.arg(&*keys.lock).arg(token).arg(keys.counter());
     if let Some(entry) = entry {
         call.arg(entry);
     }

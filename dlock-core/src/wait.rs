@@ -22,6 +22,7 @@
 //!   checks a grant against the server time of its own latest attempt (see `mutex.rs`).
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -39,8 +40,9 @@ use crate::token::OwnerToken;
 /// memory is the point of this type.)
 #[derive(Debug)]
 pub(crate) struct Slot {
-    token: OwnerToken,
-    grant: Mutex<Option<(u64, i64, Duration)>>,
+    /// Fence, server time (ms) and lease (ms) of the grant delivered and not yet taken. Fences
+    /// are never zero, which keeps the `Option` free.
+    grant: Mutex<Option<(NonZeroU64, i64, u64)>>,
     notify: Notify,
     /// The lock and queue entry of the waiter, for [`Waiters::queued`] (client shutdown).
     lock_key: Arc<str>,
@@ -49,7 +51,12 @@ pub(crate) struct Slot {
 
 impl Slot {
     fn deliver(&self, grant: Grant) {
-        *lock(&self.grant) = Some((grant.fence, grant.server_ms, grant.lease));
+        let Some(fence) = NonZeroU64::new(grant.fence) else {
+            tracing::debug!("dlock: ignored a grant with fence 0 (not written by dlock)");
+            return;
+        };
+        let lease_ms = u64::try_from(grant.lease.as_millis()).unwrap_or(u64::MAX);
+        *lock(&self.grant) = Some((fence, grant.server_ms, lease_ms));
         self.notify.notify_one();
     }
 
@@ -59,14 +66,15 @@ impl Slot {
         self.notify.notified().await;
     }
 
-    pub(crate) fn take_grant(&self) -> Option<Grant> {
+    /// The grant delivered to `token` (the slot's own), if one is waiting to be taken.
+    fn take_grant(&self, token: OwnerToken) -> Option<Grant> {
         lock(&self.grant)
             .take()
-            .map(|(fence, server_ms, lease)| Grant {
-                token: self.token,
-                fence,
+            .map(|(fence, server_ms, lease_ms)| Grant {
+                token,
+                fence: fence.get(),
                 server_ms,
-                lease,
+                lease: Duration::from_millis(lease_ms),
             })
     }
 }
@@ -194,14 +202,13 @@ impl Waiters {
         self: &Arc<Self>,
         token: OwnerToken,
         lock_key: &Arc<str>,
-        entry: &Arc<str>,
+        entry: Arc<str>,
     ) -> Registration {
         let slot = Arc::new(Slot {
-            token,
             grant: Mutex::new(None),
             notify: Notify::new(),
             lock_key: lock_key.clone(),
-            entry: entry.clone(),
+            entry,
         });
         lock(&self.slots).insert(token, slot.clone());
         Registration {
@@ -229,10 +236,10 @@ impl Waiters {
     /// Every waiting acquire call's queue entry.
     pub(crate) fn queued(&self) -> Vec<Queued> {
         lock(&self.slots)
-            .values()
-            .map(|slot| Queued {
+            .iter()
+            .map(|(token, slot)| Queued {
                 lock_key: slot.lock_key.clone(),
-                token: slot.token,
+                token: *token,
                 entry: slot.entry.clone(),
             })
             .collect()
@@ -342,6 +349,16 @@ impl Registration {
     pub(crate) fn slot(&self) -> &Slot {
         &self.slot
     }
+
+    /// The waiter's queue entry.
+    pub(crate) fn entry(&self) -> &Arc<str> {
+        &self.slot.entry
+    }
+
+    /// The grant delivered to this waiter, if one is waiting to be taken.
+    pub(crate) fn take_grant(&self) -> Option<Grant> {
+        self.slot.take_grant(self.token)
+    }
 }
 
 impl Drop for Registration {
@@ -400,7 +417,7 @@ mod tests {
     }
 
     fn register(waiters: &Arc<Waiters>, token: OwnerToken) -> Registration {
-        waiters.register(token, &Arc::from("dlock:{a}"), &Arc::from("entry"))
+        waiters.register(token, &Arc::from("dlock:{a}"), Arc::from("entry"))
     }
 
     #[test]
@@ -416,7 +433,7 @@ mod tests {
             ("dlock:{a}", "entry")
         );
 
-        let payload = format!("{} 17 1700000000000 2500 1", token.as_str());
+        let payload = format!("{} 17 1700000000000 2500 1", token.hex().as_str());
         let message = |payload: &str| PushInfo {
             kind: PushKind::Message,
             data: vec![
@@ -425,7 +442,7 @@ mod tests {
             ],
         };
         waiters.on_push(message(&payload));
-        let grant = registration.slot().take_grant().unwrap();
+        let grant = registration.take_grant().unwrap();
         assert_eq!(grant.fence, 17);
         assert_eq!(grant.server_ms, 1_700_000_000_000);
         assert_eq!(grant.lease, Duration::from_millis(2500));
@@ -448,12 +465,12 @@ mod tests {
         let (waiters, orphans) = waiters();
         let token = OwnerToken::generate().unwrap();
         let registration = register(&waiters, token);
-        waiters.deliver_local(format!("{} 9 1700000000000 100", token.as_str()).as_bytes());
-        assert_eq!(registration.slot().take_grant().unwrap().fence, 9);
+        waiters.deliver_local(format!("{} 9 1700000000000 100", token.hex().as_str()).as_bytes());
+        assert_eq!(registration.take_grant().unwrap().fence, 9);
         // Another process's waiter: not ours, and not an orphan either (its own client releases
         // nothing; the published message reaches it).
         let other = OwnerToken::generate().unwrap();
-        waiters.deliver_local(format!("{} 10 1700000000000 100", other.as_str()).as_bytes());
+        waiters.deliver_local(format!("{} 10 1700000000000 100", other.hex().as_str()).as_bytes());
         assert!(lock(&orphans).is_empty());
         waiters.deliver_local(b"garbage");
     }

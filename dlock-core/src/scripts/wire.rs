@@ -41,7 +41,7 @@ impl ToRedisArgs for LockValue<'_> {
     fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
         let mut arg = out.writer_for_next_arg();
         // Writing into the command's buffer cannot fail.
-        let _ = arg.write_all(self.token.as_bytes());
+        let _ = arg.write_all(self.token.hex().as_bytes());
         let _ = arg.write_all(b"-1 ");
         let _ = arg.write_all(self.holder.as_bytes());
         let _ = arg.write_all(b"\x1f");
@@ -167,7 +167,7 @@ pub(crate) fn queue_entry(
 ) -> String {
     format!(
         "{VERSION} {} {client_id} {lease_ms} {publish} {holder}\x1f{label}",
-        token.as_str()
+        token.hex().as_str()
     )
 }
 
@@ -234,12 +234,15 @@ mod tests {
             })
             .collect();
         let written = String::from_utf8(args[0].clone()).unwrap();
-        assert_eq!(written, format!("{}-1 web-1\x1f4242\x1fpay", t.as_str()));
+        assert_eq!(
+            written,
+            format!("{}-1 web-1\x1f4242\x1fpay", t.hex().as_str())
+        );
         let holder = parse_lock_value(&written).unwrap();
         assert_eq!(
             holder,
             Holder {
-                token: t.as_str(),
+                token: t.hex().as_str(),
                 version: 1,
                 waiting: false,
                 host: "web-1",
@@ -255,11 +258,11 @@ mod tests {
             Some(1_763_000_000_000_001)
         );
         // Version 0, flagged as waited for by the scripts.
-        let old = format!("{}w web-2\x1f7\x1f", t.as_str());
+        let old = format!("{}w web-2\x1f7\x1f", t.hex().as_str());
         let holder = parse_lock_value(&old).unwrap();
         assert_eq!((holder.version, holder.waiting, holder.pid), (0, true, 7));
         // A newer version: its head is read so that callers can refuse it by name.
-        let newer = format!("{}-2 h\x1f1\x1f", t.as_str());
+        let newer = format!("{}-2 h\x1f1\x1f", t.hex().as_str());
         assert!(parse_lock_value(&newer).unwrap().version > VERSION);
         // Not dlock's at all.
         assert_eq!(parse_lock_value("hello"), None);
@@ -307,23 +310,26 @@ mod tests {
         let entry = queue_entry(&t, "c0ffee0123456789", 2500, 'P', "h\x1f9", "job");
         assert_eq!(
             entry,
-            format!("1 {} c0ffee0123456789 2500 P h\x1f9\x1fjob", t.as_str())
+            format!(
+                "1 {} c0ffee0123456789 2500 P h\x1f9\x1fjob",
+                t.hex().as_str()
+            )
         );
     }
 
     #[test]
     fn grants_of_both_versions_parse_and_others_do_not() {
         let t = token();
-        let v1 = format!("{} 17 1700000000000 2500 1", t.as_str());
+        let v1 = format!("{} 17 1700000000000 2500 1", t.hex().as_str());
         let grant = Grant::parse(v1.as_bytes()).unwrap();
         assert_eq!(
             (grant.token, grant.fence, grant.server_ms),
             (t, 17, 1_700_000_000_000)
         );
         assert_eq!(grant.lease, std::time::Duration::from_millis(2500));
-        let v0 = format!("{} 17 1700000000000 2500", t.as_str());
+        let v0 = format!("{} 17 1700000000000 2500", t.hex().as_str());
         assert_eq!(Grant::parse(v0.as_bytes()), Some(grant));
-        let v2 = format!("{} 17 1700000000000 2500 2", t.as_str());
+        let v2 = format!("{} 17 1700000000000 2500 2", t.hex().as_str());
         assert_eq!(Grant::parse(v2.as_bytes()), None);
         assert_eq!(Grant::parse(b"garbage"), None);
         assert_eq!(wake_channel("dlock:{a}", "c1"), "dlock:{a}:wake:c1");
