@@ -27,7 +27,7 @@ use crate::cli::ChildArgs;
 use crate::control::Control;
 use crate::dlock::{Dlock, client};
 use crate::report::{Check, Entry, Section, Target, checked};
-use crate::rt::{BoxError, multi_thread_runtime};
+use crate::rt::{BoxError, live_heap_bytes, multi_thread_runtime};
 use crate::spec::{ACQUIRE_WAIT, Counts, TTL};
 use crate::stats::{count, ratio};
 use crate::subject::warm_up;
@@ -47,6 +47,9 @@ pub(crate) struct GuardsResult {
     pub(crate) guards: u64,
     pub(crate) rss_growth_bytes: u64,
     pub(crate) bytes_per_guard: f64,
+    /// Heap growth per guard as allocated (allocator counts, no RSS noise).
+    #[serde(default)]
+    pub(crate) heap_bytes_per_guard: f64,
     /// `size_of::<MutexGuard>()`: the part of a guard that lives where the caller keeps it.
     pub(crate) guard_inline_bytes: usize,
     /// `used_memory` growth per held lock (lock key + fence key).
@@ -64,6 +67,10 @@ pub(crate) struct WaitersResult {
     pub(crate) queued: u64,
     pub(crate) rss_growth_bytes: u64,
     pub(crate) bytes_per_waiter: f64,
+    /// Heap growth per waiting task as allocated (its task, registration and queue entry, and
+    /// its share of the connection's buffers).
+    #[serde(default)]
+    pub(crate) heap_bytes_per_waiter: f64,
     /// Size of the future each waiting task runs (`tokio::spawn` stores it in the task).
     pub(crate) task_future_bytes: usize,
     /// Size of the future returned by `Mutex::acquire_timeout` alone.
@@ -123,12 +130,14 @@ async fn guards(url: &str, counts: &Counts) -> Result<GuardsResult, BoxError> {
     let mut held: Vec<MutexGuard> = Vec::with_capacity(usize::try_from(n)?);
 
     let rss_before = rss_bytes()?;
+    let heap_before = live_heap_bytes();
     let redis_before = control.used_memory().await?;
     for i in 0..n {
         let lock = client.mutex_with(&format!("mem:held:{i}"), MutexOptions::new().ttl(TTL))?;
         held.push(lock.acquire_timeout(ACQUIRE_WAIT).await?);
     }
     let rss_after = rss_bytes()?;
+    let heap_after = live_heap_bytes();
     let redis_held = control.used_memory().await?;
 
     for guard in held {
@@ -140,6 +149,7 @@ async fn guards(url: &str, counts: &Counts) -> Result<GuardsResult, BoxError> {
         guards: n,
         rss_growth_bytes: growth,
         bytes_per_guard: ratio(growth, n),
+        heap_bytes_per_guard: heap_per(heap_before, heap_after, n),
         guard_inline_bytes: size_of::<MutexGuard>(),
         redis_bytes_per_held_lock: ratio(redis_held.saturating_sub(redis_before), n),
         redis_bytes_per_released_lock: ratio(redis_released.saturating_sub(redis_before), n),
@@ -178,6 +188,7 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
         Vec::with_capacity(usize::try_from(n)?);
 
     let rss_before = rss_bytes()?;
+    let heap_before = live_heap_bytes();
     let redis_before = control.used_memory().await?;
     let started = Instant::now();
     while count(handles.len()) < n {
@@ -193,6 +204,7 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
     let queued = control.total_llen(&queues).await?;
     check_still_waiting(&handles, queued, n, held_since)?;
     let rss_after = rss_bytes()?;
+    let heap_after = live_heap_bytes();
     let redis_after = control.used_memory().await?;
 
     for handle in &handles {
@@ -206,6 +218,7 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
         queued,
         rss_growth_bytes: growth,
         bytes_per_waiter: ratio(growth, n),
+        heap_bytes_per_waiter: heap_per(heap_before, heap_after, n),
         task_future_bytes: sizes.0,
         acquire_future_bytes: sizes.1,
         redis_bytes_per_waiter: ratio(redis_after.saturating_sub(redis_before), n),
@@ -289,6 +302,11 @@ fn queue_key(client: &Client, name: &str) -> String {
     format!("{}{{{name}}}:queue", client.key_prefix())
 }
 
+/// Heap growth from `before` to `after`, per one of `n` items.
+fn heap_per(before: i64, after: i64, n: u64) -> f64 {
+    ratio(u64::try_from(after - before).unwrap_or(0), n)
+}
+
 /// Resident set size of this process, from `VmRSS` in `/proc/self/status`.
 fn rss_bytes() -> Result<u64, BoxError> {
     let status = std::fs::read_to_string("/proc/self/status")?;
@@ -323,8 +341,8 @@ impl Section for MemoryResult {
         let guards = vec![
             format!("held guard ({} guards)", g.guards),
             format!(
-                "{:.0} B per guard ({} B inline)",
-                g.bytes_per_guard, g.guard_inline_bytes
+                "{:.0} B per guard ({} B inline; heap {:.0} B)",
+                g.bytes_per_guard, g.guard_inline_bytes, g.heap_bytes_per_guard
             ),
             format!(
                 "{:.0} B per held lock; {:.0} B left per released lock (fence key)",
@@ -337,8 +355,11 @@ impl Section for MemoryResult {
                 w.waiters, w.held_locks, w.queued
             ),
             format!(
-                "{:.0} B per task (task future {} B, of which `acquire_timeout` {} B)",
-                w.bytes_per_waiter, w.task_future_bytes, w.acquire_future_bytes
+                "{:.0} B per task (task future {} B, of which `acquire_timeout` {} B; heap {:.0} B)",
+                w.bytes_per_waiter,
+                w.task_future_bytes,
+                w.acquire_future_bytes,
+                w.heap_bytes_per_waiter
             ),
             format!("{:.0} B per queued waiter", w.redis_bytes_per_waiter),
         ];

@@ -51,6 +51,14 @@ impl Allocations {
     }
 }
 
+/// Bytes this process has allocated and not yet freed (every thread): the heap it holds, as the
+/// program asked for it (without the allocator's own overhead, which RSS also counts).
+pub(crate) fn live_heap_bytes() -> i64 {
+    let stats = ALLOCATOR.stats();
+    let bytes = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    bytes(stats.bytes_allocated) - bytes(stats.bytes_deallocated)
+}
+
 /// Errors of the benchmark: reported with their message, the run stops.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
