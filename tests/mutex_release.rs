@@ -84,6 +84,52 @@ backend_tests!(
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Expired);
     }
 
+    async fn release_finds_its_lock_whatever_happened_to_the_value(backend: Backend) {
+        // The release names its owner by the whole value its uncontended acquire wrote (one
+        // comparison in release.lua); a value changed since — a fence added on demand, a waiter's
+        // flag — must still be recognised by its token, and the lock released or handed on.
+        let labelled = MutexOptions::new().label("pay-7");
+        let client = backend.client();
+        let mut con = backend.raw().await;
+
+        let lock = client.mutex_with("val:plain", labelled.clone()).unwrap();
+        let guard = lock.try_acquire().await.unwrap().expect("free lock");
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        assert!(!con.exists::<_, bool>("dlock:{val:plain}").await.unwrap());
+
+        let lock = client.mutex_with("val:fenced", labelled.clone()).unwrap();
+        let guard = lock.try_acquire().await.unwrap().expect("free lock");
+        let before: String = con.get("dlock:{val:fenced}").await.unwrap();
+        guard.fencing_token().await.unwrap();
+        let after: String = con.get("dlock:{val:fenced}").await.unwrap();
+        assert_ne!(
+            before, after,
+            "the fence on demand is written into the value"
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        assert!(!con.exists::<_, bool>("dlock:{val:fenced}").await.unwrap());
+
+        let lock = client.mutex_with("val:waited", labelled).unwrap();
+        let guard = lock.try_acquire().await.unwrap().expect("free lock");
+        let other = backend.client().mutex("val:waited").unwrap();
+        let waiter =
+            tokio::spawn(async move { other.acquire_timeout(Duration::from_secs(10)).await });
+        eventually(Duration::from_secs(5), "the waiter flags the lock", || {
+            let mut con = con.clone();
+            async move {
+                let value: String = con.get("dlock:{val:waited}").await.ok()?;
+                (value.as_bytes().get(32) == Some(&b'w')).then_some(())
+            }
+        })
+        .await;
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        let handed = waiter
+            .await
+            .unwrap()
+            .expect("the release hands the lock on");
+        assert_eq!(handed.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
     async fn extend_renews_the_lease(backend: Backend) {
         let lock = backend
             .client()

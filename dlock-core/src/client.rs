@@ -199,6 +199,7 @@ impl ClientBuilder {
             slot,
             (waiters, listeners),
             self.command_timeout,
+            holder_identity().into(),
         ));
         // Grants that reach this client after their waiter stopped waiting are released in the
         // background, which hands the lock on to the next waiter.
@@ -214,13 +215,7 @@ impl ClientBuilder {
             key_prefix: self.key_prefix,
             default_ttl,
         };
-        let ctx = Context::new(
-            transport,
-            config,
-            client_id,
-            holder_identity().into(),
-            TokenSource::new()?,
-        );
+        let ctx = Context::new(transport, config, client_id, TokenSource::new()?);
         Ok(Client { ctx: Arc::new(ctx) })
     }
 

@@ -25,8 +25,6 @@ pub(crate) struct Context {
     pub(crate) config: Config,
     /// Names this client's wake channels (and nothing else).
     pub(crate) client_id: String,
-    /// `<host>\x1f<pid>`: who holds a lock, for introspection.
-    pub(crate) holder: Arc<str>,
     pub(crate) tokens: TokenSource,
     pub(crate) held: Arc<HeldLocks>,
     pub(crate) watchdog: Watchdog,
@@ -39,7 +37,6 @@ impl Context {
         transport: Arc<Transport>,
         config: Config,
         client_id: String,
-        holder: Arc<str>,
         tokens: TokenSource,
     ) -> Self {
         Self {
@@ -47,7 +44,6 @@ impl Context {
             transport,
             config,
             client_id,
-            holder,
             tokens,
             held: Arc::default(),
             closed: AtomicBool::new(false),
@@ -80,7 +76,6 @@ impl std::fmt::Debug for Context {
             transport,
             config,
             client_id,
-            holder,
             tokens: _,
             held: _,
             watchdog,
@@ -90,7 +85,7 @@ impl std::fmt::Debug for Context {
             .field("config", config)
             .field("command_timeout", &transport.command_timeout())
             .field("client_id", client_id)
-            .field("holder", holder)
+            .field("holder", &transport.holder)
             .field("waiters", &transport.waiters)
             .field("watchdog", watchdog)
             .field("shut_down", &closed.load(Ordering::Relaxed))

@@ -23,6 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
 use crate::options::Renewal;
 use crate::runtime::{lock, spawn_detached};
+use crate::scripts::wire::LockValue;
 use crate::scripts::{self, Call, ExtendStatus, FenceReply, ReleaseReply, unexpected};
 use crate::timing::{self, safe_until};
 use crate::token::{FencingToken, OwnerToken};
@@ -119,6 +120,11 @@ pub(crate) struct LeaseCore {
     held: Arc<HeldLocks>,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
+    /// Whether the lock value is the one the uncontended acquire wrote (token, holder, and this
+    /// label): the release then names the owner by that whole value, which `release.lua`
+    /// matches with one comparison.
+    plain_value: bool,
+    label: Option<Arc<str>>,
     /// The fencing token of this acquisition, once issued (see [`LeaseCore::fence`]).
     fence: OnceLock<FencingToken>,
     pub(crate) acquired_at: Instant,
@@ -170,6 +176,10 @@ pub(crate) struct NewLease {
     pub(crate) safe_until: Instant,
     pub(crate) renewal: Renewal,
     pub(crate) registration: Option<Registration>,
+    /// The label of the lock value, when `plain_value`.
+    pub(crate) label: Option<Arc<str>>,
+    /// The lock holds the value the uncontended acquire wrote.
+    pub(crate) plain_value: bool,
 }
 
 impl LeaseCore {
@@ -179,6 +189,8 @@ impl LeaseCore {
             held: new.held,
             keys: new.keys,
             token: new.token,
+            plain_value: new.plain_value,
+            label: new.label,
             fence: new
                 .fence
                 .map(|f| OnceLock::from(FencingToken::new(f)))
@@ -441,7 +453,16 @@ impl LeaseCore {
     /// answer does not arrive, the release is retried once in the background.
     pub(crate) async fn release(&self) -> Result<ReleaseReply> {
         self.mark_released();
-        let call = release_call(&self.keys, &self.token, None);
+        let call = if self.plain_value {
+            let value = LockValue {
+                token: &self.token,
+                holder: &self.transport.holder,
+                label: self.label.as_deref().unwrap_or_default(),
+            };
+            release_call(&self.keys, value, None)
+        } else {
+            release_call(&self.keys, self.token, None)
+        };
         let mut pending = ReleaseOnDrop::new(&self.transport, &self.keys, self.token);
         let reply = self
             .transport

@@ -105,7 +105,7 @@ impl Client {
         let mut steps: Vec<(String, Step, StepFuture)> = Vec::new();
         for lease in ctx.held.take_all() {
             lease.mark_released_by(LostReason::Shutdown);
-            let call = release_call(&lease.keys, &lease.token, None);
+            let call = release_call(&lease.keys, lease.token, None);
             steps.push((
                 lease.keys.name().to_owned(),
                 Step::Release,
@@ -119,7 +119,7 @@ impl Client {
         }
         for queued in transport.waiters.queued() {
             let keys = LockKeys::from_lock_key(&queued.lock_key);
-            let call = release_call(&keys, &queued.token, Some(&queued.entry));
+            let call = release_call(&keys, queued.token, Some(&queued.entry));
             steps.push((
                 keys.name().to_owned(),
                 Step::Dequeue,

@@ -150,8 +150,9 @@ impl fmt::Debug for OwnerToken {
 /// smaller than the largest it has seen: a holder that was paused past its lease can then no
 /// longer overwrite the work of the next holder.
 ///
-/// Issued inside the acquire script as `max(last + 1, server time in µs)`, so its values look like
-/// microsecond timestamps. Compare tokens of the same lock name only.
+/// Issued by an `INCR` of one counter per Redis Cluster slot, which a counter found lost starts
+/// again at the server clock in µs: tokens of one name strictly increase, with gaps, and are not
+/// timestamps. Compare tokens of the same lock name only.
 ///
 /// ```
 /// use dlock_core::FencingToken;

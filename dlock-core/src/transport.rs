@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{FromRedisValue, Value};
+use redis::{FromRedisValue, ToRedisArgs, Value};
 use tokio_util::task::TaskTracker;
 
 use crate::conn::{Conn, ConnSlot};
@@ -36,6 +36,8 @@ pub(crate) struct Transport {
     command_timeout: Duration,
     /// Background releases in flight, which [`crate::Client::shutdown`] waits for.
     pub(crate) background: TaskTracker,
+    /// `<host>\x1f<pid>`: who holds a lock, written into lock values and queue entries.
+    pub(crate) holder: Arc<str>,
 }
 
 impl Transport {
@@ -43,6 +45,7 @@ impl Transport {
         slot: Arc<ConnSlot>,
         (waiters, listeners): (Arc<Waiters>, Arc<Listeners>),
         command_timeout: Duration,
+        holder: Arc<str>,
     ) -> Self {
         Self {
             slot,
@@ -50,6 +53,7 @@ impl Transport {
             listeners,
             command_timeout,
             background: TaskTracker::new(),
+            holder,
         }
     }
 
@@ -202,7 +206,7 @@ impl Transport {
     ) {
         let transport = self.clone();
         let spawned = spawn_detached(self.background.track_future(async move {
-            let call = release_call(&keys, &token, entry.as_deref());
+            let call = release_call(&keys, token, entry.as_deref());
             match transport
                 .run(&call, "background release", keys.name())
                 .await
@@ -229,10 +233,11 @@ fn convert<T: FromRedisValue>(value: Value, what: &str) -> Result<T> {
     T::from_redis_value(value).map_err(|e| Error::from_redis(what, e.into()))
 }
 
-/// A call of `release.lua` for `token` (and its queue entry, if it was waiting).
-pub(crate) fn release_call(keys: &LockKeys, token: &OwnerToken, entry: Option<&str>) -> Call {
+/// A call of `release.lua` for `owner` — the owner's token, or the whole lock value it wrote
+/// (see `release.lua`) — and its queue entry, if it was waiting.
+pub(crate) fn release_call(keys: &LockKeys, owner: impl ToRedisArgs, entry: Option<&str>) -> Call {
     let mut call = Call::new(&scripts::RELEASE, 1);
-    call.arg(&*keys.lock).arg(token).arg(keys.counter());
+    call.arg(&*keys.lock).arg(owner).arg(keys.counter());
     if let Some(entry) = entry {
         call.arg(entry);
     }
