@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::support::{Backend, Plain, backend_tests, eventually};
+use crate::support::{Backend, Plain, acquired_within, backend_tests, eventually};
 
 async fn wake_channels(backend: &Backend, con: &mut Plain, name: &str) -> Vec<String> {
     backend
@@ -106,10 +106,7 @@ backend_tests!(
         // … which is dropped before it ever learns so. The lock must not stay held for 30 s.
         drop(pending);
         let third = backend.client().mutex("handed").unwrap();
-        let guard = eventually(Duration::from_secs(5), "lock passed on", || async {
-            third.try_acquire().await.ok().flatten()
-        })
-        .await;
+        let guard = acquired_within(&third, Duration::from_secs(5), "lock passed on").await;
         guard.release().await.unwrap();
     }
 
@@ -153,10 +150,10 @@ backend_tests!(
         .await;
         // … and whatever they took was released in the background, well before the 30 s lease.
         let other = backend.client().mutex("inflight").unwrap();
-        let guard = eventually(
+        let guard = acquired_within(
+            &other,
             Duration::from_secs(5),
             "abandoned acquires cleaned up",
-            || async { other.try_acquire().await.ok().flatten() },
         )
         .await;
         guard.release().await.unwrap();

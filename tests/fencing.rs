@@ -6,7 +6,7 @@ use std::time::Duration;
 use dlock_core::{FencingToken, MutexOptions};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, backend_tests, eventually};
+use crate::support::{Backend, acquired_within, backend_tests, eventually};
 
 backend_tests!(
     async fn tokens_increase_across_release_expiry_and_clients(backend: Backend) {
@@ -39,10 +39,7 @@ backend_tests!(
 
         backend.restart("dlock:{restart}");
         let fresh = backend.client().mutex("restart").unwrap();
-        let after = eventually(Duration::from_secs(10), "acquire after restart", || async {
-            fresh.try_acquire().await.ok().flatten()
-        })
-        .await;
+        let after = acquired_within(&fresh, Duration::from_secs(10), "acquire after restart").await;
         assert!(
             after.fencing_token().await.unwrap() > old,
             "a counter reset must not issue a smaller token ({} after {})",

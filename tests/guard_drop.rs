@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use dlock_core::MutexOptions;
 
-use crate::support::{Backend, backend_tests, eventually};
+use crate::support::{Backend, acquired_within, backend_tests};
 
 backend_tests!(
     async fn dropped_guard_is_released_in_the_background(backend: Backend) {
@@ -13,10 +13,7 @@ backend_tests!(
         let guard = lock.try_acquire().await.unwrap().expect("free");
         drop(guard);
         let other = backend.client().mutex("dropped").unwrap();
-        let again = eventually(Duration::from_secs(5), "background release", || async {
-            other.try_acquire().await.ok().flatten()
-        })
-        .await;
+        let again = acquired_within(&other, Duration::from_secs(5), "background release").await;
         again.release().await.unwrap();
     }
 

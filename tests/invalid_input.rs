@@ -7,7 +7,7 @@ use std::time::Duration;
 use dlock_core::{Client, ClientBuilder, ErrorKind, MutexOptions};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, backend_tests, eventually};
+use crate::support::{Backend, acquired_within, backend_tests};
 
 #[tokio::test]
 async fn bad_names_ttls_and_labels_are_rejected_before_any_request() {
@@ -110,10 +110,10 @@ backend_tests!(
         let err = fenced.try_acquire().await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
         let plain = client.mutex("fence").unwrap();
-        let again = eventually(
+        let again = acquired_within(
+            &plain,
             Duration::from_secs(5),
             "the failed acquisition let go",
-            || async { plain.try_acquire().await.ok().flatten() },
         )
         .await;
         again.release().await.unwrap();

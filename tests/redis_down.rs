@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 
-use crate::support::{Backend, backend_tests, eventually};
+use crate::support::{Backend, acquired_within, backend_tests, eventually, take_and_release};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -18,13 +18,7 @@ backend_tests!(
             .build()
             .unwrap();
         let lock = c.mutex("down").unwrap();
-        lock.try_acquire()
-            .await
-            .unwrap()
-            .expect("free")
-            .release()
-            .await
-            .unwrap();
+        take_and_release(&lock).await;
 
         backend.kill("dlock:{down}");
         for _ in 0..3 {
@@ -46,10 +40,7 @@ backend_tests!(
         );
 
         backend.restart("dlock:{down}");
-        let guard = eventually(Duration::from_secs(15), "client recovers", || async {
-            lock.try_acquire().await.ok().flatten()
-        })
-        .await;
+        let guard = acquired_within(&lock, Duration::from_secs(15), "client recovers").await;
         guard.release().await.unwrap();
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_core::{ErrorKind, MutexOptions};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, backend_tests};
+use crate::support::{Backend, backend_tests, take_and_release};
 
 const OLD_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 const OLD_CLIENT: &str = "00112233445566aa";
@@ -103,14 +103,7 @@ backend_tests!(
         let fenced = c.mutex_with("rd-f", MutexOptions::new().fenced()).unwrap();
         let plain = c.mutex("rd-f").unwrap();
         // Warm: the slot's counter exists and is live.
-        fenced
-            .try_acquire()
-            .await
-            .unwrap()
-            .expect("free")
-            .release()
-            .await
-            .unwrap();
+        take_and_release(&fenced).await;
         let mut ahead: u64 = 2_000_000_000_000_000;
         let mut older = |con: &mut crate::support::Plain| {
             ahead += 1_000_000;

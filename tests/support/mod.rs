@@ -13,7 +13,7 @@ pub(crate) use target::Plain;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dlock_core::Client;
+use dlock_core::{Client, Mutex, MutexGuard};
 use dlock_testkit::{ChildGuard, LineChild, RedisServer};
 use redis::AsyncCommands;
 
@@ -54,6 +54,27 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Takes the free lock `lock` and releases it: the connection, the scripts and the slot's fence
+/// counter are then warm.
+pub(crate) async fn take_and_release(lock: &Mutex) {
+    lock.try_acquire()
+        .await
+        .unwrap()
+        .expect("free")
+        .release()
+        .await
+        .unwrap();
+}
+
+/// The guard of `lock` as soon as a `try_acquire` gets it, within `limit` (what is awaited is
+/// named by `what` in the failure).
+pub(crate) async fn acquired_within(lock: &Mutex, limit: Duration, what: &str) -> MutexGuard {
+    eventually(limit, what, || async {
+        lock.try_acquire().await.ok().flatten()
+    })
+    .await
 }
 
 /// A `dlock-test-worker` process whose stdout lines can be awaited.
