@@ -120,10 +120,7 @@ pub(crate) struct LeaseCore {
     held: Arc<HeldLocks>,
     pub(crate) keys: LockKeys,
     pub(crate) token: OwnerToken,
-    /// Whether the lock value is the one the uncontended acquire wrote (token, holder, and this
-    /// label): the release then names the owner by that whole value, which `release.lua`
-    /// matches with one comparison.
-    plain_value: bool,
+    /// The label written into the lock value (see [`LeaseCore::release`]).
     label: Option<Arc<str>>,
     /// The fencing token of this acquisition, once issued (see [`LeaseCore::fence`]).
     fence: OnceLock<FencingToken>,
@@ -148,8 +145,9 @@ pub(crate) struct LeaseCore {
     renewal_stopped: AtomicBool,
     /// Kept while held so that a late duplicate of our grant is recognised as ours rather than
     /// released as an orphan. Boxed: only leases that waited have one, and every held lease
-    /// would otherwise carry its 48 bytes.
-    _registration: Option<Box<Registration>>,
+    /// would otherwise carry its 48 bytes. `None` also says the lease never waited: the lock
+    /// then holds the value its uncontended `SET` wrote.
+    registration: Option<Box<Registration>>,
 }
 
 /// What releasing one hold of a lease means.
@@ -176,10 +174,8 @@ pub(crate) struct NewLease {
     pub(crate) safe_until: Instant,
     pub(crate) renewal: Renewal,
     pub(crate) registration: Option<Registration>,
-    /// The label of the lock value, when `plain_value`.
+    /// The label written into the lock value.
     pub(crate) label: Option<Arc<str>>,
-    /// The lock holds the value the uncontended acquire wrote.
-    pub(crate) plain_value: bool,
 }
 
 impl LeaseCore {
@@ -189,7 +185,6 @@ impl LeaseCore {
             held: new.held,
             keys: new.keys,
             token: new.token,
-            plain_value: new.plain_value,
             label: new.label,
             fence: new
                 .fence
@@ -210,7 +205,7 @@ impl LeaseCore {
             lost_notify: Notify::new(),
             cancel: OnceLock::new(),
             released: AtomicBool::new(false),
-            _registration: new.registration.map(Box::new),
+            registration: new.registration.map(Box::new),
         });
         lease.held.insert(&lease);
         lease
@@ -453,7 +448,11 @@ impl LeaseCore {
     /// answer does not arrive, the release is retried once in the background.
     pub(crate) async fn release(&self) -> Result<ReleaseReply> {
         self.mark_released();
-        let call = if self.plain_value {
+        // A lease that never waited names its owner by the whole value its `SET` wrote, which
+        // `release.lua` matches with one comparison (a value changed since — a fence on demand,
+        // a waiter's flag — is still matched by its token). A waiting acquire's value was
+        // written by a script, with its flag and fence: the token names it.
+        let call = if self.registration.is_none() {
             let value = LockValue {
                 token: &self.token,
                 holder: &self.transport.holder,

@@ -91,9 +91,6 @@ enum Fast {
 /// A lock just taken in Redis, before it becomes a lease.
 struct Taken {
     token: OwnerToken,
-    /// The lock holds the value this acquisition's uncontended `SET` wrote (see
-    /// `LeaseCore::release`).
-    plain_value: bool,
     /// Its fencing token, when one was issued with it (fences are issued on demand).
     fence: Option<u64>,
     safe_until: Instant,
@@ -314,11 +311,7 @@ impl Mutex {
             safe_until: taken.safe_until,
             renewal: self.settings.renewal,
             registration: taken.registration,
-            label: taken
-                .plain_value
-                .then(|| self.settings.label.clone())
-                .flatten(),
-            plain_value: taken.plain_value,
+            label: self.settings.label.clone(),
         });
         if self.ctx.is_closed() {
             // The client was shut down while this acquisition was under way (the lease is in the
@@ -441,7 +434,6 @@ impl Mutex {
                                 cleanup.disarm();
                                 return Ok(Taken {
                                     token,
-                                    plain_value: false,
                                     fence: Some(grant.fence),
                                     safe_until,
                                     registration: Some(registration),
@@ -470,9 +462,6 @@ impl Mutex {
     ) -> Taken {
         Taken {
             token,
-            // Only the uncontended `SET` writes a lock value without waiting; a waiting
-            // acquire's value is written by a script (with its flag and fence).
-            plain_value: registration.is_none(),
             fence,
             safe_until: timing::safe_until(sent, pttl, self.settings.ttl),
             registration,
