@@ -15,6 +15,33 @@ use crate::subject::{Fence, Subject};
 use crate::subjects::Kind;
 use crate::table::{int, times};
 
+/// Measures each of `subjects` `rounds` times with `one` and keeps, for each, the round with its
+/// median rate. Round `r` starts at the `r`-th subject and wraps around, so every subject runs in
+/// every position; a drift of the machine (another process, the CPU's clock) over a stage then
+/// falls on every subject alike instead of on whichever runs last. Results keep `subjects`' order.
+///
+/// # Errors
+/// The first error of `one`.
+pub(crate) fn median_of_rounds(
+    subjects: &[Kind],
+    rounds: usize,
+    mut one: impl FnMut(Kind) -> Result<PairResult, BoxError>,
+) -> Result<Vec<PairResult>, BoxError> {
+    let mut by_subject: Vec<Vec<PairResult>> = subjects.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds.max(1) {
+        for i in (0..subjects.len()).map(|i| (i + round) % subjects.len()) {
+            by_subject[i].push(one(subjects[i])?);
+        }
+    }
+    Ok(by_subject.into_iter().map(median_by_rate).collect())
+}
+
+/// The result with the median rate (the lower median of an even count).
+fn median_by_rate(mut results: Vec<PairResult>) -> PairResult {
+    results.sort_by(|a, b| a.pairs_per_s.total_cmp(&b.pairs_per_s));
+    results.swap_remove((results.len() - 1) / 2)
+}
+
 /// The measured window of a pair workload (W1, W2) for one subject.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct PairResult {
@@ -235,6 +262,38 @@ mod tests {
             },
         ],
     };
+
+    #[test]
+    fn rounds_rotate_the_order_and_keep_each_subjects_median() {
+        let subjects = [Kind::Floor, Kind::Rslock, Kind::Dlock];
+        let mut order = Vec::new();
+        // Each subject's rate grows by 10 per round it has run, plus its own offset.
+        let mut runs = [0.0; 3];
+        let results = median_of_rounds(&subjects, 3, |kind| {
+            order.push(kind);
+            let i = subjects.iter().position(|&k| k == kind).unwrap();
+            let rate = [100.0, 50.0, 10.0][i] + [30.0, 0.0, 60.0][runs[i] as usize];
+            runs[i] += 1.0;
+            Ok(result(kind, rate))
+        })
+        .unwrap();
+        use Kind::{Dlock, Floor, Rslock};
+        let expected_order = [
+            [Floor, Rslock, Dlock],
+            [Rslock, Dlock, Floor],
+            [Dlock, Floor, Rslock],
+        ];
+        assert_eq!(order, expected_order.concat());
+        let kept: Vec<(Kind, f64)> = results.iter().map(|r| (r.subject, r.pairs_per_s)).collect();
+        assert_eq!(kept, [(Floor, 130.0), (Rslock, 80.0), (Dlock, 40.0)]);
+    }
+
+    #[test]
+    fn one_round_is_the_measurement_itself() {
+        let results = median_of_rounds(&[Kind::Dlock], 1, |kind| Ok(result(kind, 7.0))).unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].pairs_per_s, 7.0);
+    }
 
     fn w2(dlock: f64) -> PairRun {
         let results = vec![result(Kind::Floor, 100.0), result(Kind::Dlock, dlock)];

@@ -201,7 +201,9 @@ impl Meta {
             connection: CONNECTIONS,
             runtimes: "W1, W1 1-CPU and W2 current-thread: current-thread; W1 1-CPU \
                        multi-thread, W2, W2-fence, W3 workers, memory: multi-thread with 2 \
-                       workers; the same for every subject",
+                       workers; the same for every subject. W1 1-CPU, W2 and W2-fence: each \
+                       subject's median of 5 rounds (1 in --quick), the subjects' order rotated each round \
+                       (W1 1-CPU: a fresh pinned process per subject and round)",
             loadavg_start: loadavg(),
             loadavg_end: String::new(),
         }

@@ -45,6 +45,9 @@ pub(crate) const SCHED_SKEWS: [[i64; 3]; 2] = [[0, 0, 0], [-300, 0, 500]];
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Counts {
     pub(crate) quick: bool,
+    /// Rounds of the rate stages (W1 1-CPU, W2, W2-fence): each subject's figure is its median
+    /// round ([`crate::pairs::median_of_rounds`]).
+    pub(crate) rate_rounds: usize,
     pub(crate) w1_warmup: u64,
     pub(crate) w1_pairs: u64,
     pub(crate) w2_tasks: u64,
@@ -68,6 +71,7 @@ impl Counts {
     /// The figures of WORKLOADS.md.
     pub(crate) const FULL: Counts = Counts {
         quick: false,
+        rate_rounds: 5,
         w1_warmup: 1_000,
         w1_pairs: 20_000,
         w2_tasks: 64,
@@ -87,6 +91,7 @@ impl Counts {
     /// A smoke run: same shapes, about a tenth of the work. Not comparable with full runs.
     pub(crate) const QUICK: Counts = Counts {
         quick: true,
+        rate_rounds: 1,
         w1_warmup: 100,
         w1_pairs: 2_000,
         w2_tasks: 64,

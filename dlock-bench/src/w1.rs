@@ -5,8 +5,8 @@
 //! task runs on the same thread). Each subject gets a fresh runtime and connection after a
 //! `FLUSHALL`.
 //!
-//! W1 1-CPU runs the same in a child process (`dlock-bench w1-pinned`) that pins itself to one CPU
-//! before it starts any thread, while the parent pins every thread of redis-server to the same CPU.
+//! W1 1-CPU runs the same in a child process per subject (`dlock-bench w1-pinned`) that pins itself
+//! to one CPU before it starts any thread, while the parent pins every thread of redis-server to the same CPU.
 //!
 //! **W1 1-CPU multi-thread** (issue #13: both runtimes): the same pinned child on a multi-thread
 //! runtime with 2 worker threads, which inherit the pin. The measured loop is unchanged and runs
@@ -18,7 +18,9 @@ use crate::affinity::{PinnedProcess, pin_current_thread};
 use crate::child::{Child, args, print_result};
 use crate::cli::ChildArgs;
 use crate::control::Control;
-use crate::pairs::{AT_LEAST_RSLOCK, PairResult, RateTarget, Shape, names, timed_pairs};
+use crate::pairs::{
+    AT_LEAST_RSLOCK, PairResult, RateTarget, Shape, median_of_rounds, names, timed_pairs,
+};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, Flavour};
@@ -86,22 +88,29 @@ pub(crate) fn run_unpinned(
         .collect()
 }
 
-/// W1 1-CPU: pins redis-server to the pinned CPU, runs every subject on `flavour` runtimes in a
-/// child process pinned to it from its start, then unpins the server.
+/// W1 1-CPU: pins redis-server to the pinned CPU, runs each subject on a `flavour` runtime in a
+/// child process of its own, pinned to it from its start, in rounds (the median round of each
+/// subject is its figure), then unpins the server.
+///
+/// One process per subject, so that no subject runs in a process that earlier subjects' runtimes,
+/// connections and allocations have already shaped.
 fn run_pinned(s: &Setting, flavour: Flavour) -> Result<Vec<PairResult>, BoxError> {
     let pinned = PinnedProcess::pin(s.server_pid, PINNED_CPU)?;
     eprintln!(
         "  redis-server: {} threads pinned to CPU {PINNED_CPU}",
         pinned.threads()
     );
-    let subjects = Kind::list(&s.subjects);
-    let args = args(
-        "w1-pinned",
-        &s.url,
-        s.counts.quick,
-        &["--subjects", &subjects, "--runtime", flavour.name()],
-    );
-    let result = Child::spawn(&args)?.result();
+    let result = median_of_rounds(&s.subjects, s.counts.rate_rounds, |kind| {
+        let args = args(
+            "w1-pinned",
+            &s.url,
+            s.counts.quick,
+            &["--subjects", kind.name(), "--runtime", flavour.name()],
+        );
+        let mut one: Vec<PairResult> = Child::spawn(&args)?.result()?;
+        one.pop()
+            .ok_or_else(|| format!("`w1-pinned` for {} returned no result", kind.name()).into())
+    });
     drop(pinned);
     result
 }

@@ -26,7 +26,9 @@ use std::sync::Arc;
 use tokio::sync::Barrier;
 
 use crate::control::Control;
-use crate::pairs::{AT_LEAST_RSLOCK, PairResult, RateTarget, Shape, names, timed_pairs};
+use crate::pairs::{
+    AT_LEAST_RSLOCK, PairResult, RateTarget, Shape, median_of_rounds, names, timed_pairs,
+};
 use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, Flavour};
@@ -70,22 +72,19 @@ fn run_fence_stage(s: &Setting, fence: Fence) -> Result<Vec<PairResult>, BoxErro
     run_all(s, &subjects, fence, Flavour::MultiThread)
 }
 
-/// W2 for each of `subjects`, each on a fresh `flavour` runtime; its holders read their fence if
-/// `fence` says so.
+/// W2 for each of `subjects`, each on a fresh `flavour` runtime, in rounds (the median round of
+/// each subject is its figure); its holders read their fence if `fence` says so.
 fn run_all(
     s: &Setting,
     subjects: &[Kind],
     fence: Fence,
     flavour: Flavour,
 ) -> Result<Vec<PairResult>, BoxError> {
-    subjects
-        .iter()
-        .map(|&kind| {
-            let runtime = flavour.runtime()?;
-            let (url, counts) = (s.url.as_str(), &s.counts);
-            with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts, fence)))
-        })
-        .collect()
+    median_of_rounds(subjects, s.counts.rate_rounds, |kind| {
+        let runtime = flavour.runtime()?;
+        let (url, counts) = (s.url.as_str(), &s.counts);
+        with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts, fence)))
+    })
 }
 
 /// W2 (multi-thread) in the report: its rate beside the other subjects', and issue #13's
