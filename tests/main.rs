@@ -39,6 +39,7 @@ mod scheduler_outage;
 mod scheduler_records;
 mod scheduler_share;
 mod scheduler_shutdown;
+mod semaphore;
 mod stale_handoff;
 mod wake_on_release;
 mod watchdog_batch;

@@ -9,10 +9,11 @@ use redis::IntoConnectionInfo;
 use crate::conn::{ConnSettings, ConnSlot, Connection, Factory};
 use crate::context::{Config, Context};
 use crate::error::{Error, Result};
-use crate::key::{LockKeys, validate_name, validate_prefix};
+use crate::key::{LockKeys, LockKind, validate_name, validate_prefix};
 use crate::listen::Listeners;
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
+use crate::semaphore::Semaphore;
 use crate::timing::validate_ttl;
 use crate::token::{TokenSource, client_id, host_name};
 use crate::transport::Transport;
@@ -356,6 +357,39 @@ impl Client {
         let settings = options.settings(self.ctx.config.default_ttl)?;
         let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
         Ok(Mutex::new(self.ctx.clone(), keys, settings))
+    }
+
+    /// A handle on the distributed semaphore called `name`, with `permits` permits (default
+    /// options: each permit has the client's default TTL as a fixed lease); see [`Semaphore`].
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a bad name or `permits == 0`.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        self.semaphore_with(name, permits, MutexOptions::new())
+    }
+
+    /// A handle on the semaphore called `name` with explicit options: the lease (`ttl`), the
+    /// watchdog or a fixed lease (`renewal`; a fixed lease makes permits that expire), `max_hold`
+    /// and the holder's `label` apply to each permit as to a mutex's hold; reentrancy and
+    /// `fenced` do not (every permit is its own holder, and always fenced).
+    ///
+    /// # Errors
+    /// As [`Client::semaphore`], and for invalid options.
+    pub fn semaphore_with(
+        &self,
+        name: &str,
+        permits: u32,
+        options: MutexOptions,
+    ) -> Result<Semaphore> {
+        validate_name(name)?;
+        if permits == 0 {
+            return Err(crate::Error::invalid(format!(
+                "semaphore `{name}` needs at least 1 permit"
+            )));
+        }
+        let settings = options.settings(self.ctx.config.default_ttl)?;
+        let keys = LockKeys::of_kind(LockKind::Semaphore, &self.ctx.config.key_prefix, name);
+        Ok(Semaphore::new(self.ctx.clone(), keys, permits, settings))
     }
 
     /// The client's Redis connection, for your own commands; see [`crate::Connection`].

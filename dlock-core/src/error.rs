@@ -11,6 +11,9 @@ use std::time::Duration;
 /// The error code of a script's reply when a lock key holds data dlock did not write (see
 /// `unusable` in `scripts/common.lua`).
 pub(crate) const FOREIGN_CODE: &str = "DLOCKFOREIGN";
+/// The error code of a shared lock whose stored limit differs from the caller's
+/// (`scripts/shared_acquire.lua`).
+pub(crate) const LIMIT_CODE: &str = "DLOCKLIMIT";
 
 /// What kind of failure an [`Error`] is. Each variant says when it happens and what to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -180,6 +183,19 @@ impl Error {
             let mut error = Self::foreign(context, key, why);
             error.source = Some(Box::new(err));
             return error;
+        }
+        if err.code() == Some(LIMIT_CODE) {
+            // "DLOCKLIMIT <key> <stored limit>" from shared_acquire.lua.
+            let detail = err.detail().unwrap_or_default();
+            let stored = detail.split(' ').nth(1).unwrap_or("another number of");
+            return Self {
+                kind: ErrorKind::InvalidInput,
+                message: format!(
+                    "{context}: the semaphore exists in Redis with a limit of {stored} permits,                      and this handle was built with another; every process must use the same                      limit (a semaphore that nobody holds forgets its limit after its last lease)"
+                )
+                .into(),
+                source: Some(Box::new(err)),
+            };
         }
         if err.kind() == redis::ErrorKind::Parse {
             // Redis never sends what the RESP parser rejects: something else answered.

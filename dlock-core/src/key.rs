@@ -12,6 +12,9 @@
 //! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
 //! | `<prefix>fence:{<tag>}`            | string | the slot's fence counter; no expiry       |
 //! | `<prefix>{<name>}:fence`           | string | read only: the per-name counter that dlock up to 0.1 wrote (7 days after its last use) |
+//! | `<prefix>{<name>}:sem`             | hash   | a semaphore: limit, permits used, one field per holder (`scripts/shared.lua`); expires at its last holder's deadline |
+//! | `<prefix>{<name>}:sem:exp`         | zset   | the semaphore's holders by lease deadline; same lifetime |
+//! | `<prefix>{<name>}:sem:queue`, `…:sem:wake:<client>` | list, channel | as the mutex's |
 //!
 //! There is at most one counter per slot in use (16,384 at most, ~100 B each), where dlock up
 //! to 0.1 kept one per name for 7 days after its last use.
@@ -72,20 +75,52 @@ fn check_chars(what: &str, s: &str) -> Result<()> {
     Ok(())
 }
 
-/// The Redis keys of one lock: one shared string `<prefix>{<name>}`. The scripts derive the
-/// `:queue` key from it (same hash tag, so the same cluster slot); the slot's fence counter is
-/// [`LockKeys::counter`]. Cheap to clone.
+/// What kind of lock a key is, told by what follows its hash tag: nothing for a mutex
+/// (`<prefix>{<name>}`), `:sem` for a semaphore (`<prefix>{<name>}:sem`, see
+/// `scripts/shared.lua`). So a mutex and a semaphore of the same name never share a key, and a
+/// key found in a wake channel's name says which scripts release it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LockKind {
+    Mutex,
+    Semaphore,
+}
+
+impl LockKind {
+    /// What follows `}` in the kind's key.
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Mutex => "",
+            Self::Semaphore => ":sem",
+        }
+    }
+
+    /// Whether holders of this kind are members of a shared lock (`scripts/shared.lua`) rather
+    /// than the one value of a mutex key.
+    pub(crate) fn is_shared(self) -> bool {
+        self != Self::Mutex
+    }
+}
+
+/// The Redis keys of one lock: one shared string `<prefix>{<name>}` (a mutex; other kinds add a
+/// suffix, see [`LockKind`]). The scripts derive the `:queue` key from it (same hash tag, so the
+/// same cluster slot); the slot's fence counter is [`LockKeys::counter`]. Cheap to clone.
 #[derive(Clone, Debug)]
 pub(crate) struct LockKeys {
-    /// `<prefix>{<name>}`: the key holding the owner token and holder metadata while held.
+    /// `<prefix>{<name>}[<kind suffix>]`: the key holding the holder(s) while held.
     pub(crate) lock: Arc<str>,
     /// Where the name starts in `lock`.
-    name_at: usize,
+    name_at: u32,
+    kind: LockKind,
 }
 
 impl LockKeys {
-    /// Builds the keys; `name` and `prefix` must have been validated.
+    /// Builds the keys of a mutex; `name` and `prefix` must have been validated.
     pub(crate) fn new(prefix: &str, name: &str) -> Self {
+        Self::of_kind(LockKind::Mutex, prefix, name)
+    }
+
+    /// Builds the keys of a lock of `kind`; `name` and `prefix` must have been validated.
+    pub(crate) fn of_kind(kind: LockKind, prefix: &str, name: &str) -> Self {
         thread_local! {
             /// Where the key is put together before it is copied into its `Arc`: one allocation
             /// per handle instead of two (handles are often made per operation).
@@ -97,6 +132,7 @@ impl LockKeys {
             key.push('{');
             key.push_str(name);
             key.push('}');
+            key.push_str(kind.suffix());
             Arc::<str>::from(key.as_str())
         };
         // `try_with`: a handle made while the thread's locals are torn down (a destructor) still
@@ -106,23 +142,41 @@ impl LockKeys {
             .unwrap_or_else(|_| build(&mut String::new()));
         Self {
             lock,
-            name_at: prefix.len() + 1,
+            // Prefixes and names are at most a few hundred bytes (MAX_PREFIX_LEN).
+            name_at: (prefix.len() + 1) as u32,
+            kind,
         }
     }
 
     /// Rebuilds the keys from a lock key (as found in a wake channel's name).
     pub(crate) fn from_lock_key(lock: &str) -> Self {
         let name_at = lock.find('{').map_or(0, |open| open + 1);
+        let kind = if lock.ends_with("}:sem") {
+            LockKind::Semaphore
+        } else {
+            LockKind::Mutex
+        };
         Self {
             lock: lock.into(),
-            name_at,
+            name_at: u32::try_from(name_at).unwrap_or(0),
+            kind,
         }
+    }
+
+    /// The kind of lock these keys are.
+    pub(crate) fn kind(&self) -> LockKind {
+        self.kind
     }
 
     /// The lock name as the user gave it.
     pub(crate) fn name(&self) -> &str {
-        let end = self.lock.len().saturating_sub(1).max(self.name_at);
-        self.lock.get(self.name_at..end).unwrap_or(&self.lock)
+        let name_at = self.name_at as usize;
+        let end = self
+            .lock
+            .len()
+            .saturating_sub(1 + self.kind.suffix().len())
+            .max(name_at);
+        self.lock.get(name_at..end).unwrap_or(&self.lock)
     }
 
     /// The fence counter of the lock's cluster slot, written straight into a command: no
@@ -131,7 +185,7 @@ impl LockKeys {
         FenceCounter {
             prefix: self
                 .lock
-                .get(..self.name_at.saturating_sub(1))
+                .get(..(self.name_at as usize).saturating_sub(1))
                 .unwrap_or_default(),
             tag: slot_tag(slot(self.name())),
         }
@@ -232,6 +286,22 @@ mod tests {
         let back = LockKeys::from_lock_key(&keys.lock);
         assert_eq!(back.name(), "order:42");
         assert_eq!(back.lock, keys.lock);
+    }
+
+    #[test]
+    fn a_semaphore_has_its_own_key_in_the_slot_and_counter_of_its_name() {
+        let sem = LockKeys::of_kind(LockKind::Semaphore, "dlock:", "jobs");
+        assert_eq!(&*sem.lock, "dlock:{jobs}:sem");
+        assert_eq!(sem.name(), "jobs");
+        assert_eq!(sem.kind(), LockKind::Semaphore);
+        let mutex_jobs = LockKeys::new("dlock:", "jobs");
+        assert_ne!(sem.lock, mutex_jobs.lock);
+        assert_eq!(sem.counter().to_string(), mutex_jobs.counter().to_string());
+        // A key read back from a wake channel's name keeps its kind (which scripts release it).
+        let back = LockKeys::from_lock_key(&sem.lock);
+        assert_eq!((back.kind(), back.name()), (LockKind::Semaphore, "jobs"));
+        let back = LockKeys::from_lock_key(&mutex_jobs.lock);
+        assert_eq!(back.kind(), LockKind::Mutex);
     }
 
     #[test]

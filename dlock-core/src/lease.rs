@@ -26,7 +26,7 @@ use crate::runtime::{lock, spawn_detached};
 use crate::scripts::wire::LockValue;
 use crate::scripts::{self, Call, ExtendStatus, FenceReply, ReleaseReply, unexpected};
 use crate::timing::{self, safe_until};
-use crate::token::{FencingToken, OwnerToken};
+use crate::token::{ExtendOwner, FencingToken, OwnerToken};
 use crate::transport::{ReleaseOnDrop, Transport, release_call};
 use crate::wait::Registration;
 
@@ -443,6 +443,14 @@ impl LeaseCore {
         self.held.remove(self);
     }
 
+    /// This lease's owner as `extend.lua` takes it.
+    pub(crate) fn extend_owner(&self) -> ExtendOwner {
+        ExtendOwner {
+            token: self.token,
+            kind: self.keys.kind(),
+        }
+    }
+
     /// Gives the lock back in Redis (its last hold is gone), owner-checked, and says what was
     /// found. The lease counts as released from the start: its holder has given it up. If the
     /// answer does not arrive, the release is retried once in the background.
@@ -452,7 +460,7 @@ impl LeaseCore {
         // `release.lua` matches with one comparison (a value changed since — a fence on demand,
         // a waiter's flag — is still matched by its token). A waiting acquire's value was
         // written by a script, with its flag and fence: the token names it.
-        let call = if self.registration.is_none() {
+        let call = if self.registration.is_none() && !self.keys.kind().is_shared() {
             let value = LockValue {
                 token: &self.token,
                 holder: &self.transport.holder,
@@ -489,7 +497,7 @@ impl LeaseCore {
     pub(crate) async fn extend(&self, ttl: Duration) -> Result<ExtendStatus> {
         let mut call = Call::new(&scripts::EXTEND, 1);
         call.arg(&*self.keys.lock)
-            .arg(self.token)
+            .arg(self.extend_owner())
             .arg(timing::millis(ttl));
         let sent = Instant::now();
         let reply = self
@@ -522,20 +530,32 @@ fn depth_bit(depth: u32) -> u64 {
 /// all) and for the warning when a caller waits for a lock its own client holds (a self-wait
 /// that may never end). Reentrancy does not use it: it is decided by the scope of the running
 /// body (`hold.rs`).
+///
+/// A holder of a shared lock (a semaphore's permit) is one of possibly many of the same key in
+/// one client: those are kept by token instead.
 #[derive(Debug, Default)]
 pub(crate) struct HeldLocks {
     map: StdMutex<HashMap<Arc<str>, Weak<LeaseCore>>>,
+    shared: StdMutex<HashMap<OwnerToken, Weak<LeaseCore>>>,
 }
 
 impl HeldLocks {
     /// Records a lease just acquired from Redis (replacing the record of an earlier lease of the
-    /// same lock, which can only be a lost one).
+    /// same mutex, which can only be a lost one).
     fn insert(&self, lease: &Arc<LeaseCore>) {
+        if lease.keys.kind().is_shared() {
+            lock(&self.shared).insert(lease.token, Arc::downgrade(lease));
+            return;
+        }
         lock(&self.map).insert(lease.keys.lock.clone(), Arc::downgrade(lease));
     }
 
     /// Forgets `lease`, unless a newer lease replaced it.
     fn remove(&self, lease: &LeaseCore) {
+        if lease.keys.kind().is_shared() {
+            lock(&self.shared).remove(&lease.token);
+            return;
+        }
         let mut map = lock(&self.map);
         if map
             .get(&*lease.keys.lock)
@@ -555,9 +575,12 @@ impl HeldLocks {
 
     /// Every lease not yet released or lost, forgetting them all (client shutdown).
     pub(crate) fn take_all(&self) -> Vec<Arc<LeaseCore>> {
-        lock(&self.map)
-            .drain()
-            .filter_map(|(_, lease)| lease.upgrade())
+        let mutexes: Vec<Weak<LeaseCore>> = lock(&self.map).drain().map(|(_, l)| l).collect();
+        let shared: Vec<Weak<LeaseCore>> = lock(&self.shared).drain().map(|(_, l)| l).collect();
+        mutexes
+            .into_iter()
+            .chain(shared)
+            .filter_map(|lease| lease.upgrade())
             .filter(|lease| !lease.is_settled())
             .collect()
     }

@@ -28,16 +28,12 @@ use crate::lease::{Lease, LeaseCore, LostReason, NewLease};
 use crate::options::{LockSettings, OnLost, Wait};
 use redis::{Cmd, Value};
 
-use crate::scripts::wire::{self, Grant, LockValue};
+use crate::scripts::wire::{self, LockValue};
 use crate::scripts::{self, AcquireReply, Call, FastReply, FenceReply, unexpected};
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
-use crate::wait::Registration;
-
-/// The shortest pause between two attempts of a waiting acquire (when the holder's remaining
-/// lease is about to run out).
-const MIN_NAP: Duration = Duration::from_millis(1);
+use crate::wait::{MIN_NAP, Registration, Seen, grant_safe_until};
 
 /// A handle on one distributed mutex, identified by its name. Cheap to clone.
 ///
@@ -95,14 +91,6 @@ struct Taken {
     fence: Option<u64>,
     safe_until: Instant,
     registration: Option<Registration>,
-}
-
-/// What a waiting acquire's latest attempt saw: sent at `sent` (local clock), it ran at
-/// `server_ms` (server clock) and found the lock held by another owner.
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    sent: Instant,
-    server_ms: i64,
 }
 
 impl Mutex {
@@ -673,76 +661,5 @@ impl fmt::Debug for Mutex {
             .field("reentrant", &settings.reentrant)
             .field("on_lost", &settings.on_lost)
             .finish_non_exhaustive()
-    }
-}
-
-/// The last instant at which a hand-off received while waiting may be used, judged against the
-/// waiter's latest attempt `seen` (which found the lock held by another owner); `None` when it
-/// cannot be trusted without asking the server again:
-///
-/// * granted before that attempt ran (by the server's clock): the lock went to someone else
-///   since, so the grant is stale. (A grant in the same millisecond came after the attempt: had
-///   it come before, the attempt would have found the lock the caller's own — a lease cannot
-///   run out and be taken by someone else within a millisecond, leases being at least 10 ms.)
-/// * less than half its lease left by a conservative count (the waiter was slow or paused).
-///
-/// The grant happened at local time `seen.sent + (grant − seen)` or later (the attempt ran no
-/// earlier than it was sent), and no later than now (it has arrived).
-fn grant_safe_until(grant: &Grant, seen: Seen, now: Instant) -> Option<Instant> {
-    let after = grant.server_ms.checked_sub(seen.server_ms)?;
-    let after = u64::try_from(after).ok()?;
-    let start = seen
-        .sent
-        .checked_add(Duration::from_millis(after))?
-        .min(now);
-    let safe_until = timing::safe_until(start, grant.lease, grant.lease);
-    (safe_until > now + grant.lease / 2).then_some(safe_until)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn grant(server_ms: i64, lease_ms: u64) -> Grant {
-        Grant {
-            token: crate::token::OwnerToken::generate().unwrap(),
-            fence: 7,
-            server_ms,
-            lease: Duration::from_millis(lease_ms),
-        }
-    }
-
-    #[test]
-    fn a_fresh_grant_is_counted_from_its_server_time() {
-        let now = Instant::now();
-        let seen = Seen {
-            sent: now - Duration::from_millis(100),
-            server_ms: 1_000,
-        };
-        // Granted 60 ms after the attempt ran: the lease started no earlier than 40 ms ago.
-        let safe_until = grant_safe_until(&grant(1_060, 10_000), seen, now).unwrap();
-        let expected = now - Duration::from_millis(40) + Duration::from_millis(10_000 - 102);
-        assert_eq!(safe_until, expected);
-    }
-
-    #[test]
-    fn grants_older_than_the_latest_look_or_mostly_spent_are_not_trusted() {
-        let now = Instant::now();
-        let seen = Seen {
-            sent: now - Duration::from_millis(10),
-            server_ms: 5_000,
-        };
-        // Granted before an attempt that saw another holder: stale.
-        assert_eq!(grant_safe_until(&grant(4_999, 30_000), seen, now), None);
-        // In the same millisecond: after it (see the function's docs).
-        assert!(grant_safe_until(&grant(5_000, 30_000), seen, now).is_some());
-        // A waiter paused past the lease: the grant's lease has run out by now.
-        let paused = Seen {
-            sent: now - Duration::from_secs(5),
-            server_ms: 5_000,
-        };
-        assert_eq!(grant_safe_until(&grant(5_010, 1_000), paused, now), None);
-        // More than half of it left: trusted.
-        assert!(grant_safe_until(&grant(5_010, 1_000), seen, now).is_some());
     }
 }

@@ -8,6 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::key::LockKind;
 use crate::runtime::lock;
 
 /// Length of an owner token on the wire: 128 random bits as lowercase hex.
@@ -95,6 +96,26 @@ impl OwnerToken {
 impl redis::ToRedisArgs for OwnerToken {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
         out.write_arg(self.hex().as_bytes());
+    }
+}
+
+/// The owner argument of `extend.lua` for a lease of `kind`: the token's 32 hex digits, after
+/// an `S` for a holder of a shared lock (see the script).
+pub(crate) struct ExtendOwner {
+    pub(crate) token: OwnerToken,
+    pub(crate) kind: LockKind,
+}
+
+impl redis::ToRedisArgs for ExtendOwner {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        let hex = self.token.hex();
+        if self.kind.is_shared() {
+            let mut marked = [b'S'; 33];
+            marked[1..].copy_from_slice(hex.as_bytes());
+            out.write_arg(&marked);
+        } else {
+            out.write_arg(hex.as_bytes());
+        }
     }
 }
 

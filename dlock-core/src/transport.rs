@@ -236,7 +236,12 @@ fn convert<T: FromRedisValue>(value: Value, what: &str) -> Result<T> {
 /// A call of `release.lua` for `owner` — the owner's token, or the whole lock value it wrote
 /// (see `release.lua`) — and its queue entry, if it was waiting.
 pub(crate) fn release_call(keys: &LockKeys, owner: impl ToRedisArgs, entry: Option<&str>) -> Call {
-    let mut call = Call::new(&scripts::RELEASE, 1);
+    let script = if keys.kind().is_shared() {
+        &scripts::SHARED_RELEASE
+    } else {
+        &scripts::RELEASE
+    };
+    let mut call = Call::new(script, 1);
     call.arg(&*keys.lock).arg(owner).arg(keys.counter());
     if let Some(entry) = entry {
         call.arg(entry);

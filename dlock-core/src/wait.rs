@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::Notify;
@@ -33,6 +33,7 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::runtime::{lock, spawn_detached};
 use crate::scripts::wire::Grant;
+use crate::timing;
 use crate::token::OwnerToken;
 
 /// Where one waiting acquire call receives its grant, or a nudge to retry now. (The token is
@@ -404,6 +405,41 @@ impl Drop for Membership {
     }
 }
 
+/// The shortest pause between two attempts of a waiting acquire (when the holder's remaining
+/// lease is about to run out).
+pub(crate) const MIN_NAP: Duration = Duration::from_millis(1);
+
+/// What a waiting acquire's latest attempt saw: sent at `sent` (local clock), it ran at
+/// `server_ms` (server clock) and found the lock held by another owner.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seen {
+    pub(crate) sent: Instant,
+    pub(crate) server_ms: i64,
+}
+
+/// The last instant at which a hand-off received while waiting may be used, judged against the
+/// waiter's latest attempt `seen` (which found the lock held by another owner); `None` when it
+/// cannot be trusted without asking the server again:
+///
+/// * granted before that attempt ran (by the server's clock): the lock went to someone else
+///   since, so the grant is stale. (A grant in the same millisecond came after the attempt: had
+///   it come before, the attempt would have found the lock the caller's own — a lease cannot
+///   run out and be taken by someone else within a millisecond, leases being at least 10 ms.)
+/// * less than half its lease left by a conservative count (the waiter was slow or paused).
+///
+/// The grant happened at local time `seen.sent + (grant − seen)` or later (the attempt ran no
+/// earlier than it was sent), and no later than now (it has arrived).
+pub(crate) fn grant_safe_until(grant: &Grant, seen: Seen, now: Instant) -> Option<Instant> {
+    let after = grant.server_ms.checked_sub(seen.server_ms)?;
+    let after = u64::try_from(after).ok()?;
+    let start = seen
+        .sent
+        .checked_add(Duration::from_millis(after))?
+        .min(now);
+    let safe_until = timing::safe_until(start, grant.lease, grant.lease);
+    (safe_until > now + grant.lease / 2).then_some(safe_until)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,5 +509,50 @@ mod tests {
         waiters.deliver_local(format!("{} 10 1700000000000 100", other.hex().as_str()).as_bytes());
         assert!(lock(&orphans).is_empty());
         waiters.deliver_local(b"garbage");
+    }
+
+    // Trusting a grant (grant_safe_until).
+
+    fn grant(server_ms: i64, lease_ms: u64) -> Grant {
+        Grant {
+            token: crate::token::OwnerToken::generate().unwrap(),
+            fence: 7,
+            server_ms,
+            lease: Duration::from_millis(lease_ms),
+        }
+    }
+
+    #[test]
+    fn a_fresh_grant_is_counted_from_its_server_time() {
+        let now = Instant::now();
+        let seen = Seen {
+            sent: now - Duration::from_millis(100),
+            server_ms: 1_000,
+        };
+        // Granted 60 ms after the attempt ran: the lease started no earlier than 40 ms ago.
+        let safe_until = grant_safe_until(&grant(1_060, 10_000), seen, now).unwrap();
+        let expected = now - Duration::from_millis(40) + Duration::from_millis(10_000 - 102);
+        assert_eq!(safe_until, expected);
+    }
+
+    #[test]
+    fn grants_older_than_the_latest_look_or_mostly_spent_are_not_trusted() {
+        let now = Instant::now();
+        let seen = Seen {
+            sent: now - Duration::from_millis(10),
+            server_ms: 5_000,
+        };
+        // Granted before an attempt that saw another holder: stale.
+        assert_eq!(grant_safe_until(&grant(4_999, 30_000), seen, now), None);
+        // In the same millisecond: after it (see the function's docs).
+        assert!(grant_safe_until(&grant(5_000, 30_000), seen, now).is_some());
+        // A waiter paused past the lease: the grant's lease has run out by now.
+        let paused = Seen {
+            sent: now - Duration::from_secs(5),
+            server_ms: 5_000,
+        };
+        assert_eq!(grant_safe_until(&grant(5_010, 1_000), paused, now), None);
+        // More than half of it left: trusted.
+        assert!(grant_safe_until(&grant(5_010, 1_000), seen, now).is_some());
     }
 }

@@ -497,7 +497,7 @@ async fn renew(inner: &Inner, due: Vec<Due>) {
             call.arg(&*d.lease.keys.lock);
         }
         for d in chunk {
-            call.arg(d.lease.token).arg(timing::millis(d.ttl));
+            call.arg(d.lease.extend_owner()).arg(timing::millis(d.ttl));
         }
         for d in &chunk[declared..] {
             call.arg(&*d.lease.keys.lock);

@@ -6,8 +6,9 @@
 -- to other slots of the same node: the watchdog renews one shard per call; Redis routes the
 -- call by KEYS[1]). n = (#ARGV + d) / 3.
 --
--- KEYS[i]          lock key of the i-th lock, i <= d (see acquire.lua)
--- ARGV[2i-1]       owner token of the i-th lock
+-- KEYS[i]          lock key of the i-th lock, i <= d (see acquire.lua), or the hash of a
+--                  shared lock (see shared.lua)
+-- ARGV[2i-1]       owner token of the i-th lock; "S<token>" for a holder of a shared lock
 -- ARGV[2i]         new lease of the i-th lock, in milliseconds
 -- ARGV[2n+i-d]     lock key of the i-th lock, i > d
 --
@@ -29,20 +30,53 @@
 local d = #KEYS
 local n = (#ARGV + d) / 3
 local out = {}
+local now = nil -- the server clock in ms, read for the first shared holder
+
+-- The i-th lock is a holder of a shared lock: its deadline in K..":exp" moves to now + lease,
+-- and K's expiry to the latest deadline (a purge by another call may have come first: a
+-- deadline already passed counts as gone).
+local function extend_shared(i, key, token, lease)
+  local score = redis.pcall('ZSCORE', key .. ':exp', token)
+  if type(score) == 'table' then
+    if i > d and not string.find(score.err, '^WRONGTYPE') then
+      return -2
+    end
+    return -1
+  end
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  if not score or tonumber(score) <= now then
+    return 0
+  end
+  local deadline = now + tonumber(lease)
+  redis.call('ZADD', key .. ':exp', 'XX', deadline, token)
+  local last = redis.call('ZRANGE', key .. ':exp', -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', key, last[2])
+  redis.call('PEXPIREAT', key .. ':exp', last[2])
+  return 1
+end
+
 for i = 1, n do
   local key = KEYS[i] or ARGV[2 * n + i - d]
-  local held = redis.pcall('GET', key)
-  if not held then
-    out[i] = 0
-  elseif type(held) == 'table' and held.err and i > d
-      and not string.find(held.err, '^WRONGTYPE') then
-    out[i] = -2
-  elseif type(held) ~= 'string' or string.sub(held, 1, 32) ~= ARGV[2 * i - 1]
-      or not string.find(held, '^%x+[%-w]1? ') then
-    out[i] = -1
+  local owner = ARGV[2 * i - 1]
+  if string.byte(owner, 1) == 83 then -- 'S': a holder of a shared lock
+    out[i] = extend_shared(i, key, string.sub(owner, 2), ARGV[2 * i])
   else
-    redis.call('PEXPIRE', key, ARGV[2 * i])
-    out[i] = 1
+    local held = redis.pcall('GET', key)
+    if not held then
+      out[i] = 0
+    elseif type(held) == 'table' and held.err and i > d
+        and not string.find(held.err, '^WRONGTYPE') then
+      out[i] = -2
+    elseif type(held) ~= 'string' or string.sub(held, 1, 32) ~= owner
+        or not string.find(held, '^%x+[%-w]1? ') then
+      out[i] = -1
+    else
+      redis.call('PEXPIRE', key, ARGV[2 * i])
+      out[i] = 1
+    end
   end
 end
 return out

@@ -43,6 +43,24 @@ pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| {
 pub(crate) static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("extend.lua")));
 
+/// Takes permits of a shared lock (a semaphore), or queues the caller (`shared.lua`).
+pub(crate) static SHARED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("shared.lua"),
+        include_str!("shared_acquire.lua")
+    ))
+});
+
+/// Gives back one holder's permits of a shared lock and admits the waiters that now fit.
+pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("shared.lua"),
+        include_str!("shared_release.lua")
+    ))
+});
+
 /// Reads the holder, fence and queue length of a lock.
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
@@ -109,6 +127,31 @@ impl AcquireReply {
             }),
             [0, pttl, server_ms] => Some(Self::Held {
                 pttl: millis(pttl)?,
+                server_ms,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What `shared_acquire.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SharedReply {
+    /// The caller holds its permits (now, or already), with `pttl` of lease left.
+    Held { fence: u64, pttl: Duration },
+    /// Not now: the nearest holder's lease ends in `wait`; `server_ms` is the server's clock.
+    Wait { wait: Duration, server_ms: i64 },
+}
+
+impl SharedReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        match ints::<3>(reply)? {
+            [1, fence, pttl] => Some(Self::Held {
+                fence: u64::try_from(fence).ok().filter(|f| *f > 0)?,
+                pttl: millis(pttl.max(0))?,
+            }),
+            [0, wait, server_ms] => Some(Self::Wait {
+                wait: millis(wait.max(0))?,
                 server_ms,
             }),
             _ => None,

@@ -171,6 +171,23 @@ pub(crate) fn queue_entry(
     )
 }
 
+/// The queue entry of a waiting acquire of `weight` permits of a shared lock
+/// (`scripts/shared.lua`).
+pub(crate) fn shared_queue_entry(
+    token: &OwnerToken,
+    client_id: &str,
+    lease_ms: u64,
+    publish: char,
+    weight: u32,
+    holder: &str,
+    label: &str,
+) -> String {
+    format!(
+        "{VERSION} {} {client_id} {lease_ms} {publish} {weight} {holder}\x1f{label}",
+        token.hex().as_str()
+    )
+}
+
 /// A lock handed to a waiting acquire call by another owner's release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Grant {

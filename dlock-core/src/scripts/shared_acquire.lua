@@ -1,0 +1,109 @@
+-- shared_acquire.lua: an attempt to take `weight` permits of a shared lock (semaphore.rs).
+-- Takes them when they are free and nobody waits ahead of the caller; otherwise says how long
+-- until the nearest holder's lease ends and, in mode "wait", queues the caller, so that a
+-- release (or this script, run by anyone after a lease ran out) admits it. (Runs with
+-- common.lua and shared.lua prepended; the layout of the keys is in shared.lua.)
+--
+-- KEYS[1]  the shared lock's hash K; K..":exp" and K..":queue" are derived (same hash tag)
+-- ARGV[1]  the caller's token: 32 hex digits, one per acquire call, the same for its retries
+-- ARGV[2]  weight: permits to take, 1 <= weight
+-- ARGV[3]  limit: the lock's permits as the caller knows them
+-- ARGV[4]  limit mode: "keep"  a stored limit that differs from ARGV[3] is an error
+--                      "set"   ARGV[3] replaces the stored limit (set_limit)
+-- ARGV[5]  lease in milliseconds
+-- ARGV[6]  mode: "wait"  on failure append ARGV[7] unless it is queued already
+--                "last"  drop ARGV[7] from the queue whatever the outcome (the wait is over)
+--                ""      leave the queue alone (a single attempt that does not wait)
+-- ARGV[7]  the caller's queue entry "1 <token> <client> <lease_ms> <pub> <weight> <meta>"
+--          (modes "wait" and "last"; "" otherwise)
+-- ARGV[8]  the fence counter of K's slot (see next_fence in common.lua)
+-- ARGV[9]  <meta> of the caller: "<host>\x1f<pid>\x1f<label>"
+--
+-- Returns  {1, fence, pttl_ms}    the caller holds the permits (now, or already: a retry, or a
+--                                 grant published while it waited), pttl_ms of lease left
+--          {0, wait_ms, now_ms}   not now; wait_ms until the nearest holder's lease ends (the
+--                                 longest a waiter's fallback timer need sleep); now_ms = server
+--                                 clock
+--          error DLOCKLIMIT <key> <stored>   the stored limit differs (mode "keep")
+--          error DLOCKWEIGHT      weight > limit (the client refuses that before it asks)
+--          error DLOCKFOREIGN     K or the counter holds data dlock did not write, or a lock of
+--                                 a newer format; nothing was modified
+--
+-- FIFO: the queue's head is admitted first (admit_from_head); the caller takes permits only
+-- when its own entry is admitted, or when nobody waits and they fit. So a request for many
+-- permits at the head is never overtaken by later small ones.
+-- Retry safety: the token names the acquisition; a request that runs twice finds the caller a
+-- holder the second time and returns the same fence; the caller is never queued twice.
+
+local key = KEYS[1]
+local token = ARGV[1]
+local weight = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local lease = ARGV[5]
+local mode = ARGV[6]
+local entry = ARGV[7]
+local counter = ARGV[8]
+local queue = key .. ':queue'
+
+local refused = shared_unusable(key)
+if refused then
+  return refused
+end
+local now = now_ms()
+purge(key, now)
+
+if weight > limit then
+  return redis.error_reply('DLOCKWEIGHT ' .. key .. ' ' .. ARGV[2] .. ' > ' .. ARGV[3])
+end
+local stored = redis.call('HGET', key, 'limit')
+if stored and tonumber(stored) ~= limit and ARGV[4] ~= 'set' then
+  return redis.error_reply('DLOCKLIMIT ' .. key .. ' ' .. stored)
+end
+if stored ~= ARGV[3] then
+  redis.call('HSET', key, 'v', '1', 'limit', ARGV[3])
+end
+
+local mine = redis.call('HGET', key, token)
+if mine then
+  if entry ~= '' then
+    redis.call('LREM', queue, 1, entry)
+  end
+  local fence = string.match(mine, '^%d+ (%d+)')
+  local deadline = tonumber(redis.call('ZSCORE', key .. ':exp', token))
+  return {1, tonumber(fence), deadline - now}
+end
+
+local fence, failed = admit_from_head(key, counter, now, entry)
+if failed then
+  set_expiry(key)
+  return failed
+end
+if not fence and redis.call('LLEN', queue) == 0 then
+  local used = tonumber(redis.call('HGET', key, 'used') or '0')
+  if used + weight <= limit then
+    fence, failed = admit(key, counter, token, weight, lease, now, ARGV[9])
+    if failed then
+      set_expiry(key)
+      return failed
+    end
+  end
+end
+if fence then
+  set_expiry(key)
+  return {1, tonumber(fence), tonumber(lease)}
+end
+
+if mode == 'wait' then
+  if not redis.call('LPOS', queue, entry) then
+    redis.call('RPUSH', queue, entry)
+  end
+elseif mode == 'last' then
+  redis.call('LREM', queue, 1, entry)
+end
+set_expiry(key)
+local nearest = redis.call('ZRANGE', key .. ':exp', 0, 0, 'WITHSCORES')
+local wait = tonumber(lease)
+if nearest[2] then
+  wait = tonumber(nearest[2]) - now
+end
+return {0, wait, now}

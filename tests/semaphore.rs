@@ -1,0 +1,243 @@
+//! The semaphore: at most `limit` permits held at once, strict FIFO (a large request is never
+//! starved by small ones), pushed grants, per-holder leases (a crashed holder's permits come
+//! back at its lease's end, nobody else's), fences that increase, and clear errors for requests
+//! that could never be served or a limit that disagrees with the stored one.
+
+use std::time::Duration;
+
+use dlock_core::{ErrorKind, MutexOptions};
+use redis::AsyncCommands;
+
+use crate::support::{Backend, Plain, backend_tests, eventually};
+
+/// Permits in use as the server counts them (an independent observer of the limit).
+async fn used(con: &mut Plain, name: &str) -> u32 {
+    let used: Option<u32> = con
+        .hget(format!("dlock:{{{name}}}:sem"), "used")
+        .await
+        .unwrap();
+    used.unwrap_or(0)
+}
+
+/// Waits until `n` acquisitions are queued for the semaphore `name`.
+async fn queued(con: &Plain, name: &str, n: usize) {
+    let key = format!("dlock:{{{name}}}:sem:queue");
+    eventually(Duration::from_secs(10), "waiters queued", || {
+        let mut con = con.clone();
+        let key = key.clone();
+        async move {
+            let len: usize = con.llen(key).await.ok()?;
+            (len == n).then_some(())
+        }
+    })
+    .await;
+}
+
+backend_tests!(
+    async fn never_more_holders_than_permits(backend: Backend) {
+        let sem = backend.client().semaphore("sem-limit", 3).unwrap();
+        let mut con = backend.raw().await;
+        let a = sem.try_acquire(1).await.unwrap().expect("free");
+        let b = sem.try_acquire(2).await.unwrap().expect("free");
+        assert_eq!(used(&mut con, "sem-limit").await, 3);
+        assert!(
+            sem.try_acquire(1).await.unwrap().is_none(),
+            "a 4th permit of 3"
+        );
+        assert!(a.fencing_token() < b.fencing_token());
+        assert!(a.release().await.unwrap().was_held());
+        let c = sem
+            .try_acquire(1)
+            .await
+            .unwrap()
+            .expect("one permit is free again");
+        assert!(c.fencing_token() > b.fencing_token());
+        assert!(sem.try_acquire(1).await.unwrap().is_none());
+        b.release().await.unwrap();
+        c.release().await.unwrap();
+        assert_eq!(used(&mut con, "sem-limit").await, 0);
+        let exists: bool = con.exists("dlock:{sem-limit}:sem").await.unwrap();
+        assert!(!exists, "nothing is left behind once every permit is back");
+    }
+
+    async fn a_release_wakes_the_waiter_long_before_the_lease_ends(backend: Backend) {
+        let long = MutexOptions::new().ttl(Duration::from_secs(30));
+        let sem = backend
+            .client()
+            .semaphore_with("sem-wake", 1, long.clone())
+            .unwrap();
+        let held = sem.try_acquire(1).await.unwrap().expect("free");
+        let waiter = backend
+            .client()
+            .semaphore_with("sem-wake", 1, long)
+            .unwrap();
+        // Its wait (25 s) ends before the holder's lease (30 s): only the push can serve it.
+        let waiting =
+            tokio::spawn(async move { waiter.acquire_timeout(1, Duration::from_secs(25)).await });
+        queued(&backend.raw().await, "sem-wake", 1).await;
+        let fence = held.fencing_token();
+        held.release().await.unwrap();
+        let permit = waiting
+            .await
+            .unwrap()
+            .expect("the waiter is admitted by the release");
+        assert!(permit.fencing_token() > fence);
+        permit.release().await.unwrap();
+    }
+
+    async fn a_large_request_is_not_starved_by_small_ones(backend: Backend) {
+        let long = MutexOptions::new().ttl(Duration::from_secs(30));
+        let sem = backend
+            .client()
+            .semaphore_with("sem-big", 4, long.clone())
+            .unwrap();
+        let con = backend.raw().await;
+        let mut small = Vec::new();
+        for _ in 0..3 {
+            small.push(sem.try_acquire(1).await.unwrap().expect("free"));
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        // The large request queues first (it needs all 4) …
+        let big = backend
+            .client()
+            .semaphore_with("sem-big", 4, long.clone())
+            .unwrap();
+        let tx_big = tx.clone();
+        tokio::spawn(async move {
+            let p = big
+                .acquire_timeout(4, Duration::from_secs(20))
+                .await
+                .unwrap();
+            tx_big.send("big").unwrap();
+            p.release().await.unwrap();
+        });
+        queued(&con, "sem-big", 1).await;
+        // … then single-permit requests arrive while one permit is still free …
+        let one = backend
+            .client()
+            .semaphore_with("sem-big", 4, long.clone())
+            .unwrap();
+        assert!(
+            one.try_acquire(1).await.unwrap().is_none(),
+            "a free permit is not taken ahead of the queue's head"
+        );
+        let tx_small = tx.clone();
+        tokio::spawn(async move {
+            let p = one
+                .acquire_timeout(1, Duration::from_secs(20))
+                .await
+                .unwrap();
+            tx_small.send("small").unwrap();
+            p.release().await.unwrap();
+        });
+        queued(&con, "sem-big", 2).await;
+        // … and the singles held are released: the head gets all 4 first.
+        for p in small {
+            p.release().await.unwrap();
+        }
+        assert_eq!(rx.recv().await, Some("big"));
+        assert_eq!(rx.recv().await, Some("small"));
+    }
+
+    async fn a_crashed_holders_permits_come_back_at_its_lease_end(backend: Backend) {
+        let short = MutexOptions::new().ttl(Duration::from_millis(600));
+        let sem = backend
+            .client()
+            .semaphore_with("sem-crash", 2, short.clone())
+            .unwrap();
+        let mut con = backend.raw().await;
+        let survivor = backend
+            .client()
+            .semaphore_with(
+                "sem-crash",
+                2,
+                MutexOptions::new().ttl(Duration::from_secs(30)),
+            )
+            .unwrap()
+            .try_acquire(1)
+            .await
+            .unwrap()
+            .expect("free");
+        // A holder that never gives its permit back (as a crashed process): a fixed lease.
+        std::mem::forget(sem.try_acquire(1).await.unwrap().expect("free"));
+        let waiter = backend
+            .client()
+            .semaphore_with("sem-crash", 2, short)
+            .unwrap();
+        let started = std::time::Instant::now();
+        let permit = waiter
+            .acquire_timeout(1, Duration::from_secs(10))
+            .await
+            .expect("the crashed holder's permit comes back");
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_secs(5),
+            "woken near the lease's end, not polled late: {waited:?}"
+        );
+        assert_eq!(
+            used(&mut con, "sem-crash").await,
+            2,
+            "the survivor keeps its permit"
+        );
+        assert!(survivor.remaining() > Duration::ZERO);
+        permit.release().await.unwrap();
+        assert!(survivor.release().await.unwrap().was_held());
+    }
+
+    async fn watchdog_permits_outlive_their_ttl(backend: Backend) {
+        let renewed = MutexOptions::new()
+            .ttl(Duration::from_millis(300))
+            .watchdog();
+        let sem = backend
+            .client()
+            .semaphore_with("sem-wd", 1, renewed)
+            .unwrap();
+        let permit = sem.try_acquire(1).await.unwrap().expect("free");
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        let other = backend.client().semaphore("sem-wd", 1).unwrap();
+        assert!(
+            other.try_acquire(1).await.unwrap().is_none(),
+            "renewed past 4 leases"
+        );
+        assert!(permit.release().await.unwrap().was_held());
+    }
+
+    async fn requests_that_cannot_be_served_are_refused_at_once(backend: Backend) {
+        let c = backend.client();
+        let sem = c.semaphore("sem-bad", 2).unwrap();
+        for n in [0, 3] {
+            let e = sem.try_acquire(n).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        }
+        assert_eq!(
+            c.semaphore("sem-bad", 0).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+        let held = sem.try_acquire(1).await.unwrap().expect("free");
+        let other = c.semaphore("sem-bad", 5).unwrap();
+        let e = other.try_acquire(1).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("limit of 2"), "{e}");
+        held.release().await.unwrap();
+    }
+
+    async fn a_semaphore_and_a_mutex_of_one_name_are_separate(backend: Backend) {
+        let c = backend.client();
+        let guard = c
+            .mutex("shared-name")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        let permit = c
+            .semaphore("shared-name", 1)
+            .unwrap()
+            .try_acquire(1)
+            .await
+            .unwrap();
+        let permit = permit.expect("the semaphore is not the mutex");
+        assert!(permit.release().await.unwrap().was_held());
+        assert!(guard.release().await.unwrap().was_held());
+    }
+);
