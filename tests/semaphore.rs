@@ -221,6 +221,51 @@ backend_tests!(
         held.release().await.unwrap();
     }
 
+    async fn a_dropped_permit_is_given_back_and_admits_the_next(backend: Backend) {
+        let long = MutexOptions::new().ttl(Duration::from_secs(30));
+        let sem = backend
+            .client()
+            .semaphore_with("sem-drop", 1, long.clone())
+            .unwrap();
+        let held = sem.try_acquire(1).await.unwrap().expect("free");
+        let waiter = backend
+            .client()
+            .semaphore_with("sem-drop", 1, long)
+            .unwrap();
+        let waiting =
+            tokio::spawn(async move { waiter.acquire_timeout(1, Duration::from_secs(25)).await });
+        queued(&backend.raw().await, "sem-drop", 1).await;
+        // Dropped, not released: the background release admits the waiter, long before the
+        // 30 s lease would have.
+        drop(held);
+        let permit = waiting
+            .await
+            .unwrap()
+            .expect("admitted by the dropped permit's release");
+        permit.release().await.unwrap();
+    }
+
+    async fn shutdown_gives_back_every_permit_of_the_client(backend: Backend) {
+        let long = MutexOptions::new().ttl(Duration::from_secs(30));
+        let c = backend.client();
+        let sem = c.semaphore_with("sem-shut", 3, long).unwrap();
+        let a = sem.try_acquire(1).await.unwrap().expect("free");
+        let b = sem.try_acquire(2).await.unwrap().expect("free");
+        let mut con = backend.raw().await;
+        assert_eq!(used(&mut con, "sem-shut").await, 3);
+        c.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(
+            used(&mut con, "sem-shut").await,
+            0,
+            "both permits of one client given back"
+        );
+        assert!(
+            a.lease().lost().await.to_string().contains("shut"),
+            "the holders are told"
+        );
+        drop((a, b));
+    }
+
     async fn a_semaphore_and_a_mutex_of_one_name_are_separate(backend: Backend) {
         let c = backend.client();
         let guard = c
