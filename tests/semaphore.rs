@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use dlock_core::{ErrorKind, MutexOptions};
+use dlock_core::{ErrorKind, MutexOptions, Permit};
 use redis::AsyncCommands;
+use tokio::task::JoinHandle;
 
 use crate::support::{Backend, Plain, backend_tests, eventually};
 
@@ -31,6 +32,26 @@ async fn queued(con: &Plain, name: &str, n: usize) {
         }
     })
     .await;
+}
+
+/// A one-permit semaphore `name` held (30 s lease) by one client, and another client's acquire
+/// of it queued behind, whose wait (25 s) ends before that lease: only a release's push can
+/// serve it. Returns the holder's permit and the waiting task.
+async fn held_with_a_waiter(
+    backend: &Backend,
+    name: &str,
+) -> (Permit, JoinHandle<dlock_core::Result<Permit>>) {
+    let long = MutexOptions::new().ttl(Duration::from_secs(30));
+    let sem = backend
+        .client()
+        .semaphore_with(name, 1, long.clone())
+        .unwrap();
+    let held = sem.try_acquire(1).await.unwrap().expect("free");
+    let waiter = backend.client().semaphore_with(name, 1, long).unwrap();
+    let waiting =
+        tokio::spawn(async move { waiter.acquire_timeout(1, Duration::from_secs(25)).await });
+    queued(&backend.raw().await, name, 1).await;
+    (held, waiting)
 }
 
 backend_tests!(
@@ -61,20 +82,7 @@ backend_tests!(
     }
 
     async fn a_release_wakes_the_waiter_long_before_the_lease_ends(backend: Backend) {
-        let long = MutexOptions::new().ttl(Duration::from_secs(30));
-        let sem = backend
-            .client()
-            .semaphore_with("sem-wake", 1, long.clone())
-            .unwrap();
-        let held = sem.try_acquire(1).await.unwrap().expect("free");
-        let waiter = backend
-            .client()
-            .semaphore_with("sem-wake", 1, long)
-            .unwrap();
-        // Its wait (25 s) ends before the holder's lease (30 s): only the push can serve it.
-        let waiting =
-            tokio::spawn(async move { waiter.acquire_timeout(1, Duration::from_secs(25)).await });
-        queued(&backend.raw().await, "sem-wake", 1).await;
+        let (held, waiting) = held_with_a_waiter(&backend, "sem-wake").await;
         let fence = held.fencing_token();
         held.release().await.unwrap();
         let permit = waiting
@@ -222,19 +230,7 @@ backend_tests!(
     }
 
     async fn a_dropped_permit_is_given_back_and_admits_the_next(backend: Backend) {
-        let long = MutexOptions::new().ttl(Duration::from_secs(30));
-        let sem = backend
-            .client()
-            .semaphore_with("sem-drop", 1, long.clone())
-            .unwrap();
-        let held = sem.try_acquire(1).await.unwrap().expect("free");
-        let waiter = backend
-            .client()
-            .semaphore_with("sem-drop", 1, long)
-            .unwrap();
-        let waiting =
-            tokio::spawn(async move { waiter.acquire_timeout(1, Duration::from_secs(25)).await });
-        queued(&backend.raw().await, "sem-drop", 1).await;
+        let (held, waiting) = held_with_a_waiter(&backend, "sem-drop").await;
         // Dropped, not released: the background release admits the waiter, long before the
         // 30 s lease would have.
         drop(held);

@@ -383,7 +383,7 @@ impl Client {
     ) -> Result<Semaphore> {
         validate_name(name)?;
         if permits == 0 {
-            return Err(crate::Error::invalid(format!(
+            return Err(Error::invalid(format!(
                 "semaphore `{name}` needs at least 1 permit"
             )));
         }

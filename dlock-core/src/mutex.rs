@@ -33,7 +33,7 @@ use crate::scripts::{self, AcquireReply, Call, FastReply, FenceReply, unexpected
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
-use crate::wait::{MIN_NAP, Registration, Seen, grant_safe_until};
+use crate::wait::{self, Registration, Seen};
 
 /// A handle on one distributed mutex, identified by its name. Cheap to clone.
 ///
@@ -368,11 +368,7 @@ impl Mutex {
 
         // Subscribe first, then queue: a grant can never be published before we listen.
         let registration = waiters.register(token, &self.keys.lock, self.queue_entry(token));
-        let _membership = waiters
-            .join((&conn, generation), &self.keys.lock, || {
-                wire::wake_channel(&self.keys.lock, &self.ctx.client_id)
-            })
-            .await?;
+        let _membership = waiters.join((&conn, generation), &self.keys.lock).await?;
         // The membership keeps its own handle: this one would only sit in the waiting future.
         drop(conn);
         cleanup.arm(registration.entry().clone());
@@ -406,36 +402,25 @@ impl Mutex {
                 }
                 AcquireReply::Held { pttl, server_ms } => {
                     self_wait.check(self, started);
-                    let mut nap = pttl.max(MIN_NAP);
-                    if let Some(deadline) = deadline {
-                        nap = nap.min(deadline.saturating_duration_since(Instant::now()));
-                    }
-                    (Seen { sent, server_ms }, nap)
+                    (Seen { sent, server_ms }, pttl)
                 }
             };
-            let (seen, nap) = seen;
+            // Without a trusted grant (the nap is over, a nudge, a grant that came too late):
+            // ask the server again.
+            let (seen, pttl) = seen;
             tokio::select! {
-                () = registration.slot().notified() => {
-                    if let Some(grant) = registration.take_grant() {
-                        match grant_safe_until(&grant, seen, Instant::now()) {
-                            Some(safe_until) => {
-                                cleanup.disarm();
-                                return Ok(Taken {
-                                    token,
-                                    fence: Some(grant.fence),
-                                    safe_until,
-                                    registration: Some(registration),
-                                });
-                            }
-                            None => tracing::debug!(
-                                fence = grant.fence,
-                                "dlock: a hand-off arrived too late to trust; asking the server"
-                            ),
-                        }
+                () = registration.notified() => {
+                    if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
+                        cleanup.disarm();
+                        return Ok(Taken {
+                            token,
+                            fence: Some(grant.fence),
+                            safe_until,
+                            registration: Some(registration),
+                        });
                     }
-                    // A nudge without a grant (reconnect, shutdown), or a grant to check: retry.
                 }
-                () = tokio::time::sleep(nap) => {}
+                () = tokio::time::sleep(wait::nap(pttl, deadline)) => {}
             }
         }
     }

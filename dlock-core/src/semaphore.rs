@@ -35,7 +35,7 @@ use crate::scripts::{self, Call, SharedReply, unexpected};
 use crate::timing;
 use crate::token::{FencingToken, OwnerToken};
 use crate::transport::ReleaseOnDrop;
-use crate::wait::{MIN_NAP, Registration, Seen, grant_safe_until};
+use crate::wait::{self, Registration, Seen};
 
 use tokio_util::sync::CancellationToken;
 
@@ -165,7 +165,8 @@ impl Semaphore {
         match self.attempt(token, permits, Mode::Once, "").await? {
             SharedReply::Held { fence, pttl } => {
                 cleanup.disarm();
-                return self.permit(token, permits, fence, sent, pttl, None);
+                let safe_until = timing::safe_until(sent, pttl, self.settings.ttl);
+                return Ok(self.permit(token, permits, fence, safe_until, None));
             }
             SharedReply::Wait { .. } if deadline.is_some_and(|d| Instant::now() >= d) => {
                 cleanup.disarm();
@@ -188,14 +189,10 @@ impl Semaphore {
         )
         .into();
         let waiters = &self.ctx.transport.waiters;
-        let registration = waiters.register(token, &self.keys.lock, entry.clone());
-        let _membership = waiters
-            .join((&conn, generation), &self.keys.lock, || {
-                wire::wake_channel(&self.keys.lock, &self.ctx.client_id)
-            })
-            .await?;
+        let registration = waiters.register(token, &self.keys.lock, entry);
+        let _membership = waiters.join((&conn, generation), &self.keys.lock).await?;
         drop(conn);
-        cleanup.arm(entry.clone());
+        cleanup.arm(registration.entry().clone());
         loop {
             if self.ctx.is_closed() {
                 return Err(self.ctx.closed_error(self.keys.name()));
@@ -203,10 +200,12 @@ impl Semaphore {
             let last = deadline.is_some_and(|d| Instant::now() >= d);
             let mode = if last { Mode::Last } else { Mode::Wait };
             let sent = Instant::now();
-            let (seen, nap) = match self.attempt(token, permits, mode, &entry).await? {
+            let reply = self.attempt(token, permits, mode, registration.entry());
+            let (seen, until_free) = match reply.await? {
                 SharedReply::Held { fence, pttl } => {
                     cleanup.disarm();
-                    return self.permit(token, permits, fence, sent, pttl, Some(registration));
+                    let safe_until = timing::safe_until(sent, pttl, self.settings.ttl);
+                    return Ok(self.permit(token, permits, fence, safe_until, Some(registration)));
                 }
                 SharedReply::Wait { .. } if last => {
                     cleanup.disarm();
@@ -215,25 +214,19 @@ impl Semaphore {
                 SharedReply::Wait {
                     wait: until_free,
                     server_ms,
-                } => {
-                    let mut nap = until_free.max(MIN_NAP);
-                    if let Some(deadline) = deadline {
-                        nap = nap.min(deadline.saturating_duration_since(Instant::now()));
-                    }
-                    (Seen { sent, server_ms }, nap)
-                }
+                } => (Seen { sent, server_ms }, until_free),
             };
+            // Without a trusted grant (the nap is over, a nudge, a grant that came too late):
+            // ask the server again.
             tokio::select! {
-                () = registration.slot().notified() => {
-                    if let Some(grant) = registration.take_grant() {
-                        if let Some(safe_until) = grant_safe_until(&grant, seen, Instant::now()) {
-                            cleanup.disarm();
-                            return Ok(self.lease(token, permits, grant.fence, safe_until, Some(registration)));
-                        }
-                        tracing::debug!(fence = grant.fence, "dlock: a grant arrived too late to trust; asking the server");
+                () = registration.notified() => {
+                    if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
+                        cleanup.disarm();
+                        let registration = Some(registration);
+                        return Ok(self.permit(token, permits, grant.fence, safe_until, registration));
                     }
                 }
-                () = tokio::time::sleep(nap) => {}
+                () = tokio::time::sleep(wait::nap(until_free, deadline)) => {}
             }
         }
     }
@@ -285,19 +278,6 @@ impl Semaphore {
     }
 
     fn permit(
-        &self,
-        token: OwnerToken,
-        permits: u32,
-        fence: u64,
-        sent: Instant,
-        pttl: Duration,
-        registration: Option<Registration>,
-    ) -> Result<Permit> {
-        let safe_until = timing::safe_until(sent, pttl, self.settings.ttl);
-        Ok(self.lease(token, permits, fence, safe_until, registration))
-    }
-
-    fn lease(
         &self,
         token: OwnerToken,
         permits: u32,
