@@ -32,6 +32,7 @@ mod reentrancy;
 mod retry_safety;
 mod rolling_deploy;
 mod runtimes;
+mod rwlock;
 mod scheduler_control;
 mod scheduler_crash;
 mod scheduler_exactly_once;

@@ -9,7 +9,7 @@ use dlock_core::{ErrorKind, MutexOptions, Permit};
 use redis::AsyncCommands;
 use tokio::task::JoinHandle;
 
-use crate::support::{Backend, Plain, backend_tests, eventually};
+use crate::support::{Backend, Plain, backend_tests, queue_reaches};
 
 /// Permits in use as the server counts them (an independent observer of the limit).
 async fn used(con: &mut Plain, name: &str) -> u32 {
@@ -20,18 +20,9 @@ async fn used(con: &mut Plain, name: &str) -> u32 {
     used.unwrap_or(0)
 }
 
-/// Waits until `n` acquisitions are queued for the semaphore `name`.
+/// Waits until `n` requests are queued for the semaphore `name`.
 async fn queued(con: &Plain, name: &str, n: usize) {
-    let key = format!("dlock:{{{name}}}:sem:queue");
-    eventually(Duration::from_secs(10), "waiters queued", || {
-        let mut con = con.clone();
-        let key = key.clone();
-        async move {
-            let len: usize = con.llen(key).await.ok()?;
-            (len == n).then_some(())
-        }
-    })
-    .await;
+    queue_reaches(con, &format!("dlock:{{{name}}}:sem:queue"), n).await;
 }
 
 /// A one-permit semaphore `name` held (30 s lease) by one client, and another client's acquire

@@ -13,6 +13,7 @@ use crate::key::{LockKeys, LockKind, validate_name, validate_prefix};
 use crate::listen::Listeners;
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
+use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 use crate::timing::validate_ttl;
 use crate::token::{TokenSource, client_id, host_name};
@@ -390,6 +391,37 @@ impl Client {
         let settings = options.settings(self.ctx.config.default_ttl)?;
         let keys = LockKeys::of_kind(LockKind::Semaphore, &self.ctx.config.key_prefix, name);
         Ok(Semaphore::new(self.ctx.clone(), keys, permits, settings))
+    }
+
+    /// A handle on the distributed read-write lock called `name` (default options: each hold
+    /// has the client's default TTL as a fixed lease); see [`RwLock`]. Its keys are its own: a
+    /// mutex or semaphore of the same name is another lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// let read = catalog.read().await?;
+    /// # drop(read); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a bad name (as [`Client::mutex`]).
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        self.rw_lock_with(name, MutexOptions::new())
+    }
+
+    /// A handle on the read-write lock called `name` with explicit options: the lease (`ttl`),
+    /// the watchdog, `max_hold`, the holder's `label`, `reentrant` (nested calls inside
+    /// [`RwLock::with_read`] / [`RwLock::with_write`] bodies) and `on_lost` apply to every hold
+    /// as to a mutex's; `fenced` does not (every hold is fenced).
+    ///
+    /// # Errors
+    /// As [`Client::rw_lock`], and for invalid options (as [`Client::mutex_with`]).
+    pub fn rw_lock_with(&self, name: &str, options: MutexOptions) -> Result<RwLock> {
+        validate_name(name)?;
+        let settings = options.settings(self.ctx.config.default_ttl)?;
+        let keys = LockKeys::of_kind(LockKind::RwLock, &self.ctx.config.key_prefix, name);
+        Ok(RwLock::new(self.ctx.clone(), keys, settings))
     }
 
     /// The client's Redis connection, for your own commands; see [`crate::Connection`].

@@ -191,7 +191,9 @@ impl Error {
             return Self {
                 kind: ErrorKind::InvalidInput,
                 message: format!(
-                    "{context}: the semaphore exists in Redis with a limit of {stored} permits,                      and this handle was built with another; every process must use the same                      limit (a semaphore that nobody holds forgets its limit after its last lease)"
+                    "{context}: the semaphore exists in Redis with a limit of {stored} permits, \
+                     and this handle was built with another; every process must use the same \
+                     limit (a semaphore that nobody holds forgets its limit after its last lease)"
                 )
                 .into(),
                 source: Some(Box::new(err)),

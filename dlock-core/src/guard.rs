@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::hold;
 use crate::hold::Hold;
 use crate::lease::{HoldRelease, Lease, LeaseCore, LeaseLost};
-use crate::options::Renewal;
+use crate::options::{OnLost, Renewal};
 use crate::scripts::{ExtendStatus, ReleaseReply};
 use crate::timing::{validate_ttl, validate_watchdog_ttl};
 use crate::token::FencingToken;
@@ -213,6 +214,61 @@ impl MutexGuard {
     }
 }
 
+/// Runs `work` as the body of `guard`'s hold (acquisitions of the same lock nested in it
+/// re-enter, `hold.rs`), then releases the hold: the one `with_lock` of every lock kind. With
+/// [`OnLost::Cancel`] the body is dropped as soon as the lease is lost and the call fails with
+/// [`ErrorKind::LeaseLost`]; with [`OnLost::Signal`] it runs to its end. A release that fails
+/// or finds the lease gone is logged, and the body's output is still returned.
+///
+/// # Cancel safety
+/// Dropping the future drops `work` and releases the hold in the background.
+pub(crate) async fn run_body<F, Fut, T>(guard: MutexGuard, on_lost: OnLost, work: F) -> Result<T>
+where
+    F: FnOnce(Lease) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let lease = guard.lease();
+    let body = hold::run_as_body_of(guard.hold().clone(), work(lease.clone()));
+    let output = match on_lost {
+        OnLost::Signal => body.await,
+        OnLost::Cancel => {
+            tokio::pin!(body);
+            tokio::select! {
+                biased;
+                output = &mut body => output,
+                lost = lease.lost() => {
+                    let name = guard.name().to_owned();
+                    drop(guard);
+                    return Err(lost.into_error(&name));
+                }
+            }
+        }
+    };
+    let name = guard.name().to_owned();
+    match guard.release().await {
+        Ok(outcome) if !outcome.was_held() => {
+            tracing::warn!(lock = %name, ?outcome, "dlock: the work finished after its lease was lost");
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(lock = %name, error = %e, "dlock: release after the work failed; the lease will expire");
+        }
+    }
+    Ok(output)
+}
+
+impl MutexGuard {
+    /// Ends this hold without a release in Redis: its lock passed to another token in one
+    /// script (a read-write lock's downgrade or upgrade). The lease counts as released (its
+    /// `lost()` resolves with [`crate::LostReason::Released`]); the caller checked that this is
+    /// the acquisition's only hold.
+    pub(crate) fn pass_on(mut self) {
+        self.done = true;
+        self.lease_core().remove_hold(self.hold.depth());
+        self.lease_core().mark_released();
+    }
+}
+
 fn out_of_order(guard: &MutexGuard) -> Error {
     Error::new(
         ErrorKind::Reentrancy,
@@ -266,3 +322,96 @@ impl fmt::Debug for MutexGuard {
             .finish()
     }
 }
+
+/// The lease API of a guard that wraps one hold (a field `guard: MutexGuard`) and carries the
+/// fencing token issued with it (a field `fence: FencingToken`): a semaphore's
+/// [`crate::Permit`], a read-write lock's [`crate::ReadGuard`] and [`crate::WriteGuard`]. One
+/// definition, so the kinds cannot drift apart; `$what` names the hold in the docs.
+macro_rules! hold_api {
+    ($guard:ident, $what:literal) => {
+        impl $guard {
+            /// The lock's name.
+            pub fn name(&self) -> &str {
+                self.guard.name()
+            }
+
+            #[doc = concat!(
+                "The fencing token of this ", $what, ", issued with it: every later grant of \
+                 the lock's name takes a larger one. Pass it to the storage you write to."
+            )]
+            pub fn fencing_token(&self) -> $crate::FencingToken {
+                self.fence
+            }
+
+            /// How deep this guard is nested: 1 for an acquisition from Redis, more for one
+            /// nested inside the body that holds the lock.
+            pub fn depth(&self) -> u32 {
+                self.guard.depth()
+            }
+
+            #[doc = concat!(
+                "Until when the ", $what, " is certainly held (the lease, counted \
+                 conservatively from when its request was sent)."
+            )]
+            pub fn safe_until(&self) -> std::time::Instant {
+                self.guard.safe_until()
+            }
+
+            #[doc = concat!("How long the ", $what, " is certainly held; zero once it ran out.")]
+            pub fn remaining(&self) -> std::time::Duration {
+                self.guard.remaining()
+            }
+
+            #[doc = concat!("A cheap handle on the lease, for the work under the ", $what, ".")]
+            pub fn lease(&self) -> $crate::Lease {
+                self.guard.lease()
+            }
+
+            /// Completes when the lease is lost (ran out, removed, released, or the client shut
+            /// down); see [`crate::Lease::lost`].
+            ///
+            /// # Cancel safety
+            /// Cancel safe: it only observes.
+            pub async fn lost(&self) -> $crate::LeaseLost {
+                self.guard.lost().await
+            }
+
+            /// A token cancelled when the lease is lost.
+            pub fn cancellation_token(&self) -> tokio_util::sync::CancellationToken {
+                self.guard.cancellation_token()
+            }
+
+            #[doc = concat!(
+                "Sets a new lease of `ttl` from now, if the ", $what, " is still this holder's \
+                 (see [`crate::MutexGuard::extend`])."
+            )]
+            ///
+            /// # Errors
+            /// A TTL out of range ([`crate::ErrorKind::InvalidInput`]); connection errors.
+            ///
+            /// # Cancel safety
+            /// Cancel safe: the extension either ran or did not.
+            pub async fn extend(
+                &mut self,
+                ttl: std::time::Duration,
+            ) -> $crate::Result<$crate::ExtendOutcome> {
+                self.guard.extend(ttl).await
+            }
+
+            #[doc = concat!(
+                "Gives the ", $what, " back (with the last hold of a nested acquisition), admits \
+                 the waiters that now fit, and says what was found."
+            )]
+            ///
+            /// # Errors
+            /// As [`crate::MutexGuard::release`].
+            ///
+            /// # Cancel safety
+            /// Dropping the future retries the release in the background.
+            pub async fn release(self) -> $crate::Result<$crate::ReleaseOutcome> {
+                self.guard.release().await
+            }
+        }
+    };
+}
+pub(crate) use hold_api;

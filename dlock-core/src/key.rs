@@ -15,6 +15,7 @@
 //! | `<prefix>{<name>}:sem`             | hash   | a semaphore: limit, permits used, one field per holder (`scripts/shared.lua`); expires at its last holder's deadline |
 //! | `<prefix>{<name>}:sem:exp`         | zset   | the semaphore's holders by lease deadline; same lifetime |
 //! | `<prefix>{<name>}:sem:queue`, `…:sem:wake:<client>` | list, channel | as the mutex's |
+//! | `<prefix>{<name>}:rw`, `…:rw:exp`, `…:rw:queue`, `…:rw:wake:<client>` | hash, zset, list, channel | a read-write lock: the semaphore's layout, a reader weighing 1 and a writer the whole limit (`rwlock.rs`) |
 //!
 //! There is at most one counter per slot in use (16,384 at most, ~100 B each), where dlock up
 //! to 0.1 kept one per name for 7 days after its last use.
@@ -77,20 +78,26 @@ fn check_chars(what: &str, s: &str) -> Result<()> {
 
 /// What kind of lock a key is, told by what follows its hash tag: nothing for a mutex
 /// (`<prefix>{<name>}`), `:sem` for a semaphore (`<prefix>{<name>}:sem`, see
-/// `scripts/shared.lua`). So a mutex and a semaphore of the same name never share a key, and a
-/// key found in a wake channel's name says which scripts release it.
+/// `scripts/shared.lua`), `:rw` for a read-write lock. So locks of different kinds with the same
+/// name never share a key, and a key found in a wake channel's name says which scripts release
+/// it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LockKind {
     Mutex,
     Semaphore,
+    RwLock,
 }
 
 impl LockKind {
+    /// The kinds whose keys carry a suffix.
+    const SUFFIXED: [Self; 2] = [Self::Semaphore, Self::RwLock];
+
     /// What follows `}` in the kind's key.
     fn suffix(self) -> &'static str {
         match self {
             Self::Mutex => "",
             Self::Semaphore => ":sem",
+            Self::RwLock => ":rw",
         }
     }
 
@@ -151,11 +158,13 @@ impl LockKeys {
     /// Rebuilds the keys from a lock key (as found in a wake channel's name).
     pub(crate) fn from_lock_key(lock: &str) -> Self {
         let name_at = lock.find('{').map_or(0, |open| open + 1);
-        let kind = if lock.ends_with("}:sem") {
-            LockKind::Semaphore
-        } else {
-            LockKind::Mutex
-        };
+        let kind = LockKind::SUFFIXED
+            .into_iter()
+            .find(|kind| {
+                lock.strip_suffix(kind.suffix())
+                    .is_some_and(|rest| rest.ends_with('}'))
+            })
+            .unwrap_or(LockKind::Mutex);
         Self {
             lock: lock.into(),
             name_at: u32::try_from(name_at).unwrap_or(0),
@@ -302,6 +311,14 @@ mod tests {
         assert_eq!((back.kind(), back.name()), (LockKind::Semaphore, "jobs"));
         let back = LockKeys::from_lock_key(&mutex_jobs.lock);
         assert_eq!(back.kind(), LockKind::Mutex);
+        let rw = LockKeys::of_kind(LockKind::RwLock, "dlock:", "jobs");
+        assert_eq!(&*rw.lock, "dlock:{jobs}:rw");
+        assert_eq!(rw.counter().to_string(), mutex_jobs.counter().to_string());
+        let back = LockKeys::from_lock_key(&rw.lock);
+        assert_eq!((back.kind(), back.name()), (LockKind::RwLock, "jobs"));
+        // A mutex whose name ends in ":rw" stays a mutex: the suffix follows the hash tag.
+        let named = LockKeys::new("dlock:", "jobs:rw");
+        assert_eq!(LockKeys::from_lock_key(&named.lock).kind(), LockKind::Mutex);
     }
 
     #[test]

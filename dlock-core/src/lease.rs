@@ -143,6 +143,10 @@ pub(crate) struct LeaseCore {
     released: AtomicBool,
     /// The watchdog stopped renewing (`max_hold`): running out is then the expected end.
     renewal_stopped: AtomicBool,
+    /// Whether the holder excludes every other holder of the lock (a mutex's, a read-write
+    /// lock's writer) or shares it (a reader, a semaphore's permits): an acquisition nested in
+    /// a shared hold's body may only share it too (`rwlock.rs`).
+    pub(crate) exclusive: bool,
     /// Kept while held so that a late duplicate of our grant is recognised as ours rather than
     /// released as an orphan. Boxed: only leases that waited have one, and every held lease
     /// would otherwise carry its 48 bytes. `None` also says the lease never waited: the lock
@@ -176,6 +180,8 @@ pub(crate) struct NewLease {
     pub(crate) registration: Option<Registration>,
     /// The label written into the lock value.
     pub(crate) label: Option<Arc<str>>,
+    /// See [`LeaseCore::exclusive`].
+    pub(crate) exclusive: bool,
 }
 
 impl LeaseCore {
@@ -198,6 +204,7 @@ impl LeaseCore {
                 safe_until: new.safe_until,
             }),
             renewal_stopped: AtomicBool::new(false),
+            exclusive: new.exclusive,
             depths: AtomicU64::new(1),
             nested_permits: OnceLock::new(),
             lost: OnceLock::new(),

@@ -21,11 +21,11 @@ use tracing::Instrument;
 
 use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guard::MutexGuard;
+use crate::guard::{self, MutexGuard};
 use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
 use crate::lease::{Lease, LeaseCore, LostReason, NewLease};
-use crate::options::{LockSettings, OnLost, Wait};
+use crate::options::{LockSettings, Wait};
 use redis::{Cmd, Value};
 
 use crate::scripts::wire::{self, LockValue};
@@ -187,9 +187,10 @@ impl Mutex {
     /// Runs `work` while holding the lock, then releases it.
     ///
     /// `work` receives the [`crate::Lease`] (fencing token, `lost()`, cancellation token). With
-    /// [`OnLost::Cancel`] (the default) the future is dropped as soon as the lease is lost and
-    /// the call returns an [`ErrorKind::LeaseLost`] error; with [`OnLost::Signal`] it runs to the
-    /// end and reacts itself. Combine with [`crate::MutexOptions::watchdog`] for work of unknown length.
+    /// [`OnLost::Cancel`](crate::OnLost::Cancel) (the default) the future is dropped as soon
+    /// as the lease is lost and the call returns an [`ErrorKind::LeaseLost`] error; with
+    /// [`OnLost::Signal`](crate::OnLost::Signal) it runs to the end and reacts itself. Combine
+    /// with [`crate::MutexOptions::watchdog`] for work of unknown length.
     ///
     /// `work` is the *body* of the hold: acquisitions of the same lock nested inside it re-enter
     /// (a locked function calling another locked function on the same key, recursion), and
@@ -212,8 +213,9 @@ impl Mutex {
     ///
     /// # Errors
     /// [`ErrorKind::Busy`] when the lock stays held for the whole wait, [`ErrorKind::LeaseLost`]
-    /// when the lease is lost under [`OnLost::Cancel`], otherwise as [`Mutex::acquire`]. If the
-    /// final release fails, the work's output is still returned (the lease then expires).
+    /// when the lease is lost under [`OnLost::Cancel`](crate::OnLost::Cancel), otherwise as
+    /// [`Mutex::acquire`]. If the final release fails, the work's output is still returned
+    /// (the lease then expires).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops `work` and releases the lock in the background.
@@ -227,32 +229,7 @@ impl Mutex {
             Wait::AtMost(wait) => self.acquire_timeout(wait).await?,
             Wait::Forever => self.acquire().await?,
         };
-        let lease = guard.lease();
-        let body = hold::run_as_body_of(guard.hold().clone(), work(lease.clone()));
-        let output = match self.settings.on_lost {
-            OnLost::Signal => body.await,
-            OnLost::Cancel => {
-                tokio::pin!(body);
-                tokio::select! {
-                    biased;
-                    output = &mut body => output,
-                    lost = lease.lost() => {
-                        drop(guard);
-                        return Err(lost.into_error(self.keys.name()));
-                    }
-                }
-            }
-        };
-        match guard.release().await {
-            Ok(outcome) if !outcome.was_held() => {
-                tracing::warn!(lock = %self.keys.name(), ?outcome, "dlock: the work finished after its lease was lost");
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(lock = %self.keys.name(), error = %e, "dlock: release after the work failed; the lease will expire");
-            }
-        }
-        Ok(output)
+        guard::run_body(guard, self.settings.on_lost, work).await
     }
 
     fn check_open(&self) -> Result<()> {
@@ -300,6 +277,7 @@ impl Mutex {
             renewal: self.settings.renewal,
             registration: taken.registration,
             label: self.settings.label.clone(),
+            exclusive: true,
         });
         if self.ctx.is_closed() {
             // The client was shut down while this acquisition was under way (the lease is in the

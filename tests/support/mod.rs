@@ -213,3 +213,15 @@ impl LogCapture {
         .await
     }
 }
+
+/// Waits until the queue `key` (a lock's `…:queue` list) holds `n` waiting requests.
+pub(crate) async fn queue_reaches(con: &Plain, key: &str, n: usize) {
+    eventually(Duration::from_secs(10), "requests queued", || {
+        let mut con = con.clone();
+        async move {
+            let len: usize = con.llen(key).await.ok()?;
+            (len == n).then_some(())
+        }
+    })
+    .await;
+}

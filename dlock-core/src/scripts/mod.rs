@@ -61,6 +61,15 @@ pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// Downgrades a read-write lock's writer to a reader, or upgrades its sole reader to the writer.
+pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("shared.lua"),
+        include_str!("rw_change.lua")
+    ))
+});
+
 /// Reads the holder, fence and queue length of a lock.
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
@@ -153,6 +162,35 @@ impl SharedReply {
             [0, wait, server_ms] => Some(Self::Wait {
                 wait: millis(wait.max(0))?,
                 server_ms,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What `rw_change.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RwChangeReply {
+    /// The hold is the new token's, in the new mode, with `pttl` of lease left.
+    Changed { fence: u64, pttl: Duration },
+    /// The old token held nothing any more (its lease ended, or a forced unlock).
+    Gone,
+    /// An upgrade was refused: `used` is the weight held by everyone, `waiting` the queue's
+    /// length.
+    Refused { used: u64, waiting: u64 },
+}
+
+impl RwChangeReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        match ints::<3>(reply)? {
+            [1, fence, pttl] => Some(Self::Changed {
+                fence: u64::try_from(fence).ok().filter(|f| *f > 0)?,
+                pttl: millis(pttl.max(0))?,
+            }),
+            [0, 0, 0] => Some(Self::Gone),
+            [-1, used, waiting] => Some(Self::Refused {
+                used: u64::try_from(used).ok()?,
+                waiting: u64::try_from(waiting).ok()?,
             }),
             _ => None,
         }
@@ -435,6 +473,33 @@ mod tests {
         assert_eq!(FenceReply::Fence(17).fence(), Some(17));
         assert_eq!(FenceReply::Gone.fence(), None);
         assert_eq!(FenceReply::Other.fence(), None);
+    }
+
+    #[test]
+    fn rw_change_replies_are_typed() {
+        let reply = |a, b, c| Value::Array(vec![Value::Int(a), Value::Int(b), Value::Int(c)]);
+        assert_eq!(
+            RwChangeReply::decode(&reply(1, 42, 900)),
+            Some(RwChangeReply::Changed {
+                fence: 42,
+                pttl: Duration::from_millis(900)
+            })
+        );
+        assert_eq!(
+            RwChangeReply::decode(&reply(0, 0, 0)),
+            Some(RwChangeReply::Gone)
+        );
+        assert_eq!(
+            RwChangeReply::decode(&reply(-1, 3, 1)),
+            Some(RwChangeReply::Refused {
+                used: 3,
+                waiting: 1
+            })
+        );
+        // A fence is never 0, and nothing else is an answer.
+        assert_eq!(RwChangeReply::decode(&reply(1, 0, 900)), None);
+        assert_eq!(RwChangeReply::decode(&reply(2, 0, 0)), None);
+        assert_eq!(RwChangeReply::decode(&Value::Int(1)), None);
     }
 
     #[test]
