@@ -46,6 +46,26 @@ async fn held_with_a_waiter(
 }
 
 backend_tests!(
+    /// `with_permits` runs its body holding the permits (the server counts them) and gives them
+    /// back when the body ends.
+    async fn with_permits_holds_them_for_the_body(backend: Backend) {
+        let sem = backend.client().semaphore("sem-body", 3).unwrap();
+        let con = backend.raw().await;
+        let inside = sem
+            .with_permits(2, dlock_core::Wait::No, |lease| {
+                let mut con = con.clone();
+                async move {
+                    assert!(lease.is_held());
+                    used(&mut con, "sem-body").await
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(inside, 2);
+        let mut con = con.clone();
+        assert_eq!(used(&mut con, "sem-body").await, 0);
+    }
+
     async fn never_more_holders_than_permits(backend: Backend) {
         let sem = backend.client().semaphore("sem-limit", 3).unwrap();
         let mut con = backend.raw().await;

@@ -224,11 +224,7 @@ impl Mutex {
         F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = match wait {
-            Wait::No => self.acquire_until(Some(Duration::ZERO)).await?,
-            Wait::AtMost(wait) => self.acquire_timeout(wait).await?,
-            Wait::Forever => self.acquire().await?,
-        };
+        let guard = self.acquire_until(wait.limit()).await?;
         guard::run_body(guard, self.settings.on_lost, work).await
     }
 

@@ -48,6 +48,17 @@ pub enum Wait {
     Forever,
 }
 
+impl Wait {
+    /// The longest wait: `Some(ZERO)` for one attempt, `None` without a limit.
+    pub(crate) fn limit(self) -> Option<Duration> {
+        match self {
+            Self::No => Some(Duration::ZERO),
+            Self::AtMost(wait) => Some(wait),
+            Self::Forever => None,
+        }
+    }
+}
+
 impl From<Duration> for Wait {
     fn from(wait: Duration) -> Self {
         Self::AtMost(wait)

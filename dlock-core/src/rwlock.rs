@@ -201,7 +201,7 @@ impl RwLock {
         F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.hold_until(Access::Read, wait_limit(wait)).await?;
+        let guard = self.hold_until(Access::Read, wait.limit()).await?;
         guard::run_body(guard, self.shared.settings.on_lost, work).await
     }
 
@@ -218,7 +218,7 @@ impl RwLock {
         F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.hold_until(Access::Write, wait_limit(wait)).await?;
+        let guard = self.hold_until(Access::Write, wait.limit()).await?;
         guard::run_body(guard, self.shared.settings.on_lost, work).await
     }
 
@@ -353,15 +353,6 @@ enum Changed {
         readers: u64,
         waiting: u64,
     },
-}
-
-/// The limit of a [`Wait`], as the acquire calls take it.
-fn wait_limit(wait: Wait) -> Option<Duration> {
-    match wait {
-        Wait::No => Some(Duration::ZERO),
-        Wait::AtMost(wait) => Some(wait),
-        Wait::Forever => None,
-    }
 }
 
 impl fmt::Debug for RwLock {

@@ -20,6 +20,7 @@
 //!   (nobody holds it for longer than its last lease).
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +29,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{self, MutexGuard};
 use crate::hold::Hold;
 use crate::key::LockKeys;
-use crate::options::LockSettings;
+use crate::lease::Lease;
+use crate::options::{LockSettings, Wait};
 use crate::shared::SharedLock;
 use crate::token::FencingToken;
 
@@ -112,6 +114,39 @@ impl Semaphore {
     /// As [`Semaphore::acquire`].
     pub async fn acquire_timeout(&self, permits: u32, wait: Duration) -> Result<Permit> {
         self.acquire_until(permits, Some(wait)).await
+    }
+
+    /// Runs `work` holding `permits` permits, then gives them back; as
+    /// [`crate::Mutex::with_lock`] (the lease's loss stops `work` unless the options say
+    /// [`crate::OnLost::Signal`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// use dlock_core::Wait;
+    /// let exports = client.semaphore("exports", 4)?;
+    /// let rows = exports
+    ///     .with_permits(1, Wait::Forever, |lease| async move {
+    ///         // … at most 4 of these run at once, across every replica …
+    ///         42
+    ///     })
+    ///     .await?;
+    /// # let _ = rows; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::Busy`] when the wait ends first, [`ErrorKind::LeaseLost`] when the lease is
+    /// lost and `work` was stopped, otherwise as [`Semaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future drops `work` and gives the permits back in the
+    /// background.
+    pub async fn with_permits<F, Fut, T>(&self, permits: u32, wait: Wait, work: F) -> Result<T>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let permit = self.acquire_until(permits, wait.limit()).await?;
+        guard::run_body(permit.guard, self.shared.settings.on_lost, work).await
     }
 
     fn check(&self, permits: u32) -> Result<()> {
