@@ -12,12 +12,16 @@ use nix::unistd::Pid;
 use crate::support::redis;
 
 const README: &str = include_str!("../README.md");
-const PROGRAMS: [(&str, &str); 3] = [
+const PROGRAMS: [(&str, &str); 4] = [
     (
         "quickstart",
         include_str!("../examples/readme/src/bin/quickstart.rs"),
     ),
     ("pay", include_str!("../examples/readme/src/bin/pay.rs")),
+    (
+        "prices",
+        include_str!("../examples/readme/src/bin/prices.rs"),
+    ),
     (
         "lottery_job",
         include_str!("../examples/readme/src/bin/lottery_job.rs"),
@@ -93,6 +97,10 @@ fn the_readme_programs_run_against_redis() {
     assert!(out.contains("released: Released"), "{out}");
     let out = run(env!("CARGO_BIN_EXE_readme-pay"), &url);
     assert!(out.contains("charged order 42 1999 cents"), "{out}");
+    let out = run(env!("CARGO_BIN_EXE_readme-prices"), &url);
+    assert!(out.contains("reading with fencing token"), "{out}");
+    assert!(out.contains("upgraded: Released"), "{out}");
+    assert!(!out.contains("read under fencing token 0"), "{out}");
 
     // The scheduler runs until Ctrl-C (SIGINT), then stops cleanly.
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_readme-lottery-job"));

@@ -47,6 +47,10 @@
 //!   checked with the server before it is returned.
 //! * **No foreign data touched.** A lock key holding data dlock did not write is reported
 //!   ([`ErrorKind::WrongType`], naming the key) and never modified.
+//! * **The lock family.** [`Semaphore`] (leased, fenced permits in strict FIFO order) and
+//!   [`RwLock`] (many readers or one writer, one FIFO queue for both, so neither starves; atomic
+//!   downgrade, never-waiting upgrade) share one weighted admission with a lease and a fence per
+//!   holder, renewed by the same watchdog.
 //! * **Clean shutdown.** [`Client::shutdown`] releases every lock and queue entry of the client
 //!   at process exit, so other replicas get them at once.
 //!
@@ -76,7 +80,7 @@
 //! | floor | module | what lives there |
 //! |---|---|---|
 //! | facade | `client`, `inspect`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`HolderInfo`], [`Client::force_unlock`]; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
-//! | lock kinds | `mutex` | [`Mutex`], [`Mutex::with_lock`]: try_acquire / acquire (one file per kind) |
+//! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once |
 //! | client state | `context` | what every handle and guard of a client shares |
 //! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
 //! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
