@@ -23,6 +23,7 @@ mod holder_crash;
 mod inspect;
 mod invalid_input;
 mod lease_lost;
+mod lock_family;
 mod macro_lock;
 mod mutex_exclusion;
 mod mutex_release;

@@ -27,6 +27,11 @@
 //!   (held by the test), print `ready`; once the key `<name>:go` exists, shut the client down and
 //!   print `shutdown released=N dequeued=N unsubscribed=N failures=N`, then stay alive (its
 //!   connection open) until killed.
+//! * `shared url=… kind=rw|sem name=… take=read|write|<permits> [limit=N] ttl_ms=…
+//!   [watchdog=1] [hold_ms=N]` — a hold of a read-write lock (`take=read|write`) or `take`
+//!   permits of a semaphore of `limit`, waiting for it; prints `acquired fence=F remaining_ms=R
+//!   held=B`, then holds `hold_ms` and releases (printing `released <outcome>`), or without
+//!   `hold_ms` holds until killed.
 
 mod replica;
 #[path = "../support/target.rs"]
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
             "wait" => wait(&opts).await,
             "shutdown" => shutdown(&opts).await,
             "macro-count" => macro_count(&opts).await,
+            "shared" => shared(&opts).await,
             "replica" => replica::replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
@@ -346,3 +352,63 @@ async fn macro_turn(
 ) -> Result<bool, BoxError> {
     increment(con, name, pause, lease.fencing_token().await?.get()).await
 }
+
+/// The `shared` command: one hold of a read-write lock or a semaphore (`tests/lock_family.rs`).
+async fn shared(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let client = client(opts)?;
+    let name = opt(opts, "name")?;
+    let mut options = MutexOptions::new().ttl(Duration::from_millis(num(opts, "ttl_ms", 2_000)?));
+    if num(opts, "watchdog", 0)? == 1 {
+        options = options.watchdog();
+    }
+    let wait = Duration::from_secs(30);
+    let take = opt(opts, "take")?;
+    let (fence, lease, release): (_, _, BoxFuture) = match (opt(opts, "kind")?, take) {
+        ("rw", "read") => {
+            let guard = client
+                .rw_lock_with(name, options)?
+                .read_timeout(wait)
+                .await?;
+            let (fence, lease) = (guard.fencing_token(), guard.lease());
+            (fence, lease, Box::pin(async move { guard.release().await }))
+        }
+        ("rw", "write") => {
+            let guard = client
+                .rw_lock_with(name, options)?
+                .write_timeout(wait)
+                .await?;
+            let (fence, lease) = (guard.fencing_token(), guard.lease());
+            (fence, lease, Box::pin(async move { guard.release().await }))
+        }
+        ("sem", permits) => {
+            let limit = u32::try_from(num(opts, "limit", 1)?)?;
+            let sem = client.semaphore_with(name, limit, options)?;
+            let permit = sem.acquire_timeout(permits.parse()?, wait).await?;
+            let (fence, lease) = (permit.fencing_token(), permit.lease());
+            (
+                fence,
+                lease,
+                Box::pin(async move { permit.release().await }),
+            )
+        }
+        (kind, take) => return Err(format!("unknown kind={kind} take={take}").into()),
+    };
+    report(&format!(
+        "acquired fence={fence} remaining_ms={} held={}",
+        lease.remaining().as_millis(),
+        lease.is_held()
+    ));
+    match opts.get("hold_ms") {
+        Some(ms) => {
+            tokio::time::sleep(Duration::from_millis(ms.parse()?)).await;
+            report(&format!("released {:?}", release.await?));
+        }
+        None => std::future::pending::<()>().await,
+    }
+    Ok(())
+}
+
+/// A guard's release, whatever the kind.
+type BoxFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = dlock_core::Result<dlock_core::ReleaseOutcome>> + Send>,
+>;
