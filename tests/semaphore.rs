@@ -46,6 +46,54 @@ async fn held_with_a_waiter(
 }
 
 backend_tests!(
+    /// A raised limit admits the waiters that now fit at once; handles with the old limit are
+    /// refused; a lowered limit takes nothing from the holders but admits nobody new until
+    /// what is held fits under it.
+    async fn set_limit_admits_and_restrains(backend: Backend) {
+        let name = "sem-set";
+        let long = MutexOptions::new().ttl(Duration::from_secs(30));
+        let client = backend.client();
+        let mut sem = client.semaphore_with(name, 1, long.clone()).unwrap();
+        let first = sem.try_acquire(1).await.unwrap().expect("free");
+        let mut waiting = Vec::new();
+        let con = backend.raw().await;
+        for i in 0..2 {
+            let other = backend
+                .client()
+                .semaphore_with(name, 1, long.clone())
+                .unwrap();
+            waiting.push(tokio::spawn(async move {
+                other.acquire_timeout(1, Duration::from_secs(25)).await
+            }));
+            queued(&con, name, i + 1).await;
+        }
+        assert_eq!(sem.set_limit(3).await.unwrap(), Some(1));
+        assert_eq!(sem.limit(), 3);
+        let mut permits = Vec::new();
+        for w in waiting {
+            permits.push(w.await.unwrap().expect("admitted by the raised limit"));
+        }
+        let mut raw = con.clone();
+        assert_eq!(used(&mut raw, name).await, 3);
+        let stale = client.semaphore(name, 1).unwrap();
+        let e = stale.try_acquire(1).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+
+        assert_eq!(sem.set_limit(1).await.unwrap(), Some(3));
+        assert_eq!(used(&mut raw, name).await, 3, "holders keep their permits");
+        for p in permits {
+            p.release().await.unwrap();
+        }
+        assert!(sem.try_acquire(1).await.unwrap().is_none(), "1 held of 1");
+        first.release().await.unwrap();
+        let again = sem.try_acquire(1).await.unwrap().expect("fits again");
+        again.release().await.unwrap();
+        assert_eq!(
+            sem.set_limit(0).await.unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+
     /// `with_permits` runs its body holding the permits (the server counts them) and gives them
     /// back when the body ends.
     async fn with_permits_holds_them_for_the_body(backend: Backend) {

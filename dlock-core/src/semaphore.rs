@@ -31,6 +31,7 @@ use crate::hold::Hold;
 use crate::key::LockKeys;
 use crate::lease::Lease;
 use crate::options::{LockSettings, Wait};
+use crate::scripts::{self, Call, unexpected};
 use crate::shared::SharedLock;
 use crate::token::FencingToken;
 
@@ -114,6 +115,50 @@ impl Semaphore {
     /// As [`Semaphore::acquire`].
     pub async fn acquire_timeout(&self, permits: u32, wait: Duration) -> Result<Permit> {
         self.acquire_until(permits, Some(wait)).await
+    }
+
+    /// Changes the semaphore's limit in Redis to `limit` (and this handle's with it): a higher
+    /// limit admits at once the waiters at the head of the queue that now fit; a lower one takes
+    /// nothing from the holders — new requests wait until what is held fits under it. Returns
+    /// the limit stored before (`None`: nobody held the semaphore, so none was stored).
+    ///
+    /// Other handles built with the old limit are refused with [`ErrorKind::InvalidInput`] on
+    /// their next acquire (build them with the new one): the limit is one fact for every
+    /// process, never two.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// let mut exports = client.semaphore("exports", 4)?;
+    /// exports.set_limit(8).await?; // the next 4 waiters are admitted at once
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a limit of 0; connection errors; [`ErrorKind::WrongType`]
+    /// when the key holds data dlock did not write.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: setting a limit twice is setting it once; until the answer arrives this
+    /// handle keeps its old limit.
+    pub async fn set_limit(&mut self, limit: u32) -> Result<Option<u32>> {
+        if limit == 0 {
+            return Err(Error::invalid(format!(
+                "semaphore `{}`: a limit of 0 permits could never admit anyone; give 1 or more",
+                self.name()
+            )));
+        }
+        let keys = &self.shared.keys;
+        let mut call = Call::new(&scripts::SHARED_LIMIT, 1);
+        call.arg(&*keys.lock).arg(limit).arg(keys.counter());
+        let reply = self
+            .shared
+            .ctx
+            .transport
+            .run(&call, "set limit", keys.name())
+            .await?;
+        let before = scripts::int(&reply).ok_or_else(|| unexpected("set limit", &reply))?;
+        self.shared.limit = limit;
+        Ok(u32::try_from(before).ok().filter(|&b| b > 0))
     }
 
     /// Runs `work` holding `permits` permits, then gives them back; as

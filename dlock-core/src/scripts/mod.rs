@@ -61,6 +61,15 @@ pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// Sets a shared lock's limit and admits the waiters that fit under it.
+pub(crate) static SHARED_LIMIT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("shared.lua"),
+        include_str!("shared_limit.lua")
+    ))
+});
+
 /// Downgrades a read-write lock's writer to a reader, or upgrades its sole reader to the writer.
 pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
