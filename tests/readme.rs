@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use crate::support::redis;
 
 const README: &str = include_str!("../README.md");
-const PROGRAMS: [(&str, &str); 4] = [
+const PROGRAMS: [(&str, &str); 5] = [
     (
         "quickstart",
         include_str!("../examples/readme/src/bin/quickstart.rs"),
@@ -21,6 +21,10 @@ const PROGRAMS: [(&str, &str); 4] = [
     (
         "prices",
         include_str!("../examples/readme/src/bin/prices.rs"),
+    ),
+    (
+        "exports",
+        include_str!("../examples/readme/src/bin/exports.rs"),
     ),
     (
         "lottery_job",
@@ -97,6 +101,9 @@ fn the_readme_programs_run_against_redis() {
     assert!(out.contains("released: Released"), "{out}");
     let out = run(env!("CARGO_BIN_EXE_readme-pay"), &url);
     assert!(out.contains("charged order 42 1999 cents"), "{out}");
+    let out = run(env!("CARGO_BIN_EXE_readme-exports"), &url);
+    assert!(out.contains("exporting under fencing token"), "{out}");
+    assert!(out.contains("exported 42 rows with 2 permits"), "{out}");
     let out = run(env!("CARGO_BIN_EXE_readme-prices"), &url);
     assert!(out.contains("reading with fencing token"), "{out}");
     assert!(out.contains("upgraded: Released"), "{out}");
