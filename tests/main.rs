@@ -25,6 +25,7 @@ mod invalid_input;
 mod lease_lost;
 mod lock_family;
 mod macro_lock;
+mod multilock;
 mod mutex_exclusion;
 mod mutex_release;
 mod readme;

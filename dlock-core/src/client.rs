@@ -11,6 +11,7 @@ use crate::context::{Config, Context};
 use crate::error::{Error, Result};
 use crate::key::{LockKeys, LockKind, validate_name, validate_prefix};
 use crate::listen::Listeners;
+use crate::multilock::MultiLock;
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
 use crate::rwlock::RwLock;
@@ -422,6 +423,37 @@ impl Client {
         let settings = options.settings(self.ctx.config.default_ttl)?;
         let keys = LockKeys::of_kind(LockKind::RwLock, &self.ctx.config.key_prefix, name);
         Ok(RwLock::new(self.ctx.clone(), keys, settings))
+    }
+
+    /// A handle on the mutexes `names`, taken together — all or none — in one canonical order
+    /// (by cluster slot, then key), so multi-locks never deadlock; see [`MultiLock`]. Each member
+    /// is the mutex of that name (the same lock as [`Client::mutex`] gives) with default options.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for no names or a bad one (as [`Client::mutex`]).
+    pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.multi_lock_with(names, MutexOptions::new())
+    }
+
+    /// As [`Client::multi_lock`], with `options` for every member (the lease, the watchdog,
+    /// `max_hold`, `fenced`, the label …).
+    ///
+    /// # Errors
+    /// As [`Client::multi_lock`], and for invalid options (as [`Client::mutex_with`]).
+    pub fn multi_lock_with<I, S>(&self, names: I, options: MutexOptions) -> Result<MultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let members = names
+            .into_iter()
+            .map(|name| self.mutex_with(name.as_ref(), options.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        MultiLock::new(members)
     }
 
     /// The client's Redis connection, for your own commands; see [`crate::Connection`].

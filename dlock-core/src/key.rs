@@ -188,6 +188,11 @@ impl LockKeys {
         self.lock.get(name_at..end).unwrap_or(&self.lock)
     }
 
+    /// The lock's Redis Cluster slot (that of its name: the hash tag).
+    pub(crate) fn slot(&self) -> usize {
+        slot(self.name())
+    }
+
     /// The fence counter of the lock's cluster slot, written straight into a command: no
     /// allocation.
     pub(crate) fn counter(&self) -> FenceCounter<'_> {

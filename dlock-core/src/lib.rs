@@ -80,7 +80,7 @@
 //! | floor | module | what lives there |
 //! |---|---|---|
 //! | facade | `client`, `inspect`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`HolderInfo`], [`Client::force_unlock`]; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
-//! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once |
+//! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared`, `multilock` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once; [`MultiLock`], mutexes taken together in one canonical order |
 //! | client state | `context` | what every handle and guard of a client shares |
 //! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
 //! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
@@ -107,6 +107,7 @@ mod key;
 mod keypart;
 mod lease;
 mod listen;
+mod multilock;
 mod mutex;
 mod options;
 mod runtime;
@@ -133,6 +134,7 @@ pub use inspect::HolderInfo;
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;
 pub use lease::{Lease, LeaseLost, LostReason};
+pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::Mutex;
 pub use options::{MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
 pub use rwlock::{ReadGuard, RwLock, UpgradeError, WriteGuard};

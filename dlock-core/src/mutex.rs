@@ -112,6 +112,11 @@ impl Mutex {
         self.settings.ttl
     }
 
+    /// The lock's keys.
+    pub(crate) fn keys(&self) -> &LockKeys {
+        &self.keys
+    }
+
     /// Takes the lock if it is free and nobody waits for it, without waiting: one round trip.
     ///
     /// Returns `Ok(None)` when another owner holds it (or others queued for it first). Inside

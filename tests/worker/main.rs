@@ -73,6 +73,7 @@ fn main() -> ExitCode {
             "shutdown" => shutdown(&opts).await,
             "macro-count" => macro_count(&opts).await,
             "shared" => shared(&opts).await,
+            "multi" => multi(&opts).await,
             "replica" => replica::replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
@@ -412,3 +413,56 @@ async fn shared(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 type BoxFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = dlock_core::Result<dlock_core::ReleaseOutcome>> + Send>,
 >;
+
+/// The `multi` command: a multi-lock taken in rounds by 2 tasks (`tests/multilock.rs`).
+async fn multi(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let client = client(opts)?;
+    let names: Vec<String> = opt(opts, "names")?.split(',').map(str::to_owned).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    let inside = format!("multi:inside:{}", sorted.join(","));
+    let rounds = num(opts, "rounds", 40)?;
+    let (done, timeouts, overlaps) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let multi = client.multi_lock(&names)?;
+        let mut con = target(opts)?.plain().await?;
+        let inside = inside.clone();
+        let (done, timeouts, overlaps) = (done.clone(), timeouts.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..rounds {
+                let guard = match multi.acquire_timeout(Duration::from_secs(20)).await {
+                    Ok(guard) => guard,
+                    Err(e) if e.is_busy() => {
+                        timeouts.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    Err(e) => return Err::<(), BoxError>(e.into()),
+                };
+                let n: u64 = con.incr(&inside, 1).await?;
+                if n != 1 {
+                    overlaps.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::task::yield_now().await;
+                let _: i64 = con.decr(&inside, 1).await?;
+                guard.release().await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    report(&format!(
+        "done rounds={} timeouts={} overlaps={}",
+        done.load(Ordering::Relaxed),
+        timeouts.load(Ordering::Relaxed),
+        overlaps.load(Ordering::Relaxed)
+    ));
+    Ok(())
+}
