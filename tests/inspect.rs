@@ -74,3 +74,71 @@ backend_tests!(
         assert_eq!(guard.fencing_token().await.unwrap(), fence);
     }
 );
+
+backend_tests!(
+    /// A semaphore's and a read-write lock's holders as operators see them: who, how many
+    /// permits, which fence, how long, how many wait; nothing once they are gone.
+    async fn shared_locks_show_their_holders(backend: Backend) {
+        let client = backend.client();
+        let labelled = MutexOptions::new()
+            .ttl(Duration::from_secs(30))
+            .label("export job");
+        let sem = client
+            .semaphore_with("ins-sem", 3, labelled.clone())
+            .unwrap();
+        let two = sem.try_acquire(2).await.unwrap().expect("free");
+        let one = sem.try_acquire(1).await.unwrap().expect("free");
+        let info = client
+            .inspect_semaphore("ins-sem")
+            .await
+            .unwrap()
+            .expect("held");
+        assert_eq!(info.limit, 3);
+        assert_eq!(info.waiters, 0);
+        let mut seen: Vec<(u32, u64)> = info
+            .holders
+            .iter()
+            .map(|h| (h.permits, h.fencing_token.get()))
+            .collect();
+        seen.sort_unstable();
+        let mut want = vec![
+            (2, two.fencing_token().get()),
+            (1, one.fencing_token().get()),
+        ];
+        want.sort_unstable();
+        assert_eq!(seen, want);
+        let holder = &info.holders[0];
+        assert_eq!(holder.pid, std::process::id());
+        assert_eq!(holder.label.as_deref(), Some("export job"));
+        assert!(holder.remaining > Duration::from_secs(20));
+        two.release().await.unwrap();
+        one.release().await.unwrap();
+        assert!(client.inspect_semaphore("ins-sem").await.unwrap().is_none());
+
+        let rw = client.rw_lock_with("ins-rw", labelled).unwrap();
+        let write = rw.write().await.unwrap();
+        let reader = client.rw_lock("ins-rw").unwrap();
+        let waiting = tokio::spawn(async move { reader.read().await });
+        let info = eventually(Duration::from_secs(10), "a reader queued", || async {
+            let info = client.inspect_rw_lock("ins-rw").await.unwrap()?;
+            (info.waiters == 1).then_some(info)
+        })
+        .await;
+        let writer = info.writer.expect("a writer holds");
+        assert_eq!(writer.fencing_token, write.fencing_token());
+        assert_eq!(writer.permits, 1);
+        assert!(info.readers.is_empty());
+        let read = write.downgrade().await.unwrap();
+        let other = waiting.await.unwrap().unwrap();
+        let info = client
+            .inspect_rw_lock("ins-rw")
+            .await
+            .unwrap()
+            .expect("read");
+        assert!(info.writer.is_none());
+        assert_eq!(info.readers.len(), 2);
+        read.release().await.unwrap();
+        other.release().await.unwrap();
+        assert!(client.inspect_rw_lock("ins-rw").await.unwrap().is_none());
+    }
+);

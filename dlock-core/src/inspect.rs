@@ -1,13 +1,14 @@
-//! Introspection for operators: who holds a lock ([`Client::inspect`]) and how to open it by
-//! force ([`Client::force_unlock`]).
+//! Introspection for operators: who holds a lock ([`Client::inspect`],
+//! [`Client::inspect_semaphore`], [`Client::inspect_rw_lock`]) and how to open a mutex by force
+//! ([`Client::force_unlock`]).
 
 use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::key::{LockKeys, validate_name};
+use crate::key::{LockKeys, LockKind, validate_name};
 use crate::scripts::wire::{self, parse_lock_value};
-use crate::scripts::{self, Call, InspectReply, unexpected};
+use crate::scripts::{self, Call, InspectReply, SharedInspectReply, unexpected};
 use crate::token::FencingToken;
 
 /// Who holds a lock, as stored with it by the acquire script.
@@ -60,7 +61,160 @@ impl HolderInfo {
     }
 }
 
+/// One holder of a semaphore or a read-write lock, as stored with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedHolder {
+    /// Host name of the holder's machine.
+    pub host: String,
+    /// Process id of the holder.
+    pub pid: u32,
+    /// The label the holder set ([`crate::MutexOptions::label`]), if any.
+    pub label: Option<String>,
+    /// How many permits it holds (a semaphore's; 1 for a reader or the writer of a read-write
+    /// lock).
+    pub permits: u32,
+    /// The fencing token issued with its grant.
+    pub fencing_token: FencingToken,
+    /// What is left of its lease, by the server.
+    pub remaining: Duration,
+}
+
+/// Who holds a semaphore ([`Client::inspect_semaphore`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreInfo {
+    /// The limit stored in Redis.
+    pub limit: u32,
+    /// The holders whose lease has not ended, by lease end.
+    pub holders: Vec<SharedHolder>,
+    /// How many acquire calls are queued.
+    pub waiters: usize,
+}
+
+/// Who holds a read-write lock ([`Client::inspect_rw_lock`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwLockInfo {
+    /// The writer, if one holds.
+    pub writer: Option<SharedHolder>,
+    /// The readers whose lease has not ended, by lease end.
+    pub readers: Vec<SharedHolder>,
+    /// How many acquire calls are queued (readers and writers).
+    pub waiters: usize,
+}
+
+/// A holder record `<weight> <fence> <host>\x1f<pid>\x1f<label>` (`scripts/shared.lua`).
+fn parse_shared(record: &str, remaining: Duration) -> Option<(u64, SharedHolder)> {
+    let mut parts = record.splitn(3, ' ');
+    let weight: u64 = parts.next()?.parse().ok()?;
+    let fence: u64 = parts.next()?.parse().ok()?;
+    let mut meta = parts.next()?.splitn(3, '\x1f');
+    let host = meta.next()?.to_owned();
+    let pid = meta.next()?.parse().ok()?;
+    let label = meta.next().filter(|l| !l.is_empty()).map(str::to_owned);
+    let holder = SharedHolder {
+        host,
+        pid,
+        label,
+        permits: u32::try_from(weight).unwrap_or(1),
+        fencing_token: FencingToken::new(fence),
+        remaining,
+    };
+    Some((weight, holder))
+}
+
 impl Client {
+    /// Who holds the semaphore `name` right now, or `None` when nobody does.
+    ///
+    /// # Errors
+    /// As [`Client::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn inspect_semaphore(&self, name: &str) -> Result<Option<SemaphoreInfo>> {
+        let Some((limit, holders, waiters)) =
+            self.inspect_shared(LockKind::Semaphore, name).await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(SemaphoreInfo {
+            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            holders: holders.into_iter().map(|(_, h)| h).collect(),
+            waiters,
+        }))
+    }
+
+    /// Who holds the read-write lock `name` right now, or `None` when nobody does.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// if let Some(info) = client.inspect_rw_lock("prices").await? {
+    ///     let readers = info.readers.len();
+    ///     println!("writer {:?}, {readers} readers, {} waiting", info.writer, info.waiters);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::inspect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn inspect_rw_lock(&self, name: &str) -> Result<Option<RwLockInfo>> {
+        let Some((limit, holders, waiters)) = self.inspect_shared(LockKind::RwLock, name).await?
+        else {
+            return Ok(None);
+        };
+        let (mut writer, mut readers) = (None, Vec::new());
+        for (weight, mut holder) in holders {
+            if weight == limit {
+                holder.permits = 1;
+                writer = Some(holder);
+            } else {
+                readers.push(holder);
+            }
+        }
+        Ok(Some(RwLockInfo {
+            writer,
+            readers,
+            waiters,
+        }))
+    }
+
+    /// The limit, the live holders (with their weights) and the queue's length of the shared
+    /// lock `name` of `kind`; `None` when nobody holds it.
+    async fn inspect_shared(
+        &self,
+        kind: LockKind,
+        name: &str,
+    ) -> Result<Option<(u64, Vec<(u64, SharedHolder)>, usize)>> {
+        validate_name(name)?;
+        let keys = LockKeys::of_kind(kind, &self.ctx.config.key_prefix, name);
+        let mut call = Call::new(&scripts::SHARED_INSPECT, 1);
+        call.arg(&*keys.lock);
+        let reply = self.ctx.transport.run(&call, "inspect", name).await?;
+        let decoded =
+            SharedInspectReply::decode(&reply).ok_or_else(|| unexpected("inspect", &reply))?;
+        let Some(limit) = decoded.limit.filter(|_| !decoded.holders.is_empty()) else {
+            return Ok(None);
+        };
+        let holders = decoded
+            .holders
+            .iter()
+            .map(|(record, remaining)| {
+                parse_shared(record, *remaining).ok_or_else(|| {
+                    Error::foreign(
+                        &format!("inspect `{name}`"),
+                        &keys.lock,
+                        &format!("holds the holder record {record:?}, which dlock did not write"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some((limit, holders, decoded.waiters)))
+    }
+
     /// Who holds the lock `name` right now, or `None` when it is free.
     ///
     /// ```no_run

@@ -130,7 +130,7 @@ pub use client::{
 pub use conn::Connection;
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
-pub use inspect::HolderInfo;
+pub use inspect::{HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder};
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;
 pub use lease::{Lease, LeaseLost, LostReason};

@@ -79,6 +79,10 @@ pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// Reads the holders of a shared lock, for operators.
+pub(crate) static SHARED_INSPECT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("shared_inspect.lua")));
+
 /// Reads the holder, fence and queue length of a lock.
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
@@ -303,6 +307,46 @@ impl InspectReply {
     }
 }
 
+/// What `shared_inspect.lua` answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SharedInspectReply {
+    /// The stored limit; `None` when nobody holds.
+    pub(crate) limit: Option<u64>,
+    pub(crate) waiters: usize,
+    /// Each live holder's record (`<weight> <fence> <meta>`) and lease left.
+    pub(crate) holders: Vec<(String, Duration)>,
+}
+
+impl SharedInspectReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        let Value::Array(items) = reply else {
+            return None;
+        };
+        let (head, holders) = items.split_at_checked(3)?;
+        let limit = match &head[0] {
+            Value::Nil | Value::Boolean(false) => None,
+            other => Some(u64::try_from(int(other)?).ok()?),
+        };
+        let now = int(&head[1])?;
+        let waiters = usize::try_from(int(&head[2])?).ok()?;
+        let holders = holders
+            .chunks(3)
+            .map(|h| match h {
+                [_token, Value::BulkString(held), deadline] => Some((
+                    String::from_utf8(held.clone()).ok()?,
+                    millis(int(deadline)?.saturating_sub(now).max(0))?,
+                )),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            limit,
+            waiters,
+            holders,
+        })
+    }
+}
+
 /// What `release.lua` answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ReleaseReply {
@@ -509,6 +553,32 @@ mod tests {
         assert_eq!(RwChangeReply::decode(&reply(1, 0, 900)), None);
         assert_eq!(RwChangeReply::decode(&reply(2, 0, 0)), None);
         assert_eq!(RwChangeReply::decode(&Value::Int(1)), None);
+    }
+
+    #[test]
+    fn shared_inspect_replies_are_typed() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let reply = Value::Array(vec![
+            bulk("4"),
+            Value::Int(1_000),
+            Value::Int(2),
+            bulk("aa"),
+            bulk("3 17 web\x1f42\x1f"),
+            Value::Int(1_500),
+        ]);
+        assert_eq!(
+            SharedInspectReply::decode(&reply),
+            Some(SharedInspectReply {
+                limit: Some(4),
+                waiters: 2,
+                holders: vec![("3 17 web\x1f42\x1f".to_owned(), Duration::from_millis(500))],
+            })
+        );
+        let free = Value::Array(vec![Value::Nil, Value::Int(1_000), Value::Int(0)]);
+        let decoded = SharedInspectReply::decode(&free).unwrap();
+        assert_eq!((decoded.limit, decoded.holders.len()), (None, 0));
+        let torn = Value::Array(vec![Value::Nil, Value::Int(1), Value::Int(0), bulk("aa")]);
+        assert_eq!(SharedInspectReply::decode(&torn), None);
     }
 
     #[test]
