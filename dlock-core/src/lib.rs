@@ -95,6 +95,7 @@ pub mod __private;
 mod client;
 mod conn;
 mod context;
+mod election;
 mod error;
 mod guard;
 mod hold;
@@ -123,6 +124,7 @@ pub use client::{
     DEFAULT_TTL,
 };
 pub use conn::Connection;
+pub use election::{Election, Leader, Leadership};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
 pub use inspect::HolderInfo;
