@@ -23,17 +23,26 @@ fn election(client: &Client, name: &str, ttl: Duration) -> Election {
         .unwrap()
 }
 
+/// What an observer reported, in order: `(fence, value)` of every leader, `None` for every
+/// vacancy.
+type Reports = Arc<StdMutex<Vec<Option<(u64, String)>>>>;
+
 /// An observer on its own client, recording every leader it reports, in order.
 struct Observer {
-    /// `(fence, value)` of every leader reported, and `None` for every vacancy.
-    seen: Arc<StdMutex<Vec<Option<(u64, String)>>>>,
+    seen: Reports,
     task: JoinHandle<()>,
 }
 
 impl Observer {
     async fn start(backend: &Backend, name: &str) -> Observer {
-        let mut leaders = backend.client().election(name).unwrap().observe().await.unwrap();
-        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let mut leaders = backend
+            .client()
+            .election(name)
+            .unwrap()
+            .observe()
+            .await
+            .unwrap();
+        let seen = Reports::default();
         let record = seen.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -121,7 +130,10 @@ backend_tests!(
         queue_reaches(&con, &queue, 1).await;
         let third = candidate(elections[2].clone(), "c2");
         queue_reaches(&con, &queue, 2).await;
-        assert!(!second.is_finished() && !third.is_finished(), "two leaders at once");
+        assert!(
+            !second.is_finished() && !third.is_finished(),
+            "two leaders at once"
+        );
         let leader = elections[2].leader().await.unwrap().unwrap();
         assert_eq!((leader.fencing_token().get(), leader.value()), (f0, "c0"));
 
@@ -129,7 +141,11 @@ backend_tests!(
         assert!(first.resign().await.unwrap().was_held());
         assert_eq!(lease.lost().await.reason(), LostReason::Released);
         let second = promptly(second, "the first candidate in the queue").await;
-        assert_eq!(second.value(), "c1", "candidates lead in the order they came");
+        assert_eq!(
+            second.value(),
+            "c1",
+            "candidates lead in the order they came"
+        );
         assert!(!third.is_finished(), "two leaders at once");
         let f1 = second.fencing_token().get();
         assert!(f1 > f0);
@@ -183,7 +199,10 @@ backend_tests!(
             .pttl(format!("dlock:{{election:{name}}}"))
             .await
             .unwrap();
-        assert!(pttl > 0, "the leader's lock should have a lease, PTTL {pttl}");
+        assert!(
+            pttl > 0,
+            "the leader's lock should have a lease, PTTL {pttl}"
+        );
         leader.child_mut().kill();
 
         let next = promptly(next, "the candidate after a killed leader").await;

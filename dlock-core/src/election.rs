@@ -237,11 +237,7 @@ impl Election {
         tracing::debug!(election = %self.name(), %fence, "dlock: leading");
         let value: Arc<str> = value.into();
         spawn_refresh(held.refresh(value.clone()), lease.cancellation_token());
-        Ok(Leadership {
-            lease,
-            value,
-            held,
-        })
+        Ok(Leadership { lease, value, held })
     }
 
     /// Who leads now, by one read of the leader record, checked against the election's lock:
@@ -289,13 +285,22 @@ impl Election {
     ///
     /// # Errors
     /// [`ErrorKind::Connection`] or [`ErrorKind::Timeout`] when the subscription or the first
-    /// read fails (later failures are retried in the background).
+    /// read fails (later failures are retried in the background); [`ErrorKind::Shutdown`] after
+    /// [`crate::Client::shutdown`].
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the subscription.
     pub async fn observe(&self) -> Result<watch::Receiver<Option<Leader>>> {
+        if self.inner.ctx.is_closed() {
+            return Err(self.inner.ctx.closed_error(self.name()));
+        }
         // Subscribe first, then read: a change published in between is heard, not lost.
-        let subscription = self.inner.ctx.transport.subscribe(&self.inner.record).await?;
+        let subscription = self
+            .inner
+            .ctx
+            .transport
+            .subscribe(&self.inner.record)
+            .await?;
         let mut seen = Observed::default();
         seen.read(self.read().await?);
         let (sender, receiver) = watch::channel(seen.current.clone());
@@ -313,7 +318,11 @@ impl Election {
         call.arg(&*inner.keys.lock)
             .arg(&*inner.record)
             .arg(inner.keys.counter());
-        let reply = inner.ctx.transport.run(&call, "election", self.name()).await?;
+        let reply = inner
+            .ctx
+            .transport
+            .run(&call, "election", self.name())
+            .await?;
         LeaderRead::decode(&reply).ok_or_else(|| unexpected("election", &reply))
     }
 }
@@ -565,10 +574,6 @@ async fn run_write(
     write: Write<'_>,
 ) -> Result<ElectionReply> {
     let inner = &election.inner;
-    let publish = match inner.ctx.transport.slot().publish_mode() {
-        'S' => "SPUBLISH",
-        _ => "PUBLISH",
-    };
     let (mode, value) = match write {
         Write::Publish(value) => ("publish", value),
         Write::Resign => ("resign", ""),
@@ -579,7 +584,7 @@ async fn run_write(
         .arg(mode)
         .arg(token)
         .arg(fence.get())
-        .arg(publish)
+        .arg(inner.ctx.transport.slot().publish_command())
         .arg(value);
     let reply = inner
         .ctx
