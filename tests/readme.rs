@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use crate::support::redis;
 
 const README: &str = include_str!("../README.md");
-const PROGRAMS: [(&str, &str); 5] = [
+const PROGRAMS: [(&str, &str); 6] = [
     (
         "quickstart",
         include_str!("../examples/readme/src/bin/quickstart.rs"),
@@ -25,6 +25,10 @@ const PROGRAMS: [(&str, &str); 5] = [
     (
         "exports",
         include_str!("../examples/readme/src/bin/exports.rs"),
+    ),
+    (
+        "leader",
+        include_str!("../examples/readme/src/bin/leader.rs"),
     ),
     (
         "lottery_job",
@@ -104,6 +108,10 @@ fn the_readme_programs_run_against_redis() {
     let out = run(env!("CARGO_BIN_EXE_readme-exports"), &url);
     assert!(out.contains("exporting under fencing token"), "{out}");
     assert!(out.contains("exported 42 rows with 2 permits"), "{out}");
+    let out = run(env!("CARGO_BIN_EXE_readme-leader"), &url);
+    assert!(out.contains("leading with fencing token"), "{out}");
+    assert!(out.contains("observers see the new leader"), "{out}");
+    assert!(out.contains("resigned: Released"), "{out}");
     let out = run(env!("CARGO_BIN_EXE_readme-prices"), &url);
     assert!(out.contains("reading with fencing token"), "{out}");
     assert!(out.contains("upgraded: Released"), "{out}");

@@ -89,10 +89,7 @@ pub async fn subscribe(client: &Client, channel: &str) -> Result<Subscription, E
 /// `SSUBSCRIBE`: the message stays on the channel's shard, so a channel published from a
 /// script must carry the hash tag of the script's keys).
 pub fn publish_command(client: &Client) -> &'static str {
-    match client.ctx.transport.slot().publish_mode() {
-        'S' => "SPUBLISH",
-        _ => "PUBLISH",
-    }
+    client.ctx.transport.slot().publish_command()
 }
 
 /// This machine's host name as dlock stores it with a lock.

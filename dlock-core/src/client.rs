@@ -8,6 +8,7 @@ use redis::IntoConnectionInfo;
 
 use crate::conn::{ConnSettings, ConnSlot, Connection, Factory};
 use crate::context::{Config, Context};
+use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::key::{LockKeys, LockKind, validate_name, validate_prefix};
 use crate::listen::Listeners;
@@ -454,6 +455,33 @@ impl Client {
             .map(|name| self.mutex_with(name.as_ref(), options.clone()))
             .collect::<Result<Vec<_>>>()?;
         MultiLock::new(members)
+    }
+
+    /// A handle on the leader election called `name` (the client's default TTL as the
+    /// leader's lease, renewed by the watchdog); see [`Election`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// let leadership = client.election("scheduler")?.campaign("host-a").await?;
+    /// # drop(leadership); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a bad name (as [`Client::mutex`]; the election's
+    /// mutex is named `election:<name>`, which must fit [`crate::MAX_NAME_LEN`] too).
+    pub fn election(&self, name: &str) -> Result<Election> {
+        self.election_with(name, MutexOptions::new())
+    }
+
+    /// A handle on the leader election called `name` with explicit options: the leader's lease
+    /// (`ttl`), `renew_every`, `max_hold` (leadership ends after it) and `label` apply as to a
+    /// mutex's hold; the watchdog is always on; `reentrant`, `on_lost` and `fenced` do not
+    /// apply (every leadership is fenced).
+    ///
+    /// # Errors
+    /// As [`Client::election`], and for invalid options (as [`Client::mutex_with`]).
+    pub fn election_with(&self, name: &str, options: MutexOptions) -> Result<Election> {
+        Election::new(self.ctx.clone(), name, options)
     }
 
     /// The client's Redis connection, for your own commands; see [`crate::Connection`].

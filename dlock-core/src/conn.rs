@@ -334,6 +334,12 @@ impl ConnSlot {
     pub(crate) fn publish_mode(&self) -> char {
         if self.single { 'P' } else { 'S' }
     }
+
+    /// The command that reaches subscribers on this connection's kind of deployment (see
+    /// [`Conn::subscribe`]): `PUBLISH`, or `SPUBLISH` on a cluster.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        if self.single { "PUBLISH" } else { "SPUBLISH" }
+    }
 }
 
 /// Asks each seed node, as a standalone server, what it is. `None` once one answers as a

@@ -80,7 +80,7 @@
 //! | floor | module | what lives there |
 //! |---|---|---|
 //! | facade | `client`, `inspect`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`HolderInfo`], [`Client::force_unlock`]; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
-//! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared`, `multilock` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once; [`MultiLock`], mutexes taken together in one canonical order |
+//! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared`, `multilock`, `election` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once; [`MultiLock`], mutexes taken together in one canonical order; [`Election`], leadership as a watchdog-renewed mutex hold with an owner-checked leader record |
 //! | client state | `context` | what every handle and guard of a client shares |
 //! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
 //! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
@@ -99,6 +99,7 @@ pub mod __private;
 mod client;
 mod conn;
 mod context;
+mod election;
 mod error;
 mod guard;
 mod hold;
@@ -128,6 +129,7 @@ pub use client::{
     DEFAULT_TTL,
 };
 pub use conn::Connection;
+pub use election::{Election, Leader, Leadership};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
 pub use inspect::{HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder};

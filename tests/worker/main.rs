@@ -32,6 +32,11 @@
 //!   permits of a semaphore of `limit`, waiting for it; prints `acquired fence=F remaining_ms=R
 //!   held=B`, then holds `hold_ms` and releases (printing `released <outcome>`), or without
 //!   `hold_ms` holds until killed.
+//! * `elect url=… name=… value=… ttl_ms=… [after_lost_ms=1000]` — campaign in the election
+//!   `name` with `value` (watchdog lease `ttl_ms`), print `leader <fence>`; once the leadership
+//!   is lost print `lost <reason>`, keep it `after_lost_ms` longer (its record refresh still
+//!   running), then resign and print `resigned <outcome>`. A leader paused past its lease must
+//!   never write the leader record again (checked by the test, on the record).
 
 mod replica;
 #[path = "../support/target.rs"]
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
             "write" => write(&opts).await,
             "wait" => wait(&opts).await,
             "shutdown" => shutdown(&opts).await,
+            "elect" => elect(&opts).await,
             "macro-count" => macro_count(&opts).await,
             "shared" => shared(&opts).await,
             "multi" => multi(&opts).await,
@@ -315,6 +321,20 @@ async fn shutdown(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     ));
     // Stay connected: what the shutdown removed must not depend on the connection closing.
     std::future::pending::<()>().await;
+    Ok(())
+}
+
+async fn elect(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let client = client(opts)?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 1_000)?);
+    let election = client.election_with(opt(opts, "name")?, MutexOptions::new().ttl(ttl))?;
+    let leadership = election.campaign(opt(opts, "value")?).await?;
+    report(&format!("leader {}", leadership.fencing_token()));
+    let lost = leadership.lost().await;
+    report(&format!("lost {:?}", lost.reason()));
+    tokio::time::sleep(Duration::from_millis(num(opts, "after_lost_ms", 1_000)?)).await;
+    let outcome = leadership.resign().await?;
+    report(&format!("resigned {outcome:?}"));
     Ok(())
 }
 

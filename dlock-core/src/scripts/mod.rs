@@ -83,6 +83,14 @@ pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| {
 pub(crate) static SHARED_INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("shared_inspect.lua")));
 
+/// Owner-checked writes of an election's leader record and its notices (`election.rs`).
+pub(crate) static ELECTION: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("election.lua")));
+
+/// Reads an election's leader record, checked against its lock.
+pub(crate) static ELECTION_READ: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("election_read.lua")));
+
 /// Reads the holder, fence and queue length of a lock.
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
@@ -343,6 +351,62 @@ impl SharedInspectReply {
             limit,
             waiters,
             holders,
+        })
+    }
+}
+
+/// What `election.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ElectionReply {
+    /// The record was written (or deleted) and the notice published.
+    Changed,
+    /// Nothing to change: the record was ours already (its expiry refreshed), or, resigning,
+    /// it was not ours.
+    Unchanged,
+    /// The caller does not lead (its lease was lost): nothing was written.
+    NotLeader,
+}
+
+impl ElectionReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        match int(reply)? {
+            1 => Some(Self::Changed),
+            0 => Some(Self::Unchanged),
+            -1 => Some(Self::NotLeader),
+            _ => None,
+        }
+    }
+}
+
+/// What `election_read.lua` answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LeaderRead {
+    /// The slot's fence counter at the read: every fence issued before it is at most this.
+    pub(crate) counter: u64,
+    /// The fence kept in the election's lock value at the read (0: free, or none issued).
+    pub(crate) lock_fence: u64,
+    /// The current holder's record (its fence and value), when it has published one.
+    pub(crate) leader: Option<(u64, String)>,
+}
+
+impl LeaderRead {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        let Value::Array(items) = reply else {
+            return None;
+        };
+        let [counter, lock_fence, leader_fence, value] = items.as_slice() else {
+            return None;
+        };
+        let value = match value {
+            Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            Value::SimpleString(s) => s.clone(),
+            _ => return None,
+        };
+        let leader_fence = u64::try_from(int(leader_fence)?).ok()?;
+        Some(Self {
+            counter: u64::try_from(int(counter)?).ok()?,
+            lock_fence: u64::try_from(int(lock_fence)?).ok()?,
+            leader: (leader_fence > 0).then_some((leader_fence, value)),
         })
     }
 }
@@ -657,6 +721,49 @@ mod tests {
         assert!(handed.was_held());
         assert_eq!(ReleaseReply::decode(&Value::Int(7)), None);
         assert_eq!(ReleaseReply::decode(&Value::Okay), None);
+    }
+
+    #[test]
+    fn election_replies_are_typed() {
+        assert_eq!(
+            ElectionReply::decode(&Value::Int(1)),
+            Some(ElectionReply::Changed)
+        );
+        assert_eq!(
+            ElectionReply::decode(&Value::Int(0)),
+            Some(ElectionReply::Unchanged)
+        );
+        assert_eq!(
+            ElectionReply::decode(&Value::Int(-1)),
+            Some(ElectionReply::NotLeader)
+        );
+        assert_eq!(ElectionReply::decode(&Value::Int(2)), None);
+        let read = |leader: i64, value: &[u8]| {
+            Value::Array(vec![
+                Value::Int(90),
+                Value::Int(80),
+                Value::Int(leader),
+                Value::BulkString(value.to_vec()),
+            ])
+        };
+        assert_eq!(
+            LeaderRead::decode(&read(80, b"10.0.0.7:8080")),
+            Some(LeaderRead {
+                counter: 90,
+                lock_fence: 80,
+                leader: Some((80, "10.0.0.7:8080".into())),
+            })
+        );
+        assert_eq!(
+            LeaderRead::decode(&read(0, b"")),
+            Some(LeaderRead {
+                counter: 90,
+                lock_fence: 80,
+                leader: None,
+            })
+        );
+        assert_eq!(LeaderRead::decode(&read(-1, b"")), None);
+        assert_eq!(LeaderRead::decode(&Value::Int(0)), None);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! | queue entry | `1 <token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>` | `<token> <client> <lease_ms> <pub> <meta>` |
 //! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1` | `<token> <fence> <now_ms> <lease_ms>` |
 //! | wake channel | `<lock key>:wake:<client>` | the same |
+//! | leader record (an election's) | `1 <fence> <value>` at `<lock key>:leader` | — |
+//! | leader notice (on the channel `<lock key>:leader`) | `1 L <fence> <value>`, `1 V <fence>` (resigned) | — |
 //!
 //! `token` is 32 lowercase hex digits, `flag` is `w` while callers wait (release must hand off)
 //! or `-`, `client` is the 16-hex-digit id of a client, `pub` is `P` (`PUBLISH`) or `S`
@@ -225,6 +227,32 @@ pub(crate) fn wake_channel(lock_key: &str, client_id: &str) -> String {
     format!("{lock_key}:wake:{client_id}")
 }
 
+/// A notice on an election's channel (`election.lua`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LeaderNotice {
+    /// The holder of `fence` leads, with `value`.
+    Leader { fence: u64, value: String },
+    /// The leader of `fence` resigned.
+    Vacant { fence: u64 },
+}
+
+impl LeaderNotice {
+    /// Reads a notice of version 1; `None` for anything else.
+    pub(crate) fn parse(payload: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let rest = text.strip_prefix("1 ")?;
+        if let Some(rest) = rest.strip_prefix("L ") {
+            let (fence, value) = rest.split_once(' ')?;
+            return Some(Self::Leader {
+                fence: fence.parse().ok()?,
+                value: value.to_owned(),
+            });
+        }
+        let fence = rest.strip_prefix("V ")?.parse().ok()?;
+        Some(Self::Vacant { fence })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,5 +378,30 @@ mod tests {
         assert_eq!(Grant::parse(v2.as_bytes()), None);
         assert_eq!(Grant::parse(b"garbage"), None);
         assert_eq!(wake_channel("dlock:{a}", "c1"), "dlock:{a}:wake:c1");
+    }
+
+    #[test]
+    fn leader_notices_parse_and_others_do_not() {
+        assert_eq!(
+            LeaderNotice::parse(b"1 L 17 10.0.0.7:80 (blue)"),
+            Some(LeaderNotice::Leader {
+                fence: 17,
+                value: "10.0.0.7:80 (blue)".into()
+            })
+        );
+        assert_eq!(
+            LeaderNotice::parse(b"1 L 17 "),
+            Some(LeaderNotice::Leader {
+                fence: 17,
+                value: String::new()
+            })
+        );
+        assert_eq!(
+            LeaderNotice::parse(b"1 V 17"),
+            Some(LeaderNotice::Vacant { fence: 17 })
+        );
+        for other in [&b"2 L 17 x"[..], b"1 L x y", b"1 L 17", b"1 V", b"garbage"] {
+            assert_eq!(LeaderNotice::parse(other), None, "{other:?}");
+        }
     }
 }

@@ -1,0 +1,75 @@
+-- election.lua: every write about an election's leadership (election.rs). The leadership is a
+-- hold of the election's mutex; its leader record says who leads, and a notice on the record's
+-- channel tells observers at once. Owner-checked and atomic: only the current holder, with the
+-- fence issued to its hold, writes, so a stale leader (its lease lost: paused, partitioned)
+-- never overwrites or deletes the record of the leader after it.
+--
+-- KEYS[1]  the election's lock key "<prefix>{election:<name>}" (a mutex, see common.lua and
+--          scripts/wire.rs: the hold's fence is the last field of its value)
+-- KEYS[2]  the leader record "<prefix>{election:<name>}:leader", string "1 <fence> <value>";
+--          its name is also the channel of the notices (same hash tag: same cluster slot)
+-- ARGV[1]  mode: "publish"  write the record (if it is not ours already) and announce it;
+--                           otherwise only refresh its expiry
+--                 "resign"  delete the record (if it is ours) and announce the vacancy
+-- ARGV[2]  owner token of the caller's hold (32 hex digits)
+-- ARGV[3]  the fence of the caller's hold (decimal)
+-- ARGV[4]  the publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster)
+-- ARGV[5]  the leader's value (mode "publish"; any bytes)
+--
+-- Notices (see scripts/wire.rs):  "1 L <fence> <value>"  a leader and its value
+--                                 "1 V <fence>"          the leader of <fence> resigned
+--
+-- Returns  1   publish: the record was written and announced; resign: deleted and announced
+--          0   publish: the record was ours already (its expiry refreshed); resign: the record
+--              was not ours (nothing to delete)
+--          -1  the caller does not lead: the lock is free, held by another token, or holds
+--              another fence (or data dlock did not write); nothing was written
+--
+-- The record expires at twice the lock's remaining lease, so it outlives every renewal of the
+-- watchdog in between the leader's refreshes; readers check it against the lock anyway
+-- (election_read.lua), so a record that outlives its leader is never reported.
+-- Retry safety: writing the same record twice changes nothing (0), a second resign finds the
+-- record gone (0).
+
+local lock, record = KEYS[1], KEYS[2]
+local mode, token, fence, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local held = redis.pcall('GET', lock)
+if type(held) ~= 'string' or string.sub(held, 1, 32) ~= token then
+  return -1
+end
+if string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$') ~= fence then
+  return -1
+end
+
+local current = redis.pcall('GET', record)
+if type(current) ~= 'string' then
+  current = nil
+end
+local current_fence = current and tonumber(string.match(current, '^1 (%d+) '))
+
+if mode == 'resign' then
+  if current_fence ~= tonumber(fence) then
+    return 0
+  end
+  redis.call('DEL', record)
+  redis.call(publish, record, '1 V ' .. fence)
+  return 1
+end
+
+local pttl = redis.call('PTTL', lock)
+if pttl <= 0 then
+  return -1
+end
+if current_fence and current_fence > tonumber(fence) then
+  -- A newer leader's record: never overwritten (cannot happen while the lock holds our fence).
+  return -1
+end
+local wanted = '1 ' .. fence .. ' ' .. ARGV[5]
+if current == wanted then
+  redis.call('PEXPIRE', record, pttl * 2)
+  return 0
+end
+redis.call('SET', record, wanted, 'PX', pttl * 2)
+redis.call(publish, record, '1 L ' .. fence .. ' ' .. ARGV[5])
+return 1
