@@ -13,11 +13,10 @@
 //! * `reentrant` on a semaphore: every call takes permits of its own, also one nested in
 //!   another's body, so there is nothing to re-enter.
 
-use proc_macro2::Span;
 use syn::LitInt;
 
 use crate::args::{Args, Opt, distance};
-use crate::validate::Checked;
+use crate::errors::{Checked, Problems};
 
 /// The lock a function runs under, checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +28,7 @@ pub(crate) enum LockKind {
 }
 
 /// The lock `args` ask for, or every problem with the options that choose it.
-pub(crate) fn lock_kind(args: &Args) -> Result<LockKind, Vec<(Span, String)>> {
+pub(crate) fn lock_kind(args: &Args) -> Result<LockKind, Problems> {
     let mut found = Vec::new();
     let mode = args
         .mode
@@ -113,7 +112,7 @@ fn near_mode(value: &str) -> Option<&'static str> {
 
 /// `permits = N, of = LIMIT`: `Ok(None)` for neither, and for one whose value did not parse
 /// (already reported by `args`: it is not missing too).
-fn semaphore(args: &Args) -> Result<Option<(u32, u32)>, Vec<(Span, String)>> {
+fn semaphore(args: &Args) -> Result<Option<(u32, u32)>, Problems> {
     let (permits, of) = (args.permits.as_ref(), args.of.as_ref());
     let mut found = Vec::new();
     let mut number = |opt: &Opt<LitInt>, name: &str| match count(opt, name) {

@@ -20,7 +20,7 @@ use syn::{Expr, Ident, LitStr, Path};
 
 use crate::args::{Args, Opt};
 use crate::duration;
-use crate::errors::Errors;
+use crate::errors::{Checked, Errors, Problems};
 use crate::item::Function;
 use crate::kind::{LockKind, lock_kind};
 use crate::limits::{MAX_LABEL_LEN, MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL, above_max_ttl};
@@ -117,9 +117,6 @@ pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors
     })
 }
 
-/// A check's result: the value, or the error's span and message.
-pub(crate) type Checked<T> = Result<T, (Span, String)>;
-
 /// Records failed checks and remembers that one failed.
 pub(crate) struct Report<'e> {
     pub(crate) errors: &'e mut Errors,
@@ -134,7 +131,7 @@ impl Report<'_> {
     }
 
     /// As [`Report::take`], for a check that finds several problems at once.
-    pub(crate) fn take_all<T>(&mut self, checked: Result<T, Vec<(Span, String)>>) -> Option<T> {
+    pub(crate) fn take_all<T>(&mut self, checked: Result<T, Problems>) -> Option<T> {
         match checked {
             Ok(value) => Some(value),
             Err(found) => {
