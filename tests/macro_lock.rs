@@ -385,6 +385,23 @@ struct Room {
 }
 
 impl Room {
+    /// An empty room called `name` on `backend`'s Redis, and its gate, closed.
+    async fn new(
+        backend: &Backend,
+        name: &'static str,
+    ) -> (Arc<Room>, tokio::sync::watch::Sender<bool>) {
+        let (gate, closed) = tokio::sync::watch::channel(false);
+        let con = backend.raw().await;
+        (
+            Arc::new(Room {
+                con,
+                name,
+                gate: closed,
+            }),
+            gate,
+        )
+    }
+
     /// Enters as `role` (`"r"` or `"w"`), waits for the gate, leaves; returns who was inside
     /// right after it entered (readers, writers), itself included.
     async fn stay(&self, role: &str) -> (i64, i64) {
@@ -446,13 +463,8 @@ backend_tests!(
     /// reads wait for it: the observer never counts a writer beside anyone.
     async fn read_calls_share_the_lock_and_a_write_call_excludes_them(backend: Backend) {
         let c = backend.client();
-        let con = backend.raw().await;
-        let (gate, closed) = tokio::sync::watch::channel(false);
-        let room = Arc::new(Room {
-            con: con.clone(),
-            name: "rw-macro",
-            gate: closed,
-        });
+        let (room, gate) = Room::new(&backend, "rw-macro").await;
+        let con = &room.con;
         let queue = "dlock:{report:rw-macro}:rw:queue";
 
         // Each read stays until the gate opens: had the second waited for the first, the room
@@ -463,7 +475,7 @@ backend_tests!(
         ];
         room.holds((2, 0)).await;
         let write: Calls = vec![spawn_call!(write_report, c, room)];
-        queue_reaches(&con, queue, 1).await;
+        queue_reaches(con, queue, 1).await;
         room.holds((2, 0)).await;
         gate.send_replace(true);
         for (r, w) in entries(reads).await {
@@ -486,7 +498,7 @@ backend_tests!(
             spawn_call!(read_report, c, room),
             spawn_call!(read_report, c, room),
         ];
-        queue_reaches(&con, queue, 2).await;
+        queue_reaches(con, queue, 2).await;
         room.holds((0, 1)).await;
         gate.send_replace(true);
         assert_eq!(entries(write).await, vec![(0, 1)]);
@@ -509,17 +521,11 @@ backend_tests!(
     /// leaves.
     async fn permit_calls_hold_at_most_the_limit_at_once(backend: Backend) {
         let c = backend.client();
-        let con = backend.raw().await;
-        let (gate, closed) = tokio::sync::watch::channel(false);
-        let room = Arc::new(Room {
-            con: con.clone(),
-            name: "sem-macro",
-            gate: closed,
-        });
+        let (room, gate) = Room::new(&backend, "sem-macro").await;
 
         let calls: Calls = (0..4).map(|_| spawn_call!(export, c, room)).collect();
         room.holds((2, 0)).await;
-        queue_reaches(&con, "dlock:{export:sem-macro}:sem:queue", 2).await;
+        queue_reaches(&room.con, "dlock:{export:sem-macro}:sem:queue", 2).await;
         room.holds((2, 0)).await;
         gate.send_replace(true);
         let seen = entries(calls).await;
