@@ -1,9 +1,10 @@
 //! `#[distributed_lock]` at run time, against real Redis: mutual exclusion across tasks and
 //! processes, busy semantics through the user's error type and through skip, a lost lease that
 //! cancels (or only signals) the body, reentrancy of nested annotated calls, the Redis keys that
-//! key templates produce, the watchdog that is on by default, and the process-wide default
-//! client (set in exactly one test: it is global, and every test has its own server). All on
-//! both backends, but the default client: it can be set once per process, so one backend only.
+//! key templates produce, the watchdog that is on by default, the process-wide default
+//! client (set in exactly one test: it is global, and every test has its own server), and the
+//! other kinds of lock: `mode = "read" | "write"` and `permits = N, of = LIMIT`. All on both
+//! backends, but the default client: it can be set once per process, so one backend only.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,7 +13,10 @@ use std::time::Duration;
 use dlock_core::{Client, ErrorKind, FencingToken, HolderInfo, LostReason, distributed_lock};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, Plain, backend_tests, client, redis, two_processes_count};
+use crate::support::{
+    Backend, Plain, backend_tests, client, eventually, observe, queue_reaches, redis,
+    two_processes_count,
+};
 
 /// The error type of the annotated functions: a lock failure or the application's own.
 #[derive(Debug)]
@@ -368,5 +372,173 @@ backend_tests!(
             matches!(err.kind(), Some(ErrorKind::Connection | ErrorKind::Timeout)),
             "{err:?}"
         );
+    }
+);
+
+/// Where the bodies of the read-write and semaphore tests stay: each counts itself in and out
+/// with the observer (outside the lock, one script per change) and stays until the test opens
+/// the gate, so that who holds together is decided by the lock alone, not by timing.
+struct Room {
+    con: Plain,
+    name: &'static str,
+    gate: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Room {
+    /// An empty room called `name` on `backend`'s Redis, and its gate, closed.
+    async fn new(
+        backend: &Backend,
+        name: &'static str,
+    ) -> (Arc<Room>, tokio::sync::watch::Sender<bool>) {
+        let (gate, closed) = tokio::sync::watch::channel(false);
+        let con = backend.raw().await;
+        (
+            Arc::new(Room {
+                con,
+                name,
+                gate: closed,
+            }),
+            gate,
+        )
+    }
+
+    /// Enters as `role` (`"r"` or `"w"`), waits for the gate, leaves; returns who was inside
+    /// right after it entered (readers, writers), itself included.
+    async fn stay(&self, role: &str) -> (i64, i64) {
+        let mut con = self.con.clone();
+        let inside = observe(&mut con, self.name, role, 1).await;
+        self.gate.clone().wait_for(|open| *open).await.unwrap();
+        observe(&mut con, self.name, role, -1).await;
+        inside
+    }
+
+    /// Waits until exactly `inside` (readers, writers) are in the room.
+    async fn holds(&self, inside: (i64, i64)) {
+        let what = format!("{inside:?} inside");
+        eventually(Duration::from_secs(10), &what, || async {
+            let mut con = self.con.clone();
+            (observe(&mut con, self.name, "r", 0).await == inside).then_some(())
+        })
+        .await;
+    }
+}
+
+#[distributed_lock(key = "report:{room.name}", client = client, mode = "read", wait = "30s")]
+async fn read_report(client: &Client, room: &Room) -> Result<(i64, i64), AppError> {
+    Ok(room.stay("r").await)
+}
+
+#[distributed_lock(key = "report:{room.name}", client = client, mode = "write", wait = "30s")]
+async fn write_report(client: &Client, room: &Room) -> Result<(i64, i64), AppError> {
+    Ok(room.stay("w").await)
+}
+
+#[distributed_lock(key = "export:{room.name}", client = client, permits = 1, of = 2, wait = "30s")]
+async fn export(client: &Client, room: &Room) -> Result<(i64, i64), AppError> {
+    Ok(room.stay("r").await)
+}
+
+/// Calls of the annotated functions over a [`Room`], each in a task of its own.
+type Calls = Vec<tokio::task::JoinHandle<Result<(i64, i64), AppError>>>;
+
+/// Starts `call(client, room)` in a task of its own.
+macro_rules! spawn_call {
+    ($call:ident, $client:expr, $room:expr) => {{
+        let (client, room) = ($client.clone(), $room.clone());
+        tokio::spawn(async move { $call(&client, &room).await })
+    }};
+}
+
+/// What each finished call saw on entry.
+async fn entries(calls: Calls) -> Vec<(i64, i64)> {
+    let mut seen = Vec::new();
+    for call in calls {
+        seen.push(call.await.unwrap().unwrap());
+    }
+    seen
+}
+
+backend_tests!(
+    /// Two `mode = "read"` calls hold together; a `mode = "write"` call waits for both, and
+    /// reads wait for it: the observer never counts a writer beside anyone.
+    async fn read_calls_share_the_lock_and_a_write_call_excludes_them(backend: Backend) {
+        let c = backend.client();
+        let (room, gate) = Room::new(&backend, "rw-macro").await;
+        let con = &room.con;
+        let queue = "dlock:{report:rw-macro}:rw:queue";
+
+        // Each read stays until the gate opens: had the second waited for the first, the room
+        // would never hold two.
+        let reads: Calls = vec![
+            spawn_call!(read_report, c, room),
+            spawn_call!(read_report, c, room),
+        ];
+        room.holds((2, 0)).await;
+        let write: Calls = vec![spawn_call!(write_report, c, room)];
+        queue_reaches(con, queue, 1).await;
+        room.holds((2, 0)).await;
+        gate.send_replace(true);
+        for (r, w) in entries(reads).await {
+            assert!(
+                w == 0 && (1..=2).contains(&r),
+                "a read entered beside {w} writers"
+            );
+        }
+        assert_eq!(
+            entries(write).await,
+            vec![(0, 1)],
+            "the write entered beside others"
+        );
+
+        // Now the write holds first: reads queue behind it.
+        gate.send_replace(false);
+        let write: Calls = vec![spawn_call!(write_report, c, room)];
+        room.holds((0, 1)).await;
+        let reads: Calls = vec![
+            spawn_call!(read_report, c, room),
+            spawn_call!(read_report, c, room),
+        ];
+        queue_reaches(con, queue, 2).await;
+        room.holds((0, 1)).await;
+        gate.send_replace(true);
+        assert_eq!(entries(write).await, vec![(0, 1)]);
+        for (r, w) in entries(reads).await {
+            assert!(
+                w == 0 && (1..=2).contains(&r),
+                "a read entered beside {w} writers"
+            );
+        }
+        let free = c
+            .rw_lock("report:rw-macro")
+            .unwrap()
+            .try_write()
+            .await
+            .unwrap();
+        assert!(free.is_some(), "every hold given back");
+    }
+
+    /// `permits = 1, of = 2`: of 4 concurrent calls, 2 hold at once and 2 queue until one
+    /// leaves.
+    async fn permit_calls_hold_at_most_the_limit_at_once(backend: Backend) {
+        let c = backend.client();
+        let (room, gate) = Room::new(&backend, "sem-macro").await;
+
+        let calls: Calls = (0..4).map(|_| spawn_call!(export, c, room)).collect();
+        room.holds((2, 0)).await;
+        queue_reaches(&room.con, "dlock:{export:sem-macro}:sem:queue", 2).await;
+        room.holds((2, 0)).await;
+        gate.send_replace(true);
+        let seen = entries(calls).await;
+        assert!(
+            seen.iter().all(|&(r, _)| (1..=2).contains(&r)),
+            "more than 2 inside: {seen:?}"
+        );
+        let free = c
+            .semaphore("export:sem-macro", 2)
+            .unwrap()
+            .try_acquire(2)
+            .await
+            .unwrap();
+        assert!(free.is_some(), "every permit given back");
     }
 );

@@ -12,25 +12,7 @@ use dlock_core::{Client, ErrorKind, MutexOptions, RwLock, Wait};
 use redis::AsyncCommands;
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::support::{Backend, Plain, backend_tests, eventually, queue_reaches};
-
-/// The observer: one hash outside the lock, `r` readers and `w` writers inside right now, changed
-/// and read in one script by each holder as it enters and leaves.
-const OBSERVE: &str = "redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2]) \
-                       return redis.call('HMGET', KEYS[1], 'r', 'w')";
-
-/// Enters (`+1`) or leaves (`-1`) as a reader (`"r"`) or writer (`"w"`); returns who is inside
-/// right after.
-async fn observe(con: &mut Plain, name: &str, role: &str, delta: i64) -> (i64, i64) {
-    let inside: (Option<i64>, Option<i64>) = redis::Script::new(OBSERVE)
-        .key(format!("obs:{{{name}}}"))
-        .arg(role)
-        .arg(delta)
-        .invoke_async(con)
-        .await
-        .unwrap();
-    (inside.0.unwrap_or(0), inside.1.unwrap_or(0))
-}
+use crate::support::{Backend, Plain, backend_tests, eventually, observe, queue_reaches};
 
 /// The weight held as the server counts it (a reader 1, the writer 2^30).
 async fn used(con: &mut Plain, name: &str) -> u64 {

@@ -114,9 +114,25 @@ pub fn default_client() -> Result<&'static Client, Error> {
     })
 }
 
+/// The lock an annotated function runs under (`mode`, `permits` and `of` of the attribute).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A mutex: no `mode`, no `permits` (`Mutex::with_lock`).
+    Mutex,
+    /// A read hold of a read-write lock: `mode = "read"` (`RwLock::with_read`).
+    Read,
+    /// The write hold of a read-write lock: `mode = "write"` (`RwLock::with_write`).
+    Write,
+    /// `permits` permits of a semaphore of `limit`: `permits = N, of = LIMIT`
+    /// (`Semaphore::with_permits`). The macro checked `1 <= permits <= limit`.
+    Semaphore { permits: u32, limit: u32 },
+}
+
 /// The lock options of one annotated function, fixed at compile time.
 #[derive(Clone, Copy, Debug)]
 pub struct Spec {
+    pub kind: Kind,
     pub ttl: Option<Duration>,
     pub watchdog: bool,
     pub max_hold: Option<Duration>,
@@ -223,14 +239,33 @@ where
     }
 }
 
-/// `body` under the lock `key` with the options of `spec`.
+/// `body` under the lock of `spec.kind` named `key`, with the options of `spec`. (A mutex, a
+/// read-write lock and a semaphore of one name are three locks: their keys differ.)
 async fn locked<R, F, Fut>(client: &Client, key: &str, spec: &Spec, body: F) -> Result<R, Error>
 where
     F: FnOnce(Lease) -> Fut,
     Fut: Future<Output = R>,
 {
-    client
-        .mutex_with(key, spec.options())?
-        .with_lock(spec.wait, body)
-        .await
+    let (options, wait) = (spec.options(), spec.wait);
+    match spec.kind {
+        Kind::Mutex => client.mutex_with(key, options)?.with_lock(wait, body).await,
+        Kind::Read => {
+            client
+                .rw_lock_with(key, options)?
+                .with_read(wait, body)
+                .await
+        }
+        Kind::Write => {
+            client
+                .rw_lock_with(key, options)?
+                .with_write(wait, body)
+                .await
+        }
+        Kind::Semaphore { permits, limit } => {
+            client
+                .semaphore_with(key, limit, options)?
+                .with_permits(permits, wait, body)
+                .await
+        }
+    }
 }

@@ -550,15 +550,13 @@ impl UpgradeError {
         self.read
     }
 
-    /// The error alone (the read hold, if still held, is given back in the background).
+    /// The error alone (the read hold, if still held, is given back in the background): for
+    /// `?` in a function that returns [`crate::Result`],
+    /// `guard.try_upgrade().await.map_err(UpgradeError::into_error)?`. (There is deliberately no
+    /// `From<UpgradeError> for Error`: a second `From` impl would break type inference of `?` on
+    /// errors built by closures in callers' code.)
     pub fn into_error(self) -> Error {
         self.error
-    }
-}
-
-impl From<UpgradeError> for Error {
-    fn from(e: UpgradeError) -> Self {
-        e.into_error()
     }
 }
 

@@ -13,7 +13,7 @@
 use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::spanned::Spanned;
-use syn::{Expr, Ident, LitBool, LitStr, Token};
+use syn::{Expr, Ident, LitBool, LitInt, LitStr, Token};
 
 use crate::errors::Errors;
 
@@ -32,6 +32,9 @@ pub(crate) mod kw {
     syn::custom_keyword!(label);
     syn::custom_keyword!(client);
     syn::custom_keyword!(guard);
+    syn::custom_keyword!(mode);
+    syn::custom_keyword!(permits);
+    syn::custom_keyword!(of);
     // #[scheduled] (it shares `on_lost` and `crate`)
     syn::custom_keyword!(name);
     syn::custom_keyword!(cron);
@@ -77,7 +80,7 @@ impl Given {
 
 /// What each option of `#[distributed_lock]` takes, for error messages. The order is the
 /// documented one.
-pub(crate) const OPTIONS: [(&str, &str); 12] = [
+pub(crate) const OPTIONS: [(&str, &str); 15] = [
     (
         "key",
         "a lock-name template in quotes: `key = \"order:{order_id}\"`",
@@ -105,6 +108,18 @@ pub(crate) const OPTIONS: [(&str, &str); 12] = [
         "guard",
         "an identifier to bind the lease to: `guard = lease`",
     ),
+    (
+        "mode",
+        "\"read\" or \"write\" in quotes, for a read-write lock: `mode = \"read\"`",
+    ),
+    (
+        "permits",
+        "a whole number, the permits one call takes from a semaphore: `permits = 1`",
+    ),
+    (
+        "of",
+        "a whole number, the semaphore's number of permits: `of = 4`",
+    ),
 ];
 
 /// One option as written: where its name is, and its value.
@@ -128,6 +143,9 @@ pub(crate) struct Args {
     pub(crate) client: Option<Opt<Expr>>,
     pub(crate) krate: Option<Opt<LitStr>>,
     pub(crate) guard: Option<Opt<Ident>>,
+    pub(crate) mode: Option<Opt<LitStr>>,
+    pub(crate) permits: Option<Opt<LitInt>>,
+    pub(crate) of: Option<Opt<LitInt>>,
     pub(crate) given: Given,
 }
 
@@ -196,6 +214,12 @@ impl Options for Args {
             option::<Token![crate], _>(input, o, "crate", &mut args.krate, e);
         } else if input.peek(kw::guard) {
             option::<kw::guard, _>(input, o, "guard", &mut args.guard, e);
+        } else if input.peek(kw::mode) {
+            option::<kw::mode, _>(input, o, "mode", &mut args.mode, e);
+        } else if input.peek(kw::permits) {
+            option::<kw::permits, _>(input, o, "permits", &mut args.permits, e);
+        } else if input.peek(kw::of) {
+            option::<kw::of, _>(input, o, "of", &mut args.of, e);
         } else {
             return false;
         }
@@ -239,11 +263,12 @@ pub(crate) fn option<K, V>(
                 Ok(TokenTree::Punct(punct)) => punct.as_char() == ':',
                 _ => false,
             };
-            let why = if named {
-                "; write the value itself, not a constant or an expression: the attribute \
-                 reads it at compile time"
-            } else {
-                ""
+            let why = match unquoted::<V>(input) {
+                Some(word) => format!("; put the value in quotes: `{name} = \"{word}\"`"),
+                None if named => "; write the value itself, not a constant or an expression: \
+                                  the attribute reads it at compile time"
+                    .to_owned(),
+                None => String::new(),
             };
             errors.push(value_span, format!("`{name}` takes {takes}{why}"));
             return skip_to_comma(input);
@@ -254,6 +279,17 @@ pub(crate) fn option<K, V>(
     } else {
         *slot = Some(Opt { span, value });
     }
+}
+
+/// A lone word that is a valid value once quoted (`mode = read`, `on_busy = skip`): not a
+/// constant's `SCREAMING_CASE` name, which `key = KEY` means.
+fn unquoted<V: Parse>(input: ParseStream<'_>) -> Option<String> {
+    let fork = input.fork();
+    let word = fork.parse::<Ident>().ok()?.to_string();
+    let alone = fork.is_empty() || fork.peek(Token![,]);
+    let constant = !word.chars().any(|c| c.is_lowercase());
+    let valid = syn::parse_str::<V>(&format!("{word:?}")).is_ok();
+    (alone && !constant && valid).then_some(word)
 }
 
 fn takes(options: &[(&str, &'static str)], name: &str) -> &'static str {
@@ -304,7 +340,7 @@ fn skip_to_comma(input: ParseStream<'_>) {
 }
 
 /// Edit distance, for "did you mean" (the names are short).
-fn distance(a: &str, b: &str) -> usize {
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
@@ -383,6 +419,24 @@ mod tests {
         assert!(text.contains("`wait` takes a duration"), "{text}");
         let text = messages(quote!(key = "a" ttl = "1s"));
         assert!(text.contains("expected `,` between options"), "{text}");
+    }
+
+    #[test]
+    fn a_lone_word_is_told_to_go_in_quotes_and_a_constant_is_not() {
+        let text = messages(quote!(
+            mode = read,
+            on_busy = skip,
+            key = KEY,
+            permits = one
+        ));
+        assert!(
+            text.contains("put the value in quotes: `mode = \\\"read\\\"`"),
+            "{text}"
+        );
+        assert!(text.contains("`on_busy = \\\"skip\\\"`"), "{text}");
+        assert!(text.contains("not a constant or an expression"), "{text}");
+        // A number does not become one by quoting it.
+        assert!(!text.contains("`permits = \\\"one\\\"`"), "{text}");
     }
 
     #[test]

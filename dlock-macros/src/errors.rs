@@ -1,7 +1,14 @@
 //! Collects every compile error of one attribute, so that the user sees them all at once
-//! (parse, validation and shape errors alike) instead of fixing them one build at a time.
+//! (parse, validation and shape errors alike) instead of fixing them one build at a time; and
+//! the shapes of a check's findings ([`Checked`], [`Problems`]), shared by every check.
 
 use proc_macro2::{Span, TokenStream};
+
+/// A check's result: the value, or the error's span and message.
+pub(crate) type Checked<T> = Result<T, (Span, String)>;
+
+/// Every problem a check found, each with its span and message.
+pub(crate) type Problems = Vec<(Span, String)>;
 
 /// The errors found so far.
 #[derive(Default)]

@@ -22,7 +22,10 @@
 //!     Err(__dlock_error) => ::dlock_core::__private::ErrorOutput::from_lock_error(__dlock_error),
 //! }
 //! ```
-//! (with `client = expr`, the client is bound first and there is no `match`).
+//! (with `client = expr`, the client is bound first and there is no `match`). The lock's kind
+//! is a field of the `Spec` (`Kind::Mutex`, `Kind::Read`, `Kind::Write` or
+//! `Kind::Semaphore { permits, limit }`): `run` picks the runner (`with_lock`, `with_read`,
+//! `with_write`, `with_permits`), so the code around the body is the same for every kind.
 //! * Only absolute paths (`::dlock_core::…`, or the `crate = "…"` path), and the macro's own
 //!   locals are `mixed_site` hygienic: they can neither clash with nor be seen by user code.
 //! * The key is computed by reference before the body runs; each `key_part` call carries the
@@ -53,6 +56,7 @@ use syn::{
 };
 
 use crate::item::{Body, Function};
+use crate::kind::LockKind;
 use crate::template;
 use crate::validate::{KeyPiece, KeyValue, Plan, Wait};
 
@@ -289,9 +293,22 @@ fn spec(plan: &Plan) -> TokenStream {
     } else {
         quote!(#krate::OnLost::Cancel)
     };
+    let kind = match plan.kind {
+        LockKind::Mutex => quote!(#private::Kind::Mutex),
+        LockKind::Read => quote!(#private::Kind::Read),
+        LockKind::Write => quote!(#private::Kind::Write),
+        LockKind::Semaphore { permits, of } => {
+            let (permits, of) = (
+                Literal::u32_unsuffixed(permits),
+                Literal::u32_unsuffixed(of),
+            );
+            quote!(#private::Kind::Semaphore { permits: #permits, limit: #of })
+        }
+    };
     let (watchdog, reentrant, label) = (plan.watchdog, plan.reentrant, &plan.label);
     quote! {
         #private::Spec {
+            kind: #kind,
             ttl: #ttl,
             watchdog: #watchdog,
             max_hold: #max_hold,

@@ -108,6 +108,7 @@
 //! | `args` | parsing `name = value` options (one generic helper; duplicates and unknown names rejected) |
 //! | `item` | the function's shape (`async fn` or `#[async_trait]` output), parameters, return type |
 //! | `validate` | option values, ranges and combinations → a `Plan` with defaults filled in |
+//! | `kind` | which lock the body runs under (mutex, read or write hold, semaphore permits) and the options that do not apply to it |
 //! | `template` | the key-template grammar |
 //! | `duration` | the duration grammar |
 //! | `limits` | dlock-core's limits (lease lengths, name and label sizes), duplicated and pinned by a test |
@@ -121,6 +122,7 @@ mod duration;
 mod errors;
 mod expand;
 mod item;
+mod kind;
 mod limits;
 mod pipeline;
 #[cfg(feature = "scheduled")]

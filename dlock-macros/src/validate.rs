@@ -9,6 +9,8 @@
 //! * `on_busy = "skip"` with `wait = "forever"`: a call that waits forever is never busy.
 //! * `on_lost = "signal"` without `guard`: the body is told through the lease, so it needs one.
 //! * `guard` named like a parameter: it would hide that parameter inside the body.
+//!
+//! The options that choose the kind of lock (`mode`, `permits`, `of`) are checked in `kind.rs`.
 
 use std::time::Duration;
 
@@ -18,8 +20,9 @@ use syn::{Expr, Ident, LitStr, Path};
 
 use crate::args::{Args, Opt};
 use crate::duration;
-use crate::errors::Errors;
+use crate::errors::{Checked, Errors, Problems};
 use crate::item::Function;
+use crate::kind::{LockKind, lock_kind};
 use crate::limits::{MAX_LABEL_LEN, MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL, above_max_ttl};
 use crate::template::{self, Segment};
 
@@ -48,6 +51,7 @@ pub(crate) enum KeyPiece {
 
 /// Everything the expansion needs, validated and with defaults filled in.
 pub(crate) struct Plan {
+    pub(crate) kind: LockKind,
     pub(crate) key: Vec<KeyPiece>,
     pub(crate) ttl: Option<Duration>,
     pub(crate) watchdog: bool,
@@ -68,6 +72,7 @@ pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors
         errors,
         failed: false,
     };
+    let kind = report.take_all(lock_kind(args));
     let key = report.take(resolve_key(args, function));
     let ttl = report.take(opt_duration(args.ttl.as_ref(), "ttl"));
     let max_hold = report.take(opt_duration(args.max_hold.as_ref(), "max_hold"));
@@ -96,6 +101,7 @@ pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors
         return None;
     }
     Some(Plan {
+        kind: kind?,
         key: key.flatten()?,
         ttl: ttl?,
         watchdog,
@@ -111,9 +117,6 @@ pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors
     })
 }
 
-/// A check's result: the value, or the error's span and message.
-pub(crate) type Checked<T> = Result<T, (Span, String)>;
-
 /// Records failed checks and remembers that one failed.
 pub(crate) struct Report<'e> {
     pub(crate) errors: &'e mut Errors,
@@ -124,6 +127,17 @@ impl Report<'_> {
     pub(crate) fn all(&mut self, found: Vec<(Span, String)>) {
         for (span, message) in found {
             self.take::<()>(Err((span, message)));
+        }
+    }
+
+    /// As [`Report::take`], for a check that finds several problems at once.
+    pub(crate) fn take_all<T>(&mut self, checked: Result<T, Problems>) -> Option<T> {
+        match checked {
+            Ok(value) => Some(value),
+            Err(found) => {
+                self.all(found);
+                None
+            }
         }
     }
 

@@ -225,3 +225,22 @@ pub(crate) async fn queue_reaches(con: &Plain, key: &str, n: usize) {
     })
     .await;
 }
+
+/// The observer of shared holds: one hash outside the lock, `r` readers (or holders of
+/// permits) and `w` writers inside right now, changed and read in one script by each holder as
+/// it enters and leaves (`tests/rwlock.rs`, `tests/macro_lock.rs`).
+const OBSERVE: &str = "redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2]) \
+                       return redis.call('HMGET', KEYS[1], 'r', 'w')";
+
+/// Enters (`+1`) or leaves (`-1`) as a reader (`"r"`) or writer (`"w"`) of the lock `name`;
+/// returns who is inside right after (`0` reads without a change).
+pub(crate) async fn observe(con: &mut Plain, name: &str, role: &str, delta: i64) -> (i64, i64) {
+    let inside: (Option<i64>, Option<i64>) = redis::Script::new(OBSERVE)
+        .key(format!("obs:{{{name}}}"))
+        .arg(role)
+        .arg(delta)
+        .invoke_async(con)
+        .await
+        .unwrap();
+    (inside.0.unwrap_or(0), inside.1.unwrap_or(0))
+}

@@ -23,10 +23,10 @@ use syn::{LitStr, Path};
 
 use crate::args::Opt;
 use crate::duration;
-use crate::errors::Errors;
+use crate::errors::{Checked, Errors};
 use crate::limits::{MAX_TTL, MIN_WATCHDOG_TTL, above_max_ttl};
 use crate::scheduled::args::ScheduledArgs;
-use crate::validate::{Checked, Report, choice, crate_path, opt_duration};
+use crate::validate::{Report, choice, crate_path, opt_duration};
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`), with room to spare.

@@ -1,0 +1,8 @@
+use dlock_core::{Error, distributed_lock};
+
+#[distributed_lock(key = "exports", permits = 1, of = 0)]
+async fn export() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}
