@@ -1,5 +1,5 @@
 //! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
-//! [--only w1,w2,w3,mem,wd,sched] [--subjects LIST] [--json PATH]`).
+//! [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST] [--json PATH]`).
 //!
 //! The benchmark of `/work/shared/WORKLOADS.md` (issues #3, #13): dlock through its ordinary
 //! public API beside rslock (the best Rust peer, pinned) and two raw-Redis floors (the `redis`
@@ -17,6 +17,8 @@
 //! | `main` | the stages of a run and the child processes, each one line of a table |
 //! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process), W2 and W2-fence, for every subject; W1 1-CPU and W2 on both runtimes |
 //! | `w3`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
+//! | `w4`, `w5` | W4 (read-write lock beside the mutex) and W5 (semaphore): dlock only (issue #14) |
+//! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
@@ -59,6 +61,8 @@ mod child;
 mod cli;
 mod control;
 mod dlock;
+mod family;
+mod family_stats;
 mod floor;
 mod handoff_floor;
 mod memory;
@@ -78,6 +82,8 @@ mod table;
 mod w1;
 mod w2;
 mod w3;
+mod w4;
+mod w5;
 mod wd;
 
 use std::path::Path;
@@ -101,7 +107,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 11] = [
+const STAGES: [Stage; 13] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -110,6 +116,8 @@ const STAGES: [Stage; 11] = [
     ("w2", "W2-fence", w2::run_fenced),
     ("w2", "W2-fence, warm counters", w2::run_fenced_warm),
     ("w3", "W3", w3::run),
+    ("w4", "W4", w4::run),
+    ("w5", "W5", w5::run),
     ("mem", "memory", memory::run),
     ("wd", "watchdog", wd::run),
     ("sched", "scheduler", sched::run),
@@ -119,10 +127,12 @@ const STAGES: [Stage; 11] = [
 type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 
 /// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
-const CHILDREN: [Child; 7] = [
+const CHILDREN: [Child; 9] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
     ("w3-worker", w3::child_main),
+    ("w4-worker", w4::child_main),
+    ("w5-worker", w5::child_main),
     ("handoff-floor", handoff_floor::child_main),
     ("mem", memory::child_main),
     ("wd", wd::child_main),

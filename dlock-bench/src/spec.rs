@@ -12,8 +12,15 @@ pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const TTL_MS: u64 = 10_000;
 /// Wait limit of every blocking acquire (W3: "waiting up to 30 s").
 pub(crate) const ACQUIRE_WAIT: Duration = Duration::from_secs(30);
-/// W3's pause inside the lock.
+/// W3's pause inside the lock; W4 and W5 pause as long in every hold.
 pub(crate) const W3_PAUSE: Duration = Duration::from_millis(1);
+/// W4 and W5: worker processes, and tasks in each.
+pub(crate) const FAMILY_PROCESSES: u32 = 2;
+pub(crate) const FAMILY_TASKS: u32 = 8;
+/// W4: every tenth ticket is a write (10 % writes).
+pub(crate) const W4_WRITE_EVERY: u64 = 10;
+/// W5: the semaphore's permits.
+pub(crate) const W5_PERMITS: u32 = 4;
 /// Tokio worker threads of the multi-thread runtimes (W1 1-CPU multi-thread, W2, W3, memory):
 /// one per vCPU here.
 pub(crate) const WORKER_THREADS: usize = 2;
@@ -56,6 +63,10 @@ pub(crate) struct Counts {
     pub(crate) w3_processes: u32,
     pub(crate) w3_tasks: u32,
     pub(crate) w3_acquisitions: u64,
+    /// W4: operations (read or write holds) of each lock, in all.
+    pub(crate) w4_ops: u64,
+    /// W5: acquisitions in all.
+    pub(crate) w5_acquisitions: u64,
     pub(crate) mem_guards: u64,
     pub(crate) mem_waiters: u64,
     pub(crate) mem_held_locks: u64,
@@ -80,6 +91,8 @@ impl Counts {
         w3_processes: 2,
         w3_tasks: 4,
         w3_acquisitions: 2_000,
+        w4_ops: 20_000,
+        w5_acquisitions: 4_000,
         mem_guards: 10_000,
         mem_waiters: 10_000,
         mem_held_locks: 100,
@@ -100,6 +113,8 @@ impl Counts {
         w3_processes: 2,
         w3_tasks: 4,
         w3_acquisitions: 200,
+        w4_ops: 2_000,
+        w5_acquisitions: 400,
         mem_guards: 1_000,
         mem_waiters: 1_000,
         mem_held_locks: 10,
