@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::rt::{BoxError, Flavour};
 use crate::spec::Counts;
+use crate::subject::Fence;
 use crate::subjects::Kind;
 
 pub(crate) const USAGE: &str = "\
@@ -35,7 +36,9 @@ usage: dlock-bench [--quick] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LI
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
 handoff-floor, mem, wd, sched-replica.
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
-[--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)";
+[--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
+[--fence no|read|warm] (read each holder's fence; warm: with the window's fence counters set
+first, as W2-fence, warm counters)";
 
 /// Default path of the JSON results.
 const DEFAULT_JSON: &str = "target/bench/results.json";
@@ -70,6 +73,8 @@ pub(crate) struct ChildArgs {
     pub(crate) subjects: Vec<Kind>,
     /// `--runtime` (current-thread when absent).
     pub(crate) runtime: Flavour,
+    /// `--fence` (`w1-one`; [`Fence::No`] when absent).
+    pub(crate) fence: Fence,
     process: Option<u32>,
     subject: Option<Kind>,
     job: Option<String>,
@@ -120,6 +125,7 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
         skew_ms: 0,
         subjects: Vec::new(),
         runtime: Flavour::CurrentThread,
+        fence: Fence::No,
         process: None,
         subject: None,
         job: None,
@@ -140,6 +146,7 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
             "--job" => child.job = Some(value()?.clone()),
             "--subject" => child.subject = Some(Kind::parse(value()?)?),
             "--runtime" => child.runtime = Flavour::parse(value()?)?,
+            "--fence" => child.fence = Fence::parse(value()?)?,
             p if name.is_some() && child.probe.is_none() && !p.starts_with('-') => {
                 child.probe = Some(p.to_owned());
             }
@@ -240,6 +247,9 @@ mod tests {
         let pinned = child("w3-worker --url u --subjects rslock,dlock --runtime multi_thread");
         assert_eq!(pinned.subjects, [Kind::Rslock, Kind::Dlock]);
         assert_eq!(pinned.runtime, Flavour::MultiThread);
+        assert_eq!(pinned.fence, Fence::No);
+        let fenced = child("w3-worker --url u --subject dlock_fenced --fence warm");
+        assert_eq!(fenced.fence, Fence::ReadWarm);
         let mem = child("mem waiters --url u --quick");
         assert_eq!(mem.probe().unwrap(), "waiters");
         assert!(mem.counts.quick);
@@ -260,6 +270,8 @@ mod tests {
             "--subjects redlock",
             "--runtime",
             "--runtime multi",
+            "--fence",
+            "--fence maybe",
             "--frobnicate",
             "stray",
             "wd",

@@ -124,6 +124,10 @@ impl<V: Variant> Subject for Dlock<V> {
     const LABEL: &'static str = V::LABEL;
     const WAITS: bool = true;
     const FENCES: bool = true;
+    /// The uncontended acquire sends `SET` and `EXISTS` of the queue in one round trip: every
+    /// `EXISTS` is one (no mutex script calls it), which the `SET` of a script's would not tell.
+    /// With `fenced()` the two are in a `MULTI`, and its `EXEC` counts the trip.
+    const OWN_PLAIN: &'static [&'static str] = if V::FENCED { &[] } else { &["exists"] };
     type Lock<'a> = Mutex;
     type Guard<'a> = MutexGuard;
 
@@ -152,5 +156,17 @@ impl<V: Variant> Subject for Dlock<V> {
 
     async fn release(guard: Self::Guard<'_>) -> Result<bool, BoxError> {
         Ok(guard.release().await?.was_held())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_uncontended_acquire_counts_as_one_round_trip() {
+        assert_eq!(<Dlock<Defaults> as Subject>::OWN_PLAIN, ["exists"]);
+        assert_eq!(<Dlock<Nodelay> as Subject>::OWN_PLAIN, ["exists"]);
+        assert!(<Dlock<Fenced> as Subject>::OWN_PLAIN.is_empty());
     }
 }

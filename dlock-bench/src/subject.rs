@@ -89,6 +89,24 @@ pub(crate) enum Fence {
     ReadWarm,
 }
 
+impl Fence {
+    /// The names `--fence` takes (the `w1-one` profiling subcommand), one per variant.
+    const NAMES: [(&'static str, Fence); 3] = [
+        ("no", Fence::No),
+        ("read", Fence::Read),
+        ("warm", Fence::ReadWarm),
+    ];
+
+    /// Parses a `--fence` value.
+    pub(crate) fn parse(name: &str) -> Result<Fence, BoxError> {
+        Fence::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, fence)| fence)
+            .ok_or_else(|| format!("unknown fence `{name}`; use no, read or warm").into())
+    }
+}
+
 /// Pairs on `{prefix}{i}` for every `i` in `range`: opens connections and loads scripts before a
 /// measured window.
 pub(crate) async fn warm_up<S: Subject>(

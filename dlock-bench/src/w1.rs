@@ -25,9 +25,10 @@ use crate::redis_stats::measure;
 use crate::report::Entry;
 use crate::rt::{BoxError, Flavour};
 use crate::spec::{Counts, PINNED_CPU};
-use crate::subject::{Fence, Subject, warm_up};
+use crate::subject::{Fence, Subject, warm_up_with};
 use crate::subjects::Setting;
 use crate::subjects::{Kind, with_subject};
+use crate::w2::warm_counters_of;
 
 /// W1 in the report: its rate and latency beside the floor's.
 const W1: Shape = Shape {
@@ -123,10 +124,16 @@ pub(crate) fn pinned_child(args: &ChildArgs) -> Result<(), BoxError> {
     print_result(&run_unpinned(url, counts, &args.subjects, args.runtime)?)
 }
 
-/// The `w1-one` subcommand: W1 for one subject, unpinned, on `--runtime`, for profiling.
+/// The `w1-one` subcommand: W1 for one subject, unpinned, on `--runtime`, its holders reading
+/// their fence as `--fence` says, for profiling.
 pub(crate) fn one_child(args: &ChildArgs) -> Result<(), BoxError> {
     let kind = args.subject()?;
-    print_result(&run_one(kind, &args.url, &args.counts, args.runtime)?)
+    let (url, counts) = (args.url.as_str(), &args.counts);
+    let runtime = args.runtime.runtime()?;
+    let fence = args.fence;
+    print_result(
+        &with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts, fence)))?,
+    )
 }
 
 /// W1 for one subject, on a fresh `flavour` runtime.
@@ -137,19 +144,23 @@ fn run_one(
     flavour: Flavour,
 ) -> Result<PairResult, BoxError> {
     let runtime = flavour.runtime()?;
-    with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts)))
+    with_subject!(kind, S => runtime.block_on(measure_one::<S>(kind, url, counts, Fence::No)))
 }
 
 async fn measure_one<S: Subject>(
     kind: Kind,
     url: &str,
     counts: &Counts,
+    fence: Fence,
 ) -> Result<PairResult, BoxError> {
     let mut control = Control::fresh(url).await?;
-    let subject = S::connect(url).await?;
-    warm_up(&subject, "w1:", 0..counts.w1_warmup).await?;
     let (names, latencies) = names("w1:", counts.w1_warmup..counts.w1_warmup + counts.w1_pairs);
-    let pairs = timed_pairs(&subject, &names, Fence::No, latencies);
+    if fence == Fence::ReadWarm {
+        warm_counters_of(&mut control, &names).await?;
+    }
+    let subject = S::connect(url).await?;
+    warm_up_with(&subject, "w1:", 0..counts.w1_warmup, fence).await?;
+    let pairs = timed_pairs(&subject, &names, fence, latencies);
     let (mut latencies, window_ns, delta) = measure(&mut control, pairs).await?;
     Ok(PairResult::new(
         kind,
