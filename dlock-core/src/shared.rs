@@ -78,21 +78,27 @@ impl SharedLock {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let token = self.ctx.tokens.next();
         let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
-        let sent = Instant::now();
-        let reply = self.attempt(token, weight, Mode::Once, "").await?;
-        cleanup.disarm();
-        match reply {
-            SharedReply::Held { fence, pttl } => {
-                return Ok(Some(self.admitted(token, fence, sent, pttl, None)));
+        let (conn, generation) = self.ctx.transport.conn()?;
+        let waiters = &self.ctx.transport.waiters;
+        // One attempt that does not queue, skipped when this client is subscribed already
+        // (other local requests wait, so this one most likely waits too): the queued attempt
+        // below admits at once all the same when the request fits and nobody is ahead.
+        if !waiters.is_subscribed(&self.keys.lock, generation) {
+            let sent = Instant::now();
+            let reply = self.attempt(token, weight, Mode::Once, "").await?;
+            cleanup.disarm();
+            match reply {
+                SharedReply::Held { fence, pttl } => {
+                    return Ok(Some(self.admitted(token, fence, sent, pttl, None)));
+                }
+                SharedReply::Wait { .. } if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    return Ok(None);
+                }
+                SharedReply::Wait { .. } => {}
             }
-            SharedReply::Wait { .. } if deadline.is_some_and(|d| Instant::now() >= d) => {
-                return Ok(None);
-            }
-            SharedReply::Wait { .. } => {}
         }
 
         // Subscribe first, then queue: a grant can never be published before we listen.
-        let (conn, generation) = self.ctx.transport.conn()?;
         let entry: Arc<str> = wire::shared_queue_entry(
             &token,
             &self.ctx.client_id,
@@ -103,7 +109,6 @@ impl SharedLock {
             self.settings.label.as_deref().unwrap_or_default(),
         )
         .into();
-        let waiters = &self.ctx.transport.waiters;
         let registration = waiters.register(token, &self.keys.lock, entry);
         let _membership = waiters.join((&conn, generation), &self.keys.lock).await?;
         drop(conn);
