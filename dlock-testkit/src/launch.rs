@@ -8,6 +8,7 @@
 //! `/dev/null`: `redis-server` reports configuration errors ("FATAL CONFIG FILE ERROR") on
 //! stderr before it opens its log file, and a failed start must show why.
 
+use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::path::Path;
@@ -44,12 +45,31 @@ pub(crate) fn launch(
     dir: &Path,
     options: &ServerOptions,
 ) -> Result<ChildGuard, LaunchError> {
+    launch_args(
+        binary,
+        options.command_args(port, dir),
+        port,
+        dir,
+        options.password(),
+    )
+}
+
+/// Spawns `binary` with `args`, which must make it listen on `port` and log to `dir/redis.log`
+/// (a sentinel's config file does that for [`crate::RedisSentinels`]), and waits until it is
+/// ready, exactly as [`launch`] does.
+pub(crate) fn launch_args(
+    binary: &Path,
+    args: Vec<OsString>,
+    port: u16,
+    dir: &Path,
+    password: Option<&str>,
+) -> Result<ChildGuard, LaunchError> {
     let log = dir.join(LOG_FILE);
     let stdio_path = dir.join(STDIO_FILE);
     let log_offset = fs::metadata(&log).map_or(0, |m| m.len());
 
     let mut cmd = Command::new(binary);
-    cmd.args(options.command_args(port, dir));
+    cmd.args(args);
     let command = crate::process::command_line(&cmd);
     let failed = |message: String| {
         HarnessError::new(message)
@@ -71,7 +91,6 @@ pub(crate) fn launch(
     cmd.stdin(Stdio::null()).stdout(stdio.0).stderr(stdio.1);
     let mut child = ChildGuard::spawn(cmd).map_err(LaunchError::Failed)?;
 
-    let password = options.password();
     match wait_ready(&mut child, port, password) {
         Ok(()) => Ok(child),
         Err(Startup::Exited(status)) => {

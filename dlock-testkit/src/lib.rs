@@ -60,6 +60,8 @@ mod nodes;
 mod options;
 mod port;
 mod process;
+mod replicas;
+mod sentinel;
 mod server;
 
 pub use binary::{
@@ -72,4 +74,6 @@ pub use lines::LineChild;
 pub use nodes::RedisNodes;
 pub use options::ServerOptions;
 pub use process::ChildGuard;
+pub use replicas::RedisReplicaSet;
+pub use sentinel::RedisSentinels;
 pub use server::RedisServer;

@@ -343,6 +343,11 @@ impl RedisServer {
         self.dir.path()
     }
 
+    /// The options the server was started with (a replica set reads the password from them).
+    pub(crate) fn options(&self) -> &ServerOptions {
+        &self.options
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join(LOG_FILE)
     }
