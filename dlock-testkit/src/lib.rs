@@ -11,6 +11,15 @@
 //! - [`RedisCluster`]: N masters (default 3) joined with `redis-cli --cluster create`, returned
 //!   once every node reports `cluster_state:ok`.
 //! - [`RedisNodes`]: N independent servers, for Redlock.
+//! - [`RedisReplicaSet`]: one master and N replicas (`REPLICAOF`), returned once every replica
+//!   is linked and caught up, with [`kill_master`](RedisReplicaSet::kill_master),
+//!   [`pause_replica`](RedisReplicaSet::pause_replica) (SIGSTOP: real replication lag on
+//!   loopback), [`promote_replica`](RedisReplicaSet::promote_replica) (`REPLICAOF NO ONE`) and
+//!   replication offsets.
+//! - [`RedisSentinels`]: 3 sentinels (`redis-server --sentinel`, quorum 2, a master down after
+//!   1 s) watching a [`RedisReplicaSet`], returned once each knows the master, the replicas and
+//!   the other sentinels; [`wait_failover`](RedisSentinels::wait_failover) waits until they
+//!   have promoted a new master.
 //! - [`ChildGuard`]: any child process, killed and reaped on drop (multi-process tests).
 //! - [`LineChild`]: a child process that talks in lines on its stdin and stdout (test workers,
 //!   the benchmark's children), read with a time limit.
@@ -36,6 +45,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Example: a failover
+//!
+//! ```no_run
+//! use dlock_testkit::{RedisReplicaSet, RedisSentinels};
+//!
+//! let mut set = RedisReplicaSet::start(2)?;
+//! let sentinels = RedisSentinels::start(&set)?;
+//! let mut master = set.master().connection()?;
+//! let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut master)?;
+//! let acked: i64 = redis::cmd("WAIT").arg(1).arg(1000).query(&mut master)?;
+//! assert!(acked >= 1);
+//!
+//! let old = set.master().port();
+//! set.kill_master();
+//! let new = sentinels.wait_failover(old)?; // seconds: down after 1 s, then a vote
+//! let promoted = &set.replicas()[set.replica_index(new).ok_or("not a replica")?];
+//! let v: Option<String> = redis::cmd("GET").arg("k").query(&mut promoted.connection()?)?;
+//! assert_eq!(v.as_deref(), Some("v"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Layout
 //!
 //! | module | what |
@@ -44,10 +74,12 @@
 //! | `binary` | locating `redis-server` / `redis-cli` |
 //! | `options` | [`ServerOptions`] and the server command line |
 //! | `port` | free ports (and free cluster bus ports) |
-//! | `launch` | spawning one server, waiting until it is ready (pid-checked), wiping data for a restart |
+//! | `launch` | spawning one server (or sentinel), waiting until it is ready (pid-checked), wiping data for a restart |
 //! | `server` | [`RedisServer`] |
 //! | `cluster` | [`RedisCluster`] |
 //! | `nodes` | [`RedisNodes`] |
+//! | `replicas` | [`RedisReplicaSet`], and reading `INFO replication` |
+//! | `sentinel` | [`RedisSentinels`]: config files, discovery, failover |
 //! | `process` | [`ChildGuard`] and signals |
 //! | `lines` | [`LineChild`]: the line protocol over a child's stdin and stdout |
 

@@ -315,7 +315,7 @@ impl RedisReplicaSet {
     ///
     /// ```no_run
     /// # let set = dlock_testkit::RedisReplicaSet::start(1)?;
-    /// let lag = set.master_offset()? - set.replication_offset(0)?;
+    /// let lag = set.master_offset()?.saturating_sub(set.replication_offset(0)?);
     /// # Ok::<(), dlock_testkit::HarnessError>(())
     /// ```
     pub fn replication_offset(&self, index: usize) -> Result<u64, HarnessError> {
