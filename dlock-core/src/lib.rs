@@ -111,6 +111,7 @@ mod listen;
 mod multilock;
 mod mutex;
 mod options;
+mod quorum;
 mod runtime;
 mod rwlock;
 mod scripts;
@@ -139,6 +140,9 @@ pub use lease::{Lease, LeaseLost, LostReason};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::Mutex;
 pub use options::{MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
+pub use quorum::{
+    MIN_VALIDITY_PERCENT, NodeRelease, QuorumGuard, QuorumMutex, QuorumRelease,
+};
 pub use rwlock::{ReadGuard, RwLock, UpgradeError, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use shutdown::ShutdownReport;
