@@ -27,6 +27,7 @@ mod lease_lost;
 mod lock_family;
 mod macro_lock;
 mod multilock;
+mod quorum;
 mod mutex_exclusion;
 mod mutex_release;
 mod readme;
