@@ -66,7 +66,11 @@ async fn exclusion_under_contention() {
             tokio::spawn(async move {
                 for _ in 0..8 {
                     let guard = lock.acquire_timeout(Duration::from_secs(60)).await.unwrap();
-                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders inside");
+                    assert_eq!(
+                        inside.fetch_add(1, Ordering::SeqCst),
+                        0,
+                        "two holders inside"
+                    );
                     fences.lock().unwrap().push(guard.fencing_token());
                     tokio::task::yield_now().await;
                     inside.fetch_sub(1, Ordering::SeqCst);
@@ -80,7 +84,10 @@ async fn exclusion_under_contention() {
     }
     let fences = fences.lock().unwrap();
     assert_eq!(fences.len(), 32);
-    assert!(fences.windows(2).all(|w| w[0] < w[1]), "fences out of order: {fences:?}");
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences out of order: {fences:?}"
+    );
 }
 
 #[tokio::test]
@@ -113,7 +120,10 @@ async fn a_majority_down_is_a_clear_error_and_leaves_nothing_held() {
     for node in ["node 0:", "node 1:", "node 2: granted"] {
         assert!(text.contains(node), "`{node}` missing from: {text}");
     }
-    assert!(free_on(&servers, 2, "q:majority").await, "left held on the live node");
+    assert!(
+        free_on(&servers, 2, "q:majority").await,
+        "left held on the live node"
+    );
 }
 
 /// The counter key of a node's slot, read from the node (one lock name in use there).
@@ -132,17 +142,30 @@ async fn fences_increase_across_holders_and_empty_restarts() {
     let mut servers = nodes(3);
     let ttl = Duration::from_secs(5);
     let wait = Duration::from_secs(10);
-    let first = quorum(&servers, "q:fence", ttl).acquire_timeout(wait).await.unwrap();
+    let first = quorum(&servers, "q:fence", ttl)
+        .acquire_timeout(wait)
+        .await
+        .unwrap();
     let mut last = first.fencing_token();
     assert!(first.release().await.was_held());
     // Node 0 has issued many more fences than the others.
     let key = counter_key(&servers, 0);
     let mut con = servers.nodes()[0].connection().unwrap();
-    let () = redis::cmd("SET").arg(&key).arg(10_000_000_000_000_000u64).query(&mut con).unwrap();
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg(10_000_000_000_000_000u64)
+        .query(&mut con)
+        .unwrap();
     for restart in [Some(0), Some(1), None, Some(2)] {
-        let guard = quorum(&servers, "q:fence", ttl).acquire_timeout(wait).await.unwrap();
+        let guard = quorum(&servers, "q:fence", ttl)
+            .acquire_timeout(wait)
+            .await
+            .unwrap();
         let fence = guard.fencing_token();
-        assert!(fence > last, "fence {fence} after {last} (restart {restart:?})");
+        assert!(
+            fence > last,
+            "fence {fence} after {last} (restart {restart:?})"
+        );
         last = fence;
         assert!(guard.release().await.was_held());
         if let Some(i) = restart {
@@ -161,7 +184,12 @@ async fn a_grant_without_enough_validity_is_refused() {
     let lock = quorum(&servers, "q:validity", Duration::from_secs(1))
         .node_timeout(Duration::from_millis(950));
     // Warm every connection first, so the refusal is the pause's doing.
-    lock.try_acquire().await.unwrap().expect("free").release().await;
+    lock.try_acquire()
+        .await
+        .unwrap()
+        .expect("free")
+        .release()
+        .await;
     servers.nodes()[2].pause().unwrap();
     let err = lock.acquire_timeout(Duration::ZERO).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Busy);
@@ -176,7 +204,11 @@ async fn a_grant_without_enough_validity_is_refused() {
         free_on(&servers, 2, "q:validity").await.then_some(())
     })
     .await;
-    let guard = lock.try_acquire().await.unwrap().expect("granted once node 2 answers");
+    let guard = lock
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("granted once node 2 answers");
     assert!(guard.release().await.was_held());
 }
 
@@ -185,7 +217,9 @@ async fn a_grant_without_enough_validity_is_refused() {
 #[tokio::test]
 async fn the_guard_is_lost_with_its_majority() {
     let mut servers = nodes(3);
-    let options = MutexOptions::new().ttl(Duration::from_millis(300)).watchdog();
+    let options = MutexOptions::new()
+        .ttl(Duration::from_millis(300))
+        .watchdog();
     let lock = QuorumMutex::new(clients(&servers), "q:lost", options).unwrap();
     let guard = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
     let cancel = guard.cancellation_token();

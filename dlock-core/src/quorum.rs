@@ -61,6 +61,10 @@
 //! when fewer than a majority of its node leases are alive ([`QuorumGuard::lost`] then resolves
 //! with the reason of the lease whose loss broke the majority); its safe-until is the instant
 //! until which a majority of them are certainly held.
+//!
+//! # Floor
+//! Facade, next to `client`: it is written on [`Client`] and [`Mutex`]'s API, plus one script
+//! call on a node guard's lease (round 2).
 
 use std::fmt;
 use std::sync::Arc;
@@ -128,7 +132,7 @@ impl QuorumMutex {
     /// or as [`Client::mutex_with`] for the name and options.
     pub fn new(clients: Vec<Client>, name: &str, options: MutexOptions) -> Result<Self> {
         let n = clients.len();
-        if n < 3 || n % 2 == 0 {
+        if n < 3 || n.is_multiple_of(2) {
             return Err(Error::invalid(format!(
                 "quorum lock `{name}`: needs an odd number of at least 3 independent Redis \
                  masters, got {n}; a majority of an even number survives no more failures than \
@@ -622,7 +626,8 @@ impl QuorumGuard {
     pub async fn release(mut self) -> QuorumRelease {
         self.stop.cancel();
         let held = std::mem::take(&mut self.held);
-        let mut nodes: Vec<NodeRelease> = (0..self.node_count).map(|_| NodeRelease::NotHeld).collect();
+        let mut nodes: Vec<NodeRelease> =
+            (0..self.node_count).map(|_| NodeRelease::NotHeld).collect();
         let (indices, guards): (Vec<usize>, Vec<MutexGuard>) = held.into_iter().unzip();
         let outcomes = join_all(guards.into_iter().map(MutexGuard::release)).await;
         for (i, outcome) in indices.into_iter().zip(outcomes) {
