@@ -29,6 +29,7 @@ mod macro_lock;
 mod multilock;
 mod mutex_exclusion;
 mod mutex_release;
+mod quorum;
 mod readme;
 mod redis_down;
 mod reentrancy;

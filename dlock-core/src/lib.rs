@@ -79,7 +79,7 @@
 //!
 //! | floor | module | what lives there |
 //! |---|---|---|
-//! | facade | `client`, `inspect`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`HolderInfo`], [`Client::force_unlock`]; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
+//! | facade | `client`, `quorum`, `inspect`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`QuorumMutex`], one lock over N independent masters (Redlock) on the clients' mutexes, with fences committed on a majority; [`HolderInfo`], [`Client::force_unlock`]; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
 //! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared`, `multilock`, `election` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once; [`MultiLock`], mutexes taken together in one canonical order; [`Election`], leadership as a watchdog-renewed mutex hold with an owner-checked leader record |
 //! | client state | `context` | what every handle and guard of a client shares |
 //! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
@@ -111,6 +111,7 @@ mod listen;
 mod multilock;
 mod mutex;
 mod options;
+mod quorum;
 mod runtime;
 mod rwlock;
 mod scripts;
@@ -139,6 +140,7 @@ pub use lease::{Lease, LeaseLost, LostReason};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::Mutex;
 pub use options::{MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
+pub use quorum::{MIN_VALIDITY_PERCENT, NodeRelease, QuorumGuard, QuorumMutex, QuorumRelease};
 pub use rwlock::{ReadGuard, RwLock, UpgradeError, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use shutdown::ShutdownReport;

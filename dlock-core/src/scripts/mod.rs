@@ -39,6 +39,10 @@ pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// Raises a slot's fence counter to a quorum lock's fence, owner-checked (round 2, `quorum.rs`).
+pub(crate) static FENCE_RAISE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("fence_raise.lua")));
+
 /// Owner-checked lease extension of one or many locks (the watchdog's batches).
 pub(crate) static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("extend.lua")));
@@ -268,6 +272,28 @@ impl FenceReply {
         match self {
             Self::Fence(fence) => Some(fence),
             Self::Gone | Self::Other => None,
+        }
+    }
+}
+
+/// What `fence_raise.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RaiseReply {
+    /// The counter is at least the quorum fence now.
+    Raised,
+    /// Nobody holds the lock on this node.
+    Gone,
+    /// Another owner holds it on this node.
+    Other,
+}
+
+impl RaiseReply {
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        match int(reply)? {
+            1 => Some(Self::Raised),
+            0 => Some(Self::Gone),
+            -1 => Some(Self::Other),
+            _ => None,
         }
     }
 }

@@ -1,0 +1,674 @@
+//! [`QuorumMutex`]: one lock over N independent Redis masters, granted by a majority (the
+//! Redlock algorithm), with fencing tokens that stay in holding order across the nodes.
+//!
+//! # Acquire
+//! One attempt asks every node at once (each node's own [`Mutex::try_acquire`], so each node
+//! keeps its own owner token), each under a *per-node timeout* — by default 5 % of the TTL, at
+//! least 5 ms ([`QuorumMutex::node_timeout`]) — and waits for every node's answer or timeout.
+//! It is granted only when
+//! * a majority (N/2 + 1) of the nodes gave us the lock, and both fencing rounds below
+//!   succeeded on a majority, **and**
+//! * the *validity* `TTL − elapsed − drift` (elapsed counted from before the first request,
+//!   after the last round; drift = TTL/100 + 2 ms) is still at least 10 % of the TTL
+//!   ([`MIN_VALIDITY_PERCENT`]). A grant with less would hand out a lock that is about to run
+//!   out on the nodes (most Redlock implementations skip this check).
+//!
+//! A failed attempt gives back what it took on every node — the nodes that timed out included,
+//! since their acquire may have run: a timed-out [`Mutex::try_acquire`] is released in the
+//! background, owner-checked — then waits a random delay (so that contenders do not collide in
+//! lock step) and tries again until the wait ends. The final [`ErrorKind::Busy`] error names
+//! each node (by its index in the `clients` given to [`QuorumMutex::new`]) and its reason.
+//!
+//! # Fencing across nodes
+//! Taking the largest of the node fences of one round is not monotonic across holders: a node
+//! that issued large fences may be restarted empty (or be in the minority of the next holder),
+//! and the next holder's fences come from other nodes whose counters are lower. So a quorum
+//! fence is *committed*:
+//! 1. **Round 1.** On each node where we hold the lock, the node issues its fence
+//!    ([`crate::MutexGuard::fencing_token`]: owner-checked, from the slot's counter, floored at
+//!    the server clock; it comes with the acquire's own round trip, see
+//!    [`crate::MutexOptions::fenced`]). `F` = the largest + 1.
+//! 2. **Round 2.** On each node where round 1 succeeded, owner-checked (`fence_raise.lua`): if
+//!    we still hold the lock there, raise the slot's counter to at least `F`. `F` is the
+//!    guard's fence only if this succeeded on a majority; otherwise the attempt fails (and is
+//!    retried).
+//!
+//! *Why a later holder's fence exceeds `F`.* Say guard A committed `F` on a majority `M_A`, and
+//! guard B comes later. B's fence is the largest of its round-1 fences from a majority `R_B`
+//! (plus one). Two majorities of the same N nodes intersect: some node `n` is in both. On `n`,
+//! A raised the counter to at least `F` while holding the lock there, and B's round-1 `INCR`
+//! ran while B held the lock there; one Redis node gives the lock to one owner at a time, and
+//! the counter never decreases, so B's fence on `n` — hence B's `F` — exceeds A's `F`. (That A's
+//! hold on `n` comes before B's is what "B comes later" means: the validity is measured after
+//! round 2, so while A's guard is valid A holds every node of its majority, and B cannot hold a
+//! majority at the same time.)
+//!
+//! *What breaks it.* A node of `M_A` that restarts with an empty dataset while A's lease is
+//! still running forgets both A's hold and the raised counter: B may then take that node and
+//! another one that A never held, while A still believes it holds the lock — exclusion and the
+//! fence order both fail. (Its counter comes back floored at the server clock, which is below a
+//! committed `F` only if a node's counter had been raised above the clock — which round 2 does.)
+//! The rule that restores both: **a restarted node stays out for at least one TTL** (start it
+//! with a delay, or keep it out of the clients' lists), so every lease it held has expired
+//! everywhere before it answers again; the intersection argument then holds for every pair of
+//! guards whose leases could overlap. This module does not enforce that rule (a node cannot
+//! tell that it restarted empty): it is the operator's, and it is what Redis persistence with
+//! `appendfsync always` would otherwise have to give.
+//!
+//! # Extension and loss
+//! With [`crate::MutexOptions::watchdog`] each node's hold is renewed by its client's watchdog
+//! (and stopped at `max_hold`, as for every mutex). The guard is *lost* — once —
+//! when fewer than a majority of its node leases are alive ([`QuorumGuard::lost`] then resolves
+//! with the reason of the lease whose loss broke the majority); its safe-until is the instant
+//! until which a majority of them are certainly held.
+//!
+//! # Floor
+//! Facade, next to `client`: it is written on [`Client`] and [`Mutex`]'s API, plus one script
+//! call on a node guard's lease (round 2).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
+use crate::error::{Error, ErrorKind, Result};
+use crate::guard::{MutexGuard, ReleaseOutcome};
+use crate::lease::{LeaseLost, LostReason};
+use crate::mutex::Mutex;
+use crate::options::MutexOptions;
+use crate::runtime::spawn_detached;
+use crate::scripts::{self, Call, RaiseReply, unexpected};
+use crate::timing::drift;
+use crate::token::FencingToken;
+
+/// The least validity a grant must leave, in percent of the TTL.
+pub const MIN_VALIDITY_PERCENT: u32 = 10;
+/// The least per-node timeout (see [`QuorumMutex::node_timeout`]).
+const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
+
+/// A lock over N independent Redis masters (N odd, at least 3), granted by a majority: the
+/// Redlock algorithm, with the validity checked and fences committed on a majority. Cheap to
+/// clone. See the module documentation of `quorum.rs` (and the README) for what it guarantees.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), dlock_core::Error> {
+/// use std::time::Duration;
+/// use dlock_core::{Client, MutexOptions, QuorumMutex};
+/// let clients = ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"]
+///     .into_iter()
+///     .map(Client::open)
+///     .collect::<Result<Vec<_>, _>>()?;
+/// let lock = QuorumMutex::new(clients, "payouts", MutexOptions::new().ttl(Duration::from_secs(10)))?;
+/// let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
+/// println!("fence {} for {:?}", guard.fencing_token(), guard.remaining());
+/// let report = guard.release().await;
+/// assert!(report.was_held());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct QuorumMutex {
+    name: Arc<str>,
+    /// One mutex per node, in the order the clients were given.
+    nodes: Vec<Mutex>,
+    ttl: Duration,
+    node_timeout: Duration,
+}
+
+impl QuorumMutex {
+    /// A quorum lock named `name` over the masters reached by `clients` (one client per
+    /// independent Redis server, not replicas of one another), each holding it with `options`.
+    /// The nodes' fences come with the acquire ([`MutexOptions::fenced`] is always on).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] when the number of clients is even or below 3 (a majority of
+    /// an even number tolerates no more failures than the odd number below it, and fewer than
+    /// 3 nodes tolerate none), when the clients' default TTLs differ and `options` sets none,
+    /// or as [`Client::mutex_with`] for the name and options.
+    pub fn new(clients: Vec<Client>, name: &str, options: MutexOptions) -> Result<Self> {
+        let n = clients.len();
+        if n < 3 || n.is_multiple_of(2) {
+            return Err(Error::invalid(format!(
+                "quorum lock `{name}`: needs an odd number of at least 3 independent Redis \
+                 masters, got {n}; a majority of an even number survives no more failures than \
+                 one node fewer, and fewer than 3 survive none"
+            )));
+        }
+        let options = options.fenced();
+        let nodes = clients
+            .iter()
+            .map(|c| c.mutex_with(name, options.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let ttl = nodes[0].ttl();
+        if nodes.iter().any(|m| m.ttl() != ttl) {
+            return Err(Error::invalid(format!(
+                "quorum lock `{name}`: the clients have different default TTLs; set one with \
+                 MutexOptions::ttl"
+            )));
+        }
+        Ok(Self {
+            name: name.into(),
+            nodes,
+            ttl,
+            node_timeout: (ttl / 20).max(MIN_NODE_TIMEOUT),
+        })
+    }
+
+    /// How long one attempt waits for each node's answer (default: 5 % of the TTL, at least
+    /// 5 ms). A node that does not answer in time counts as not granting (and what it may have
+    /// taken is given back). The attempt waits for every node, so a longer timeout eats the
+    /// validity when a node hangs; a timeout of the TTL or more can never be granted.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout.max(MIN_NODE_TIMEOUT);
+        self
+    }
+
+    /// The lock name (the same on every node).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The lease each node's hold gets.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// How many nodes must agree: N/2 + 1.
+    pub fn majority(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// One attempt: the lock if a majority granted it with enough validity left, `Ok(None)`
+    /// otherwise (nothing is held then; [`QuorumMutex::acquire_timeout`] with a zero wait makes
+    /// the same single attempt and says each node's reason).
+    ///
+    /// # Errors
+    /// None so far: every node's failure is a reason for `Ok(None)`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: each node's acquire is (what it took is released in the background).
+    pub async fn try_acquire(&self) -> Result<Option<QuorumGuard>> {
+        match self.attempt().await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Tries until granted, with a random delay between attempts.
+    ///
+    /// # Errors
+    /// None so far (it waits until a majority grants it).
+    ///
+    /// # Cancel safety
+    /// As [`QuorumMutex::try_acquire`].
+    pub async fn acquire(&self) -> Result<QuorumGuard> {
+        self.acquire_until(None).await
+    }
+
+    /// Tries until granted or until `wait` is over (`Duration::ZERO`: one attempt).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Busy`] when no attempt was granted within `wait`: the message names each
+    /// node and its reason in the last attempt (held by another owner, no answer within the
+    /// per-node timeout, a connection error …, or too little validity left). Nothing is held
+    /// afterwards.
+    ///
+    /// # Cancel safety
+    /// As [`QuorumMutex::try_acquire`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<QuorumGuard> {
+        self.acquire_until(Some(wait)).await
+    }
+
+    async fn acquire_until(&self, wait: Option<Duration>) -> Result<QuorumGuard> {
+        let started = Instant::now();
+        let deadline = wait.and_then(|w| started.checked_add(w));
+        loop {
+            let why = match self.attempt().await {
+                Ok(guard) => return Ok(guard),
+                Err(why) => why,
+            };
+            let now = Instant::now();
+            let nap = self.retry_delay();
+            let nap = match deadline {
+                Some(d) if now >= d => return Err(self.busy(started.elapsed(), &why)),
+                Some(d) => nap.min(d - now),
+                None => nap,
+            };
+            tokio::time::sleep(nap).await;
+        }
+    }
+
+    /// A random delay before the next attempt: uniform in 5 ms ..= max(10 ms, min(TTL/10,
+    /// 200 ms)).
+    fn retry_delay(&self) -> Duration {
+        let low = Duration::from_millis(5);
+        let high = (self.ttl / 10)
+            .min(Duration::from_millis(200))
+            .max(Duration::from_millis(10));
+        let mut raw = [0u8; 8];
+        // Jitter needs no secrecy: without the OS generator, take the middle.
+        let draw = match getrandom::fill(&mut raw) {
+            Ok(()) => u64::from_le_bytes(raw),
+            Err(_) => u64::MAX / 2,
+        };
+        let span = u64::try_from((high - low).as_micros()).unwrap_or(0);
+        low + Duration::from_micros(draw % (span + 1))
+    }
+
+    fn busy(&self, waited: Duration, why: &Refusal) -> Error {
+        Error::new(
+            ErrorKind::Busy,
+            format!(
+                "quorum lock `{}`: no majority ({} of {} nodes) within {waited:?}; last attempt: \
+                 {why}. Nothing is held",
+                self.name,
+                self.majority(),
+                self.nodes.len()
+            ),
+        )
+    }
+
+    /// One attempt: acquire everywhere, fence in two rounds, check the validity. Gives back
+    /// everything on failure and says why.
+    async fn attempt(&self) -> std::result::Result<QuorumGuard, Refusal> {
+        let started = Instant::now();
+        let timeout = self.node_timeout;
+        let tries = join_all(
+            self.nodes
+                .iter()
+                .map(|m| tokio::time::timeout(timeout, m.try_acquire())),
+        )
+        .await;
+        let mut reasons = Vec::with_capacity(self.nodes.len());
+        let mut held: Vec<(usize, MutexGuard)> = Vec::new();
+        for (i, outcome) in tries.into_iter().enumerate() {
+            reasons.push(match outcome {
+                Ok(Ok(Some(guard))) => {
+                    held.push((i, guard));
+                    NodeReason::Granted
+                }
+                Ok(Ok(None)) => NodeReason::HeldByAnother,
+                Ok(Err(e)) => NodeReason::Failed(e.to_string()),
+                Err(_) => NodeReason::TimedOut(timeout),
+            });
+        }
+        let fence = match self.fence(&held, &mut reasons).await {
+            Some(fence) => fence,
+            None => return Err(self.refuse(held, reasons, None).await),
+        };
+        let validity = (self.ttl.saturating_sub(drift(self.ttl))).saturating_sub(started.elapsed());
+        let least = self.ttl * MIN_VALIDITY_PERCENT / 100;
+        if validity < least {
+            return Err(self.refuse(held, reasons, Some(validity)).await);
+        }
+        Ok(QuorumGuard::new(
+            self.name.clone(),
+            self.nodes.len(),
+            self.majority(),
+            held,
+            fence,
+        ))
+    }
+
+    /// Both fencing rounds; the committed fence, or `None` (the reasons say why) when a round
+    /// fell short of a majority.
+    async fn fence(
+        &self,
+        held: &[(usize, MutexGuard)],
+        reasons: &mut [NodeReason],
+    ) -> Option<FencingToken> {
+        if held.len() < self.majority() {
+            return None;
+        }
+        let timeout = self.node_timeout;
+        let round1 = join_all(
+            held.iter()
+                .map(|(_, g)| tokio::time::timeout(timeout, g.fencing_token())),
+        )
+        .await;
+        let mut fenced = Vec::new();
+        for ((i, guard), outcome) in held.iter().zip(round1) {
+            match outcome {
+                Ok(Ok(fence)) => fenced.push((*i, guard, fence)),
+                Ok(Err(e)) => reasons[*i] = NodeReason::Fence(e.to_string()),
+                Err(_) => reasons[*i] = NodeReason::Fence(format!("no answer within {timeout:?}")),
+            }
+        }
+        if fenced.len() < self.majority() {
+            return None;
+        }
+        let top = fenced.iter().map(|(_, _, f)| f.get()).max()?;
+        let quorum = FencingToken::new(top.checked_add(1)?);
+        let round2 = join_all(
+            fenced
+                .iter()
+                .map(|(_, g, _)| tokio::time::timeout(timeout, raise(g, quorum))),
+        )
+        .await;
+        let mut committed = 0;
+        for ((i, _, _), outcome) in fenced.iter().zip(round2) {
+            match outcome {
+                Ok(Ok(RaiseReply::Raised)) => committed += 1,
+                Ok(Ok(RaiseReply::Gone)) => {
+                    reasons[*i] = NodeReason::Fence("the lease ran out before round 2".into());
+                }
+                Ok(Ok(RaiseReply::Other)) => {
+                    reasons[*i] = NodeReason::Fence("another owner took it before round 2".into());
+                }
+                Ok(Err(e)) => reasons[*i] = NodeReason::Fence(e.to_string()),
+                Err(_) => reasons[*i] = NodeReason::Fence(format!("no answer within {timeout:?}")),
+            }
+        }
+        (committed >= self.majority()).then_some(quorum)
+    }
+
+    /// Gives back every hold of a failed attempt and builds its refusal.
+    async fn refuse(
+        &self,
+        held: Vec<(usize, MutexGuard)>,
+        reasons: Vec<NodeReason>,
+        validity: Option<Duration>,
+    ) -> Refusal {
+        // A release whose answer is lost leaves the lease to run out; the attempt has failed
+        // either way.
+        let _ = join_all(held.into_iter().map(|(_, g)| g.release())).await;
+        Refusal {
+            reasons,
+            validity,
+            ttl: self.ttl,
+        }
+    }
+}
+
+impl fmt::Debug for QuorumMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            name,
+            nodes,
+            ttl,
+            node_timeout,
+        } = self;
+        f.debug_struct("QuorumMutex")
+            .field("name", name)
+            .field("nodes", &nodes.len())
+            .field("ttl", ttl)
+            .field("node_timeout", node_timeout)
+            .finish()
+    }
+}
+
+/// Round 2 on one node: raise the slot's counter to `fence` while we still hold the lock there.
+async fn raise(guard: &MutexGuard, fence: FencingToken) -> Result<RaiseReply> {
+    let lease = guard.hold().lease();
+    let mut call = Call::new(&scripts::FENCE_RAISE, 1);
+    call.arg(&*lease.keys.lock)
+        .arg(lease.token)
+        .arg(lease.keys.counter())
+        .arg(fence.get());
+    let reply = lease
+        .transport
+        .run(&call, "quorum fence", lease.keys.name())
+        .await?;
+    RaiseReply::decode(&reply).ok_or_else(|| unexpected("quorum fence", &reply))
+}
+
+/// What one node said in an attempt.
+#[derive(Clone, Debug)]
+enum NodeReason {
+    Granted,
+    HeldByAnother,
+    TimedOut(Duration),
+    Failed(String),
+    /// Granted, but a fencing round failed there.
+    Fence(String),
+}
+
+/// Why an attempt was not granted.
+struct Refusal {
+    reasons: Vec<NodeReason>,
+    /// `Some` when a majority was reached but too little validity was left.
+    validity: Option<Duration>,
+    ttl: Duration,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(validity) = self.validity {
+            write!(
+                f,
+                "a majority granted it, but only {validity:?} of the {:?} lease was left \
+                 (at least {MIN_VALIDITY_PERCENT} % is required: nodes answer too slowly for \
+                 this TTL); ",
+                self.ttl
+            )?;
+        }
+        for (i, reason) in self.reasons.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            match reason {
+                NodeReason::Granted => write!(f, "node {i}: granted"),
+                NodeReason::HeldByAnother => write!(f, "node {i}: held by another owner"),
+                NodeReason::TimedOut(t) => write!(f, "node {i}: no answer within {t:?}"),
+                NodeReason::Failed(e) => write!(f, "node {i}: {e}"),
+                NodeReason::Fence(e) => write!(f, "node {i}: granted, fencing failed: {e}"),
+            }?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`QuorumGuard::release`] found, node by node.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeRelease {
+    /// The guard held nothing on this node (it did not grant, or did not answer).
+    NotHeld,
+    /// What releasing the node's hold found.
+    Released(ReleaseOutcome),
+    /// The node's release failed (the hold there runs out with its lease).
+    Failed(Error),
+}
+
+/// What [`QuorumGuard::release`] found on every node.
+#[derive(Debug)]
+pub struct QuorumRelease {
+    nodes: Vec<NodeRelease>,
+    majority: usize,
+}
+
+impl QuorumRelease {
+    /// Whether a majority of the nodes still held our lock when it was released.
+    pub fn was_held(&self) -> bool {
+        let held = self
+            .nodes
+            .iter()
+            .filter(|n| matches!(n, NodeRelease::Released(o) if o.was_held()))
+            .count();
+        held >= self.majority
+    }
+
+    /// One outcome per node, in the order the clients were given.
+    pub fn nodes(&self) -> &[NodeRelease] {
+        &self.nodes
+    }
+}
+
+/// A [`QuorumMutex`] held by a majority. Dropping it releases every node's hold in the
+/// background; [`QuorumGuard::release`] does so and reports per node.
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct QuorumGuard {
+    name: Arc<str>,
+    node_count: usize,
+    majority: usize,
+    held: Vec<(usize, MutexGuard)>,
+    fence: FencingToken,
+    /// Cancelled when the quorum is lost.
+    cancel: CancellationToken,
+    /// `Some` once the quorum is lost, with the reason.
+    lost: watch::Receiver<Option<LeaseLost>>,
+    /// Stops the task that counts live leases.
+    stop: CancellationToken,
+}
+
+impl QuorumGuard {
+    fn new(
+        name: Arc<str>,
+        node_count: usize,
+        majority: usize,
+        held: Vec<(usize, MutexGuard)>,
+        fence: FencingToken,
+    ) -> Self {
+        let cancel = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let (tx, rx) = watch::channel(None);
+        let leases: Vec<_> = held.iter().map(|(_, g)| g.lease()).collect();
+        let (on_lost, stopped) = (cancel.clone(), stop.clone());
+        spawn_detached(async move {
+            let mut pending: FuturesUnordered<_> = leases.iter().map(|l| l.lost()).collect();
+            let mut alive = leases.len();
+            loop {
+                tokio::select! {
+                    Some(lost) = pending.next() => {
+                        alive -= 1;
+                        if alive < majority {
+                            let _ = tx.send(Some(lost));
+                            on_lost.cancel();
+                            return;
+                        }
+                    }
+                    () = stopped.cancelled() => return,
+                }
+            }
+        });
+        Self {
+            name,
+            node_count,
+            majority,
+            held,
+            fence,
+            cancel,
+            lost: rx,
+            stop,
+        }
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The fencing token committed on a majority: larger than that of every earlier holder of
+    /// this quorum lock (see the module documentation for the argument and its one assumption,
+    /// that a node restarted empty stays out for at least one TTL).
+    pub fn fencing_token(&self) -> FencingToken {
+        self.fence
+    }
+
+    /// The indices of the nodes whose hold this guard has (alive or not).
+    pub fn nodes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.held.iter().map(|(i, _)| *i)
+    }
+
+    /// Until when a majority of the node leases is certainly held (monotonic clock): the
+    /// majority-th latest safe-until of the live node leases, each counted from when its
+    /// request was sent, less the drift allowance. Renewals by the watchdog move it on.
+    pub fn safe_until(&self) -> Instant {
+        let now = Instant::now();
+        let mut ends: Vec<Instant> = self
+            .held
+            .iter()
+            .filter(|(_, g)| g.lease().is_held())
+            .map(|(_, g)| g.safe_until())
+            .collect();
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        ends.get(self.majority - 1).copied().unwrap_or(now).max(now)
+    }
+
+    /// How long a majority is certainly held; zero once it is not.
+    pub fn remaining(&self) -> Duration {
+        self.safe_until().saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the quorum was lost (fewer than a majority of live node leases).
+    pub fn is_lost(&self) -> bool {
+        self.lost.borrow().is_some()
+    }
+
+    /// Resolves when fewer than a majority of the node leases are alive, with the reason of the
+    /// lease whose loss broke the majority.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LeaseLost {
+        let mut rx = self.lost.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(lost) => lost.unwrap_or(LeaseLost::new(LostReason::Released)),
+            // The watcher ended without a loss: only when the guard was stopped.
+            Err(_) => LeaseLost::new(LostReason::Released),
+        }
+    }
+
+    /// A token cancelled when the quorum is lost.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Releases the lock on every node it holds, concurrently, and reports per node.
+    ///
+    /// # Cancel safety
+    /// Dropping the future releases the holds not yet released in the background.
+    pub async fn release(mut self) -> QuorumRelease {
+        self.stop.cancel();
+        let held = std::mem::take(&mut self.held);
+        let mut nodes: Vec<NodeRelease> =
+            (0..self.node_count).map(|_| NodeRelease::NotHeld).collect();
+        let (indices, guards): (Vec<usize>, Vec<MutexGuard>) = held.into_iter().unzip();
+        let outcomes = join_all(guards.into_iter().map(MutexGuard::release)).await;
+        for (i, outcome) in indices.into_iter().zip(outcomes) {
+            nodes[i] = match outcome {
+                Ok(o) => NodeRelease::Released(o),
+                Err(e) => NodeRelease::Failed(e),
+            };
+        }
+        QuorumRelease {
+            nodes,
+            majority: self.majority,
+        }
+    }
+}
+
+impl Drop for QuorumGuard {
+    fn drop(&mut self) {
+        // The node guards release themselves in the background as they drop.
+        self.stop.cancel();
+    }
+}
+
+impl fmt::Debug for QuorumGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            name,
+            node_count,
+            majority,
+            held,
+            fence,
+            cancel: _,
+            lost: _,
+            stop: _,
+        } = self;
+        f.debug_struct("QuorumGuard")
+            .field("name", name)
+            .field("nodes", node_count)
+            .field("majority", majority)
+            .field("held_on", &held.iter().map(|(i, _)| i).collect::<Vec<_>>())
+            .field("fence", fence)
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}
