@@ -553,3 +553,42 @@ backend_tests!(
         assert_eq!(change(&mut con, B, A, "down").await, [0, 0, 0]);
     }
 );
+
+backend_tests!(
+    /// A key at the read-write lock's or the semaphore's place that dlock did not write (a
+    /// string, a hash of another program, a newer format) is reported by name as `WrongType`
+    /// and left untouched, by acquires and by inspect alike.
+    async fn foreign_data_at_a_shared_lock_is_reported_and_untouched(backend: Backend) {
+        let client = backend.client();
+        let mut con = backend.raw().await;
+        let _: () = con.set("dlock:{fx-rw}:rw", "someone else's").await.unwrap();
+        let e = client
+            .rw_lock("fx-rw")
+            .unwrap()
+            .try_read()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+        assert!(e.to_string().contains("dlock:{fx-rw}:rw"), "{e}");
+        let _: () = con.hset("dlock:{fx-sem}:sem", "field", "x").await.unwrap();
+        let sem = client.semaphore("fx-sem", 2).unwrap();
+        let e = sem.try_acquire(1).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+        let _: () = con.hset("dlock:{fx-new}:sem", "v", "2").await.unwrap();
+        let e = client
+            .semaphore("fx-new", 2)
+            .unwrap()
+            .acquire(1)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("newer dlock"), "{e}");
+        let e = client.inspect_rw_lock("fx-rw").await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+        let left: String = con.get("dlock:{fx-rw}:rw").await.unwrap();
+        assert_eq!(left, "someone else's");
+        let field: String = con.hget("dlock:{fx-sem}:sem", "field").await.unwrap();
+        assert_eq!(field, "x");
+        let exists: bool = con.exists("dlock:{fx-sem}:sem:exp").await.unwrap();
+        assert!(!exists, "nothing was written beside it");
+    }
+);

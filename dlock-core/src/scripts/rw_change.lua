@@ -39,12 +39,10 @@ local writer = tonumber(ARGV[4])
 local lease = ARGV[5]
 local counter = ARGV[6]
 
-local refused = shared_unusable(key)
-if refused then
+local now, refused = begin(key)
+if not now then
   return refused
 end
-local now = now_ms()
-purge(key, now)
 
 local done = redis.call('HGET', key, new)
 if done then

@@ -56,6 +56,19 @@ local function purge(key, now)
   end
 end
 
+-- The start of every script that changes K: the server clock in ms, once K is known to be usable
+-- and its expired holders are purged; or nil and the error reply (K holds data dlock did not
+-- write, or a newer format: nothing was modified).
+local function begin(key)
+  local refused = shared_unusable(key)
+  if refused then
+    return nil, refused
+  end
+  local now = now_ms()
+  purge(key, now)
+  return now
+end
+
 -- Makes `token` a holder of `weight` permits for `lease_ms`, with the next fence of the slot's
 -- `counter`. Returns the fence (a decimal string), or nil and an error reply (the counter holds
 -- data dlock did not write; nothing was changed).

@@ -45,12 +45,10 @@ local entry = ARGV[7]
 local counter = ARGV[8]
 local queue = key .. ':queue'
 
-local refused = shared_unusable(key)
-if refused then
+local now, refused = begin(key)
+if not now then
   return refused
 end
-local now = now_ms()
-purge(key, now)
 
 if weight > limit then
   return redis.error_reply('DLOCKWEIGHT ' .. key .. ' ' .. ARGV[2] .. ' > ' .. ARGV[3])

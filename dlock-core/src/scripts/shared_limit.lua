@@ -17,12 +17,10 @@
 -- Retry safety: setting the same limit twice leaves the same state as once.
 
 local key = KEYS[1]
-local refused = shared_unusable(key)
-if refused then
+local now, refused = begin(key)
+if not now then
   return refused
 end
-local now = now_ms()
-purge(key, now)
 local before = tonumber(redis.call('HGET', key, 'limit') or '0')
 redis.call('HSET', key, 'v', '1', 'limit', ARGV[1])
 local _, failed = admit_from_head(key, ARGV[2], now, nil)

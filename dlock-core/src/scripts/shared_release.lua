@@ -19,15 +19,13 @@
 -- nothing of the caller's and answers 0, changing nothing of anyone else's.
 
 local key = KEYS[1]
-local refused = shared_unusable(key)
-if refused then
+local now, refused = begin(key)
+if not now then
   return refused
 end
 if ARGV[3] then
   redis.call('LREM', key .. ':queue', 1, ARGV[3])
 end
-local now = now_ms()
-purge(key, now)
 local held = 0
 if dismiss(key, ARGV[1]) then
   held = 1
