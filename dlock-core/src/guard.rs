@@ -237,21 +237,19 @@ where
                 biased;
                 output = &mut body => output,
                 lost = lease.lost() => {
-                    let name = guard.name().to_owned();
                     drop(guard);
-                    return Err(lost.into_error(&name));
+                    return Err(lost.into_error(lease.name()));
                 }
             }
         }
     };
-    let name = guard.name().to_owned();
     match guard.release().await {
         Ok(outcome) if !outcome.was_held() => {
-            tracing::warn!(lock = %name, ?outcome, "dlock: the work finished after its lease was lost");
+            tracing::warn!(lock = %lease.name(), ?outcome, "dlock: the work finished after its lease was lost");
         }
         Ok(_) => {}
         Err(e) => {
-            tracing::warn!(lock = %name, error = %e, "dlock: release after the work failed; the lease will expire");
+            tracing::warn!(lock = %lease.name(), error = %e, "dlock: release after the work failed; the lease will expire");
         }
     }
     Ok(output)

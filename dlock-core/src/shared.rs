@@ -77,8 +77,9 @@ impl SharedLock {
     ) -> Result<Option<Admitted>> {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let token = self.ctx.tokens.next();
-        let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
+        // The connection first: without one nothing is sent, and nothing needs cleaning up.
         let (conn, generation) = self.ctx.transport.conn()?;
+        let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let waiters = &self.ctx.transport.waiters;
         // One attempt that does not queue, skipped when this client is subscribed already
         // (other local requests wait, so this one most likely waits too): the queued attempt
