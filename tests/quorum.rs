@@ -124,6 +124,14 @@ async fn a_majority_down_is_a_clear_error_and_leaves_nothing_held() {
         free_on(&servers, 2, "q:majority").await,
         "left held on the live node"
     );
+    // Without a wait limit: a connection error naming the nodes, not a wait that never ends.
+    let err = tokio::time::timeout(Duration::from_secs(10), lock.acquire())
+        .await
+        .expect("an unbounded acquire ends when a majority is unreachable")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    assert!(err.to_string().contains("node 0:"), "{err}");
+    assert!(free_on(&servers, 2, "q:majority").await);
 }
 
 /// The counter key of a node's slot, read from the node (one lock name in use there).

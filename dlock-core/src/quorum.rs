@@ -199,10 +199,13 @@ impl QuorumMutex {
         }
     }
 
-    /// Tries until granted, with a random delay between attempts.
+    /// Tries until granted, with a random delay between attempts, as long as a majority of the
+    /// nodes answers (a lock held by others is waited for without limit).
     ///
     /// # Errors
-    /// None so far (it waits until a majority grants it).
+    /// [`ErrorKind::Connection`] when an attempt could not reach a majority of the nodes
+    /// (refused connections, no answer within the per-node timeout): the message names each
+    /// node and its reason; nothing is held afterwards.
     ///
     /// # Cancel safety
     /// As [`QuorumMutex::try_acquire`].
@@ -237,6 +240,11 @@ impl QuorumMutex {
             let nap = match deadline {
                 Some(d) if now >= d => return Err(self.busy(started.elapsed(), &why)),
                 Some(d) => nap.min(d - now),
+                // Without a wait limit, a majority that could not be reached at all ends the
+                // wait as a mutex's acquire ends on a connection error: an error, not a hang.
+                None if why.unreachable() > self.nodes.len() - self.majority() => {
+                    return Err(self.unreachable(&why));
+                }
                 None => nap,
             };
             tokio::time::sleep(nap).await;
@@ -266,6 +274,20 @@ impl QuorumMutex {
             format!(
                 "quorum lock `{}`: no majority ({} of {} nodes) within {waited:?}; last attempt: \
                  {why}. Nothing is held",
+                self.name,
+                self.majority(),
+                self.nodes.len()
+            ),
+        )
+    }
+
+    fn unreachable(&self, why: &Refusal) -> Error {
+        Error::new(
+            ErrorKind::Connection,
+            format!(
+                "quorum lock `{}`: a majority ({} of {} nodes) could not be reached: {why}. \
+                 Nothing is held; retry once the nodes are back (acquire_timeout keeps trying \
+                 for its whole wait)",
                 self.name,
                 self.majority(),
                 self.nodes.len()
@@ -434,6 +456,16 @@ struct Refusal {
     /// `Some` when a majority was reached but too little validity was left.
     validity: Option<Duration>,
     ttl: Duration,
+}
+
+impl Refusal {
+    /// How many nodes did not answer (a connection error or no answer in time).
+    fn unreachable(&self) -> usize {
+        self.reasons
+            .iter()
+            .filter(|r| matches!(r, NodeReason::TimedOut(_) | NodeReason::Failed(_)))
+            .count()
+    }
 }
 
 impl fmt::Display for Refusal {
