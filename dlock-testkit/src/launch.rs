@@ -45,9 +45,11 @@ pub(crate) fn launch(
     dir: &Path,
     options: &ServerOptions,
 ) -> Result<ChildGuard, LaunchError> {
+    let env = options.env(dir).map_err(LaunchError::Failed)?;
     launch_args(
         binary,
         options.command_args(port, dir),
+        &env,
         port,
         dir,
         options.password(),
@@ -60,6 +62,7 @@ pub(crate) fn launch(
 pub(crate) fn launch_args(
     binary: &Path,
     args: Vec<OsString>,
+    env: &[(OsString, OsString)],
     port: u16,
     dir: &Path,
     password: Option<&str>,
@@ -70,6 +73,7 @@ pub(crate) fn launch_args(
 
     let mut cmd = Command::new(binary);
     cmd.args(args);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let command = crate::process::command_line(&cmd);
     let failed = |message: String| {
         HarnessError::new(message)
@@ -151,7 +155,12 @@ pub(crate) fn wipe_data(dir: &Path, keep: &[&str]) -> Result<(), HarnessError> {
     for entry in fs::read_dir(dir).map_err(wipe_error)? {
         let entry = entry.map_err(wipe_error)?;
         let name = entry.file_name();
-        if name == LOG_FILE || name == STDIO_FILE || keep.iter().any(|k| name == *k) {
+        // The clock offset stays: a moved clock stays moved across a restart, as a host's does.
+        if name == LOG_FILE
+            || name == STDIO_FILE
+            || name == crate::clock::OFFSET_FILE
+            || keep.iter().any(|k| name == *k)
+        {
             continue;
         }
         let path = entry.path();

@@ -20,6 +20,8 @@
 //!   1 s) watching a [`RedisReplicaSet`], returned once each knows the master, the replicas and
 //!   the other sentinels; [`wait_failover`](RedisSentinels::wait_failover) waits until they
 //!   have promoted a new master.
+//! - A movable wall clock for one server ([`ServerOptions::movable_clock`],
+//!   [`RedisServer::jump_clock`]): a clock shim preloaded into that process only.
 //! - [`ChildGuard`]: any child process, killed and reaped on drop (multi-process tests).
 //! - [`LineChild`]: a child process that talks in lines on its stdin and stdout (test workers,
 //!   the benchmark's children), read with a time limit.
@@ -76,6 +78,7 @@
 //! | `port` | free ports (and free cluster bus ports) |
 //! | `launch` | spawning one server (or sentinel), waiting until it is ready (pid-checked), wiping data for a restart |
 //! | `server` | [`RedisServer`] |
+//! | `clock` | the movable clock: building `clock_shim.c`, its offset file |
 //! | `cluster` | [`RedisCluster`] |
 //! | `nodes` | [`RedisNodes`] |
 //! | `replicas` | [`RedisReplicaSet`], and reading `INFO replication` |
@@ -84,6 +87,7 @@
 //! | `lines` | [`LineChild`]: the line protocol over a child's stdin and stdout |
 
 mod binary;
+mod clock;
 mod cluster;
 mod error;
 mod launch;

@@ -51,6 +51,7 @@ const RESERVED: &[&str] = &[
 pub struct ServerOptions {
     args: Vec<(String, String)>,
     cluster: bool,
+    movable_clock: bool,
 }
 
 impl ServerOptions {
@@ -95,6 +96,41 @@ impl ServerOptions {
     pub fn cluster(mut self, enabled: bool) -> Self {
         self.cluster = enabled;
         self
+    }
+
+    /// Runs the server with a wall clock the test can move with
+    /// [`RedisServer::jump_clock`](crate::RedisServer::jump_clock) (a clock shim preloaded into
+    /// this one process; the machine's clock is never changed). Key expiry, `TIME` and scripts
+    /// see the moved clock. Needs a C compiler (`cc`, or `$CC`) the first time.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use dlock_testkit::{RedisServer, ServerOptions};
+    ///
+    /// let server = RedisServer::start_with(ServerOptions::new().movable_clock())?;
+    /// server.jump_clock(Duration::from_secs(60))?; // every lease there ran out
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    #[must_use]
+    pub fn movable_clock(mut self) -> Self {
+        self.movable_clock = true;
+        self
+    }
+
+    /// Whether the server's clock can be moved ([`ServerOptions::movable_clock`]).
+    pub fn has_movable_clock(&self) -> bool {
+        self.movable_clock
+    }
+
+    /// The environment the server starts with (the clock shim, when its clock is movable).
+    pub(crate) fn env(&self, dir: &Path) -> Result<Vec<(OsString, OsString)>, HarnessError> {
+        if self.movable_clock {
+            crate::clock::env(dir)
+        } else {
+            Ok(Vec::new())
+        }
     }
 
     /// The extra arguments, in order, names without `--`.
@@ -175,7 +211,11 @@ impl ServerOptions {
 impl fmt::Debug for ServerOptions {
     /// Values of password settings (`requirepass`, `masterauth`) are redacted.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self { args, cluster } = self;
+        let Self {
+            args,
+            cluster,
+            movable_clock,
+        } = self;
         let args: Vec<(&str, &str)> = args
             .iter()
             .map(|(name, value)| {
@@ -188,6 +228,7 @@ impl fmt::Debug for ServerOptions {
         f.debug_struct("ServerOptions")
             .field("args", &args)
             .field("cluster", cluster)
+            .field("movable_clock", movable_clock)
             .finish()
     }
 }

@@ -417,7 +417,7 @@ impl Sentinel {
                 HarnessError::new(format!("cannot write {}", config.display())).with_source(e)
             })?;
             let args = vec![config.into_os_string(), "--sentinel".into()];
-            match launch_args(binary, args, port, dir.path(), None) {
+            match launch_args(binary, args, &[], port, dir.path(), None) {
                 Ok(child) => {
                     return Ok(Sentinel {
                         child: Some(child),

@@ -314,6 +314,54 @@ impl RedisServer {
         Ok(())
     }
 
+    /// Moves the server's wall clock `ahead` further forward (cumulative), as an NTP step or an
+    /// operator would, and returns once the server's `TIME` shows it. Keys whose expiry time is
+    /// now in the past are gone for every reader; the monotonic clock is unchanged. The offset
+    /// survives [`restart`](Self::restart).
+    ///
+    /// # Errors
+    ///
+    /// When the server was not started with [`ServerOptions::movable_clock`], is not running,
+    /// or does not show the new time within 5 s.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let server = dlock_testkit::RedisServer::start_with(
+    /// #     dlock_testkit::ServerOptions::new().movable_clock())?;
+    /// server.jump_clock(Duration::from_secs(30))?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn jump_clock(&self, ahead: Duration) -> Result<(), HarnessError> {
+        if !self.options.has_movable_clock() {
+            return Err(HarnessError::new(
+                "jump_clock: start the server with ServerOptions::movable_clock()",
+            ));
+        }
+        self.running()?;
+        let ahead = i64::try_from(ahead.as_micros())
+            .map_err(|_| HarnessError::new("jump_clock: the jump is too large"))?;
+        let dir = self.dir.path();
+        let offset = crate::clock::read_offset(dir).saturating_add(ahead);
+        let before = server_time_us(self)?;
+        crate::clock::write_offset(dir, offset)?;
+        // The shim re-reads the offset within about a millisecond: wait until it did.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if server_time_us(self)? >= before.saturating_add(ahead) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(HarnessError::new(
+                    "jump_clock: the server's TIME did not move within 5 s (is the clock shim \
+                     loaded? see the server's stdout/stderr log)",
+                ));
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// The content of the server's log file (all runs, if it was restarted); empty if unreadable.
     ///
     /// # Example
@@ -387,4 +435,13 @@ impl fmt::Debug for RedisServer {
             .field("options", options)
             .finish()
     }
+}
+
+/// The server's `TIME`, in microseconds since the epoch.
+fn server_time_us(server: &RedisServer) -> Result<i64, HarnessError> {
+    let mut con = server.connection()?;
+    let (secs, micros): (i64, i64) = redis::cmd("TIME")
+        .query(&mut con)
+        .map_err(|e| HarnessError::new("TIME failed").with_source(e))?;
+    Ok(secs * 1_000_000 + micros)
 }
