@@ -1,7 +1,12 @@
 //! The quorum lock (Redlock) over independent masters: exclusion under contention, a minority
 //! down still grants, a majority down gives a clear error and leaves nothing held, fences keep
-//! increasing across holders when nodes restart empty, a grant without enough validity left is
-//! refused, and the guard is lost when a majority of its leases is.
+//! increasing across holders when nodes restart empty, a node that restarted without its data is
+//! kept out for one TTL (exclusion holds), one node's clock jump or pause changes nothing while
+//! clocks jumping on a majority are caught by the fence, a grant without enough validity left is
+//! refused, the guard is lost when a majority of its leases is, and `extend` renews by majority.
+//!
+//! New nodes count only one TTL after their first use (they cannot be told from nodes that lost
+//! their data), so each test's first grant comes one TTL in.
 //!
 //! Standalone nodes only (`RedisNodes`), not `backend_tests!`: the algorithm runs over N
 //! independent servers, each of which is one backend.
@@ -10,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dlock_core::{Client, ErrorKind, MutexOptions, QuorumMutex};
-use dlock_testkit::RedisNodes;
+use dlock_core::{Client, ErrorKind, ExtendOutcome, MutexOptions, QuorumMutex};
+use dlock_testkit::{RedisNodes, ServerOptions};
 
 use crate::support::{client, eventually};
 
@@ -191,11 +196,11 @@ async fn a_grant_without_enough_validity_is_refused() {
     let servers = nodes(3);
     let lock = quorum(&servers, "q:validity", Duration::from_secs(1))
         .node_timeout(Duration::from_millis(950));
-    // Warm every connection first, so the refusal is the pause's doing.
-    lock.try_acquire()
+    // Past the nodes' first TTL, and every connection warm, so the refusal is the pause's doing.
+    let _ = lock
+        .acquire_timeout(Duration::from_secs(5))
         .await
         .unwrap()
-        .expect("free")
         .release()
         .await;
     servers.nodes()[2].pause().unwrap();
@@ -240,4 +245,148 @@ async fn the_guard_is_lost_with_its_majority() {
     assert!(guard.is_lost(), "{lost}");
     assert!(cancel.is_cancelled());
     assert_eq!(guard.remaining(), Duration::ZERO);
+}
+
+/// One grant and release, waiting out the nodes' first TTL (new nodes count only after it).
+async fn past_first_use(lock: &QuorumMutex) {
+    let guard = lock.acquire_timeout(lock.ttl() * 4).await.unwrap();
+    assert!(guard.release().await.was_held());
+}
+
+/// A holds nodes 0 and 1 (node 2 is down); node 1 restarts without its data and node 2 comes
+/// back empty. B could then take nodes 1 and 2 at once while A's lease runs; instead both are
+/// kept out for one TTL, and B is granted only once A's lease has certainly ended. Fails when
+/// a node that lost its data counts at once.
+#[tokio::test]
+async fn a_node_restarted_empty_is_kept_out_for_one_ttl() {
+    let mut servers = nodes(3);
+    let ttl = Duration::from_secs(2);
+    let lock = quorum(&servers, "q:restart", ttl);
+    past_first_use(&lock).await;
+    servers.nodes_mut()[2].kill();
+    let a = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(a.nodes().collect::<Vec<_>>(), [0, 1]);
+    servers.nodes_mut()[1].restart().unwrap();
+    servers.nodes_mut()[2].restart().unwrap();
+
+    let b_lock = quorum(&servers, "q:restart", ttl);
+    let err = b_lock.acquire_timeout(Duration::ZERO).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy);
+    let text = err.to_string();
+    assert!(text.contains("node 1: kept out for"), "{text}");
+    assert!(text.contains("node 2: kept out for"), "{text}");
+    assert!(
+        a.remaining() > Duration::ZERO,
+        "the test ran too slowly for its TTL"
+    );
+
+    let b = b_lock
+        .acquire_timeout(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.remaining(),
+        Duration::ZERO,
+        "B was granted while A's lease could still run"
+    );
+    assert!(b.fencing_token() > a.fencing_token());
+    assert!(b.release().await.was_held());
+}
+
+fn clock_nodes() -> RedisNodes {
+    RedisNodes::start_with(3, ServerOptions::new().movable_clock())
+        .unwrap_or_else(|e| panic!("could not start redis nodes: {e}"))
+}
+
+/// One node's clock jumps past A's lease: A's hold there is gone, but B still finds nodes 1 and
+/// 2 held and is refused, and A's release finds a majority. Then clocks jump on a majority:
+/// Redlock's timing assumption is broken and B is granted while A's validity still runs — and
+/// B's fence is larger, so a store that checks fences refuses A's writes.
+#[tokio::test]
+async fn a_clock_jump_on_one_node_changes_nothing_and_on_a_majority_the_fence_orders() {
+    let servers = clock_nodes();
+    let ttl = Duration::from_secs(5);
+    let lock = quorum(&servers, "q:clock", ttl);
+    past_first_use(&lock).await;
+
+    let a = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
+    servers.nodes()[0].jump_clock(ttl * 2).unwrap();
+    assert!(
+        free_on(&servers, 0, "q:clock").await,
+        "the jump kept A's hold on node 0"
+    );
+    let err = lock.acquire_timeout(Duration::ZERO).await.unwrap_err();
+    assert!(
+        err.to_string().contains("node 1: held by another owner"),
+        "{err}"
+    );
+    let report = a.release().await;
+    assert!(report.was_held(), "{report:?}");
+
+    let a = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
+    servers.nodes()[1].jump_clock(ttl * 2).unwrap();
+    servers.nodes()[2].jump_clock(ttl * 2).unwrap();
+    let b = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
+    assert!(
+        a.remaining() > Duration::ZERO,
+        "A's validity ran out: the jump was not what let B in"
+    );
+    assert!(
+        b.fencing_token() > a.fencing_token(),
+        "fence {} after {}",
+        b.fencing_token(),
+        a.fencing_token()
+    );
+    assert!(b.release().await.was_held());
+}
+
+/// A node paused (SIGSTOP) under a watchdog-renewed guard: the other two keep the majority,
+/// the guard is not lost, and nobody else is granted; after it resumes the release finds a
+/// majority.
+#[tokio::test]
+async fn a_paused_node_does_not_lose_the_guard() {
+    let servers = nodes(3);
+    let ttl = Duration::from_millis(600);
+    let options = MutexOptions::new().ttl(ttl).watchdog();
+    let lock = QuorumMutex::new(clients(&servers), "q:paused", options).unwrap();
+    past_first_use(&lock).await;
+    let guard = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
+    servers.nodes()[2].pause().unwrap();
+    // Several leases' worth of renewals with node 2 silent (no event to await: the guard must
+    // *not* be lost).
+    let lost = tokio::time::timeout(ttl * 4, guard.lost()).await;
+    assert!(
+        lost.is_err(),
+        "lost with a majority still renewed: {lost:?}"
+    );
+    let other = quorum(&servers, "q:paused", ttl);
+    let err = other.acquire_timeout(Duration::ZERO).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+    servers.nodes()[2].resume().unwrap();
+    let report = guard.release().await;
+    assert!(report.was_held(), "{report:?}");
+}
+
+/// `extend` renews every node at once: a longer lease when a majority took it, and not
+/// `Extended` once a majority is gone.
+#[tokio::test]
+async fn extend_renews_by_majority() {
+    let mut servers = nodes(3);
+    let ttl = Duration::from_secs(2);
+    let lock = quorum(&servers, "q:extend", ttl);
+    past_first_use(&lock).await;
+    let mut guard = lock.acquire_timeout(Duration::from_secs(10)).await.unwrap();
+    assert!(guard.remaining() <= ttl);
+    let outcome = guard.extend(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(outcome, ExtendOutcome::Extended);
+    assert!(guard.remaining() > ttl, "{:?}", guard.remaining());
+    servers.nodes_mut()[0].kill();
+    assert_eq!(
+        guard.extend(Duration::from_secs(20)).await.unwrap(),
+        ExtendOutcome::Extended,
+        "two of three nodes still extend"
+    );
+    servers.nodes_mut()[1].kill();
+    let outcome = guard.extend(Duration::from_secs(20)).await.unwrap();
+    assert_ne!(outcome, ExtendOutcome::Extended);
 }

@@ -11,6 +11,7 @@
 //! | `<prefix>{<name>}:queue`           | list   | while someone waits                       |
 //! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
 //! | `<prefix>fence:{<tag>}`            | string | the slot's fence counter; no expiry       |
+//! | `<prefix>quorum:since` (a cluster: `<prefix>quorum:since:{<tag>}`, per slot) | string | a quorum node's record of when its data began, by its clock (ms); no expiry (`fence_raise.lua`) |
 //! | `<prefix>{<name>}:fence`           | string | read only: the per-name counter that dlock up to 0.1 wrote (7 days after its last use) |
 //! | `<prefix>{<name>}:sem`             | hash   | a semaphore: limit, permits used, one field per holder (`scripts/shared.lua`); expires at its last holder's deadline |
 //! | `<prefix>{<name>}:sem:exp`         | zset   | the semaphore's holders by lease deadline; same lifetime |
@@ -202,6 +203,19 @@ impl LockKeys {
                 .get(..(self.name_at as usize).saturating_sub(1))
                 .unwrap_or_default(),
             tag: slot_tag(slot(self.name())),
+        }
+    }
+}
+
+impl LockKeys {
+    /// The key in which a quorum node records when its data began (`fence_raise.lua`): one per
+    /// server, or one per slot on a cluster (a script may only touch its key's slot there).
+    pub(crate) fn quorum_since(&self, cluster: bool) -> String {
+        let counter = self.counter();
+        if cluster {
+            format!("{}quorum:since:{{{}}}", counter.prefix, counter.tag)
+        } else {
+            format!("{}quorum:since", counter.prefix)
         }
     }
 }

@@ -43,17 +43,28 @@
 //! round 2, so while A's guard is valid A holds every node of its majority, and B cannot hold a
 //! majority at the same time.)
 //!
-//! *What breaks it.* A node of `M_A` that restarts with an empty dataset while A's lease is
-//! still running forgets both A's hold and the raised counter: B may then take that node and
-//! another one that A never held, while A still believes it holds the lock — exclusion and the
-//! fence order both fail. (Its counter comes back floored at the server clock, which is below a
-//! committed `F` only if a node's counter had been raised above the clock — which round 2 does.)
-//! The rule that restores both: **a restarted node stays out for at least one TTL** (start it
-//! with a delay, or keep it out of the clients' lists), so every lease it held has expired
-//! everywhere before it answers again; the intersection argument then holds for every pair of
-//! guards whose leases could overlap. This module does not enforce that rule (a node cannot
-//! tell that it restarted empty): it is the operator's, and it is what Redis persistence with
-//! `appendfsync always` would otherwise have to give.
+//! *What breaks it, and the rule that restores it.* A node of `M_A` that restarts with an
+//! empty dataset while A's lease is still running forgets both A's hold and the raised counter:
+//! B could then take that node and another one that A never held, while A still believes it
+//! holds the lock — exclusion and the fence order would both fail. The rule that restores both
+//! is that **a node that lost its data stays out for at least one TTL**, so that every lease it
+//! forgot has run out (and its holder has been told) before it counts again; the intersection
+//! argument then holds for every pair of guards whose leases could overlap.
+//!
+//! This module enforces that rule itself rather than leaving it to the operator. Round 2
+//! (`fence_raise.lua`) also reads the node's "data since" record (`<prefix>quorum:since`, one key
+//! per server; per slot on a cluster): when it is missing — the node restarted without its data,
+//! or is new — it is written with the node's current time, and a node whose record is younger
+//! than the lock's TTL is *kept out*: it does not count towards the majority, and its hold is
+//! given back. A restart that kept its data (AOF or RDB persistence) keeps the record and is
+//! not kept out. Costs: a brand-new node sits out one TTL before it first counts (three new
+//! nodes: the first grant comes one TTL after first use), and every client of one quorum lock
+//! must use the same TTL (the wait is the caller's TTL, and a longer lease elsewhere could
+//! outlive it). A node whose clock goes back restarts its wait (conservative). A node whose
+//! clock jumps *forward* expires its leases early: that node alone is a minority and changes
+//! nothing; clocks jumping on a majority at once break Redlock's timing assumption, which no
+//! client-side check can repair — fencing tokens, checked by the resource, are what protect
+//! the data then.
 //!
 //! # Extension and loss
 //! With [`crate::MutexOptions::watchdog`] each node's hold is renewed by its client's watchdog
@@ -78,7 +89,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guard::{MutexGuard, ReleaseOutcome};
+use crate::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
 use crate::lease::{LeaseLost, LostReason};
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
@@ -319,10 +330,14 @@ impl QuorumMutex {
                 Err(_) => NodeReason::TimedOut(timeout),
             });
         }
-        let fence = match self.fence(&held, &mut reasons).await {
-            Some(fence) => fence,
+        let (fence, committed) = match self.fence(&held, &mut reasons).await {
+            Some(fenced) => fenced,
             None => return Err(self.refuse(held, reasons, None).await),
         };
+        // Only the nodes that committed the fence count, and only they stay held: a node kept
+        // out, or one whose fencing failed, gives its hold back (in the background, as its
+        // guard drops).
+        held.retain(|(i, _)| committed.contains(i));
         let validity = (self.ttl.saturating_sub(drift(self.ttl))).saturating_sub(started.elapsed());
         let least = self.ttl * MIN_VALIDITY_PERCENT / 100;
         if validity < least {
@@ -330,20 +345,20 @@ impl QuorumMutex {
         }
         Ok(QuorumGuard::new(
             self.name.clone(),
-            self.nodes.len(),
-            self.majority(),
+            (self.nodes.len(), self.majority()),
             held,
             fence,
+            self.node_timeout,
         ))
     }
 
-    /// Both fencing rounds; the committed fence, or `None` (the reasons say why) when a round
-    /// fell short of a majority.
+    /// Both fencing rounds; the committed fence and the nodes that committed it, or `None` (the
+    /// reasons say why) when a round fell short of a majority.
     async fn fence(
         &self,
         held: &[(usize, MutexGuard)],
         reasons: &mut [NodeReason],
-    ) -> Option<FencingToken> {
+    ) -> Option<(FencingToken, Vec<usize>)> {
         if held.len() < self.majority() {
             return None;
         }
@@ -369,13 +384,14 @@ impl QuorumMutex {
         let round2 = join_all(
             fenced
                 .iter()
-                .map(|(_, g, _)| tokio::time::timeout(timeout, raise(g, quorum))),
+                .map(|(_, g, _)| tokio::time::timeout(timeout, raise(g, quorum, self.ttl))),
         )
         .await;
-        let mut committed = 0;
+        let mut committed = Vec::with_capacity(fenced.len());
         for ((i, _, _), outcome) in fenced.iter().zip(round2) {
             match outcome {
-                Ok(Ok(RaiseReply::Raised)) => committed += 1,
+                Ok(Ok(RaiseReply::Raised)) => committed.push(*i),
+                Ok(Ok(RaiseReply::KeptOut(left))) => reasons[*i] = NodeReason::KeptOut(left),
                 Ok(Ok(RaiseReply::Gone)) => {
                     reasons[*i] = NodeReason::Fence("the lease ran out before round 2".into());
                 }
@@ -386,7 +402,7 @@ impl QuorumMutex {
                 Err(_) => reasons[*i] = NodeReason::Fence(format!("no answer within {timeout:?}")),
             }
         }
-        (committed >= self.majority()).then_some(quorum)
+        (committed.len() >= self.majority()).then_some((quorum, committed))
     }
 
     /// Gives back every hold of a failed attempt and builds its refusal.
@@ -424,14 +440,18 @@ impl fmt::Debug for QuorumMutex {
     }
 }
 
-/// Round 2 on one node: raise the slot's counter to `fence` while we still hold the lock there.
-async fn raise(guard: &MutexGuard, fence: FencingToken) -> Result<RaiseReply> {
+/// Round 2 on one node: raise the slot's counter to `fence` while we still hold the lock there,
+/// unless the node's data is younger than `ttl`.
+async fn raise(guard: &MutexGuard, fence: FencingToken, ttl: Duration) -> Result<RaiseReply> {
     let lease = guard.hold().lease();
+    let since = lease.keys.quorum_since(lease.transport.slot().is_cluster());
     let mut call = Call::new(&scripts::FENCE_RAISE, 1);
     call.arg(&*lease.keys.lock)
         .arg(lease.token)
         .arg(lease.keys.counter())
-        .arg(fence.get());
+        .arg(fence.get())
+        .arg(since)
+        .arg(crate::timing::millis(ttl));
     let reply = lease
         .transport
         .run(&call, "quorum fence", lease.keys.name())
@@ -448,6 +468,8 @@ enum NodeReason {
     Failed(String),
     /// Granted, but a fencing round failed there.
     Fence(String),
+    /// Granted, but the node's data is younger than one TTL: it does not count yet.
+    KeptOut(Duration),
 }
 
 /// Why an attempt was not granted.
@@ -489,6 +511,11 @@ impl fmt::Display for Refusal {
                 NodeReason::TimedOut(t) => write!(f, "node {i}: no answer within {t:?}"),
                 NodeReason::Failed(e) => write!(f, "node {i}: {e}"),
                 NodeReason::Fence(e) => write!(f, "node {i}: granted, fencing failed: {e}"),
+                NodeReason::KeptOut(left) => write!(
+                    f,
+                    "node {i}: kept out for {left:?} more (its data is younger than one TTL: \
+                     it restarted without its data, or is new)"
+                ),
             }?;
         }
         Ok(())
@@ -546,15 +573,17 @@ pub struct QuorumGuard {
     lost: watch::Receiver<Option<LeaseLost>>,
     /// Stops the task that counts live leases.
     stop: CancellationToken,
+    /// How long [`QuorumGuard::extend`] waits for each node.
+    node_timeout: Duration,
 }
 
 impl QuorumGuard {
     fn new(
         name: Arc<str>,
-        node_count: usize,
-        majority: usize,
+        (node_count, majority): (usize, usize),
         held: Vec<(usize, MutexGuard)>,
         fence: FencingToken,
+        node_timeout: Duration,
     ) -> Self {
         let cancel = CancellationToken::new();
         let stop = CancellationToken::new();
@@ -587,6 +616,7 @@ impl QuorumGuard {
             cancel,
             lost: rx,
             stop,
+            node_timeout,
         }
     }
 
@@ -596,8 +626,8 @@ impl QuorumGuard {
     }
 
     /// The fencing token committed on a majority: larger than that of every earlier holder of
-    /// this quorum lock (see the module documentation for the argument and its one assumption,
-    /// that a node restarted empty stays out for at least one TTL).
+    /// this quorum lock (see the module documentation for the argument, and for how a node that
+    /// restarted without its data is kept out for one TTL).
     pub fn fencing_token(&self) -> FencingToken {
         self.fence
     }
@@ -651,6 +681,59 @@ impl QuorumGuard {
         self.cancel.clone()
     }
 
+    /// Gives every node's hold a new lease of `ttl` from now, concurrently (each node within
+    /// the per-node timeout), where we still hold it. `Extended` when a majority extended: the
+    /// new [`QuorumGuard::safe_until`] counts from when the requests were sent. Otherwise the
+    /// quorum is gone: `TakenOver` if some node has another owner now, else `Expired`. A node
+    /// that did not extend keeps its old lease; one found gone or taken is counted as lost.
+    ///
+    /// With [`MutexOptions::watchdog`] each node is renewed by its client already; this is for
+    /// fixed leases, or to lengthen one.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a TTL out of range (as [`MutexGuard::extend`]); errors
+    /// of single nodes are not errors (they count as not extended), unless every node failed:
+    /// then the first node's error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: each node's extension either ran or did not, and is owner-checked.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<ExtendOutcome> {
+        let timeout = self.node_timeout;
+        let outcomes = join_all(
+            self.held
+                .iter_mut()
+                .map(|(_, g)| tokio::time::timeout(timeout, g.extend(ttl))),
+        )
+        .await;
+        let (mut extended, mut taken, mut first_error) = (0, false, None);
+        let mut failed = 0;
+        for outcome in outcomes {
+            match outcome {
+                Ok(Ok(ExtendOutcome::Extended)) => extended += 1,
+                Ok(Ok(ExtendOutcome::TakenOver)) => taken = true,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if e.kind() == ErrorKind::InvalidInput => return Err(e),
+                Ok(Err(e)) => {
+                    failed += 1;
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => failed += 1,
+            }
+        }
+        if failed == self.held.len()
+            && let Some(e) = first_error
+        {
+            return Err(e);
+        }
+        Ok(if extended >= self.majority {
+            ExtendOutcome::Extended
+        } else if taken {
+            ExtendOutcome::TakenOver
+        } else {
+            ExtendOutcome::Expired
+        })
+    }
+
     /// Releases the lock on every node it holds, concurrently, and reports per node.
     ///
     /// # Cancel safety
@@ -693,6 +776,7 @@ impl fmt::Debug for QuorumGuard {
             cancel: _,
             lost: _,
             stop: _,
+            node_timeout: _,
         } = self;
         f.debug_struct("QuorumGuard")
             .field("name", name)

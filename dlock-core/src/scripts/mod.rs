@@ -285,10 +285,21 @@ pub(crate) enum RaiseReply {
     Gone,
     /// Another owner holds it on this node.
     Other,
+    /// The node's data is younger than one TTL (restarted empty, or new): it does not count
+    /// for this long yet.
+    KeptOut(Duration),
 }
 
 impl RaiseReply {
     pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        if let Value::Array(items) = reply {
+            return match items.as_slice() {
+                [code, left] if int(code)? == 2 => Some(Self::KeptOut(Duration::from_millis(
+                    u64::try_from(int(left)?).ok()?,
+                ))),
+                _ => None,
+            };
+        }
         match int(reply)? {
             1 => Some(Self::Raised),
             0 => Some(Self::Gone),
