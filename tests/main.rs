@@ -26,6 +26,7 @@ mod invalid_input;
 mod lease_lost;
 mod lock_family;
 mod macro_lock;
+mod metrics;
 mod multilock;
 mod mutex_exclusion;
 mod mutex_release;

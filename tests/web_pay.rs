@@ -3,7 +3,8 @@
 //! charge and record each order once, every other request gets the documented 409, and the
 //! fencing tokens of receipt, order and payment record agree. A payment slower than the lock's
 //! wait answers `in_progress` with `Retry-After`; SIGTERM lets the payment in flight finish; the
-//! store rejects a stale fencing token (exactly, for every u64).
+//! store rejects a stale fencing token (exactly, for every u64). `GET /metrics` counts every
+//! acquire call under its outcome, in Prometheus text.
 //! One server only: the service takes one `--redis-url` (`Client::builder`: it has no cluster mode).
 //!
 //! The replicas run `dlock-test-web`, a binary of this package whose `main` is the example's
@@ -116,6 +117,40 @@ async fn call(http: &Http, method: Method, url: &str, body: Option<Value>) -> An
         retry_after,
         body,
     }
+}
+
+/// `GET {base}/metrics`: the Prometheus text.
+async fn metrics_text(http: &Http, base: &str) -> String {
+    let url = format!("{base}/metrics");
+    let response = http
+        .get(url.parse().expect("url"))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    assert_eq!(response.status().as_u16(), 200);
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    String::from_utf8(bytes.to_vec()).expect("utf-8")
+}
+
+/// The sum of the samples of `name` whose labels contain every one of `labels`.
+fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|line| labels.iter().all(|l| line.contains(l)))
+        .map(|line| {
+            let value = line.rsplit(' ').next().expect("a value");
+            value
+                .parse::<f64>()
+                .unwrap_or_else(|e| panic!("{line}: {e}"))
+        })
+        .sum()
 }
 
 async fn create_order(http: &Http, base: &str, id: u64, amount: u64) {
@@ -252,6 +287,37 @@ async fn each_order_is_paid_once_across_two_replicas() {
         check_replicas_agree(&http, bases, *id, &receipt).await;
     }
     assert_eq!(by_order.len() as u64, ORDERS);
+
+    // `GET /metrics`: every pay request made one acquire call (the concurrent ones, and the
+    // one repeat per order of `check_replicas_agree`), counted under its outcome (acquired at
+    // once or after a wait, or timed out); nothing is held any more.
+    let texts = join_all(bases.map(|base| metrics_text(&http, base))).await;
+    let sum = |labels: &[&str]| -> f64 {
+        texts
+            .iter()
+            .map(|t| metric_sum(t, "dlock_acquire_duration_count", labels))
+            .sum()
+    };
+    let calls = sum(&[]);
+    let requests = ORDERS as usize * (REQUESTS_PER_ORDER + 1);
+    assert_eq!(calls, requests as f64, "{texts:?}");
+    assert!(
+        sum(&[r#"outcome="acquired""#]) >= ORDERS as f64,
+        "{texts:?}"
+    );
+    assert_eq!(
+        sum(&[r#"outcome="acquired""#]) + sum(&[r#"outcome="timeout""#]),
+        calls,
+        "{texts:?}"
+    );
+    for text in &texts {
+        assert_eq!(
+            metric_sum(text, "dlock_held", &[r#"kind="mutex""#]),
+            0.0,
+            "{text}"
+        );
+        assert!(text.contains("dlock_acquire_duration_bucket{"), "{text}");
+    }
 
     for replica in replicas {
         assert!(replica.terminate().success(), "a clean exit on SIGTERM");

@@ -175,6 +175,7 @@ impl ClientBuilder {
             ));
         }
         let client_id = client_id()?;
+        crate::metrics::describe();
         // The fence counters' names, built once per process here rather than by a request.
         crate::key::slot_tag(0);
         let waiters = Arc::new(Waiters::new(&client_id));

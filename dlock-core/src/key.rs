@@ -90,6 +90,15 @@ pub(crate) enum LockKind {
 }
 
 impl LockKind {
+    /// The `kind` label of this kind's metrics (`metrics.rs`).
+    pub(crate) fn metric_name(self) -> &'static str {
+        match self {
+            Self::Mutex => "mutex",
+            Self::Semaphore => "semaphore",
+            Self::RwLock => "rwlock",
+        }
+    }
+
     /// The kinds whose keys carry a suffix.
     const SUFFIXED: [Self; 2] = [Self::Semaphore, Self::RwLock];
 

@@ -21,6 +21,7 @@ use std::sync::Weak;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
+use crate::metrics;
 use crate::options::Renewal;
 use crate::runtime::{lock, spawn_detached};
 use crate::scripts::wire::LockValue;
@@ -50,6 +51,21 @@ pub enum LostReason {
     Released,
     /// The client was shut down ([`crate::Client::shutdown`]), which released the lock.
     Shutdown,
+}
+
+impl LostReason {
+    /// The `reason` label of `dlock.lease.lost` (`metrics.rs`); `None` for the ends that are not
+    /// losses (a release, a shutdown).
+    pub(crate) fn metric_name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Expired => "expired",
+            Self::TakenOver => "taken_over",
+            Self::Removed => "removed",
+            Self::Unreachable => "unreachable",
+            Self::MaxHold => "max_hold",
+            Self::Released | Self::Shutdown => return None,
+        })
+    }
 }
 
 impl fmt::Display for LostReason {
@@ -154,6 +170,22 @@ pub(crate) struct LeaseCore {
     registration: Option<Box<Registration>>,
 }
 
+/// A lease that ends without being released or lost (its release failed, say) still leaves the
+/// `dlock.held` gauge.
+#[cfg(feature = "metrics")]
+impl Drop for LeaseCore {
+    fn drop(&mut self) {
+        if self.lost.get().is_none() {
+            metrics::settled(
+                self.keys.kind().metric_name(),
+                self.metric_label(),
+                self.acquired_at.elapsed(),
+                None,
+            );
+        }
+    }
+}
+
 /// What releasing one hold of a lease means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HoldRelease {
@@ -215,7 +247,13 @@ impl LeaseCore {
             registration: new.registration.map(Box::new),
         });
         lease.held.insert(&lease);
+        metrics::held(lease.keys.kind().metric_name(), lease.metric_label());
         lease
+    }
+
+    /// The `lock` label of this lease's metrics: the holder label, or `""`.
+    fn metric_label(&self) -> &str {
+        self.label.as_deref().unwrap_or_default()
     }
 
     pub(crate) fn ttl(&self) -> Duration {
@@ -344,6 +382,12 @@ impl LeaseCore {
         if self.lost.set(reason).is_err() {
             return false;
         }
+        metrics::settled(
+            self.keys.kind().metric_name(),
+            self.metric_label(),
+            metrics::since(self.acquired_at),
+            reason.metric_name(),
+        );
         if let Some(token) = self.cancel.get() {
             token.cancel();
         }

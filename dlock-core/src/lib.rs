@@ -108,6 +108,7 @@ mod key;
 mod keypart;
 mod lease;
 mod listen;
+mod metrics;
 mod multilock;
 mod mutex;
 mod options;

@@ -25,6 +25,7 @@ use crate::guard::{self, MutexGuard};
 use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
 use crate::lease::{Lease, LeaseCore, LostReason, NewLease};
+use crate::metrics::{self, Outcome};
 use crate::options::{LockSettings, Wait};
 use redis::{Cmd, Value};
 
@@ -147,14 +148,31 @@ impl Mutex {
         let token = self.ctx.tokens.next();
         let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let sent = Instant::now();
-        let fast = self.fast_attempt(token).await?;
+        let fast = self.fast_attempt(token).await;
         cleanup.disarm();
-        match fast {
+        let outcome = match &fast {
+            Ok(Fast::Taken { .. }) => Outcome::Acquired,
+            Ok(Fast::Busy) => Outcome::Busy,
+            Err(_) => Outcome::Error,
+        };
+        self.record(outcome, false, sent);
+        match fast? {
             Fast::Taken { fence } => self
                 .hold(self.taken(token, fence, sent, self.settings.ttl, None))
                 .map(Some),
             Fast::Busy => Ok(None),
         }
+    }
+
+    /// Records one acquire call's metrics (nothing without the `metrics` feature).
+    fn record(&self, outcome: Outcome, contended: bool, started: Instant) {
+        metrics::acquire(
+            self.keys.kind().metric_name(),
+            self.settings.label.as_deref().unwrap_or_default(),
+            outcome,
+            contended,
+            metrics::since(started),
+        );
     }
 
     /// Waits for the lock without a time limit.
@@ -312,9 +330,19 @@ impl Mutex {
         self.check_open()?;
         let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
         match self.acquire_inner(started, deadline).instrument(span).await {
-            Ok(taken) => self.hold(taken),
-            Err(e) if e.is_busy() => Err(self.busy(wait, started.elapsed())),
-            Err(e) => Err(e),
+            Ok(taken) => {
+                self.record(Outcome::Acquired, taken.registration.is_some(), started);
+                self.hold(taken)
+            }
+            Err(e) => {
+                let outcome = Outcome::refused(Some(&e), wait);
+                self.record(outcome, outcome == Outcome::Timeout, started);
+                if e.is_busy() {
+                    Err(self.busy(wait, started.elapsed()))
+                } else {
+                    Err(e)
+                }
+            }
         }
     }
 
@@ -352,6 +380,10 @@ impl Mutex {
         drop(conn);
         cleanup.arm(registration.entry().clone());
         let mut self_wait = SelfWait::default();
+        let _waiting = metrics::Waiting::start(
+            self.keys.kind().metric_name(),
+            self.settings.label.as_deref().unwrap_or_default(),
+        );
 
         loop {
             if self.ctx.is_closed() {
@@ -399,7 +431,12 @@ impl Mutex {
                         });
                     }
                 }
-                () = tokio::time::sleep(wait::nap(pttl, deadline)) => {}
+                () = tokio::time::sleep(wait::nap(pttl, deadline)) => {
+                    metrics::fallback_wake(
+                        self.keys.kind().metric_name(),
+                        self.settings.label.as_deref().unwrap_or_default(),
+                    );
+                }
             }
         }
     }

@@ -18,6 +18,7 @@ use crate::context::Context;
 use crate::error::Result;
 use crate::key::LockKeys;
 use crate::lease::{LeaseCore, LostReason, NewLease};
+use crate::metrics::{self, Outcome};
 use crate::options::LockSettings;
 use crate::scripts::wire;
 use crate::scripts::{self, Call, SharedReply, unexpected};
@@ -75,6 +76,26 @@ impl SharedLock {
         weight: u32,
         wait: Option<Duration>,
     ) -> Result<Option<Admitted>> {
+        let started = metrics::ENABLED.then(Instant::now);
+        let result = self.admit_inner(weight, wait).await;
+        if let Some(started) = started {
+            let (outcome, contended) = match &result {
+                Ok(Some(admitted)) => (Outcome::Acquired, admitted.registration.is_some()),
+                Ok(None) => (Outcome::refused(None, wait), wait != Some(Duration::ZERO)),
+                Err(e) => (Outcome::refused(Some(e), wait), false),
+            };
+            metrics::acquire(
+                self.keys.kind().metric_name(),
+                self.settings.label.as_deref().unwrap_or_default(),
+                outcome,
+                contended,
+                started.elapsed(),
+            );
+        }
+        result
+    }
+
+    async fn admit_inner(&self, weight: u32, wait: Option<Duration>) -> Result<Option<Admitted>> {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let token = self.ctx.tokens.next();
         // The connection first: without one nothing is sent, and nothing needs cleaning up.
@@ -114,6 +135,8 @@ impl SharedLock {
         let _membership = waiters.join((&conn, generation), &self.keys.lock).await?;
         drop(conn);
         cleanup.arm(registration.entry().clone());
+        let label = self.settings.label.as_deref().unwrap_or_default();
+        let _waiting = metrics::Waiting::start(self.keys.kind().metric_name(), label);
         loop {
             if self.ctx.is_closed() {
                 return Err(self.ctx.closed_error(self.keys.name()));
@@ -151,7 +174,9 @@ impl SharedLock {
                         }));
                     }
                 }
-                () = tokio::time::sleep(wait::nap(until_free, deadline)) => {}
+                () = tokio::time::sleep(wait::nap(until_free, deadline)) => {
+                    metrics::fallback_wake(self.keys.kind().metric_name(), label);
+                }
             }
         }
     }

@@ -33,6 +33,7 @@ use redis::cluster_routing::Slot;
 
 use crate::error::Error;
 use crate::lease::{LeaseCore, LostReason};
+use crate::metrics;
 use crate::options::Renewal;
 use crate::runtime::{Task, lock};
 use crate::scripts::{self, Call, ExtendStatus, unexpected};
@@ -504,6 +505,7 @@ async fn renew(inner: &Inner, due: Vec<Due>) {
         }
         let reply = transport.run(&call, "renew", "(watchdog batch)").await;
         let received = Instant::now();
+        metrics::renewal_request(received - sent);
         let statuses = reply.and_then(|value| {
             ExtendStatus::decode_batch(&value, chunk.len())
                 .ok_or_else(|| unexpected("renew", &value))
@@ -539,7 +541,10 @@ async fn renew(inner: &Inner, due: Vec<Due>) {
 fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) {
     let lease = &due.lease;
     match status {
-        ExtendStatus::Extended => lease.renewed(sent, due.ttl),
+        ExtendStatus::Extended => {
+            metrics::renewed(lease.safe_until().saturating_duration_since(sent));
+            lease.renewed(sent, due.ttl);
+        }
         ExtendStatus::Gone => {
             lease.fire_lost(gone_reason(lease.safe_until(), received));
             inner.deregister(&lease.token);

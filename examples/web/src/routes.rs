@@ -8,8 +8,9 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
 use crate::error::PayError;
@@ -21,6 +22,8 @@ use crate::store::{Order, Receipt, Store};
 pub(crate) struct AppState {
     pub(crate) payments: Arc<Payments>,
     pub(crate) store: Store,
+    /// Renders the process's metrics (dlock's among them) as Prometheus text.
+    pub(crate) metrics: PrometheusHandle,
 }
 
 /// The body of `POST /orders/{id}`.
@@ -30,12 +33,19 @@ struct NewOrder {
     amount: u64,
 }
 
-/// `POST /orders/{id}`, `GET /orders/{id}`, `POST /orders/{id}/pay`.
+/// `POST /orders/{id}`, `GET /orders/{id}`, `POST /orders/{id}/pay`, `GET /metrics`.
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/orders/{id}", post(create).get(show))
         .route("/orders/{id}/pay", post(pay))
+        .route("/metrics", get(metrics))
         .with_state(state)
+}
+
+/// Prometheus text exposition of the process's metrics: 200.
+async fn metrics(State(state): State<AppState>) -> Response {
+    let headers = [("content-type", "text/plain; version=0.0.4")];
+    (headers, state.metrics.render()).into_response()
 }
 
 /// Creates an unpaid order: 201, or 409 if the id is taken, or 422 for a zero amount.

@@ -1,0 +1,245 @@
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`, off by
+//! default): the application installs the exporter it wants (Prometheus, OpenTelemetry, …);
+//! without one, or without the feature, every call here costs nothing (the functions are empty
+//! and inlined away).
+//!
+//! Names follow OpenTelemetry's conventions (dotted, `dlock.` prefix, durations in seconds; a
+//! Prometheus exporter turns `dlock.acquire.duration` into `dlock_acquire_duration`):
+//!
+//! | name | type | labels | what |
+//! |---|---|---|---|
+//! | `dlock.acquire.duration` | histogram, s | `kind`, `lock`, `outcome` (`acquired`, `busy`, `timeout`, `error`), `contended` (`true`, `false`) | one acquire call, from the call to its answer |
+//! | `dlock.wait.duration` | histogram, s | `kind`, `lock` | time spent queued, for acquisitions that queued |
+//! | `dlock.hold.duration` | histogram, s | `kind`, `lock` | from the grant to the release or the loss |
+//! | `dlock.lease.lost` | counter | `kind`, `lock`, `reason` | leases lost (`expired`, `taken_over`, `removed`, `unreachable`, `max_hold`) |
+//! | `dlock.held` | gauge | `kind`, `lock` | leases held now (not yet released or lost) |
+//! | `dlock.waiting` | gauge | `kind`, `lock` | acquire calls queued now |
+//! | `dlock.wake.fallback` | counter | `kind`, `lock` | a waiter woke by its fallback timer, not by a push (a lost message, or a holder whose lease ran out) |
+//! | `dlock.renewals` | counter | — | leases renewed by the watchdog |
+//! | `dlock.renewal.duration` | histogram, s | — | one renewal request (a batch of up to 100 leases) |
+//! | `dlock.renewal.margin` | histogram, s | — | how much of the lease was certainly left when its renewal was sent |
+//!
+//! `kind` is `mutex`, `semaphore` or `rwlock` (multi-locks, elections and quorum locks are
+//! made of mutexes). **No label carries the lock name**: names are unbounded (`order:42`,
+//! `order:43`, …) and would make one time series each. `lock` is the holder label instead
+//! ([`crate::MutexOptions::label`], the macro's `label = "…"`), `""` when none was set: keep
+//! labels to a bounded set (a code path, a job name), not per-request values.
+
+use std::time::Duration;
+
+/// How an acquire call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Acquired,
+    /// Refused at once (`try_acquire`, or a zero wait).
+    Busy,
+    /// The wait ran out.
+    Timeout,
+    Error,
+}
+
+impl Outcome {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Acquired => "acquired",
+            Self::Busy => "busy",
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+        }
+    }
+
+    /// The outcome of an acquire that ended without the lock: `Busy` or `Timeout` by whether
+    /// it could wait (`wait`: `None` without limit, zero for one attempt), else `Error`.
+    pub(crate) fn refused(error: Option<&crate::Error>, wait: Option<Duration>) -> Self {
+        match error {
+            Some(e) if !e.is_busy() => Self::Error,
+            _ if wait == Some(Duration::ZERO) => Self::Busy,
+            _ => Self::Timeout,
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod on {
+    use std::time::{Duration, Instant};
+
+    use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
+    use metrics::{gauge, histogram};
+
+    use super::Outcome;
+
+    /// Describes every metric (unit and help text) to the installed recorder; called by each
+    /// client's build (cheap, and a recorder installed between two builds learns them too).
+    pub(crate) fn describe() {
+        {
+            describe_histogram!(
+                "dlock.acquire.duration",
+                Unit::Seconds,
+                "One acquire call, from the call to its answer"
+            );
+            describe_histogram!("dlock.wait.duration", Unit::Seconds, "Time spent queued");
+            describe_histogram!(
+                "dlock.hold.duration",
+                Unit::Seconds,
+                "From the grant to the release or the loss"
+            );
+            describe_counter!("dlock.lease.lost", "Leases lost, by reason");
+            describe_gauge!("dlock.held", "Leases held now");
+            describe_gauge!("dlock.waiting", "Acquire calls queued now");
+            describe_counter!(
+                "dlock.wake.fallback",
+                "Waiters woken by their fallback timer rather than a push"
+            );
+            describe_counter!("dlock.renewals", "Leases renewed by the watchdog");
+            describe_histogram!(
+                "dlock.renewal.duration",
+                Unit::Seconds,
+                "One renewal request (a batch of leases)"
+            );
+            describe_histogram!(
+                "dlock.renewal.margin",
+                Unit::Seconds,
+                "Lease certainly left when its renewal was sent"
+            );
+        }
+    }
+
+    pub(crate) fn acquire(
+        kind: &'static str,
+        lock: &str,
+        outcome: Outcome,
+        contended: bool,
+        took: Duration,
+    ) {
+        histogram!(
+            "dlock.acquire.duration",
+            "kind" => kind,
+            "lock" => lock.to_owned(),
+            "outcome" => outcome.as_str(),
+            "contended" => if contended { "true" } else { "false" },
+        )
+        .record(took.as_secs_f64());
+    }
+
+    pub(crate) fn fallback_wake(kind: &'static str, lock: &str) {
+        counter!("dlock.wake.fallback", "kind" => kind, "lock" => lock.to_owned()).increment(1);
+    }
+
+    pub(crate) fn held(kind: &'static str, lock: &str) {
+        gauge!("dlock.held", "kind" => kind, "lock" => lock.to_owned()).increment(1.0);
+    }
+
+    pub(crate) fn settled(
+        kind: &'static str,
+        lock: &str,
+        held_for: Duration,
+        reason: Option<&'static str>,
+    ) {
+        gauge!("dlock.held", "kind" => kind, "lock" => lock.to_owned()).decrement(1.0);
+        histogram!("dlock.hold.duration", "kind" => kind, "lock" => lock.to_owned())
+            .record(held_for.as_secs_f64());
+        if let Some(reason) = reason {
+            counter!(
+                "dlock.lease.lost",
+                "kind" => kind,
+                "lock" => lock.to_owned(),
+                "reason" => reason,
+            )
+            .increment(1);
+        }
+    }
+
+    pub(crate) fn renewed(margin: Duration) {
+        counter!("dlock.renewals").increment(1);
+        histogram!("dlock.renewal.margin").record(margin.as_secs_f64());
+    }
+
+    pub(crate) fn renewal_request(took: Duration) {
+        histogram!("dlock.renewal.duration").record(took.as_secs_f64());
+    }
+
+    /// An acquire call queued: counted in `dlock.waiting` until dropped, then its time queued
+    /// goes to `dlock.wait.duration`.
+    pub(crate) struct Waiting {
+        kind: &'static str,
+        lock: String,
+        since: Instant,
+    }
+
+    impl Waiting {
+        pub(crate) fn start(kind: &'static str, lock: &str) -> Self {
+            gauge!("dlock.waiting", "kind" => kind, "lock" => lock.to_owned()).increment(1.0);
+            Self {
+                kind,
+                lock: lock.to_owned(),
+                since: Instant::now(),
+            }
+        }
+    }
+
+    impl Drop for Waiting {
+        fn drop(&mut self) {
+            gauge!("dlock.waiting", "kind" => self.kind, "lock" => self.lock.clone())
+                .decrement(1.0);
+            histogram!("dlock.wait.duration", "kind" => self.kind, "lock" => self.lock.clone())
+                .record(self.since.elapsed().as_secs_f64());
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+pub(crate) use on::{
+    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled,
+};
+
+#[cfg(not(feature = "metrics"))]
+mod off {
+    use std::time::Duration;
+
+    use super::Outcome;
+
+    #[inline(always)]
+    pub(crate) fn describe() {}
+    #[inline(always)]
+    pub(crate) fn acquire(_: &'static str, _: &str, _: Outcome, _: bool, _: Duration) {}
+    #[inline(always)]
+    pub(crate) fn fallback_wake(_: &'static str, _: &str) {}
+    #[inline(always)]
+    pub(crate) fn held(_: &'static str, _: &str) {}
+    #[inline(always)]
+    pub(crate) fn settled(_: &'static str, _: &str, _: Duration, _: Option<&'static str>) {}
+    #[inline(always)]
+    pub(crate) fn renewed(_: Duration) {}
+    #[inline(always)]
+    pub(crate) fn renewal_request(_: Duration) {}
+
+    /// Zero-sized without the feature.
+    pub(crate) struct Waiting;
+
+    impl Waiting {
+        #[inline(always)]
+        pub(crate) fn start(_: &'static str, _: &str) -> Self {
+            Self
+        }
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+pub(crate) use off::{
+    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled,
+};
+
+/// Whether a duration is worth measuring: computing `Instant::now()` costs ~20 ns, which the
+/// uncontended path does not pay without the feature.
+pub(crate) const ENABLED: bool = cfg!(feature = "metrics");
+
+/// The time since `started` when metrics are on, zero otherwise (no clock read).
+#[inline(always)]
+pub(crate) fn since(started: std::time::Instant) -> Duration {
+    if ENABLED {
+        started.elapsed()
+    } else {
+        Duration::ZERO
+    }
+}

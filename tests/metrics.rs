@@ -1,0 +1,212 @@
+//! Metrics (dlock-core's `metrics` feature): a scripted sequence of acquisitions, a refusal, a
+//! timeout, a queued wait, a lease that runs out, watchdog renewals and a semaphore permit, with
+//! every number checked in a debugging recorder; and no label carries a lock name.
+//!
+//! Standalone server only: the numbers are counted in the client, the same on both backends.
+//! A current-thread runtime inside a thread-local recorder: every task of the client (the
+//! watchdog's included) records into it, and no other test's numbers mix in.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use dlock_core::{MutexOptions, Wait};
+use dlock_testkit::RedisServer;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+use crate::support::client;
+
+/// Everything recorded so far. A snapshot of the debugging recorder *consumes* what it reports
+/// (counters and gauges start again from 0, histograms empty), so the deltas are summed here;
+/// dlock only ever increments and decrements its gauges.
+#[derive(Default)]
+struct Seen {
+    values: HashMap<String, f64>,
+    histograms: HashMap<String, Vec<f64>>,
+}
+
+impl Seen {
+    fn update(&mut self, snapshotter: &Snapshotter) {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let (_, key) = key.into_parts();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            match value {
+                DebugValue::Histogram(values) => self
+                    .histograms
+                    .entry(name)
+                    .or_default()
+                    .extend(values.into_iter().map(|v| v.into_inner())),
+                DebugValue::Counter(n) => *self.values.entry(name).or_default() += n as f64,
+                DebugValue::Gauge(g) => *self.values.entry(name).or_default() += g.into_inner(),
+            }
+        }
+    }
+
+    fn counter(&self, name: &str) -> f64 {
+        self.values.get(name).copied().unwrap_or_default()
+    }
+
+    fn gauge(&self, name: &str) -> f64 {
+        self.counter(name)
+    }
+
+    fn histogram(&self, name: &str) -> &[f64] {
+        self.histograms.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    fn names(&self) -> Vec<&String> {
+        self.values.keys().chain(self.histograms.keys()).collect()
+    }
+}
+
+/// Polls the recorder (yielding to the runtime) until `check` holds.
+async fn until(
+    seen: &mut Seen,
+    snapshotter: &Snapshotter,
+    what: &str,
+    check: impl Fn(&Seen) -> bool,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        seen.update(snapshotter);
+        if check(seen) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+const ACQUIRED: &str =
+    "dlock.acquire.duration{contended=false,kind=mutex,lock=billing,outcome=acquired}";
+const CONTENDED: &str =
+    "dlock.acquire.duration{contended=true,kind=mutex,lock=billing,outcome=acquired}";
+const BUSY: &str = "dlock.acquire.duration{contended=false,kind=mutex,lock=billing,outcome=busy}";
+const TIMEOUT: &str =
+    "dlock.acquire.duration{contended=true,kind=mutex,lock=billing,outcome=timeout}";
+const HELD: &str = "dlock.held{kind=mutex,lock=billing}";
+const WAITING: &str = "dlock.waiting{kind=mutex,lock=billing}";
+
+#[test]
+fn a_scripted_sequence_gives_the_right_numbers() {
+    let server = RedisServer::start().unwrap();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut seen = Seen::default();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let client = client(&server);
+            let options = MutexOptions::new().label("billing");
+            let lock = client.mutex_with("order:1", options.clone()).unwrap();
+
+            // Uncontended: acquired, held 1.
+            let guard = lock.acquire().await.unwrap();
+            seen.update(&snapshotter);
+            assert_eq!(seen.histogram(ACQUIRED).len(), 1);
+            assert_eq!(seen.gauge(HELD), 1.0);
+
+            // Refused at once, then a wait that runs out.
+            assert!(lock.try_acquire().await.unwrap().is_none());
+            let err = lock
+                .acquire_timeout(Duration::from_millis(100))
+                .await
+                .unwrap_err();
+            assert!(err.is_busy());
+            seen.update(&snapshotter);
+            assert_eq!(seen.histogram(BUSY).len(), 1);
+            let timeouts = seen.histogram(TIMEOUT).to_vec();
+            assert_eq!(timeouts.len(), 1);
+            assert!(timeouts[0] >= 0.1, "{timeouts:?}");
+
+            // A queued waiter: waiting 1 while it waits, then acquired (contended) on release.
+            let waiter = {
+                let lock = lock.clone();
+                tokio::spawn(async move { lock.acquire().await.unwrap() })
+            };
+            until(&mut seen, &snapshotter, "one waiting", |s| s.gauge(WAITING) == 1.0).await;
+            guard.release().await.unwrap();
+            let second = waiter.await.unwrap();
+            seen.update(&snapshotter);
+            assert_eq!(seen.gauge(WAITING), 0.0);
+            assert_eq!(seen.histogram(CONTENDED).len(), 1);
+            assert_eq!(
+                seen.histogram("dlock.wait.duration{kind=mutex,lock=billing}").len(),
+                2,
+                "the timed-out wait and this one"
+            );
+            assert_eq!(seen.gauge(HELD), 1.0, "one released, one taken");
+            second.release().await.unwrap();
+            seen.update(&snapshotter);
+            assert_eq!(seen.gauge(HELD), 0.0);
+            assert_eq!(
+                seen.histogram("dlock.hold.duration{kind=mutex,lock=billing}").len(),
+                2
+            );
+
+            // A fixed lease that runs out: one loss, reason expired.
+            let short = client
+                .mutex_with("order:2", options.clone().ttl(Duration::from_millis(200)))
+                .unwrap();
+            let lost = short.acquire().await.unwrap();
+            lost.lost().await;
+            seen.update(&snapshotter);
+            assert_eq!(
+                seen.counter("dlock.lease.lost{kind=mutex,lock=billing,reason=expired}"),
+                1.0
+            );
+            drop(lost);
+
+            // Watchdog renewals, each with the lease left when it was sent.
+            let renewed = client
+                .mutex_with(
+                    "order:3",
+                    options.clone().ttl(Duration::from_secs(1)).watchdog(),
+                )
+                .unwrap();
+            let held = renewed.acquire().await.unwrap();
+            until(&mut seen, &snapshotter, "two renewals", |s| {
+                s.counter("dlock.renewals{}") >= 2.0
+            })
+            .await;
+            held.release().await.unwrap();
+            seen.update(&snapshotter);
+            let margins = seen.histogram("dlock.renewal.margin{}");
+            assert!(margins.len() >= 2, "{margins:?}");
+            assert!(
+                margins.iter().all(|m| *m > 0.0 && *m <= 1.0),
+                "margins {margins:?}"
+            );
+            assert!(!seen.histogram("dlock.renewal.duration{}").is_empty());
+
+            // A semaphore permit, under its own kind.
+            let sem = client.semaphore_with("exports", 2, options.clone()).unwrap();
+            sem.with_permits(1, Wait::Forever, |_| async {}).await.unwrap();
+            seen.update(&snapshotter);
+            assert_eq!(
+                seen.histogram(
+                    "dlock.acquire.duration{contended=false,kind=semaphore,lock=billing,outcome=acquired}"
+                )
+                .len(),
+                1
+            );
+            assert_eq!(seen.gauge("dlock.held{kind=semaphore,lock=billing}"), 0.0);
+        });
+    });
+    // Lock names never become labels.
+    for name in seen.names() {
+        for lock in ["order:1", "order:2", "order:3", "exports"] {
+            assert!(!name.contains(lock), "{name} carries the lock name {lock}");
+        }
+    }
+}
