@@ -24,12 +24,12 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{self, MutexGuard};
 use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
-use crate::lease::{Lease, LeaseCore, LostReason, NewLease};
-use crate::options::{LockSettings, Wait};
+use crate::lease::{Lease, LeaseCore, LeaseLost, LostReason, NewLease};
+use crate::options::{Durability, LockSettings, Wait};
 use redis::{Cmd, Value};
 
 use crate::scripts::wire::{self, LockValue};
-use crate::scripts::{self, AcquireReply, Call, FastReply, FenceReply, unexpected};
+use crate::scripts::{self, AcquireReply, Call, ExtendStatus, FastReply, FenceReply, unexpected};
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
@@ -131,28 +131,40 @@ impl Mutex {
     /// or beyond 64 levels; [`ErrorKind::LeaseLost`] for a nested acquisition whose enclosing
     /// lease is lost; [`ErrorKind::Shutdown`] after [`crate::Client::shutdown`].
     ///
+    /// With [`crate::MutexOptions::durability`], a grant becomes a guard only once acknowledged:
+    /// [`ErrorKind::NotDurable`] when fewer replicas acknowledged it within the timeout than
+    /// asked for, [`ErrorKind::LeaseLost`] when the lock was lost before the acknowledgement,
+    /// [`ErrorKind::Connection`] / [`ErrorKind::Timeout`] when the connection that waits for
+    /// the replicas fails — in every case the lock is released first (owner-checked), so
+    /// nothing stays held; [`ErrorKind::InvalidInput`] for [`crate::Durability::Aof`] on a
+    /// server older than Redis 7.2 (found before anything is taken).
+    ///
     /// # Cancel safety
     /// Cancel safe. If the future is dropped after the request was sent (or the request timed
     /// out), the lock may have been taken on the server; it is released in the background
     /// (owner-checked), so nothing stays held by an acquisition nobody knows about. One case
     /// is left to the lease: if the connection is replaced while the request is still queued on
     /// the old socket, the cleanup may reach Redis first, and the late acquisition then holds
-    /// the lock until its TTL runs out (no watchdog renews it).
+    /// the lock until its TTL runs out (no watchdog renews it). Dropped while it waits for the
+    /// replicas' acknowledgement (durability), the lock it was granted is released in the
+    /// background; the wait itself runs to its end on its own connection, unseen.
     pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
         if let Some(outer) = hold::enclosing(&self.ctx.transport, &self.keys.lock) {
             let nested = hold::nest(outer, Patience::Try, self.settings.reentrant).await?;
             return Ok(nested.map(MutexGuard::new));
         }
         self.check_open()?;
+        self.check_server().await?;
         let token = self.ctx.tokens.next();
         let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let sent = Instant::now();
         let fast = self.fast_attempt(token).await?;
         cleanup.disarm();
         match fast {
-            Fast::Taken { fence } => self
-                .hold(self.taken(token, fence, sent, self.settings.ttl, None))
-                .map(Some),
+            Fast::Taken { fence } => {
+                let taken = self.taken(token, fence, sent, self.settings.ttl, None);
+                self.hold_durably(taken).await.map(Some)
+            }
             Fast::Busy => Ok(None),
         }
     }
@@ -171,8 +183,9 @@ impl Mutex {
     ///
     /// # Cancel safety
     /// Cancel safe. Dropping the future removes the waiter from the queue and releases the lock
-    /// in the background if it was handed over meanwhile; the wake-channel subscription is
-    /// dropped with the last local waiter.
+    /// in the background if it was handed over meanwhile (or granted and still waiting for the
+    /// replicas' acknowledgement); the wake-channel subscription is dropped with the last local
+    /// waiter.
     pub async fn acquire(&self) -> Result<MutexGuard> {
         self.acquire_until(None).await
     }
@@ -293,6 +306,68 @@ impl Mutex {
         Ok(MutexGuard::new(Hold::First(lease)))
     }
 
+    /// Checks, once, that the server can give the durability asked for (`WAITAOF` needs Redis
+    /// 7.2), before anything is taken. Boxed: a rare request that should not size every acquire
+    /// future.
+    async fn check_server(&self) -> Result<()> {
+        if !matches!(self.settings.durability, Durability::Aof { .. }) {
+            return Ok(());
+        }
+        let check = self
+            .ctx
+            .acks
+            .check_server(&self.ctx.transport, self.settings.durability);
+        Box::pin(check).await
+    }
+
+    /// Turns a lock just taken in Redis into a guard, once acknowledged as its durability asks
+    /// (`durable.rs`). A grant that is not acknowledged in time, or found lost, is released
+    /// (owner-checked) and reported: never a guard on a lock held without the durability asked
+    /// for. If the future is dropped while it waits, the guard's drop releases the lock in the
+    /// background.
+    async fn hold_durably(&self, taken: Taken) -> Result<MutexGuard> {
+        let guard = self.hold(taken)?;
+        if self.settings.durability == Durability::None {
+            return Ok(guard);
+        }
+        // Boxed: only durable acquires carry the wait's state.
+        match Box::pin(self.acknowledged(&guard)).await {
+            Ok(()) => Ok(guard),
+            Err(e) => {
+                if let Err(release) = guard.release().await {
+                    tracing::warn!(lock = %self.keys.name(), error = %release, "dlock: could not release a grant that was not acknowledged; it is retried in the background, and its lease expires otherwise");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits for the acknowledgement of `guard`'s grant; the extend that precedes the wait sets
+    /// the lease anew, from when it was sent.
+    async fn acknowledged(&self, guard: &MutexGuard) -> Result<()> {
+        let lease = guard.hold().lease();
+        let want = self.settings.durability;
+        let ttl = lease.ttl();
+        let ack = self
+            .ctx
+            .acks
+            .confirm(self.keys.lock.clone(), lease.extend_owner(), ttl, want)
+            .await?;
+        let reason = match ack.status {
+            ExtendStatus::Extended => {
+                lease.renewed(ack.sent, ttl);
+                return match ack.shortfall(self.keys.name(), want) {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                };
+            }
+            ExtendStatus::Gone => LostReason::Expired,
+            ExtendStatus::Other => LostReason::TakenOver,
+        };
+        lease.fire_lost(reason);
+        Err(LeaseLost::new(reason).into_error(self.keys.name()))
+    }
+
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<MutexGuard> {
         let started = Instant::now();
         let deadline = wait.and_then(|w| started.checked_add(w));
@@ -310,9 +385,10 @@ impl Mutex {
                 .ok_or_else(|| self.busy(wait, started.elapsed()));
         }
         self.check_open()?;
+        self.check_server().await?;
         let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
         match self.acquire_inner(started, deadline).instrument(span).await {
-            Ok(taken) => self.hold(taken),
+            Ok(taken) => self.hold_durably(taken).await,
             Err(e) if e.is_busy() => Err(self.busy(wait, started.elapsed())),
             Err(e) => Err(e),
         }
