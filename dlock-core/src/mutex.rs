@@ -700,6 +700,7 @@ impl fmt::Debug for Mutex {
             .field("renewal", &settings.renewal)
             .field("reentrant", &settings.reentrant)
             .field("on_lost", &settings.on_lost)
+            .field("durability", &settings.durability)
             .finish_non_exhaustive()
     }
 }

@@ -200,8 +200,19 @@ impl MutexOptions {
     /// right after the acquire could lose unnoticed.
     ///
     /// For [`crate::Mutex`] (and what is made of mutexes: [`crate::MultiLock`],
-    /// [`crate::QuorumMutex`]) on a single server or a master with replicas; a Redis Cluster, a
-    /// read-write lock, a semaphore and an election refuse it when the handle is made.
+    /// [`crate::QuorumMutex`], where each node's acquire, its wait included, must fit the
+    /// node timeout) on a single server or a master with replicas; a Redis Cluster, a
+    /// read-write lock, a semaphore and an election refuse it when the handle is made. A
+    /// reentrant nested acquisition shares the enclosing hold, which was acknowledged already.
+    ///
+    /// The wait runs on a connection of the client's own, never on the shared one (other
+    /// locks, wake-ups and renewals go on meanwhile); concurrent acquires of one client share
+    /// one wait, and a wait for lagging replicas delays the durable acquires queued behind it
+    /// by up to its timeout.
+    ///
+    /// # Cancel safety
+    /// An acquire future dropped while it waits for the acknowledgement releases the lock it
+    /// was granted, in the background (owner-checked); the wait itself runs to its end unseen.
     ///
     /// ```
     /// use std::time::Duration;
