@@ -154,7 +154,9 @@ impl Mutex {
             return Ok(nested.map(MutexGuard::new));
         }
         self.check_open()?;
-        self.check_server().await?;
+        if matches!(self.settings.durability, Durability::Aof { .. }) {
+            Box::pin(self.check_server()).await?;
+        }
         let token = self.ctx.tokens.next();
         let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let sent = Instant::now();
@@ -162,8 +164,13 @@ impl Mutex {
         cleanup.disarm();
         match fast {
             Fast::Taken { fence } => {
-                let taken = self.taken(token, fence, sent, self.settings.ttl, None);
-                self.hold_durably(taken).await.map(Some)
+                let guard = self.hold(self.taken(token, fence, sent, self.settings.ttl, None))?;
+                if !self.is_durable() {
+                    return Ok(Some(guard));
+                }
+                Box::pin(self.acknowledged_or_released(guard))
+                    .await
+                    .map(Some)
             }
             Fast::Busy => Ok(None),
         }
@@ -307,31 +314,27 @@ impl Mutex {
     }
 
     /// Checks, once, that the server can give the durability asked for (`WAITAOF` needs Redis
-    /// 7.2), before anything is taken. Boxed: a rare request that should not size every acquire
-    /// future.
+    /// 7.2), before anything is taken. (Boxed by its callers: a rare request that should not
+    /// size every acquire future.)
     async fn check_server(&self) -> Result<()> {
-        if !matches!(self.settings.durability, Durability::Aof { .. }) {
-            return Ok(());
-        }
-        let check = self
-            .ctx
+        self.ctx
             .acks
-            .check_server(&self.ctx.transport, self.settings.durability);
-        Box::pin(check).await
+            .check_server(&self.ctx.transport, self.settings.durability)
+            .await
     }
 
-    /// Turns a lock just taken in Redis into a guard, once acknowledged as its durability asks
-    /// (`durable.rs`). A grant that is not acknowledged in time, or found lost, is released
-    /// (owner-checked) and reported: never a guard on a lock held without the durability asked
-    /// for. If the future is dropped while it waits, the guard's drop releases the lock in the
-    /// background.
-    async fn hold_durably(&self, taken: Taken) -> Result<MutexGuard> {
-        let guard = self.hold(taken)?;
-        if self.settings.durability == Durability::None {
-            return Ok(guard);
-        }
-        // Boxed: only durable acquires carry the wait's state.
-        match Box::pin(self.acknowledged(&guard)).await {
+    /// Whether a grant must be acknowledged (`durable.rs`) before it becomes a guard.
+    fn is_durable(&self) -> bool {
+        self.settings.durability != Durability::None
+    }
+
+    /// `guard` once acknowledged as its durability asks (`durable.rs`). A grant that is not
+    /// acknowledged in time, or found lost, is released (owner-checked) and reported: never a
+    /// guard on a lock held without the durability asked for. If the future is dropped while
+    /// it waits, the guard's drop releases the lock in the background. (Boxed by its callers:
+    /// only durable acquires carry its state.)
+    async fn acknowledged_or_released(&self, guard: MutexGuard) -> Result<MutexGuard> {
+        match self.acknowledged(&guard).await {
             Ok(()) => Ok(guard),
             Err(e) => {
                 if let Err(release) = guard.release().await {
@@ -385,13 +388,20 @@ impl Mutex {
                 .ok_or_else(|| self.busy(wait, started.elapsed()));
         }
         self.check_open()?;
-        self.check_server().await?;
-        let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
-        match self.acquire_inner(started, deadline).instrument(span).await {
-            Ok(taken) => self.hold_durably(taken).await,
-            Err(e) if e.is_busy() => Err(self.busy(wait, started.elapsed())),
-            Err(e) => Err(e),
+        if matches!(self.settings.durability, Durability::Aof { .. }) {
+            Box::pin(self.check_server()).await?;
         }
+        let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
+        let taken = match self.acquire_inner(started, deadline).instrument(span).await {
+            Ok(taken) => taken,
+            Err(e) if e.is_busy() => return Err(self.busy(wait, started.elapsed())),
+            Err(e) => return Err(e),
+        };
+        let guard = self.hold(taken)?;
+        if !self.is_durable() {
+            return Ok(guard);
+        }
+        Box::pin(self.acknowledged_or_released(guard)).await
     }
 
     async fn acquire_inner(&self, started: Instant, deadline: Option<Instant>) -> Result<Taken> {
