@@ -1,6 +1,7 @@
 //! Replica acknowledgement (`MutexOptions::durability`): a grant that replicas acknowledged
 //! survives the failover that promotes one of them, one that was not is lost; a missed
-//! acknowledgement releases the lock and says so; the wait never stalls the client's shared
+//! acknowledgement releases the lock and says so (a lock handed to a waiter waits too); the
+//! wait never stalls the client's shared
 //! connection; concurrent acquires share their waits; `WAITAOF` on a server older than 7.2 is
 //! refused by name; a cancelled acquire leaves nothing held.
 //!
@@ -343,4 +344,37 @@ async fn a_durable_acquire_cancelled_in_its_wait_leaves_the_lock_free() {
         (!exists(set.master(), "dlock:{cancelled}").await).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_handed_to_a_durable_waiter_waits_for_its_acknowledgement_too() {
+    let set = replica_set().await;
+    let holder = client(set.master()).mutex("handed").unwrap();
+    let held = holder.try_acquire().await.unwrap().expect("free");
+    let waiter = client(set.master())
+        .mutex_with(
+            "handed",
+            durable(1, Duration::from_millis(300), Duration::from_secs(30)),
+        )
+        .unwrap();
+    let waiting = tokio::spawn(async move { waiter.acquire().await });
+    let master = raw(set.master()).await;
+    eventually(LIMIT, "the durable waiter queued", || {
+        let mut con = master.clone();
+        async move {
+            let queued: usize = con.llen("dlock:{handed}:queue").await.unwrap();
+            (queued == 1).then_some(())
+        }
+    })
+    .await;
+    set.pause_replica(A).unwrap();
+    set.pause_replica(B).unwrap();
+    // The release hands the lock to the waiter, whose grant is not acknowledged.
+    held.release().await.unwrap();
+    let err = waiting.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotDurable, "{err}");
+    assert!(
+        !exists(set.master(), "dlock:{handed}").await,
+        "the hand-off was given back"
+    );
 }
