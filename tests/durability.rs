@@ -1,9 +1,9 @@
 //! Replica acknowledgement (`MutexOptions::durability`): a grant that replicas acknowledged
 //! survives the failover that promotes one of them, one that was not is lost; a missed
 //! acknowledgement releases the lock and says so (a lock handed to a waiter waits too); the
-//! wait never stalls the client's shared
-//! connection; concurrent acquires share their waits; `WAITAOF` on a server older than 7.2 is
-//! refused by name; a cancelled acquire leaves nothing held.
+//! wait never stalls the client's shared connection; concurrent acquires share their waits;
+//! `WAITAOF` on a server older than 7.2 is refused by name; a cancelled acquire leaves nothing
+//! held.
 //!
 //! Single server with replicas only (`RedisReplicaSet`), not `backend_tests!`: `WAIT` counts
 //! the replicas of one server, and dlock refuses durability on a Redis Cluster for now (see
