@@ -378,3 +378,42 @@ async fn a_lock_handed_to_a_durable_waiter_waits_for_its_acknowledgement_too() {
         "the hand-off was given back"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledgement_connection_closed_while_idle_is_opened_again() {
+    let set = replica_set().await;
+    let c = client(set.master());
+    let lock = c
+        .mutex_with(
+            "reopened",
+            durable(2, Duration::from_secs(5), Duration::from_secs(30)),
+        )
+        .unwrap();
+    lock.acquire().await.unwrap().release().await.unwrap();
+    // Every client connection but this one is closed (as the server's idle `timeout` does).
+    let mut master = raw(set.master()).await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut master)
+        .await
+        .unwrap();
+    // The shared connection reconnects on its next request; the acknowledgement's one too,
+    // without failing the acquire that finds it closed.
+    let plain = c.mutex("plain").unwrap();
+    eventually(LIMIT, "the shared connection back", || async {
+        plain.try_acquire().await.ok().flatten()
+    })
+    .await
+    .release()
+    .await
+    .unwrap();
+    let guard = lock
+        .acquire()
+        .await
+        .expect("acknowledged on a new connection");
+    guard.release().await.unwrap();
+}

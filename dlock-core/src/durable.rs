@@ -280,15 +280,23 @@ async fn round(
     command_timeout: Duration,
     batch: &[Request],
 ) -> Result<Vec<Result<Ack>>> {
-    let con = match conn {
+    let reused = conn.is_some();
+    let mut fresh = match conn.take() {
         Some(con) => con,
-        None => conn.insert(connect(slot, command_timeout).await?),
+        None => connect(slot, command_timeout).await?,
     };
-    let sent = Instant::now();
-    let mut statuses = Vec::with_capacity(batch.len());
-    for chunk in batch.chunks(PER_CALL) {
-        statuses.extend(extend(con, chunk, command_timeout).await?);
-    }
+    let (sent, statuses) = match extend_all(&mut fresh, batch, command_timeout).await {
+        Ok(extended) => extended,
+        // A connection that sat idle may have been closed by the server (its `timeout`) or
+        // lost with a master: once more on a new one (the extend is absolute, so running it
+        // twice is harmless, and the wait below counts the new connection's write).
+        Err(e) if reused && e.is_connection() => {
+            fresh = connect(slot, command_timeout).await?;
+            extend_all(&mut fresh, batch, command_timeout).await?
+        }
+        Err(e) => return Err(e),
+    };
+    let con = conn.insert(fresh);
     let mut waits: Vec<(Durability, Result<(bool, u32)>)> = Vec::new();
     for (request, status) in batch.iter().zip(&statuses) {
         if *status == ExtendStatus::Extended && !waits.iter().any(|(w, _)| *w == request.want) {
@@ -349,6 +357,21 @@ async fn connect(slot: &ConnSlot, command_timeout: Duration) -> Result<Multiplex
         Ok(Err(e)) => Err(Error::from_redis(what, e)),
         Err(_) => Err(Error::timeout(what, command_timeout)),
     }
+}
+
+/// Extends every lock of `batch` ([`PER_CALL`] per call): when the first call was sent, and
+/// what each lock's extend found.
+async fn extend_all(
+    con: &mut MultiplexedConnection,
+    batch: &[Request],
+    command_timeout: Duration,
+) -> Result<(Instant, Vec<ExtendStatus>)> {
+    let sent = Instant::now();
+    let mut statuses = Vec::with_capacity(batch.len());
+    for chunk in batch.chunks(PER_CALL) {
+        statuses.extend(extend(con, chunk, command_timeout).await?);
+    }
+    Ok((sent, statuses))
 }
 
 /// Extends the locks of `chunk` to their leases in one `extend.lua` call, owner-checked.
