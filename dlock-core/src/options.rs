@@ -208,7 +208,8 @@ impl MutexOptions {
     /// The wait runs on a connection of the client's own, never on the shared one (other
     /// locks, wake-ups and renewals go on meanwhile); concurrent acquires of one client share
     /// one wait, and a wait for lagging replicas delays the durable acquires queued behind it
-    /// by up to its timeout.
+    /// by up to its timeout. The wait comes after the grant, on top of the acquire's own wait
+    /// limit (`acquire_timeout`, [`Wait::AtMost`]).
     ///
     /// # Cancel safety
     /// An acquire future dropped while it waits for the acknowledgement releases the lock it
