@@ -66,6 +66,73 @@ async fn bad_client_settings_are_rejected() {
     }
 }
 
+#[tokio::test]
+async fn durability_that_cannot_be_honoured_is_refused_when_the_handle_is_made() {
+    use dlock_core::Durability;
+    let c = Client::open("redis://127.0.0.1:1/").unwrap();
+    let ttl = Duration::from_secs(10);
+    let durable = |d| MutexOptions::new().ttl(ttl).durability(d);
+    let second = Duration::from_secs(1);
+    for (durability, hint) in [
+        (
+            Durability::Replicas {
+                n: 0,
+                timeout: second,
+            },
+            "n = 0",
+        ),
+        (
+            Durability::Aof {
+                local: false,
+                replicas: 0,
+                timeout: second,
+            },
+            "waits for nothing",
+        ),
+        (
+            Durability::Replicas {
+                n: 1,
+                timeout: Duration::from_secs(6),
+            },
+            "half the lock's TTL",
+        ),
+        (
+            Durability::Replicas {
+                n: 1,
+                timeout: Duration::ZERO,
+            },
+            "from 1ms",
+        ),
+    ] {
+        let err = c.mutex_with("n", durable(durability)).unwrap_err();
+        assert!(err.is_invalid_input(), "{err}");
+        assert!(err.to_string().contains(hint), "{hint}: {err}");
+    }
+    let ok = Durability::Replicas {
+        n: 1,
+        timeout: second,
+    };
+    c.mutex_with("n", durable(ok)).unwrap();
+    // The kinds that do not wait for acknowledgements say so instead of ignoring it.
+    let errors = [
+        c.rw_lock_with("n", durable(ok)).unwrap_err(),
+        c.semaphore_with("n", 2, durable(ok)).unwrap_err(),
+        c.election_with("n", durable(ok)).unwrap_err(),
+    ];
+    for err in errors {
+        assert!(err.is_invalid_input(), "{err}");
+        assert!(err.to_string().contains("Mutex"), "{err}");
+    }
+    // A cluster: refused for now, saying what it is for.
+    let cluster = Client::cluster_builder(["redis://127.0.0.1:1/"])
+        .build()
+        .unwrap();
+    let err = cluster.mutex_with("n", durable(ok)).unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("Sentinel"), "{err}");
+    cluster.mutex_with("n", MutexOptions::new()).unwrap();
+}
+
 #[test]
 fn building_outside_a_runtime_is_an_error_not_a_panic() {
     let err = Client::open("redis://127.0.0.1/").unwrap_err();

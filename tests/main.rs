@@ -15,6 +15,7 @@ mod support;
 mod cancel_acquire;
 mod client_shutdown;
 mod cluster;
+mod durability;
 mod election;
 mod fencing;
 mod fifo_expiry;

@@ -354,11 +354,13 @@ impl Client {
     /// # Errors
     /// As [`Client::mutex`], plus an out-of-range TTL ([`crate::MIN_TTL`] ..= [`crate::MAX_TTL`]),
     /// a watchdog lease below [`crate::MIN_WATCHDOG_TTL`] or with a renewal interval longer than
-    /// half the TTL, a `max_hold` below the minimum watchdog lease, or a label longer than
-    /// [`crate::MAX_LABEL_LEN`] bytes or with control characters.
+    /// half the TTL, a `max_hold` below the minimum watchdog lease, a label longer than
+    /// [`crate::MAX_LABEL_LEN`] bytes or with control characters, or a [`crate::Durability`]
+    /// with nothing to wait for, a timeout out of range, or on a Redis Cluster.
     pub fn mutex_with(&self, name: &str, options: MutexOptions) -> Result<Mutex> {
         validate_name(name)?;
-        let settings = options.settings(self.ctx.config.default_ttl)?;
+        let cluster = self.ctx.transport.slot().is_cluster();
+        let settings = options.mutex_settings(self.ctx.config.default_ttl, cluster)?;
         let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
         Ok(Mutex::new(self.ctx.clone(), keys, settings))
     }

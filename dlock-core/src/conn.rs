@@ -323,6 +323,15 @@ impl ConnSlot {
         }
     }
 
+    /// How to open a connection of its own to the server the client's connection reaches, for
+    /// a request that blocks its connection (`WAIT`, see `durable.rs`); `None` on a cluster.
+    pub(crate) fn dedicated_client(&self) -> Option<redis::Client> {
+        match &self.factory {
+            Factory::Single(client, _) => Some(client.clone()),
+            Factory::Cluster(..) => None,
+        }
+    }
+
     /// Whether this is a Redis Cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         !self.single

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::durable::Acknowledger;
 use crate::error::{Error, ErrorKind};
 use crate::lease::HeldLocks;
 use crate::token::TokenSource;
@@ -28,6 +29,9 @@ pub(crate) struct Context {
     pub(crate) tokens: TokenSource,
     pub(crate) held: Arc<HeldLocks>,
     pub(crate) watchdog: Watchdog,
+    /// Replica acknowledgement of grants (`MutexOptions::durability`), on a connection of its
+    /// own.
+    pub(crate) acks: Acknowledger,
     /// Set by [`crate::Client::shutdown`]: no new acquisitions.
     closed: AtomicBool,
 }
@@ -41,6 +45,7 @@ impl Context {
     ) -> Self {
         Self {
             watchdog: Watchdog::new(transport.clone()),
+            acks: Acknowledger::new(transport.slot().clone(), transport.command_timeout()),
             transport,
             config,
             client_id,
@@ -79,6 +84,7 @@ impl std::fmt::Debug for Context {
             tokens: _,
             held: _,
             watchdog,
+            acks,
             closed,
         } = self;
         f.debug_struct("Client")
@@ -88,6 +94,7 @@ impl std::fmt::Debug for Context {
             .field("holder", &transport.holder)
             .field("waiters", &transport.waiters)
             .field("watchdog", watchdog)
+            .field("acks", acks)
             .field("shut_down", &closed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }

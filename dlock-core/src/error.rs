@@ -21,7 +21,9 @@ pub(crate) const LIMIT_CODE: &str = "DLOCKLIMIT";
 pub enum ErrorKind {
     /// An argument was rejected before anything was sent to Redis: an empty or malformed lock
     /// name, a zero or absurd TTL, a bad URL or option. The message names the argument and the
-    /// accepted range. Fix the caller; retrying cannot help.
+    /// accepted range. Fix the caller; retrying cannot help. Also an option the server cannot
+    /// honour, found on first use (nothing is held then): [`crate::Durability::Aof`] on a
+    /// server older than Redis 7.2, whose version the message names.
     InvalidInput,
     /// Redis could not be reached, refused the connection, or the connection dropped while a
     /// request was in flight. The client reconnects by itself on the next request; retry later.
@@ -61,6 +63,13 @@ pub enum ErrorKind {
     /// The client was shut down ([`crate::Client::shutdown`]): it acquires nothing any more.
     /// Build a new client if the process goes on locking.
     Shutdown,
+    /// The lock was granted, but fewer replicas acknowledged the grant (or fsynced it to their
+    /// AOF) than [`crate::MutexOptions::durability`] asks for, within its timeout. The lock was
+    /// released again (owner-checked): a failover could have lost it unnoticed. The message
+    /// says how many acknowledged, out of how many asked, within what timeout. Check the
+    /// replicas (`INFO replication` on the master: a replica down or lagging), give them
+    /// longer, or ask for fewer; retrying helps once they are back.
+    NotDurable,
 }
 
 impl ErrorKind {
@@ -78,6 +87,7 @@ impl ErrorKind {
             Self::Reentrancy => "reentrancy misuse",
             Self::System => "system error",
             Self::Shutdown => "client shut down",
+            Self::NotDurable => "not durable",
         }
     }
 }
@@ -255,6 +265,18 @@ impl Error {
     /// The guard's lease is gone (expired, taken over, or removed by an operator).
     pub fn is_lease_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost
+    }
+
+    /// The lock was granted but not acknowledged by the replicas asked for (and released
+    /// again); see [`ErrorKind::NotDurable`].
+    pub fn is_not_durable(&self) -> bool {
+        self.kind == ErrorKind::NotDurable
+    }
+
+    /// A copy with the same kind and message, without the source (one failure reported to
+    /// several callers).
+    pub(crate) fn duplicate(&self) -> Self {
+        Self::new(self.kind, self.message.to_string())
     }
 
     /// Whether the failed request may nevertheless have run on the server (its reply was lost or

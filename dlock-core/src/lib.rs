@@ -64,6 +64,9 @@
 //! * **Failover can lose a lock.** Redis replicates asynchronously: a lock written to a master
 //!   that fails before replicating is gone on the promoted replica. Fencing tokens stay
 //!   increasing (they are floored at the server clock), but two holders may briefly coexist.
+//!   [`MutexOptions::durability`] narrows this: the guard is returned only once `n` replicas
+//!   acknowledged the grant, so a failover to one of them keeps it (one to a replica that did
+//!   not acknowledge still loses it).
 //! * **Clocks.** Leases are measured by the Redis server; the client's view
 //!   ([`MutexGuard::safe_until`]) is counted from when the request was sent and reduced by a
 //!   drift allowance of `TTL/100 + 2 ms`.
@@ -84,7 +87,7 @@
 //! | client state | `context` | what every handle and guard of a client shares |
 //! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
 //! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
-//! | transport | `transport`, `wait`, `listen`, `conn` | the timed script call, background releases; waiters, wake channels, grants; other subscriptions on the client's connection (the scheduler's); the connection (standalone or cluster), rebuilt when its runtime ends |
+//! | transport | `transport`, `wait`, `listen`, `durable`, `conn` | the timed script call, background releases; waiters, wake channels, grants; other subscriptions on the client's connection (the scheduler's); replica acknowledgement of grants (`WAIT` on a connection of its own, coalesced); the connection (standalone or cluster), rebuilt when its runtime ends |
 //! | ground | `scripts`, `options`, `timing`, `key`, `token`, `keypart`, `runtime`, `error` | one Lua file per state change with typed replies and the wire formats; [`MutexOptions`] and their validation; lease arithmetic; names → keys; owner and [`FencingToken`]s; [`KeyPart`]; background tasks; [`Error`] / [`ErrorKind`] |
 //!
 //! # Features
@@ -99,6 +102,7 @@ pub mod __private;
 mod client;
 mod conn;
 mod context;
+mod durable;
 mod election;
 mod error;
 mod guard;
@@ -140,7 +144,7 @@ pub use keypart::KeyPart;
 pub use lease::{Lease, LeaseLost, LostReason};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::Mutex;
-pub use options::{MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
+pub use options::{Durability, MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
 pub use quorum::{MIN_VALIDITY_PERCENT, NodeRelease, QuorumGuard, QuorumMutex, QuorumRelease};
 pub use rwlock::{ReadGuard, RwLock, UpgradeError, WriteGuard};
 pub use semaphore::{Permit, Semaphore};

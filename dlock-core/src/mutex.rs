@@ -24,13 +24,13 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{self, MutexGuard};
 use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
-use crate::lease::{Lease, LeaseCore, LostReason, NewLease};
+use crate::lease::{Lease, LeaseCore, LeaseLost, LostReason, NewLease};
 use crate::metrics::{self, Outcome};
-use crate::options::{LockSettings, Wait};
+use crate::options::{Durability, LockSettings, Wait};
 use redis::{Cmd, Value};
 
 use crate::scripts::wire::{self, LockValue};
-use crate::scripts::{self, AcquireReply, Call, FastReply, FenceReply, unexpected};
+use crate::scripts::{self, AcquireReply, Call, ExtendStatus, FastReply, FenceReply, unexpected};
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
@@ -132,19 +132,32 @@ impl Mutex {
     /// or beyond 64 levels; [`ErrorKind::LeaseLost`] for a nested acquisition whose enclosing
     /// lease is lost; [`ErrorKind::Shutdown`] after [`crate::Client::shutdown`].
     ///
+    /// With [`crate::MutexOptions::durability`], a grant becomes a guard only once acknowledged:
+    /// [`ErrorKind::NotDurable`] when fewer replicas acknowledged it within the timeout than
+    /// asked for, [`ErrorKind::LeaseLost`] when the lock was lost before the acknowledgement,
+    /// [`ErrorKind::Connection`] / [`ErrorKind::Timeout`] when the connection that waits for
+    /// the replicas fails — in every case the lock is released first (owner-checked), so
+    /// nothing stays held; [`ErrorKind::InvalidInput`] for [`crate::Durability::Aof`] on a
+    /// server older than Redis 7.2 (found before anything is taken).
+    ///
     /// # Cancel safety
     /// Cancel safe. If the future is dropped after the request was sent (or the request timed
     /// out), the lock may have been taken on the server; it is released in the background
     /// (owner-checked), so nothing stays held by an acquisition nobody knows about. One case
     /// is left to the lease: if the connection is replaced while the request is still queued on
     /// the old socket, the cleanup may reach Redis first, and the late acquisition then holds
-    /// the lock until its TTL runs out (no watchdog renews it).
+    /// the lock until its TTL runs out (no watchdog renews it). Dropped while it waits for the
+    /// replicas' acknowledgement (durability), the lock it was granted is released in the
+    /// background; the wait itself runs to its end on its own connection, unseen.
     pub async fn try_acquire(&self) -> Result<Option<MutexGuard>> {
         if let Some(outer) = hold::enclosing(&self.ctx.transport, &self.keys.lock) {
             let nested = hold::nest(outer, Patience::Try, self.settings.reentrant).await?;
             return Ok(nested.map(MutexGuard::new));
         }
         self.check_open()?;
+        if matches!(self.settings.durability, Durability::Aof { .. }) {
+            Box::pin(self.check_server()).await?;
+        }
         let token = self.ctx.tokens.next();
         let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let sent = Instant::now();
@@ -157,9 +170,15 @@ impl Mutex {
         };
         self.record(outcome, false, sent);
         match fast? {
-            Fast::Taken { fence } => self
-                .hold(self.taken(token, fence, sent, self.settings.ttl, None))
-                .map(Some),
+            Fast::Taken { fence } => {
+                let guard = self.hold(self.taken(token, fence, sent, self.settings.ttl, None))?;
+                if !self.is_durable() {
+                    return Ok(Some(guard));
+                }
+                Box::pin(self.acknowledged_or_released(guard))
+                    .await
+                    .map(Some)
+            }
             Fast::Busy => Ok(None),
         }
     }
@@ -189,8 +208,9 @@ impl Mutex {
     ///
     /// # Cancel safety
     /// Cancel safe. Dropping the future removes the waiter from the queue and releases the lock
-    /// in the background if it was handed over meanwhile; the wake-channel subscription is
-    /// dropped with the last local waiter.
+    /// in the background if it was handed over meanwhile (or granted and still waiting for the
+    /// replicas' acknowledgement); the wake-channel subscription is dropped with the last local
+    /// waiter.
     pub async fn acquire(&self) -> Result<MutexGuard> {
         self.acquire_until(None).await
     }
@@ -311,6 +331,64 @@ impl Mutex {
         Ok(MutexGuard::new(Hold::First(lease)))
     }
 
+    /// Checks, once, that the server can give the durability asked for (`WAITAOF` needs Redis
+    /// 7.2), before anything is taken. (Boxed by its callers: a rare request that should not
+    /// size every acquire future.)
+    async fn check_server(&self) -> Result<()> {
+        self.ctx
+            .acks
+            .check_server(&self.ctx.transport, self.settings.durability)
+            .await
+    }
+
+    /// Whether a grant must be acknowledged (`durable.rs`) before it becomes a guard.
+    fn is_durable(&self) -> bool {
+        self.settings.durability != Durability::None
+    }
+
+    /// `guard` once acknowledged as its durability asks (`durable.rs`). A grant that is not
+    /// acknowledged in time, or found lost, is released (owner-checked) and reported: never a
+    /// guard on a lock held without the durability asked for. If the future is dropped while
+    /// it waits, the guard's drop releases the lock in the background. (Boxed by its callers:
+    /// only durable acquires carry its state.)
+    async fn acknowledged_or_released(&self, guard: MutexGuard) -> Result<MutexGuard> {
+        match self.acknowledged(&guard).await {
+            Ok(()) => Ok(guard),
+            Err(e) => {
+                if let Err(release) = guard.release().await {
+                    tracing::warn!(lock = %self.keys.name(), error = %release, "dlock: could not release a grant that was not acknowledged; it is retried in the background, and its lease expires otherwise");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits for the acknowledgement of `guard`'s grant; the extend that precedes the wait sets
+    /// the lease anew, from when it was sent.
+    async fn acknowledged(&self, guard: &MutexGuard) -> Result<()> {
+        let lease = guard.hold().lease();
+        let want = self.settings.durability;
+        let ttl = lease.ttl();
+        let ack = self
+            .ctx
+            .acks
+            .confirm(self.keys.lock.clone(), lease.extend_owner(), ttl, want)
+            .await?;
+        let reason = match ack.status {
+            ExtendStatus::Extended => {
+                lease.renewed(ack.sent, ttl);
+                return match ack.shortfall(self.keys.name(), want) {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                };
+            }
+            ExtendStatus::Gone => LostReason::Expired,
+            ExtendStatus::Other => LostReason::TakenOver,
+        };
+        lease.fire_lost(reason);
+        Err(LeaseLost::new(reason).into_error(self.keys.name()))
+    }
+
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<MutexGuard> {
         let started = Instant::now();
         let deadline = wait.and_then(|w| started.checked_add(w));
@@ -328,22 +406,29 @@ impl Mutex {
                 .ok_or_else(|| self.busy(wait, started.elapsed()));
         }
         self.check_open()?;
+        if matches!(self.settings.durability, Durability::Aof { .. }) {
+            Box::pin(self.check_server()).await?;
+        }
         let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
-        match self.acquire_inner(started, deadline).instrument(span).await {
+        let taken = match self.acquire_inner(started, deadline).instrument(span).await {
             Ok(taken) => {
                 self.record(Outcome::Acquired, taken.registration.is_some(), started);
-                self.hold(taken)
+                taken
             }
             Err(e) => {
                 let outcome = Outcome::refused(Some(&e), wait);
                 self.record(outcome, outcome == Outcome::Timeout, started);
                 if e.is_busy() {
-                    Err(self.busy(wait, started.elapsed()))
-                } else {
-                    Err(e)
+                    return Err(self.busy(wait, started.elapsed()));
                 }
+                return Err(e);
             }
+        };
+        let guard = self.hold(taken)?;
+        if !self.is_durable() {
+            return Ok(guard);
         }
+        Box::pin(self.acknowledged_or_released(guard)).await
     }
 
     async fn acquire_inner(&self, started: Instant, deadline: Option<Instant>) -> Result<Taken> {
@@ -661,6 +746,7 @@ impl fmt::Debug for Mutex {
             .field("renewal", &settings.renewal)
             .field("reentrant", &settings.reentrant)
             .field("on_lost", &settings.on_lost)
+            .field("durability", &settings.durability)
             .finish_non_exhaustive()
     }
 }

@@ -1,6 +1,6 @@
 //! The options of a lock handle: [`MutexOptions`] (lease, watchdog, `max_hold`, reentrancy,
-//! label), [`OnLost`] and [`Wait`], all validated in one place (`MutexOptions::settings`), and
-//! how a lease is kept ([`Renewal`]). Pure: no I/O.
+//! label, durability), [`OnLost`], [`Wait`] and [`Durability`], all validated in one place
+//! (`MutexOptions::settings`), and how a lease is kept ([`Renewal`]). Pure: no I/O.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +86,7 @@ pub struct MutexOptions {
     pub(crate) reentrant: bool,
     pub(crate) on_lost: OnLost,
     pub(crate) fenced: bool,
+    pub(crate) durability: Durability,
 }
 
 impl Default for MutexOptions {
@@ -99,6 +100,7 @@ impl Default for MutexOptions {
             reentrant: true,
             on_lost: OnLost::Cancel,
             fenced: false,
+            durability: Durability::None,
         }
     }
 }
@@ -191,19 +193,86 @@ impl MutexOptions {
         self
     }
 
+    /// Wait, after each grant from Redis, until replicas acknowledged it (or its AOF was
+    /// fsynced) before the acquire returns the guard (default [`Durability::None`]); see
+    /// [`Durability`]. A grant that misses the acknowledgement is released and the acquire
+    /// fails with [`crate::ErrorKind::NotDurable`]: never a guard on a lock that a failover
+    /// right after the acquire could lose unnoticed.
+    ///
+    /// For [`crate::Mutex`] (and what is made of mutexes: [`crate::MultiLock`],
+    /// [`crate::QuorumMutex`], where each node's acquire, its wait included, must fit the
+    /// node timeout) on a single server or a master with replicas; a Redis Cluster, a
+    /// read-write lock, a semaphore and an election refuse it when the handle is made. A
+    /// reentrant nested acquisition shares the enclosing hold, which was acknowledged already.
+    ///
+    /// The wait runs on a connection of the client's own, never on the shared one (other
+    /// locks, wake-ups and renewals go on meanwhile); concurrent acquires of one client share
+    /// one wait, and a wait for lagging replicas delays the durable acquires queued behind it
+    /// by up to its timeout. The wait comes after the grant, on top of the acquire's own wait
+    /// limit (`acquire_timeout`, [`Wait::AtMost`]).
+    ///
+    /// # Cancel safety
+    /// An acquire future dropped while it waits for the acknowledgement releases the lock it
+    /// was granted, in the background (owner-checked); the wait itself runs to its end unseen.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dlock_core::{Durability, MutexOptions};
+    /// let options = MutexOptions::new()
+    ///     .ttl(Duration::from_secs(30))
+    ///     .durability(Durability::Replicas { n: 1, timeout: Duration::from_millis(500) });
+    /// # let _ = options;
+    /// ```
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
     /// Checks every option (with the client's `default_ttl` where no TTL is set) and gives the
-    /// settings a lock handle runs with.
+    /// settings a lock handle runs with. For the kinds that do not wait for acknowledgements:
+    /// a [`Durability`] other than `None` is refused (see [`MutexOptions::mutex_settings`]).
     pub(crate) fn settings(&self, default_ttl: Duration) -> Result<LockSettings> {
+        if self.durability != Durability::None {
+            return Err(Error::invalid(format!(
+                "durability {:?} is supported by Mutex (and MultiLock / QuorumMutex, which are                  made of mutexes) only; RwLock, Semaphore and Election do not wait for replica                  acknowledgement yet: leave MutexOptions::durability out of their options",
+                self.durability
+            )));
+        }
+        self.checked(default_ttl)
+    }
+
+    /// [`MutexOptions::settings`] for a mutex on a deployment that is a Redis Cluster
+    /// (`cluster`) or not: a mutex honours [`Durability`], except on a cluster.
+    pub(crate) fn mutex_settings(
+        &self,
+        default_ttl: Duration,
+        cluster: bool,
+    ) -> Result<LockSettings> {
+        if cluster && self.durability != Durability::None {
+            return Err(Error::invalid(format!(
+                "durability {:?} is for a single server or a master with replicas (Sentinel) \
+                 for now: on a Redis Cluster, WAIT would have to reach each lock's own node on \
+                 a connection of its own, which dlock does not do yet; leave \
+                 MutexOptions::durability out on a cluster",
+                self.durability
+            )));
+        }
+        self.checked(default_ttl)
+    }
+
+    fn checked(&self, default_ttl: Duration) -> Result<LockSettings> {
         let ttl = timing::validate_ttl(self.ttl.unwrap_or(default_ttl))?;
         if let Some(label) = &self.label {
             validate_label(label)?;
         }
+        self.durability.validate(ttl)?;
         Ok(LockSettings {
             ttl,
             renewal: self.renewal(ttl)?,
             reentrant: self.reentrant,
             on_lost: self.on_lost,
             fenced: self.fenced,
+            durability: self.durability,
             label: self.label.as_deref().map(Arc::from),
         })
     }
@@ -236,6 +305,107 @@ impl MutexOptions {
     }
 }
 
+/// What a grant waits for before the acquire returns its guard
+/// ([`MutexOptions::durability`]).
+///
+/// Redis replicates asynchronously: a lock granted by the master and lost with it before any
+/// replica received the grant is free on the replica that is promoted, and another client
+/// takes it while the first still believes it holds it. Waiting for an acknowledgement closes
+/// that window for the failures it covers: with `Replicas { n: 1, .. }`, the grant is on at
+/// least one replica when the guard is returned, and a failover that promotes *that* replica
+/// (Sentinel promotes the most up-to-date one) keeps the lock. It does not make Redis
+/// consistent: a failover that promotes a replica that did not acknowledge, or the loss of the
+/// master and every acknowledging replica together, still loses the lock. Use fencing tokens
+/// where that matters.
+///
+/// The replica counts are explicit, never detected from the topology: a count that follows
+/// the replicas you happen to have shrinks silently when one is down.
+///
+/// How it works (ARCHITECTURE.md, "Replica acknowledgement"): the client sends, on a
+/// connection of its own, the owner-checked extend of every lock granted since its last such
+/// write (which restores the lease the wait takes and proves the lock is still held), then
+/// `WAIT n timeout` (or `WAITAOF`). Concurrent acquires share one extend and one `WAIT`.
+///
+/// ```
+/// use std::time::Duration;
+/// use dlock_core::Durability;
+/// let one_replica = Durability::Replicas { n: 1, timeout: Duration::from_millis(500) };
+/// let fsynced = Durability::Aof { local: true, replicas: 1, timeout: Duration::from_secs(1) };
+/// # let _ = (one_replica, fsynced);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Return the guard as soon as the master granted the lock (default).
+    #[default]
+    None,
+    /// Wait (`WAIT`) until at least `n` replicas received the grant, for at most `timeout`.
+    /// `n` ≥ 1; `timeout` from 1 ms to half the lock's TTL (the lease is set anew just
+    /// before the wait, so the guard starts with at least half its lease).
+    Replicas {
+        /// How many replicas must acknowledge.
+        n: u32,
+        /// How long to wait for them.
+        timeout: Duration,
+    },
+    /// Wait (`WAITAOF`, Redis 7.2 or newer) until the grant was fsynced to the master's own
+    /// append-only file (`local`, which needs `appendonly yes`) and to the AOF of at least
+    /// `replicas` replicas, for at most `timeout` (as in `Replicas`). At least one of the two
+    /// must be asked for.
+    Aof {
+        /// Whether the master's own AOF must have it fsynced.
+        local: bool,
+        /// How many replicas must have it fsynced to their AOF.
+        replicas: u32,
+        /// How long to wait for them.
+        timeout: Duration,
+    },
+}
+
+impl Durability {
+    /// The longest wait, `None` for [`Durability::None`].
+    pub(crate) fn timeout(self) -> Option<Duration> {
+        match self {
+            Self::None => None,
+            Self::Replicas { timeout, .. } | Self::Aof { timeout, .. } => Some(timeout),
+        }
+    }
+
+    /// Checks the counts and the timeout against the lock's TTL.
+    fn validate(self, ttl: Duration) -> Result<()> {
+        match self {
+            Self::None => return Ok(()),
+            Self::Replicas { n: 0, .. } => {
+                return Err(Error::invalid(
+                    "Durability::Replicas with n = 0 waits for nothing; ask for at least 1 \
+                     replica, or use Durability::None",
+                ));
+            }
+            Self::Aof {
+                local: false,
+                replicas: 0,
+                ..
+            } => {
+                return Err(Error::invalid(
+                    "Durability::Aof with local = false and replicas = 0 waits for nothing; \
+                     ask for the local AOF, at least 1 replica, or use Durability::None",
+                ));
+            }
+            _ => {}
+        }
+        let timeout = self.timeout().unwrap_or_default();
+        if timeout < Duration::from_millis(1) || timeout > ttl / 2 {
+            return Err(Error::invalid(format!(
+                "durability timeout {timeout:?} must be from 1ms to half the lock's TTL \
+                 ({:?}): the lease is set anew before the wait, and the guard must start \
+                 with most of it (raise MutexOptions::ttl or shorten the timeout)",
+                ttl / 2
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Checks a label: the error says what is wrong.
 pub(crate) fn validate_label(label: &str) -> Result<()> {
     if label.len() > MAX_LABEL_LEN {
@@ -262,6 +432,8 @@ pub(crate) struct LockSettings {
     pub(crate) on_lost: OnLost,
     /// Fetch the fencing token with each acquisition.
     pub(crate) fenced: bool,
+    /// What a grant waits for before it becomes a guard.
+    pub(crate) durability: Durability,
     /// Stored with the holder's host and pid.
     pub(crate) label: Option<Arc<str>>,
 }
