@@ -162,7 +162,11 @@ impl Mutex {
         let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
         let sent = Instant::now();
         let fast = self.fast_attempt(token).await;
-        cleanup.disarm();
+        if fast.is_ok() {
+            // On an error the lock may have been taken all the same (a `MULTI` whose fence
+            // failed after its `SET`): the guard gives it back, owner-checked.
+            cleanup.disarm();
+        }
         let outcome = match &fast {
             Ok(Fast::Taken { .. }) => Outcome::Acquired,
             Ok(Fast::Busy) => Outcome::Busy,
