@@ -1,0 +1,218 @@
+//! `dlock jobs`, `runs`, `pause`, `resume` and `run-now` against schedulers running in this
+//! process: the job registry lists each running replica; a replica that stops cleanly is gone
+//! at once, one that dies (its runtime dropped: nothing is withdrawn) once its entry expires
+//! after three short heartbeats; runs show in the ledger; `run-now` makes the job run.
+
+use std::time::Duration;
+
+use dlock_scheduler::{Job, Scheduler};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::support::{client, dlock, eventually, redis};
+
+/// Never fires during a test: only `run-now` runs it.
+const YEARLY: &str = "0 0 1 1 *";
+/// Short, so that a replica that died vanishes from the registry quickly.
+const HEARTBEAT: Duration = Duration::from_millis(200);
+
+fn job(name: &str, cron: &str, tz: &str) -> Job {
+    Job::new(name, cron, tz, |_ctx| async {
+        Ok::<(), std::io::Error>(())
+    })
+    .unwrap()
+}
+
+fn scheduler(url: &str, id: &str, jobs: Vec<Job>) -> Scheduler {
+    let mut builder = Scheduler::builder(client(url))
+        .replica_id(id)
+        .heartbeat(HEARTBEAT)
+        .request_poll(Duration::from_millis(200));
+    for job in jobs {
+        builder = builder.job(job);
+    }
+    builder.build().unwrap()
+}
+
+/// A replica running until its sender is used or dropped.
+fn start(scheduler: Scheduler) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        scheduler
+            .run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await;
+    });
+    (stop, task)
+}
+
+/// The replica ids `dlock jobs --json` lists for `job` (none if it lists no such job).
+async fn replicas_of(url: &str, job: &str) -> Vec<String> {
+    let run = dlock(&["--url", url, "jobs", "--json"]).await;
+    assert!(run.code == 0 || run.code == 3, "{run:?}");
+    run.json()["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["name"] == job)
+        .flat_map(|j| j["replicas"].as_array().unwrap().clone())
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_lists_the_running_replicas_and_forgets_stopped_and_dead_ones() {
+    let server = redis();
+    let url = server.url();
+    let (stop_a, a) = start(scheduler(
+        &url,
+        "a",
+        vec![job("report", YEARLY, "Europe/Berlin")],
+    ));
+    let (stop_b, b) = start(scheduler(
+        &url,
+        "b",
+        vec![job("report", YEARLY, "Europe/Berlin")],
+    ));
+    // A third replica in a runtime of its own, dropped later as a crash would end it.
+    let doomed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let doomed_url = url.clone();
+    doomed.spawn(async move {
+        scheduler(
+            &doomed_url,
+            "c",
+            vec![job("report", YEARLY, "Europe/Berlin")],
+        )
+        .run_until(std::future::pending::<()>(), Duration::from_secs(1))
+        .await;
+    });
+    eventually(
+        Duration::from_secs(20),
+        "three replicas registered",
+        || async { (replicas_of(&url, "report").await == ["a", "b", "c"]).then_some(()) },
+    )
+    .await;
+
+    let run = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    let doc = run.json();
+    let report = &doc["jobs"][0];
+    assert_eq!(report["name"], "report");
+    assert_eq!(report["cron"], YEARLY);
+    assert_eq!(report["time_zone"], "Europe/Berlin");
+    assert_eq!(report["paused"], false);
+    assert_eq!(report["last_run"], serde_json::Value::Null);
+    assert!(
+        report["next_local"]
+            .as_str()
+            .unwrap()
+            .contains("-01-01 00:00:00"),
+        "{report:#}"
+    );
+    let replica = &report["replicas"][0];
+    assert_eq!(replica["pid"], std::process::id());
+    assert_eq!(replica["heartbeat_ms"], 200);
+    let table = dlock(&["--url", &url, "jobs"]).await.expect(0);
+    let row = table.stdout.lines().nth(1).unwrap();
+    for cell in ["report", YEARLY, "Europe/Berlin", "a, b, c", "no"] {
+        assert!(row.contains(cell), "{cell:?} missing from {row:?}");
+    }
+
+    // Paused, as every replica sees it.
+    dlock(&["--url", &url, "pause", "report"]).await.expect(0);
+    let run = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    assert_eq!(run.json()["jobs"][0]["paused"], true);
+    dlock(&["--url", &url, "resume", "report"]).await.expect(0);
+    let run = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    assert_eq!(run.json()["jobs"][0]["paused"], false);
+
+    // Stopped cleanly: gone as soon as it has stopped.
+    stop_a.send(()).unwrap();
+    a.await.unwrap();
+    assert_eq!(replicas_of(&url, "report").await, ["b", "c"]);
+
+    // Died: gone once its entry expires (three heartbeats).
+    doomed.shutdown_background();
+    eventually(
+        Duration::from_secs(20),
+        "the dead replica expired",
+        || async { (replicas_of(&url, "report").await == ["b"]).then_some(()) },
+    )
+    .await;
+
+    drop(stop_b);
+    b.await.unwrap();
+    let run = dlock(&["--url", &url, "jobs"]).await.expect(3);
+    assert!(run.stderr.contains("no scheduler replica"), "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_show_the_ledger_and_run_now_runs_the_job() {
+    let server = redis();
+    let url = server.url();
+    let jobs = vec![
+        job("tick", "* * * * * *", "UTC"),
+        job("manual", YEARLY, "UTC"),
+    ];
+    let (stop, replica) = start(scheduler(&url, "solo", jobs));
+
+    let run = eventually(Duration::from_secs(20), "a run of tick ended", || async {
+        let run = dlock(&["--url", &url, "runs", "tick", "--json"]).await;
+        let doc = run.json();
+        doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["outcome"] == "succeeded")
+            .cloned()
+    })
+    .await;
+    assert_eq!(run["replica"], "solo");
+    assert_eq!(run["manual"], false);
+    assert_eq!(run["pid"], std::process::id());
+    assert!(run["fencing_token"].as_u64().is_some(), "{run:#}");
+    assert!(run["duration_ms"].as_u64().is_some(), "{run:#}");
+    let table = dlock(&["--url", &url, "runs", "tick", "--limit", "1"])
+        .await
+        .expect(0);
+    assert_eq!(table.stdout.lines().count(), 2, "{table:?}");
+    assert!(table.stdout.contains("succeeded") && table.stdout.contains("schedule"));
+
+    // Nothing ran `manual` yet; `run-now` makes it run, once.
+    let none = dlock(&["--url", &url, "runs", "manual"]).await.expect(3);
+    assert!(none.stderr.contains("no run of job `manual`"), "{none:?}");
+    let asked = dlock(&["--url", &url, "run-now", "manual", "--json"])
+        .await
+        .expect(0);
+    assert_eq!(asked.json()["replicas"], serde_json::json!(["solo"]));
+    let manual = eventually(
+        Duration::from_secs(20),
+        "the requested run ended",
+        || async {
+            let run = dlock(&["--url", &url, "runs", "manual", "--json"]).await;
+            let runs = run.json()["runs"].as_array().unwrap().clone();
+            runs.into_iter().find(|r| r["outcome"] == "succeeded")
+        },
+    )
+    .await;
+    assert_eq!(manual["manual"], true);
+    let jobs = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    let listed = jobs.json()["jobs"].as_array().unwrap().clone();
+    let manual_job = listed.iter().find(|j| j["name"] == "manual").unwrap();
+    assert_eq!(manual_job["last_run"]["outcome"], "succeeded");
+
+    // A job no replica runs: done (kept in Redis), with a note about the name.
+    let typo = dlock(&["--url", &url, "pause", "tikc"]).await.expect(0);
+    assert!(typo.stderr.contains("no running replica"), "{typo:?}");
+    dlock(&["--url", &url, "resume", "tikc"]).await.expect(0);
+
+    stop.send(()).unwrap();
+    replica.await.unwrap();
+}
