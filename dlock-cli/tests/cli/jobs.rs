@@ -157,9 +157,24 @@ async fn jobs_lists_the_running_replicas_and_forgets_stopped_and_dead_ones() {
 async fn runs_show_the_ledger_and_run_now_runs_the_job() {
     let server = redis();
     let url = server.url();
+    // After a first quick run, a run that goes on for a minute: the ledger shows it running.
+    // (Its lock is taken on the uncontended fast path, whose fence only the holder knows: the
+    // first run of a fresh server issues its fence by script, later runs do not.)
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let slow = Job::new("slow", "* * * * * *", "UTC", move |_ctx| {
+        let first = started.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
+        async move {
+            if !first {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            Ok::<(), std::io::Error>(())
+        }
+    })
+    .unwrap();
     let jobs = vec![
         job("tick", "* * * * * *", "UTC"),
         job("manual", YEARLY, "UTC"),
+        slow,
     ];
     let (stop, replica) = start(scheduler(&url, "solo", jobs));
 
@@ -185,6 +200,19 @@ async fn runs_show_the_ledger_and_run_now_runs_the_job() {
     assert_eq!(table.stdout.lines().count(), 2, "{table:?}");
     assert!(table.stdout.contains("succeeded") && table.stdout.contains("schedule"));
 
+    eventually(
+        Duration::from_secs(20),
+        "a run of slow is going",
+        || async {
+            let run = dlock(&["--url", &url, "runs", "slow", "--json"]).await;
+            let runs = run.json()["runs"].as_array().unwrap().clone();
+            // Running under its lease (it has its fence), not only just claimed.
+            runs.iter()
+                .any(|r| r["outcome"] == "running" && r["fencing_token"].is_u64())
+                .then_some(())
+        },
+    )
+    .await;
     // Nothing ran `manual` yet; `run-now` makes it run, once.
     let none = dlock(&["--url", &url, "runs", "manual"]).await.expect(3);
     assert!(none.stderr.contains("no run of job `manual`"), "{none:?}");
