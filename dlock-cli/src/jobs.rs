@@ -55,6 +55,9 @@ struct RunJson {
     /// The error or cancellation text, if any.
     error: Option<String>,
     fencing_token: Option<u64>,
+    /// The start for the table.
+    #[serde(skip)]
+    shown_start: String,
 }
 
 impl RunJson {
@@ -80,6 +83,7 @@ impl RunJson {
             outcome,
             error,
             fencing_token: r.fencing_token.map(|f| f.get()),
+            shown_start: human_time(utc(r.started_at)),
         }
     }
 }
@@ -178,7 +182,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
         for job in &out {
             let last = job.last_run.as_ref().map_or_else(
                 || "none".to_owned(),
-                |r| format!("{} ({}, {})", r.outcome, r.started_at, r.replica),
+                |r| format!("{} ({}, {})", r.outcome, r.shown_start, r.replica),
             );
             t.row(vec![
                 job.name.clone(),
