@@ -1,11 +1,14 @@
 //! `dlock jobs`, `runs`, `pause`, `resume` and `run-now` against schedulers running in this
 //! process: the job registry lists each running replica; a replica that stops cleanly is gone
 //! at once, one that dies (its runtime dropped: nothing is withdrawn) once its entry expires
-//! after three short heartbeats; runs show in the ledger; `run-now` makes the job run.
+//! after three short heartbeats; runs show in the ledger; `run-now` makes the job run; and the
+//! registry and controls work on a cluster.
 
 use std::time::Duration;
 
+use dlock_core::Client;
 use dlock_scheduler::{Job, Scheduler};
+use dlock_testkit::RedisCluster;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -243,4 +246,38 @@ async fn runs_show_the_ledger_and_run_now_runs_the_job() {
 
     stop.send(()).unwrap();
     replica.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_and_controls_work_on_a_cluster() {
+    let cluster = RedisCluster::start().unwrap_or_else(|e| panic!("cluster: {e}"));
+    let urls = cluster.urls();
+    let client = Client::cluster_builder(urls.iter().map(String::as_str))
+        .build()
+        .unwrap();
+    let replica = Scheduler::builder(client)
+        .replica_id("c1")
+        .heartbeat(HEARTBEAT)
+        .job(job("sharded", YEARLY, "Asia/Tokyo"))
+        .build()
+        .unwrap();
+    let (stop, task) = start(replica);
+    eventually(
+        Duration::from_secs(20),
+        "the replica registered",
+        || async { (replicas_of(&urls[0], "sharded").await == ["c1"]).then_some(()) },
+    )
+    .await;
+    dlock(&["--url", &urls[1], "pause", "sharded"])
+        .await
+        .expect(0);
+    let run = dlock(&["--url", &urls[2], "jobs", "--json"])
+        .await
+        .expect(0);
+    let listed = &run.json()["jobs"][0];
+    assert_eq!(listed["time_zone"], "Asia/Tokyo");
+    assert_eq!(listed["paused"], true);
+    stop.send(()).unwrap();
+    task.await.unwrap();
+    dlock(&["--url", &urls[0], "jobs"]).await.expect(3);
 }

@@ -1,5 +1,6 @@
-//! `dlock unlock NAME`: forces a mutex open and the oldest waiter gets it; without `--yes` and
-//! without a terminal to confirm on, it refuses and leaves the lock as it is.
+//! `dlock unlock NAME`: forces a mutex open and the oldest waiter gets it; on a terminal it asks
+//! first (a pseudo-terminal made by `script`); without `--yes` and without a terminal to confirm
+//! on, it refuses and leaves the lock as it is.
 
 use std::time::Duration;
 
@@ -76,4 +77,62 @@ async fn unlock_without_yes_and_no_terminal_refuses() {
     let still = holder.inspect("busy").await.unwrap().expect("still held");
     assert_eq!(still.pid, std::process::id());
     guard.release().await.unwrap();
+}
+
+/// Runs `dlock args` on a terminal (a pty made by util-linux's `script`, essential on Debian)
+/// with `answer` typed ahead; returns the exit code and everything the terminal showed.
+async fn on_a_terminal(args: &[&str], answer: &str) -> (i32, String) {
+    let line = std::iter::once(env!("CARGO_BIN_EXE_dlock"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let answer = answer.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let output = assert_cmd::Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env_remove("DLOCK_REDIS_URL")
+            .write_stdin(answer)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("`script` (util-linux) runs dlock on a pseudo-terminal");
+        let shown = String::from_utf8_lossy(&output.stdout).into_owned();
+        (output.status.code().unwrap_or(-1), shown)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_on_a_terminal_asks_first() {
+    let server = redis();
+    let url = server.url();
+    let holder = client(&url);
+    let guard = holder
+        .mutex_with("asked", MutexOptions::new().ttl(Duration::from_secs(60)))
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+
+    // No: nothing changes, exit 4.
+    let (code, shown) = on_a_terminal(&["--url", &url, "unlock", "asked"], "n\n").await;
+    assert_eq!(code, 4, "{shown}");
+    assert!(shown.contains("[y/N]"), "{shown}");
+    assert!(
+        shown.contains(&format!("pid {}", std::process::id())),
+        "{shown}"
+    );
+    assert!(
+        holder.inspect("asked").await.unwrap().is_some(),
+        "still held"
+    );
+
+    // Yes: forced open.
+    let (code, shown) = on_a_terminal(&["--url", &url, "unlock", "asked"], "y\n").await;
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("forced `asked` open"), "{shown}");
+    assert_eq!(holder.inspect("asked").await.unwrap(), None);
+    drop(guard);
 }
