@@ -79,9 +79,9 @@ pub(crate) enum Command {
     Runs {
         /// The job's name.
         job: String,
-        /// How many of the latest runs to show.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
+        /// How many of the latest runs to show (at least 1).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
     },
     /// Pause a job on every replica (runs going on finish).
     Pause {

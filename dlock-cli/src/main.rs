@@ -90,7 +90,8 @@ async fn run(cli: &Cli) -> Result<Report, Failure> {
         Command::Unlock { name, yes } => locks::unlock(&client, name, *yes, json).await,
         Command::Jobs => jobs::jobs(&Target::admin(&client)?, json).await,
         Command::Runs { job, limit } => {
-            jobs::runs(&Target::admin(&client)?, job, *limit, json).await
+            let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
+            jobs::runs(&Target::admin(&client)?, job, limit, json).await
         }
         Command::Pause { job } => control(&client, job, Action::Pause, json).await,
         Command::Resume { job } => control(&client, job, Action::Resume, json).await,

@@ -27,6 +27,16 @@ async fn bad_input_is_a_usage_error() {
     // clap's own usage errors exit 2 as well.
     dlock(&["frobnicate"]).await.expect(2);
     dlock(&["--timeout", "soon", "locks"]).await.expect(2);
+    dlock(&[
+        "--url",
+        "redis://127.0.0.1:1/",
+        "runs",
+        "job",
+        "--limit",
+        "0",
+    ])
+    .await
+    .expect(2);
     let help = dlock(&["--help"]).await.expect(0);
     assert!(help.stdout.contains("Exit codes"), "{help:?}");
 }
