@@ -1,5 +1,5 @@
 //! Introspection: who holds a lock (host, pid, label, fence, TTL, waiters), and nothing when it
-//! is free.
+//! is free; `held_locks` lists every held lock (each master of a cluster) and no other key.
 
 use std::time::Duration;
 
@@ -140,5 +140,80 @@ backend_tests!(
         read.release().await.unwrap();
         other.release().await.unwrap();
         assert!(client.inspect_rw_lock("ins-rw").await.unwrap().is_none());
+    }
+);
+
+backend_tests!(
+    async fn held_locks_lists_every_held_lock_and_no_other_key(backend: Backend) {
+        let c = backend.client();
+        let mut guards = Vec::new();
+        // Enough names that a cluster has some on every master.
+        for i in 0..12 {
+            let lock = c.mutex(&format!("listed-{i}")).unwrap();
+            guards.push(lock.try_acquire().await.unwrap().expect("free"));
+        }
+        // Fence counters and a queue exist too: neither is a lock.
+        guards[0].fencing_token().await.unwrap();
+        let waiting = backend.client().mutex("listed-0").unwrap();
+        let waiter = tokio::spawn(async move { waiting.acquire().await });
+        let permit = c.semaphore("listed-sem", 3).unwrap();
+        let permit = permit.try_acquire(2).await.unwrap().expect("free");
+        let read = c.rw_lock("listed-rw").unwrap().try_read().await.unwrap();
+        let mut con = backend.raw().await;
+        let _: () = redis::AsyncCommands::set(&mut con, "dlock:{listed-junk}", "not a lock")
+            .await
+            .unwrap();
+        let _: () = redis::AsyncCommands::set(&mut con, "other:{listed-9}", "x")
+            .await
+            .unwrap();
+        eventually(Duration::from_secs(5), "one waiter queued", || async {
+            let info = c.inspect("listed-0").await.ok()??;
+            (info.waiters == 1).then_some(())
+        })
+        .await;
+
+        let found = c.held_locks(Some("listed-*")).await.unwrap();
+        let mut names: Vec<_> = found.locks.iter().map(|l| l.name().to_owned()).collect();
+        names.sort();
+        let mut expected: Vec<_> = (0..12).map(|i| format!("listed-{i}")).collect();
+        expected.extend(["listed-rw".to_owned(), "listed-sem".to_owned()]);
+        expected.sort();
+        assert_eq!(names, expected);
+        assert_eq!(found.foreign, ["dlock:{listed-junk}"]);
+        for lock in &found.locks {
+            match lock {
+                dlock_core::HeldLock::Mutex { name, holder } => {
+                    assert_eq!(holder.pid, std::process::id());
+                    assert_eq!(holder.waiters, usize::from(name == "listed-0"), "{name}");
+                }
+                dlock_core::HeldLock::Semaphore { info, .. } => {
+                    assert_eq!((info.limit, info.holders[0].permits), (3, 2));
+                }
+                dlock_core::HeldLock::RwLock { info, .. } => assert_eq!(info.readers.len(), 1),
+                other => panic!("a kind this test does not know: {other:?}"),
+            }
+        }
+        // A narrower pattern, and one that matches nothing.
+        let one = c.held_locks(Some("listed-1?")).await.unwrap();
+        assert_eq!(one.locks.len(), 2, "{:?}", one.locks);
+        assert!(
+            c.held_locks(Some("nobody-*"))
+                .await
+                .unwrap()
+                .locks
+                .is_empty()
+        );
+        assert!(
+            c.held_locks(Some("a{b"))
+                .await
+                .unwrap_err()
+                .is_invalid_input()
+        );
+
+        drop((permit, read));
+        for guard in guards {
+            guard.release().await.unwrap();
+        }
+        waiter.await.unwrap().unwrap().release().await.unwrap();
     }
 );

@@ -44,6 +44,7 @@ mod scheduler_crash;
 mod scheduler_exactly_once;
 mod scheduler_outage;
 mod scheduler_records;
+mod scheduler_registry;
 mod scheduler_share;
 mod scheduler_shutdown;
 mod semaphore;

@@ -131,7 +131,7 @@ async fn the_client_is_shut_down_at_the_end_unless_the_builder_says_otherwise() 
 }
 
 /// SIGTERM, as an orchestrator stops a replica.
-fn terminate(worker: &Worker) {
+pub(crate) fn terminate(worker: &Worker) {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(worker.child().pid()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
 }

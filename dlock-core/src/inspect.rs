@@ -1,11 +1,17 @@
 //! Introspection for operators: who holds a lock ([`Client::inspect`],
-//! [`Client::inspect_semaphore`], [`Client::inspect_rw_lock`]) and how to open a mutex by force
+//! [`Client::inspect_semaphore`], [`Client::inspect_rw_lock`]), every lock held now
+//! ([`Client::held_locks`], a `SCAN` of every master), and how to open a mutex by force
 //! ([`Client::force_unlock`]).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use redis::Value;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::conn::Conn;
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::{LockKeys, LockKind, validate_name};
 use crate::scripts::wire::{self, parse_lock_value};
 use crate::scripts::{self, Call, InspectReply, SharedInspectReply, unexpected};
@@ -306,9 +312,309 @@ impl Client {
     }
 }
 
+/// A lock found held by [`Client::held_locks`], with who holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HeldLock {
+    /// A mutex ([`Client::mutex`]; also a scheduler job's run lock `sched:<job>` and an
+    /// election's `election:<name>`).
+    Mutex {
+        /// The lock's name.
+        name: String,
+        /// Its holder.
+        holder: HolderInfo,
+    },
+    /// A semaphore ([`Client::semaphore`]).
+    Semaphore {
+        /// The semaphore's name.
+        name: String,
+        /// Its holders.
+        info: SemaphoreInfo,
+    },
+    /// A read-write lock ([`Client::rw_lock`]).
+    RwLock {
+        /// The lock's name.
+        name: String,
+        /// Its writer or readers.
+        info: RwLockInfo,
+    },
+}
+
+impl HeldLock {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Mutex { name, .. } | Self::Semaphore { name, .. } | Self::RwLock { name, .. } => {
+                name
+            }
+        }
+    }
+}
+
+/// What [`Client::held_locks`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeldLocks {
+    /// The locks held, by name (a mutex, a semaphore and a read-write lock of one name are
+    /// three locks).
+    pub locks: Vec<HeldLock>,
+    /// Keys shaped like a lock key under the prefix that hold data dlock did not write (another
+    /// program uses the prefix): left out of `locks`, and untouched.
+    pub foreign: Vec<String>,
+}
+
+/// How many keys one `SCAN` call looks at.
+const SCAN_COUNT: usize = 1000;
+/// How many locks are inspected at once.
+const INSPECT_BATCH: usize = 32;
+
+/// The kind and name of the lock whose key is `key` under `prefix`, or `None` for every other
+/// key: the queues, expiry sets, wake channels and leader records of locks, the fence counters,
+/// the scheduler's bookkeeping, and keys that are not dlock's.
+fn lock_key_name<'k>(prefix: &str, key: &'k str) -> Option<(LockKind, &'k str)> {
+    let tagged = key.strip_prefix(prefix)?.strip_prefix('{')?;
+    let (name, suffix) = tagged.split_once('}')?;
+    let kind = match suffix {
+        "" => LockKind::Mutex,
+        ":sem" => LockKind::Semaphore,
+        ":rw" => LockKind::RwLock,
+        _ => return None,
+    };
+    validate_name(name).ok()?;
+    Some((kind, name))
+}
+
+/// `s` with the characters that mean something in a `SCAN MATCH` pattern escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl Client {
+    /// Every lock held now whose name matches `pattern` (a Redis glob: `*`, `?`, `[abc]`, `\`
+    /// to escape; `None` for all), found with `SCAN` (never `KEYS`: the server keeps serving
+    /// between calls) on the server, or on every master of a cluster, then inspected one by
+    /// one. Only lock keys are listed, not their queues, the fence counters, the scheduler's
+    /// bookkeeping or keys of other programs; a key shaped like a lock key that dlock did not
+    /// write is reported in [`HeldLocks::foreign`].
+    ///
+    /// A `SCAN` sees every key that exists for its whole duration; a lock taken or released
+    /// meanwhile may or may not be listed, and what each lock shows is read a moment later.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// for lock in client.held_locks(Some("order:*")).await?.locks {
+    ///     println!("{} is held", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a pattern with braces or control characters;
+    /// [`crate::ErrorKind::Connection`] or [`crate::ErrorKind::Timeout`] when Redis (a master of
+    /// the cluster) does not answer within the command timeout, each call bounded by it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn held_locks(&self, pattern: Option<&str>) -> Result<HeldLocks> {
+        let pattern = pattern.unwrap_or("*");
+        if validate_name(pattern).is_err() {
+            return Err(Error::invalid(format!(
+                "the lock name pattern {pattern:?} is empty, too long, or has braces or control \
+                 characters (no lock name has); write a Redis glob such as \"order:*\""
+            )));
+        }
+        let prefix = &self.ctx.config.key_prefix;
+        let matching = format!("{}{{{pattern}}}*", glob_escape(prefix));
+        let keys = self.scan_keys(&matching).await?;
+        let found: Vec<_> = keys
+            .iter()
+            .filter_map(|key| lock_key_name(prefix, key))
+            .collect();
+        let mut listed = HeldLocks::default();
+        for batch in found.chunks(INSPECT_BATCH) {
+            let inspected =
+                futures_util::future::join_all(batch.iter().map(|(kind, name)| async move {
+                    (*kind, *name, self.held(*kind, name).await)
+                }))
+                .await;
+            for (kind, name, held) in inspected {
+                match held {
+                    Ok(Some(lock)) => listed.locks.push(lock),
+                    Ok(None) => {}
+                    Err(e) if e.kind() == ErrorKind::WrongType => listed
+                        .foreign
+                        .push(LockKeys::of_kind(kind, prefix, name).lock.to_string()),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(listed)
+    }
+
+    /// The lock of `kind` named `name`, if held.
+    async fn held(&self, kind: LockKind, name: &str) -> Result<Option<HeldLock>> {
+        let name_owned = || name.to_owned();
+        Ok(match kind {
+            LockKind::Mutex => self.inspect(name).await?.map(|holder| HeldLock::Mutex {
+                name: name_owned(),
+                holder,
+            }),
+            LockKind::Semaphore => {
+                self.inspect_semaphore(name)
+                    .await?
+                    .map(|info| HeldLock::Semaphore {
+                        name: name_owned(),
+                        info,
+                    })
+            }
+            LockKind::RwLock => self
+                .inspect_rw_lock(name)
+                .await?
+                .map(|info| HeldLock::RwLock {
+                    name: name_owned(),
+                    info,
+                }),
+        })
+    }
+
+    /// Every key matching `matching` on the server, or on each master of a cluster, in order
+    /// and once each (a key that moved between masters during the scan is listed once).
+    async fn scan_keys(&self, matching: &str) -> Result<BTreeSet<String>> {
+        let transport = &self.ctx.transport;
+        let (conn, _) = transport.conn()?;
+        let mut keys = BTreeSet::new();
+        let Conn::Cluster(cluster) = conn else {
+            let mut cursor = 0u64;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
+                    .arg("MATCH")
+                    .arg(matching)
+                    .arg("COUNT")
+                    .arg(SCAN_COUNT);
+                let (next, page): (u64, Vec<Vec<u8>>) =
+                    transport.query(&cmd, "list the held locks (SCAN)").await?;
+                keys.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+                if next == 0 {
+                    return Ok(keys);
+                }
+                cursor = next;
+            }
+        };
+        let shards: Value = transport
+            .query(
+                redis::cmd("CLUSTER").arg("SHARDS"),
+                "list the held locks (CLUSTER SHARDS)",
+            )
+            .await?;
+        for slot in first_slots(&shards)? {
+            let mut cursor = 0u64;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
+                    .arg("MATCH")
+                    .arg(matching)
+                    .arg("COUNT")
+                    .arg(SCAN_COUNT);
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(slot, SlotAddr::Master),
+                ));
+                let what = "list the held locks (SCAN of a cluster master)";
+                let timeout = transport.command_timeout();
+                let reply =
+                    tokio::time::timeout(timeout, cluster.clone().route_command(cmd, route))
+                        .await
+                        .map_err(|_| Error::timeout(what, timeout))?
+                        .map_err(|e| Error::from_redis(what, e))?;
+                let (next, page): (u64, Vec<Vec<u8>>) = redis::from_redis_value(reply)
+                    .map_err(|e| Error::protocol(format!("{what}: unexpected reply: {e}")))?;
+                keys.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// One slot of each shard (master) that serves slots, from a `CLUSTER SHARDS` reply: routing a
+/// command to a slot's master reaches that master.
+fn first_slots(reply: &Value) -> Result<Vec<u16>> {
+    let bad = || Error::protocol(format!("CLUSTER SHARDS: unexpected reply {reply:?}"));
+    let Value::Array(shards) = reply else {
+        return Err(bad());
+    };
+    let mut slots = Vec::with_capacity(shards.len());
+    for shard in shards {
+        let Some(Value::Array(ranges)) = crate::shards::field(shard, "slots") else {
+            return Err(bad());
+        };
+        match ranges.first() {
+            Some(Value::Int(start)) => slots.push(u16::try_from(*start).map_err(|_| bad())?),
+            Some(_) => return Err(bad()),
+            // A master that serves no slot holds no key that a command can reach.
+            None => {}
+        }
+    }
+    Ok(slots)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_lock_keys_are_listed() {
+        let at = |key| lock_key_name("dlock:", key);
+        assert_eq!(at("dlock:{order:42}"), Some((LockKind::Mutex, "order:42")));
+        assert_eq!(at("dlock:{jobs}:sem"), Some((LockKind::Semaphore, "jobs")));
+        assert_eq!(at("dlock:{prices}:rw"), Some((LockKind::RwLock, "prices")));
+        assert_eq!(
+            at("dlock:{sched:lottery}"),
+            Some((LockKind::Mutex, "sched:lottery"))
+        );
+        for aux in [
+            "dlock:{order:42}:queue",
+            "dlock:{order:42}:fence",
+            "dlock:{jobs}:sem:exp",
+            "dlock:{jobs}:sem:queue",
+            "dlock:{prices}:rw:exp",
+            "dlock:{leader}:leader",
+            "dlock:fence:{a1}",
+            "dlock:{sched:lottery}:ledger",
+            "dlock:{sched:}:registry",
+            "dlock:{}",
+            "dlock:plain",
+            "other:{order:42}",
+            "{order:42}",
+        ] {
+            assert_eq!(at(aux), None, "{aux}");
+        }
+        assert_eq!(lock_key_name("", "{x}"), Some((LockKind::Mutex, "x")));
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
+
+    #[test]
+    fn one_slot_per_shard_with_slots() {
+        let shard = |ranges: &[i64]| {
+            Value::Map(vec![(
+                Value::BulkString(b"slots".to_vec()),
+                Value::Array(ranges.iter().map(|&n| Value::Int(n)).collect()),
+            )])
+        };
+        let reply = Value::Array(vec![shard(&[5461, 10922]), shard(&[0, 5460]), shard(&[])]);
+        assert_eq!(first_slots(&reply).unwrap(), [5461, 0]);
+        assert!(first_slots(&Value::Int(1)).is_err());
+    }
 
     #[test]
     fn holder_values_parse() {

@@ -138,7 +138,7 @@ pub use conn::Connection;
 pub use election::{Election, Leader, Leadership};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
-pub use inspect::{HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder};
+pub use inspect::{HeldLock, HeldLocks, HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder};
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;
 pub use lease::{Lease, LeaseLost, LostReason};

@@ -67,7 +67,7 @@ impl ShardMap {
 }
 
 /// The value of `name` in a map reply (or a flat key/value array).
-fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
     let is_name = |k: &Value| match k {
         Value::BulkString(b) => b.as_slice() == name.as_bytes(),
         Value::SimpleString(s) => s == name,

@@ -11,6 +11,7 @@ use dlock_core::__private;
 
 use crate::error::Error;
 use crate::ledger::{self, JobKeys, RunRecord};
+use crate::registry::{self, RegisteredReplica};
 use crate::scheduler::Scheduler;
 use crate::scripts;
 use crate::validate;
@@ -110,6 +111,37 @@ impl Scheduler {
     pub async fn history(&self, job: &str) -> Result<Vec<RunRecord>, Error> {
         validate::job_name(job)?;
         ledger::history(&self.shared.client, job).await
+    }
+}
+
+impl Scheduler {
+    /// The scheduler instances running now, from the job registry: each with its replica id,
+    /// host, pid, last heartbeat and the jobs it runs (name, cron expression, time zone), by
+    /// replica id. Every instance renews its entry each heartbeat and withdraws it when it stops;
+    /// one that died vanishes within three heartbeats. An admin tool's scheduler (no jobs) is not
+    /// listed.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dlock_scheduler::Scheduler;
+    ///
+    /// let admin = Scheduler::builder(dlock_core::Client::open("redis://127.0.0.1:6379/")?).build()?;
+    /// for replica in admin.registered_replicas().await? {
+    ///     for job in &replica.jobs {
+    ///         println!("{} runs {} ({} in {})", replica.id, job.name, job.cron, job.time_zone);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A Redis error ([`crate::ErrorKind::Redis`]), also when an entry holds data this version
+    /// did not write.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn registered_replicas(&self) -> Result<Vec<RegisteredReplica>, Error> {
+        registry::read(&self.shared.client).await
     }
 }
 

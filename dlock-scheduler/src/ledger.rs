@@ -267,7 +267,10 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
 }
 
 /// A run recorded as running is still going if its lock is held under its fencing token (or,
-/// before it took the lock, if it was claimed a moment ago).
+/// before it took the lock, if it was claimed a moment ago). A lock taken on the uncontended
+/// fast path keeps its fence only with the holder (`MutexOptions::fenced`: inspect shows none);
+/// then the holder's host and pid stand in for it: the replica process that recorded the run
+/// holds the run's lock, and a process that died and came back has another pid.
 async fn still_running(
     client: &Client,
     keys: &JobKeys,
@@ -285,10 +288,14 @@ async fn still_running(
             .inspect(&name)
             .await
             .map_err(|e| Error::core("inspect the run's lock", e))?;
-        if let Some(holder) = holder
-            && holder.fencing_token == Some(fence)
-        {
-            return Ok(true);
+        if let Some(holder) = holder {
+            let same = match holder.fencing_token {
+                Some(held) => held == fence,
+                None => holder.host == record.host && holder.pid == record.pid,
+            };
+            if same {
+                return Ok(true);
+            }
         }
     }
     Ok(false)

@@ -47,6 +47,10 @@
 //!   Missed occurrences run in order, one at a time, each waiting for the previous run.
 //! * **Ledger.** The last runs of each job — occurrence, replica (id, host, pid), start and end
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
+//! * **Registry.** Each running instance publishes its jobs (name, cron, time zone) and who it
+//!   is (replica id, host, pid) in Redis once per heartbeat, with an expiry of three heartbeats;
+//!   it withdraws the entry when it stops, and a replica that died vanishes by the expiry.
+//!   [`Scheduler::registered_replicas`] reads it (the `dlock jobs` command does).
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
 //!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and
 //!   claims in one step — woken at once over pub/sub on the client's own connection (no extra
@@ -74,10 +78,10 @@
 //! | | `context`, `job` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`] |
 //! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
 //! | | `validate` | job names and options, for `build()` and the control calls |
-//! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua` |
+//! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua`, `register.lua` |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`RunOutcome`]: writing and reading the ledger |
 //! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
-//! | requests | `claim`, `liveness` | claim an occurrence, take a `run_now` request, withdraw; heartbeats |
+//! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request, withdraw; heartbeats; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
 //! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now`, history |
@@ -100,6 +104,7 @@ mod job_loop;
 mod ledger;
 mod liveness;
 mod misfire;
+mod registry;
 #[cfg(test)]
 mod schedule_props;
 mod scheduler;
@@ -121,6 +126,7 @@ pub use jitter::jitter_for;
 pub use job::{DEFAULT_RUN_LEASE, Job, MIN_RUN_LEASE, Overlap};
 pub use ledger::{RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
+pub use registry::{RegisteredJob, RegisteredReplica};
 pub use scheduler::{Scheduler, ShutdownReport};
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.

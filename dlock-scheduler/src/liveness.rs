@@ -29,7 +29,12 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
                 tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: heartbeat failed");
             }
         });
-        join_all(beats).await;
+        let registered = async {
+            if let Err(e) = crate::registry::publish(&shared, true).await {
+                tracing::debug!(error = %e, "dlock-scheduler: could not renew the job registry entry");
+            }
+        };
+        tokio::join!(join_all(beats), registered);
         let slept = stop.run_until_cancelled(tokio::time::sleep(shared.heartbeat));
         if slept.await.is_none() {
             break;
@@ -40,7 +45,12 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
             tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: could not unregister; the replica's liveness will run out");
         }
     });
-    join_all(leave).await;
+    let withdrawn = async {
+        if let Err(e) = crate::registry::publish(&shared, false).await {
+            tracing::debug!(error = %e, "dlock-scheduler: could not withdraw the job registry entry; it expires by itself");
+        }
+    };
+    tokio::join!(join_all(leave), withdrawn);
 }
 
 /// Tells Redis that this replica is live for the job (`live`), or no longer (`!live`, at

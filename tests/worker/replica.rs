@@ -1,11 +1,12 @@
 //! `dlock-test-worker replica …`: one scheduler replica for the multi-process scheduler tests.
 //!
 //! `replica url=… job=… cron=… [id=…] [skew_ms=±N] [run_ms=N] [work_ms=N] [lease_ms=N]
-//! [drain_ms=N] [overlap=allow] [poll_ms=N] [hold=<lock>]` runs a `Scheduler` with one job for
+//! [drain_ms=N] [overlap=allow] [poll_ms=N] [heartbeat_ms=N] [hold=<lock>]` runs a `Scheduler` with one job for
 //! `run_ms` (or until SIGTERM), then shuts down gracefully — which shuts its client down too —
 //! and prints `stopped drained=N cancelled=N released=N failures=N` (the last two from the
 //! client's shutdown). Without `lease_ms` the job has the default run lease; `poll_ms` is the
-//! fallback `run_now` poll (default 200 ms); with `hold`, another task of the process holds the
+//! fallback `run_now` poll (default 200 ms), `heartbeat_ms` the replica's heartbeat (default
+//! the scheduler's); with `hold`, another task of the process holds the
 //! lock `<lock>` on the scheduler's client (20 s lease, watchdog) until the process ends, as
 //! other work of a service would. The job's handler records each run it performs:
 //! `INCR <job>:count:<occurrence ms>` (exactly-once is checked on these counters) and
@@ -68,6 +69,9 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
         .job(job);
     if let Some(id) = opts.get("id") {
         builder = builder.replica_id(id);
+    }
+    if let Some(every) = opts.get("heartbeat_ms") {
+        builder = builder.heartbeat(Duration::from_millis(every.parse()?));
     }
     let scheduler = builder.build()?;
     let mut terminate = signal(SignalKind::terminate())?;

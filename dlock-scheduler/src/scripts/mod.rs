@@ -39,6 +39,10 @@ pub(crate) static FINISH: LazyLock<Script> =
 pub(crate) static HEARTBEAT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("heartbeat.lua")));
 
+/// Publishes (or withdraws) a scheduler instance's entry in the job registry.
+pub(crate) static REGISTER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("register.lua")));
+
 /// A duration in whole milliseconds, for a script argument.
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -1,0 +1,155 @@
+//! The command line, as `clap` parses it: global options (where Redis is, the key prefix, the
+//! timeout, `--json`) and one subcommand per question an operator asks.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Inspect and operate dlock's locks and scheduler jobs in Redis.
+///
+/// Exit codes: 0 done; 1 error (Redis unreachable or timed out, an error reply, data dlock did
+/// not write); 2 usage (bad arguments, bad lock or job name, bad URL, `unlock` without `--yes`
+/// where nobody can confirm); 3 nothing found (no lock held, no job, no run); 4 aborted (the
+/// confirmation was not given, or the holder changed meanwhile).
+#[derive(Debug, Parser)]
+#[command(name = "dlock", version, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub(crate) struct Global {
+    /// Redis URL, `redis://[user][:password@]host[:port][/db]`; repeat it to give several seed
+    /// nodes of a cluster. Passwords are never printed.
+    #[arg(
+        long,
+        global = true,
+        env = "DLOCK_REDIS_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) url: Vec<String>,
+    /// Treat the URLs as seed nodes of a Redis Cluster (detected by itself when one URL is
+    /// given; several URLs always mean a cluster).
+    #[arg(long, global = true)]
+    pub(crate) cluster: bool,
+    /// Key prefix of the locks and jobs (the application's `ClientBuilder::key_prefix`).
+    #[arg(long, global = true, default_value = dlock_core::DEFAULT_KEY_PREFIX, value_name = "PREFIX")]
+    pub(crate) prefix: String,
+    /// Bound on connecting and on each Redis request, e.g. `500ms`, `2s`.
+    #[arg(long, global = true, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) timeout: Duration,
+    /// Print JSON (stable field names, documented in the README) instead of a table.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// List the locks held now (mutexes, semaphores, read-write locks), found with SCAN on the
+    /// server or on every master of a cluster.
+    Locks {
+        /// Only locks whose name matches this Redis glob (`*`, `?`, `[abc]`), e.g. `order:*`.
+        pattern: Option<String>,
+    },
+    /// Show who holds one lock.
+    Inspect {
+        /// The lock's name.
+        name: String,
+        /// Which kind of lock; by default every kind of that name is shown.
+        #[arg(long, value_enum, default_value_t = KindArg::Any)]
+        kind: KindArg,
+    },
+    /// Force a mutex open whoever holds it; the oldest waiter, if any, gets it.
+    Unlock {
+        /// The mutex's name.
+        name: String,
+        /// Do not ask for confirmation (required when stdin is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// List the scheduler's jobs: schedule, next occurrence, last run, paused, replicas.
+    Jobs,
+    /// Show a job's recent runs from the run ledger.
+    Runs {
+        /// The job's name.
+        job: String,
+        /// How many of the latest runs to show (at least 1).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+    },
+    /// Pause a job on every replica (runs going on finish).
+    Pause {
+        /// The job's name.
+        job: String,
+    },
+    /// Resume a paused job on every replica.
+    Resume {
+        /// The job's name.
+        job: String,
+    },
+    /// Ask for one run of a job now, outside its schedule (one replica takes it).
+    RunNow {
+        /// The job's name.
+        job: String,
+    },
+}
+
+/// The kind of lock `inspect` looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum KindArg {
+    /// Every kind of that name.
+    Any,
+    /// A mutex.
+    Mutex,
+    /// A semaphore.
+    Semaphore,
+    /// A read-write lock.
+    RwLock,
+}
+
+/// `500ms`, `2s`, `1m`: a positive duration.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration; write e.g. 500ms, 2s or 1m"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" | "" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        other => return Err(format!("unknown unit `{other}` in `{s}`; use ms, s or m")),
+    };
+    if d.is_zero() {
+        return Err("the timeout must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("2h").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,77 @@
+//! Exit codes, and the one-line error a command ends with when it fails.
+
+use std::fmt;
+
+/// How `dlock` exits (documented in `--help` and the README).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// Done.
+    Ok = 0,
+    /// Redis unreachable or timed out, an error reply, data dlock did not write.
+    Error = 1,
+    /// Bad arguments or input: fix the command line (clap uses 2 too).
+    Usage = 2,
+    /// Nothing found: no lock held, no job registered, no run recorded.
+    NotFound = 3,
+    /// Not confirmed, or the holder changed while the operator answered: nothing changed.
+    Aborted = 4,
+}
+
+impl Exit {
+    /// The process exit code.
+    pub(crate) fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// A command that failed: what to print on stderr, and the exit code.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) exit: Exit,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Self {
+        Self {
+            exit,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self::new(Exit::Usage, message)
+    }
+
+    pub(crate) fn error(message: impl Into<String>) -> Self {
+        Self::new(Exit::Error, message)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<dlock_core::Error> for Failure {
+    fn from(e: dlock_core::Error) -> Self {
+        let exit = if e.is_invalid_input() {
+            Exit::Usage
+        } else {
+            Exit::Error
+        };
+        Self::new(exit, e.to_string())
+    }
+}
+
+impl From<dlock_scheduler::Error> for Failure {
+    fn from(e: dlock_scheduler::Error) -> Self {
+        let exit = if e.kind() == dlock_scheduler::ErrorKind::InvalidJob {
+            Exit::Usage
+        } else {
+            Exit::Error
+        };
+        Self::new(exit, e.to_string())
+    }
+}

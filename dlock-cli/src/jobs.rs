@@ -1,0 +1,366 @@
+//! `dlock jobs`, `dlock runs`, `dlock pause`, `dlock resume` and `dlock run-now`: the
+//! scheduler's jobs as its running replicas registered them, their ledger, and the controls.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use dlock_scheduler::{RegisteredReplica, RunOutcome, RunRecord, Scheduler};
+use serde::Serialize;
+
+use crate::failure::{Exit, Failure};
+use crate::report::Report;
+use crate::table::{Table, human_duration, human_time, json_time, millis, utc};
+
+/// A job in `dlock jobs --json`.
+#[derive(Debug, Serialize)]
+struct JobJson {
+    name: String,
+    /// The cron expression and zone of the first replica (by id); each replica's are in
+    /// `replicas`.
+    cron: String,
+    time_zone: String,
+    /// The next occurrence, RFC 3339 in UTC, and the same instant in the job's zone.
+    next: Option<String>,
+    next_local: Option<String>,
+    paused: bool,
+    last_run: Option<RunJson>,
+    replicas: Vec<ReplicaJson>,
+}
+
+/// A replica running a job.
+#[derive(Debug, Serialize)]
+struct ReplicaJson {
+    id: String,
+    host: String,
+    pid: u32,
+    last_heartbeat: String,
+    heartbeat_ms: u64,
+    cron: String,
+    time_zone: String,
+}
+
+/// A run from the ledger.
+#[derive(Debug, Serialize)]
+struct RunJson {
+    occurrence: String,
+    manual: bool,
+    replica: String,
+    host: String,
+    pid: u32,
+    started_at: String,
+    ended_at: Option<String>,
+    duration_ms: Option<u64>,
+    /// `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`, `abandoned`.
+    outcome: &'static str,
+    /// The error or cancellation text, if any.
+    error: Option<String>,
+    fencing_token: Option<u64>,
+    /// The start for the table.
+    #[serde(skip)]
+    shown_start: String,
+}
+
+impl RunJson {
+    fn of(r: &RunRecord) -> Self {
+        let (outcome, error) = match &r.outcome {
+            RunOutcome::Running => ("running", None),
+            RunOutcome::Succeeded => ("succeeded", None),
+            RunOutcome::Failed(e) => ("failed", Some(e.clone())),
+            RunOutcome::Cancelled(why) => ("cancelled", Some(why.clone())),
+            RunOutcome::SkippedOverlap => ("skipped_overlap", None),
+            RunOutcome::Abandoned => ("abandoned", None),
+            other => ("unknown", Some(other.to_string())),
+        };
+        Self {
+            occurrence: json_time(r.occurrence),
+            manual: r.manual,
+            replica: r.replica.clone(),
+            host: r.host.clone(),
+            pid: r.pid,
+            started_at: json_time(utc(r.started_at)),
+            ended_at: r.ended_at.map(|t| json_time(utc(t))),
+            duration_ms: duration(r).map(millis),
+            outcome,
+            error,
+            fencing_token: r.fencing_token.map(|f| f.get()),
+            shown_start: human_time(utc(r.started_at)),
+        }
+    }
+}
+
+fn duration(r: &RunRecord) -> Option<std::time::Duration> {
+    r.ended_at?.duration_since(r.started_at).ok()
+}
+
+/// Each job's registrations, by job name.
+fn by_job(replicas: &[RegisteredReplica]) -> BTreeMap<&str, Vec<(&RegisteredReplica, usize)>> {
+    let mut jobs: BTreeMap<&str, Vec<_>> = BTreeMap::new();
+    for replica in replicas {
+        for (i, job) in replica.jobs.iter().enumerate() {
+            jobs.entry(job.name.as_str())
+                .or_default()
+                .push((replica, i));
+        }
+    }
+    jobs
+}
+
+/// `dlock jobs`.
+///
+/// # Errors
+/// Redis unreachable or erring.
+pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failure> {
+    let replicas = admin.registered_replicas().await?;
+    let now = Utc::now();
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    for (name, registrations) in by_job(&replicas) {
+        let Some(&(first, i)) = registrations.first() else {
+            continue;
+        };
+        let job = &first.jobs[i];
+        let (next, next_local) = match job.schedule() {
+            Ok(schedule) => {
+                let next = schedule.next_after(now);
+                let local = next.map(|t| {
+                    t.with_timezone(&schedule.time_zone())
+                        .format("%Y-%m-%d %H:%M:%S %Z")
+                        .to_string()
+                });
+                (next.map(json_time), local)
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "job `{name}`: cannot compute its next occurrence: {e}"
+                ));
+                (None, None)
+            }
+        };
+        let differ = registrations.iter().any(|&(r, i)| {
+            let other = &r.jobs[i];
+            (&other.cron, &other.time_zone) != (&job.cron, &job.time_zone)
+        });
+        if differ {
+            notes.push(format!(
+                "the replicas of job `{name}` disagree on its schedule (a deploy in progress?); \
+                 see `dlock jobs --json`"
+            ));
+        }
+        let last_run = admin.history(name).await?.last().map(RunJson::of);
+        out.push(JobJson {
+            name: name.to_owned(),
+            cron: job.cron.clone(),
+            time_zone: job.time_zone.clone(),
+            next,
+            next_local,
+            paused: admin.is_paused(name).await?,
+            last_run,
+            replicas: registrations
+                .iter()
+                .map(|&(r, i)| ReplicaJson {
+                    id: r.id.clone(),
+                    host: r.host.clone(),
+                    pid: r.pid,
+                    last_heartbeat: json_time(utc(r.last_heartbeat)),
+                    heartbeat_ms: millis(r.heartbeat_every),
+                    cron: r.jobs[i].cron.clone(),
+                    time_zone: r.jobs[i].time_zone.clone(),
+                })
+                .collect(),
+        });
+    }
+    let mut report = if json {
+        #[derive(Serialize)]
+        struct Jobs<'a> {
+            jobs: &'a [JobJson],
+        }
+        Report::json(&Jobs { jobs: &out })?
+    } else {
+        let mut t = Table::new(&[
+            "JOB", "CRON", "ZONE", "NEXT", "LAST RUN", "PAUSED", "REPLICAS",
+        ]);
+        for job in &out {
+            let last = job.last_run.as_ref().map_or_else(
+                || "none".to_owned(),
+                |r| format!("{} ({}, {})", r.outcome, r.shown_start, r.replica),
+            );
+            t.row(vec![
+                job.name.clone(),
+                job.cron.clone(),
+                job.time_zone.clone(),
+                job.next_local.clone().unwrap_or_else(|| "none".into()),
+                last,
+                if job.paused { "yes" } else { "no" }.to_owned(),
+                job.replicas
+                    .iter()
+                    .map(|r| r.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        Report::new(if out.is_empty() {
+            String::new()
+        } else {
+            t.render()
+        })
+    };
+    for note in notes {
+        report = report.note(note);
+    }
+    if out.is_empty() {
+        report = report
+            .note(
+                "no scheduler replica is running under this prefix (replicas register their \
+                 jobs while they run)",
+            )
+            .exit(Exit::NotFound);
+    }
+    Ok(report)
+}
+
+/// `dlock runs JOB [--limit N]`: the latest runs, oldest first.
+///
+/// # Errors
+/// A bad job name (usage); Redis unreachable or erring.
+pub(crate) async fn runs(
+    admin: &Scheduler,
+    job: &str,
+    limit: usize,
+    json: bool,
+) -> Result<Report, Failure> {
+    let history = admin.history(job).await?;
+    let latest = &history[history.len().saturating_sub(limit)..];
+    let runs: Vec<RunJson> = latest.iter().map(RunJson::of).collect();
+    let report = if json {
+        #[derive(Serialize)]
+        struct Runs<'a> {
+            job: &'a str,
+            runs: &'a [RunJson],
+        }
+        Report::json(&Runs { job, runs: &runs })?
+    } else {
+        let mut t = Table::new(&[
+            "OCCURRENCE",
+            "STARTED",
+            "REPLICA",
+            "HOST",
+            "PID",
+            "OUTCOME",
+            "DURATION",
+            "FENCE",
+            "TRIGGER",
+        ]);
+        for (r, shown) in latest.iter().zip(&runs) {
+            t.row(vec![
+                human_time(r.occurrence),
+                human_time(utc(r.started_at)),
+                r.replica.clone(),
+                r.host.clone(),
+                r.pid.to_string(),
+                r.outcome.to_string(),
+                duration(r).map_or_else(|| "-".into(), human_duration),
+                shown
+                    .fencing_token
+                    .map_or_else(|| "-".into(), |f| f.to_string()),
+                if r.manual { "run-now" } else { "schedule" }.to_owned(),
+            ]);
+        }
+        Report::new(if runs.is_empty() {
+            String::new()
+        } else {
+            t.render()
+        })
+    };
+    if runs.is_empty() {
+        return Ok(report
+            .note(format!("the ledger holds no run of job `{job}`"))
+            .exit(Exit::NotFound));
+    }
+    Ok(report)
+}
+
+/// What a control command changed.
+#[derive(Debug, Serialize)]
+struct Control<'a> {
+    job: &'a str,
+    action: &'static str,
+    paused: bool,
+    /// The ids of the replicas that registered the job (empty: no running replica has it).
+    replicas: Vec<String>,
+}
+
+/// The control commands.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Action {
+    Pause,
+    Resume,
+    RunNow,
+}
+
+/// `dlock pause|resume|run-now JOB`: done whether or not a replica runs the job now (the state
+/// is kept in Redis), with a note when none does — a typo in the name would otherwise go
+/// unnoticed.
+///
+/// # Errors
+/// A bad job name (usage); Redis unreachable or erring.
+pub(crate) async fn control(
+    admin: &Scheduler,
+    job: &str,
+    action: Action,
+    json: bool,
+) -> Result<Report, Failure> {
+    let replicas: Vec<String> = admin
+        .registered_replicas()
+        .await?
+        .into_iter()
+        .filter(|r| r.jobs.iter().any(|j| j.name == job))
+        .map(|r| r.id)
+        .collect();
+    let (done, name) = match action {
+        Action::Pause => {
+            admin.pause(job).await?;
+            (
+                format!(
+                    "paused `{job}`: no replica claims its occurrences until `dlock resume {job}` (runs going on finish)"
+                ),
+                "pause",
+            )
+        }
+        Action::Resume => {
+            admin.resume(job).await?;
+            (format!("resumed `{job}`"), "resume")
+        }
+        Action::RunNow => {
+            admin.run_now(job).await?;
+            (
+                format!(
+                    "asked for a run of `{job}` now; one replica takes it (see `dlock runs {job}`)"
+                ),
+                "run_now",
+            )
+        }
+    };
+    let paused = admin.is_paused(job).await?;
+    let mut report = if json {
+        Report::json(&Control {
+            job,
+            action: name,
+            paused,
+            replicas: replicas.clone(),
+        })?
+    } else {
+        Report::new(format!("{done}\n"))
+    };
+    if replicas.is_empty() {
+        report = report.note(format!(
+            "no running replica has registered job `{job}`: check the name (`dlock jobs`); the \
+             change is kept in Redis for when one runs it"
+        ));
+    }
+    if paused && matches!(action, Action::RunNow) {
+        report = report.note(format!(
+            "`{job}` is paused: the request waits until `dlock resume {job}`"
+        ));
+    }
+    Ok(report)
+}

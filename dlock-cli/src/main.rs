@@ -1,0 +1,109 @@
+//! `dlock`: who holds which lock, force a mutex open, and the scheduler's jobs, runs and
+//! controls — against the Redis (or Redis Cluster) an application's dlock uses.
+//!
+//! Usage and exit codes: `dlock --help`, and `dlock-cli/README.md`.
+//!
+//! # Layout
+//! | module | what |
+//! |---|---|
+//! | `cli` | the command line (`clap`) |
+//! | `connect` | the URLs, cluster detection, the clients; keeping passwords out of the output |
+//! | `locks` | `locks`, `inspect`, `unlock` |
+//! | `jobs` | `jobs`, `runs`, `pause`, `resume`, `run-now` |
+//! | `report`, `failure`, `table` | what a command hands back, exit codes, tables and times |
+
+mod cli;
+mod connect;
+mod failure;
+mod jobs;
+mod locks;
+mod report;
+mod table;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::connect::{Secrets, Target};
+use crate::failure::Failure;
+use crate::jobs::Action;
+use crate::report::Report;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with 0; usage errors to stderr with 2. clap's
+            // messages name the arguments, never the values of `--url` (hidden).
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let secrets = Secrets::of(&cli.global.url);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let outcome = match runtime {
+        Ok(runtime) => runtime.block_on(run(&cli)),
+        Err(e) => Err(Failure::error(format!("cannot start the runtime: {e}"))),
+    };
+    let exit = match outcome {
+        Ok(report) => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(secrets.scrub(&report.stdout).as_bytes());
+            let _ = out.flush();
+            let mut err = std::io::stderr().lock();
+            for note in &report.notes {
+                let _ = writeln!(err, "dlock: {}", one_line(&secrets.scrub(note)));
+            }
+            report.exit
+        }
+        Err(failure) => {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(
+                err,
+                "dlock: error: {}",
+                one_line(&secrets.scrub(&failure.message))
+            );
+            failure.exit
+        }
+    };
+    ExitCode::from(exit.code())
+}
+
+/// `text` on one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Runs the command; every Redis request is bounded by `--timeout`.
+async fn run(cli: &Cli) -> Result<Report, Failure> {
+    let global = &cli.global;
+    let target = Target::resolve(global).await?;
+    let client = target.client()?;
+    let json = global.json;
+    match &cli.command {
+        Command::Locks { pattern } => locks::locks(&client, pattern.as_deref(), json).await,
+        Command::Inspect { name, kind } => locks::inspect(&client, name, *kind, json).await,
+        Command::Unlock { name, yes } => locks::unlock(&client, name, *yes, json).await,
+        Command::Jobs => jobs::jobs(&Target::admin(&client)?, json).await,
+        Command::Runs { job, limit } => {
+            let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
+            jobs::runs(&Target::admin(&client)?, job, limit, json).await
+        }
+        Command::Pause { job } => control(&client, job, Action::Pause, json).await,
+        Command::Resume { job } => control(&client, job, Action::Resume, json).await,
+        Command::RunNow { job } => control(&client, job, Action::RunNow, json).await,
+    }
+}
+
+async fn control(
+    client: &dlock_core::Client,
+    job: &str,
+    action: Action,
+    json: bool,
+) -> Result<Report, Failure> {
+    jobs::control(&Target::admin(client)?, job, action, json).await
+}

@@ -1,0 +1,283 @@
+//! `dlock jobs`, `runs`, `pause`, `resume` and `run-now` against schedulers running in this
+//! process: the job registry lists each running replica; a replica that stops cleanly is gone
+//! at once, one that dies (its runtime dropped: nothing is withdrawn) once its entry expires
+//! after three short heartbeats; runs show in the ledger; `run-now` makes the job run; and the
+//! registry and controls work on a cluster.
+
+use std::time::Duration;
+
+use dlock_core::Client;
+use dlock_scheduler::{Job, Scheduler};
+use dlock_testkit::RedisCluster;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::support::{client, dlock, eventually, redis};
+
+/// Never fires during a test: only `run-now` runs it.
+const YEARLY: &str = "0 0 1 1 *";
+/// Short, so that a replica that died vanishes from the registry quickly.
+const HEARTBEAT: Duration = Duration::from_millis(200);
+
+fn job(name: &str, cron: &str, tz: &str) -> Job {
+    Job::new(name, cron, tz, |_ctx| async {
+        Ok::<(), std::io::Error>(())
+    })
+    .unwrap()
+}
+
+fn scheduler(url: &str, id: &str, jobs: Vec<Job>) -> Scheduler {
+    let mut builder = Scheduler::builder(client(url))
+        .replica_id(id)
+        .heartbeat(HEARTBEAT)
+        .request_poll(Duration::from_millis(200));
+    for job in jobs {
+        builder = builder.job(job);
+    }
+    builder.build().unwrap()
+}
+
+/// A replica running until its sender is used or dropped.
+fn start(scheduler: Scheduler) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        scheduler
+            .run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await;
+    });
+    (stop, task)
+}
+
+/// The replica ids `dlock jobs --json` lists for `job` (none if it lists no such job).
+async fn replicas_of(url: &str, job: &str) -> Vec<String> {
+    let run = dlock(&["--url", url, "jobs", "--json"]).await;
+    assert!(run.code == 0 || run.code == 3, "{run:?}");
+    run.json()["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["name"] == job)
+        .flat_map(|j| j["replicas"].as_array().unwrap().clone())
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_lists_the_running_replicas_and_forgets_stopped_and_dead_ones() {
+    let server = redis();
+    let url = server.url();
+    let (stop_a, a) = start(scheduler(
+        &url,
+        "a",
+        vec![job("report", YEARLY, "Europe/Berlin")],
+    ));
+    let (stop_b, b) = start(scheduler(
+        &url,
+        "b",
+        vec![job("report", YEARLY, "Europe/Berlin")],
+    ));
+    // A third replica in a runtime of its own, dropped later as a crash would end it.
+    let doomed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let doomed_url = url.clone();
+    doomed.spawn(async move {
+        scheduler(
+            &doomed_url,
+            "c",
+            vec![job("report", YEARLY, "Europe/Berlin")],
+        )
+        .run_until(std::future::pending::<()>(), Duration::from_secs(1))
+        .await;
+    });
+    eventually(
+        Duration::from_secs(20),
+        "three replicas registered",
+        || async { (replicas_of(&url, "report").await == ["a", "b", "c"]).then_some(()) },
+    )
+    .await;
+
+    let run = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    let doc = run.json();
+    let report = &doc["jobs"][0];
+    assert_eq!(report["name"], "report");
+    assert_eq!(report["cron"], YEARLY);
+    assert_eq!(report["time_zone"], "Europe/Berlin");
+    assert_eq!(report["paused"], false);
+    assert_eq!(report["last_run"], serde_json::Value::Null);
+    assert!(
+        report["next_local"]
+            .as_str()
+            .unwrap()
+            .contains("-01-01 00:00:00"),
+        "{report:#}"
+    );
+    let replica = &report["replicas"][0];
+    assert_eq!(replica["pid"], std::process::id());
+    assert_eq!(replica["heartbeat_ms"], 200);
+    let table = dlock(&["--url", &url, "jobs"]).await.expect(0);
+    let row = table.stdout.lines().nth(1).unwrap();
+    for cell in ["report", YEARLY, "Europe/Berlin", "a, b, c", "no"] {
+        assert!(row.contains(cell), "{cell:?} missing from {row:?}");
+    }
+
+    // Paused, as every replica sees it.
+    dlock(&["--url", &url, "pause", "report"]).await.expect(0);
+    let run = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    assert_eq!(run.json()["jobs"][0]["paused"], true);
+    dlock(&["--url", &url, "resume", "report"]).await.expect(0);
+    let run = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    assert_eq!(run.json()["jobs"][0]["paused"], false);
+
+    // Stopped cleanly: gone as soon as it has stopped.
+    stop_a.send(()).unwrap();
+    a.await.unwrap();
+    assert_eq!(replicas_of(&url, "report").await, ["b", "c"]);
+
+    // Died: gone once its entry expires (three heartbeats).
+    doomed.shutdown_background();
+    eventually(
+        Duration::from_secs(20),
+        "the dead replica expired",
+        || async { (replicas_of(&url, "report").await == ["b"]).then_some(()) },
+    )
+    .await;
+
+    drop(stop_b);
+    b.await.unwrap();
+    let run = dlock(&["--url", &url, "jobs"]).await.expect(3);
+    assert!(run.stderr.contains("no scheduler replica"), "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_show_the_ledger_and_run_now_runs_the_job() {
+    let server = redis();
+    let url = server.url();
+    // After a first quick run, a run that goes on for a minute: the ledger shows it running.
+    // (Its lock is taken on the uncontended fast path, whose fence only the holder knows: the
+    // first run of a fresh server issues its fence by script, later runs do not.)
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let slow = Job::new("slow", "* * * * * *", "UTC", move |_ctx| {
+        let first = started.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
+        async move {
+            if !first {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            Ok::<(), std::io::Error>(())
+        }
+    })
+    .unwrap();
+    let jobs = vec![
+        job("tick", "* * * * * *", "UTC"),
+        job("manual", YEARLY, "UTC"),
+        slow,
+    ];
+    let (stop, replica) = start(scheduler(&url, "solo", jobs));
+
+    let run = eventually(Duration::from_secs(20), "a run of tick ended", || async {
+        let run = dlock(&["--url", &url, "runs", "tick", "--json"]).await;
+        let doc = run.json();
+        doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["outcome"] == "succeeded")
+            .cloned()
+    })
+    .await;
+    assert_eq!(run["replica"], "solo");
+    assert_eq!(run["manual"], false);
+    assert_eq!(run["pid"], std::process::id());
+    assert!(run["fencing_token"].as_u64().is_some(), "{run:#}");
+    assert!(run["duration_ms"].as_u64().is_some(), "{run:#}");
+    let table = dlock(&["--url", &url, "runs", "tick", "--limit", "1"])
+        .await
+        .expect(0);
+    assert_eq!(table.stdout.lines().count(), 2, "{table:?}");
+    assert!(table.stdout.contains("succeeded") && table.stdout.contains("schedule"));
+
+    eventually(
+        Duration::from_secs(20),
+        "a run of slow is going",
+        || async {
+            let run = dlock(&["--url", &url, "runs", "slow", "--json"]).await;
+            let runs = run.json()["runs"].as_array().unwrap().clone();
+            // Running under its lease (it has its fence), not only just claimed.
+            runs.iter()
+                .any(|r| r["outcome"] == "running" && r["fencing_token"].is_u64())
+                .then_some(())
+        },
+    )
+    .await;
+    // Nothing ran `manual` yet; `run-now` makes it run, once.
+    let none = dlock(&["--url", &url, "runs", "manual"]).await.expect(3);
+    assert!(none.stderr.contains("no run of job `manual`"), "{none:?}");
+    let asked = dlock(&["--url", &url, "run-now", "manual", "--json"])
+        .await
+        .expect(0);
+    assert_eq!(asked.json()["replicas"], serde_json::json!(["solo"]));
+    let manual = eventually(
+        Duration::from_secs(20),
+        "the requested run ended",
+        || async {
+            let run = dlock(&["--url", &url, "runs", "manual", "--json"]).await;
+            let runs = run.json()["runs"].as_array().unwrap().clone();
+            runs.into_iter().find(|r| r["outcome"] == "succeeded")
+        },
+    )
+    .await;
+    assert_eq!(manual["manual"], true);
+    let jobs = dlock(&["--url", &url, "jobs", "--json"]).await.expect(0);
+    let listed = jobs.json()["jobs"].as_array().unwrap().clone();
+    let manual_job = listed.iter().find(|j| j["name"] == "manual").unwrap();
+    assert_eq!(manual_job["last_run"]["outcome"], "succeeded");
+
+    // A job no replica runs: done (kept in Redis), with a note about the name.
+    let typo = dlock(&["--url", &url, "pause", "tikc"]).await.expect(0);
+    assert!(typo.stderr.contains("no running replica"), "{typo:?}");
+    dlock(&["--url", &url, "resume", "tikc"]).await.expect(0);
+
+    stop.send(()).unwrap();
+    replica.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_and_controls_work_on_a_cluster() {
+    let cluster = RedisCluster::start().unwrap_or_else(|e| panic!("cluster: {e}"));
+    let urls = cluster.urls();
+    let client = Client::cluster_builder(urls.iter().map(String::as_str))
+        .build()
+        .unwrap();
+    let replica = Scheduler::builder(client)
+        .replica_id("c1")
+        .heartbeat(HEARTBEAT)
+        .job(job("sharded", YEARLY, "Asia/Tokyo"))
+        .build()
+        .unwrap();
+    let (stop, task) = start(replica);
+    eventually(
+        Duration::from_secs(20),
+        "the replica registered",
+        || async { (replicas_of(&urls[0], "sharded").await == ["c1"]).then_some(()) },
+    )
+    .await;
+    dlock(&["--url", &urls[1], "pause", "sharded"])
+        .await
+        .expect(0);
+    let run = dlock(&["--url", &urls[2], "jobs", "--json"])
+        .await
+        .expect(0);
+    let listed = &run.json()["jobs"][0];
+    assert_eq!(listed["time_zone"], "Asia/Tokyo");
+    assert_eq!(listed["paused"], true);
+    stop.send(()).unwrap();
+    task.await.unwrap();
+    dlock(&["--url", &urls[0], "jobs"]).await.expect(3);
+}

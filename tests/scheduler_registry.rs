@@ -1,0 +1,116 @@
+//! The job registry, with replicas in separate processes: each running replica publishes its
+//! jobs (name, cron, zone) and who it is (id, host, pid) under an expiry of three heartbeats,
+//! renewed every heartbeat; a replica stopped with SIGTERM withdraws its entry before it
+//! reports itself stopped, and one killed with SIGKILL vanishes when its entry expires.
+//! Standalone server only: the registry's two keys share the hash tag `{sched:}` (one slot,
+//! checked by the scheduler's unit tests), so a cluster runs the same script on one shard.
+
+use std::time::Duration;
+
+use dlock_core::Client;
+use dlock_scheduler::{RegisteredReplica, Scheduler};
+use redis::AsyncCommands;
+
+use crate::scheduler_exactly_once::{replica, wait_stopped};
+use crate::support::{eventually, raw, redis};
+
+/// A schedule that does not fire during a test.
+const YEARLY: &str = "0 0 1 1 *";
+
+async fn registered(admin: &Scheduler) -> Vec<RegisteredReplica> {
+    admin.registered_replicas().await.unwrap()
+}
+
+fn ids(replicas: &[RegisteredReplica]) -> Vec<&str> {
+    replicas.iter().map(|r| r.id.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_register_renew_and_withdraw_on_a_clean_stop() {
+    let server = redis();
+    let url = server.url();
+    let opts = ["run_ms=60000", "heartbeat_ms=200"];
+    let a = replica(&url, "reg", YEARLY, "a", &opts);
+    let b = replica(&url, "reg", YEARLY, "b", &opts);
+    let admin = Scheduler::builder(Client::open(url.as_str()).unwrap())
+        .build()
+        .unwrap();
+    let both = eventually(
+        Duration::from_secs(20),
+        "both replicas registered",
+        || async {
+            let now = registered(&admin).await;
+            (ids(&now) == ["a", "b"]).then_some(now)
+        },
+    )
+    .await;
+    for (entry, worker) in both.iter().zip([&a, &b]) {
+        assert_eq!(entry.pid, worker.child().pid());
+        assert_eq!(entry.host, dlock_core::__private::host_name());
+        assert_eq!(entry.heartbeat_every, Duration::from_millis(200));
+        assert_eq!(entry.jobs.len(), 1);
+        let job = &entry.jobs[0];
+        assert_eq!((job.name.as_str(), job.cron.as_str()), ("reg", YEARLY));
+        assert_eq!(job.time_zone, "UTC");
+        assert!(entry.expires_at > entry.last_heartbeat);
+    }
+
+    // Each entry expires within three heartbeats unless renewed …
+    let mut con = raw(&server).await;
+    let instances: Vec<String> = con.zrange("dlock:{sched:}:registry", 0, -1).await.unwrap();
+    assert_eq!(instances.len(), 2);
+    for instance in &instances {
+        let ttl: i64 = con
+            .pttl(format!("dlock:{{sched:}}:registry:{instance}"))
+            .await
+            .unwrap();
+        assert!((1..=600).contains(&ttl), "entry ttl {ttl} ms");
+    }
+    // … and is renewed: a later heartbeat comes.
+    let first = both[1].last_heartbeat;
+    eventually(Duration::from_secs(10), "a renewed heartbeat", || async {
+        let now = registered(&admin).await;
+        now.iter()
+            .any(|r| r.id == "b" && r.last_heartbeat > first)
+            .then_some(())
+    })
+    .await;
+
+    // SIGTERM: the entry is withdrawn by the time the replica says it stopped.
+    crate::scheduler_shutdown::terminate(&a);
+    wait_stopped(&a, Duration::from_secs(30));
+    assert_eq!(ids(&registered(&admin).await), ["b"]);
+    crate::scheduler_shutdown::terminate(&b);
+    wait_stopped(&b, Duration::from_secs(30));
+    assert!(registered(&admin).await.is_empty());
+    let left: bool = con.exists("dlock:{sched:}:registry").await.unwrap();
+    assert!(!left, "the index goes with its last entry");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_vanishes_when_its_entry_expires() {
+    let server = redis();
+    let url = server.url();
+    let opts = ["run_ms=60000", "heartbeat_ms=200"];
+    let mut a = replica(&url, "reg", YEARLY, "a", &opts);
+    let b = replica(&url, "reg", YEARLY, "b", &opts);
+    let admin = Scheduler::builder(Client::open(url.as_str()).unwrap())
+        .build()
+        .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "both replicas registered",
+        || async { (ids(&registered(&admin).await) == ["a", "b"]).then_some(()) },
+    )
+    .await;
+    // SIGKILL: nothing withdraws the entry; its expiry removes it.
+    a.child_mut().kill();
+    eventually(
+        Duration::from_secs(20),
+        "the killed replica vanished",
+        || async { (ids(&registered(&admin).await) == ["b"]).then_some(()) },
+    )
+    .await;
+    crate::scheduler_shutdown::terminate(&b);
+    wait_stopped(&b, Duration::from_secs(30));
+}
