@@ -1,6 +1,7 @@
 //! Metrics (dlock-core's `metrics` feature): a scripted sequence of acquisitions, a refusal, a
 //! timeout, a queued wait, a lease that runs out, watchdog renewals and a semaphore permit, with
-//! every number checked in a debugging recorder; and no label carries a lock name.
+//! every number checked in a debugging recorder; and no label carries a lock name. The
+//! scheduler counts a run by its outcome and records how late it started.
 //!
 //! Standalone server only: the numbers are counted in the client, the same on both backends.
 //! A current-thread runtime inside a thread-local recorder: every task of the client (the
@@ -10,6 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use dlock_core::{MutexOptions, Wait};
+use dlock_scheduler::{Job, Scheduler};
 use dlock_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
@@ -209,4 +211,66 @@ fn a_scripted_sequence_gives_the_right_numbers() {
             assert!(!name.contains(lock), "{name} carries the lock name {lock}");
         }
     }
+}
+
+#[test]
+fn a_scheduler_run_is_counted_with_its_fire_delay() {
+    let server = RedisServer::start().unwrap();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut seen = Seen::default();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            // A yearly job: only `run_now` runs it during the test.
+            let job = Job::new("report", "0 0 1 1 *", "UTC", |_| async {
+                Ok::<(), String>(())
+            })
+            .unwrap();
+            let failing = Job::new("broken", "0 0 1 1 *", "UTC", |_| async {
+                Err::<(), String>("no".into())
+            })
+            .unwrap();
+            let scheduler = Scheduler::builder(client(&server))
+                .job(job)
+                .job(failing)
+                .build()
+                .unwrap();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let running = scheduler.run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            );
+            let scripted = async {
+                let admin = Scheduler::builder(client(&server)).build().unwrap();
+                admin.run_now("report").await.unwrap();
+                admin.run_now("broken").await.unwrap();
+                until(&mut seen, &snapshotter, "both runs ended", |s| {
+                    s.counter("dlock.scheduler.occurrences{job=report,outcome=succeeded}") == 1.0
+                        && s.counter("dlock.scheduler.occurrences{job=broken,outcome=failed}")
+                            == 1.0
+                })
+                .await;
+                let _ = stop.send(());
+            };
+            tokio::join!(running, scripted);
+        });
+    });
+    seen.update(&snapshotter);
+    let delays = seen.histogram("dlock.scheduler.fire.delay{job=report}");
+    assert_eq!(delays.len(), 1, "{delays:?}");
+    assert!(delays[0] >= 0.0 && delays[0] < 10.0, "{delays:?}");
+    // The run's own lock is a mutex of the lock metrics, too.
+    assert!(
+        seen.names()
+            .iter()
+            .any(|n| n.starts_with("dlock.acquire.duration{") && n.contains("kind=mutex")),
+        "{:?}",
+        seen.names()
+    );
 }

@@ -239,6 +239,12 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> RunOutcome {
 async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Option<u64>) {
     let shared = &attempt.shared;
     let entry = &attempt.entry;
+    if *outcome == RunOutcome::Running {
+        let late = (Utc::now() - attempt.fire_at).to_std().unwrap_or_default();
+        crate::metrics::started(&entry.job.name, late);
+    } else {
+        crate::metrics::ended(&entry.job.name, outcome.code());
+    }
     let recorded = ledger::record(
         &shared.client,
         &entry.keys,

@@ -139,6 +139,7 @@ impl SchedulerBuilder {
     /// a `max_run` not longer than the lease, a replica id with control characters, or a zero
     /// history, retention, poll or heartbeat interval.
     pub fn build(self) -> Result<Scheduler, Error> {
+        crate::metrics::describe();
         let replica = Arc::new(replica(self.replica_id)?);
         if self.history == 0
             || self.request_poll.is_zero()

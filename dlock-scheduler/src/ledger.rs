@@ -90,7 +90,8 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    fn code(&self) -> &'static str {
+    /// The outcome's code, as stored (and as the `outcome` metric label).
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::Running => "running",
             Self::Succeeded => "succeeded",

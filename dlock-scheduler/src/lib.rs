@@ -103,6 +103,7 @@ mod job;
 mod job_loop;
 mod ledger;
 mod liveness;
+mod metrics;
 mod misfire;
 mod registry;
 #[cfg(test)]

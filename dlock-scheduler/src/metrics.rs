@@ -1,0 +1,52 @@
+//! Scheduler metrics (feature `metrics`), through the same `metrics` facade as dlock-core's
+//! lock metrics (which the feature turns on too):
+//!
+//! | name | type | labels | what |
+//! |---|---|---|---|
+//! | `dlock.scheduler.occurrences` | counter | `job`, `outcome` (`succeeded`, `failed`, `cancelled`, `skipped_overlap`) | runs that ended on this replica |
+//! | `dlock.scheduler.fire.delay` | histogram, s | `job` | from an occurrence's fire time (nominal + jitter) to its run's start, by this replica's clock |
+//!
+//! Job names are labels: they are a fixed set of the application's, unlike lock names. Without
+//! the feature the functions are empty and inlined away.
+
+use std::time::Duration;
+
+/// A run of `job` started `delay` after its fire time.
+#[cfg(feature = "metrics")]
+pub(crate) fn started(job: &str, delay: Duration) {
+    metrics::histogram!("dlock.scheduler.fire.delay", "job" => job.to_owned())
+        .record(delay.as_secs_f64());
+}
+
+/// A run of `job` ended with `outcome` (the ledger's code).
+#[cfg(feature = "metrics")]
+pub(crate) fn ended(job: &str, outcome: &'static str) {
+    metrics::counter!("dlock.scheduler.occurrences", "job" => job.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
+/// Describes the scheduler's metrics to the installed recorder.
+#[cfg(feature = "metrics")]
+pub(crate) fn describe() {
+    metrics::describe_counter!(
+        "dlock.scheduler.occurrences",
+        "Scheduler runs that ended on this replica, by outcome"
+    );
+    metrics::describe_histogram!(
+        "dlock.scheduler.fire.delay",
+        metrics::Unit::Seconds,
+        "From an occurrence's fire time to its run's start"
+    );
+}
+
+#[cfg(not(feature = "metrics"))]
+#[inline(always)]
+pub(crate) fn started(_: &str, _: Duration) {}
+
+#[cfg(not(feature = "metrics"))]
+#[inline(always)]
+pub(crate) fn ended(_: &str, _: &'static str) {}
+
+#[cfg(not(feature = "metrics"))]
+#[inline(always)]
+pub(crate) fn describe() {}
