@@ -12,6 +12,7 @@
 
 mod support;
 
+mod acl;
 mod cancel_acquire;
 mod client_shutdown;
 mod cluster;

@@ -43,8 +43,8 @@ pub enum ErrorKind {
     /// Redis answered something dlock does not understand: usually a server older than dlock
     /// supports (Redis 7.0 or newer is required) or a key modified by another program.
     Protocol,
-    /// Any other error reported by the Redis server (out of memory, missing ACL permission, a
-    /// cluster that is down …). The message carries the server's text.
+    /// Any other error reported by the Redis server (out of memory, a cluster that is down …).
+    /// The message carries the server's text.
     Redis,
     /// A dlock call that needs a Tokio runtime was made outside one. Call it from within a
     /// runtime (for example under `#[tokio::main]`).
@@ -70,6 +70,13 @@ pub enum ErrorKind {
     /// replicas (`INFO replication` on the master: a replica down or lagging), give them
     /// longer, or ask for fewer; retrying helps once they are back.
     NotDurable,
+    /// The Redis user may not do what dlock asked: its ACL lacks a command, the key or the
+    /// channel (`NOPERM`), or its name or password was refused (`WRONGPASS`). Nothing was
+    /// changed. The message carries the server's text, which names the command, key or
+    /// channel; give the user the rights the README lists ("Production Redis: TLS and ACL"),
+    /// with the key pattern `~<prefix>*` and the channel pattern `&<prefix>*` of the client's
+    /// key prefix. Retrying cannot help.
+    Permission,
 }
 
 impl ErrorKind {
@@ -88,6 +95,7 @@ impl ErrorKind {
             Self::System => "system error",
             Self::Shutdown => "client shut down",
             Self::NotDurable => "not durable",
+            Self::Permission => "permission denied",
         }
     }
 }
@@ -228,6 +236,11 @@ impl Error {
                  choose another lock name or key prefix"
             }
             ErrorKind::Connection => "; the client reconnects on the next request",
+            ErrorKind::Permission => {
+                "; the Redis user's ACL does not allow it: grant the rights listed in the \
+                 README (\"Production Redis: TLS and ACL\"), with the key pattern ~<prefix>* and \
+                 the channel pattern &<prefix>*"
+            }
             _ => "",
         };
         Self {
@@ -287,6 +300,15 @@ impl Error {
     }
 }
 
+/// A command a script ran was refused by the user's ACL: Redis reports it as a plain error of
+/// the script ("The user executing the script can't run this command …", "… No permissions to
+/// access a key"), without the `NOPERM` code.
+fn denied_inside_a_script(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    text.contains("user executing the script can't run")
+        || text.contains("No permissions to access")
+}
+
 fn classify(err: &redis::RedisError) -> ErrorKind {
     if err.is_timeout() {
         return ErrorKind::Timeout;
@@ -299,6 +321,12 @@ fn classify(err: &redis::RedisError) -> ErrorKind {
         return ErrorKind::Connection;
     }
     let code = err.code().unwrap_or_default();
+    if matches!(code, "NOPERM" | "WRONGPASS" | "NOAUTH")
+        || err.kind() == redis::ErrorKind::AuthenticationFailed
+        || denied_inside_a_script(err)
+    {
+        return ErrorKind::Permission;
+    }
     if code == "WRONGTYPE" || err.detail().is_some_and(|d| d.contains("WRONGTYPE")) {
         return ErrorKind::WrongType;
     }

@@ -1,0 +1,238 @@
+//! Least privilege: dlock works with a Redis ACL user that has exactly the rights the README
+//! lists and nothing more (every lock kind, waits and hand-offs, the watchdog, fences,
+//! inspect, force unlock, the scheduler); a user that lacks one gets a `Permission` error that
+//! names the missing right; two applications with their own prefixes and users on one Redis
+//! cannot touch each other's locks.
+//!
+//! Standalone server only: ACL users are per node, and a cluster adds only the cluster
+//! commands the README names (`CLUSTER SLOTS`/`SHARDS`, `READONLY`, `ASKING`).
+
+use std::time::Duration;
+
+use dlock_core::{Client, ErrorKind, MutexOptions};
+use dlock_scheduler::{Job, Scheduler};
+use dlock_testkit::RedisServer;
+
+use crate::support::{eventually, raw, redis};
+
+/// The rules of the README's ACL line for a dlock user, after `ACL SETUSER <user> on >pw`.
+/// Kept in one place: the README quotes it, and `the_readme_acl_line_is_this_one` checks that.
+pub(crate) const DLOCK_RULES: &str = "resetkeys resetchannels -@all +@read +@write +@pubsub +@transaction +@connection -@dangerous +evalsha +eval +script|load +time +info +role";
+
+/// The README's read-only operator user.
+const VIEWER_RULES: &str = "resetkeys resetchannels -@all +@read +@connection -@dangerous +evalsha +eval +script|load +info";
+
+/// Creates `user` with password `pw`, the `rules`, the key pattern `~<prefix>*` and the
+/// channel pattern `&<prefix>*`.
+async fn acl_user(server: &RedisServer, user: &str, prefix: &str, rules: &str) {
+    let mut con = raw(server).await;
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg(user)
+        .arg("on")
+        .arg("reset")
+        .arg("on")
+        .arg(">pw");
+    for rule in rules.split_whitespace() {
+        cmd.arg(rule);
+    }
+    cmd.arg(format!("~{prefix}*")).arg(format!("&{prefix}*"));
+    let () = cmd.query_async(&mut con).await.unwrap();
+}
+
+fn client_as(server: &RedisServer, user: &str, prefix: &str) -> Client {
+    let url = format!("redis://{user}:pw@127.0.0.1:{}/", server.port());
+    Client::builder(url)
+        .key_prefix(prefix)
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_works_with_exactly_the_documented_rights() {
+    let server = redis();
+    acl_user(&server, "app", "app:", DLOCK_RULES).await;
+    let client = client_as(&server, "app", "app:");
+
+    // Mutex: uncontended, fenced, a waiter handed the lock, the watchdog, inspect, force.
+    let lock = client
+        .mutex_with(
+            "order:1",
+            MutexOptions::new()
+                .ttl(Duration::from_millis(600))
+                .watchdog(),
+        )
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    assert!(guard.fencing_token().await.unwrap().get() > 0);
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
+    };
+    let info = eventually(Duration::from_secs(5), "a queued waiter", || async {
+        client
+            .inspect("order:1")
+            .await
+            .unwrap()
+            .filter(|i| i.waiters == 1)
+    })
+    .await;
+    assert!(info.remaining > Duration::ZERO);
+    // Renewed past its 600 ms lease by the watchdog, then handed over on release.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(guard.lease().is_held());
+    guard.release().await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    assert!(client.force_unlock("order:1").await.unwrap());
+    assert!(second.lost().await.reason() != dlock_core::LostReason::Released);
+
+    let fenced = client
+        .mutex_with("order:2", MutexOptions::new().fenced())
+        .unwrap();
+    fenced.acquire().await.unwrap().release().await.unwrap();
+
+    // Semaphore and read-write lock, with their inspection.
+    let sem = client.semaphore("exports", 2).unwrap();
+    let permit = sem.acquire(1).await.unwrap();
+    assert_eq!(
+        client
+            .inspect_semaphore("exports")
+            .await
+            .unwrap()
+            .unwrap()
+            .holders
+            .len(),
+        1
+    );
+    permit.release().await.unwrap();
+    let rw = client.rw_lock("prices").unwrap();
+    let read = rw.read().await.unwrap();
+    assert!(client.inspect_rw_lock("prices").await.unwrap().is_some());
+    read.release().await.unwrap();
+    rw.write().await.unwrap().release().await.unwrap();
+
+    // The scheduler: a job run on request.
+    let done = std::sync::Arc::new(tokio::sync::Notify::new());
+    let job = {
+        let done = done.clone();
+        Job::new("report", "0 0 1 1 *", "UTC", move |_| {
+            let done = done.clone();
+            async move {
+                done.notify_one();
+                Ok::<(), String>(())
+            }
+        })
+        .unwrap()
+    };
+    let scheduler = Scheduler::builder(client_as(&server, "app", "app:"))
+        .job(job)
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        scheduler
+            .run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await
+    });
+    let admin = Scheduler::builder(client_as(&server, "app", "app:"))
+        .build()
+        .unwrap();
+    admin.run_now("report").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), done.notified())
+        .await
+        .expect("the job ran under the restricted user");
+    let _ = stop.send(());
+    running.await.unwrap();
+}
+
+/// An inspect-only user (reads and read-only scripts, no writes) can look, and is refused
+/// with a `Permission` error naming the command when it tries to take a lock.
+#[tokio::test]
+async fn a_missing_right_is_a_permission_error_that_names_it() {
+    let server = redis();
+    acl_user(&server, "viewer", "app:", VIEWER_RULES).await;
+    let viewer = client_as(&server, "viewer", "app:");
+    assert!(viewer.inspect("order:1").await.unwrap().is_none());
+    let err = viewer
+        .mutex("order:1")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("set"), "names the command: {text}");
+    assert!(text.contains("ACL"), "says where to fix it: {text}");
+    // A script the user may run, refused the write it makes inside (Redis reports that
+    // without the NOPERM code): a Permission error too, and nothing changed.
+    let holder = Client::builder(server.url())
+        .key_prefix("app:")
+        .build()
+        .unwrap();
+    let guard = holder.mutex("order:1").unwrap().acquire().await.unwrap();
+    let err = viewer.force_unlock("order:1").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(viewer.inspect("order:1").await.unwrap().is_some());
+    guard.release().await.unwrap();
+}
+
+/// Two applications, each with its own prefix and user: neither can read, take or force the
+/// other's locks, and each works on its own.
+#[tokio::test]
+async fn two_applications_cannot_touch_each_others_locks() {
+    let server = redis();
+    acl_user(&server, "billing", "billing:", DLOCK_RULES).await;
+    acl_user(&server, "search", "search:", DLOCK_RULES).await;
+    let billing = client_as(&server, "billing", "billing:");
+    let guard = billing
+        .mutex("shared-name")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+
+    // The search app pointed at billing's prefix, as if misconfigured or hostile.
+    let intruder = client_as(&server, "search", "billing:");
+    for err in [
+        intruder
+            .mutex("shared-name")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap_err(),
+        intruder.force_unlock("shared-name").await.unwrap_err(),
+        intruder.inspect("shared-name").await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    }
+    assert!(guard.lease().is_held());
+    // Under its own prefix the same name is another lock, free.
+    let search = client_as(&server, "search", "search:");
+    let own = search
+        .mutex("shared-name")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap();
+    assert!(own.is_some());
+    guard.release().await.unwrap();
+}
+
+/// The README's ACL line is the one these tests use (with the README's example prefix).
+#[test]
+fn the_readme_acl_line_is_this_one() {
+    let readme = include_str!("../README.md");
+    let line = format!("ACL SETUSER billing on >secret {DLOCK_RULES} ~billing:* &billing:*");
+    assert!(readme.contains(&line), "README.md lacks: {line}");
+    let viewer = VIEWER_RULES.replace(" +@read", "\n  +@read");
+    assert!(
+        readme.contains(&format!("`{viewer}`")),
+        "README.md lacks: {viewer}"
+    );
+}
