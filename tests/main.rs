@@ -48,6 +48,7 @@ mod scheduler_records;
 mod scheduler_registry;
 mod scheduler_share;
 mod scheduler_shutdown;
+mod secrets;
 mod semaphore;
 mod stale_handoff;
 mod wake_on_release;
