@@ -51,6 +51,7 @@ mod scheduler_shutdown;
 mod secrets;
 mod semaphore;
 mod stale_handoff;
+mod tls;
 mod wake_on_release;
 mod watchdog_batch;
 mod watchdog_hold;

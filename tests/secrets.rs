@@ -71,8 +71,8 @@ impl Seen {
 
 #[test]
 fn the_password_appears_in_no_output_of_a_session() {
-    let mut server = RedisServer::start_with(ServerOptions::new().arg("requirepass", PASSWORD))
-        .unwrap();
+    let mut server =
+        RedisServer::start_with(ServerOptions::new().arg("requirepass", PASSWORD)).unwrap();
     let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/", server.port());
     let lines = std::sync::Arc::new(StdMutex::new(Vec::<u8>::new()));
     let subscriber = {
@@ -109,7 +109,10 @@ fn the_password_appears_in_no_output_of_a_session() {
         seen.add("MutexGuard Debug", format!("{guard:?}"));
         let waiter = lock.acquire_timeout(Duration::from_millis(100)).await;
         seen.error("busy", &waiter.unwrap_err());
-        seen.add("HolderInfo Debug", format!("{:?}", client.inspect("order:1").await));
+        seen.add(
+            "HolderInfo Debug",
+            format!("{:?}", client.inspect("order:1").await),
+        );
         seen.add("Connection Debug", format!("{:?}", client.connection()));
         guard.release().await.unwrap();
 
@@ -140,12 +143,20 @@ fn the_password_appears_in_no_output_of_a_session() {
         String::from_utf8_lossy(&lines.lock().unwrap()).into_owned(),
     );
     let records = RECORDS.lock().unwrap().join("\n");
-    assert!(records.contains("secrets-canary"), "the log recorder saw nothing");
+    assert!(
+        records.contains("secrets-canary"),
+        "the log recorder saw nothing"
+    );
     seen.add("log records (TRACE)", records);
     let searched: usize = seen.0.iter().map(|(_, text)| text.len()).sum();
-    assert!(searched > 2_000, "too little output to search: {searched} bytes");
     assert!(
-        seen.0.iter().any(|(what, t)| what == "wrong password" && !t.is_empty()),
+        searched > 2_000,
+        "too little output to search: {searched} bytes"
+    );
+    assert!(
+        seen.0
+            .iter()
+            .any(|(what, t)| what == "wrong password" && !t.is_empty()),
         "the wrong password produced no error text"
     );
     for (what, text) in &seen.0 {

@@ -9,7 +9,7 @@ use redis::IntoConnectionInfo;
 use crate::conn::{ConnSettings, ConnSlot, Connection, Factory};
 use crate::context::{Config, Context};
 use crate::election::Election;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::{LockKeys, LockKind, validate_name, validate_prefix};
 use crate::listen::Listeners;
 use crate::multilock::MultiLock;
@@ -71,6 +71,84 @@ pub struct ClientBuilder {
     command_timeout: Duration,
     connect_timeout: Duration,
     nodelay: bool,
+    tls: TlsSettings,
+}
+
+/// What a `rediss://` connection trusts and presents ([`ClientBuilder::tls_ca_pem`] …).
+#[derive(Clone, Default)]
+struct TlsSettings {
+    /// PEM: the CA that signs the servers' certificates, instead of the system's roots.
+    ca: Option<Vec<u8>>,
+    /// PEM: the client certificate and its key (mutual TLS).
+    identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// Accept any server certificate (development only).
+    insecure: bool,
+}
+
+impl TlsSettings {
+    fn is_set(&self) -> bool {
+        self.ca.is_some() || self.identity.is_some() || self.insecure
+    }
+
+    /// `info` with these settings, when it is a `rediss://` address (the key and certificates
+    /// go into the connection info, which the `redis` crate never prints).
+    fn apply(&self, info: redis::ConnectionInfo) -> Result<redis::ConnectionInfo> {
+        let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+        if !tls {
+            if self.is_set() {
+                return Err(Error::invalid(
+                    "TLS settings (tls_ca_pem, tls_client_cert_pem, tls_insecure_dev_only) need \
+                     a rediss:// URL",
+                ));
+            }
+            return Ok(info);
+        }
+        install_crypto_provider();
+        let info = if self.insecure {
+            match info.addr().clone() {
+                redis::ConnectionAddr::TcpTls { host, port, .. } => {
+                    info.set_addr(redis::ConnectionAddr::TcpTls {
+                        host,
+                        port,
+                        insecure: true,
+                        tls_params: None,
+                    })
+                }
+                _ => info,
+            }
+        } else {
+            info
+        };
+        if self.ca.is_none() && self.identity.is_none() {
+            return Ok(info);
+        }
+        let certs = redis::TlsCertificates {
+            client_tls: self
+                .identity
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.ca.clone(),
+        };
+        redis::Client::build_with_tls(info, certs)
+            .map(|client| client.get_connection_info().clone())
+            .map_err(|e| {
+                Error::invalid(format!(
+                    "cannot use these TLS certificates (PEM expected): {e}"
+                ))
+            })
+    }
+}
+
+/// The `redis` crate turns rustls on without a crypto provider: dlock installs `ring`'s as the
+/// process default before its first TLS connection, unless the application installed one.
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Lost a race with another installer: theirs is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
 }
 
 /// Where a client connects.
@@ -81,6 +159,27 @@ enum Target {
 }
 
 impl Target {
+    /// A standalone target's host, port and whether it is a `rediss://` address (to explain a
+    /// failed first request: `tls_probe`).
+    fn endpoint(&self) -> Option<crate::tls_probe::Endpoint> {
+        let Self::Single(info) = self else {
+            return None;
+        };
+        match info.as_ref().as_ref().ok()?.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => Some(crate::tls_probe::Endpoint {
+                host: host.clone(),
+                port: *port,
+                tls: false,
+            }),
+            redis::ConnectionAddr::TcpTls { host, port, .. } => Some(crate::tls_probe::Endpoint {
+                host: host.clone(),
+                port: *port,
+                tls: true,
+            }),
+            _ => None,
+        }
+    }
+
     /// The addresses, for `Debug` (connection infos may carry a password).
     fn addresses(&self) -> Vec<String> {
         match self {
@@ -104,6 +203,7 @@ impl fmt::Debug for ClientBuilder {
             command_timeout,
             connect_timeout,
             nodelay,
+            tls,
         } = self;
         f.debug_struct("ClientBuilder")
             .field("addresses", &target.addresses())
@@ -112,6 +212,12 @@ impl fmt::Debug for ClientBuilder {
             .field("command_timeout", command_timeout)
             .field("connect_timeout", connect_timeout)
             .field("tcp_nodelay", nodelay)
+            .field("tls_ca", &tls.ca.as_ref().map(|_| "<set>"))
+            .field(
+                "tls_client_cert",
+                &tls.identity.as_ref().map(|_| "<redacted>"),
+            )
+            .field("tls_insecure", &tls.insecure)
             .finish()
     }
 }
@@ -157,12 +263,39 @@ impl ClientBuilder {
         self
     }
 
+    /// For a `rediss://` URL: verify the server's certificate against this CA (PEM) instead of
+    /// the system's trusted roots. The host name of the URL must match the certificate
+    /// (verified by default).
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca = Some(pem.into());
+        self
+    }
+
+    /// For a `rediss://` URL: present this client certificate and private key (PEM) — mutual
+    /// TLS, for a server started with `tls-auth-clients yes`. The key is never printed.
+    pub fn tls_client_cert_pem(
+        mut self,
+        cert: impl Into<Vec<u8>>,
+        key: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.identity = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// **Development only**: accept any server certificate on a `rediss://` URL, unverified —
+    /// anyone between the client and Redis can then read and forge every request, lock values
+    /// and passwords included. (The `redis` crate's URL fragment `#insecure` does the same.)
+    pub fn tls_insecure_dev_only(mut self) -> Self {
+        self.tls.insecure = true;
+        self
+    }
+
     /// Creates the client. The connection is opened lazily by the first request, so this
     /// succeeds while Redis is down; use [`ClientBuilder::connect`] to fail fast instead.
     ///
     /// # Errors
-    /// [`crate::ErrorKind::InvalidInput`] for a malformed URL, a `rediss://` URL (TLS is not
-    /// compiled in), a key prefix with braces or a default TTL out of range;
+    /// [`crate::ErrorKind::InvalidInput`] for a malformed URL, TLS settings without a
+    /// `rediss://` URL or certificates that are not PEM, a key prefix with braces or a default TTL out of range;
     /// [`crate::ErrorKind::NoRuntime`] outside a Tokio runtime.
     pub fn build(self) -> Result<Client> {
         tokio::runtime::Handle::try_current()
@@ -195,9 +328,19 @@ impl ClientBuilder {
             connect_timeout: self.connect_timeout,
             nodelay: self.nodelay,
         };
+        let tls = &self.tls;
         let factory = match self.target {
-            Target::Single(info) => Factory::single((*info).map_err(bad_url)?, settings, push)?,
-            Target::Cluster(nodes) => Factory::cluster(nodes.map_err(bad_url)?, settings, push)?,
+            Target::Single(info) => {
+                Factory::single(tls.apply((*info).map_err(bad_url)?)?, settings, push)?
+            }
+            Target::Cluster(nodes) => {
+                let nodes = nodes
+                    .map_err(bad_url)?
+                    .into_iter()
+                    .map(|node| tls.apply(node))
+                    .collect::<Result<Vec<_>>>()?;
+                Factory::cluster(nodes, settings, push)?
+            }
         };
         let slot = Arc::new(ConnSlot::new(factory)?);
         let transport = Arc::new(Transport::new(
@@ -233,9 +376,19 @@ impl ClientBuilder {
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made client.
     pub async fn connect(self) -> Result<Client> {
+        let endpoint = self.target.endpoint();
         let client = self.build()?;
-        client.ping().await?;
-        Ok(client)
+        match client.ping().await {
+            Ok(()) => Ok(client),
+            Err(e) => match endpoint {
+                Some(endpoint)
+                    if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) =>
+                {
+                    Err(crate::tls_probe::explain(e, endpoint).await)
+                }
+                _ => Err(e),
+            },
+        }
     }
 }
 
@@ -292,6 +445,7 @@ impl Client {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             nodelay: false,
+            tls: TlsSettings::default(),
         }
     }
 

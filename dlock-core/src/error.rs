@@ -154,6 +154,12 @@ impl Error {
         }
     }
 
+    /// This error with `hint` appended to its message (same kind and source).
+    pub(crate) fn with_hint(mut self, hint: &str) -> Self {
+        self.message = format!("{}; {hint}", self.message).into();
+        self
+    }
+
     pub(crate) fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
         Self::new(ErrorKind::InvalidInput, message)
     }

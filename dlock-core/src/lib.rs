@@ -125,6 +125,7 @@ mod shards;
 mod shared;
 mod shutdown;
 mod timing;
+mod tls_probe;
 mod token;
 mod transport;
 mod wait;

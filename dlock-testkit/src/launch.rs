@@ -159,6 +159,7 @@ pub(crate) fn wipe_data(dir: &Path, keep: &[&str]) -> Result<(), HarnessError> {
         if name == LOG_FILE
             || name == STDIO_FILE
             || name == crate::clock::OFFSET_FILE
+            || name == crate::tls::TLS_DIR
             || keep.iter().any(|k| name == *k)
         {
             continue;

@@ -22,6 +22,8 @@
 //!   have promoted a new master.
 //! - A movable wall clock for one server ([`ServerOptions::movable_clock`],
 //!   [`RedisServer::jump_clock`]): a clock shim preloaded into that process only.
+//! - TLS for one server ([`ServerOptions::tls`]): a TLS port beside the plain one, with a CA,
+//!   a server and a client certificate made at start-up ([`TlsMaterial`]).
 //! - [`ChildGuard`]: any child process, killed and reaped on drop (multi-process tests).
 //! - [`LineChild`]: a child process that talks in lines on its stdin and stdout (test workers,
 //!   the benchmark's children), read with a time limit.
@@ -80,6 +82,7 @@
 //! | `server` | [`RedisServer`] |
 //! | `clock` | the movable clock: building `clock_shim.c`, its offset file |
 //! | `cluster` | [`RedisCluster`] |
+//! | `tls` | certificates for a TLS server, made with `rcgen` |
 //! | `nodes` | [`RedisNodes`] |
 //! | `replicas` | [`RedisReplicaSet`], and reading `INFO replication` |
 //! | `sentinel` | [`RedisSentinels`]: config files, discovery, failover |
@@ -99,6 +102,7 @@ mod process;
 mod replicas;
 mod sentinel;
 mod server;
+mod tls;
 
 pub use binary::{
     REDIS_CLI_ENV, REDIS_SERVER_ENV, redis_cli_binary, redis_cli_binary_from, redis_server_binary,
@@ -113,3 +117,4 @@ pub use process::ChildGuard;
 pub use replicas::RedisReplicaSet;
 pub use sentinel::RedisSentinels;
 pub use server::RedisServer;
+pub use tls::{TlsMaterial, unrelated_ca_pem};

@@ -52,6 +52,16 @@ pub struct ServerOptions {
     args: Vec<(String, String)>,
     cluster: bool,
     movable_clock: bool,
+    tls: Option<ClientCerts>,
+}
+
+/// Whether a TLS server asks clients for a certificate (`tls-auth-clients`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClientCerts {
+    /// `optional`: a client may present one (mutual TLS) or not.
+    Optional,
+    /// `yes`: a client without a certificate signed by the CA is refused.
+    Required,
 }
 
 impl ServerOptions {
@@ -117,6 +127,58 @@ impl ServerOptions {
     pub fn movable_clock(mut self) -> Self {
         self.movable_clock = true;
         self
+    }
+
+    /// Adds a TLS port next to the plain one (which the harness keeps using): a private CA, a
+    /// server certificate for `localhost`/`127.0.0.1` and a client certificate are made at
+    /// start-up ([`RedisServer::tls`](crate::RedisServer::tls),
+    /// [`RedisServer::tls_url`](crate::RedisServer::tls_url)). Clients may present the client
+    /// certificate (mutual TLS) or not.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let server = dlock_testkit::RedisServer::start_with(dlock_testkit::ServerOptions::new().tls())?;
+    /// println!("{}", server.tls_url().expect("TLS is on"));
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    #[must_use]
+    pub fn tls(mut self) -> Self {
+        self.tls = Some(ClientCerts::Optional);
+        self
+    }
+
+    /// [`ServerOptions::tls`], and the TLS port refuses clients without a certificate signed by
+    /// the server's CA (mutual TLS required).
+    #[must_use]
+    pub fn tls_client_cert_required(mut self) -> Self {
+        self.tls = Some(ClientCerts::Required);
+        self
+    }
+
+    /// Whether the server gets a TLS port.
+    pub fn has_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// These options plus the TLS arguments of a server whose TLS files are `files` and whose
+    /// TLS port is `port`.
+    pub(crate) fn with_tls_args(&self, port: u16, files: &crate::tls::ServerFiles) -> Self {
+        let mut options = self.clone();
+        let auth = match self.tls {
+            Some(ClientCerts::Required) => "yes",
+            _ => "optional",
+        };
+        for (name, value) in [
+            ("tls-port", port.to_string()),
+            ("tls-cert-file", files.cert.display().to_string()),
+            ("tls-key-file", files.key.display().to_string()),
+            ("tls-ca-cert-file", files.ca.display().to_string()),
+            ("tls-auth-clients", auth.to_owned()),
+        ] {
+            options.args.push((name.to_owned(), value));
+        }
+        options
     }
 
     /// Whether the server's clock can be moved ([`ServerOptions::movable_clock`]).
@@ -215,6 +277,7 @@ impl fmt::Debug for ServerOptions {
             args,
             cluster,
             movable_clock,
+            tls,
         } = self;
         let args: Vec<(&str, &str)> = args
             .iter()
@@ -229,6 +292,7 @@ impl fmt::Debug for ServerOptions {
             .field("args", &args)
             .field("cluster", cluster)
             .field("movable_clock", movable_clock)
+            .field("tls", tls)
             .finish()
     }
 }

@@ -16,6 +16,7 @@ use tempfile::TempDir;
 use crate::launch::{LaunchError, launch, server_url, wipe_data};
 use crate::options::LOG_FILE;
 use crate::port::free_port;
+use crate::tls::TlsMaterial;
 use crate::{ChildGuard, HarnessError, ServerOptions, redis_server_binary};
 
 /// How many fresh ports [`RedisServer::start_with`] tries when it keeps losing the port race.
@@ -55,6 +56,9 @@ pub struct RedisServer {
     binary: PathBuf,
     options: ServerOptions,
     dir: TempDir,
+    /// The TLS port and certificates, with [`ServerOptions::tls`] (boxed: most servers have
+    /// none, and a server handle is moved around by value).
+    tls: Option<Box<(u16, TlsMaterial)>>,
 }
 
 impl RedisServer {
@@ -101,15 +105,26 @@ impl RedisServer {
             let dir = TempDir::with_prefix("dlock-testkit-")
                 .map_err(|e| HarnessError::new("cannot create a temp dir").with_source(e))?;
             let port = free_port(options.is_cluster())?;
-            match launch(&binary, port, dir.path(), &options) {
+            let (effective, tls) = if options.has_tls() {
+                let (files, material) = crate::tls::generate(dir.path())?;
+                let tls_port = free_port(false)?;
+                (
+                    options.with_tls_args(tls_port, &files),
+                    Some(Box::new((tls_port, material))),
+                )
+            } else {
+                (options.clone(), None)
+            };
+            match launch(&binary, port, dir.path(), &effective) {
                 Ok(child) => {
                     return Ok(RedisServer {
                         child: Some(child),
                         paused: AtomicBool::new(false),
                         port,
                         binary,
-                        options,
+                        options: effective,
                         dir,
+                        tls,
                     });
                 }
                 Err(LaunchError::PortTaken(error)) => last_error = Some(error),
@@ -124,6 +139,26 @@ impl RedisServer {
             Some(last) => error.with_source(last),
             None => error,
         })
+    }
+
+    /// The TLS port on 127.0.0.1, with [`ServerOptions::tls`] (unchanged by a restart).
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls.as_deref().map(|(port, _)| *port)
+    }
+
+    /// `rediss://127.0.0.1:<tls port>/` (with the password, if `requirepass` is set), with
+    /// [`ServerOptions::tls`]. A client must trust [`TlsMaterial::ca_pem`] to verify it.
+    pub fn tls_url(&self) -> Option<String> {
+        let port = self.tls_port()?;
+        Some(match self.options.password() {
+            Some(password) => format!("rediss://:{password}@127.0.0.1:{port}/"),
+            None => format!("rediss://127.0.0.1:{port}/"),
+        })
+    }
+
+    /// The CA and the client certificate of the TLS port, with [`ServerOptions::tls`].
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_deref().map(|(_, material)| material)
     }
 
     /// The TCP port on 127.0.0.1 (unchanged by [`restart`](Self::restart)).
@@ -425,9 +460,11 @@ impl fmt::Debug for RedisServer {
             binary,
             options,
             dir,
+            tls,
         } = self;
         f.debug_struct("RedisServer")
             .field("port", port)
+            .field("tls_port", &tls.as_deref().map(|(port, _)| port))
             .field("pid", &child.as_ref().map(ChildGuard::pid))
             .field("paused", &paused.load(Ordering::SeqCst))
             .field("dir", &dir.path())

@@ -1,0 +1,123 @@
+//! TLS for a test server ([`ServerOptions::tls`](crate::ServerOptions::tls)): a private CA made
+//! at start-up with `rcgen`, a server certificate for `localhost` and `127.0.0.1` and a client
+//! certificate (mutual TLS) it signs, written into the server's directory. No certificate is
+//! committed to the repository, and none outlives the server.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+use crate::HarnessError;
+
+/// The directory, inside a server's, that holds its TLS files (kept across restarts).
+pub(crate) const TLS_DIR: &str = "tls";
+
+/// The certificates of a TLS test server, in PEM.
+#[derive(Clone)]
+pub struct TlsMaterial {
+    /// The private CA that signed the server's and the client's certificates: what a client
+    /// trusts to verify the server.
+    pub ca_pem: String,
+    /// A client certificate signed by the CA, for mutual TLS.
+    pub client_cert_pem: String,
+    /// The client certificate's private key.
+    pub client_key_pem: String,
+}
+
+impl std::fmt::Debug for TlsMaterial {
+    /// The private key is never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("ca_pem", &format!("{} bytes", self.ca_pem.len()))
+            .field(
+                "client_cert_pem",
+                &format!("{} bytes", self.client_cert_pem.len()),
+            )
+            .field("client_key_pem", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A CA of its own, unrelated to any server's: for tests of a client that trusts the wrong CA.
+///
+/// # Errors
+/// When the key or the certificate cannot be made.
+pub fn unrelated_ca_pem() -> Result<String, HarnessError> {
+    Ok(new_ca("dlock-testkit unrelated CA")?.0.pem())
+}
+
+fn failed(what: &str) -> impl FnOnce(rcgen::Error) -> HarnessError + '_ {
+    move |e| HarnessError::new(format!("cannot make the test {what}: {e}"))
+}
+
+fn new_ca(name: &str) -> Result<(rcgen::Certificate, CertificateParams, KeyPair), HarnessError> {
+    let key = KeyPair::generate().map_err(failed("CA key"))?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(failed("CA"))?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params.distinguished_name.push(DnType::CommonName, name);
+    let cert = params.self_signed(&key).map_err(failed("CA"))?;
+    Ok((cert, params, key))
+}
+
+/// The files a TLS server starts with: `(cert, key, ca)` paths.
+pub(crate) struct ServerFiles {
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) ca: PathBuf,
+}
+
+/// Makes a CA, a server certificate and a client certificate under `dir/tls`.
+pub(crate) fn generate(dir: &Path) -> Result<(ServerFiles, TlsMaterial), HarnessError> {
+    let (ca_cert, ca_params, ca_key) = new_ca("dlock-testkit CA")?;
+    let issuer = Issuer::new(ca_params, &ca_key);
+
+    let server_key = KeyPair::generate().map_err(failed("server key"))?;
+    let mut server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .map_err(failed("server certificate"))?;
+    server
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server_cert = server
+        .signed_by(&server_key, &issuer)
+        .map_err(failed("server certificate"))?;
+
+    let client_key = KeyPair::generate().map_err(failed("client key"))?;
+    let mut client =
+        CertificateParams::new(Vec::<String>::new()).map_err(failed("client certificate"))?;
+    client
+        .distinguished_name
+        .push(DnType::CommonName, "dlock-test-client");
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = client
+        .signed_by(&client_key, &issuer)
+        .map_err(failed("client certificate"))?;
+
+    let tls = dir.join(TLS_DIR);
+    fs::create_dir_all(&tls)
+        .map_err(|e| HarnessError::new("cannot create the TLS dir").with_source(e))?;
+    let files = ServerFiles {
+        cert: tls.join("server.crt"),
+        key: tls.join("server.key"),
+        ca: tls.join("ca.crt"),
+    };
+    for (path, pem) in [
+        (&files.cert, server_cert.pem()),
+        (&files.key, server_key.serialize_pem()),
+        (&files.ca, ca_cert.pem()),
+    ] {
+        fs::write(path, pem)
+            .map_err(|e| HarnessError::new("cannot write a TLS file").with_source(e))?;
+    }
+    let material = TlsMaterial {
+        ca_pem: ca_cert.pem(),
+        client_cert_pem: client_cert.pem(),
+        client_key_pem: client_key.serialize_pem(),
+    };
+    Ok((files, material))
+}
