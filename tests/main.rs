@@ -45,6 +45,7 @@ mod scheduler_records;
 mod scheduler_share;
 mod scheduler_shutdown;
 mod semaphore;
+mod sentinel;
 mod stale_handoff;
 mod wake_on_release;
 mod watchdog_batch;

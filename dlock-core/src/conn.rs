@@ -11,11 +11,18 @@
 //! implements by delegation; every script's keys share the lock's hash tag, so each call goes to
 //! one slot. Only subscribing, the publish command and how renewals are batched differ.
 //!
+//! * A master watched by Redis Sentinel is reached like a standalone server, at the address
+//!   the sentinels name (see `sentinel.rs`). [`ConnSlot`] follows a failover: on a dropped
+//!   connection, a `READONLY` reply or a sentinel's `+switch-master` it asks the sentinels
+//!   again, and when they name another master it builds a connection to it under a new
+//!   generation, exactly as it does when a runtime ended, then runs the failover hook (the
+//!   client re-subscribes wake channels there and nudges every waiter to ask again).
+//!
 //! Both run their I/O on tasks of the runtime that created them, so [`ConnSlot`] rebuilds the
 //! connection in the current runtime when that one has ended.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -26,6 +33,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::lock;
+use crate::sentinel::{Resolved, SentinelSpec};
 
 /// A cheap-to-clone handle on the client's connection.
 #[derive(Clone)]
@@ -34,6 +42,9 @@ pub(crate) enum Conn {
     Single(ConnectionManager),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
+    /// A Sentinel client whose master is not known yet: every request fails at once, saying
+    /// why (the last resolution's error).
+    Unresolved(Arc<str>),
 }
 
 impl std::fmt::Debug for Conn {
@@ -41,8 +52,20 @@ impl std::fmt::Debug for Conn {
         f.write_str(match self {
             Self::Single(_) => "Conn::Single",
             Self::Cluster(_) => "Conn::Cluster",
+            Self::Unresolved(_) => "Conn::Unresolved",
         })
     }
+}
+
+/// The error of a request on a Sentinel client that knows no master (an I/O error to the
+/// `redis` crate, so that it is classified as a connection error).
+fn unresolved(why: &str) -> redis::RedisError {
+    (
+        redis::ErrorKind::Io,
+        "no master known",
+        format!("the master is not known: {why}"),
+    )
+        .into()
 }
 
 impl Conn {
@@ -52,6 +75,7 @@ impl Conn {
         match self {
             Self::Single(cm) => Box::pin(cm.clone().subscribe(channel)).await,
             Self::Cluster(cc) => Box::pin(cc.clone().ssubscribe(channel)).await,
+            Self::Unresolved(why) => Err(unresolved(why)),
         }
     }
 
@@ -60,6 +84,7 @@ impl Conn {
         match self {
             Self::Single(cm) => cm.clone().unsubscribe(channel).await,
             Self::Cluster(cc) => cc.clone().sunsubscribe(channel).await,
+            Self::Unresolved(_) => Ok(()),
         }
     }
 }
@@ -78,6 +103,17 @@ pub(crate) enum Factory {
     /// The cluster client, and its seed nodes (with the client's credentials and TCP settings)
     /// for [`ConnSlot::explain`].
     Cluster(redis::cluster::ClusterClient, Vec<redis::ConnectionInfo>),
+    /// A master found through Redis Sentinel: how to ask for it, the master in use (none before
+    /// the first resolution) and the last resolution's error.
+    Sentinel(Box<SentinelFactory>),
+}
+
+/// How to (re)build the connection to a master watched by sentinels.
+pub(crate) struct SentinelFactory {
+    spec: Arc<SentinelSpec>,
+    config: ConnectionManagerConfig,
+    current: Mutex<Option<Resolved>>,
+    last_error: Mutex<Option<(ErrorKind, Arc<str>)>>,
 }
 
 impl Factory {
@@ -98,17 +134,7 @@ impl Factory {
             .set_tcp_settings(tcp);
         let client = redis::Client::open(info)
             .map_err(|e| Error::invalid(format!("cannot use this Redis address: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_push_sender(push)
-            .set_automatic_resubscription()
-            // The command timeout is applied by `Transport::timed` around the whole request (waiting for
-            // a reconnect included); a second per-response timer would only cost CPU.
-            .set_response_timeout(None)
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        Ok(Factory::Single(client, config))
+        Ok(Factory::Single(client, manager_config(settings, push)))
     }
 
     /// How to build a lazily connecting cluster connection (one RESP3 connection per node).
@@ -149,8 +175,58 @@ impl Factory {
         Ok(Factory::Cluster(client, seeds))
     }
 
+    /// How to build connections to the master of `master_name`, as the `sentinels` name it;
+    /// `node` holds the data nodes' credentials and database.
+    pub(crate) fn sentinel(
+        master_name: String,
+        sentinels: Vec<redis::ConnectionInfo>,
+        node: redis::RedisConnectionInfo,
+        settings: ConnSettings,
+        push: impl redis::aio::AsyncPushSender,
+    ) -> Result<Self> {
+        if master_name.is_empty() {
+            return Err(Error::invalid(
+                "the Sentinel master name is empty; give the name the sentinels monitor \
+                 (`sentinel monitor <name> …`)",
+            ));
+        }
+        let Some(first) = sentinels.first() else {
+            return Err(Error::invalid(
+                "no sentinel given; give the addresses of the sentinels (redis://host:26379)",
+            ));
+        };
+        let tcp = tcp_settings(first.tcp_settings().clone(), settings);
+        let sentinels = sentinels
+            .into_iter()
+            .map(|s| s.set_tcp_settings(tcp.clone()))
+            .collect();
+        let node = node.set_protocol(ProtocolVersion::RESP3);
+        let spec = SentinelSpec::new(master_name, sentinels, node, tcp, settings.connect_timeout);
+        Ok(Factory::Sentinel(Box::new(SentinelFactory {
+            spec: Arc::new(spec),
+            config: manager_config(settings, push),
+            current: Mutex::new(None),
+            last_error: Mutex::new(None),
+        })))
+    }
+
     fn build(&self) -> Result<Conn> {
         match self {
+            Self::Sentinel(sentinel) => {
+                let current = lock(&sentinel.current).clone();
+                let Some(master) = current else {
+                    let why = lock(&sentinel.last_error).clone().map_or_else(
+                        || "the sentinels have not been asked yet".into(),
+                        |(_, why)| why,
+                    );
+                    return Ok(Conn::Unresolved(why));
+                };
+                let client = redis::Client::open(master.info)
+                    .map_err(|e| Error::invalid(format!("cannot use the master's address: {e}")))?;
+                ConnectionManager::new_lazy_with_config(client, sentinel.config.clone())
+                    .map(Conn::Single)
+                    .map_err(|e| Error::from_redis("create the connection", e))
+            }
             Self::Single(client, config) => {
                 ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
                     .map(Conn::Single)
@@ -163,6 +239,24 @@ impl Factory {
             )),
         }
     }
+}
+
+/// The configuration of a standalone connection: push messages to `push`, subscriptions
+/// restored after a reconnect, one reconnect attempt per failing request.
+fn manager_config(
+    settings: ConnSettings,
+    push: impl redis::aio::AsyncPushSender,
+) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_push_sender(push)
+        .set_automatic_resubscription()
+        // The command timeout is applied by `Transport::timed` around the whole request (waiting for
+        // a reconnect included); a second per-response timer would only cost CPU.
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
 }
 
 /// `TCP_NODELAY` as configured (off by default), and dead-peer detection: keepalive probes on an idle
@@ -216,6 +310,52 @@ pub(crate) struct ConnSlot {
     /// found (reused for [`EXPLANATION_REUSE`], so that an outage does not double every
     /// failing request's connection attempts).
     explained: Mutex<Option<(Instant, Explanation)>>,
+    /// Run after a Sentinel client moved to another master, with the new connection and its
+    /// generation: wake channels are subscribed there and every waiter asks again.
+    on_failover: OnceLock<FailoverHook>,
+    /// A Sentinel client's following of its master (idle for other clients).
+    follower: Follower,
+}
+
+/// What runs after a Sentinel client moved to another master.
+pub(crate) type FailoverHook = Box<dyn Fn(Conn, u64) + Send + Sync>;
+
+/// A Sentinel client's following of its master: one re-resolution at a time, and a listener of
+/// the sentinels' `+switch-master`. Both are aborted with the slot.
+struct Follower {
+    /// The re-resolution in flight, if any.
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// The `+switch-master` listener.
+    watcher: Mutex<Option<JoinHandle<()>>>,
+    /// Cuts short the pause of a re-resolution between two attempts.
+    nudge: Arc<tokio::sync::Notify>,
+    /// Re-resolutions asked for; one that finds a request newer than its attempt asks again.
+    requests: AtomicU64,
+    /// Whether a re-resolution runs, and how many attempts ended: requests wait (bounded by
+    /// their timeout) for the master before they are sent.
+    state: tokio::sync::watch::Sender<(bool, u64)>,
+}
+
+impl Default for Follower {
+    fn default() -> Self {
+        Self {
+            task: Mutex::default(),
+            watcher: Mutex::default(),
+            nudge: Arc::default(),
+            requests: AtomicU64::new(0),
+            state: tokio::sync::watch::Sender::new((false, 0)),
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        for task in [&self.task, &self.watcher] {
+            if let Some(task) = lock(task).take() {
+                task.abort();
+            }
+        }
+    }
 }
 
 /// What asking the seed nodes found: a better error (its kind and text), or nothing to add.
@@ -233,14 +373,22 @@ impl ConnSlot {
             probe: tokio::spawn(std::future::pending()),
         };
         Ok(Self {
-            single: matches!(factory, Factory::Single(..)),
+            single: !matches!(factory, Factory::Cluster(..)),
             factory,
             live: ArcSwap::from_pointee(live),
             generations: AtomicU64::new(1),
             rebuilding: Mutex::new(()),
             on_rebuild: OnceLock::new(),
             explained: Mutex::new(None),
+            on_failover: OnceLock::new(),
+            follower: Follower::default(),
         })
+    }
+
+    /// Sets what runs after a Sentinel client moved to another master (once, when the client
+    /// is built).
+    pub(crate) fn set_on_failover(&self, hook: FailoverHook) {
+        let _ = self.on_failover.set(hook);
     }
 
     /// Sets what runs after each rebuild (once, when the client is built).
@@ -265,10 +413,20 @@ impl ConnSlot {
     }
 
     fn rebuild(&self) -> Result<(Conn, u64)> {
+        let rebuilt = self.rebuild_locked()?;
+        // Outside the lock: the hook may start tasks that make requests.
+        if let (true, Some(hook)) = (rebuilt.2, self.on_rebuild.get()) {
+            hook();
+        }
+        Ok((rebuilt.0, rebuilt.1))
+    }
+
+    /// The rebuild itself; `true` when this call made the new connection.
+    fn rebuild_locked(&self) -> Result<(Conn, u64, bool)> {
         let _one_at_a_time = lock(&self.rebuilding);
         let live = self.live.load();
         if !live.probe.is_finished() {
-            return Ok((live.conn.clone(), live.generation));
+            return Ok((live.conn.clone(), live.generation, false));
         }
         let probe = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::no_runtime("a dlock request"))?
@@ -285,7 +443,7 @@ impl ConnSlot {
             generation,
             "dlock: the connection's runtime ended; reconnecting in this one"
         );
-        Ok((conn, generation))
+        Ok((conn, generation, true))
     }
 
     /// `error` (of a request described by `context`) as a dlock error. The cluster client
@@ -339,6 +497,215 @@ impl ConnSlot {
     /// [`Conn::subscribe`]): `PUBLISH`, or `SPUBLISH` on a cluster.
     pub(crate) fn publish_command(&self) -> &'static str {
         if self.single { "PUBLISH" } else { "SPUBLISH" }
+    }
+}
+
+/// A Sentinel client's following of its master.
+impl ConnSlot {
+    /// Whether this client finds its master through sentinels.
+    pub(crate) fn is_sentinel(&self) -> bool {
+        matches!(self.factory, Factory::Sentinel(_))
+    }
+
+    /// Starts following the master (a Sentinel client; nothing for others): the first
+    /// resolution and the `+switch-master` listener, in the current runtime.
+    pub(crate) fn start_following(self: &Arc<Self>) {
+        if self.is_sentinel() {
+            self.follow();
+        }
+    }
+
+    /// Asks the sentinels for the master again, in the background (one re-resolution at a
+    /// time; a request made while one runs makes it ask once more). Called on a dropped
+    /// connection, a `READONLY` reply, a request that timed out and a `+switch-master`. When
+    /// they name another master, the connection is rebuilt to it (see [`ConnSlot::adopt`]).
+    /// Nothing for other clients, or outside a runtime.
+    pub(crate) fn follow(self: &Arc<Self>) {
+        if !self.is_sentinel() {
+            return;
+        }
+        self.ensure_watching();
+        let follower = &self.follower;
+        let mut task = lock(&follower.task);
+        follower.requests.fetch_add(1, Ordering::AcqRel);
+        let running = follower.state.borrow().0 && task.as_ref().is_some_and(|t| !t.is_finished());
+        if running {
+            follower.nudge.notify_one();
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        follower.state.send_modify(|(following, _)| *following = true);
+        *task = Some(runtime.spawn(follow_master(
+            Arc::downgrade(self),
+            follower.nudge.clone(),
+        )));
+    }
+
+    /// Starts the `+switch-master` listener unless it runs (it dies with its runtime).
+    fn ensure_watching(self: &Arc<Self>) {
+        let Factory::Sentinel(sentinel) = &self.factory else {
+            return;
+        };
+        let mut watcher = lock(&self.follower.watcher);
+        if watcher.as_ref().is_some_and(|w| !w.is_finished()) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let slot = Arc::downgrade(self);
+        let on_switch = move || slot.upgrade().map(|slot| slot.follow()).is_some();
+        *watcher = Some(runtime.spawn(sentinel.spec.clone().watch_switches(on_switch)));
+    }
+
+    /// Whether a request should wait for [`ConnSlot::settled`] first: a Sentinel client looks
+    /// for its master (the one in use is suspected gone).
+    pub(crate) fn is_following(&self) -> bool {
+        self.is_sentinel() && self.follower.state.borrow().0
+    }
+
+    /// Waits, at most `limit`, until the master is found again — or, while no master is known
+    /// at all, until the next attempt ended (so that a request fails with its reason rather
+    /// than after the whole `limit`). A re-resolution that died with its runtime is started
+    /// again here.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub(crate) async fn settled(self: &Arc<Self>, limit: Duration) {
+        let task_gone = lock(&self.follower.task)
+            .as_ref()
+            .is_none_or(|t| t.is_finished());
+        if task_gone {
+            self.follow();
+        }
+        let mut state = self.follower.state.subscribe();
+        let (following, attempts) = *state.borrow_and_update();
+        if !following {
+            return;
+        }
+        let ready = |&(following, ended): &(bool, u64)| {
+            !following || (ended > attempts && matches!(self.live.load().conn, Conn::Unresolved(_)))
+        };
+        let _ = tokio::time::timeout(limit, state.wait_for(ready)).await;
+    }
+
+    /// Why no master is known, as the last resolution said (kind and text); `None` when the
+    /// client has a master (or is no Sentinel client).
+    pub(crate) fn resolution_error(&self) -> Option<Error> {
+        let Factory::Sentinel(sentinel) = &self.factory else {
+            return None;
+        };
+        if !matches!(self.live.load().conn, Conn::Unresolved(_)) {
+            return None;
+        }
+        lock(&sentinel.last_error)
+            .as_ref()
+            .map(|(kind, why)| Error::new(*kind, why.to_string()))
+    }
+
+    /// Uses `master` from now on: unless it is the master in use already, builds a connection
+    /// to it under a new generation and runs the hooks (the watchdog's, then the failover's).
+    fn adopt(&self, master: Resolved) -> Result<()> {
+        let Factory::Sentinel(sentinel) = &self.factory else {
+            return Ok(());
+        };
+        let (conn, generation) = {
+            let _one_at_a_time = lock(&self.rebuilding);
+            let live = self.live.load();
+            let same = lock(&sentinel.current)
+                .as_ref()
+                .is_some_and(|c| c.addr == master.addr);
+            if same && !matches!(live.conn, Conn::Unresolved(_)) && !live.probe.is_finished() {
+                return Ok(());
+            }
+            let probe = tokio::runtime::Handle::try_current()
+                .map_err(|_| Error::no_runtime("following a failover"))?
+                .spawn(std::future::pending());
+            let addr = master.addr.clone();
+            let previous = lock(&sentinel.current).replace(master);
+            let conn = match self.factory.build() {
+                Ok(conn) => conn,
+                Err(e) => {
+                    *lock(&sentinel.current) = previous;
+                    return Err(e);
+                }
+            };
+            let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+            self.live.store(Arc::new(Live {
+                conn: conn.clone(),
+                generation,
+                probe,
+            }));
+            let from = previous.map_or_else(|| "none".to_owned(), |p| p.addr);
+            tracing::info!(
+                master = %addr,
+                previous = %from,
+                generation,
+                "dlock: using the master the sentinels name"
+            );
+            (conn, generation)
+        };
+        if let Some(hook) = self.on_rebuild.get() {
+            hook();
+        }
+        if let Some(hook) = self.on_failover.get() {
+            hook(conn, generation);
+        }
+        Ok(())
+    }
+}
+
+/// A re-resolution: asks the sentinels until they name a master (adopted), or until the master
+/// in use proves to be one still (the sentinels are unreachable, it is not); pauses between
+/// attempts (50 ms doubling to 1 s, cut short by a `+switch-master`). Holds the slot only while
+/// asking, so a dropped client ends it.
+async fn follow_master(slot: Weak<ConnSlot>, nudge: Arc<tokio::sync::Notify>) {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let Some(slot) = slot.upgrade() else {
+            return;
+        };
+        let Factory::Sentinel(sentinel) = &slot.factory else {
+            return;
+        };
+        let seen = slot.follower.requests.load(Ordering::Acquire);
+        let found = match sentinel.spec.resolve().await {
+            Ok(master) => {
+                *lock(&sentinel.last_error) = None;
+                slot.adopt(master)
+                    .inspect_err(|e| tracing::warn!(error = %e, "dlock: cannot use the new master"))
+                    .is_ok()
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "dlock: the sentinels named no usable master yet");
+                *lock(&sentinel.last_error) = Some((e.kind(), e.to_string().into()));
+                let current = lock(&sentinel.current).clone();
+                match current {
+                    Some(master) => sentinel.spec.still_master(&master).await,
+                    None => false,
+                }
+            }
+        };
+        slot.follower
+            .state
+            .send_modify(|(_, attempts)| *attempts = attempts.wrapping_add(1));
+        if found {
+            let _task = lock(&slot.follower.task);
+            if slot.follower.requests.load(Ordering::Acquire) == seen {
+                slot.follower.state.send_modify(|(following, _)| *following = false);
+                return;
+            }
+            // Asked again while this attempt ran (a switch announced meanwhile): once more.
+            continue;
+        }
+        drop(slot);
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = nudge.notified() => {}
+        }
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
 }
 
@@ -396,6 +763,10 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.req_packed_command(cmd),
             Self::Cluster(cc) => cc.req_packed_command(cmd),
+            Self::Unresolved(why) => {
+                let error = unresolved(why);
+                Box::pin(async move { Err(error) })
+            }
         }
     }
 
@@ -408,6 +779,10 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.req_packed_commands(pipeline, offset, count),
             Self::Cluster(cc) => cc.req_packed_commands(pipeline, offset, count),
+            Self::Unresolved(why) => {
+                let error = unresolved(why);
+                Box::pin(async move { Err(error) })
+            }
         }
     }
 
@@ -415,6 +790,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.get_db(),
             Self::Cluster(cc) => cc.get_db(),
+            Self::Unresolved(_) => 0,
         }
     }
 }
@@ -460,6 +836,7 @@ impl std::fmt::Debug for Connection {
         let kind = match self.conn {
             Conn::Single(_) => "single",
             Conn::Cluster(_) => "cluster",
+            Conn::Unresolved(_) => "sentinel, no master known",
         };
         f.debug_tuple("Connection").field(&kind).finish()
     }

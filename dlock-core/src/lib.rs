@@ -116,6 +116,7 @@ mod runtime;
 mod rwlock;
 mod scripts;
 mod semaphore;
+mod sentinel;
 mod shards;
 mod shared;
 mod shutdown;

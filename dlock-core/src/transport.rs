@@ -59,11 +59,38 @@ impl Transport {
 
     /// Listens on `channel` over the client's connection (see `listen.rs`).
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription> {
+        self.settle().await;
         let (conn, _) = self.conn()?;
         let subscribe = self.listeners.subscribe(&conn, channel);
         match Box::pin(tokio::time::timeout(self.command_timeout, subscribe)).await {
             Ok(subscription) => subscription,
             Err(_) => Err(Error::timeout("subscribe", self.command_timeout)),
+        }
+    }
+
+    /// For a Sentinel client that is looking for its master (the one in use is suspected
+    /// gone): waits for it, at most the command timeout, so that the request goes to the new
+    /// master. Nothing for other clients.
+    ///
+    /// Not an `async fn` that holds the wait inline: the wait is boxed, so a request's future
+    /// does not grow by it.
+    async fn settle(&self) {
+        if self.slot.is_following() {
+            Box::pin(self.slot.settled(self.command_timeout)).await;
+        }
+    }
+
+    /// After a failed request of a Sentinel client: the master may be gone or demoted (a
+    /// dropped connection, a `READONLY` reply, no answer in time), so ask the sentinels again.
+    fn suspect(&self, error: &redis::RedisError) {
+        if self.slot.is_sentinel()
+            && (error.is_io_error()
+                || error.is_connection_dropped()
+                || error.is_connection_refusal()
+                || error.is_timeout()
+                || is_readonly(error))
+        {
+            self.slot.follow();
         }
     }
 
@@ -85,6 +112,7 @@ impl Transport {
     /// Sends one script call under the command timeout, loading the script if the server does
     /// not know it.
     pub(crate) async fn run(&self, call: &Call, op: &str, name: &str) -> Result<Value> {
+        self.settle().await;
         let (mut conn, _) = self.conn()?;
         let request = async {
             match call.cmd.query_async::<Value>(&mut conn).await {
@@ -100,6 +128,7 @@ impl Transport {
 
     /// Sends one command under the command timeout and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, what: &str) -> Result<T> {
+        self.settle().await;
         let (mut conn, _) = self.conn()?;
         let value = self
             .timed(cmd.query_async::<Value>(&mut conn), what, "")
@@ -113,6 +142,7 @@ impl Transport {
         pipe: &redis::Pipeline,
         what: &str,
     ) -> Result<T> {
+        self.settle().await;
         let (mut conn, _) = self.conn()?;
         let value = self
             .timed(pipe.query_async::<Value>(&mut conn), what, "")
@@ -128,12 +158,22 @@ impl Transport {
         op: &str,
         name: &str,
     ) -> Result<Vec<Value>> {
+        self.settle().await;
         let (mut conn, _) = self.conn()?;
         let value = self
             .timed(pipe.query_async::<Value>(&mut conn), op, name)
             .await?;
         match value {
-            Value::Array(replies) => Ok(replies),
+            Value::Array(replies) => {
+                // Each command's error is its own reply here: a demoted master says READONLY.
+                if self.slot.is_sentinel()
+                    && let Some(Value::ServerError(e)) =
+                        replies.iter().find(|r| matches!(r, Value::ServerError(_)))
+                {
+                    self.suspect(&e.clone().into());
+                }
+                Ok(replies)
+            }
             other => Err(scripts::unexpected(op, &other)),
         }
     }
@@ -145,6 +185,7 @@ impl Transport {
         invocation: &redis::ScriptInvocation<'_>,
         what: &str,
     ) -> Result<T> {
+        self.settle().await;
         let (mut conn, _) = self.conn()?;
         let value = self
             .timed(invocation.invoke_async::<Value>(&mut conn), what, "")
@@ -177,9 +218,13 @@ impl Transport {
                 Ok(Ok(value)) => Ok(value),
                 // Boxed: the error path's state (it may ask the seed nodes) stays out of line.
                 Ok(Err(e)) => {
+                    self.suspect(&e);
                     Err(Box::pin(self.slot.explain(&context(), e, self.command_timeout)).await)
                 }
-                Err(_) => Err(Error::timeout(&context(), self.command_timeout)),
+                Err(_) => {
+                    self.slot.follow();
+                    Err(Error::timeout(&context(), self.command_timeout))
+                }
             }
         }
     }
@@ -198,6 +243,11 @@ impl Transport {
     /// Best-effort release of `token`'s hold on `keys` (and of its queue entry), in the
     /// background: for dropped guards, abandoned acquires and orphan grants. Never blocks;
     /// without a runtime the lease simply expires.
+    ///
+    /// A Sentinel client retries a release that met a failover (no connection, no answer) on
+    /// the master it finds next, up to [`FAILOVER_RELEASE_ATTEMPTS`] times: a lock that
+    /// survived the failover on the promoted replica would otherwise keep every waiter out
+    /// until its lease ran out. The release is owner-checked, so a retry is harmless.
     pub(crate) fn release_in_background(
         self: &Arc<Self>,
         keys: LockKeys,
@@ -207,10 +257,27 @@ impl Transport {
         let transport = self.clone();
         let spawned = spawn_detached(self.background.track_future(async move {
             let call = release_call(&keys, token, entry.as_deref());
-            match transport
-                .run(&call, "background release", keys.name())
-                .await
-            {
+            let mut attempts = 1;
+            let released = loop {
+                let released = transport
+                    .run(&call, "background release", keys.name())
+                    .await;
+                match &released {
+                    Err(e)
+                        if transport.slot.is_sentinel()
+                            && (e.is_connection() || e.is_timeout())
+                            && attempts < FAILOVER_RELEASE_ATTEMPTS =>
+                    {
+                        tracing::debug!(lock = %keys.name(), error = %e, "dlock: background release met a failover; retrying on the next master");
+                        attempts += 1;
+                        // The next `run` waits for the re-resolution; this pause only keeps a
+                        // master that refuses connections from being asked in a tight loop.
+                        tokio::time::sleep(FAILOVER_RELEASE_PAUSE).await;
+                    }
+                    _ => break released,
+                }
+            };
+            match released {
                 Ok(reply) => {
                     let outcome = transport.release_reply(&reply);
                     tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
@@ -226,6 +293,21 @@ impl Transport {
             );
         }
     }
+}
+
+/// How many times a Sentinel client's background release is sent when it meets a failover
+/// (each attempt waits up to the command timeout for the new master).
+const FAILOVER_RELEASE_ATTEMPTS: u32 = 10;
+
+/// The pause between two such attempts.
+const FAILOVER_RELEASE_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether `error` is a write refused by a replica (also when raised inside a script).
+fn is_readonly(error: &redis::RedisError) -> bool {
+    error.code() == Some("READONLY")
+        || error
+            .detail()
+            .is_some_and(|d| d.contains("READONLY") || d.contains("read only replica"))
 }
 
 /// A reply as `T`, or the error that says what did not fit.
