@@ -350,3 +350,81 @@ async fn sentinel_settings_on_another_client_are_refused() {
     let builder = Client::sentinel_builder("m", ["redis://127.0.0.1:1/"]).node_password("hunter2");
     assert!(!format!("{builder:?}").contains("hunter2"));
 }
+
+/// A lock granted while no replica received anything (both paused) is lost with the master:
+/// the watchdog finds it gone on the promoted replica and says so, and a holder on the new
+/// master gets a higher fence although the counter's last value was lost too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase() {
+    let mut set = RedisReplicaSet::start(2).unwrap();
+    let sentinels = RedisSentinels::start(&set).unwrap();
+    let connect = || {
+        Client::sentinel_builder(sentinels.master_name(), sentinels.urls())
+            .command_timeout(Duration::from_secs(2))
+            .connect()
+    };
+    let (client, other) = (connect().await.unwrap(), connect().await.unwrap());
+    let options = MutexOptions::new()
+        .ttl(Duration::from_secs(3))
+        .watchdog();
+    let lock = client.mutex_with("lost", options.clone()).unwrap();
+    // A fence issued and replicated: every replica has the slot's counter.
+    let warm = lock.try_acquire().await.unwrap().expect("free");
+    warm.fencing_token().await.unwrap();
+    warm.release().await.unwrap();
+    tokio::task::block_in_place(|| set.wait_synced()).unwrap();
+
+    // Replication stops: the replicas are stopped and the master drops their links (bytes
+    // already sent would still reach a stopped replica through its socket once it resumes),
+    // so the next grant and fence stay on the master alone.
+    set.pause_replica(0).unwrap();
+    set.pause_replica(1).unwrap();
+    let mut master = set.master().connection().unwrap();
+    let dropped: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut master)
+        .unwrap();
+    assert_eq!(dropped, 2);
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let lost_fence = guard.fencing_token().await.unwrap().get();
+    let old = set.master().port();
+    set.kill_master();
+    set.resume_replica(0).unwrap();
+    set.resume_replica(1).unwrap();
+    let new = tokio::task::block_in_place(|| sentinels.wait_failover(old)).unwrap();
+    let promoted = &set.replicas()[set.replica_index(new).unwrap()];
+    let held: bool = redis::cmd("EXISTS")
+        .arg("dlock:{lost}")
+        .query(&mut promoted.connection().unwrap())
+        .unwrap();
+    assert!(!held, "the grant was not replicated");
+
+    let lost = tokio::time::timeout(Duration::from_secs(30), guard.lost())
+        .await
+        .expect("the watchdog reports the lease lost on the new master");
+    report(&format!("lease lost with the old master: {lost}"));
+
+    // Both ways of issuing a fence: on demand (a script) and in the acquire's round trip.
+    let next = other.mutex_with("lost", options.clone()).unwrap();
+    let taken = next
+        .acquire_timeout(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let fence = taken.fencing_token().await.unwrap().get();
+    assert!(
+        fence > lost_fence,
+        "a fence on the new master ({fence}) exceeds the one lost with the old ({lost_fence})"
+    );
+    taken.release().await.unwrap();
+    let fenced = other
+        .mutex_with("lost", options.fenced())
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free");
+    let fast = fenced.issued_fencing_token().unwrap().get();
+    assert!(fast > fence, "the fenced acquire's fence ({fast}) exceeds {fence}");
+}
