@@ -265,7 +265,10 @@ async fn a_client_follows_a_failover_and_fences_keep_the_store_consistent() {
         i64::try_from(accepted.len()).unwrap(),
         "no lost update: the counter counts the accepted writes"
     );
-    assert_eq!(accepted.len() as u64, tally.accepted.load(Ordering::Relaxed));
+    assert_eq!(
+        accepted.len() as u64,
+        tally.accepted.load(Ordering::Relaxed)
+    );
     assert!(
         accepted.windows(2).all(|w| w[0] < w[1]),
         "fences strictly increase in the store's accept order: {accepted:?}"
@@ -301,7 +304,10 @@ async fn an_unknown_master_name_is_a_clear_error() {
     assert!(message.contains("`no-such-master`"), "{message}");
     let addr = sentinels.urls()[0].clone();
     let addr = addr.trim_start_matches("redis://").trim_end_matches('/');
-    assert!(message.contains(addr), "names the sentinel {addr}: {message}");
+    assert!(
+        message.contains(addr),
+        "names the sentinel {addr}: {message}"
+    );
 }
 
 #[tokio::test]
@@ -327,7 +333,10 @@ async fn all_sentinels_down_is_an_error_within_the_connect_timeout() {
     assert!(started.elapsed() < timeout * 3);
     assert_eq!(error.kind(), ErrorKind::Connection, "{error}");
     let message = error.to_string();
-    assert!(message.contains("`dlock`"), "names the master name: {message}");
+    assert!(
+        message.contains("`dlock`"),
+        "names the master name: {message}"
+    );
     for url in &urls {
         let addr = url.trim_start_matches("redis://").trim_end_matches('/');
         assert!(message.contains(addr), "names sentinel {addr}: {message}");
@@ -364,9 +373,7 @@ async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase(
             .connect()
     };
     let (client, other) = (connect().await.unwrap(), connect().await.unwrap());
-    let options = MutexOptions::new()
-        .ttl(Duration::from_secs(3))
-        .watchdog();
+    let options = MutexOptions::new().ttl(Duration::from_secs(3)).watchdog();
     let lock = client.mutex_with("lost", options.clone()).unwrap();
     // A fence issued and replicated: every replica has the slot's counter.
     let warm = lock.try_acquire().await.unwrap().expect("free");
@@ -408,10 +415,7 @@ async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase(
 
     // Both ways of issuing a fence: on demand (a script) and in the acquire's round trip.
     let next = other.mutex_with("lost", options.clone()).unwrap();
-    let taken = next
-        .acquire_timeout(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let taken = next.acquire_timeout(Duration::from_secs(30)).await.unwrap();
     let fence = taken.fencing_token().await.unwrap().get();
     assert!(
         fence > lost_fence,
@@ -426,5 +430,32 @@ async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase(
         .unwrap()
         .expect("free");
     let fast = fenced.issued_fencing_token().unwrap().get();
-    assert!(fast > fence, "the fenced acquire's fence ({fast}) exceeds {fence}");
+    assert!(
+        fast > fence,
+        "the fenced acquire's fence ({fast}) exceeds {fence}"
+    );
+}
+
+/// The data nodes' password is given apart from the sentinels' URLs, and a missing one is
+/// named in the error rather than printed.
+#[tokio::test]
+async fn a_password_protected_master_is_reached_with_node_password() {
+    let options = dlock_testkit::ServerOptions::new().arg("requirepass", "s3cret-data");
+    let set = RedisReplicaSet::start_with(1, options).unwrap();
+    let sentinels = RedisSentinels::start_with(&set, 1).unwrap();
+    let client = Client::sentinel_builder(sentinels.master_name(), sentinels.urls())
+        .node_password("s3cret-data")
+        .connect()
+        .await
+        .unwrap();
+    let guard = client.mutex("pw").unwrap().try_acquire().await.unwrap();
+    assert!(guard.expect("free").release().await.unwrap().was_held());
+
+    let error = Client::sentinel_builder(sentinels.master_name(), sentinels.urls())
+        .connect()
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("cannot be asked"), "{message}");
+    assert!(!message.contains("s3cret-data"), "{message}");
 }

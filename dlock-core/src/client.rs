@@ -186,7 +186,10 @@ impl fmt::Debug for ClientBuilder {
         if let Target::Sentinel { master_name, .. } = target {
             f.field("sentinel_master", master_name)
                 .field("node_username", &auth.node_username)
-                .field("node_password", &auth.node_password.as_ref().map(|_| "<redacted>"))
+                .field(
+                    "node_password",
+                    &auth.node_password.as_ref().map(|_| "<redacted>"),
+                )
                 .field("sentinel_username", &auth.sentinel_username)
                 .field(
                     "sentinel_password",

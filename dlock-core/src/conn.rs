@@ -536,11 +536,10 @@ impl ConnSlot {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        follower.state.send_modify(|(following, _)| *following = true);
-        *task = Some(runtime.spawn(follow_master(
-            Arc::downgrade(self),
-            follower.nudge.clone(),
-        )));
+        follower
+            .state
+            .send_modify(|(following, _)| *following = true);
+        *task = Some(runtime.spawn(follow_master(Arc::downgrade(self), follower.nudge.clone())));
     }
 
     /// Starts the `+switch-master` listener unless it runs (it dies with its runtime).
@@ -577,7 +576,7 @@ impl ConnSlot {
         let task_gone = lock(&self.follower.task)
             .as_ref()
             .is_none_or(|t| t.is_finished());
-        if task_gone {
+        if task_gone && self.follower.state.borrow().0 {
             self.follow();
         }
         let mut state = self.follower.state.subscribe();
@@ -657,9 +656,14 @@ impl ConnSlot {
     }
 }
 
+/// The longest pause between two attempts of a re-resolution. Sentinels other than the one
+/// that led the failover publish `+switch-master` only when they hear of it (up to 2 s later),
+/// so the pause, not the announcement, often decides how soon the new master is used.
+const MAX_FOLLOW_PAUSE: Duration = Duration::from_millis(250);
+
 /// A re-resolution: asks the sentinels until they name a master (adopted), or until the master
 /// in use proves to be one still (the sentinels are unreachable, it is not); pauses between
-/// attempts (50 ms doubling to 1 s, cut short by a `+switch-master`). Holds the slot only while
+/// attempts (50 ms doubling to [`MAX_FOLLOW_PAUSE`], cut short by a `+switch-master`). Holds the slot only while
 /// asking, so a dropped client ends it.
 async fn follow_master(slot: Weak<ConnSlot>, nudge: Arc<tokio::sync::Notify>) {
     let mut pause = Duration::from_millis(50);
@@ -694,7 +698,9 @@ async fn follow_master(slot: Weak<ConnSlot>, nudge: Arc<tokio::sync::Notify>) {
         if found {
             let _task = lock(&slot.follower.task);
             if slot.follower.requests.load(Ordering::Acquire) == seen {
-                slot.follower.state.send_modify(|(following, _)| *following = false);
+                slot.follower
+                    .state
+                    .send_modify(|(following, _)| *following = false);
                 return;
             }
             // Asked again while this attempt ran (a switch announced meanwhile): once more.
@@ -705,7 +711,7 @@ async fn follow_master(slot: Weak<ConnSlot>, nudge: Arc<tokio::sync::Notify>) {
             () = tokio::time::sleep(pause) => {}
             () = nudge.notified() => {}
         }
-        pause = (pause * 2).min(Duration::from_secs(1));
+        pause = (pause * 2).min(MAX_FOLLOW_PAUSE);
     }
 }
 

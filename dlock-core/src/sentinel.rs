@@ -150,7 +150,9 @@ impl SentinelSpec {
             .set_redis_settings(self.node.clone())
             .set_tcp_settings(self.tcp.clone());
         let role = node_role(&info).await.map_err(|e| {
-            Why::Other(format!("names {addr} as the master, which cannot be asked ({e})"))
+            Why::Other(format!(
+                "names {addr} as the master, which cannot be asked ({e})"
+            ))
         })?;
         if role != "master" {
             return Err(Why::Other(format!(
@@ -235,7 +237,11 @@ async fn node_role(info: &ConnectionInfo) -> redis::RedisResult<String> {
     match first {
         Some(Value::BulkString(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Some(Value::SimpleString(text)) => Ok(text),
-        _ => Err((redis::ErrorKind::UnexpectedReturnType, "ROLE: unexpected reply").into()),
+        _ => Err((
+            redis::ErrorKind::UnexpectedReturnType,
+            "ROLE: unexpected reply",
+        )
+            .into()),
     }
 }
 

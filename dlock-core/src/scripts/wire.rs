@@ -183,7 +183,9 @@ fn server_micros(time: &Value) -> Option<u64> {
     let [secs, micros] = parts.as_slice() else {
         return None;
     };
-    number(secs)?.checked_mul(1_000_000)?.checked_add(number(micros)?)
+    number(secs)?
+        .checked_mul(1_000_000)?
+        .checked_add(number(micros)?)
 }
 
 /// The queue entry of a waiting acquire call.
@@ -349,9 +351,7 @@ mod tests {
     fn a_counted_fence_is_taken_only_where_no_floor_applies() {
         let live = 1_800_000_000_000_000_i64;
         let bulk = |n: i64| Value::BulkString(n.to_string().into_bytes());
-        let time = |us: i64| {
-            Value::Array(vec![bulk(us / 1_000_000), bulk(us % 1_000_000)])
-        };
+        let time = |us: i64| Value::Array(vec![bulk(us / 1_000_000), bulk(us % 1_000_000)]);
         let now = time(live);
         let counted = |incr: Value, legacy: Value| counted_fence(&[incr, legacy, now.clone()]);
         // A live counter, no older client: the INCR is the fence.
@@ -383,7 +383,10 @@ mod tests {
             Some(u64::try_from(live + 5).unwrap())
         );
         // No usable TIME reply: the script decides.
-        assert_eq!(counted_fence(&[Value::Int(live), Value::Nil, Value::Nil]), None);
+        assert_eq!(
+            counted_fence(&[Value::Int(live), Value::Nil, Value::Nil]),
+            None
+        );
         // Not a number (someone else's key): the script reports it.
         let wrong = Value::SimpleString("ERR value is not an integer or out of range".into());
         assert_eq!(counted(wrong, Value::Nil), None);
@@ -395,7 +398,6 @@ mod tests {
             Some(1_800_000_000_000_000)
         );
     }
-
 
     #[test]
     fn queue_entries_lead_with_their_version() {
