@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use dlock_core::{Client, ErrorKind, MutexOptions};
+use dlock_core::{Client, DEFAULT_COMMAND_TIMEOUT, ErrorKind, MutexOptions};
 use dlock_testkit::{RedisReplicaSet, RedisSentinels, RedisServer};
 use redis::aio::MultiplexedConnection;
 
@@ -108,6 +108,8 @@ struct Tally {
     untold: AtomicU64,
     /// Releases that failed (they met the failover).
     releases_failed: AtomicU64,
+    /// The first acquire error, for the report.
+    first_error: std::sync::Mutex<Option<String>>,
     /// Milliseconds from the master's death to the first successful acquire called after it
     /// (0: none yet).
     first_acquire_after_kill_ms: AtomicU64,
@@ -135,6 +137,11 @@ async fn worker(
                     "only the failover may fail an acquire: {e}"
                 );
                 tally.acquire_errors.fetch_add(1, Ordering::Relaxed);
+                tally
+                    .first_error
+                    .lock()
+                    .unwrap()
+                    .get_or_insert_with(|| e.to_string());
                 continue;
             }
         };
@@ -289,6 +296,10 @@ async fn a_client_follows_a_failover_and_fences_keep_the_store_consistent() {
         tally.releases_failed.load(Ordering::Relaxed),
         accepted.len(),
     ));
+    report(&format!(
+        "first acquire error: {:?}",
+        tally.first_error.lock().unwrap()
+    ));
 }
 
 #[tokio::test]
@@ -360,30 +371,10 @@ async fn sentinel_settings_on_another_client_are_refused() {
     assert!(!format!("{builder:?}").contains("hunter2"));
 }
 
-/// A lock granted while no replica received anything (both paused) is lost with the master:
-/// the watchdog finds it gone on the promoted replica and says so, and a holder on the new
-/// master gets a higher fence although the counter's last value was lost too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase() {
-    let mut set = RedisReplicaSet::start(2).unwrap();
-    let sentinels = RedisSentinels::start(&set).unwrap();
-    let connect = || {
-        Client::sentinel_builder(sentinels.master_name(), sentinels.urls())
-            .command_timeout(Duration::from_secs(2))
-            .connect()
-    };
-    let (client, other) = (connect().await.unwrap(), connect().await.unwrap());
-    let options = MutexOptions::new().ttl(Duration::from_secs(3)).watchdog();
-    let lock = client.mutex_with("lost", options.clone()).unwrap();
-    // A fence issued and replicated: every replica has the slot's counter.
-    let warm = lock.try_acquire().await.unwrap().expect("free");
-    warm.fencing_token().await.unwrap();
-    warm.release().await.unwrap();
-    tokio::task::block_in_place(|| set.wait_synced()).unwrap();
-
-    // Replication stops: the replicas are stopped and the master drops their links (bytes
-    // already sent would still reach a stopped replica through its socket once it resumes),
-    // so the next grant and fence stay on the master alone.
+/// Stops replication for good: the replicas are stopped and the master drops their links
+/// (bytes already sent would still reach a stopped replica through its socket once it resumes),
+/// so what the master writes next stays on the master alone.
+fn stop_replication(set: &RedisReplicaSet) {
     set.pause_replica(0).unwrap();
     set.pause_replica(1).unwrap();
     let mut master = set.master().connection().unwrap();
@@ -394,46 +385,139 @@ async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase(
         .query(&mut master)
         .unwrap();
     assert_eq!(dropped, 2);
-    let guard = lock.try_acquire().await.unwrap().expect("free");
-    let lost_fence = guard.fencing_token().await.unwrap().get();
+}
+
+/// Kills the master, lets the replicas run again and waits for the sentinels to promote one;
+/// asserts that `key`, if given, did not survive.
+fn lose_the_master(set: &mut RedisReplicaSet, sentinels: &RedisSentinels, key: Option<&str>) {
     let old = set.master().port();
     set.kill_master();
     set.resume_replica(0).unwrap();
     set.resume_replica(1).unwrap();
     let new = tokio::task::block_in_place(|| sentinels.wait_failover(old)).unwrap();
     let promoted = &set.replicas()[set.replica_index(new).unwrap()];
-    let held: bool = redis::cmd("EXISTS")
-        .arg("dlock:{lost}")
-        .query(&mut promoted.connection().unwrap())
-        .unwrap();
-    assert!(!held, "the grant was not replicated");
+    if let Some(key) = key {
+        let held: bool = redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut promoted.connection().unwrap())
+            .unwrap();
+        assert!(!held, "{key} was not replicated");
+    }
+}
+
+/// A client of the sentinels' master with `command_timeout`.
+async fn sentinel_client(sentinels: &RedisSentinels, command_timeout: Duration) -> Client {
+    Client::sentinel_builder(sentinels.master_name(), sentinels.urls())
+        .command_timeout(command_timeout)
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// A lock granted while no replica received anything is lost with the master: the watchdog
+/// finds it gone on the promoted replica and says so, and a holder on the new master gets a
+/// higher fence although the counter's latest values were lost too — both from the fenced
+/// acquire's own round trip (`INCR`, checked against `TIME`) and from a script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase() {
+    let mut set = RedisReplicaSet::start(2).unwrap();
+    let sentinels = RedisSentinels::start(&set).unwrap();
+    let client = sentinel_client(&sentinels, DEFAULT_COMMAND_TIMEOUT).await;
+    let other = sentinel_client(&sentinels, DEFAULT_COMMAND_TIMEOUT).await;
+    let options = MutexOptions::new().ttl(Duration::from_secs(3)).watchdog();
+    let fenced = client.mutex_with("lost", options.clone().fenced()).unwrap();
+    // Fences issued and replicated: every replica has the slot's counter.
+    for _ in 0..2 {
+        let warm = fenced.try_acquire().await.unwrap().expect("free");
+        warm.release().await.unwrap();
+    }
+    tokio::task::block_in_place(|| set.wait_synced()).unwrap();
+
+    stop_replication(&set);
+    let guard = fenced.try_acquire().await.unwrap().expect("free");
+    let lost_fence = guard.issued_fencing_token().unwrap().get();
+    lose_the_master(&mut set, &sentinels, Some("dlock:{lost}"));
 
     let lost = tokio::time::timeout(Duration::from_secs(30), guard.lost())
         .await
         .expect("the watchdog reports the lease lost on the new master");
     report(&format!("lease lost with the old master: {lost}"));
 
-    // Both ways of issuing a fence: on demand (a script) and in the acquire's round trip.
-    let next = other.mutex_with("lost", options.clone()).unwrap();
-    let taken = next.acquire_timeout(Duration::from_secs(30)).await.unwrap();
-    let fence = taken.fencing_token().await.unwrap().get();
-    assert!(
-        fence > lost_fence,
-        "a fence on the new master ({fence}) exceeds the one lost with the old ({lost_fence})"
-    );
-    taken.release().await.unwrap();
-    let fenced = other
-        .mutex_with("lost", options.fenced())
+    let first = other
+        .mutex_with("lost", options.clone().fenced())
         .unwrap()
         .try_acquire()
         .await
         .unwrap()
-        .expect("free");
-    let fast = fenced.issued_fencing_token().unwrap().get();
+        .expect("free on the new master");
+    let fast = first.issued_fencing_token().unwrap().get();
     assert!(
-        fast > fence,
-        "the fenced acquire's fence ({fast}) exceeds {fence}"
+        fast > lost_fence,
+        "the fenced acquire's fence on the new master ({fast}) exceeds the one lost with the \
+         old ({lost_fence})"
     );
+    first.release().await.unwrap();
+    let second = other.mutex_with("lost", options).unwrap();
+    let second = second.try_acquire().await.unwrap().expect("free");
+    let on_demand = second.fencing_token().await.unwrap().get();
+    assert!(on_demand > fast, "{on_demand} > {fast}");
+}
+
+/// A waiter queued on the old master whose entry, and the lock it waited for, were lost with it
+/// asks the new master as soon as the client follows, instead of napping for the lease it saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_during_the_failover_acquires_on_the_new_master() {
+    let mut set = RedisReplicaSet::start(2).unwrap();
+    let sentinels = RedisSentinels::start(&set).unwrap();
+    let holder = sentinel_client(&sentinels, DEFAULT_COMMAND_TIMEOUT).await;
+    // A command timeout longer than the failover (about 2.3 s here): the waiter's next
+    // attempt waits for the new master instead of failing.
+    let waiting = sentinel_client(&sentinels, Duration::from_secs(5)).await;
+    let lease = Duration::from_secs(30);
+    let options = MutexOptions::new().ttl(lease).watchdog();
+    let lock = holder.mutex_with("queued", options.clone()).unwrap();
+    let warm = lock.try_acquire().await.unwrap().expect("free");
+    warm.release().await.unwrap();
+    tokio::task::block_in_place(|| set.wait_synced()).unwrap();
+
+    stop_replication(&set);
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let waiter_lock = waiting.mutex_with("queued", options).unwrap();
+    let waiter = tokio::spawn(async move {
+        let acquired = waiter_lock.acquire_timeout(lease * 2).await;
+        (acquired, Instant::now())
+    });
+    // Queued on the old master before it dies.
+    let mut master = set.master().connection().unwrap();
+    crate::support::eventually(Duration::from_secs(10), "the waiter is queued", || {
+        let queued: i64 = redis::cmd("LLEN")
+            .arg("dlock:{queued}:queue")
+            .query(&mut master)
+            .unwrap();
+        std::future::ready((queued == 1).then_some(()))
+    })
+    .await;
+    let killed = Instant::now();
+    // (The key may be the waiter's already when the harness looks: no check of it here.)
+    lose_the_master(&mut set, &sentinels, None);
+
+    let (acquired, at) = tokio::time::timeout(lease * 3, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    let taken = acquired.expect("the waiter acquires on the new master");
+    let after = at - killed;
+    report(&format!(
+        "a waiter acquired on the new master {after:?} after the kill"
+    ));
+    // Without being woken it would nap for the lease it saw (30 s) before asking again.
+    assert!(after < lease / 2, "{after:?}");
+    // The old holder learns that its lease did not survive.
+    let lost = tokio::time::timeout(lease, guard.lost())
+        .await
+        .expect("the holder is told");
+    report(&format!("the old holder: {lost}"));
+    taken.release().await.unwrap();
 }
 
 /// The data nodes' password is given apart from the sentinels' URLs, and a missing one is

@@ -590,6 +590,25 @@ impl ConnSlot {
         let _ = tokio::time::timeout(limit, state.wait_for(ready)).await;
     }
 
+    /// The error of a request that waited `waited` for a Sentinel client's master in vain.
+    pub(crate) fn no_master_error(&self, waited: Duration) -> Error {
+        let Factory::Sentinel(sentinel) = &self.factory else {
+            return Error::timeout("waiting for the master", waited);
+        };
+        let why = lock(&sentinel.last_error)
+            .as_ref()
+            .map_or_else(|| "no answer yet".to_owned(), |(_, why)| why.to_string());
+        Error::new(
+            ErrorKind::Connection,
+            format!(
+                "the master `{}` stopped answering and the sentinels named no other within \
+                 {waited:?} (a failover takes the sentinels' down-after-milliseconds and an \
+                 election; retry): {why}",
+                sentinel.spec.master_name
+            ),
+        )
+    }
+
     /// Why no master is known, as the last resolution said (kind and text); `None` when the
     /// client has a master (or is no Sentinel client).
     pub(crate) fn resolution_error(&self) -> Option<Error> {
@@ -599,9 +618,12 @@ impl ConnSlot {
         if !matches!(self.live.load().conn, Conn::Unresolved(_)) {
             return None;
         }
-        lock(&sentinel.last_error)
-            .as_ref()
-            .map(|(kind, why)| Error::new(*kind, why.to_string()))
+        lock(&sentinel.last_error).as_ref().map(|(kind, why)| {
+            Error::new(
+                *kind,
+                format!("{why}; the client asks the sentinels again on the next request"),
+            )
+        })
     }
 
     /// Uses `master` from now on: unless it is the master in use already, builds a connection
@@ -682,9 +704,9 @@ async fn follow_master(slot: Weak<ConnSlot>, nudge: Arc<tokio::sync::Notify>) {
                     .inspect_err(|e| tracing::warn!(error = %e, "dlock: cannot use the new master"))
                     .is_ok()
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "dlock: the sentinels named no usable master yet");
-                *lock(&sentinel.last_error) = Some((e.kind(), e.to_string().into()));
+            Err((kind, why)) => {
+                tracing::debug!(error = %why, "dlock: the sentinels named no usable master yet");
+                *lock(&sentinel.last_error) = Some((kind, why.into()));
                 let current = lock(&sentinel.current).clone();
                 match current {
                     Some(master) => sentinel.spec.still_master(&master).await,

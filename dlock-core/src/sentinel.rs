@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, Value};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::ErrorKind;
 
 /// The channel on which sentinels announce a new master: `<name> <old ip> <old port> <new ip>
 /// <new port>`.
@@ -64,13 +64,14 @@ impl SentinelSpec {
     /// master by `ROLE`, within the connect timeout.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] when every sentinel answered that it does not know the name;
-    /// otherwise [`ErrorKind::Connection`] naming each sentinel and its reason (unreachable, no
-    /// answer in time, the node it names is unreachable or not a master).
+    /// The kind and text of the error: [`ErrorKind::InvalidInput`] when every sentinel
+    /// answered that it does not know the name; otherwise [`ErrorKind::Connection`] naming each
+    /// sentinel and its reason (unreachable, no answer in time, the node it names is
+    /// unreachable or not a master).
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads; its connections close when dropped.
-    pub(crate) async fn resolve(&self) -> Result<Resolved> {
+    pub(crate) async fn resolve(&self) -> std::result::Result<Resolved, (ErrorKind, String)> {
         let mut asks: FuturesUnordered<_> = self
             .sentinels
             .iter()
@@ -108,17 +109,19 @@ impl SentinelSpec {
             .collect::<Vec<_>>()
             .join("; ");
         if unknown {
-            return Err(Error::invalid(format!(
-                "no sentinel monitors a master named `{}` ({listed}); check the master name \
-                 (`sentinel monitor <name> …` in the sentinels' configuration)",
-                self.master_name
-            )));
+            return Err((
+                ErrorKind::InvalidInput,
+                format!(
+                    "no sentinel monitors a master named `{}` ({listed}); check the master \
+                     name (`sentinel monitor <name> …` in the sentinels' configuration)",
+                    self.master_name
+                ),
+            ));
         }
-        Err(Error::new(
+        Err((
             ErrorKind::Connection,
             format!(
-                "no sentinel named a reachable master for `{}` ({listed}); the client asks \
-                 the sentinels again on the next request",
+                "no sentinel named a reachable master for `{}` ({listed})",
                 self.master_name
             ),
         ))

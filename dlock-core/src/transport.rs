@@ -59,25 +59,35 @@ impl Transport {
 
     /// Listens on `channel` over the client's connection (see `listen.rs`).
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription> {
-        self.settle().await;
+        let limit = self.settle().await?;
         let (conn, _) = self.conn()?;
         let subscribe = self.listeners.subscribe(&conn, channel);
-        match Box::pin(tokio::time::timeout(self.command_timeout, subscribe)).await {
+        match Box::pin(tokio::time::timeout(limit, subscribe)).await {
             Ok(subscription) => subscription,
             Err(_) => Err(Error::timeout("subscribe", self.command_timeout)),
         }
     }
 
-    /// For a Sentinel client that is looking for its master (the one in use is suspected
-    /// gone): waits for it, at most the command timeout, so that the request goes to the new
-    /// master. Nothing for other clients.
+    /// The time a request may take: the command timeout, less what it waited here for a
+    /// Sentinel client's new master. A Sentinel client that is looking for its master (the one
+    /// in use is suspected gone) waits for it first, so that the request goes to the new one;
+    /// the wait counts against the same bound. Nothing to wait for other clients.
     ///
-    /// Not an `async fn` that holds the wait inline: the wait is boxed, so a request's future
-    /// does not grow by it.
-    async fn settle(&self) {
-        if self.slot.is_following() {
-            Box::pin(self.slot.settled(self.command_timeout)).await;
+    /// # Errors
+    /// [`crate::ErrorKind::Connection`] when the sentinels named no master answering within
+    /// the command timeout (the reason is the last one they gave).
+    async fn settle(&self) -> Result<Duration> {
+        if !self.slot.is_following() {
+            return Ok(self.command_timeout);
         }
+        let started = std::time::Instant::now();
+        // Boxed: the wait stays out of every request's future.
+        Box::pin(self.slot.settled(self.command_timeout)).await;
+        let limit = self.command_timeout.saturating_sub(started.elapsed());
+        if limit.is_zero() && self.slot.is_following() {
+            return Err(self.slot.no_master_error(self.command_timeout));
+        }
+        Ok(limit.max(MIN_LIMIT_AFTER_SETTLE))
     }
 
     /// After a failed request of a Sentinel client: the master may be gone or demoted (a
@@ -112,7 +122,7 @@ impl Transport {
     /// Sends one script call under the command timeout, loading the script if the server does
     /// not know it.
     pub(crate) async fn run(&self, call: &Call, op: &str, name: &str) -> Result<Value> {
-        self.settle().await;
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let request = async {
             match call.cmd.query_async::<Value>(&mut conn).await {
@@ -123,15 +133,15 @@ impl Transport {
                 reply => reply,
             }
         };
-        self.timed(request, op, name).await
+        self.timed(request, limit, op, name).await
     }
 
     /// Sends one command under the command timeout and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, what: &str) -> Result<T> {
-        self.settle().await;
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(cmd.query_async::<Value>(&mut conn), what, "")
+            .timed(cmd.query_async::<Value>(&mut conn), limit, what, "")
             .await?;
         convert(value, what)
     }
@@ -142,10 +152,10 @@ impl Transport {
         pipe: &redis::Pipeline,
         what: &str,
     ) -> Result<T> {
-        self.settle().await;
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(pipe.query_async::<Value>(&mut conn), what, "")
+            .timed(pipe.query_async::<Value>(&mut conn), limit, what, "")
             .await?;
         convert(value, what)
     }
@@ -158,10 +168,10 @@ impl Transport {
         op: &str,
         name: &str,
     ) -> Result<Vec<Value>> {
-        self.settle().await;
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(pipe.query_async::<Value>(&mut conn), op, name)
+            .timed(pipe.query_async::<Value>(&mut conn), limit, op, name)
             .await?;
         match value {
             Value::Array(replies) => {
@@ -185,10 +195,10 @@ impl Transport {
         invocation: &redis::ScriptInvocation<'_>,
         what: &str,
     ) -> Result<T> {
-        self.settle().await;
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(invocation.invoke_async::<Value>(&mut conn), what, "")
+            .timed(invocation.invoke_async::<Value>(&mut conn), limit, what, "")
             .await?;
         convert(value, what)
     }
@@ -202,10 +212,11 @@ impl Transport {
     fn timed<'a>(
         &'a self,
         request: impl Future<Output = redis::RedisResult<Value>> + 'a,
+        limit: Duration,
         op: &'a str,
         name: &'a str,
     ) -> impl Future<Output = Result<Value>> + 'a {
-        let request = Box::pin(tokio::time::timeout(self.command_timeout, request));
+        let request = Box::pin(tokio::time::timeout(limit, request));
         async move {
             let context = || {
                 if name.is_empty() {
@@ -223,7 +234,7 @@ impl Transport {
                 }
                 Err(_) => {
                     self.slot.follow();
-                    Err(Error::timeout(&context(), self.command_timeout))
+                    Err(Error::timeout(&context(), limit))
                 }
             }
         }
@@ -294,6 +305,11 @@ impl Transport {
         }
     }
 }
+
+/// The least time a request is given after it waited for a Sentinel client's new master that
+/// was found just at the end of the command timeout (a request given no time would fail for
+/// nothing).
+const MIN_LIMIT_AFTER_SETTLE: Duration = Duration::from_millis(100);
 
 /// How many times a Sentinel client's background release is sent when it meets a failover
 /// (each attempt waits up to the command timeout for the new master).
