@@ -543,3 +543,48 @@ async fn a_password_protected_master_is_reached_with_node_password() {
     assert!(message.contains("cannot be asked"), "{message}");
     assert!(!message.contains("s3cret-data"), "{message}");
 }
+
+/// A planned switch (`SENTINEL FAILOVER`, the old master demoted to a replica, nothing lost):
+/// the client moves on the sentinels' `+switch-master` or the demoted master's `READONLY`, and
+/// the lock held across the switch is still held (and released) on the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_switch_keeps_the_lock_and_moves_the_client() {
+    let set = RedisReplicaSet::start(2).unwrap();
+    let sentinels = RedisSentinels::start(&set).unwrap();
+    let client = sentinel_client(&sentinels, DEFAULT_COMMAND_TIMEOUT).await;
+    let lock = client
+        .mutex_with("planned", MutexOptions::new().watchdog().fenced())
+        .unwrap();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let before = guard.issued_fencing_token().unwrap().get();
+    tokio::task::block_in_place(|| set.wait_synced()).unwrap();
+
+    let old = set.master().port();
+    let mut sentinel = redis::Client::open(sentinels.urls()[0].as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg(sentinels.master_name())
+        .query(&mut sentinel)
+        .unwrap();
+    let new = tokio::task::block_in_place(|| sentinels.wait_failover(old)).unwrap();
+    assert_ne!(new, old);
+
+    // The client writes to the new master (a write to the demoted one would be refused).
+    let next = client.mutex("planned:after").unwrap();
+    let taken = crate::support::eventually(
+        Duration::from_secs(20),
+        "an acquire on the new master",
+        || async { next.try_acquire().await.ok().flatten() },
+    )
+    .await;
+    taken.release().await.unwrap();
+    assert!(
+        guard.release().await.unwrap().was_held(),
+        "the lock held across a planned switch is still held"
+    );
+    let again = lock.try_acquire().await.unwrap().expect("free");
+    assert!(again.issued_fencing_token().unwrap().get() > before);
+}
