@@ -588,3 +588,21 @@ async fn a_planned_switch_keeps_the_lock_and_moves_the_client() {
     let again = lock.try_acquire().await.unwrap().expect("free");
     assert!(again.issued_fencing_token().unwrap().get() > before);
 }
+
+/// Shutting a Sentinel client down releases its locks on the master like any client's.
+#[tokio::test]
+async fn a_sentinel_client_shuts_down_cleanly() {
+    let set = RedisReplicaSet::start(1).unwrap();
+    let sentinels = RedisSentinels::start_with(&set, 1).unwrap();
+    let client = sentinel_client(&sentinels, DEFAULT_COMMAND_TIMEOUT).await;
+    let guard = client.mutex("bye").unwrap().try_acquire().await.unwrap();
+    let _guard = guard.expect("free");
+    let report = client.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.released, 1, "{report}");
+    assert!(report.failures.is_empty(), "{report}");
+    let held: bool = redis::cmd("EXISTS")
+        .arg("dlock:{bye}")
+        .query(&mut set.master().connection().unwrap())
+        .unwrap();
+    assert!(!held);
+}

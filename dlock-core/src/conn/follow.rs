@@ -54,6 +54,20 @@ impl ConnSlot {
         *task = Some(runtime.spawn(follow_master(Arc::downgrade(self), follower.nudge.clone())));
     }
 
+    /// Stops the `+switch-master` listener and a re-resolution in flight (client shutdown: no
+    /// background connection to a sentinel outlives it). Both start again if the client is
+    /// used and its connection drops.
+    pub(crate) fn stop_following(&self) {
+        for task in [&self.follower.task, &self.follower.watcher] {
+            if let Some(task) = lock(task).take() {
+                task.abort();
+            }
+        }
+        self.follower
+            .state
+            .send_modify(|(following, _)| *following = false);
+    }
+
     /// Starts the `+switch-master` listener unless it runs (it dies with its runtime).
     fn ensure_watching(self: &Arc<Self>) {
         let Factory::Sentinel(sentinel) = &self.factory else {
