@@ -12,9 +12,9 @@
 //! one slot. Only subscribing, the publish command and how renewals are batched differ.
 //!
 //! * A master watched by Redis Sentinel is reached like a standalone server, at the address
-//!   the sentinels name (see `sentinel.rs`). [`ConnSlot`] follows a failover: on a dropped
-//!   connection, a `READONLY` reply or a sentinel's `+switch-master` it asks the sentinels
-//!   again, and when they name another master it builds a connection to it under a new
+//!   the sentinels name (see `sentinel.rs`). [`ConnSlot`] follows a failover (`conn/follow.rs`):
+//!   on a dropped connection, a `READONLY` reply, a timed-out request or a sentinel's
+//!   `+switch-master` it asks the sentinels again, and when they name another master it builds a connection to it under a new
 //!   generation, exactly as it does when a runtime ended, then runs the failover hook (the
 //!   client re-subscribes wake channels there and nudges every waiter to ask again).
 //!

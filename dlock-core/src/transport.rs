@@ -64,7 +64,7 @@ impl Transport {
         let subscribe = self.listeners.subscribe(&conn, channel);
         match Box::pin(tokio::time::timeout(limit, subscribe)).await {
             Ok(subscription) => subscription,
-            Err(_) => Err(Error::timeout("subscribe", self.command_timeout)),
+            Err(_) => Err(Error::timeout("subscribe", limit)),
         }
     }
 
@@ -76,6 +76,9 @@ impl Transport {
     /// # Errors
     /// [`crate::ErrorKind::Connection`] when the sentinels named no master answering within
     /// the command timeout (the reason is the last one they gave).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
     async fn settle(&self) -> Result<Duration> {
         if !self.slot.is_following() {
             return Ok(self.command_timeout);
@@ -203,7 +206,8 @@ impl Transport {
         convert(value, what)
     }
 
-    /// Bounds `request` by the command timeout; `op` and `name` say what it was in errors.
+    /// Bounds `request` by `limit` (the command timeout, less a wait for a Sentinel client's
+    /// new master: see [`Transport::settle`]); `op` and `name` say what it was in errors.
     ///
     /// Not an `async fn`: the request (and its timer) is boxed here, at the call, so its state
     /// lives only while it is in flight and never inline in the caller's future — an `async
