@@ -50,6 +50,7 @@ mod scheduler_share;
 mod scheduler_shutdown;
 mod secrets;
 mod semaphore;
+mod sentinel;
 mod stale_handoff;
 mod tls;
 mod wake_on_release;

@@ -1,7 +1,7 @@
 //! [`Client`]: one Redis connection shared by every lock of a process, and its configuration.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use redis::IntoConnectionInfo;
@@ -72,6 +72,8 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     nodelay: bool,
     tls: TlsSettings,
+    /// Sentinel clients only: how to log into the data nodes and into the sentinels.
+    auth: SentinelAuth,
 }
 
 /// What a `rediss://` connection trusts and presents ([`ClientBuilder::tls_ca_pem`] …).
@@ -151,11 +153,81 @@ fn install_crypto_provider() {
     }
 }
 
+/// A Sentinel client's credentials: the data nodes' (the master) and the sentinels' (which
+/// override those in the sentinel URLs). Never printed.
+#[derive(Default)]
+struct SentinelAuth {
+    node_username: Option<String>,
+    node_password: Option<String>,
+    node_db: Option<i64>,
+    sentinel_username: Option<String>,
+    sentinel_password: Option<String>,
+}
+
+impl SentinelAuth {
+    /// The sentinels with their credentials (these override the URLs'), and the data nodes'
+    /// login.
+    fn apply(
+        &self,
+        sentinels: Vec<redis::ConnectionInfo>,
+    ) -> (Vec<redis::ConnectionInfo>, redis::RedisConnectionInfo) {
+        let sentinels = sentinels
+            .into_iter()
+            .map(|info| {
+                let mut settings = info.redis_settings().clone();
+                if let Some(user) = &self.sentinel_username {
+                    settings = settings.set_username(user);
+                }
+                if let Some(password) = &self.sentinel_password {
+                    settings = settings.set_password(password);
+                }
+                info.set_redis_settings(settings)
+            })
+            .collect();
+        let mut node = redis::RedisConnectionInfo::default();
+        if let Some(user) = &self.node_username {
+            node = node.set_username(user);
+        }
+        if let Some(password) = &self.node_password {
+            node = node.set_password(password);
+        }
+        if let Some(db) = self.node_db {
+            node = node.set_db(db);
+        }
+        (sentinels, node)
+    }
+
+    /// The name of the first setting given, for the error of a non-Sentinel builder.
+    fn first_set(&self) -> Option<&'static str> {
+        let Self {
+            node_username,
+            node_password,
+            node_db,
+            sentinel_username,
+            sentinel_password,
+        } = self;
+        [
+            (node_username.is_some(), "node_username"),
+            (node_password.is_some(), "node_password"),
+            (node_db.is_some(), "node_db"),
+            (sentinel_username.is_some(), "sentinel_username"),
+            (sentinel_password.is_some(), "sentinel_password"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
+    }
+}
+
 /// Where a client connects.
 enum Target {
     /// Boxed: a connection info is large (with TLS compiled into `redis`, ~240 bytes).
     Single(Box<redis::RedisResult<redis::ConnectionInfo>>),
     Cluster(redis::RedisResult<Vec<redis::ConnectionInfo>>),
+    /// The master monitored as `master_name` by these sentinels.
+    Sentinel {
+        master_name: String,
+        sentinels: redis::RedisResult<Vec<redis::ConnectionInfo>>,
+    },
 }
 
 impl Target {
@@ -188,8 +260,12 @@ impl Target {
                 .as_ref()
                 .map(|info| vec![info.addr().to_string()])
                 .unwrap_or_default(),
-            Self::Cluster(Ok(nodes)) => nodes.iter().map(|i| i.addr().to_string()).collect(),
-            Self::Cluster(Err(_)) => Vec::new(),
+            Self::Cluster(Ok(nodes))
+            | Self::Sentinel {
+                sentinels: Ok(nodes),
+                ..
+            } => nodes.iter().map(|i| i.addr().to_string()).collect(),
+            Self::Cluster(Err(_)) | Self::Sentinel { .. } => Vec::new(),
         }
     }
 }
@@ -204,9 +280,23 @@ impl fmt::Debug for ClientBuilder {
             connect_timeout,
             nodelay,
             tls,
+            auth,
         } = self;
-        f.debug_struct("ClientBuilder")
-            .field("addresses", &target.addresses())
+        let mut f = f.debug_struct("ClientBuilder");
+        if let Target::Sentinel { master_name, .. } = target {
+            f.field("sentinel_master", master_name)
+                .field("node_username", &auth.node_username)
+                .field(
+                    "node_password",
+                    &auth.node_password.as_ref().map(|_| "<redacted>"),
+                )
+                .field("sentinel_username", &auth.sentinel_username)
+                .field(
+                    "sentinel_password",
+                    &auth.sentinel_password.as_ref().map(|_| "<redacted>"),
+                );
+        }
+        f.field("addresses", &target.addresses())
             .field("key_prefix", key_prefix)
             .field("default_ttl", default_ttl)
             .field("command_timeout", command_timeout)
@@ -290,13 +380,51 @@ impl ClientBuilder {
         self
     }
 
+    /// Sentinel clients ([`Client::sentinel_builder`]): the ACL user to log into the data nodes
+    /// (the master) as. The sentinels' own user goes into their URLs or
+    /// [`ClientBuilder::sentinel_username`].
+    pub fn node_username(mut self, username: impl Into<String>) -> Self {
+        self.auth.node_username = Some(username.into());
+        self
+    }
+
+    /// Sentinel clients: the password of the data nodes (`requirepass`, or the ACL user's).
+    /// It is never printed (`Debug` shows `<redacted>`).
+    pub fn node_password(mut self, password: impl Into<String>) -> Self {
+        self.auth.node_password = Some(password.into());
+        self
+    }
+
+    /// Sentinel clients: the database of the data nodes (default 0).
+    pub fn node_db(mut self, db: i64) -> Self {
+        self.auth.node_db = Some(db);
+        self
+    }
+
+    /// Sentinel clients: the ACL user of the sentinels (overrides any user in their URLs).
+    pub fn sentinel_username(mut self, username: impl Into<String>) -> Self {
+        self.auth.sentinel_username = Some(username.into());
+        self
+    }
+
+    /// Sentinel clients: the password of the sentinels (`requirepass` in sentinel.conf;
+    /// overrides any password in their URLs). Never printed.
+    pub fn sentinel_password(mut self, password: impl Into<String>) -> Self {
+        self.auth.sentinel_password = Some(password.into());
+        self
+    }
+
     /// Creates the client. The connection is opened lazily by the first request, so this
-    /// succeeds while Redis is down; use [`ClientBuilder::connect`] to fail fast instead.
+    /// succeeds while Redis is down; use [`ClientBuilder::connect`] to fail fast instead. A
+    /// Sentinel client starts asking the sentinels for the master here, in the background.
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidInput`] for a malformed URL, TLS settings without a
-    /// `rediss://` URL or certificates that are not PEM, a key prefix with braces or a default TTL out of range;
-    /// [`crate::ErrorKind::NoRuntime`] outside a Tokio runtime.
+    /// `rediss://` URL (or on a Sentinel client, where TLS is not supported yet) or
+    /// certificates that are not PEM, a key prefix with braces or a default TTL out of range, an
+    /// empty Sentinel master name or no sentinel, or a Sentinel setting (`node_password` …) on
+    /// a client that is not a Sentinel client; [`crate::ErrorKind::NoRuntime`] outside a Tokio
+    /// runtime.
     pub fn build(self) -> Result<Client> {
         tokio::runtime::Handle::try_current()
             .map_err(|_| Error::no_runtime("dlock_core::ClientBuilder::build"))?;
@@ -307,6 +435,15 @@ impl ClientBuilder {
                 "command and connect timeouts must be greater than zero",
             ));
         }
+        if let (false, Some(setting)) = (
+            matches!(self.target, Target::Sentinel { .. }),
+            self.auth.first_set(),
+        ) {
+            return Err(Error::invalid(format!(
+                "`{setting}` applies to Sentinel clients (Client::sentinel_builder) only; for \
+                 one server or a cluster, put the credentials and database into the URL"
+            )));
+        }
         let client_id = client_id()?;
         crate::metrics::describe();
         // The fence counters' names, built once per process here rather than by a request.
@@ -314,7 +451,16 @@ impl ClientBuilder {
         let waiters = Arc::new(Waiters::new(&client_id));
         let listeners = Arc::new(Listeners::default());
         let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
-        let push = move |info| {
+        // A Sentinel client asks for the master again when its connection drops (first, so
+        // that the waiters woken below find the re-resolution under way and wait for it).
+        let follow: Arc<OnceLock<Weak<ConnSlot>>> = Arc::default();
+        let to_slot = follow.clone();
+        let push = move |info: redis::PushInfo| {
+            if info.kind == redis::PushKind::Disconnection
+                && let Some(slot) = to_slot.get().and_then(Weak::upgrade)
+            {
+                slot.follow();
+            }
             if to_listeners.upgrade().is_some_and(|l| l.on_push(&info)) {
                 return Ok(());
             }
@@ -341,8 +487,31 @@ impl ClientBuilder {
                     .collect::<Result<Vec<_>>>()?;
                 Factory::cluster(nodes, settings, push)?
             }
+            Target::Sentinel {
+                master_name,
+                sentinels,
+            } => {
+                if tls.is_set() {
+                    return Err(Error::invalid(
+                        "TLS settings on a Sentinel client: TLS is not supported for Sentinel \
+                         deployments yet (use redis:// sentinel and node addresses)",
+                    ));
+                }
+                let (sentinels, node) = self.auth.apply(sentinels.map_err(bad_url)?);
+                Factory::sentinel(master_name, sentinels, node, settings, push)?
+            }
         };
         let slot = Arc::new(ConnSlot::new(factory)?);
+        let _ = follow.set(Arc::downgrade(&slot));
+        let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
+        slot.set_on_failover(Box::new(move |conn, generation| {
+            if let Some(listeners) = to_listeners.upgrade() {
+                listeners.resubscribe(conn.clone());
+            }
+            if let Some(waiters) = to_waiters.upgrade() {
+                waiters.resubscribe(conn, generation);
+            }
+        }));
         let transport = Arc::new(Transport::new(
             slot,
             (waiters, listeners),
@@ -364,6 +533,8 @@ impl ClientBuilder {
             default_ttl,
         };
         let ctx = Context::new(transport, config, client_id, TokenSource::new()?);
+        // After the context: its watchdog has set the connection's rebuild hook.
+        ctx.transport.slot().start_following();
         Ok(Client { ctx: Arc::new(ctx) })
     }
 
@@ -371,24 +542,28 @@ impl ClientBuilder {
     ///
     /// # Errors
     /// As [`ClientBuilder::build`], plus [`crate::ErrorKind::Connection`] or
-    /// [`crate::ErrorKind::Timeout`] when Redis does not answer a `PING` in time.
+    /// [`crate::ErrorKind::Timeout`] when Redis does not answer a `PING` in time. A Sentinel
+    /// client fails with the sentinels' answers when they name no reachable master (each
+    /// sentinel and its reason), or with [`crate::ErrorKind::InvalidInput`] when none of them
+    /// knows the master name.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made client.
     pub async fn connect(self) -> Result<Client> {
         let endpoint = self.target.endpoint();
         let client = self.build()?;
-        match client.ping().await {
-            Ok(()) => Ok(client),
-            Err(e) => match endpoint {
+        if let Err(e) = client.ping().await {
+            let e = client.ctx.transport.slot().resolution_error().unwrap_or(e);
+            return Err(match endpoint {
                 Some(endpoint)
                     if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) =>
                 {
-                    Err(crate::tls_probe::explain(e, endpoint).await)
+                    crate::tls_probe::explain(e, endpoint).await
                 }
-                _ => Err(e),
-            },
+                _ => e,
+            });
         }
+        Ok(client)
     }
 }
 
@@ -437,6 +612,48 @@ impl Client {
         Self::builder_for(Target::Cluster(nodes))
     }
 
+    /// Starts configuring a client for the master that Redis Sentinel monitors as
+    /// `master_name`, given the sentinels' addresses (`redis://[user:password@]host:26379`).
+    ///
+    /// The client asks every sentinel for the master (`SENTINEL GET-MASTER-ADDR-BY-NAME`) and
+    /// uses the first node that confirms with `ROLE` that it is a master (a sentinel may name
+    /// a stale one during a failover). It follows a failover: when its connection drops, a
+    /// write is refused with `READONLY`, a request times out or a sentinel announces
+    /// `+switch-master`, it asks again and, when they name another master, reconnects there,
+    /// subscribes its waiters' wake channels on it and wakes every waiter to ask the new
+    /// master. Requests made meanwhile wait for the new master up to the command timeout.
+    /// What a failover can lose (a grant not yet replicated) is in the crate docs.
+    ///
+    /// The data nodes' credentials are set with [`ClientBuilder::node_username`] /
+    /// [`ClientBuilder::node_password`] (and [`ClientBuilder::node_db`]); the sentinels' go
+    /// into their URLs or [`ClientBuilder::sentinel_password`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), dlock_core::Error> {
+    /// let client = dlock_core::Client::sentinel_builder(
+    ///     "mymaster",
+    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
+    /// )
+    /// .node_password("data-secret")
+    /// .key_prefix("billing:locks:")
+    /// .connect()
+    /// .await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn sentinel_builder<T: IntoConnectionInfo>(
+        master_name: impl Into<String>,
+        sentinels: impl IntoIterator<Item = T>,
+    ) -> ClientBuilder {
+        let sentinels = sentinels
+            .into_iter()
+            .map(IntoConnectionInfo::into_connection_info)
+            .collect::<redis::RedisResult<Vec<_>>>();
+        Self::builder_for(Target::Sentinel {
+            master_name: master_name.into(),
+            sentinels,
+        })
+    }
+
     fn builder_for(target: Target) -> ClientBuilder {
         ClientBuilder {
             target,
@@ -446,6 +663,7 @@ impl Client {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             nodelay: false,
             tls: TlsSettings::default(),
+            auth: SentinelAuth::default(),
         }
     }
 

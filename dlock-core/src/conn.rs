@@ -11,11 +11,18 @@
 //! implements by delegation; every script's keys share the lock's hash tag, so each call goes to
 //! one slot. Only subscribing, the publish command and how renewals are batched differ.
 //!
+//! * A master watched by Redis Sentinel is reached like a standalone server, at the address
+//!   the sentinels name (see `sentinel.rs`). [`ConnSlot`] follows a failover (`conn/follow.rs`):
+//!   on a dropped connection, a `READONLY` reply, a timed-out request or a sentinel's
+//!   `+switch-master` it asks the sentinels again, and when they name another master it builds a connection to it under a new
+//!   generation, exactly as it does when a runtime ended, then runs the failover hook (the
+//!   client re-subscribes wake channels there and nudges every waiter to ask again).
+//!
 //! Both run their I/O on tasks of the runtime that created them, so [`ConnSlot`] rebuilds the
 //! connection in the current runtime when that one has ended.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -26,6 +33,9 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::lock;
+use crate::sentinel::{Resolved, SentinelSpec};
+
+mod follow;
 
 /// A cheap-to-clone handle on the client's connection.
 #[derive(Clone)]
@@ -34,6 +44,9 @@ pub(crate) enum Conn {
     Single(ConnectionManager),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
+    /// A Sentinel client whose master is not known yet: every request fails at once, saying
+    /// why (the last resolution's error).
+    Unresolved(Arc<str>),
 }
 
 impl std::fmt::Debug for Conn {
@@ -41,8 +54,20 @@ impl std::fmt::Debug for Conn {
         f.write_str(match self {
             Self::Single(_) => "Conn::Single",
             Self::Cluster(_) => "Conn::Cluster",
+            Self::Unresolved(_) => "Conn::Unresolved",
         })
     }
+}
+
+/// The error of a request on a Sentinel client that knows no master (an I/O error to the
+/// `redis` crate, so that it is classified as a connection error).
+fn unresolved(why: &str) -> redis::RedisError {
+    (
+        redis::ErrorKind::Io,
+        "no master known",
+        format!("the master is not known: {why}"),
+    )
+        .into()
 }
 
 impl Conn {
@@ -52,6 +77,7 @@ impl Conn {
         match self {
             Self::Single(cm) => Box::pin(cm.clone().subscribe(channel)).await,
             Self::Cluster(cc) => Box::pin(cc.clone().ssubscribe(channel)).await,
+            Self::Unresolved(why) => Err(unresolved(why)),
         }
     }
 
@@ -60,6 +86,7 @@ impl Conn {
         match self {
             Self::Single(cm) => cm.clone().unsubscribe(channel).await,
             Self::Cluster(cc) => cc.clone().sunsubscribe(channel).await,
+            Self::Unresolved(_) => Ok(()),
         }
     }
 }
@@ -78,6 +105,17 @@ pub(crate) enum Factory {
     /// The cluster client, and its seed nodes (with the client's credentials and TCP settings)
     /// for [`ConnSlot::explain`].
     Cluster(redis::cluster::ClusterClient, Vec<redis::ConnectionInfo>),
+    /// A master found through Redis Sentinel: how to ask for it, the master in use (none before
+    /// the first resolution) and the last resolution's error.
+    Sentinel(Box<SentinelFactory>),
+}
+
+/// How to (re)build the connection to a master watched by sentinels.
+pub(crate) struct SentinelFactory {
+    spec: Arc<SentinelSpec>,
+    config: ConnectionManagerConfig,
+    current: Mutex<Option<Resolved>>,
+    last_error: Mutex<Option<(ErrorKind, Arc<str>)>>,
 }
 
 impl Factory {
@@ -98,17 +136,7 @@ impl Factory {
             .set_tcp_settings(tcp);
         let client = redis::Client::open(info)
             .map_err(|e| Error::invalid(format!("cannot use this Redis address: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_push_sender(push)
-            .set_automatic_resubscription()
-            // The command timeout is applied by `Transport::timed` around the whole request (waiting for
-            // a reconnect included); a second per-response timer would only cost CPU.
-            .set_response_timeout(None)
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        Ok(Factory::Single(client, config))
+        Ok(Factory::Single(client, manager_config(settings, push)))
     }
 
     /// How to build a lazily connecting cluster connection (one RESP3 connection per node).
@@ -149,8 +177,58 @@ impl Factory {
         Ok(Factory::Cluster(client, seeds))
     }
 
+    /// How to build connections to the master of `master_name`, as the `sentinels` name it;
+    /// `node` holds the data nodes' credentials and database.
+    pub(crate) fn sentinel(
+        master_name: String,
+        sentinels: Vec<redis::ConnectionInfo>,
+        node: redis::RedisConnectionInfo,
+        settings: ConnSettings,
+        push: impl redis::aio::AsyncPushSender,
+    ) -> Result<Self> {
+        if master_name.is_empty() {
+            return Err(Error::invalid(
+                "the Sentinel master name is empty; give the name the sentinels monitor \
+                 (`sentinel monitor <name> …`)",
+            ));
+        }
+        let Some(first) = sentinels.first() else {
+            return Err(Error::invalid(
+                "no sentinel given; give the addresses of the sentinels (redis://host:26379)",
+            ));
+        };
+        let tcp = tcp_settings(first.tcp_settings().clone(), settings);
+        let sentinels = sentinels
+            .into_iter()
+            .map(|s| s.set_tcp_settings(tcp.clone()))
+            .collect();
+        let node = node.set_protocol(ProtocolVersion::RESP3);
+        let spec = SentinelSpec::new(master_name, sentinels, node, tcp, settings.connect_timeout);
+        Ok(Factory::Sentinel(Box::new(SentinelFactory {
+            spec: Arc::new(spec),
+            config: manager_config(settings, push),
+            current: Mutex::new(None),
+            last_error: Mutex::new(None),
+        })))
+    }
+
     fn build(&self) -> Result<Conn> {
         match self {
+            Self::Sentinel(sentinel) => {
+                let current = lock(&sentinel.current).clone();
+                let Some(master) = current else {
+                    let why = lock(&sentinel.last_error).clone().map_or_else(
+                        || "the sentinels have not been asked yet".into(),
+                        |(_, why)| why,
+                    );
+                    return Ok(Conn::Unresolved(why));
+                };
+                let client = redis::Client::open(master.info)
+                    .map_err(|e| Error::invalid(format!("cannot use the master's address: {e}")))?;
+                ConnectionManager::new_lazy_with_config(client, sentinel.config.clone())
+                    .map(Conn::Single)
+                    .map_err(|e| Error::from_redis("create the connection", e))
+            }
             Self::Single(client, config) => {
                 ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
                     .map(Conn::Single)
@@ -163,6 +241,24 @@ impl Factory {
             )),
         }
     }
+}
+
+/// The configuration of a standalone connection: push messages to `push`, subscriptions
+/// restored after a reconnect, one reconnect attempt per failing request.
+fn manager_config(
+    settings: ConnSettings,
+    push: impl redis::aio::AsyncPushSender,
+) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_push_sender(push)
+        .set_automatic_resubscription()
+        // The command timeout is applied by `Transport::timed` around the whole request (waiting for
+        // a reconnect included); a second per-response timer would only cost CPU.
+        .set_response_timeout(None)
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
 }
 
 /// `TCP_NODELAY` as configured (off by default), and dead-peer detection: keepalive probes on an idle
@@ -216,6 +312,52 @@ pub(crate) struct ConnSlot {
     /// found (reused for [`EXPLANATION_REUSE`], so that an outage does not double every
     /// failing request's connection attempts).
     explained: Mutex<Option<(Instant, Explanation)>>,
+    /// Run after a Sentinel client moved to another master, with the new connection and its
+    /// generation: wake channels are subscribed there and every waiter asks again.
+    on_failover: OnceLock<FailoverHook>,
+    /// A Sentinel client's following of its master (idle for other clients).
+    follower: Follower,
+}
+
+/// What runs after a Sentinel client moved to another master.
+pub(crate) type FailoverHook = Box<dyn Fn(Conn, u64) + Send + Sync>;
+
+/// A Sentinel client's following of its master: one re-resolution at a time, and a listener of
+/// the sentinels' `+switch-master`. Both are aborted with the slot.
+struct Follower {
+    /// The re-resolution in flight, if any.
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// The `+switch-master` listener.
+    watcher: Mutex<Option<JoinHandle<()>>>,
+    /// Cuts short the pause of a re-resolution between two attempts.
+    nudge: Arc<tokio::sync::Notify>,
+    /// Re-resolutions asked for; one that finds a request newer than its attempt asks again.
+    requests: AtomicU64,
+    /// Whether a re-resolution runs, and how many attempts ended: requests wait (bounded by
+    /// their timeout) for the master before they are sent.
+    state: tokio::sync::watch::Sender<(bool, u64)>,
+}
+
+impl Default for Follower {
+    fn default() -> Self {
+        Self {
+            task: Mutex::default(),
+            watcher: Mutex::default(),
+            nudge: Arc::default(),
+            requests: AtomicU64::new(0),
+            state: tokio::sync::watch::Sender::new((false, 0)),
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        for task in [&self.task, &self.watcher] {
+            if let Some(task) = lock(task).take() {
+                task.abort();
+            }
+        }
+    }
 }
 
 /// What asking the seed nodes found: a better error (its kind and text), or nothing to add.
@@ -233,14 +375,22 @@ impl ConnSlot {
             probe: tokio::spawn(std::future::pending()),
         };
         Ok(Self {
-            single: matches!(factory, Factory::Single(..)),
+            single: !matches!(factory, Factory::Cluster(..)),
             factory,
             live: ArcSwap::from_pointee(live),
             generations: AtomicU64::new(1),
             rebuilding: Mutex::new(()),
             on_rebuild: OnceLock::new(),
             explained: Mutex::new(None),
+            on_failover: OnceLock::new(),
+            follower: Follower::default(),
         })
+    }
+
+    /// Sets what runs after a Sentinel client moved to another master (once, when the client
+    /// is built).
+    pub(crate) fn set_on_failover(&self, hook: FailoverHook) {
+        let _ = self.on_failover.set(hook);
     }
 
     /// Sets what runs after each rebuild (once, when the client is built).
@@ -265,10 +415,20 @@ impl ConnSlot {
     }
 
     fn rebuild(&self) -> Result<(Conn, u64)> {
+        let rebuilt = self.rebuild_locked()?;
+        // Outside the lock: the hook may start tasks that make requests.
+        if let (true, Some(hook)) = (rebuilt.2, self.on_rebuild.get()) {
+            hook();
+        }
+        Ok((rebuilt.0, rebuilt.1))
+    }
+
+    /// The rebuild itself; `true` when this call made the new connection.
+    fn rebuild_locked(&self) -> Result<(Conn, u64, bool)> {
         let _one_at_a_time = lock(&self.rebuilding);
         let live = self.live.load();
         if !live.probe.is_finished() {
-            return Ok((live.conn.clone(), live.generation));
+            return Ok((live.conn.clone(), live.generation, false));
         }
         let probe = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::no_runtime("a dlock request"))?
@@ -285,7 +445,7 @@ impl ConnSlot {
             generation,
             "dlock: the connection's runtime ended; reconnecting in this one"
         );
-        Ok((conn, generation))
+        Ok((conn, generation, true))
     }
 
     /// `error` (of a request described by `context`) as a dlock error. The cluster client
@@ -328,6 +488,11 @@ impl ConnSlot {
     pub(crate) fn dedicated_client(&self) -> Option<redis::Client> {
         match &self.factory {
             Factory::Single(client, _) => Some(client.clone()),
+            // The master in use now (a failover changes it; a round that ran into one is
+            // retried on a new connection by `durable.rs`).
+            Factory::Sentinel(sentinel) => lock(&sentinel.current)
+                .clone()
+                .and_then(|master| redis::Client::open(master.info).ok()),
             Factory::Cluster(..) => None,
         }
     }
@@ -405,6 +570,10 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.req_packed_command(cmd),
             Self::Cluster(cc) => cc.req_packed_command(cmd),
+            Self::Unresolved(why) => {
+                let error = unresolved(why);
+                Box::pin(async move { Err(error) })
+            }
         }
     }
 
@@ -417,6 +586,10 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.req_packed_commands(pipeline, offset, count),
             Self::Cluster(cc) => cc.req_packed_commands(pipeline, offset, count),
+            Self::Unresolved(why) => {
+                let error = unresolved(why);
+                Box::pin(async move { Err(error) })
+            }
         }
     }
 
@@ -424,6 +597,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.get_db(),
             Self::Cluster(cc) => cc.get_db(),
+            Self::Unresolved(_) => 0,
         }
     }
 }
@@ -469,6 +643,7 @@ impl std::fmt::Debug for Connection {
         let kind = match self.conn {
             Conn::Single(_) => "single",
             Conn::Cluster(_) => "cluster",
+            Conn::Unresolved(_) => "sentinel, no master known",
         };
         f.debug_tuple("Connection").field(&kind).finish()
     }

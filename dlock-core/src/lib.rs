@@ -63,10 +63,14 @@
 //!   stale hand-off is detected and it waits again.)
 //! * **Failover can lose a lock.** Redis replicates asynchronously: a lock written to a master
 //!   that fails before replicating is gone on the promoted replica. Fencing tokens stay
-//!   increasing (they are floored at the server clock), but two holders may briefly coexist.
-//!   [`MutexOptions::durability`] narrows this: the guard is returned only once `n` replicas
-//!   acknowledged the grant, so a failover to one of them keeps it (one to a replica that did
-//!   not acknowledge still loses it).
+//!   increasing (every fence is floored at the server clock, so the promoted master's exceed
+//!   those lost with the old one), but two holders may briefly coexist: the old holder learns
+//!   it from [`Lease::lost`] at its next renewal, or from its release. A Sentinel client
+//!   ([`Client::sentinel_builder`]) follows the failover to the new master by itself; requests
+//!   made while no master answers fail after the command timeout.
+//!   [`MutexOptions::durability`] narrows the window: the guard is returned only once `n`
+//!   replicas acknowledged the grant, so a failover to one of them keeps it (one to a replica
+//!   that did not acknowledge still loses it).
 //! * **Clocks.** Leases are measured by the Redis server; the client's view
 //!   ([`MutexGuard::safe_until`]) is counted from when the request was sent and reduced by a
 //!   drift allowance of `TTL/100 + 2 ms`.
@@ -74,7 +78,8 @@
 //! # Requirements
 //! Redis 7.0 or newer (RESP3, `LPOS`, `SET … NX GET`), reached through one multiplexed connection per
 //! [`Client`]; Redis Cluster needs Redis 7 (sharded pub/sub) and is reached with
-//! [`Client::cluster_builder`]. Every key of one lock shares the hash tag `{name}`, so each
+//! [`Client::cluster_builder`]; a master watched by Redis Sentinel with
+//! [`Client::sentinel_builder`]. Every key of one lock shares the hash tag `{name}`, so each
 //! script runs on one slot.
 //!
 //! # Layout
@@ -87,7 +92,7 @@
 //! | client state | `context` | what every handle and guard of a client shares |
 //! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
 //! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
-//! | transport | `transport`, `wait`, `listen`, `durable`, `conn` | the timed script call, background releases; waiters, wake channels, grants; other subscriptions on the client's connection (the scheduler's); replica acknowledgement of grants (`WAIT` on a connection of its own, coalesced); the connection (standalone or cluster), rebuilt when its runtime ends |
+//! | transport | `transport`, `wait`, `listen`, `durable`, `conn`, `sentinel`, `tls_probe` | the timed script call, background releases; waiters, wake channels, grants; other subscriptions on the client's connection (the scheduler's); replica acknowledgement of grants (`WAIT` on a connection of its own, coalesced); the connection (standalone, cluster, or the master the sentinels name), rebuilt when its runtime ends or the master changes; asking sentinels for the master and hearing `+switch-master`; explaining a plain/TLS mix-up |
 //! | ground | `scripts`, `options`, `timing`, `key`, `token`, `keypart`, `runtime`, `error` | one Lua file per state change with typed replies and the wire formats; [`MutexOptions`] and their validation; lease arithmetic; names → keys; owner and [`FencingToken`]s; [`KeyPart`]; background tasks; [`Error`] / [`ErrorKind`] |
 //!
 //! # Features
@@ -121,6 +126,7 @@ mod runtime;
 mod rwlock;
 mod scripts;
 mod semaphore;
+mod sentinel;
 mod shards;
 mod shared;
 mod shutdown;

@@ -70,6 +70,26 @@ impl Listeners {
         }
     }
 
+    /// After a Sentinel client moved to another master (`conn`): subscribes every listened
+    /// channel there, then tells every listener about the gap (messages published on the old
+    /// master, or meanwhile, are lost). In the background.
+    pub(crate) fn resubscribe(self: &Arc<Self>, conn: Conn) {
+        let listeners = self.clone();
+        spawn_detached(async move {
+            let channels: Vec<Arc<str>> = lock(&listeners.channels).keys().cloned().collect();
+            for channel in channels {
+                if let Err(e) = conn.subscribe(&channel).await {
+                    tracing::debug!(%channel, error = %e, "dlock: cannot subscribe on the new master yet");
+                }
+            }
+            for senders in lock(&listeners.channels).values() {
+                for (_, sender) in senders {
+                    let _ = sender.send(Heard::Gap);
+                }
+            }
+        });
+    }
+
     /// Listens on `channel` (subscribing the connection if nobody listened yet).
     pub(crate) async fn subscribe(
         self: &Arc<Self>,

@@ -588,10 +588,10 @@ impl Mutex {
     ///
     /// With `fenced`, the same round trip issues the hold's fence: the commands run in a `MULTI`
     /// with `INCR` of the slot's fence counter (so the fence is taken at the instant the lock
-    /// is, and fences stay in holding order) and `GET` of the per-name counter of dlock up to
-    /// 0.1 — `next_fence` of `common.lua` in plain commands. When a floor applies (a lost
-    /// counter, or an older client's fence at or above it), `fence.lua` issues the fence
-    /// instead. A busy attempt's `INCR` leaves a gap in the counter, which is harmless.
+    /// is, and fences stay in holding order), `GET` of the per-name counter of dlock up to
+    /// 0.1 and `TIME` — `next_fence` of `common.lua` in plain commands. When a floor applies (a
+    /// counter that lost values or lags the server clock, or an older client's fence at or
+    /// above it), `fence.lua` issues the fence instead. A busy attempt's `INCR` leaves a gap in the counter, which is harmless.
     async fn fast_attempt(&self, token: OwnerToken) -> Result<Fast> {
         let lock = &*self.keys.lock;
         let label = self.settings.label.as_deref().unwrap_or_default();
@@ -620,6 +620,8 @@ impl Mutex {
             pipe.atomic();
             pipe.cmd("INCR").arg(self.keys.counter());
             pipe.cmd("GET").arg(wire::DerivedKey::legacy_counter(lock));
+            // The clock floor of `next_fence`, checked on the client (wire::counted_fence).
+            pipe.cmd("TIME");
         }
         let name = self.keys.name();
         let replies = self.ctx.transport.pipeline(&pipe, "acquire", name).await?;
@@ -637,7 +639,7 @@ impl Mutex {
             .ok_or_else(|| unexpected("acquire", &Value::Array(replies.clone())))?;
         match reply {
             FastReply::Taken { waited: false } => {
-                let fence = match replies.get(2..4).and_then(wire::counted_fence) {
+                let fence = match replies.get(2..5).and_then(wire::counted_fence) {
                     Some(fence) => Some(fence),
                     None if !self.settings.fenced => None,
                     // A floor applies, or the counter holds something else: the script

@@ -158,6 +158,7 @@ impl Client {
                 ),
             ));
         }
+        transport.slot().stop_following();
         tracing::info!(%report, "dlock: client shut down");
         report
     }

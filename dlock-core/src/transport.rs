@@ -59,11 +59,51 @@ impl Transport {
 
     /// Listens on `channel` over the client's connection (see `listen.rs`).
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription> {
+        let limit = self.settle().await?;
         let (conn, _) = self.conn()?;
         let subscribe = self.listeners.subscribe(&conn, channel);
-        match Box::pin(tokio::time::timeout(self.command_timeout, subscribe)).await {
+        match Box::pin(tokio::time::timeout(limit, subscribe)).await {
             Ok(subscription) => subscription,
-            Err(_) => Err(Error::timeout("subscribe", self.command_timeout)),
+            Err(_) => Err(Error::timeout("subscribe", limit)),
+        }
+    }
+
+    /// The time a request may take: the command timeout, less what it waited here for a
+    /// Sentinel client's new master. A Sentinel client that is looking for its master (the one
+    /// in use is suspected gone) waits for it first, so that the request goes to the new one;
+    /// the wait counts against the same bound. Nothing to wait for other clients.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Connection`] when the sentinels named no master answering within
+    /// the command timeout (the reason is the last one they gave).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    async fn settle(&self) -> Result<Duration> {
+        if !self.slot.is_following() {
+            return Ok(self.command_timeout);
+        }
+        let started = std::time::Instant::now();
+        // Boxed: the wait stays out of every request's future.
+        Box::pin(self.slot.settled(self.command_timeout)).await;
+        let limit = self.command_timeout.saturating_sub(started.elapsed());
+        if limit.is_zero() && self.slot.is_following() {
+            return Err(self.slot.no_master_error(self.command_timeout));
+        }
+        Ok(limit.max(MIN_LIMIT_AFTER_SETTLE))
+    }
+
+    /// After a failed request of a Sentinel client: the master may be gone or demoted (a
+    /// dropped connection, a `READONLY` reply, no answer in time), so ask the sentinels again.
+    fn suspect(&self, error: &redis::RedisError) {
+        if self.slot.is_sentinel()
+            && (error.is_io_error()
+                || error.is_connection_dropped()
+                || error.is_connection_refusal()
+                || error.is_timeout()
+                || is_readonly(error))
+        {
+            self.slot.follow();
         }
     }
 
@@ -85,6 +125,7 @@ impl Transport {
     /// Sends one script call under the command timeout, loading the script if the server does
     /// not know it.
     pub(crate) async fn run(&self, call: &Call, op: &str, name: &str) -> Result<Value> {
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let request = async {
             match call.cmd.query_async::<Value>(&mut conn).await {
@@ -95,14 +136,15 @@ impl Transport {
                 reply => reply,
             }
         };
-        self.timed(request, op, name).await
+        self.timed(request, limit, op, name).await
     }
 
     /// Sends one command under the command timeout and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, what: &str) -> Result<T> {
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(cmd.query_async::<Value>(&mut conn), what, "")
+            .timed(cmd.query_async::<Value>(&mut conn), limit, what, "")
             .await?;
         convert(value, what)
     }
@@ -113,9 +155,10 @@ impl Transport {
         pipe: &redis::Pipeline,
         what: &str,
     ) -> Result<T> {
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(pipe.query_async::<Value>(&mut conn), what, "")
+            .timed(pipe.query_async::<Value>(&mut conn), limit, what, "")
             .await?;
         convert(value, what)
     }
@@ -128,12 +171,22 @@ impl Transport {
         op: &str,
         name: &str,
     ) -> Result<Vec<Value>> {
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(pipe.query_async::<Value>(&mut conn), op, name)
+            .timed(pipe.query_async::<Value>(&mut conn), limit, op, name)
             .await?;
         match value {
-            Value::Array(replies) => Ok(replies),
+            Value::Array(replies) => {
+                // Each command's error is its own reply here: a demoted master says READONLY.
+                if self.slot.is_sentinel()
+                    && let Some(Value::ServerError(e)) =
+                        replies.iter().find(|r| matches!(r, Value::ServerError(_)))
+                {
+                    self.suspect(&e.clone().into());
+                }
+                Ok(replies)
+            }
             other => Err(scripts::unexpected(op, &other)),
         }
     }
@@ -145,14 +198,16 @@ impl Transport {
         invocation: &redis::ScriptInvocation<'_>,
         what: &str,
     ) -> Result<T> {
+        let limit = self.settle().await?;
         let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(invocation.invoke_async::<Value>(&mut conn), what, "")
+            .timed(invocation.invoke_async::<Value>(&mut conn), limit, what, "")
             .await?;
         convert(value, what)
     }
 
-    /// Bounds `request` by the command timeout; `op` and `name` say what it was in errors.
+    /// Bounds `request` by `limit` (the command timeout, less a wait for a Sentinel client's
+    /// new master: see [`Transport::settle`]); `op` and `name` say what it was in errors.
     ///
     /// Not an `async fn`: the request (and its timer) is boxed here, at the call, so its state
     /// lives only while it is in flight and never inline in the caller's future — an `async
@@ -161,10 +216,11 @@ impl Transport {
     fn timed<'a>(
         &'a self,
         request: impl Future<Output = redis::RedisResult<Value>> + 'a,
+        limit: Duration,
         op: &'a str,
         name: &'a str,
     ) -> impl Future<Output = Result<Value>> + 'a {
-        let request = Box::pin(tokio::time::timeout(self.command_timeout, request));
+        let request = Box::pin(tokio::time::timeout(limit, request));
         async move {
             let context = || {
                 if name.is_empty() {
@@ -177,9 +233,13 @@ impl Transport {
                 Ok(Ok(value)) => Ok(value),
                 // Boxed: the error path's state (it may ask the seed nodes) stays out of line.
                 Ok(Err(e)) => {
+                    self.suspect(&e);
                     Err(Box::pin(self.slot.explain(&context(), e, self.command_timeout)).await)
                 }
-                Err(_) => Err(Error::timeout(&context(), self.command_timeout)),
+                Err(_) => {
+                    self.slot.follow();
+                    Err(Error::timeout(&context(), limit))
+                }
             }
         }
     }
@@ -198,6 +258,11 @@ impl Transport {
     /// Best-effort release of `token`'s hold on `keys` (and of its queue entry), in the
     /// background: for dropped guards, abandoned acquires and orphan grants. Never blocks;
     /// without a runtime the lease simply expires.
+    ///
+    /// A Sentinel client retries a release that met a failover (no connection, no answer) on
+    /// the master it finds next, up to [`FAILOVER_RELEASE_ATTEMPTS`] times: a lock that
+    /// survived the failover on the promoted replica would otherwise keep every waiter out
+    /// until its lease ran out. The release is owner-checked, so a retry is harmless.
     pub(crate) fn release_in_background(
         self: &Arc<Self>,
         keys: LockKeys,
@@ -207,10 +272,27 @@ impl Transport {
         let transport = self.clone();
         let spawned = spawn_detached(self.background.track_future(async move {
             let call = release_call(&keys, token, entry.as_deref());
-            match transport
-                .run(&call, "background release", keys.name())
-                .await
-            {
+            let mut attempts = 1;
+            let released = loop {
+                let released = transport
+                    .run(&call, "background release", keys.name())
+                    .await;
+                match &released {
+                    Err(e)
+                        if transport.slot.is_sentinel()
+                            && (e.is_connection() || e.is_timeout())
+                            && attempts < FAILOVER_RELEASE_ATTEMPTS =>
+                    {
+                        tracing::debug!(lock = %keys.name(), error = %e, "dlock: background release met a failover; retrying on the next master");
+                        attempts += 1;
+                        // The next `run` waits for the re-resolution; this pause only keeps a
+                        // master that refuses connections from being asked in a tight loop.
+                        tokio::time::sleep(FAILOVER_RELEASE_PAUSE).await;
+                    }
+                    _ => break released,
+                }
+            };
+            match released {
                 Ok(reply) => {
                     let outcome = transport.release_reply(&reply);
                     tracing::debug!(lock = %keys.name(), ?outcome, "dlock: background release");
@@ -226,6 +308,26 @@ impl Transport {
             );
         }
     }
+}
+
+/// The least time a request is given after it waited for a Sentinel client's new master that
+/// was found just at the end of the command timeout (a request given no time would fail for
+/// nothing).
+const MIN_LIMIT_AFTER_SETTLE: Duration = Duration::from_millis(100);
+
+/// How many times a Sentinel client's background release is sent when it meets a failover
+/// (each attempt waits up to the command timeout for the new master).
+const FAILOVER_RELEASE_ATTEMPTS: u32 = 10;
+
+/// The pause between two such attempts.
+const FAILOVER_RELEASE_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether `error` is a write refused by a replica (also when raised inside a script).
+fn is_readonly(error: &redis::RedisError) -> bool {
+    error.code() == Some("READONLY")
+        || error
+            .detail()
+            .is_some_and(|d| d.contains("READONLY") || d.contains("read only replica"))
 }
 
 /// A reply as `T`, or the error that says what did not fit.

@@ -254,6 +254,36 @@ impl Waiters {
         }
     }
 
+    /// After a Sentinel client moved to another master (`conn`, the connection of
+    /// `generation`), which knows none of the old master's subscriptions: subscribes there every
+    /// wake channel that local waiters use, then wakes every waiter. A waiter's queue entry and
+    /// a grant published meanwhile may be lost with the old master, so each one asks the new
+    /// master at once (its attempt queues it again) instead of napping until the holder's lease
+    /// ends. Runs in the background; a channel that cannot be subscribed now is subscribed by
+    /// the next waiter that joins it.
+    pub(crate) fn resubscribe(self: &Arc<Self>, conn: Conn, generation: u64) {
+        let waiters = self.clone();
+        spawn_detached(async move {
+            let channels: Vec<_> = lock(&waiters.channels)
+                .values()
+                .map(|entry| (entry.state.clone(), entry.channel.clone()))
+                .collect();
+            for (state, channel) in channels {
+                let mut subscribed = state.lock().await;
+                if *subscribed == 0 || *subscribed >= generation {
+                    continue;
+                }
+                match conn.subscribe(&channel).await {
+                    Ok(()) => *subscribed = generation,
+                    Err(e) => {
+                        tracing::debug!(%channel, error = %e, "dlock: cannot subscribe on the new master yet");
+                    }
+                }
+            }
+            waiters.wake_all();
+        });
+    }
+
     /// The wake channels this client is subscribed to, forgetting them (client shutdown).
     pub(crate) fn take_channels(&self) -> Vec<Arc<str>> {
         lock(&self.channels)

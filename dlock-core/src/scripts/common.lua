@@ -56,11 +56,16 @@ end
 -- the counter holds data dlock did not write (nothing was issued).
 --
 -- A fence is INCR of the counter. Two floors keep the fences of every name increasing:
---   * a counter below 10^15 was lost (a restart, a failover, an eviction; INCR made it anew) and
---     is raised to the server time in us. Every earlier fence was at most the server time of its
---     issue: a counter, once floored, gains 1 per fence, and one Redis core issues far fewer than
---     one fence per microsecond. (So fences are no timestamps; a clock that steps back across a
---     lost counter can break the floor, as it could before.)
+--   * the server time in us. A counter that lost values — made anew by INCR after a restart or
+--     an eviction, or older than the fences already issued after a failover to a replica that
+--     had not received the latest INCRs — would otherwise issue a fence twice. Every fence is at
+--     most the server time of its issue (plus the fences issued within that microsecond: one
+--     Redis core issues far fewer than one per us), and a failover that loses writes takes
+--     longer than that (the sentinels wait down-after-milliseconds first), so the new master's
+--     clock is past every fence lost with the old one. (So fences are no timestamps; a clock
+--     that steps back, or a promoted replica's clock behind the old master's by more than the
+--     failover took, can break the floor.) The uncontended acquire's INCR takes the same floor
+--     within FAST_FENCE_LAG (wire.rs), which the same argument covers.
 --   * the per-name counter "<lock>:fence" that dlock up to 0.1 wrote (still written by such
 --     clients during a rolling deploy; their fences are max(that + 1, server time in us)): the
 --     fence exceeds it. Read, never written: it expires 7 days after the old clients' last use.
@@ -70,10 +75,10 @@ local function next_fence(lock, counter)
   if type(fence) ~= 'number' then
     return nil, foreign_error(counter, 'holds data dlock did not write (the fence counter)')
   end
-  local floor = fence
-  if fence < 1e15 then
-    local now = redis.call('TIME')
-    floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local now = redis.call('TIME')
+  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  if fence > floor then
+    floor = fence
   end
   local legacy = tonumber(redis.pcall('GET', lock .. ':fence'))
   if legacy and legacy >= floor then
