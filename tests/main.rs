@@ -15,6 +15,8 @@ mod support;
 mod cancel_acquire;
 mod client_shutdown;
 mod cluster;
+mod dashboard;
+mod dashboard_browser;
 mod durability;
 mod election;
 mod fencing;
