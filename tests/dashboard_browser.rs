@@ -88,6 +88,9 @@ impl Browser {
             ])
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
+            // The viewer's zone differs from every job's and from the server's, so the page's
+            // conversion shows (and is checked).
+            .env("TZ", "Asia/Tokyo")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -285,11 +288,15 @@ fn jobs() -> Vec<Job> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_shows_the_dashboard_and_runs_a_job_now() {
     let Some(binary) = chromium() else {
-        tell(
-            "SKIPPED dashboard_browser: Chromium is not installed (looked for $DLOCK_CHROMIUM, \
-             `chromium`, `chromium-browser`); scripts/ensure-deps.sh installs it as root on \
-             Debian (apt-get install chromium)",
+        let looked = std::env::var("DLOCK_CHROMIUM").map_or_else(
+            |_| "`chromium` and `chromium-browser` on PATH".to_owned(),
+            |path| format!("DLOCK_CHROMIUM={path}"),
         );
+        tell(&format!(
+            "SKIPPED dashboard_browser::chromium_shows_the_dashboard_and_runs_a_job_now: no \
+             runnable Chromium ({looked}); scripts/ensure-deps.sh installs it as root on Debian \
+             (apt-get install chromium)"
+        ));
         return;
     };
     let started = Instant::now();
@@ -328,6 +335,14 @@ async fn chromium_shows_the_dashboard_and_runs_a_job_now() {
         .eval("document.querySelectorAll('small.viewer').length")
         .await;
     assert!(viewer.as_u64().unwrap_or(0) >= 4, "viewer times: {viewer}");
+    let next = page
+        .eval("document.querySelector('tr[data-job=\"lottery\"] small.viewer').textContent")
+        .await;
+    let next = next.as_str().unwrap_or_default();
+    assert!(
+        next.starts_with("your time: ") && next.contains("GMT+9"),
+        "the next fire in the viewer's zone (Asia/Tokyo): {next:?}"
+    );
     let paused = page
         .eval("document.querySelector('tr[data-job=\"nightly-report\"] .badge').textContent")
         .await;
