@@ -124,7 +124,7 @@ impl Scheduler {
     ///
     /// let admin = Scheduler::builder(dlock_core::Client::open("redis://127.0.0.1:6379/")?).build()?;
     /// for job in admin.overview().await? {
-    ///     let next = job.next_fire.ok().flatten().map(|t| t.to_rfc3339());
+    ///     let next = job.next_fire.as_ref().ok().and_then(|t| t.map(|t| t.to_rfc3339()));
     ///     println!("{}: next {next:?}, paused {}, runs {:?}", job.name, job.paused, job.runs_per_replica());
     /// }
     /// # Ok(()) }
