@@ -3,7 +3,7 @@
 //! each job's cron, zone, next fire, paused state and replicas, and a run with its replica,
 //! outcome and fencing token once it fired; same-origin POSTs pause, resume and run a job;
 //! cross-origin POSTs, and POSTs with neither `Origin` nor `Sec-Fetch-Site`, get 403 and change
-//! nothing; bad forms get 400; hostile names render as text. Standalone server only: the
+//! nothing; bad forms get 400; hostile names render as text; Redis down gets 503 with why. Standalone server only: the
 //! dashboard reads through the scheduler's API, whose cluster behaviour has its own tests.
 //! `dashboard_browser.rs` drives the same page in headless Chromium.
 
@@ -433,4 +433,26 @@ async fn hostile_names_and_errors_render_as_text() {
     assert_eq!(paused.status, 303, "{paused:?}");
     assert!(d.admin.is_paused(name).await.unwrap());
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_answers_503_with_the_reason() {
+    let mut server = redis();
+    let d = Dashboard::start(
+        &server,
+        vec![("replica-a", vec![job("report", YEARLY, "UTC")])],
+    )
+    .await;
+    let http = http();
+    assert_eq!(get(&http, &d.base).await.status, 200);
+    server.kill();
+    let page = get(&http, &d.base).await;
+    assert_eq!(page.status, 503, "{page:?}");
+    assert!(page.body.contains("registry"), "says what failed: {page:?}");
+    let same = [("sec-fetch-site", "same-origin")];
+    let paused = post(&http, &d.base, &form("report", "pause"), &same).await;
+    assert_eq!(paused.status, 503, "{paused:?}");
+    assert!(paused.body.contains("pause `report`"), "{paused:?}");
+    // The replica's shutdown would wait out its client's timeouts: dropping stops it.
+    drop(d);
 }

@@ -100,9 +100,12 @@ use crate::scheduler::Scheduler;
 /// # let _ = app; }
 /// ```
 ///
-/// The page answers `503 Service Unavailable` with the error's text when Redis fails; a POST
-/// answers `400 Bad Request` for a missing or invalid job name or action, `403 Forbidden`
-/// when it is cross-origin, and `303 See Other` back to the page when done.
+/// # Errors
+/// Answered over HTTP, as plain text saying why: the page and the POSTs answer
+/// `503 Service Unavailable` when Redis fails (or holds data this version did not write); a
+/// POST answers `400 Bad Request` for a missing or invalid job name or an unknown action,
+/// `403 Forbidden` when it is not same-origin (see the module docs), and `303 See Other`
+/// back to the page when done.
 pub fn router<S>(scheduler: Scheduler) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,

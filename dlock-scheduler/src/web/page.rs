@@ -8,6 +8,7 @@
 use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
 
 use crate::ledger::{RunOutcome, RunRecord};
 use crate::overview::JobOverview;
@@ -173,16 +174,23 @@ fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
 }
 
 fn runs_table(out: &mut String, job: &JobOverview) {
-    let shown = job.history.len().min(RUNS_SHOWN);
-    *out += &format!(
-        "<h2>Last runs of {} <small>{shown} of the {} in the ledger, newest first</small></h2>",
-        Esc(&job.name),
-        job.history.len()
-    );
     if job.history.is_empty() {
-        out.push_str("<p class=\"none\">No run recorded yet.</p>");
+        *out += &format!(
+            "<h2>Last runs of {}</h2><p class=\"none\">No run recorded yet.</p>",
+            Esc(&job.name)
+        );
         return;
     }
+    let shown = job.history.len().min(RUNS_SHOWN);
+    *out += &format!(
+        "<h2>Last runs of {} <small>{shown} of the {} in the ledger, newest first; times in \
+         {}</small></h2>",
+        Esc(&job.name),
+        job.history.len(),
+        Esc(&job.time_zone)
+    );
+    // The job's zone, as in the jobs table; UTC for a zone this version does not know.
+    let zone: Tz = job.time_zone.parse().unwrap_or(Tz::UTC);
     *out += &format!(
         "<table class=\"runs\" data-job=\"{}\"><thead><tr><th>Occurrence</th><th>Trigger</th>\
          <th>Replica</th><th>Outcome</th><th>Duration</th><th>Fencing token</th>\
@@ -190,19 +198,23 @@ fn runs_table(out: &mut String, job: &JobOverview) {
         Esc(&job.name)
     );
     for run in job.history.iter().rev().take(RUNS_SHOWN) {
-        run_row(out, run);
+        run_row(out, run, zone);
     }
     out.push_str("</tbody></table>");
 }
 
-fn run_row(out: &mut String, run: &RunRecord) {
+fn run_row(out: &mut String, run: &RunRecord, zone: Tz) {
     let (code, detail) = match &run.outcome {
         RunOutcome::Failed(text) | RunOutcome::Cancelled(text) => {
             (outcome_code(run), text.as_str())
         }
         _ => (outcome_code(run), ""),
     };
-    let occurrence = run.occurrence.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    let occurrence = run
+        .occurrence
+        .with_timezone(&zone)
+        .format("%Y-%m-%d %H:%M:%S %Z")
+        .to_string();
     let started = DateTime::<Utc>::from(run.started_at);
     *out += &format!(
         "<tr class=\"run\"><td>{}</td><td>{}</td><td class=\"replica\">{}<small>{} · pid {}</small></td>\
@@ -223,7 +235,10 @@ fn run_row(out: &mut String, run: &RunRecord) {
             .map_or_else(|| "–".to_owned(), |f| f.to_string()),
         instant(
             started,
-            &started.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
+            &started
+                .with_timezone(&zone)
+                .format("%Y-%m-%d %H:%M:%S%.3f %Z")
+                .to_string()
         )
     );
 }
