@@ -3,7 +3,8 @@
 //! runs its inline script under the page's Content-Security-Policy (the viewer's local times
 //! appear), takes a screenshot, and clicks "Run now" — a real form POST with the browser's own
 //! `Origin` / `Sec-Fetch-Site` — after which the ledger shows the manual run and the page,
-//! reloaded after the 303, lists it.
+//! reloaded after the 303, lists it. Standalone server only, like `dashboard.rs` (the page reads
+//! through the scheduler API, whose cluster behaviour has its own tests).
 //!
 //! Driven over the DevTools protocol (one websocket, JSON messages): no WebDriver server to
 //! install next to the browser. The browser runs in its own process group, killed on drop.
