@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the tools the demo, tests and benchmark need are present on a Debian machine:
-# redis-server and redis-cli (installed with apt-get when missing), and the Rust toolchain with
-# rustfmt and clippy. Safe to run repeatedly; does nothing when everything is there.
+# redis-server and redis-cli (installed with apt-get when missing), Chromium for the dashboard's
+# browser test (installed with apt-get when missing; without it that test is skipped with a
+# message), and the Rust toolchain with rustfmt and clippy. Safe to run repeatedly; does nothing
+# when everything is there.
 set -euo pipefail
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -37,6 +39,23 @@ version=$(redis-server --version | sed -n 's/.*v=\([0-9]*\)\..*/\1/p')
 if [ -n "$version" ] && [ "$version" -lt 7 ]; then
   echo "ensure-deps: redis-server $version found; dlock's tests need Redis 7 (cluster, SPUBLISH)." >&2
   exit 1
+fi
+
+# Chromium: tests/dashboard_browser.rs drives it headless. Not fatal when it cannot be had: the
+# test then says it is skipped, and why.
+if [ -z "${DLOCK_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
+    && ! command -v chromium-browser >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "ensure-deps: installing chromium (the dashboard's browser test) with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
+      echo "ensure-deps: could not install chromium: the dashboard's browser test will be skipped." >&2
+    fi
+  else
+    echo "ensure-deps: chromium is missing and cannot be installed here (that needs root and apt-get):" >&2
+    echo "  the dashboard's browser test will be skipped. Debian/Ubuntu (as root): apt-get install -y chromium," >&2
+    echo "  or point DLOCK_CHROMIUM at a Chromium or Chrome binary." >&2
+  fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

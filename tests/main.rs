@@ -16,6 +16,8 @@ mod acl;
 mod cancel_acquire;
 mod client_shutdown;
 mod cluster;
+mod dashboard;
+mod dashboard_browser;
 mod durability;
 mod election;
 mod fencing;

@@ -1,10 +1,8 @@
 //! `dlock jobs`, `dlock runs`, `dlock pause`, `dlock resume` and `dlock run-now`: the
 //! scheduler's jobs as its running replicas registered them, their ledger, and the controls.
 
-use std::collections::BTreeMap;
-
 use chrono::Utc;
-use dlock_scheduler::{RegisteredReplica, RunOutcome, RunRecord, Scheduler};
+use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
 use serde::Serialize;
 
 use crate::failure::{Exit, Failure};
@@ -92,43 +90,20 @@ fn duration(r: &RunRecord) -> Option<std::time::Duration> {
     r.ended_at?.duration_since(r.started_at).ok()
 }
 
-/// Each job's registrations, by job name.
-fn by_job(replicas: &[RegisteredReplica]) -> BTreeMap<&str, Vec<(&RegisteredReplica, usize)>> {
-    let mut jobs: BTreeMap<&str, Vec<_>> = BTreeMap::new();
-    for replica in replicas {
-        for (i, job) in replica.jobs.iter().enumerate() {
-            jobs.entry(job.name.as_str())
-                .or_default()
-                .push((replica, i));
-        }
-    }
-    jobs
-}
-
-/// `dlock jobs`.
+/// `dlock jobs`: what [`Scheduler::overview`] reads (the dashboard shows the same).
 ///
 /// # Errors
 /// Redis unreachable or erring.
 pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failure> {
-    let replicas = admin.registered_replicas().await?;
-    let now = Utc::now();
     let mut out = Vec::new();
     let mut notes = Vec::new();
-    for (name, registrations) in by_job(&replicas) {
-        let Some(&(first, i)) = registrations.first() else {
-            continue;
-        };
-        let job = &first.jobs[i];
-        let (next, next_local) = match job.schedule() {
-            Ok(schedule) => {
-                let next = schedule.next_after(now);
-                let local = next.map(|t| {
-                    t.with_timezone(&schedule.time_zone())
-                        .format("%Y-%m-%d %H:%M:%S %Z")
-                        .to_string()
-                });
-                (next.map(json_time), local)
-            }
+    for job in admin.overview().await? {
+        let name = &job.name;
+        let (next, next_local) = match &job.next_fire {
+            Ok(next) => (
+                next.map(|t| json_time(t.with_timezone(&Utc))),
+                next.map(|t| t.format("%Y-%m-%d %H:%M:%S %Z").to_string()),
+            ),
             Err(e) => {
                 notes.push(format!(
                     "job `{name}`: cannot compute its next occurrence: {e}"
@@ -136,37 +111,33 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
                 (None, None)
             }
         };
-        let differ = registrations.iter().any(|&(r, i)| {
-            let other = &r.jobs[i];
-            (&other.cron, &other.time_zone) != (&job.cron, &job.time_zone)
-        });
-        if differ {
+        if job.schedules_differ {
             notes.push(format!(
                 "the replicas of job `{name}` disagree on its schedule (a deploy in progress?); \
                  see `dlock jobs --json`"
             ));
         }
-        let last_run = admin.history(name).await?.last().map(RunJson::of);
         out.push(JobJson {
-            name: name.to_owned(),
-            cron: job.cron.clone(),
-            time_zone: job.time_zone.clone(),
-            next,
-            next_local,
-            paused: admin.is_paused(name).await?,
-            last_run,
-            replicas: registrations
+            last_run: job.history.last().map(RunJson::of),
+            replicas: job
+                .replicas
                 .iter()
-                .map(|&(r, i)| ReplicaJson {
+                .map(|r| ReplicaJson {
                     id: r.id.clone(),
                     host: r.host.clone(),
                     pid: r.pid,
                     last_heartbeat: json_time(utc(r.last_heartbeat)),
                     heartbeat_ms: millis(r.heartbeat_every),
-                    cron: r.jobs[i].cron.clone(),
-                    time_zone: r.jobs[i].time_zone.clone(),
+                    cron: r.cron.clone(),
+                    time_zone: r.time_zone.clone(),
                 })
                 .collect(),
+            name: job.name,
+            cron: job.cron,
+            time_zone: job.time_zone,
+            next,
+            next_local,
+            paused: job.paused,
         });
     }
     let mut report = if json {

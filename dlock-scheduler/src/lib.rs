@@ -67,6 +67,15 @@
 //! * **`#[scheduled]`** ([`macro@scheduled`]) declares a job on an `async fn`, with its cron
 //!   expression and time zone checked at compile time; register `lottery::job()?`.
 //!
+//! * **Dashboard** (feature `web`): `web::router(scheduler)` is an axum `Router` the
+//!   application mounts where it likes — one page of every job (schedule, next fire, paused,
+//!   replicas, last runs, runs per replica) with pause / resume / run-now buttons.
+//!
+//! # Features
+//! | feature | what |
+//! |---|---|
+//! | `web` | the `web` module: the dashboard (axum) |
+//!
 //! # Layout
 //! Every import inside the crate points down (`scripts/check-module-cycles.py` fails the build
 //! otherwise). From the ground up:
@@ -85,6 +94,8 @@
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
 //! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now`, history |
+//! | views | `overview` | [`Scheduler::overview`]: each job's schedule, next fire, state, replicas and ledger ([`JobOverview`]), for `dlock jobs` and the dashboard |
+//! | | `web` (feature `web`) | the dashboard: an axum `Router` to mount (`web::router`), its page and its POSTs' cross-site rule |
 //!
 //! `schedule_props` (tests only) holds the property tests of the calendar, misfire and jitter
 //! math.
@@ -105,6 +116,7 @@ mod ledger;
 mod liveness;
 mod metrics;
 mod misfire;
+mod overview;
 mod registry;
 #[cfg(test)]
 mod schedule_props;
@@ -113,6 +125,8 @@ mod scripts;
 mod shared;
 mod validate;
 mod wake;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use builder::{
     DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
@@ -127,6 +141,7 @@ pub use jitter::jitter_for;
 pub use job::{DEFAULT_RUN_LEASE, Job, MIN_RUN_LEASE, Overlap};
 pub use ledger::{RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
+pub use overview::{JobOverview, JobReplica};
 pub use registry::{RegisteredJob, RegisteredReplica};
 pub use scheduler::{Scheduler, ShutdownReport};
 

@@ -1,4 +1,6 @@
-//! Run with: `make demo` (or `cargo run -p lottery`).
+//! Run with: `make demo` (or `cargo run -p lottery`); to look at the dashboard for as long as
+//! you like, `cargo run -p lottery -- --keep-running` (or `DLOCK_DEMO_KEEP_RUNNING=1 make demo`),
+//! then Enter to stop the replicas and print the report (Ctrl-C quits at once, without it).
 //!
 //! A service runs as three replicas. At every lottery draw — here every 2 seconds instead of
 //! every noon, so the demo ends in about half a minute — ten winners must be drawn from the
@@ -11,11 +13,16 @@
 //! starts the replicas as child processes of this same binary, and when they are done prints
 //! every draw (which replica, the winners), the scheduler's run ledger and how many draws each
 //! replica made.
+//!
+//! Replica A also serves the scheduler dashboard (`dlock_scheduler::web`, mounted under
+//! `/jobs`) and prints its address: the jobs, their next draw, who drew what, and buttons to
+//! pause, resume or draw now. `DLOCK_DASHBOARD_ADDR` picks its address (default
+//! `127.0.0.1:0`, a free port).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use dlock_core::Client;
@@ -55,7 +62,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let result = match args.get(1).map(String::as_str) {
         Some("replica") => replica(&args),
-        _ => parent(),
+        None => parent(keep_running_from_env()),
+        Some("--keep-running") if args.len() == 2 => parent(true),
+        Some(other) => {
+            Err(format!("unknown argument `{other}`; usage: lottery [--keep-running]").into())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -66,7 +77,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn parent() -> Result<(), BoxError> {
+/// `DLOCK_DEMO_KEEP_RUNNING=1` (for `make demo`, which passes no arguments).
+fn keep_running_from_env() -> bool {
+    std::env::var("DLOCK_DEMO_KEEP_RUNNING").is_ok_and(|v| v == "1")
+}
+
+fn parent(keep_running: bool) -> Result<(), BoxError> {
     let (url, _server) = match std::env::var("DLOCK_REDIS_URL") {
         Ok(url) => (url, None),
         Err(_) => {
@@ -76,15 +92,41 @@ fn parent() -> Result<(), BoxError> {
     };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(seed(&url))?;
-    println!("redis at {url}; 100 users registered; starting 3 replicas for {RUN_FOR:?}\n");
+    if keep_running {
+        println!(
+            "redis at {url}; 100 users registered; starting 3 replicas until you press Enter \
+             (Ctrl-C quits without the report)\n"
+        );
+    } else {
+        println!(
+            "redis at {url}; 100 users registered; starting 3 replicas for {RUN_FOR:?} \
+             (`--keep-running` keeps them and the dashboard up)\n"
+        );
+    }
     let me = std::env::current_exe()?;
     let mut children = Vec::new();
     for (id, skew) in REPLICAS {
         children.push(
             Command::new(&me)
                 .args(["replica", &url, id, &skew.to_string()])
+                .arg(if keep_running { "keep" } else { "timed" })
+                // A kept replica runs until its stdin closes (Enter here). Not Ctrl-C: it
+                // reaches the whole process group, redis-server included, before the report.
+                .stdin(if keep_running {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
                 .spawn()?,
         );
+    }
+    if keep_running {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        println!("stopping the replicas…");
+        for child in &mut children {
+            drop(child.stdin.take());
+        }
     }
     let failed = children
         .iter_mut()
@@ -115,17 +157,64 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
     let url = args.get(2).ok_or("missing url")?.clone();
     let id = args.get(3).ok_or("missing replica id")?.clone();
     let skew: i64 = args.get(4).ok_or("missing clock skew")?.parse()?;
+    let keep_running = args.get(5).is_some_and(|a| a == "keep");
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let scheduler = Scheduler::builder(Client::open(url.as_str())?)
-            .replica_id(id)
+            .replica_id(id.clone())
             .clock(SkewedClock::millis(skew))
             .job(lottery::job()?)
             .build()?;
-        scheduler
-            .run_until(tokio::time::sleep(RUN_FOR), Duration::from_secs(5))
-            .await;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let dashboard = if id == REPLICAS[0].0 {
+            Some(tokio::spawn(
+                serve_dashboard(scheduler.clone(), stopped).await?,
+            ))
+        } else {
+            None
+        };
+        let until = async move {
+            if keep_running {
+                // Until the parent closes our stdin.
+                let _ = tokio::task::spawn_blocking(|| {
+                    std::io::copy(&mut std::io::stdin(), &mut std::io::sink())
+                })
+                .await;
+            } else {
+                tokio::time::sleep(RUN_FOR).await;
+            }
+        };
+        scheduler.run_until(until, Duration::from_secs(5)).await;
+        stop.send_replace(true);
+        if let Some(server) = dashboard {
+            server.await??;
+        }
         Ok(())
+    })
+}
+
+/// Binds the dashboard's address and prints it; the returned future serves the dashboard
+/// under `/jobs` until `stopped` turns true.
+async fn serve_dashboard(
+    scheduler: Scheduler,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> Result<impl std::future::Future<Output = std::io::Result<()>>, BoxError> {
+    let addr = std::env::var("DLOCK_DASHBOARD_ADDR").unwrap_or_else(|_| "127.0.0.1:0".into());
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| format!("the dashboard cannot listen on {addr}: {e}"))?;
+    println!(
+        "dashboard: http://{}/jobs (served by {})",
+        listener.local_addr()?,
+        scheduler.replica().id()
+    );
+    let app = axum::Router::new().nest("/jobs", dlock_scheduler::web::router(scheduler));
+    Ok(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
     })
 }
 
@@ -165,7 +254,16 @@ async fn report(url: &str) -> Result<(bool, bool), BoxError> {
         exact &= run.outcome == RunOutcome::Succeeded && draw.is_some();
     }
     let draws: Vec<String> = con.keys("lottery:draw:*").await?;
-    exact &= draws.len() == history.len();
+    // The ledger keeps the last 100 runs (a long `--keep-running`): compare what it covers.
+    let oldest = history
+        .first()
+        .map_or(0, |r| r.occurrence.timestamp_millis());
+    let covered = draws
+        .iter()
+        .filter_map(|k| k.strip_prefix("lottery:draw:")?.parse::<i64>().ok())
+        .filter(|&at| at >= oldest)
+        .count();
+    exact &= covered == history.len();
     let spread: Vec<String> = per_replica
         .iter()
         .map(|(id, n)| format!("{id} {n}"))

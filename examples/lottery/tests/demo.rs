@@ -16,6 +16,12 @@ fn the_demo_draws_exactly_once_on_every_replica() {
         stdout.contains("each draw ran exactly once: yes"),
         "{stdout}"
     );
+    // Replica A served the dashboard and said where.
+    assert!(
+        stdout.contains("dashboard: http://127.0.0.1:")
+            && stdout.contains("/jobs (served by replica-a)"),
+        "{stdout}"
+    );
     let spread = stdout
         .lines()
         .find(|l| l.starts_with("draws per replica: "))

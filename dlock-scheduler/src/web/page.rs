@@ -1,0 +1,313 @@
+//! The dashboard's one HTML page, rendered on the server from [`JobOverview`]s: inline CSS,
+//! one small inline script (viewer's local times), no external asset, so it works offline.
+//!
+//! Every value that comes from Redis or from a job's definition (names, cron expressions,
+//! zones, replica ids, hosts, error texts) goes through [`Esc`]; only this file's own literals
+//! are written raw.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+
+use crate::ledger::{RunOutcome, RunRecord};
+use crate::overview::JobOverview;
+
+/// How many of a job's last runs the page lists (the counts per replica cover the whole
+/// ledger).
+pub(crate) const RUNS_SHOWN: usize = 10;
+
+/// The page's script: shows each `<time data-viewer>` instant in the viewer's time zone too,
+/// next to the server-rendered text (the no-JS fallback). Its hash is in the CSP below; change
+/// both together (`printf %s "$SCRIPT" | openssl dgst -sha256 -binary | base64`).
+pub(crate) const SCRIPT: &str = "for(const t of document.querySelectorAll('time[data-viewer]')){const d=new Date(t.dateTime);if(isNaN(d))continue;const s=document.createElement('small');s.className='viewer';s.textContent='your time: '+d.toLocaleString(undefined,{dateStyle:'medium',timeStyle:'long'});t.after(s)}";
+
+/// `Content-Security-Policy` of the page: nothing from elsewhere, the inline style, this one
+/// script (by hash), forms only to itself, never framed (no click-jacking of the buttons).
+pub(crate) const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; \
+     script-src 'sha256-9LyAm3N1HI4CzVqG8yS8SxwPASFLzQbA//6OiVHz7Ao='; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const STYLE: &str = "\
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}\
+header{background:#1d2330;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}\
+header p{margin:4px 0 0;color:#b9c0cc}main{padding:16px 24px}\
+table{border-collapse:collapse;width:100%;background:#fff;margin-bottom:18px}\
+th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e3e6eb;vertical-align:top}\
+th{background:#eceff3;font-weight:600;font-size:12px;text-transform:uppercase;color:#556}\
+code{background:#eef1f5;padding:1px 4px;border-radius:3px}\
+small{display:block;color:#667}h2{font-size:16px;margin:22px 0 6px}\
+.badge{display:inline-block;padding:1px 8px;border-radius:9px;font-size:12px;font-weight:600}\
+.active{background:#dcf3e3;color:#17652f}.paused{background:#fde8c8;color:#8a4b00}\
+.succeeded{color:#17652f}.failed{color:#b3261e}.running{color:#1d4fb3}\
+.cancelled,.abandoned{color:#8a4b00}.skipped_overlap{color:#667}\
+form{display:flex;gap:6px;margin:0}button{font:inherit;padding:3px 10px;border-radius:4px;\
+border:1px solid #9aa3b0;background:#fff;cursor:pointer}button:hover{background:#eef1f5}\
+button.run{border-color:#1d4fb3;color:#1d4fb3}.warn{color:#8a4b00}.none{color:#889}";
+
+/// Writes `s` HTML-escaped (text and attribute values alike).
+pub(crate) struct Esc<'a>(pub(crate) &'a str);
+
+impl fmt::Display for Esc<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(i) = rest.find(['&', '<', '>', '"', '\'']) {
+            f.write_str(&rest[..i])?;
+            f.write_str(match rest.as_bytes()[i] {
+                b'&' => "&amp;",
+                b'<' => "&lt;",
+                b'>' => "&gt;",
+                b'"' => "&quot;",
+                _ => "&#39;",
+            })?;
+            rest = &rest[i + 1..];
+        }
+        f.write_str(rest)
+    }
+}
+
+/// The whole page.
+pub(crate) fn render(jobs: &[JobOverview], now: DateTime<Utc>) -> String {
+    let replicas: std::collections::BTreeSet<&str> = jobs
+        .iter()
+        .flat_map(|j| j.replicas.iter().map(|r| r.id.as_str()))
+        .collect();
+    let mut out = String::with_capacity(8 * 1024);
+    out += "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+            <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+            <title>dlock scheduler</title><style>";
+    out += STYLE;
+    out += "</style></head><body><header><h1>dlock scheduler</h1>";
+    out += &format!(
+        "<p>{} job{} · {} replica{} running · read {}</p></header><main>",
+        jobs.len(),
+        plural(jobs.len()),
+        replicas.len(),
+        plural(replicas.len()),
+        instant(now, &format!("{}", now.format("%Y-%m-%d %H:%M:%S UTC"))),
+    );
+    if jobs.is_empty() {
+        out += "<p class=\"none\">No job: no scheduler replica is running under this \
+                client's prefix, and this scheduler has no job of its own.</p>";
+    } else {
+        jobs_table(&mut out, jobs);
+        for job in jobs {
+            runs_table(&mut out, job);
+        }
+    }
+    out += "</main><script>";
+    out += SCRIPT;
+    out += "</script></body></html>";
+    out
+}
+
+fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
+    out.push_str(
+        "<table class=\"jobs\"><thead><tr><th>Job</th><th>Schedule</th><th>Next fire</th>\
+         <th>State</th><th>Replicas</th><th>Runs per replica</th><th>Actions</th></tr></thead>\
+         <tbody>",
+    );
+    for job in jobs {
+        let name = Esc(&job.name);
+        *out += &format!(
+            "<tr data-job=\"{name}\"><td><strong>{name}</strong></td>\
+             <td><code>{}</code><small>{}</small></td><td>",
+            Esc(&job.cron),
+            Esc(&job.time_zone)
+        );
+        match &job.next_fire {
+            Ok(Some(t)) => {
+                let text = t.format("%Y-%m-%d %H:%M:%S %Z").to_string();
+                *out += &instant(t.with_timezone(&Utc), &text);
+            }
+            Ok(None) => out.push_str("<span class=\"none\">none</span>"),
+            Err(e) => {
+                *out += &format!(
+                    "<span class=\"warn\">unknown: {}</span>",
+                    Esc(&e.to_string())
+                )
+            }
+        }
+        let (state, label) = if job.paused {
+            ("paused", "paused")
+        } else {
+            ("active", "active")
+        };
+        *out += &format!("</td><td><span class=\"badge {state}\">{label}</span></td><td>");
+        if job.replicas.is_empty() {
+            out.push_str("<span class=\"none\">none running</span>");
+        }
+        for r in &job.replicas {
+            *out += &format!(
+                "<div class=\"replica\">{}<small>{} · pid {}</small></div>",
+                Esc(&r.id),
+                Esc(&r.host),
+                r.pid
+            );
+        }
+        if job.schedules_differ {
+            out.push_str("<small class=\"warn\">replicas disagree on the schedule</small>");
+        }
+        out.push_str("</td><td>");
+        let counts = job.runs_per_replica();
+        if counts.is_empty() {
+            out.push_str("<span class=\"none\">no run yet</span>");
+        }
+        for (replica, n) in counts {
+            *out += &format!(
+                "<div class=\"count\">{}: <strong>{n}</strong></div>",
+                Esc(replica)
+            );
+        }
+        let toggle = if job.paused {
+            "<button name=\"action\" value=\"resume\">Resume</button>"
+        } else {
+            "<button name=\"action\" value=\"pause\">Pause</button>"
+        };
+        *out += &format!(
+            "</td><td><form method=\"post\" data-job=\"{name}\">\
+             <input type=\"hidden\" name=\"job\" value=\"{name}\">{toggle}\
+             <button class=\"run\" name=\"action\" value=\"run-now\">Run now</button>\
+             </form></td></tr>"
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
+fn runs_table(out: &mut String, job: &JobOverview) {
+    if job.history.is_empty() {
+        *out += &format!(
+            "<h2>Last runs of {}</h2><p class=\"none\">No run recorded yet.</p>",
+            Esc(&job.name)
+        );
+        return;
+    }
+    let shown = job.history.len().min(RUNS_SHOWN);
+    *out += &format!(
+        "<h2>Last runs of {} <small>{shown} of the {} in the ledger, newest first; times in \
+         {}</small></h2>",
+        Esc(&job.name),
+        job.history.len(),
+        Esc(&job.time_zone)
+    );
+    // The job's zone, as in the jobs table; UTC for a zone this version does not know.
+    let zone: Tz = job.time_zone.parse().unwrap_or(Tz::UTC);
+    *out += &format!(
+        "<table class=\"runs\" data-job=\"{}\"><thead><tr><th>Occurrence</th><th>Trigger</th>\
+         <th>Replica</th><th>Outcome</th><th>Duration</th><th>Fencing token</th>\
+         <th>Started</th></tr></thead><tbody>",
+        Esc(&job.name)
+    );
+    for run in job.history.iter().rev().take(RUNS_SHOWN) {
+        run_row(out, run, zone);
+    }
+    out.push_str("</tbody></table>");
+}
+
+fn run_row(out: &mut String, run: &RunRecord, zone: Tz) {
+    let (code, detail) = match &run.outcome {
+        RunOutcome::Failed(text) | RunOutcome::Cancelled(text) => {
+            (outcome_code(run), text.as_str())
+        }
+        _ => (outcome_code(run), ""),
+    };
+    let occurrence = run
+        .occurrence
+        .with_timezone(&zone)
+        .format("%Y-%m-%d %H:%M:%S %Z")
+        .to_string();
+    let started = DateTime::<Utc>::from(run.started_at);
+    *out += &format!(
+        "<tr class=\"run\"><td>{}</td><td>{}</td><td class=\"replica\">{}<small>{} · pid {}</small></td>\
+         <td class=\"outcome {code}\">{code}",
+        instant(run.occurrence, &occurrence),
+        if run.manual { "run now" } else { "schedule" },
+        Esc(&run.replica),
+        Esc(&run.host),
+        run.pid
+    );
+    if !detail.is_empty() {
+        *out += &format!("<small>{}</small>", Esc(detail));
+    }
+    *out += &format!(
+        "</td><td>{}</td><td class=\"fence\">{}</td><td>{}</td></tr>",
+        duration(run),
+        run.fencing_token
+            .map_or_else(|| "–".to_owned(), |f| f.to_string()),
+        instant(
+            started,
+            &started
+                .with_timezone(&zone)
+                .format("%Y-%m-%d %H:%M:%S%.3f %Z")
+                .to_string()
+        )
+    );
+}
+
+/// The outcome as a word (also the CSS class).
+fn outcome_code(run: &RunRecord) -> &'static str {
+    match run.outcome {
+        RunOutcome::Running => "running",
+        RunOutcome::Succeeded => "succeeded",
+        RunOutcome::Failed(_) => "failed",
+        RunOutcome::Cancelled(_) => "cancelled",
+        RunOutcome::SkippedOverlap => "skipped_overlap",
+        RunOutcome::Abandoned => "abandoned",
+    }
+}
+
+/// How long the run took, or `–` while it runs (or when it never ended).
+fn duration(run: &RunRecord) -> String {
+    let Some(took) = run
+        .ended_at
+        .and_then(|end| end.duration_since(run.started_at).ok())
+    else {
+        return "–".to_owned();
+    };
+    let ms = took.as_millis();
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", took.as_secs_f64())
+    } else {
+        format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1_000)
+    }
+}
+
+/// An instant: `text` (server-rendered, shown as is without JS) in a `<time>` element whose
+/// `datetime` is the UTC instant, which the script also shows in the viewer's zone.
+fn instant(t: DateTime<Utc>, text: &str) -> String {
+    format!(
+        "<time datetime=\"{}\" data-viewer>{}</time>",
+        t.to_rfc3339_opts(SecondsFormat::Millis, true),
+        Esc(text)
+    )
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_csp_allows_exactly_the_page_script() {
+        // The hash in CSP is of SCRIPT as it is: a browser refuses the script otherwise (the
+        // browser test sees the viewer's times appear).
+        assert!(CSP.contains("script-src 'sha256-"));
+        assert!(
+            !SCRIPT.contains('<'),
+            "the script must not close its element"
+        );
+    }
+
+    #[test]
+    fn escaping_covers_text_and_attributes() {
+        assert_eq!(
+            Esc("<script>alert('x')</script> & \"q\"").to_string(),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(Esc("plain · ü").to_string(), "plain · ü");
+    }
+}
