@@ -86,6 +86,28 @@ async fn until(
     }
 }
 
+/// A debugging recorder, its snapshotter, and a current-thread runtime whose tasks all record
+/// into it (the recorder is installed thread-locally around `block_on`).
+struct Recording {
+    recorder: DebuggingRecorder,
+    snapshotter: Snapshotter,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Recording {
+    fn new() -> Self {
+        let recorder = DebuggingRecorder::new();
+        Self {
+            snapshotter: recorder.snapshotter(),
+            recorder,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+        }
+    }
+}
+
 const ACQUIRED: &str =
     "dlock.acquire.duration{contended=false,kind=mutex,lock=billing,outcome=acquired}";
 const CONTENDED: &str =
@@ -99,12 +121,11 @@ const WAITING: &str = "dlock.waiting{kind=mutex,lock=billing}";
 #[test]
 fn a_scripted_sequence_gives_the_right_numbers() {
     let server = RedisServer::start().unwrap();
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let Recording {
+        recorder,
+        snapshotter,
+        runtime,
+    } = Recording::new();
     let mut seen = Seen::default();
     metrics::with_local_recorder(&recorder, || {
         runtime.block_on(async {
@@ -216,12 +237,11 @@ fn a_scripted_sequence_gives_the_right_numbers() {
 #[test]
 fn a_scheduler_run_is_counted_with_its_fire_delay() {
     let server = RedisServer::start().unwrap();
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let Recording {
+        recorder,
+        snapshotter,
+        runtime,
+    } = Recording::new();
     let mut seen = Seen::default();
     metrics::with_local_recorder(&recorder, || {
         runtime.block_on(async {

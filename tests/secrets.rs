@@ -13,6 +13,8 @@ use std::time::Duration;
 use dlock_core::{Client, MutexOptions};
 use dlock_testkit::{RedisServer, ServerOptions};
 
+use crate::support::Sink;
+
 const PASSWORD: &str = "hunter2-Zq9x-s3cr3t";
 
 /// Every `log` record while `RECORDING` is on (the redis crate logs through `log`; the logger
@@ -164,19 +166,5 @@ fn the_password_appears_in_no_output_of_a_session() {
             !text.contains(PASSWORD) && !text.contains(&PASSWORD[..12]),
             "{what} shows the password: {text}"
         );
-    }
-}
-
-#[derive(Clone)]
-struct Sink(std::sync::Arc<StdMutex<Vec<u8>>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }

@@ -167,8 +167,9 @@ pub(crate) struct LogCapture {
     _default: tracing::subscriber::DefaultGuard,
 }
 
+/// A writer into shared bytes, for a `tracing` subscriber whose output a test reads.
 #[derive(Clone)]
-struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct Sink(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
