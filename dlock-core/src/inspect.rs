@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use redis::Value;
+use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 
 use crate::client::Client;
@@ -487,62 +488,67 @@ impl Client {
     /// Every key matching `matching` on the server, or on each master of a cluster, in order
     /// and once each (a key that moved between masters during the scan is listed once).
     async fn scan_keys(&self, matching: &str) -> Result<BTreeSet<String>> {
-        let transport = &self.ctx.transport;
-        let (conn, _) = transport.conn()?;
+        let (conn, _) = self.ctx.transport.conn()?;
         let mut keys = BTreeSet::new();
         let Conn::Cluster(cluster) = conn else {
-            let mut cursor = 0u64;
-            loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(cursor)
-                    .arg("MATCH")
-                    .arg(matching)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT);
-                let (next, page): (u64, Vec<Vec<u8>>) =
-                    transport.query(&cmd, "list the held locks (SCAN)").await?;
-                keys.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
-                if next == 0 {
-                    return Ok(keys);
-                }
-                cursor = next;
-            }
+            self.scan_node(matching, None, &mut keys).await?;
+            return Ok(keys);
         };
-        let shards: Value = transport
+        let shards: Value = self
+            .ctx
+            .transport
             .query(
                 redis::cmd("CLUSTER").arg("SHARDS"),
                 "list the held locks (CLUSTER SHARDS)",
             )
             .await?;
         for slot in first_slots(&shards)? {
-            let mut cursor = 0u64;
-            loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(cursor)
-                    .arg("MATCH")
-                    .arg(matching)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT);
-                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                    Route::new(slot, SlotAddr::Master),
-                ));
-                let what = "list the held locks (SCAN of a cluster master)";
-                let timeout = transport.command_timeout();
-                let reply =
-                    tokio::time::timeout(timeout, cluster.clone().route_command(cmd, route))
-                        .await
-                        .map_err(|_| Error::timeout(what, timeout))?
-                        .map_err(|e| Error::from_redis(what, e))?;
-                let (next, page): (u64, Vec<Vec<u8>>) = redis::from_redis_value(reply)
-                    .map_err(|e| Error::protocol(format!("{what}: unexpected reply: {e}")))?;
-                keys.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+            self.scan_node(matching, Some((&cluster, slot)), &mut keys)
+                .await?;
         }
         Ok(keys)
+    }
+
+    /// Adds to `keys` every key matching `matching` on one node: the server, or (`on`) the
+    /// cluster master that serves the given slot. A whole `SCAN`, page by page.
+    async fn scan_node(
+        &self,
+        matching: &str,
+        on: Option<(&ClusterConnection, u16)>,
+        keys: &mut BTreeSet<String>,
+    ) -> Result<()> {
+        let transport = &self.ctx.transport;
+        let mut cursor = 0u64;
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
+                .arg("MATCH")
+                .arg(matching)
+                .arg("COUNT")
+                .arg(SCAN_COUNT);
+            let (next, page): (u64, Vec<Vec<u8>>) = match on {
+                None => transport.query(&cmd, "list the held locks (SCAN)").await?,
+                Some((cluster, slot)) => {
+                    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                        Route::new(slot, SlotAddr::Master),
+                    ));
+                    let what = "list the held locks (SCAN of a cluster master)";
+                    let timeout = transport.command_timeout();
+                    let reply =
+                        tokio::time::timeout(timeout, cluster.clone().route_command(cmd, route))
+                            .await
+                            .map_err(|_| Error::timeout(what, timeout))?
+                            .map_err(|e| Error::from_redis(what, e))?;
+                    redis::from_redis_value(reply)
+                        .map_err(|e| Error::protocol(format!("{what}: unexpected reply: {e}")))?
+                }
+            };
+            keys.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
     }
 }
 

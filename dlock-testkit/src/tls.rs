@@ -64,6 +64,26 @@ fn new_ca(name: &str) -> Result<(rcgen::Certificate, CertificateParams, KeyPair)
     Ok((cert, params, key))
 }
 
+/// A certificate for `names` (subject alternative names) and `common_name`, for `usage`,
+/// signed by `issuer`, with its new key.
+fn leaf(
+    issuer: &Issuer<'_, &KeyPair>,
+    names: Vec<String>,
+    common_name: &str,
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<(rcgen::Certificate, KeyPair), HarnessError> {
+    let key = KeyPair::generate().map_err(failed("leaf key"))?;
+    let mut params = CertificateParams::new(names).map_err(failed("leaf certificate"))?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.extended_key_usages = vec![usage];
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(failed("leaf certificate"))?;
+    Ok((cert, key))
+}
+
 /// The files a TLS server starts with: `(cert, key, ca)` paths.
 pub(crate) struct ServerFiles {
     pub(crate) cert: PathBuf,
@@ -76,27 +96,18 @@ pub(crate) fn generate(dir: &Path) -> Result<(ServerFiles, TlsMaterial), Harness
     let (ca_cert, ca_params, ca_key) = new_ca("dlock-testkit CA")?;
     let issuer = Issuer::new(ca_params, &ca_key);
 
-    let server_key = KeyPair::generate().map_err(failed("server key"))?;
-    let mut server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .map_err(failed("server certificate"))?;
-    server
-        .distinguished_name
-        .push(DnType::CommonName, "localhost");
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let server_cert = server
-        .signed_by(&server_key, &issuer)
-        .map_err(failed("server certificate"))?;
-
-    let client_key = KeyPair::generate().map_err(failed("client key"))?;
-    let mut client =
-        CertificateParams::new(Vec::<String>::new()).map_err(failed("client certificate"))?;
-    client
-        .distinguished_name
-        .push(DnType::CommonName, "dlock-test-client");
-    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let client_cert = client
-        .signed_by(&client_key, &issuer)
-        .map_err(failed("client certificate"))?;
+    let (server_cert, server_key) = leaf(
+        &issuer,
+        vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
+        "localhost",
+        ExtendedKeyUsagePurpose::ServerAuth,
+    )?;
+    let (client_cert, client_key) = leaf(
+        &issuer,
+        Vec::new(),
+        "dlock-test-client",
+        ExtendedKeyUsagePurpose::ClientAuth,
+    )?;
 
     let tls = dir.join(TLS_DIR);
     fs::create_dir_all(&tls)
