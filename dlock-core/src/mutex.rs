@@ -155,7 +155,7 @@ impl Mutex {
             return Ok(nested.map(MutexGuard::new));
         }
         self.check_open()?;
-        if matches!(self.settings.durability, Durability::Aof { .. }) {
+        if matches!(self.settings.durability(), Durability::Aof { .. }) {
             Box::pin(self.check_server()).await?;
         }
         let token = self.ctx.tokens.next();
@@ -215,8 +215,10 @@ impl Mutex {
     /// in the background if it was handed over meanwhile (or granted and still waiting for the
     /// replicas' acknowledgement); the wake-channel subscription is dropped with the last local
     /// waiter.
-    pub async fn acquire(&self) -> Result<MutexGuard> {
-        self.acquire_until(None).await
+    pub fn acquire(&self) -> impl Future<Output = Result<MutexGuard>> + Send + '_ {
+        // Not an `async fn` wrapping `acquire_until` (here and in `acquire_timeout`): it would
+        // add a layer to every waiting task's future for nothing.
+        self.acquire_until(None)
     }
 
     /// Waits for the lock for at most `wait`; `Duration::ZERO` tries once.
@@ -227,8 +229,11 @@ impl Mutex {
     ///
     /// # Cancel safety
     /// As [`Mutex::acquire`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<MutexGuard> {
-        self.acquire_until(Some(wait)).await
+    pub fn acquire_timeout(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = Result<MutexGuard>> + Send + '_ {
+        self.acquire_until(Some(wait))
     }
 
     /// Runs `work` while holding the lock, then releases it.
@@ -341,13 +346,13 @@ impl Mutex {
     async fn check_server(&self) -> Result<()> {
         self.ctx
             .acks
-            .check_server(&self.ctx.transport, self.settings.durability)
+            .check_server(&self.ctx.transport, self.settings.durability())
             .await
     }
 
     /// Whether a grant must be acknowledged (`durable.rs`) before it becomes a guard.
     fn is_durable(&self) -> bool {
-        self.settings.durability != Durability::None
+        self.settings.durability() != Durability::None
     }
 
     /// `guard` once acknowledged as its durability asks (`durable.rs`). A grant that is not
@@ -371,7 +376,7 @@ impl Mutex {
     /// the lease anew, from when it was sent.
     async fn acknowledged(&self, guard: &MutexGuard) -> Result<()> {
         let lease = guard.hold().lease();
-        let want = self.settings.durability;
+        let want = self.settings.durability();
         let ttl = lease.ttl();
         let ack = self
             .ctx
@@ -393,138 +398,165 @@ impl Mutex {
         Err(LeaseLost::new(reason).into_error(self.keys.name()))
     }
 
-    async fn acquire_until(&self, wait: Option<Duration>) -> Result<MutexGuard> {
-        let started = Instant::now();
-        let deadline = wait.and_then(|w| started.checked_add(w));
-        if let Some(outer) = hold::enclosing(&self.ctx.transport, &self.keys.lock) {
-            // Boxed: a rare path, which would otherwise size every waiting task's future.
-            let nested = Box::pin(hold::nest(
-                outer,
-                Patience::Until(deadline),
-                self.settings.reentrant,
-            ))
-            .await?;
-            // `Until` waits for the turn or fails; it never answers "not now".
-            return nested
-                .map(MutexGuard::new)
-                .ok_or_else(|| self.busy(wait, started.elapsed()));
-        }
-        self.check_open()?;
-        if matches!(self.settings.durability, Durability::Aof { .. }) {
-            Box::pin(self.check_server()).await?;
-        }
-        let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
-        let taken = match self.acquire_inner(started, deadline).instrument(span).await {
-            Ok(taken) => {
-                self.record(Outcome::Acquired, taken.registration.is_some(), started);
-                taken
+    /// Not an `async fn`, as `acquire_inner`: an `async fn` keeps its arguments twice in its
+    /// state (as captured and as locals), for as long as the caller waits.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps its arguments twice in its state: see acquire_until"
+    )]
+    fn acquire_until(
+        &self,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<MutexGuard>> + Send + '_ {
+        async move {
+            let started = Instant::now();
+            let deadline = wait.and_then(|w| started.checked_add(w));
+            if let Some(outer) = hold::enclosing(&self.ctx.transport, &self.keys.lock) {
+                // Boxed: a rare path, which would otherwise size every waiting task's future.
+                let nested = Box::pin(hold::nest(
+                    outer,
+                    Patience::Until(deadline),
+                    self.settings.reentrant,
+                ))
+                .await?;
+                // `Until` waits for the turn or fails; it never answers "not now".
+                return nested
+                    .map(MutexGuard::new)
+                    .ok_or_else(|| self.busy(wait, started.elapsed()));
             }
-            Err(e) => {
-                let outcome = Outcome::refused(Some(&e), wait);
-                self.record(outcome, outcome == Outcome::Timeout, started);
-                if e.is_busy() {
-                    return Err(self.busy(wait, started.elapsed()));
-                }
-                return Err(e);
+            self.check_open()?;
+            if matches!(self.settings.durability(), Durability::Aof { .. }) {
+                Box::pin(self.check_server()).await?;
             }
-        };
-        let guard = self.hold(taken)?;
-        if !self.is_durable() {
-            return Ok(guard);
-        }
-        Box::pin(self.acknowledged_or_released(guard)).await
-    }
-
-    async fn acquire_inner(&self, started: Instant, deadline: Option<Instant>) -> Result<Taken> {
-        let token = self.ctx.tokens.next();
-        let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
-        let (conn, generation) = self.ctx.transport.conn()?;
-        // Uncontended fast path: one round trip, no subscription. Skipped when this client is
-        // subscribed already (other local waiters exist), as the lock is then most likely held.
-        let waiters = &self.ctx.transport.waiters;
-        if !waiters.is_subscribed(&self.keys.lock, generation) {
-            let sent = Instant::now();
-            // Boxed, as each attempt below: a waiting task keeps this future for as long as it
-            // waits, and it would otherwise carry the largest request it can make inline
-            // (BENCHMARKS.md, memory per waiting task).
-            let fast = Box::pin(self.fast_attempt(token)).await?;
-            cleanup.disarm();
-            match fast {
-                Fast::Taken { fence } => {
-                    return Ok(self.taken(token, fence, sent, self.settings.ttl, None));
+            let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
+            let taken = match self.acquire_inner(started, deadline).instrument(span).await {
+                Ok(taken) => {
+                    self.record(Outcome::Acquired, taken.registration.is_some(), started);
+                    taken
                 }
-                Fast::Busy => {
-                    tracing::debug!("dlock: contended; waiting");
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(Error::new(ErrorKind::Busy, "busy"));
+                Err(e) => {
+                    let outcome = Outcome::refused(Some(&e), wait);
+                    self.record(outcome, outcome == Outcome::Timeout, started);
+                    if e.is_busy() {
+                        return Err(self.busy(wait, started.elapsed()));
                     }
-                }
-            }
-        }
-
-        // Subscribe first, then queue: a grant can never be published before we listen.
-        let registration = waiters.register(token, &self.keys.lock, self.queue_entry(token));
-        let _membership = waiters.join((&conn, generation), &self.keys.lock).await?;
-        // The membership keeps its own handle: this one would only sit in the waiting future.
-        drop(conn);
-        cleanup.arm(registration.entry().clone());
-        let mut self_wait = SelfWait::default();
-        let _waiting = metrics::Waiting::start(
-            self.keys.kind().metric_name(),
-            self.settings.label.as_deref().unwrap_or_default(),
-        );
-
-        loop {
-            if self.ctx.is_closed() {
-                return Err(self.ctx.closed_error(self.keys.name()));
-            }
-            let last = deadline.is_some_and(|d| Instant::now() >= d);
-            let mode = if last { Mode::Last } else { Mode::Wait };
-            let sent = Instant::now();
-            let seen = match Box::pin(self.attempt(token, mode, registration.entry())).await? {
-                AcquireReply::Taken { fence } => {
-                    cleanup.disarm();
-                    return Ok(self.taken(
-                        token,
-                        Some(fence),
-                        sent,
-                        self.settings.ttl,
-                        Some(registration),
-                    ));
-                }
-                AcquireReply::Owned { fence, pttl } => {
-                    cleanup.disarm();
-                    return Ok(self.taken(token, fence, sent, pttl, Some(registration)));
-                }
-                AcquireReply::Held { .. } if last => {
-                    cleanup.disarm();
-                    return Err(Error::new(ErrorKind::Busy, "busy"));
-                }
-                AcquireReply::Held { pttl, server_ms } => {
-                    self_wait.check(self, started);
-                    (Seen { sent, server_ms }, pttl)
+                    return Err(e);
                 }
             };
-            // Without a trusted grant (the nap is over, a nudge, a grant that came too late):
-            // ask the server again.
-            let (seen, pttl) = seen;
-            tokio::select! {
-                () = registration.notified() => {
-                    if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
-                        cleanup.disarm();
-                        return Ok(Taken {
-                            token,
-                            fence: Some(grant.fence),
-                            safe_until,
-                            registration: Some(registration),
-                        });
+            let guard = self.hold(taken)?;
+            if !self.is_durable() {
+                return Ok(guard);
+            }
+            Box::pin(self.acknowledged_or_released(guard)).await
+        }
+    }
+
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps its arguments twice in its state: see acquire_until"
+    )]
+    fn acquire_inner(
+        &self,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Taken>> + Send + '_ {
+        async move {
+            let token = self.ctx.tokens.next();
+            let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
+            // The connection is scoped to this block: the membership keeps its own handle, and
+            // this one would only sit in the waiting future.
+            let waiters = &self.ctx.transport.waiters;
+            let (registration, _membership) = {
+                let (conn, generation) = self.ctx.transport.conn()?;
+                // Uncontended fast path: one round trip, no subscription. Skipped when this client is
+                // subscribed already (other local waiters exist), as the lock is then most likely held.
+                if !waiters.is_subscribed(&self.keys.lock, generation) {
+                    let sent = Instant::now();
+                    // Boxed, as each attempt below: a waiting task keeps this future for as long as it
+                    // waits, and it would otherwise carry the largest request it can make inline
+                    // (BENCHMARKS.md, memory per waiting task).
+                    let fast = Box::pin(self.fast_attempt(token)).await?;
+                    cleanup.disarm();
+                    match fast {
+                        Fast::Taken { fence } => {
+                            return Ok(self.taken(token, fence, sent, self.settings.ttl, None));
+                        }
+                        Fast::Busy => {
+                            tracing::debug!("dlock: contended; waiting");
+                            if deadline.is_some_and(|d| Instant::now() >= d) {
+                                return Err(Error::new(ErrorKind::Busy, "busy"));
+                            }
+                        }
                     }
                 }
-                () = tokio::time::sleep(wait::nap(pttl, deadline)) => {
-                    metrics::fallback_wake(
-                        self.keys.kind().metric_name(),
-                        self.settings.label.as_deref().unwrap_or_default(),
-                    );
+
+                // Subscribe first, then queue: a grant can never be published before we listen.
+                let registration =
+                    waiters.register(token, &self.keys.lock, self.queue_entry(token));
+                // Boxed, as the attempts: the subscription's state lives only while it is made.
+                let membership =
+                    Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await?;
+                (registration, membership)
+            };
+            cleanup.arm(registration.entry().clone());
+            let mut self_wait = SelfWait::default();
+            let _waiting = metrics::Waiting::start(
+                self.keys.kind().metric_name(),
+                self.settings.label.as_deref().unwrap_or_default(),
+            );
+
+            loop {
+                if self.ctx.is_closed() {
+                    return Err(self.ctx.closed_error(self.keys.name()));
+                }
+                let last = deadline.is_some_and(|d| Instant::now() >= d);
+                let mode = if last { Mode::Last } else { Mode::Wait };
+                let sent = Instant::now();
+                let seen = match Box::pin(self.attempt(token, mode, registration.entry())).await? {
+                    AcquireReply::Taken { fence } => {
+                        cleanup.disarm();
+                        return Ok(self.taken(
+                            token,
+                            Some(fence),
+                            sent,
+                            self.settings.ttl,
+                            Some(registration),
+                        ));
+                    }
+                    AcquireReply::Owned { fence, pttl } => {
+                        cleanup.disarm();
+                        return Ok(self.taken(token, fence, sent, pttl, Some(registration)));
+                    }
+                    AcquireReply::Held { .. } if last => {
+                        cleanup.disarm();
+                        return Err(Error::new(ErrorKind::Busy, "busy"));
+                    }
+                    AcquireReply::Held { pttl, server_ms } => {
+                        self_wait.check(self, started);
+                        (Seen { sent, server_ms }, pttl)
+                    }
+                };
+                // Without a trusted grant (the nap is over, a nudge, a grant that came too late):
+                // ask the server again.
+                let (seen, pttl) = seen;
+                tokio::select! {
+                    () = registration.notified() => {
+                        if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
+                            cleanup.disarm();
+                            return Ok(Taken {
+                                token,
+                                fence: Some(grant.fence),
+                                safe_until,
+                                registration: Some(registration),
+                            });
+                        }
+                    }
+                    () = tokio::time::sleep(wait::nap(pttl, deadline)) => {
+                        metrics::fallback_wake(
+                            self.keys.kind().metric_name(),
+                            self.settings.label.as_deref().unwrap_or_default(),
+                        );
+                    }
                 }
             }
         }
@@ -752,7 +784,7 @@ impl fmt::Debug for Mutex {
             .field("renewal", &settings.renewal)
             .field("reentrant", &settings.reentrant)
             .field("on_lost", &settings.on_lost)
-            .field("durability", &settings.durability)
+            .field("durability", &settings.durability())
             .finish_non_exhaustive()
     }
 }

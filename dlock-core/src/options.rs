@@ -272,7 +272,7 @@ impl MutexOptions {
             reentrant: self.reentrant,
             on_lost: self.on_lost,
             fenced: self.fenced,
-            durability: self.durability,
+            durability: (self.durability != Durability::None).then(|| Arc::new(self.durability)),
             label: self.label.as_deref().map(Arc::from),
         })
     }
@@ -432,8 +432,20 @@ pub(crate) struct LockSettings {
     pub(crate) on_lost: OnLost,
     /// Fetch the fencing token with each acquisition.
     pub(crate) fenced: bool,
-    /// What a grant waits for before it becomes a guard.
-    pub(crate) durability: Durability,
+    /// What a grant waits for before it becomes a guard; `None` for [`Durability::None`].
+    /// Behind a pointer: few handles ask for it, and every handle (and every waiting task that
+    /// owns one) would otherwise carry its 24 bytes (BENCHMARKS.md, memory per waiting task).
+    durability: Option<Arc<Durability>>,
     /// Stored with the holder's host and pid.
     pub(crate) label: Option<Arc<str>>,
+}
+
+impl LockSettings {
+    /// What a grant waits for before it becomes a guard.
+    pub(crate) fn durability(&self) -> Durability {
+        self.durability
+            .as_deref()
+            .copied()
+            .unwrap_or(Durability::None)
+    }
 }
