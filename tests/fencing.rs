@@ -115,3 +115,77 @@ backend_tests!(
         assert_eq!(pttl, -1, "the slot's counter does not expire");
     }
 );
+
+/// A crash that loses the latest writes, with the server back at once from an older snapshot,
+/// must not let the fenced fast path hand out a fence issued before the crash. Its plain `INCR`
+/// is taken only on a connection on which the slot's counter was floored at the server clock
+/// (dlock-core's `fence_epoch.rs`); the reconnected client floors it anew. Until 0.x's
+/// session 26 an `INCR` within 500 ms of `TIME` was taken on any connection, and a restart this
+/// fast handed the lost fences out again.
+#[tokio::test]
+async fn a_fast_restart_from_an_older_snapshot_never_repeats_a_fence() {
+    let mut server = dlock_testkit::RedisServer::start().unwrap();
+    let client = dlock_core::Client::builder(server.url()).build().unwrap();
+    let other = dlock_core::Client::builder(server.url()).build().unwrap();
+    let lock = client
+        .mutex_with("snapshot", MutexOptions::new().fenced())
+        .unwrap();
+    let fence_of = |guard: &dlock_core::MutexGuard| {
+        guard
+            .issued_fencing_token()
+            .expect("fenced: issued with the lock")
+            .get()
+    };
+    // The first acquires floor the slot's counter on this connection; the later ones take a
+    // plain INCR there.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        seen.push(fence_of(&guard));
+        guard.release().await.unwrap();
+    }
+    let mut con = server.connection().unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    for _ in 0..5 {
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        seen.push(fence_of(&guard));
+        guard.release().await.unwrap();
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    let highest = *seen.last().unwrap();
+
+    server.crash_and_recover().unwrap();
+    let counter = dlock_core::__private::fence_counter_key("dlock:", "snapshot").unwrap();
+    let restored: u64 = redis::cmd("GET")
+        .arg(&counter)
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    assert!(
+        restored < highest,
+        "the snapshot holds an older counter ({restored}, last fence {highest})"
+    );
+
+    // The same client (its connection reconnects) and a client that never saw the old server.
+    for (who, lock) in [
+        ("the reconnected client", &lock),
+        (
+            "another client",
+            &other
+                .mutex_with("snapshot", MutexOptions::new().fenced())
+                .unwrap(),
+        ),
+    ] {
+        let mut last = highest;
+        for _ in 0..3 {
+            let guard =
+                acquired_within(lock, Duration::from_secs(10), "acquire after the crash").await;
+            let fence = fence_of(&guard);
+            assert!(
+                fence > last,
+                "{who} was given fence {fence} after {last} (highest before the crash: {highest})"
+            );
+            last = fence;
+            guard.release().await.unwrap();
+        }
+    }
+}

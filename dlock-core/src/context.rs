@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::durable::Acknowledger;
 use crate::error::{Error, ErrorKind};
+use crate::fence_epoch::FenceEpochs;
 use crate::lease::HeldLocks;
 use crate::token::TokenSource;
 use crate::transport::Transport;
@@ -32,6 +33,8 @@ pub(crate) struct Context {
     /// Replica acknowledgement of grants (`MutexOptions::durability`), on a connection of its
     /// own.
     pub(crate) acks: Acknowledger,
+    /// Which fence counters the fenced fast path may take without checking the clock.
+    pub(crate) fence_epochs: FenceEpochs,
     /// Set by [`crate::Client::shutdown`]: no new acquisitions.
     closed: AtomicBool,
 }
@@ -46,6 +49,7 @@ impl Context {
         Self {
             watchdog: Watchdog::new(transport.clone()),
             acks: Acknowledger::new(transport.slot().clone(), transport.command_timeout()),
+            fence_epochs: FenceEpochs::new(&client_id, transport.slot().is_cluster()),
             transport,
             config,
             client_id,
@@ -85,6 +89,7 @@ impl std::fmt::Debug for Context {
             held: _,
             watchdog,
             acks,
+            fence_epochs: _,
             closed,
         } = self;
         f.debug_struct("Client")

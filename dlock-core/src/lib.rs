@@ -110,6 +110,7 @@ mod context;
 mod durable;
 mod election;
 mod error;
+mod fence_epoch;
 mod guard;
 mod hold;
 mod inspect;

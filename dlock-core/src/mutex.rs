@@ -21,6 +21,7 @@ use tracing::Instrument;
 
 use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
+use crate::fence_epoch::Ticket;
 use crate::guard::{self, MutexGuard};
 use crate::hold::{self, Hold, Patience};
 use crate::key::LockKeys;
@@ -578,6 +579,49 @@ impl Mutex {
         }
     }
 
+    /// The fence the fenced fast path's `MULTI` issued (see `fence_epoch.rs`): its plain
+    /// `INCR`, if no floor applies ([`wire::counted_fence`]) and it ran on the connection the
+    /// slot's counter was floored on, or the one `fence.lua` issued in it. `None` sends the
+    /// acquire to `fence.lua` in a round trip of its own. `replies`: `SET`, `EXISTS`, then
+    /// what `ticket` added (`INCR` and `GET <legacy counter>`, or `fence.lua`; `CLIENT
+    /// GETNAME`; `CLIENT SETNAME`).
+    fn counted_fence(&self, ticket: &Ticket, replies: &[Value]) -> Option<u64> {
+        let mut added = replies.get(2..)?.iter();
+        let (incr, legacy, floored) = if ticket.trusted() {
+            (added.next()?, added.next()?, None)
+        } else {
+            let reply = added.next()?;
+            (reply, reply, FenceReply::decode(reply))
+        };
+        let name = if ticket.reads_name() {
+            match added.next()? {
+                Value::BulkString(name) => Some(name.as_slice()),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let named = ticket
+            .set_name()
+            .map(|_| matches!(added.next(), Some(Value::Okay | Value::SimpleString(_))));
+        let same = ticket.read(&self.ctx.fence_epochs, name, named);
+        match floored {
+            // fence.lua floored the counter (and took the fence): on the epoch's connection,
+            // plain INCRs of the slot will do from now on.
+            Some(FenceReply::Fence(fence)) => {
+                if same {
+                    ticket.floored();
+                }
+                Some(fence)
+            }
+            Some(FenceReply::Gone | FenceReply::Other) => None,
+            None if ticket.trusted() && same => wire::counted_fence(incr, legacy),
+            // An error in place of the script's reply (NOSCRIPT on a fresh server, a foreign
+            // counter), or an INCR that ran elsewhere than it was meant to.
+            None => None,
+        }
+    }
+
     /// The caller's queue entry (see `scripts/wire.rs`).
     fn queue_entry(&self, token: OwnerToken) -> Arc<str> {
         wire::queue_entry(
@@ -619,11 +663,14 @@ impl Mutex {
     /// write is reported, never taken.
     ///
     /// With `fenced`, the same round trip issues the hold's fence: the commands run in a `MULTI`
-    /// with `INCR` of the slot's fence counter (so the fence is taken at the instant the lock
-    /// is, and fences stay in holding order), `GET` of the per-name counter of dlock up to
-    /// 0.1 and `TIME` — `next_fence` of `common.lua` in plain commands. When a floor applies (a
-    /// counter that lost values or lags the server clock, or an older client's fence at or
-    /// above it), `fence.lua` issues the fence instead. A busy attempt's `INCR` leaves a gap in the counter, which is harmless.
+    /// (so the fence is taken at the instant the lock is, and fences stay in holding order)
+    /// with `INCR` of the slot's fence counter and `GET` of the per-name counter of dlock up to
+    /// 0.1 — on a connection on which the slot's counter was floored at the server clock
+    /// before — or else with `fence.lua`, which floors it; `CLIENT GETNAME` tells which
+    /// connection it ran on (`fence_epoch.rs`). When a floor applies after all (a counter made
+    /// anew, or an older client's fence at or above it), `fence.lua` issues the fence in a
+    /// round trip of its own. A busy attempt's `INCR` leaves a gap in the counter, which is
+    /// harmless.
     async fn fast_attempt(&self, token: OwnerToken) -> Result<Fast> {
         let lock = &*self.keys.lock;
         let label = self.settings.label.as_deref().unwrap_or_default();
@@ -648,17 +695,50 @@ impl Mutex {
         let mut exists = Cmd::with_capacity(2, lock.len() + 16);
         exists.arg("EXISTS").arg(wire::DerivedKey::queue(lock));
         pipe.add_command(exists);
-        if self.settings.fenced {
+        let ticket = self
+            .settings
+            .fenced
+            .then(|| self.ctx.fence_epochs.ticket(self.keys.slot()));
+        if let Some(ticket) = &ticket {
             pipe.atomic();
-            pipe.cmd("INCR").arg(self.keys.counter());
-            pipe.cmd("GET").arg(wire::DerivedKey::legacy_counter(lock));
-            // The clock floor of `next_fence`, checked on the client (wire::counted_fence).
-            pipe.cmd("TIME");
+            // A plain INCR on a connection on which this slot's counter was floored, else
+            // the floor itself (`fence.lua`, `next_fence` at the server clock): see
+            // fence_epoch.rs. Then which connection this ran on.
+            if ticket.trusted() {
+                pipe.cmd("INCR").arg(self.keys.counter());
+                pipe.cmd("GET").arg(wire::DerivedKey::legacy_counter(lock));
+            } else {
+                let mut call = Call::new(&scripts::FENCE, 1);
+                call.arg(lock).arg(token).arg(self.keys.counter());
+                pipe.add_command(call.cmd);
+            }
+            if ticket.reads_name() {
+                pipe.cmd("CLIENT").arg("GETNAME");
+            }
+            if let Some(set) = ticket.set_name() {
+                pipe.cmd("CLIENT").arg("SETNAME").arg(set);
+            }
         }
         let name = self.keys.name();
-        let replies = self.ctx.transport.pipeline(&pipe, "acquire", name).await?;
+        let failed = || {
+            if let Some(ticket) = &ticket {
+                ticket.failed(&self.ctx.fence_epochs);
+            }
+        };
+        let replies = match self.ctx.transport.pipeline(&pipe, "acquire", name).await {
+            Ok(replies) => replies,
+            Err(e) => {
+                failed();
+                return Err(e);
+            }
+        };
+        // Read for every outcome: the epoch learns whether its name was set.
+        let counted = ticket
+            .as_ref()
+            .and_then(|ticket| self.counted_fence(ticket, &replies));
         let context = || format!("acquire `{name}`");
         if let Some(Value::ServerError(e)) = replies.first() {
+            failed();
             let e: redis::RedisError = e.clone().into();
             if e.code() == Some("WRONGTYPE") {
                 return Err(Error::foreign(&context(), lock, "holds another Redis type"));
@@ -671,7 +751,7 @@ impl Mutex {
             .ok_or_else(|| unexpected("acquire", &Value::Array(replies.clone())))?;
         match reply {
             FastReply::Taken { waited: false } => {
-                let fence = match replies.get(2..5).and_then(wire::counted_fence) {
+                let fence = match counted {
                     Some(fence) => Some(fence),
                     None if !self.settings.fenced => None,
                     // A floor applies, or the counter holds something else: the script

@@ -283,6 +283,39 @@ impl RedisServer {
     pub(crate) fn restart_keeping(&mut self, keep: &[&str]) -> Result<(), HarnessError> {
         self.kill();
         wipe_data(self.dir.path(), keep)?;
+        self.relaunch()
+    }
+
+    /// Kills the server (SIGKILL: a crash) and starts it again at once on the same port, from
+    /// the files in its directory: what the last `SAVE` (or `BGSAVE`) wrote comes back, and
+    /// every later write is lost — a crash that loses the latest writes, as a snapshot or an
+    /// AOF not yet synced does. (The harness's servers take no snapshot by themselves.)
+    ///
+    /// # Errors
+    ///
+    /// As [`restart`](Self::restart).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let mut server = dlock_testkit::RedisServer::start()?;
+    /// let mut con = server.connection()?;
+    /// redis::cmd("SET").arg("k").arg("saved").exec(&mut con)?;
+    /// redis::cmd("SAVE").exec(&mut con)?;
+    /// redis::cmd("SET").arg("k").arg("lost").exec(&mut con)?;
+    /// server.crash_and_recover()?;
+    /// let k: String = redis::cmd("GET").arg("k").query(&mut server.connection()?)?;
+    /// assert_eq!(k, "saved");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn crash_and_recover(&mut self) -> Result<(), HarnessError> {
+        self.kill();
+        self.relaunch()
+    }
+
+    /// Starts the (killed) server again on its port, waiting up to 5 s for the port to be
+    /// free.
+    fn relaunch(&mut self) -> Result<(), HarnessError> {
         let deadline = Instant::now() + RESTART_WINDOW;
         loop {
             match launch(&self.binary, self.port, self.dir.path(), &self.options) {

@@ -139,21 +139,14 @@ impl ToRedisArgs for DerivedKey<'_> {
 /// the clock. The same figure is written there.
 pub(crate) const LOST_COUNTER_BELOW: u64 = 1_000_000_000_000_000;
 
-/// How far behind the server clock (in µs) the uncontended acquire's `INCR` may be and still
-/// be the fence. A counter further behind goes through `fence.lua`, which floors it at the
-/// clock (at most one extra round trip per slot per this interval). Shorter than any failover
-/// that loses writes (sentinels wait `down-after-milliseconds`, seconds, before they promote),
-/// so an `INCR` on a promoted replica whose counter lost the latest fences is never taken: see
-/// `next_fence` in `common.lua`.
-pub(crate) const FAST_FENCE_LAG_US: u64 = 500_000;
-
-/// The fence issued by the uncontended acquire's `INCR` of the slot's counter, given the
-/// replies `[INCR, GET <legacy counter>, TIME]`: `None` when a floor of `next_fence` applies
-/// (the counter lost values or lags the server clock by more than [`FAST_FENCE_LAG_US`], or an
-/// older client's per-name counter is at or above it) or the counter is not dlock's — then
-/// `fence.lua` must issue the fence.
-pub(crate) fn counted_fence(replies: &[Value]) -> Option<u64> {
-    let [Value::Int(counted), legacy, time] = replies else {
+/// The fence issued by the uncontended acquire's `INCR` of the slot's counter — taken only
+/// on a connection on which `fence.lua` floored that counter before (`crate::fence_epoch`) —
+/// given the replies of `INCR` and of `GET <legacy counter>`: `None` when a floor of
+/// `next_fence` applies (the counter was lost and made anew, or an older client's per-name
+/// counter is at or above it) or the counter is not dlock's — then `fence.lua` must issue the
+/// fence.
+pub(crate) fn counted_fence(incr: &Value, legacy: &Value) -> Option<u64> {
+    let Value::Int(counted) = incr else {
         return None;
     };
     let counted = u64::try_from(*counted).ok()?;
@@ -163,29 +156,8 @@ pub(crate) fn counted_fence(replies: &[Value]) -> Option<u64> {
             .and_then(|s| s.parse::<u64>().ok()),
         _ => None,
     };
-    let now = server_micros(time)?;
-    (counted >= LOST_COUNTER_BELOW
-        && counted.saturating_add(FAST_FENCE_LAG_US) >= now
-        && legacy.is_none_or(|legacy| legacy < counted))
-    .then_some(counted)
-}
-
-/// `TIME`'s reply (seconds and microseconds) in microseconds.
-fn server_micros(time: &Value) -> Option<u64> {
-    let Value::Array(parts) = time else {
-        return None;
-    };
-    let number = |part: &Value| match part {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse::<u64>().ok(),
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
-    };
-    let [secs, micros] = parts.as_slice() else {
-        return None;
-    };
-    number(secs)?
-        .checked_mul(1_000_000)?
-        .checked_add(number(micros)?)
+    (counted >= LOST_COUNTER_BELOW && legacy.is_none_or(|legacy| legacy < counted))
+        .then_some(counted)
 }
 
 /// The queue entry of a waiting acquire call.
@@ -351,9 +323,7 @@ mod tests {
     fn a_counted_fence_is_taken_only_where_no_floor_applies() {
         let live = 1_800_000_000_000_000_i64;
         let bulk = |n: i64| Value::BulkString(n.to_string().into_bytes());
-        let time = |us: i64| Value::Array(vec![bulk(us / 1_000_000), bulk(us % 1_000_000)]);
-        let now = time(live);
-        let counted = |incr: Value, legacy: Value| counted_fence(&[incr, legacy, now.clone()]);
+        let counted = |incr: Value, legacy: Value| counted_fence(&incr, &legacy);
         // A live counter, no older client: the INCR is the fence.
         assert_eq!(
             counted(Value::Int(live), Value::Nil),
@@ -370,28 +340,13 @@ mod tests {
         assert_eq!(counted(Value::Int(1), Value::Nil), None);
         let just_below = i64::try_from(LOST_COUNTER_BELOW).unwrap() - 1;
         assert_eq!(counted(Value::Int(just_below), Value::Nil), None);
-        // A counter lagging the clock by more than FAST_FENCE_LAG_US (it may have lost fences
-        // in a failover): the script floors. Within it, or ahead of the clock: taken.
-        let lag = i64::try_from(FAST_FENCE_LAG_US).unwrap();
-        assert_eq!(counted(Value::Int(live - lag - 1), Value::Nil), None);
         assert_eq!(
-            counted(Value::Int(live - lag), Value::Nil),
-            Some(u64::try_from(live - lag).unwrap())
-        );
-        assert_eq!(
-            counted(Value::Int(live + 5), Value::Nil),
-            Some(u64::try_from(live + 5).unwrap())
-        );
-        // No usable TIME reply: the script decides.
-        assert_eq!(
-            counted_fence(&[Value::Int(live), Value::Nil, Value::Nil]),
-            None
+            counted(Value::Int(just_below + 1), Value::Nil),
+            Some(LOST_COUNTER_BELOW)
         );
         // Not a number (someone else's key): the script reports it.
         let wrong = Value::SimpleString("ERR value is not an integer or out of range".into());
         assert_eq!(counted(wrong, Value::Nil), None);
-        // An unfenced acquire has no such replies.
-        assert_eq!(counted_fence(&[]), None);
         // A foreign per-name key is ignored, as the script ignores it.
         assert_eq!(
             counted(Value::Int(live), Value::BulkString(b"x".to_vec())),
