@@ -178,7 +178,8 @@ impl Factory {
     }
 
     /// How to build connections to the master of `master_name`, as the `sentinels` name it;
-    /// `node` holds the data nodes' credentials and database.
+    /// `node` holds the data nodes' credentials and database. The data nodes are reached over
+    /// TLS, with the sentinels' TLS settings, when the sentinels are (`rediss://`).
     pub(crate) fn sentinel(
         master_name: String,
         sentinels: Vec<redis::ConnectionInfo>,
@@ -197,13 +198,32 @@ impl Factory {
                 "no sentinel given; give the addresses of the sentinels (redis://host:26379)",
             ));
         };
+        // The data nodes are reached as the sentinels are (all plain, or all TLS with the same
+        // CA and client certificate): a deployment runs one or the other.
+        let tls = |info: &redis::ConnectionInfo| {
+            matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
+        };
+        if sentinels.iter().any(|s| tls(s) != tls(first)) {
+            return Err(Error::invalid(
+                "the sentinel URLs mix redis:// and rediss://; give them all as rediss:// (TLS \
+                 to the sentinels and the data nodes) or all as redis://",
+            ));
+        }
+        let node_transport = first.addr().clone();
         let tcp = tcp_settings(first.tcp_settings().clone(), settings);
         let sentinels = sentinels
             .into_iter()
             .map(|s| s.set_tcp_settings(tcp.clone()))
             .collect();
         let node = node.set_protocol(ProtocolVersion::RESP3);
-        let spec = SentinelSpec::new(master_name, sentinels, node, tcp, settings.connect_timeout);
+        let spec = SentinelSpec::new(
+            master_name,
+            sentinels,
+            node,
+            node_transport,
+            tcp,
+            settings.connect_timeout,
+        );
         Ok(Factory::Sentinel(Box::new(SentinelFactory {
             spec: Arc::new(spec),
             config: manager_config(settings, push),
