@@ -92,6 +92,23 @@ impl TlsSettings {
         self.ca.is_some() || self.identity.is_some() || self.insecure
     }
 
+    /// The CA and client certificate, when either is given.
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.ca.is_none() && self.identity.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self
+                .identity
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.ca.clone(),
+        })
+    }
+
     /// `info` with these settings, when it is a `rediss://` address (the key and certificates
     /// go into the connection info, which the `redis` crate never prints).
     fn apply(&self, info: redis::ConnectionInfo) -> Result<redis::ConnectionInfo> {
@@ -121,18 +138,8 @@ impl TlsSettings {
         } else {
             info
         };
-        if self.ca.is_none() && self.identity.is_none() {
+        let Some(certs) = self.certificates() else {
             return Ok(info);
-        }
-        let certs = redis::TlsCertificates {
-            client_tls: self
-                .identity
-                .as_ref()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-            root_cert: self.ca.clone(),
         };
         redis::Client::build_with_tls(info, certs)
             .map(|client| client.get_connection_info().clone())
@@ -485,7 +492,7 @@ impl ClientBuilder {
                     .into_iter()
                     .map(|node| tls.apply(node))
                     .collect::<Result<Vec<_>>>()?;
-                Factory::cluster(nodes, settings, push)?
+                Factory::cluster(nodes, tls.certificates(), settings, push)?
             }
             Target::Sentinel {
                 master_name,

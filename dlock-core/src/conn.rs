@@ -140,8 +140,11 @@ impl Factory {
     }
 
     /// How to build a lazily connecting cluster connection (one RESP3 connection per node).
+    /// `certs`: the CA and client certificate of `rediss://` nodes, for every node (the
+    /// `redis` crate takes them from the builder, not from the seeds' addresses).
     pub(crate) fn cluster(
         nodes: Vec<redis::ConnectionInfo>,
+        certs: Option<redis::TlsCertificates>,
         settings: ConnSettings,
         push: impl redis::aio::AsyncPushSender,
     ) -> Result<Self> {
@@ -165,6 +168,13 @@ impl Factory {
             .response_timeout(settings.command_timeout)
             .connection_timeout(settings.connect_timeout)
             .retries(2);
+        if let Some(certs) = certs {
+            // Before the certificates, which otherwise switch verification on.
+            if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = first.addr() {
+                builder = builder.tls(redis::TlsMode::Insecure);
+            }
+            builder = builder.certs(certs);
+        }
         if let Some(user) = auth.username() {
             builder = builder.username(user);
         }
