@@ -163,7 +163,11 @@ async fn a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover() {
     let mut set = tokio::task::block_in_place(|| RedisReplicaSet::start_with(2, options)).unwrap();
     let sentinels = tokio::task::block_in_place(|| RedisSentinels::start(&set)).unwrap();
     let (_, named) = sentinels.master_addr(0).unwrap();
-    assert_eq!(Some(named), set.master().tls_port(), "sentinels name TLS ports");
+    assert_eq!(
+        Some(named),
+        set.master().tls_port(),
+        "sentinels name TLS ports"
+    );
     let client = sentinel_tls_builder(&sentinels)
         .command_timeout(Duration::from_secs(5))
         .connect()

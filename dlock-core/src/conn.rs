@@ -481,7 +481,8 @@ impl ConnSlot {
     /// `error` (of a request described by `context`) as a dlock error. The cluster client
     /// only says "no connections found" when it could not reach any node; this asks the seed
     /// nodes one by one (each within `timeout`) and names one that does not speak the Redis
-    /// protocol or is a standalone server, or says why none could be reached. Any other error,
+    /// protocol, is a standalone server or refuses the user (ACL, credentials), or says why
+    /// none could be reached. Any other error,
     /// or a seed that answers as a cluster node, is reported as the `redis` crate put it.
     pub(crate) async fn explain(
         &self,
@@ -555,14 +556,38 @@ async fn explain_seeds(seeds: &[redis::ConnectionInfo], timeout: Duration) -> Ex
         let asked = tokio::time::timeout(timeout, async {
             let client = redis::Client::open(seed.clone())?;
             let mut con = client.get_multiplexed_async_connection().await?;
+            // The command the cluster client learns the topology with, which the README's ACL
+            // for a cluster user allows (`+cluster|slots`).
             redis::cmd("CLUSTER")
-                .arg("MYID")
-                .query_async::<String>(&mut con)
+                .arg("SLOTS")
+                .query_async::<Value>(&mut con)
                 .await
         })
         .await;
         match asked {
             Ok(Ok(_)) => return None,
+            Ok(Err(e)) if e.code() == Some("NOPERM") => {
+                return Some((
+                    ErrorKind::Permission,
+                    format!(
+                        "the cluster node {addr} refuses this user the cluster topology ({e}); \
+                         a cluster user needs `+cluster|slots +cluster|shards` besides the \
+                         rights listed in the README (\"Production Redis: TLS and ACL\")"
+                    ),
+                ));
+            }
+            Ok(Err(e))
+                if matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+                    || e.kind() == redis::ErrorKind::AuthenticationFailed =>
+            {
+                return Some((
+                    ErrorKind::Permission,
+                    format!(
+                        "the cluster node {addr} refuses the credentials ({e}); check the user \
+                         and password of the node URLs"
+                    ),
+                ));
+            }
             Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse => {
                 return Some((
                     ErrorKind::Protocol,

@@ -599,12 +599,7 @@ fn query<T: redis::FromRedisValue>(
 }
 
 /// The sentinel's config file for `port` and `dir`.
-fn config_text(
-    port: u16,
-    dir: &Path,
-    monitor: &Monitor<'_>,
-    tls: Option<&SentinelTls>,
-) -> String {
+fn config_text(port: u16, dir: &Path, monitor: &Monitor<'_>, tls: Option<&SentinelTls>) -> String {
     let Monitor {
         master_port,
         quorum,
