@@ -684,4 +684,29 @@ mod tests {
         assert!(text.contains("sentinel failover-timeout dlock 3000\n"));
         assert!(text.ends_with("sentinel auth-pass dlock \"p\\\"w\"\n"));
     }
+
+    #[test]
+    fn a_tls_sentinel_listens_on_its_tls_port_and_replicates_over_tls() {
+        let monitor = Monitor {
+            master_port: 7000,
+            quorum: 2,
+            password: None,
+            tls: None,
+            tls_auth_clients: "yes",
+        };
+        let tls = SentinelTls {
+            port: 26380,
+            files: ServerFiles {
+                cert: "/t/server.crt".into(),
+                key: "/t/server.key".into(),
+                ca: "/t/ca.crt".into(),
+            },
+        };
+        let text = config_text(26379, Path::new("/tmp/s"), &monitor, Some(&tls));
+        assert!(text.contains("tls-port 26380\n"));
+        assert!(text.contains("tls-cert-file \"/t/server.crt\"\n"));
+        assert!(text.contains("tls-ca-cert-file \"/t/ca.crt\"\n"));
+        assert!(text.contains("tls-auth-clients yes\n"));
+        assert!(text.ends_with("tls-replication yes\n"));
+    }
 }
