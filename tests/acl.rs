@@ -4,20 +4,24 @@
 //! names the missing right; two applications with their own prefixes and users on one Redis
 //! cannot touch each other's locks.
 //!
-//! Standalone server only: ACL users are per node, and a cluster adds only the cluster
-//! commands the README names (`CLUSTER SLOTS`/`SHARDS`, `READONLY`, `ASKING`).
+//! On a 3-master Cluster (the user made on every node, as ACL users are per node), the README's
+//! line plus the cluster rights it names (`+cluster|slots +cluster|shards`) is enough, and
+//! without them connecting fails with a `Permission` error.
 
 use std::time::Duration;
 
 use dlock_core::{Client, ErrorKind, MutexOptions};
 use dlock_scheduler::{Job, Scheduler};
-use dlock_testkit::RedisServer;
+use dlock_testkit::{RedisCluster, RedisServer};
 
 use crate::support::{eventually, raw, redis};
 
 /// The rules of the README's ACL line for a dlock user, after `ACL SETUSER <user> on >pw`.
 /// Kept in one place: the README quotes it, and `the_readme_acl_line_is_this_one` checks that.
 pub(crate) const DLOCK_RULES: &str = "resetkeys resetchannels -@all +@read +@write +@pubsub +@transaction +@connection -@dangerous +evalsha +eval +script|load +time +info +role";
+
+/// What the README adds to [`DLOCK_RULES`] for a Redis Cluster (the topology commands).
+const CLUSTER_RULES: &str = "+cluster|slots +cluster|shards";
 
 /// The README's read-only operator user.
 const VIEWER_RULES: &str = "resetkeys resetchannels -@all +@read +@connection -@dangerous +evalsha +eval +script|load +info";
@@ -224,12 +228,103 @@ async fn two_applications_cannot_touch_each_others_locks() {
     guard.release().await.unwrap();
 }
 
+/// A cluster client logged in as `user` on every node of `cluster`.
+fn cluster_client_as(
+    cluster: &RedisCluster,
+    user: &str,
+    prefix: &str,
+) -> dlock_core::ClientBuilder {
+    let urls = cluster
+        .nodes()
+        .iter()
+        .map(|node| format!("redis://{user}:pw@127.0.0.1:{}/", node.port()));
+    Client::cluster_builder(urls)
+        .key_prefix(prefix)
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+}
+
+/// On a cluster, the README's line plus its cluster rights runs every lock kind, a waiter
+/// handed the lock over sharded pub/sub, the watchdog, fences and inspection; without the
+/// cluster rights the client cannot learn the topology, and says so with `Permission`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_user_needs_exactly_the_documented_cluster_rights() {
+    let cluster = tokio::task::block_in_place(RedisCluster::start).unwrap();
+    let rules = format!("{DLOCK_RULES} {CLUSTER_RULES}");
+    for node in cluster.nodes() {
+        acl_user(node, "app", "app:", &rules).await;
+        acl_user(node, "nocluster", "app:", DLOCK_RULES).await;
+    }
+    let client = cluster_client_as(&cluster, "app", "app:")
+        .connect()
+        .await
+        .unwrap();
+
+    let lock = client
+        .mutex_with(
+            "order:1",
+            MutexOptions::new()
+                .ttl(Duration::from_millis(600))
+                .watchdog(),
+        )
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    assert!(guard.fencing_token().await.unwrap().get() > 0);
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
+    };
+    eventually(Duration::from_secs(5), "a queued waiter", || async {
+        client
+            .inspect("order:1")
+            .await
+            .unwrap()
+            .filter(|i| i.waiters == 1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(guard.lease().is_held(), "renewed past its lease");
+    guard.release().await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    assert!(client.force_unlock("order:1").await.unwrap());
+    assert!(second.lost().await.reason() != dlock_core::LostReason::Released);
+    // Names on every master's slots.
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        let fenced = client
+            .mutex_with(name, MutexOptions::new().fenced())
+            .unwrap();
+        fenced.acquire().await.unwrap().release().await.unwrap();
+    }
+    let permit = client
+        .semaphore("exports", 2)
+        .unwrap()
+        .acquire(1)
+        .await
+        .unwrap();
+    permit.release().await.unwrap();
+    let rw = client.rw_lock("prices").unwrap();
+    rw.read().await.unwrap().release().await.unwrap();
+    rw.write().await.unwrap().release().await.unwrap();
+
+    let err = cluster_client_as(&cluster, "nocluster", "app:")
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(
+        err.to_string().contains("+cluster|slots"),
+        "names the right: {err}"
+    );
+}
+
 /// The README's ACL line is the one these tests use (with the README's example prefix).
 #[test]
 fn the_readme_acl_line_is_this_one() {
     let readme = include_str!("../README.md");
     let line = format!("ACL SETUSER billing on >secret {DLOCK_RULES} ~billing:* &billing:*");
     assert!(readme.contains(&line), "README.md lacks: {line}");
+    let cluster = format!("A Redis Cluster adds `{CLUSTER_RULES}`");
+    assert!(readme.contains(&cluster), "README.md lacks: {cluster}");
     let viewer = VIEWER_RULES.replace(" +@read", "\n  +@read");
     assert!(
         readme.contains(&format!("`{viewer}`")),

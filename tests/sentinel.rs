@@ -389,7 +389,11 @@ fn stop_replication(set: &RedisReplicaSet) {
 
 /// Kills the master, lets the replicas run again and waits for the sentinels to promote one;
 /// asserts that `key`, if given, did not survive.
-fn lose_the_master(set: &mut RedisReplicaSet, sentinels: &RedisSentinels, key: Option<&str>) {
+pub(crate) fn lose_the_master(
+    set: &mut RedisReplicaSet,
+    sentinels: &RedisSentinels,
+    key: Option<&str>,
+) {
     let old = set.master().port();
     set.kill_master();
     set.resume_replica(0).unwrap();

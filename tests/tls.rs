@@ -4,13 +4,17 @@
 //! says what is wrong, never a hang; the development opt-out; TLS settings on a plain URL are
 //! refused.
 //!
-//! Standalone server only: the test harness makes TLS servers, not TLS clusters (a cluster's
-//! `rediss://` seeds take the same settings; not verified here).
+//! And the same over the other deployments: a Sentinel deployment all over TLS (sentinels on
+//! `tls-port`, nodes with `tls-replication yes`, mutual TLS required) where the client follows a
+//! failover to the new master over TLS, and a wrong CA there; a 3-master Cluster over TLS
+//! (`tls-cluster yes`).
 
 use std::time::{Duration, Instant};
 
 use dlock_core::{Client, ClientBuilder, ErrorKind, MutexOptions};
-use dlock_testkit::{RedisServer, ServerOptions, unrelated_ca_pem};
+use dlock_testkit::{
+    RedisCluster, RedisReplicaSet, RedisSentinels, RedisServer, ServerOptions, unrelated_ca_pem,
+};
 
 fn tls_server(options: ServerOptions) -> RedisServer {
     RedisServer::start_with(options).unwrap_or_else(|e| panic!("TLS redis-server: {e}"))
@@ -137,4 +141,168 @@ async fn tls_settings_need_a_rediss_url() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("rediss://"), "{err}");
+}
+
+/// A Sentinel client given the TLS sentinels' `rediss://` URLs, the CA and the client
+/// certificate (every server requires one).
+fn sentinel_tls_builder(sentinels: &RedisSentinels) -> ClientBuilder {
+    let tls = sentinels.tls().unwrap().clone();
+    Client::sentinel_builder(sentinels.master_name(), sentinels.tls_urls().unwrap())
+        .tls_ca_pem(tls.ca_pem)
+        .tls_client_cert_pem(tls.client_cert_pem, tls.client_key_pem)
+        .connect_timeout(Duration::from_secs(1))
+}
+
+/// Everything TLS: the sentinels are asked over TLS and name the master's TLS port, which the
+/// client reaches over TLS with the same CA and client certificate (the servers refuse a client
+/// without one); a waiter is handed the lock; after the master dies the client follows the
+/// sentinels to the promoted replica (its TLS port) and acquires there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover() {
+    let options = ServerOptions::new().tls_client_cert_required();
+    let mut set = tokio::task::block_in_place(|| RedisReplicaSet::start_with(2, options)).unwrap();
+    let sentinels = tokio::task::block_in_place(|| RedisSentinels::start(&set)).unwrap();
+    let (_, named) = sentinels.master_addr(0).unwrap();
+    assert_eq!(
+        Some(named),
+        set.master().tls_port(),
+        "sentinels name TLS ports"
+    );
+    let client = sentinel_tls_builder(&sentinels)
+        .command_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+
+    let lock = client
+        .mutex_with(
+            "tls-sentinel",
+            MutexOptions::new()
+                .ttl(Duration::from_millis(600))
+                .watchdog(),
+        )
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
+    };
+    crate::support::eventually(Duration::from_secs(5), "a queued waiter", || async {
+        client
+            .inspect("tls-sentinel")
+            .await
+            .unwrap()
+            .filter(|i| i.waiters == 1)
+    })
+    .await;
+    assert!(guard.fencing_token().await.unwrap().get() > 0);
+    guard.release().await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    second.release().await.unwrap();
+    tokio::task::block_in_place(|| set.wait_synced()).unwrap();
+
+    crate::sentinel::lose_the_master(&mut set, &sentinels, None);
+    let (_, new) = sentinels.master_addr(0).unwrap();
+    let promoted = set.replica_index(new).expect("a replica was promoted");
+    assert_eq!(set.replicas()[promoted].tls_port(), Some(new));
+    let after = lock.acquire_timeout(Duration::from_secs(30)).await.unwrap();
+    // Taken on the promoted replica (looked at through its plain port).
+    let held: bool = redis::cmd("EXISTS")
+        .arg("dlock:{tls-sentinel}")
+        .query(&mut set.replicas()[promoted].connection().unwrap())
+        .unwrap();
+    assert!(held, "the lock is held on the new master");
+    after.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_ca_with_sentinel_tls_is_an_error_naming_the_certificate_problem() {
+    let options = ServerOptions::new().tls();
+    let set = tokio::task::block_in_place(|| RedisReplicaSet::start_with(1, options)).unwrap();
+    let sentinels = tokio::task::block_in_place(|| RedisSentinels::start_with(&set, 1)).unwrap();
+    let err = refused(
+        Client::sentinel_builder(sentinels.master_name(), sentinels.tls_urls().unwrap())
+            .tls_ca_pem(unrelated_ca_pem().unwrap())
+            .connect_timeout(Duration::from_secs(1)),
+    )
+    .await;
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("certificate"), "{text}");
+    let addr = sentinels.tls_urls().unwrap()[0].clone();
+    let addr = addr.trim_start_matches("rediss://").trim_end_matches('/');
+    assert!(text.contains(addr), "names the sentinel {addr}: {text}");
+
+    // The right CA connects (mutual TLS optional here).
+    let client = Client::sentinel_builder(sentinels.master_name(), sentinels.tls_urls().unwrap())
+        .tls_ca_pem(sentinels.tls().unwrap().ca_pem.clone())
+        .connect()
+        .await
+        .unwrap();
+    client.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn sentinel_urls_mixing_plain_and_tls_are_refused() {
+    let err = Client::sentinel_builder("m", ["rediss://127.0.0.1:1/", "redis://127.0.0.1:2/"])
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("rediss://"), "{err}");
+    // TLS settings need rediss:// sentinels, as they need a rediss:// URL elsewhere.
+    let err = Client::sentinel_builder("m", ["redis://127.0.0.1:1/"])
+        .tls_ca_pem(unrelated_ca_pem().unwrap())
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+}
+
+/// A 3-master cluster with `tls-cluster yes`, reached only through its TLS ports: discovery
+/// (the nodes announce their TLS ports to a TLS client), locks on every master, a waiter
+/// handed the lock over sharded pub/sub, and the watchdog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_waits_and_the_watchdog_work_on_a_tls_cluster() {
+    let options = ServerOptions::new().tls_client_cert_required();
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start_with(3, options)).unwrap();
+    let tls = cluster.tls().unwrap().clone();
+    let client = Client::cluster_builder(cluster.tls_urls().unwrap())
+        .tls_ca_pem(tls.ca_pem.clone())
+        .tls_client_cert_pem(tls.client_cert_pem.clone(), tls.client_key_pem.clone())
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    // Names spread over the three masters' slots.
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        client
+            .mutex(name)
+            .unwrap()
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    let lock = client
+        .mutex_with(
+            "order:1",
+            MutexOptions::new()
+                .ttl(Duration::from_millis(600))
+                .watchdog(),
+        )
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
+    };
+    // Renewed over TLS past its lease, then handed to the waiter (woken over TLS).
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(guard.lease().is_held());
+    assert!(guard.fencing_token().await.unwrap().get() > 0);
+    guard.release().await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    second.release().await.unwrap();
 }

@@ -92,6 +92,23 @@ impl TlsSettings {
         self.ca.is_some() || self.identity.is_some() || self.insecure
     }
 
+    /// The CA and client certificate, when either is given.
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.ca.is_none() && self.identity.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self
+                .identity
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.ca.clone(),
+        })
+    }
+
     /// `info` with these settings, when it is a `rediss://` address (the key and certificates
     /// go into the connection info, which the `redis` crate never prints).
     fn apply(&self, info: redis::ConnectionInfo) -> Result<redis::ConnectionInfo> {
@@ -121,18 +138,8 @@ impl TlsSettings {
         } else {
             info
         };
-        if self.ca.is_none() && self.identity.is_none() {
+        let Some(certs) = self.certificates() else {
             return Ok(info);
-        }
-        let certs = redis::TlsCertificates {
-            client_tls: self
-                .identity
-                .as_ref()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-            root_cert: self.ca.clone(),
         };
         redis::Client::build_with_tls(info, certs)
             .map(|client| client.get_connection_info().clone())
@@ -420,8 +427,8 @@ impl ClientBuilder {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidInput`] for a malformed URL, TLS settings without a
-    /// `rediss://` URL (or on a Sentinel client, where TLS is not supported yet) or
-    /// certificates that are not PEM, a key prefix with braces or a default TTL out of range, an
+    /// `rediss://` URL (for a Sentinel client: without `rediss://` sentinel URLs), sentinel URLs
+    /// that mix `redis://` and `rediss://`, or certificates that are not PEM, a key prefix with braces or a default TTL out of range, an
     /// empty Sentinel master name or no sentinel, or a Sentinel setting (`node_password` …) on
     /// a client that is not a Sentinel client; [`crate::ErrorKind::NoRuntime`] outside a Tokio
     /// runtime.
@@ -485,19 +492,20 @@ impl ClientBuilder {
                     .into_iter()
                     .map(|node| tls.apply(node))
                     .collect::<Result<Vec<_>>>()?;
-                Factory::cluster(nodes, settings, push)?
+                Factory::cluster(nodes, tls.certificates(), settings, push)?
             }
             Target::Sentinel {
                 master_name,
                 sentinels,
             } => {
-                if tls.is_set() {
-                    return Err(Error::invalid(
-                        "TLS settings on a Sentinel client: TLS is not supported for Sentinel \
-                         deployments yet (use redis:// sentinel and node addresses)",
-                    ));
-                }
-                let (sentinels, node) = self.auth.apply(sentinels.map_err(bad_url)?);
+                // TLS settings go to every sentinel (they need rediss:// URLs), and through
+                // them to the data nodes (`sentinel.rs`).
+                let sentinels = sentinels
+                    .map_err(bad_url)?
+                    .into_iter()
+                    .map(|sentinel| tls.apply(sentinel))
+                    .collect::<Result<Vec<_>>>()?;
+                let (sentinels, node) = self.auth.apply(sentinels);
                 Factory::sentinel(master_name, sentinels, node, settings, push)?
             }
         };
@@ -544,8 +552,8 @@ impl ClientBuilder {
     /// As [`ClientBuilder::build`], plus [`crate::ErrorKind::Connection`] or
     /// [`crate::ErrorKind::Timeout`] when Redis does not answer a `PING` in time. A Sentinel
     /// client fails with the sentinels' answers when they name no reachable master (each
-    /// sentinel and its reason), or with [`crate::ErrorKind::InvalidInput`] when none of them
-    /// knows the master name.
+    /// sentinel and its reason, a TLS certificate problem included), or with
+    /// [`crate::ErrorKind::InvalidInput`] when none of them knows the master name.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made client.
@@ -627,6 +635,16 @@ impl Client {
     /// The data nodes' credentials are set with [`ClientBuilder::node_username`] /
     /// [`ClientBuilder::node_password`] (and [`ClientBuilder::node_db`]); the sentinels' go
     /// into their URLs or [`ClientBuilder::sentinel_password`].
+    ///
+    /// TLS: give the sentinels as `rediss://host:<tls-port>` URLs (all of them; mixing
+    /// `redis://` and `rediss://` is refused). The data nodes are then reached over TLS too, at
+    /// the address the sentinels name, with the same settings: [`ClientBuilder::tls_ca_pem`],
+    /// [`ClientBuilder::tls_client_cert_pem`] and hostname verification (or
+    /// [`ClientBuilder::tls_insecure_dev_only`]) apply to sentinels and nodes alike, so a node's
+    /// certificate must name the host the sentinels announce (often an IP address). This is the
+    /// deployment where sentinels listen on `tls-port` and every sentinel and data node runs with
+    /// `tls-replication yes` (sentinels then announce the nodes' TLS ports). Plain sentinels in
+    /// front of TLS data nodes, or the reverse, are not supported.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), dlock_core::Error> {

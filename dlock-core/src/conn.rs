@@ -140,8 +140,11 @@ impl Factory {
     }
 
     /// How to build a lazily connecting cluster connection (one RESP3 connection per node).
+    /// `certs`: the CA and client certificate of `rediss://` nodes, for every node (the
+    /// `redis` crate takes them from the builder, not from the seeds' addresses).
     pub(crate) fn cluster(
         nodes: Vec<redis::ConnectionInfo>,
+        certs: Option<redis::TlsCertificates>,
         settings: ConnSettings,
         push: impl redis::aio::AsyncPushSender,
     ) -> Result<Self> {
@@ -165,6 +168,13 @@ impl Factory {
             .response_timeout(settings.command_timeout)
             .connection_timeout(settings.connect_timeout)
             .retries(2);
+        if let Some(certs) = certs {
+            // Before the certificates, which otherwise switch verification on.
+            if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = first.addr() {
+                builder = builder.tls(redis::TlsMode::Insecure);
+            }
+            builder = builder.certs(certs);
+        }
         if let Some(user) = auth.username() {
             builder = builder.username(user);
         }
@@ -178,7 +188,8 @@ impl Factory {
     }
 
     /// How to build connections to the master of `master_name`, as the `sentinels` name it;
-    /// `node` holds the data nodes' credentials and database.
+    /// `node` holds the data nodes' credentials and database. The data nodes are reached over
+    /// TLS, with the sentinels' TLS settings, when the sentinels are (`rediss://`).
     pub(crate) fn sentinel(
         master_name: String,
         sentinels: Vec<redis::ConnectionInfo>,
@@ -197,13 +208,32 @@ impl Factory {
                 "no sentinel given; give the addresses of the sentinels (redis://host:26379)",
             ));
         };
+        // The data nodes are reached as the sentinels are (all plain, or all TLS with the same
+        // CA and client certificate): a deployment runs one or the other.
+        let tls = |info: &redis::ConnectionInfo| {
+            matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
+        };
+        if sentinels.iter().any(|s| tls(s) != tls(first)) {
+            return Err(Error::invalid(
+                "the sentinel URLs mix redis:// and rediss://; give them all as rediss:// (TLS \
+                 to the sentinels and the data nodes) or all as redis://",
+            ));
+        }
+        let node_transport = first.addr().clone();
         let tcp = tcp_settings(first.tcp_settings().clone(), settings);
         let sentinels = sentinels
             .into_iter()
             .map(|s| s.set_tcp_settings(tcp.clone()))
             .collect();
         let node = node.set_protocol(ProtocolVersion::RESP3);
-        let spec = SentinelSpec::new(master_name, sentinels, node, tcp, settings.connect_timeout);
+        let spec = SentinelSpec::new(
+            master_name,
+            sentinels,
+            node,
+            node_transport,
+            tcp,
+            settings.connect_timeout,
+        );
         Ok(Factory::Sentinel(Box::new(SentinelFactory {
             spec: Arc::new(spec),
             config: manager_config(settings, push),
@@ -451,7 +481,8 @@ impl ConnSlot {
     /// `error` (of a request described by `context`) as a dlock error. The cluster client
     /// only says "no connections found" when it could not reach any node; this asks the seed
     /// nodes one by one (each within `timeout`) and names one that does not speak the Redis
-    /// protocol or is a standalone server, or says why none could be reached. Any other error,
+    /// protocol, is a standalone server or refuses the user (ACL, credentials), or says why
+    /// none could be reached. Any other error,
     /// or a seed that answers as a cluster node, is reported as the `redis` crate put it.
     pub(crate) async fn explain(
         &self,
@@ -525,14 +556,38 @@ async fn explain_seeds(seeds: &[redis::ConnectionInfo], timeout: Duration) -> Ex
         let asked = tokio::time::timeout(timeout, async {
             let client = redis::Client::open(seed.clone())?;
             let mut con = client.get_multiplexed_async_connection().await?;
+            // The command the cluster client learns the topology with, which the README's ACL
+            // for a cluster user allows (`+cluster|slots`).
             redis::cmd("CLUSTER")
-                .arg("MYID")
-                .query_async::<String>(&mut con)
+                .arg("SLOTS")
+                .query_async::<Value>(&mut con)
                 .await
         })
         .await;
         match asked {
             Ok(Ok(_)) => return None,
+            Ok(Err(e)) if e.code() == Some("NOPERM") => {
+                return Some((
+                    ErrorKind::Permission,
+                    format!(
+                        "the cluster node {addr} refuses this user the cluster topology ({e}); \
+                         a cluster user needs `+cluster|slots +cluster|shards` besides the \
+                         rights listed in the README (\"Production Redis: TLS and ACL\")"
+                    ),
+                ));
+            }
+            Ok(Err(e))
+                if matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+                    || e.kind() == redis::ErrorKind::AuthenticationFailed =>
+            {
+                return Some((
+                    ErrorKind::Permission,
+                    format!(
+                        "the cluster node {addr} refuses the credentials ({e}); check the user \
+                         and password of the node URLs"
+                    ),
+                ));
+            }
             Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse => {
                 return Some((
                     ErrorKind::Protocol,

@@ -29,6 +29,10 @@ pub(crate) struct SentinelSpec {
     sentinels: Vec<ConnectionInfo>,
     /// Credentials, database and protocol of the data nodes (never printed).
     node: RedisConnectionInfo,
+    /// How the data nodes are reached: as the sentinels are, plain or TLS. For TLS, an address
+    /// whose trusted CA, client certificate and verification the named master's address takes
+    /// (only its host and port differ).
+    node_transport: ConnectionAddr,
     tcp: redis::io::tcp::TcpSettings,
     /// Bound on one whole resolution (every sentinel is asked at once).
     timeout: Duration,
@@ -48,6 +52,7 @@ impl SentinelSpec {
         master_name: String,
         sentinels: Vec<ConnectionInfo>,
         node: RedisConnectionInfo,
+        node_transport: ConnectionAddr,
         tcp: redis::io::tcp::TcpSettings,
         timeout: Duration,
     ) -> Self {
@@ -55,6 +60,7 @@ impl SentinelSpec {
             master_name,
             sentinels,
             node,
+            node_transport,
             tcp,
             timeout,
         }
@@ -147,7 +153,8 @@ impl SentinelSpec {
             })?;
         let (host, port) = named.ok_or(Why::Unknown)?;
         let addr = format!("{host}:{port}");
-        let info = ConnectionAddr::Tcp(host, port)
+        let info = self
+            .node_addr(host, port)
             .into_connection_info()
             .map_err(|e| Why::Other(format!("named an unusable master {addr} ({e})")))?
             .set_redis_settings(self.node.clone())
@@ -163,6 +170,24 @@ impl SentinelSpec {
             )));
         }
         Ok(Resolved { info, addr })
+    }
+
+    /// The address of the data node at `host:port`: TLS with the sentinels' TLS settings (CA,
+    /// client certificate, verification) when the sentinels are reached over TLS, else plain.
+    fn node_addr(&self, host: String, port: u16) -> ConnectionAddr {
+        match self.node_transport.clone() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => ConnectionAddr::Tcp(host, port),
+        }
     }
 
     /// Whether the node at `resolved` still says it is a master (the sentinels could not be

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use std::sync::Arc;
+
 use crate::options::NODES_CONF_FILE;
+use crate::tls::{Authority, TlsMaterial};
 use crate::{ChildGuard, HarnessError, RedisServer, ServerOptions, redis_cli_binary};
 
 /// Number of hash slots in Redis Cluster.
@@ -84,6 +87,11 @@ impl RedisCluster {
     /// 20 s) until every node reports `cluster_state:ok`, all 16384 slots assigned, and knows
     /// every other node.
     ///
+    /// With [`ServerOptions::tls`], every node also gets a TLS port with a certificate of one CA
+    /// made for the cluster, and `tls-cluster yes` (the cluster bus over TLS; TLS clients are
+    /// given the nodes' TLS ports). The cluster is created, and watched by the harness, through
+    /// the plain ports.
+    ///
     /// # Errors
     ///
     /// When `masters < 3`, `redis-cli` is not found, a node fails to start, `redis-cli` fails
@@ -108,7 +116,14 @@ impl RedisCluster {
             )));
         }
         let cli = redis_cli_binary()?;
-        let options = options.cluster(true);
+        let mut options = options.cluster(true);
+        if options.has_tls() {
+            // One CA for every node, and the cluster bus over TLS: the nodes then announce
+            // their TLS ports to TLS clients (`CLUSTER SLOTS`, `CLUSTER SHARDS`, redirections).
+            options = options
+                .with_leading_args(&ServerOptions::new().arg("tls-cluster", "yes"))
+                .with_authority(Arc::new(Authority::new()?));
+        }
         let nodes = (0..masters)
             .map(|_| RedisServer::start_with(options.clone()))
             .collect::<Result<Vec<_>, _>>()?;
@@ -143,6 +158,27 @@ impl RedisCluster {
     /// ```
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The nodes' TLS URLs, `rediss://127.0.0.1:TLS_PORT/`, in [`nodes`](Self::nodes) order,
+    /// for a cluster started with [`ServerOptions::tls`]; `None` otherwise. A client must trust
+    /// [`RedisCluster::tls`]'s CA.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use dlock_testkit::{RedisCluster, ServerOptions};
+    /// let cluster = RedisCluster::start_with(3, ServerOptions::new().tls())?;
+    /// assert_eq!(cluster.tls_urls().map(|urls| urls.len()), Some(3));
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn tls_urls(&self) -> Option<Vec<String>> {
+        self.nodes.iter().map(RedisServer::tls_url).collect()
+    }
+
+    /// The CA (and a client certificate) of a TLS cluster's nodes, all issued by one CA.
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.nodes.first().and_then(RedisServer::tls)
     }
 
     /// The nodes, e.g. for a connection to one of them.

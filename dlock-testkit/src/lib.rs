@@ -23,7 +23,10 @@
 //! - A movable wall clock for one server ([`ServerOptions::movable_clock`],
 //!   [`RedisServer::jump_clock`]): a clock shim preloaded into that process only.
 //! - TLS for one server ([`ServerOptions::tls`]): a TLS port beside the plain one, with a CA,
-//!   a server and a client certificate made at start-up ([`TlsMaterial`]).
+//!   a server and a client certificate made at start-up ([`TlsMaterial`]). The same options
+//!   make a TLS replica set (`tls-replication yes`, one CA), whose [`RedisSentinels`] get TLS
+//!   ports too ([`RedisSentinels::tls_urls`]), and a TLS cluster (`tls-cluster yes`,
+//!   [`RedisCluster::tls_urls`]). The harness itself keeps using the plain ports.
 //! - [`ChildGuard`]: any child process, killed and reaped on drop (multi-process tests).
 //! - [`LineChild`]: a child process that talks in lines on its stdin and stdout (test workers,
 //!   the benchmark's children), read with a time limit.

@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The server log, in the server's directory.
 pub(crate) const LOG_FILE: &str = "redis.log";
@@ -10,6 +11,7 @@ pub(crate) const LOG_FILE: &str = "redis.log";
 pub(crate) const NODES_CONF_FILE: &str = "nodes.conf";
 
 use crate::HarnessError;
+use crate::tls::Authority;
 
 /// Settings the harness owns: it must know them (port, files) or relies on them (foreground
 /// process). Setting them through [`ServerOptions::arg`] is rejected.
@@ -53,6 +55,9 @@ pub struct ServerOptions {
     cluster: bool,
     movable_clock: bool,
     tls: Option<ClientCerts>,
+    /// The CA that issues the TLS server's certificate, shared by the servers of one
+    /// deployment; none: the server makes its own.
+    authority: Option<Arc<Authority>>,
 }
 
 /// Whether a TLS server asks clients for a certificate (`tls-auth-clients`).
@@ -156,6 +161,34 @@ impl ServerOptions {
         self
     }
 
+    /// These options, with TLS certificates issued by `authority` (shared with other servers)
+    /// rather than by a CA of the server's own.
+    pub(crate) fn with_authority(mut self, authority: Arc<Authority>) -> Self {
+        self.authority = Some(authority);
+        self
+    }
+
+    /// These options with `leading`'s arguments before their own (defaults they override).
+    pub(crate) fn with_leading_args(mut self, leading: &ServerOptions) -> Self {
+        let mut args = leading.args.clone();
+        args.append(&mut self.args);
+        self.args = args;
+        self
+    }
+
+    /// The shared CA, set by [`ServerOptions::with_authority`].
+    pub(crate) fn authority(&self) -> Option<&Arc<Authority>> {
+        self.authority.as_ref()
+    }
+
+    /// The value of `tls-auth-clients` for these options' TLS servers (and their sentinels).
+    pub(crate) fn tls_auth_clients(&self) -> &'static str {
+        match self.tls {
+            Some(ClientCerts::Required) => "yes",
+            _ => "optional",
+        }
+    }
+
     /// Whether the server gets a TLS port.
     pub fn has_tls(&self) -> bool {
         self.tls.is_some()
@@ -165,10 +198,7 @@ impl ServerOptions {
     /// TLS port is `port`.
     pub(crate) fn with_tls_args(&self, port: u16, files: &crate::tls::ServerFiles) -> Self {
         let mut options = self.clone();
-        let auth = match self.tls {
-            Some(ClientCerts::Required) => "yes",
-            _ => "optional",
-        };
+        let auth = self.tls_auth_clients();
         for (name, value) in [
             ("tls-port", port.to_string()),
             ("tls-cert-file", files.cert.display().to_string()),
@@ -278,6 +308,7 @@ impl fmt::Debug for ServerOptions {
             cluster,
             movable_clock,
             tls,
+            authority,
         } = self;
         let args: Vec<(&str, &str)> = args
             .iter()
@@ -293,6 +324,7 @@ impl fmt::Debug for ServerOptions {
             .field("cluster", cluster)
             .field("movable_clock", movable_clock)
             .field("tls", tls)
+            .field("shared_ca", &authority.is_some())
             .finish()
     }
 }

@@ -14,6 +14,9 @@ use std::fmt;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use crate::tls::Authority;
 use crate::{HarnessError, RedisServer, ServerOptions};
 
 /// How long [`RedisReplicaSet::wait_synced`] waits for every replica to catch up.
@@ -80,6 +83,12 @@ impl RedisReplicaSet {
     /// `REPLICAOF 127.0.0.1 <master port>` to each replica, and waits (up to 20 s) until every
     /// replica reports `master_link_status:up` and has caught up with the master's offset.
     ///
+    /// With [`ServerOptions::tls`] (or [`ServerOptions::tls_client_cert_required`]), every
+    /// server also gets a TLS port, all with certificates of one CA made for the set
+    /// ([`RedisServer::tls`] of any of them), and `tls-replication yes`: the replicas replicate
+    /// from the master's TLS port, and [`RedisSentinels`](crate::RedisSentinels) started on the
+    /// set run over TLS too. The harness keeps using the plain ports.
+    ///
     /// # Errors
     ///
     /// When `replicas` is 0, `options` asks for cluster mode, a server fails to start (see [`RedisServer::start_with`]),
@@ -113,10 +122,16 @@ impl RedisReplicaSet {
         if let Some(password) = options.password() {
             defaults = defaults.arg("masterauth", password);
         }
-        let options = options
-            .args()
-            .iter()
-            .fold(defaults, |all, (name, value)| all.arg(name, value));
+        if options.has_tls() {
+            // Replication over TLS, to the TLS port: sentinels then learn (and announce) the
+            // TLS ports of the master and the replicas.
+            defaults = defaults.arg("tls-replication", "yes");
+        }
+        let mut options = options.with_leading_args(&defaults);
+        if options.has_tls() {
+            // One CA for the whole set (and its sentinels): each trusts the others.
+            options = options.with_authority(Arc::new(Authority::new()?));
+        }
         let master = RedisServer::start_with(options.clone())?;
         let replicas = (0..replicas)
             .map(|_| RedisServer::start_with(options.clone()))
@@ -126,7 +141,7 @@ impl RedisReplicaSet {
             let mut con = query_connection(replica)?;
             redis::cmd("REPLICAOF")
                 .arg("127.0.0.1")
-                .arg(set.master.port())
+                .arg(set.master.replication_port())
                 .query::<()>(&mut con)
                 .map_err(|e| set.error(replica, "REPLICAOF", e))?;
         }
@@ -188,7 +203,8 @@ impl RedisReplicaSet {
         &mut self.replicas
     }
 
-    /// The index of the replica listening on `port` (to find the one a sentinel promoted).
+    /// The index of the replica listening on `port`, its plain or its TLS port (to find the one
+    /// a sentinel promoted).
     ///
     /// # Example
     ///
@@ -199,7 +215,9 @@ impl RedisReplicaSet {
     /// # Ok::<(), dlock_testkit::HarnessError>(())
     /// ```
     pub fn replica_index(&self, port: u16) -> Option<usize> {
-        self.replicas.iter().position(|r| r.port() == port)
+        self.replicas
+            .iter()
+            .position(|r| r.port() == port || r.tls_port() == Some(port))
     }
 
     /// Kills the master (SIGKILL, reaped): a crash. Idempotent.

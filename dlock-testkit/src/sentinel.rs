@@ -24,6 +24,7 @@ use crate::launch::{LaunchError, launch_args, server_url};
 use crate::options::LOG_FILE;
 use crate::port::free_port;
 use crate::replicas::{RedisReplicaSet, info_field};
+use crate::tls::{Authority, ServerFiles, TlsMaterial};
 use crate::{ChildGuard, HarnessError, redis_server_binary};
 
 /// The name under which the sentinels monitor the master.
@@ -76,12 +77,19 @@ pub struct RedisSentinels {
     sentinels: Vec<Sentinel>,
     replicas: usize,
     password: Option<String>,
+    /// A TLS set's CA and client certificate (the sentinels' certificates are of the same CA).
+    tls: Option<TlsMaterial>,
+    /// The set's servers as `(port the sentinels name, plain port)`: a TLS set's sentinels
+    /// name TLS ports, the harness queries plain ones.
+    node_ports: Vec<(u16, u16)>,
 }
 
 /// One sentinel process. Fields drop in order: the process dies before its directory goes.
 struct Sentinel {
     child: Option<ChildGuard>,
     port: u16,
+    /// The TLS port (`tls-port`), for a TLS replica set.
+    tls_port: Option<u16>,
     dir: TempDir,
 }
 
@@ -110,6 +118,13 @@ impl RedisSentinels {
     /// linked replica (`SENTINEL REPLICAS`) and `count - 1` other sentinels. `set`'s master and
     /// replicas must be running.
     ///
+    /// For a TLS set ([`RedisReplicaSet::start_with`] with
+    /// [`ServerOptions::tls`](crate::ServerOptions::tls)) every sentinel also gets a TLS port
+    /// ([`tls_urls`](Self::tls_urls)) with a certificate of the set's CA, monitors the master's
+    /// TLS port and talks TLS to the nodes and to the other sentinels (`tls-replication yes`): it
+    /// names the TLS ports of masters ([`master_addr`](Self::master_addr),
+    /// [`wait_failover`](Self::wait_failover)).
+    ///
     /// # Errors
     ///
     /// When `count` is 0, `redis-server` is not found, a sentinel fails to start (the error
@@ -131,18 +146,27 @@ impl RedisSentinels {
         }
         let binary = redis_server_binary()?;
         let password = set.master().options().password().map(str::to_owned);
+        let authority = set.master().options().authority().cloned();
         let monitor = Monitor {
-            master_port: set.master().port(),
+            master_port: set.master().replication_port(),
             quorum: count / 2 + 1,
             password: password.as_deref(),
+            tls: authority.as_deref(),
+            tls_auth_clients: set.master().options().tls_auth_clients(),
         };
         let sentinels = (0..count)
             .map(|_| Sentinel::start(&binary, &monitor))
             .collect::<Result<Vec<_>, _>>()?;
+        let node_ports = std::iter::once(set.master())
+            .chain(set.replicas())
+            .map(|server| (server.replication_port(), server.port()))
+            .collect();
         let sentinels = RedisSentinels {
             sentinels,
             replicas: set.replicas().len(),
             password,
+            tls: authority.map(|a| a.material().clone()),
+            node_ports,
         };
         sentinels.wait_discovered()?;
         Ok(sentinels)
@@ -194,6 +218,31 @@ impl RedisSentinels {
             .collect()
     }
 
+    /// The sentinels' TLS URLs, `rediss://127.0.0.1:TLS_PORT/`, when they watch a TLS replica
+    /// set ([`RedisReplicaSet::start_with`] with [`ServerOptions::tls`](crate::ServerOptions::tls));
+    /// `None` otherwise. A client must trust [`RedisSentinels::tls`]'s CA.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use dlock_testkit::{RedisReplicaSet, RedisSentinels, ServerOptions};
+    /// let set = RedisReplicaSet::start_with(1, ServerOptions::new().tls())?;
+    /// let sentinels = RedisSentinels::start(&set)?;
+    /// assert!(sentinels.tls_urls().is_some());
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn tls_urls(&self) -> Option<Vec<String>> {
+        self.sentinels
+            .iter()
+            .map(|s| s.tls_port.map(|port| format!("rediss://127.0.0.1:{port}/")))
+            .collect()
+    }
+
+    /// The CA (and client certificate) of a TLS set's sentinels and servers.
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_ref()
+    }
+
     /// Asks sentinel `index` where the master is (`SENTINEL GET-MASTER-ADDR-BY-NAME`). During
     /// a failover this is already the replica being promoted.
     ///
@@ -221,8 +270,9 @@ impl RedisSentinels {
 
     /// Waits (up to 30 s) until a failover has replaced the master on `old_master_port`: every
     /// running sentinel names the same other master, and that server reports `role:master`.
-    /// Returns the new master's port (find the replica with
-    /// [`RedisReplicaSet::replica_index`]).
+    /// Returns the new master's port as the sentinels name it (a TLS set's: its TLS port; find
+    /// the replica with [`RedisReplicaSet::replica_index`]). For a TLS set, `old_master_port`
+    /// may be the old master's plain or TLS port.
     ///
     /// # Errors
     ///
@@ -242,6 +292,12 @@ impl RedisSentinels {
     /// # Ok::<(), dlock_testkit::HarnessError>(())
     /// ```
     pub fn wait_failover(&self, old_master_port: u16) -> Result<u16, HarnessError> {
+        // A TLS set's sentinels name TLS ports: the old master's plain port is taken for its.
+        let old_master_port = self
+            .node_ports
+            .iter()
+            .find_map(|&(named, plain)| (plain == old_master_port).then_some(named))
+            .unwrap_or(old_master_port);
         let deadline = Instant::now() + FAILOVER_WAIT;
         loop {
             let last = match self.failover_state(old_master_port) {
@@ -352,7 +408,12 @@ impl RedisSentinels {
             }
         }
         let port = agreed.ok_or("no sentinel is running")?;
-        let info: String = query(port, self.password.as_deref(), &["INFO", "replication"])
+        let plain = self
+            .node_ports
+            .iter()
+            .find_map(|&(named, plain)| (named == port).then_some(plain))
+            .unwrap_or(port);
+        let info: String = query(plain, self.password.as_deref(), &["INFO", "replication"])
             .map_err(|e| format!("new master 127.0.0.1:{port}: {e}"))?;
         match info_field(&info, "role") {
             Some("master") => Ok(port),
@@ -377,10 +438,14 @@ impl fmt::Debug for RedisSentinels {
             sentinels,
             replicas,
             password,
+            tls,
+            node_ports,
         } = self;
         f.debug_struct("RedisSentinels")
             .field("sentinels", sentinels)
             .field("replicas", replicas)
+            .field("tls", tls)
+            .field("node_ports", node_ports)
             .field("password", &password.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -388,9 +453,15 @@ impl fmt::Debug for RedisSentinels {
 
 impl fmt::Debug for Sentinel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self { child, port, dir } = self;
+        let Self {
+            child,
+            port,
+            tls_port,
+            dir,
+        } = self;
         f.debug_struct("Sentinel")
             .field("port", port)
+            .field("tls_port", tls_port)
             .field("pid", &child.as_ref().map(ChildGuard::pid))
             .field("dir", &dir.path())
             .finish()
@@ -402,6 +473,17 @@ struct Monitor<'a> {
     master_port: u16,
     quorum: usize,
     password: Option<&'a str>,
+    /// The CA of a TLS set: the sentinel gets a TLS port and a certificate of it, and talks TLS
+    /// to the nodes and the other sentinels (`tls-replication yes`).
+    tls: Option<&'a Authority>,
+    /// `tls-auth-clients`: as the set's servers.
+    tls_auth_clients: &'static str,
+}
+
+/// A sentinel's TLS port and files.
+struct SentinelTls {
+    port: u16,
+    files: ServerFiles,
 }
 
 impl Sentinel {
@@ -412,8 +494,16 @@ impl Sentinel {
             let dir = TempDir::with_prefix("dlock-testkit-sentinel-")
                 .map_err(|e| HarnessError::new("cannot create a temp dir").with_source(e))?;
             let port = free_port(false)?;
+            let tls = match monitor.tls {
+                Some(authority) => Some(SentinelTls {
+                    port: free_port(false)?,
+                    files: authority.issue_server(dir.path())?,
+                }),
+                None => None,
+            };
             let config = dir.path().join(CONFIG_FILE);
-            fs::write(&config, config_text(port, dir.path(), monitor)).map_err(|e| {
+            let text = config_text(port, dir.path(), monitor, tls.as_ref());
+            fs::write(&config, text).map_err(|e| {
                 HarnessError::new(format!("cannot write {}", config.display())).with_source(e)
             })?;
             let args = vec![config.into_os_string(), "--sentinel".into()];
@@ -422,6 +512,7 @@ impl Sentinel {
                     return Ok(Sentinel {
                         child: Some(child),
                         port,
+                        tls_port: tls.map(|tls| tls.port),
                         dir,
                     });
                 }
@@ -508,11 +599,13 @@ fn query<T: redis::FromRedisValue>(
 }
 
 /// The sentinel's config file for `port` and `dir`.
-fn config_text(port: u16, dir: &Path, monitor: &Monitor<'_>) -> String {
+fn config_text(port: u16, dir: &Path, monitor: &Monitor<'_>, tls: Option<&SentinelTls>) -> String {
     let Monitor {
         master_port,
         quorum,
         password,
+        tls: _,
+        tls_auth_clients,
     } = monitor;
     let dir_text = dir.to_string_lossy();
     let log = dir.join(LOG_FILE);
@@ -536,6 +629,19 @@ fn config_text(port: u16, dir: &Path, monitor: &Monitor<'_>) -> String {
         text.push_str(&format!(
             "sentinel auth-pass {MASTER_NAME} {}\n",
             quote(password)
+        ));
+    }
+    if let Some(SentinelTls { port, files }) = tls {
+        text.push_str(&format!(
+            "tls-port {port}\n\
+             tls-cert-file {}\n\
+             tls-key-file {}\n\
+             tls-ca-cert-file {}\n\
+             tls-auth-clients {tls_auth_clients}\n\
+             tls-replication yes\n",
+            quote(&files.cert.to_string_lossy()),
+            quote(&files.key.to_string_lossy()),
+            quote(&files.ca.to_string_lossy()),
         ));
     }
     text
@@ -567,13 +673,40 @@ mod tests {
             master_port: 7000,
             quorum: 2,
             password: Some("p\"w"),
+            tls: None,
+            tls_auth_clients: "optional",
         };
-        let text = config_text(26379, Path::new("/tmp/s 1"), &monitor);
+        let text = config_text(26379, Path::new("/tmp/s 1"), &monitor, None);
         assert!(text.starts_with("port 26379\nbind 127.0.0.1\n"));
         assert!(text.contains("dir \"/tmp/s 1\"\nlogfile \"/tmp/s 1/redis.log\"\n"));
         assert!(text.contains("sentinel monitor dlock 127.0.0.1 7000 2\n"));
         assert!(text.contains("sentinel down-after-milliseconds dlock 1000\n"));
         assert!(text.contains("sentinel failover-timeout dlock 3000\n"));
         assert!(text.ends_with("sentinel auth-pass dlock \"p\\\"w\"\n"));
+    }
+
+    #[test]
+    fn a_tls_sentinel_listens_on_its_tls_port_and_replicates_over_tls() {
+        let monitor = Monitor {
+            master_port: 7000,
+            quorum: 2,
+            password: None,
+            tls: None,
+            tls_auth_clients: "yes",
+        };
+        let tls = SentinelTls {
+            port: 26380,
+            files: ServerFiles {
+                cert: "/t/server.crt".into(),
+                key: "/t/server.key".into(),
+                ca: "/t/ca.crt".into(),
+            },
+        };
+        let text = config_text(26379, Path::new("/tmp/s"), &monitor, Some(&tls));
+        assert!(text.contains("tls-port 26380\n"));
+        assert!(text.contains("tls-cert-file \"/t/server.crt\"\n"));
+        assert!(text.contains("tls-ca-cert-file \"/t/ca.crt\"\n"));
+        assert!(text.contains("tls-auth-clients yes\n"));
+        assert!(text.ends_with("tls-replication yes\n"));
     }
 }

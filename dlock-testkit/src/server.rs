@@ -106,7 +106,12 @@ impl RedisServer {
                 .map_err(|e| HarnessError::new("cannot create a temp dir").with_source(e))?;
             let port = free_port(options.is_cluster())?;
             let (effective, tls) = if options.has_tls() {
-                let (files, material) = crate::tls::generate(dir.path())?;
+                let authority = match options.authority() {
+                    Some(shared) => shared.clone(),
+                    None => std::sync::Arc::new(crate::tls::Authority::new()?),
+                };
+                let files = authority.issue_server(dir.path())?;
+                let material = authority.material().clone();
                 let tls_port = free_port(false)?;
                 (
                     options.with_tls_args(tls_port, &files),
@@ -139,6 +144,22 @@ impl RedisServer {
             Some(last) => error.with_source(last),
             None => error,
         })
+    }
+
+    /// The port other servers replicate from (`REPLICAOF`) and sentinels monitor: the TLS port
+    /// when the server replicates over TLS (`tls-replication yes`), else the plain port.
+    pub(crate) fn replication_port(&self) -> u16 {
+        let tls_replication = self
+            .options
+            .args()
+            .iter()
+            .rev()
+            .find(|(name, _)| name.eq_ignore_ascii_case("tls-replication"))
+            .is_some_and(|(_, value)| value.eq_ignore_ascii_case("yes"));
+        match self.tls_port() {
+            Some(port) if tls_replication => port,
+            _ => self.port,
+        }
     }
 
     /// The TLS port on 127.0.0.1, with [`ServerOptions::tls`] (unchanged by a restart).

@@ -1,5 +1,6 @@
 //! TLS for a test server ([`ServerOptions::tls`](crate::ServerOptions::tls)): a private CA made
-//! at start-up with `rcgen`, a server certificate for `localhost` and `127.0.0.1` and a client
+//! at start-up with `rcgen` (one per server, or one per TLS replica set with its sentinels, or
+//! per TLS cluster), a server certificate for `localhost` and `127.0.0.1` and a client
 //! certificate (mutual TLS) it signs, written into the server's directory. No certificate is
 //! committed to the repository, and none outlives the server.
 
@@ -67,17 +68,17 @@ fn new_ca(name: &str) -> Result<(rcgen::Certificate, CertificateParams, KeyPair)
 /// A certificate for `names` (subject alternative names) and `common_name`, for `usage`,
 /// signed by `issuer`, with its new key.
 fn leaf(
-    issuer: &Issuer<'_, &KeyPair>,
+    issuer: &Issuer<'_, KeyPair>,
     names: Vec<String>,
     common_name: &str,
-    usage: ExtendedKeyUsagePurpose,
+    usage: &[ExtendedKeyUsagePurpose],
 ) -> Result<(rcgen::Certificate, KeyPair), HarnessError> {
     let key = KeyPair::generate().map_err(failed("leaf key"))?;
     let mut params = CertificateParams::new(names).map_err(failed("leaf certificate"))?;
     params
         .distinguished_name
         .push(DnType::CommonName, common_name);
-    params.extended_key_usages = vec![usage];
+    params.extended_key_usages = usage.to_vec();
     let cert = params
         .signed_by(&key, issuer)
         .map_err(failed("leaf certificate"))?;
@@ -91,44 +92,77 @@ pub(crate) struct ServerFiles {
     pub(crate) ca: PathBuf,
 }
 
-/// Makes a CA, a server certificate and a client certificate under `dir/tls`.
-pub(crate) fn generate(dir: &Path) -> Result<(ServerFiles, TlsMaterial), HarnessError> {
-    let (ca_cert, ca_params, ca_key) = new_ca("dlock-testkit CA")?;
-    let issuer = Issuer::new(ca_params, &ca_key);
+/// A private CA that issues the certificates of every server of one deployment (a replica set
+/// and its sentinels, a cluster's nodes), so that they trust each other and a client trusts
+/// them all with one CA. Made at test time; its key never leaves the test process.
+pub(crate) struct Authority {
+    issuer: Issuer<'static, KeyPair>,
+    material: TlsMaterial,
+}
 
-    let (server_cert, server_key) = leaf(
-        &issuer,
-        vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
-        "localhost",
-        ExtendedKeyUsagePurpose::ServerAuth,
-    )?;
-    let (client_cert, client_key) = leaf(
-        &issuer,
-        Vec::new(),
-        "dlock-test-client",
-        ExtendedKeyUsagePurpose::ClientAuth,
-    )?;
-
-    let tls = dir.join(TLS_DIR);
-    fs::create_dir_all(&tls)
-        .map_err(|e| HarnessError::new("cannot create the TLS dir").with_source(e))?;
-    let files = ServerFiles {
-        cert: tls.join("server.crt"),
-        key: tls.join("server.key"),
-        ca: tls.join("ca.crt"),
-    };
-    for (path, pem) in [
-        (&files.cert, server_cert.pem()),
-        (&files.key, server_key.serialize_pem()),
-        (&files.ca, ca_cert.pem()),
-    ] {
-        fs::write(path, pem)
-            .map_err(|e| HarnessError::new("cannot write a TLS file").with_source(e))?;
+impl std::fmt::Debug for Authority {
+    /// The CA's key is never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authority")
+            .field("material", &self.material)
+            .finish_non_exhaustive()
     }
-    let material = TlsMaterial {
-        ca_pem: ca_cert.pem(),
-        client_cert_pem: client_cert.pem(),
-        client_key_pem: client_key.serialize_pem(),
-    };
-    Ok((files, material))
+}
+
+impl Authority {
+    /// A new CA, and a client certificate it signs (mutual TLS).
+    pub(crate) fn new() -> Result<Self, HarnessError> {
+        let (ca_cert, ca_params, ca_key) = new_ca("dlock-testkit CA")?;
+        let issuer = Issuer::new(ca_params, ca_key);
+        let (client_cert, client_key) = leaf(
+            &issuer,
+            Vec::new(),
+            "dlock-test-client",
+            &[ExtendedKeyUsagePurpose::ClientAuth],
+        )?;
+        let material = TlsMaterial {
+            ca_pem: ca_cert.pem(),
+            client_cert_pem: client_cert.pem(),
+            client_key_pem: client_key.serialize_pem(),
+        };
+        Ok(Self { issuer, material })
+    }
+
+    /// What a client needs: the CA, and the client certificate and key.
+    pub(crate) fn material(&self) -> &TlsMaterial {
+        &self.material
+    }
+
+    /// Makes a server certificate for `localhost` and `127.0.0.1` under `dir/tls`, with the
+    /// CA. It serves clients and is presented as a client certificate too, as Redis does on
+    /// its own outgoing TLS connections (a replica to its master, a sentinel to a node, a
+    /// cluster bus link).
+    pub(crate) fn issue_server(&self, dir: &Path) -> Result<ServerFiles, HarnessError> {
+        let (server_cert, server_key) = leaf(
+            &self.issuer,
+            vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
+            "localhost",
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        )?;
+        let tls = dir.join(TLS_DIR);
+        fs::create_dir_all(&tls)
+            .map_err(|e| HarnessError::new("cannot create the TLS dir").with_source(e))?;
+        let files = ServerFiles {
+            cert: tls.join("server.crt"),
+            key: tls.join("server.key"),
+            ca: tls.join("ca.crt"),
+        };
+        for (path, pem) in [
+            (&files.cert, server_cert.pem()),
+            (&files.key, server_key.serialize_pem()),
+            (&files.ca, self.material.ca_pem.clone()),
+        ] {
+            fs::write(path, pem)
+                .map_err(|e| HarnessError::new("cannot write a TLS file").with_source(e))?;
+        }
+        Ok(files)
+    }
 }
