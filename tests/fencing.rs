@@ -189,3 +189,67 @@ async fn a_fast_restart_from_an_older_snapshot_never_repeats_a_fence() {
         }
     }
 }
+
+/// The fenced fast path floors a slot's counter once per connection (`fence.lua`, which reads
+/// `TIME`) and takes plain `INCR`s on that connection afterwards; a new connection (here the
+/// old one killed server-side, as a restart or a failover would) floors it again first. Counted
+/// by the server's `TIME` calls: the plain path sends none.
+#[tokio::test]
+async fn a_slot_is_floored_once_per_connection() {
+    let server = dlock_testkit::RedisServer::start().unwrap();
+    let client = dlock_core::Client::builder(server.url()).build().unwrap();
+    let lock = client
+        .mutex_with("per-connection", MutexOptions::new().fenced())
+        .unwrap();
+    let mut con = server.connection().unwrap();
+    let time_calls = |con: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix("cmdstat_time:calls="))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    };
+    let mut last = 0;
+    let mut take = async |lock: &dlock_core::Mutex| {
+        let guard = lock.try_acquire().await.unwrap().expect("free");
+        let fence = guard.issued_fencing_token().expect("fenced").get();
+        assert!(fence > last, "fence {fence} after {last}");
+        last = fence;
+        guard.release().await.unwrap();
+    };
+    for round in ["a new client", "a reconnected client"] {
+        let before = time_calls(&mut con);
+        // The first acquires see the new connection, name it and floor the slot by script
+        // (at most one each).
+        for _ in 0..3 {
+            take(&lock).await;
+        }
+        let floored = time_calls(&mut con);
+        assert!(
+            (before + 1..=before + 3).contains(&floored),
+            "{round}: {} script floors for 3 acquires",
+            floored - before
+        );
+        for _ in 0..20 {
+            take(&lock).await;
+        }
+        assert_eq!(
+            time_calls(&mut con),
+            floored,
+            "{round}: a floored slot went on to the script again"
+        );
+        let killed: u64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query(&mut con)
+            .unwrap();
+        assert!(killed >= 1);
+        // The client reconnects on its next request (which may fail with the old socket).
+        eventually(Duration::from_secs(10), "reconnected", || async {
+            client.mutex("ping").unwrap().try_acquire().await.ok()
+        })
+        .await;
+    }
+}

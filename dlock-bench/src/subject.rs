@@ -85,7 +85,8 @@ pub(crate) enum Fence {
     Read,
     /// W2-fence with warm counters: as `Read`, on a server whose fence counters exist already,
     /// as on one that has served fenced locks before (dlock's counters are per cluster slot and
-    /// never expire; the spec's `FLUSHALL` leaves every slot's to be made anew).
+    /// never expire; the spec's `FLUSHALL` leaves every slot's to be made anew), by a client
+    /// that has taken every name once before (in W2).
     ReadWarm,
 }
 

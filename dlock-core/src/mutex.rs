@@ -676,7 +676,7 @@ impl Mutex {
         let label = self.settings.label.as_deref().unwrap_or_default();
         // Each command's buffer is sized for it up front: grown from empty, argument by
         // argument, it was a third of the client's cost of writing the request (callgrind).
-        let mut pipe = redis::Pipeline::with_capacity(4);
+        let mut pipe = redis::Pipeline::with_capacity(if self.settings.fenced { 6 } else { 2 });
         pipe.ignore_errors();
         let holder = &self.ctx.transport.holder;
         let mut set = Cmd::with_capacity(7, lock.len() + holder.len() + label.len() + 64);
@@ -705,15 +705,23 @@ impl Mutex {
             // the floor itself (`fence.lua`, `next_fence` at the server clock): see
             // fence_epoch.rs. Then which connection this ran on.
             if ticket.trusted() {
-                pipe.cmd("INCR").arg(self.keys.counter());
-                pipe.cmd("GET").arg(wire::DerivedKey::legacy_counter(lock));
+                let mut incr = Cmd::with_capacity(2, lock.len() + 48);
+                incr.arg("INCR").arg(self.keys.counter());
+                pipe.add_command(incr);
+                let mut legacy = Cmd::with_capacity(2, lock.len() + 16);
+                legacy
+                    .arg("GET")
+                    .arg(wire::DerivedKey::legacy_counter(lock));
+                pipe.add_command(legacy);
             } else {
                 let mut call = Call::new(&scripts::FENCE, 1);
                 call.arg(lock).arg(token).arg(self.keys.counter());
                 pipe.add_command(call.cmd);
             }
             if ticket.reads_name() {
-                pipe.cmd("CLIENT").arg("GETNAME");
+                let mut getname = Cmd::with_capacity(2, 16);
+                getname.arg("CLIENT").arg("GETNAME");
+                pipe.add_command(getname);
             }
             if let Some(set) = ticket.set_name() {
                 pipe.cmd("CLIENT").arg("SETNAME").arg(set);
