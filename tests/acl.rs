@@ -14,7 +14,7 @@ use dlock_core::{Client, ErrorKind, MutexOptions};
 use dlock_scheduler::{Job, Scheduler};
 use dlock_testkit::{RedisCluster, RedisServer};
 
-use crate::support::{eventually, raw, redis};
+use crate::support::{mutex_round, raw, redis};
 
 /// The rules of the README's ACL line for a dlock user, after `ACL SETUSER <user> on >pw`.
 /// Kept in one place: the README quotes it, and `the_readme_acl_line_is_this_one` checks that.
@@ -60,36 +60,7 @@ async fn every_kind_works_with_exactly_the_documented_rights() {
     let client = client_as(&server, "app", "app:");
 
     // Mutex: uncontended, fenced, a waiter handed the lock, the watchdog, inspect, force.
-    let lock = client
-        .mutex_with(
-            "order:1",
-            MutexOptions::new()
-                .ttl(Duration::from_millis(600))
-                .watchdog(),
-        )
-        .unwrap();
-    let guard = lock.acquire().await.unwrap();
-    assert!(guard.fencing_token().await.unwrap().get() > 0);
-    let waiter = {
-        let lock = lock.clone();
-        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
-    };
-    let info = eventually(Duration::from_secs(5), "a queued waiter", || async {
-        client
-            .inspect("order:1")
-            .await
-            .unwrap()
-            .filter(|i| i.waiters == 1)
-    })
-    .await;
-    assert!(info.remaining > Duration::ZERO);
-    // Renewed past its 600 ms lease by the watchdog, then handed over on release.
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    assert!(guard.lease().is_held());
-    guard.release().await.unwrap();
-    let second = waiter.await.unwrap().unwrap();
-    assert!(client.force_unlock("order:1").await.unwrap());
-    assert!(second.lost().await.reason() != dlock_core::LostReason::Released);
+    mutex_round(&client).await;
 
     let fenced = client
         .mutex_with("order:2", MutexOptions::new().fenced())
@@ -260,34 +231,7 @@ async fn a_cluster_user_needs_exactly_the_documented_cluster_rights() {
         .await
         .unwrap();
 
-    let lock = client
-        .mutex_with(
-            "order:1",
-            MutexOptions::new()
-                .ttl(Duration::from_millis(600))
-                .watchdog(),
-        )
-        .unwrap();
-    let guard = lock.acquire().await.unwrap();
-    assert!(guard.fencing_token().await.unwrap().get() > 0);
-    let waiter = {
-        let lock = lock.clone();
-        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
-    };
-    eventually(Duration::from_secs(5), "a queued waiter", || async {
-        client
-            .inspect("order:1")
-            .await
-            .unwrap()
-            .filter(|i| i.waiters == 1)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    assert!(guard.lease().is_held(), "renewed past its lease");
-    guard.release().await.unwrap();
-    let second = waiter.await.unwrap().unwrap();
-    assert!(client.force_unlock("order:1").await.unwrap());
-    assert!(second.lost().await.reason() != dlock_core::LostReason::Released);
+    mutex_round(&client).await;
     // Names on every master's slots.
     for name in ["a", "b", "c", "d", "e", "f"] {
         let fenced = client

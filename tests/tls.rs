@@ -16,6 +16,8 @@ use dlock_testkit::{
     RedisCluster, RedisReplicaSet, RedisSentinels, RedisServer, ServerOptions, unrelated_ca_pem,
 };
 
+use crate::support::mutex_round;
+
 fn tls_server(options: ServerOptions) -> RedisServer {
     RedisServer::start_with(options).unwrap_or_else(|e| panic!("TLS redis-server: {e}"))
 }
@@ -48,26 +50,9 @@ async fn locks_waits_and_the_watchdog_work_over_tls() {
         .connect()
         .await
         .unwrap();
-    let lock = client
-        .mutex_with(
-            "order:1",
-            MutexOptions::new()
-                .ttl(Duration::from_millis(500))
-                .watchdog(),
-        )
-        .unwrap();
-    let guard = lock.acquire().await.unwrap();
-    let waiter = {
-        let lock = lock.clone();
-        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
-    };
-    // Renewed over TLS past its lease, then handed to the waiter (woken over TLS pub/sub).
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(guard.lease().is_held());
-    assert!(guard.fencing_token().await.unwrap().get() > 0);
-    guard.release().await.unwrap();
-    let second = waiter.await.unwrap().unwrap();
-    second.release().await.unwrap();
+    // Renewed over TLS past its lease, handed to a waiter woken over TLS pub/sub, inspected
+    // and forced open.
+    mutex_round(&client).await;
 }
 
 #[tokio::test]
@@ -285,24 +270,6 @@ async fn locks_waits_and_the_watchdog_work_on_a_tls_cluster() {
             .await
             .unwrap();
     }
-    let lock = client
-        .mutex_with(
-            "order:1",
-            MutexOptions::new()
-                .ttl(Duration::from_millis(600))
-                .watchdog(),
-        )
-        .unwrap();
-    let guard = lock.acquire().await.unwrap();
-    let waiter = {
-        let lock = lock.clone();
-        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
-    };
-    // Renewed over TLS past its lease, then handed to the waiter (woken over TLS).
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    assert!(guard.lease().is_held());
-    assert!(guard.fencing_token().await.unwrap().get() > 0);
-    guard.release().await.unwrap();
-    let second = waiter.await.unwrap().unwrap();
-    second.release().await.unwrap();
+    // Renewed over TLS past its lease, then handed to a waiter woken over TLS.
+    mutex_round(&client).await;
 }

@@ -77,6 +77,42 @@ pub(crate) async fn acquired_within(lock: &Mutex, limit: Duration, what: &str) -
     .await
 }
 
+/// A mutex round through `client` (a user's rights, TLS): acquired with the watchdog, a fence, a waiter queued
+/// (seen by `inspect`), renewed past its 600 ms lease, handed over on release, and the new
+/// holder's lock forced open (`force_unlock`), which its lease reports.
+pub(crate) async fn mutex_round(client: &Client) {
+    let lock = client
+        .mutex_with(
+            "order:1",
+            dlock_core::MutexOptions::new()
+                .ttl(Duration::from_millis(600))
+                .watchdog(),
+        )
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    assert!(guard.fencing_token().await.unwrap().get() > 0);
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await })
+    };
+    let info = eventually(Duration::from_secs(5), "a queued waiter", || async {
+        client
+            .inspect("order:1")
+            .await
+            .unwrap()
+            .filter(|i| i.waiters == 1)
+    })
+    .await;
+    assert!(info.remaining > Duration::ZERO);
+    // Renewed past its 600 ms lease by the watchdog, then handed over on release.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(guard.lease().is_held(), "renewed past its lease");
+    guard.release().await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    assert!(client.force_unlock("order:1").await.unwrap());
+    assert!(second.lost().await.reason() != dlock_core::LostReason::Released);
+}
+
 /// A `dlock-test-worker` process whose stdout lines can be awaited.
 pub(crate) struct Worker(LineChild);
 
