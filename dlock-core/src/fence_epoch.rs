@@ -209,8 +209,14 @@ impl Ticket {
         let Some(epoch) = &self.epoch else {
             return false;
         };
-        if named == Some(true) {
-            epoch.named.store(true, Ordering::Release);
+        match named {
+            Some(true) => epoch.named.store(true, Ordering::Release),
+            // Sent once per epoch, so said once per connection.
+            Some(false) => tracing::warn!(
+                "dlock: CLIENT SETNAME was refused (an ACL without +@connection?); fenced \
+                 acquires stay correct but run fence.lua each time on this connection"
+            ),
+            None => {}
         }
         let same = name == Some(epoch.name.as_bytes());
         if !same && self.named_when_sent {

@@ -102,8 +102,10 @@ impl Semaphore {
     /// # Cancel safety
     /// Dropping the future leaves the queue and gives back permits granted meanwhile, in the
     /// background.
-    pub async fn acquire(&self, permits: u32) -> Result<Permit> {
-        self.acquire_until(permits, None).await
+    pub fn acquire(&self, permits: u32) -> impl Future<Output = Result<Permit>> + Send + '_ {
+        // Not an `async fn` wrapping `acquire_until` (here and in `acquire_timeout`): it would
+        // add a layer to every waiting task's future for nothing.
+        self.acquire_until(permits, None)
     }
 
     /// As [`Semaphore::acquire`], waiting at most `wait`.
@@ -113,8 +115,12 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// As [`Semaphore::acquire`].
-    pub async fn acquire_timeout(&self, permits: u32, wait: Duration) -> Result<Permit> {
-        self.acquire_until(permits, Some(wait)).await
+    pub fn acquire_timeout(
+        &self,
+        permits: u32,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Permit>> + Send + '_ {
+        self.acquire_until(permits, Some(wait))
     }
 
     /// Changes the semaphore's limit in Redis to `limit` (and this handle's with it): a higher

@@ -107,7 +107,9 @@ impl SharedLock {
         // below admits at once all the same when the request fits and nobody is ahead.
         if !waiters.is_subscribed(&self.keys.lock, generation) {
             let sent = Instant::now();
-            let reply = self.attempt(token, weight, Mode::Once, "").await?;
+            // Boxed, as every request below: a waiting task keeps this future for as long as
+            // it waits, and would otherwise carry the largest request inline.
+            let reply = Box::pin(self.attempt(token, weight, Mode::Once, "")).await?;
             cleanup.disarm();
             match reply {
                 SharedReply::Held { fence, pttl } => {
@@ -132,7 +134,7 @@ impl SharedLock {
         )
         .into();
         let registration = waiters.register(token, &self.keys.lock, entry);
-        let _membership = waiters.join((&conn, generation), &self.keys.lock).await?;
+        let _membership = Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await?;
         drop(conn);
         cleanup.arm(registration.entry().clone());
         let label = self.settings.label.as_deref().unwrap_or_default();
@@ -144,7 +146,7 @@ impl SharedLock {
             let last = deadline.is_some_and(|d| Instant::now() >= d);
             let mode = if last { Mode::Last } else { Mode::Wait };
             let sent = Instant::now();
-            let reply = self.attempt(token, weight, mode, registration.entry());
+            let reply = Box::pin(self.attempt(token, weight, mode, registration.entry()));
             let (seen, until_free) = match reply.await? {
                 SharedReply::Held { fence, pttl } => {
                     cleanup.disarm();
