@@ -144,6 +144,20 @@ async fn a_missing_right_is_a_permission_error_that_names_it() {
     let text = err.to_string();
     assert!(text.contains("set"), "names the command: {text}");
     assert!(text.contains("ACL"), "says where to fix it: {text}");
+    // The same refusal inside the fenced acquire's MULTI, which the server discards whole (a
+    // user with the README's rights less `SET`; the viewer may not even send `MULTI`).
+    acl_user(&server, "noset", "app:", &format!("{DLOCK_RULES} -set")).await;
+    let err = client_as(&server, "noset", "app:")
+        .mutex_with("order:4", MutexOptions::new().fenced())
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(
+        err.to_string().contains("'set'"),
+        "names the command: {err}"
+    );
     // A script the user may run, refused the write it makes inside (Redis reports that
     // without the NOPERM code): a Permission error too, and nothing changed.
     let holder = Client::builder(server.url())
@@ -197,6 +211,28 @@ async fn two_applications_cannot_touch_each_others_locks() {
         .unwrap();
     assert!(own.is_some());
     guard.release().await.unwrap();
+}
+
+/// A user that may not name its connection (`CLIENT SETNAME`/`GETNAME` taken out of
+/// `@connection`, as some managed services do) still takes fenced locks: the fenced fast path
+/// stops naming the connection and floors every fence by script, fences still increasing.
+#[tokio::test]
+async fn fenced_locks_work_without_the_client_name_commands() {
+    let server = redis();
+    let rules = format!("{DLOCK_RULES} -client|setname -client|getname");
+    acl_user(&server, "app", "app:", &rules).await;
+    let client = client_as(&server, "app", "app:");
+    let lock = client
+        .mutex_with("order:3", MutexOptions::new().fenced())
+        .unwrap();
+    let mut last = 0;
+    for _ in 0..5 {
+        let guard = lock.acquire().await.unwrap();
+        let fence = guard.issued_fencing_token().expect("fenced").get();
+        assert!(fence > last, "fence {fence} after {last}");
+        last = fence;
+        guard.release().await.unwrap();
+    }
 }
 
 /// A cluster client logged in as `user` on every node of `cluster`.

@@ -315,6 +315,13 @@ fn denied_inside_a_script(err: &redis::RedisError) -> bool {
         || text.contains("No permissions to access")
 }
 
+/// A `MULTI` the server discarded because the user's ACL refused one of its commands when it
+/// was queued (the `redis` crate reports "Transaction aborted" with each refusal inside).
+fn denied_in_a_transaction(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    text.contains("Transaction aborted") && (text.contains("NoPerm") || text.contains("NOPERM"))
+}
+
 fn classify(err: &redis::RedisError) -> ErrorKind {
     if err.is_timeout() {
         return ErrorKind::Timeout;
@@ -330,6 +337,7 @@ fn classify(err: &redis::RedisError) -> ErrorKind {
     if matches!(code, "NOPERM" | "WRONGPASS" | "NOAUTH")
         || err.kind() == redis::ErrorKind::AuthenticationFailed
         || denied_inside_a_script(err)
+        || denied_in_a_transaction(err)
     {
         return ErrorKind::Permission;
     }

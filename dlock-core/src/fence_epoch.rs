@@ -56,6 +56,9 @@ pub(crate) struct FenceEpochs {
     numbers: AtomicU64,
     /// `false` on a cluster: every fenced acquire runs `fence.lua`.
     enabled: bool,
+    /// Set when the user's ACL refused `CLIENT SETNAME`/`GETNAME`: from then on, as on a
+    /// cluster.
+    names_refused: AtomicBool,
 }
 
 /// One connection's name and the slots whose counters were floored on it.
@@ -105,13 +108,14 @@ impl FenceEpochs {
             current: ArcSwap::from_pointee(first),
             numbers: AtomicU64::new(1),
             enabled: !cluster,
+            names_refused: AtomicBool::new(false),
         }
     }
 
     /// What one fenced acquire of a lock in `slot` sends with its `MULTI`, and how it reads
     /// the replies ([`Ticket`]).
     pub(crate) fn ticket(&self, slot: usize) -> Ticket {
-        if !self.enabled {
+        if !self.enabled || self.names_refused.load(Ordering::Relaxed) {
             return Ticket::clock_only();
         }
         let epoch = self.current.load_full();
@@ -126,6 +130,24 @@ impl FenceEpochs {
             trusted,
             names,
         }
+    }
+
+    /// Whether `error` (of a fenced acquire whose `MULTI` named the connection) is the user's
+    /// ACL refusing the name commands. The first such error switches naming off for good (the
+    /// server discarded the whole `MULTI`, so the acquire may simply be sent again): every
+    /// fenced acquire then floors its fence by script, as on a cluster, and stays correct.
+    pub(crate) fn refused_names(&self, error: &crate::error::Error) -> bool {
+        let text = error.to_string();
+        let refused = error.kind() == crate::error::ErrorKind::Permission
+            && (text.contains("client|getname") || text.contains("client|setname"));
+        if refused && !self.names_refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "dlock: this Redis user may not run CLIENT SETNAME/GETNAME (grant +@connection, \
+                 as the README's ACL line does); fenced acquires stay correct but floor every \
+                 fence by script"
+            );
+        }
+        refused
     }
 
     /// Ends `epoch` if it is still the current one: a new one (with a new name, and no slot

@@ -672,6 +672,18 @@ impl Mutex {
     /// round trip of its own. A busy attempt's `INCR` leaves a gap in the counter, which is
     /// harmless.
     async fn fast_attempt(&self, token: OwnerToken) -> Result<Fast> {
+        match self.fast_attempt_once(token).await {
+            // The ACL refused the connection's name commands: the server discarded the whole
+            // MULTI (nothing was taken), and the next one goes without them.
+            Err(e) if self.settings.fenced && self.ctx.fence_epochs.refused_names(&e) => {
+                Box::pin(self.fast_attempt_once(token)).await
+            }
+            other => other,
+        }
+    }
+
+    /// One uncontended attempt: see [`Mutex::fast_attempt`].
+    async fn fast_attempt_once(&self, token: OwnerToken) -> Result<Fast> {
         let lock = &*self.keys.lock;
         let label = self.settings.label.as_deref().unwrap_or_default();
         // Each command's buffer is sized for it up front: grown from empty, argument by
