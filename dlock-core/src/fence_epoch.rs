@@ -231,14 +231,10 @@ impl Ticket {
         let Some(epoch) = &self.epoch else {
             return false;
         };
-        match named {
-            Some(true) => epoch.named.store(true, Ordering::Release),
-            // Sent once per epoch, so said once per connection.
-            Some(false) => tracing::warn!(
-                "dlock: CLIENT SETNAME was refused (an ACL without +@connection?); fenced \
-                 acquires stay correct but run fence.lua each time on this connection"
-            ),
-            None => {}
+        // A SETNAME refused by the ACL discards the whole MULTI (see `refused_names`); one that
+        // failed otherwise leaves this epoch unnamed, and its acquires floored by script.
+        if named == Some(true) {
+            epoch.named.store(true, Ordering::Release);
         }
         let same = name == Some(epoch.name.as_bytes());
         if !same && self.named_when_sent {

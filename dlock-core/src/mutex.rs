@@ -587,11 +587,11 @@ impl Mutex {
     /// GETNAME`; `CLIENT SETNAME`).
     fn counted_fence(&self, ticket: &Ticket, replies: &[Value]) -> Option<u64> {
         let mut added = replies.get(2..)?.iter();
-        let (incr, legacy, floored) = if ticket.trusted() {
-            (added.next()?, added.next()?, None)
+        // What issued the fence: the plain INCR (with the legacy counter's GET), or fence.lua.
+        let issued = if ticket.trusted() {
+            Ok((added.next()?, added.next()?))
         } else {
-            let reply = added.next()?;
-            (reply, reply, FenceReply::decode(reply))
+            Err(added.next()?)
         };
         let name = if ticket.reads_name() {
             match added.next()? {
@@ -605,20 +605,19 @@ impl Mutex {
             .set_name()
             .map(|_| matches!(added.next(), Some(Value::Okay | Value::SimpleString(_))));
         let same = ticket.read(&self.ctx.fence_epochs, name, named);
-        match floored {
-            // fence.lua floored the counter (and took the fence): on the epoch's connection,
-            // plain INCRs of the slot will do from now on.
-            Some(FenceReply::Fence(fence)) => {
+        match issued {
+            // Taken only on the connection the slot was floored on.
+            Ok((incr, legacy)) => same.then(|| wire::counted_fence(incr, legacy)).flatten(),
+            // fence.lua floored the counter and took the fence: on the epoch's connection,
+            // plain INCRs of the slot will do from now on. An error in its place (NOSCRIPT on
+            // a fresh server, a foreign counter) leaves it to fence.lua's own round trip.
+            Err(reply) => {
+                let fence = FenceReply::decode(reply)?.fence()?;
                 if same {
                     ticket.floored();
                 }
                 Some(fence)
             }
-            Some(FenceReply::Gone | FenceReply::Other) => None,
-            None if ticket.trusted() && same => wire::counted_fence(incr, legacy),
-            // An error in place of the script's reply (NOSCRIPT on a fresh server, a foreign
-            // counter), or an INCR that ran elsewhere than it was meant to.
-            None => None,
         }
     }
 
