@@ -475,7 +475,7 @@ impl Mutex {
                     let sent = Instant::now();
                     // Boxed, as each attempt below: a waiting task keeps this future for as long as it
                     // waits, and it would otherwise carry the largest request it can make inline
-                    // (BENCHMARKS.md, memory per waiting task).
+                    // (docs/benchmarks/2026-11-23-run-a.md, "Memory").
                     let fast = Box::pin(self.fast_attempt(token)).await?;
                     cleanup.disarm();
                     match fast {
