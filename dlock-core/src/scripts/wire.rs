@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | lock value | `<token><flag>1 <host>\x1f<pid>\x1f<label>[\x1f<fence>]` | `<token><flag> <host>\x1f<pid>\x1f<label>` |
 //! | queue entry | `1 <token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>` | `<token> <client> <lease_ms> <pub> <meta>` |
-//! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1` | `<token> <fence> <now_ms> <lease_ms>` |
+//! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1`; `<token> 0 0 0 1` is a nudge (no grant: ask the server again; `shared_limit.lua`) | `<token> <fence> <now_ms> <lease_ms>` |
+//! | semaphore limit set by `set_limit` | the decimal limit at `<lock key>:limit` (no expiry) | — |
 //! | wake channel | `<lock key>:wake:<client>` | the same |
 //! | leader record (an election's) | `1 <fence> <value>` at `<lock key>:leader` | — |
 //! | leader notice (on the channel `<lock key>:leader`) | `1 L <fence> <value>`, `1 V <fence>` (resigned) | — |
