@@ -75,7 +75,7 @@ else
 end
 
 -- The fence first: if the counter is not dlock's, nothing has changed yet.
-local fence, failed = next_fence(key, counter)
+local fence, failed = next_fence(counter)
 if not fence then
   return failed
 end

@@ -106,7 +106,7 @@ end
 -- `counter`. Returns the fence (a decimal string), or nil and an error reply (the counter holds
 -- data dlock did not write; nothing was changed).
 local function admit(key, counter, token, weight, lease_ms, now, meta)
-  local fence, refused = next_fence(key, counter)
+  local fence, refused = next_fence(counter)
   if not fence then
     return nil, refused
   end
