@@ -582,6 +582,7 @@ mod tests {
             "dlock:{order:42}:queue",
             "dlock:{jobs}:sem:exp",
             "dlock:{jobs}:sem:queue",
+            "dlock:{jobs}:sem:limit",
             "dlock:{prices}:rw:exp",
             "dlock:{leader}:leader",
             "dlock:fence:{a1}",
