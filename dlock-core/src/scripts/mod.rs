@@ -355,7 +355,7 @@ impl InspectReply {
 /// What `shared_inspect.lua` answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SharedInspectReply {
-    /// The stored limit; `None` when nobody holds.
+    /// The stored limit; `None` when Redis keeps none (nobody holds).
     pub(crate) limit: Option<u64>,
     pub(crate) waiters: usize,
     /// Each live holder's record (`<weight> <fence> <meta>`) and lease left.
