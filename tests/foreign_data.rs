@@ -114,8 +114,7 @@ backend_tests!(
         let err = election
             .campaign_timeout("me", Duration::from_secs(5))
             .await
-            .err()
-            .expect("a hash at the leader record is refused");
+            .expect_err("a hash at the leader record is refused");
         assert_names_the_key(&err, record);
         let owner: String = con.hget(record, "owner").await.unwrap();
         assert_eq!(owner, "billing", "the foreign hash was modified");
@@ -128,8 +127,7 @@ backend_tests!(
         let err = election
             .campaign_timeout("me", Duration::from_secs(5))
             .await
-            .err()
-            .expect("a value dlock did not write is refused");
+            .expect_err("a value dlock did not write is refused");
         assert_names_the_key(&err, record);
         let value: String = con.get(record).await.unwrap();
         assert_eq!(value, "leader=10.0.0.7");
@@ -144,7 +142,7 @@ backend_tests!(
         let lock = c.mutex("q").unwrap();
 
         // Free lock: the uncontended acquire finds the queue key and would hand over to it.
-        let err = lock.try_acquire().await.err().expect("refused");
+        let err = lock.try_acquire().await.expect_err("refused");
         assert_names_the_key(&err, queue);
         let exists: bool = con.exists(key).await.unwrap();
         assert!(!exists, "the refused acquire left the lock held");
@@ -161,8 +159,7 @@ backend_tests!(
         let err = lock
             .acquire_timeout(Duration::from_secs(2))
             .await
-            .err()
-            .expect("refused");
+            .expect_err("refused");
         assert_names_the_key(&err, queue);
         let field: String = con.hget(queue, "field").await.unwrap();
         assert_eq!(field, "theirs", "the foreign queue was modified");
@@ -180,7 +177,7 @@ backend_tests!(
         let _: usize = con.hset(queue, "field", "theirs").await.unwrap();
         let held: String = con.get(key).await.unwrap();
 
-        let err = guard.release().await.err().expect("refused");
+        let err = guard.release().await.expect_err("refused");
         assert_names_the_key(&err, queue);
         let still: String = con.get(key).await.unwrap();
         assert_eq!(still, held, "the lock was changed");
