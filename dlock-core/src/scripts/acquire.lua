@@ -50,7 +50,8 @@ local entry = ARGV[4]
 local counter = ARGV[5]
 
 -- The queue's length, read before the first write: a queue key of another type is refused by
--- name (a pcall: nothing more on the usual path than the LLEN a free lock needs anyway).
+-- name. A free lock needs this LLEN anyway; an attempt that finds the lock held pays this one
+-- O(1) read more (the price of refusing before SET NX rather than undoing it).
 local waiting = redis.pcall('LLEN', queue)
 if type(waiting) ~= 'number' then
   return foreign_error(queue, 'holds another Redis type (dlock keeps the queue of ' .. lock
