@@ -82,8 +82,9 @@ pub struct SharedHolder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreInfo {
-    /// The limit stored in Redis: the one in force for every grant. 0 when Redis keeps none,
-    /// which happens only while nobody holds (the next request stores its handle's).
+    /// The limit in force for every grant: the one set with `Semaphore::set_limit`, else the
+    /// one a handle stored. 0 when Redis keeps none, which happens only while nobody holds or
+    /// waits and no limit was set (the next request stores its handle's).
     pub limit: u32,
     /// The holders whose lease has not ended, by lease end (empty while requests are queued
     /// and nobody holds: the next grant is on its way).

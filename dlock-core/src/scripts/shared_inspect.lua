@@ -4,13 +4,14 @@
 -- of the keys is in shared.lua; this script does not need its functions.)
 --
 -- It runs with read rights only (the README's viewer user: no TIME, no write): the server clock
--- is read off K..":exp", whose PEXPIREAT is the latest holder's deadline whenever it exists
--- (shared.lua set_expiry), so now = its highest score - its PTTL.
+-- is read off K..":exp", which always has an expiry while it exists (shared.lua set_expiry), as
+-- PEXPIRETIME - PTTL (both read at the script's one instant).
 --
 -- KEYS[1]  the shared lock's hash K
 --
 -- Returns  {limit, now_ms, waiters, token_1, holder_1, deadline_1, token_2, …}
---          limit = the stored limit, false when none is stored; now_ms = the server clock (ms),
+--          limit = the limit in force (set by set_limit, else stored by a handle), false when
+--          none is; now_ms = the server clock (ms),
 --          0 when nobody holds (no deadline to compare); waiters = the length of K..":queue";
 --          holder_i = "<weight> <fence> <host>\x1f<pid>\x1f<label>"; deadline_i = the end of its
 --          lease (server clock, ms), listed for the holders whose lease has not ended
@@ -39,6 +40,11 @@ if last['err'] then
     .. ' the lease ends of ' .. key .. ' there)')
 end
 local out = {redis.call('HGET', key, 'limit') or false, 0, waiters}
+-- A limit set by set_limit is the one in force, also while nobody holds or waits.
+local set = redis.pcall('GET', key .. ':limit')
+if type(set) == 'string' and tonumber(set) then
+  out[1] = set
+end
 if not last[2] then
   return out
 end
@@ -47,7 +53,7 @@ if pttl < 0 then
   return redis.error_reply('DLOCKFOREIGN ' .. exp .. ' has no expiry (dlock keeps the lease ends'
     .. ' of ' .. key .. ' there, expiring with the last)')
 end
-local now = tonumber(last[2]) - pttl
+local now = redis.call('PEXPIRETIME', exp) - pttl
 out[2] = now
 local live = redis.call('ZRANGEBYSCORE', exp, '(' .. string.format('%.0f', now), '+inf',
   'WITHSCORES')
