@@ -13,6 +13,7 @@
 mod support;
 
 mod acl;
+mod authentication;
 mod cancel_acquire;
 mod client_shutdown;
 mod cluster;
