@@ -56,12 +56,15 @@ impl fmt::Display for Failure {
 
 impl From<dlock_core::Error> for Failure {
     fn from(e: dlock_core::Error) -> Self {
-        let exit = if e.is_invalid_input() {
-            Exit::Usage
-        } else {
-            Exit::Error
-        };
-        Self::new(exit, e.to_string())
+        match e.kind() {
+            dlock_core::ErrorKind::InvalidInput => Self::usage(e.to_string()),
+            dlock_core::ErrorKind::Authentication => Self::error(format!(
+                "Redis refused the user name or password (or none was given): check the user in \
+                 the URL and the password (in the URL, or {}); {e}",
+                crate::connect::PASSWORD_VAR
+            )),
+            _ => Self::error(e.to_string()),
+        }
     }
 }
 
