@@ -112,18 +112,30 @@ pub(crate) enum Command {
     },
     /// Pause a job on every replica (runs going on finish).
     Pause {
-        /// The job's name.
+        /// The job's name. A job no running replica registered, without runs in the ledger
+        /// or a pause record, is refused (exit 3) with close names, unless `--force`.
         job: String,
+        /// Act on a job that is not known (one not deployed yet).
+        #[arg(long)]
+        force: bool,
     },
     /// Resume a paused job on every replica.
     Resume {
-        /// The job's name.
+        /// The job's name. A job no running replica registered, without runs in the ledger
+        /// or a pause record, is refused (exit 3) with close names, unless `--force`.
         job: String,
+        /// Act on a job that is not known (one not deployed yet).
+        #[arg(long)]
+        force: bool,
     },
     /// Ask for one run of a job now, outside its schedule (one replica takes it).
     RunNow {
-        /// The job's name.
+        /// The job's name. A job no running replica registered, without runs in the ledger
+        /// or a pause record, is refused (exit 3) with close names, unless `--force`.
         job: String,
+        /// Act on a job that is not known (one not deployed yet).
+        #[arg(long)]
+        force: bool,
     },
 }
 

@@ -268,18 +268,31 @@ pub(crate) enum Action {
     RunNow,
 }
 
-/// `dlock pause|resume|run-now JOB`: done whether or not a replica runs the job now (the state
-/// is kept in Redis), with a note when none does — a typo in the name would otherwise go
-/// unnoticed.
+/// `dlock pause|resume|run-now JOB [--force]`: a job that is not known (no running replica
+/// registered it, no ledger entries, no pause record) is refused with close names, most likely
+/// a typo; with `--force` it is done anyway (the state is kept in Redis), with a note when no
+/// running replica has the job.
 ///
 /// # Errors
-/// A bad job name (usage); Redis unreachable or erring.
+/// A bad job name (usage); an unknown job without `--force` (nothing found); Redis unreachable
+/// or erring.
 pub(crate) async fn control(
     admin: &Scheduler,
     job: &str,
     action: Action,
+    force: bool,
     json: bool,
 ) -> Result<Report, Failure> {
+    let refused = |e: dlock_scheduler::Error| {
+        if e.kind() == dlock_scheduler::ErrorKind::UnknownJob {
+            Failure::new(
+                Exit::NotFound,
+                format!("{e}; check the name (`dlock jobs`), or pass --force to act on it anyway"),
+            )
+        } else {
+            Failure::from(e)
+        }
+    };
     let replicas: Vec<String> = admin
         .registered_replicas()
         .await?
@@ -289,7 +302,11 @@ pub(crate) async fn control(
         .collect();
     let (done, name) = match action {
         Action::Pause => {
-            admin.pause(job).await?;
+            if force {
+                admin.force_pause(job).await?;
+            } else {
+                admin.pause(job).await.map_err(refused)?;
+            }
             (
                 format!(
                     "paused `{job}`: no replica claims its occurrences until `dlock resume {job}` (runs going on finish)"
@@ -298,11 +315,19 @@ pub(crate) async fn control(
             )
         }
         Action::Resume => {
-            admin.resume(job).await?;
+            if force {
+                admin.force_resume(job).await?;
+            } else {
+                admin.resume(job).await.map_err(refused)?;
+            }
             (format!("resumed `{job}`"), "resume")
         }
         Action::RunNow => {
-            admin.run_now(job).await?;
+            if force {
+                admin.force_run_now(job).await?;
+            } else {
+                admin.run_now(job).await.map_err(refused)?;
+            }
             (
                 format!(
                     "asked for a run of `{job}` now; one replica takes it (see `dlock runs {job}`)"
@@ -324,8 +349,8 @@ pub(crate) async fn control(
     };
     if replicas.is_empty() {
         report = report.note(format!(
-            "no running replica has registered job `{job}`: check the name (`dlock jobs`); the \
-             change is kept in Redis for when one runs it"
+            "no running replica has registered job `{job}`: the change is kept in Redis for when \
+             one runs it"
         ));
     }
     if paused && matches!(action, Action::RunNow) {

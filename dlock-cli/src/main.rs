@@ -100,9 +100,9 @@ async fn run(cli: &Cli, password: Option<String>) -> Result<Report, Failure> {
             let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
             jobs::runs(&Target::admin(&client)?, job, limit, json).await
         }
-        Command::Pause { job } => control(&client, job, Action::Pause, json).await,
-        Command::Resume { job } => control(&client, job, Action::Resume, json).await,
-        Command::RunNow { job } => control(&client, job, Action::RunNow, json).await,
+        Command::Pause { job, force } => control(&client, job, Action::Pause, *force, json).await,
+        Command::Resume { job, force } => control(&client, job, Action::Resume, *force, json).await,
+        Command::RunNow { job, force } => control(&client, job, Action::RunNow, *force, json).await,
     }
 }
 
@@ -110,7 +110,8 @@ async fn control(
     client: &dlock_core::Client,
     job: &str,
     action: Action,
+    force: bool,
     json: bool,
 ) -> Result<Report, Failure> {
-    jobs::control(&Target::admin(client)?, job, action, json).await
+    jobs::control(&Target::admin(client)?, job, action, force, json).await
 }
