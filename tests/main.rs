@@ -31,6 +31,7 @@ mod invalid_input;
 mod lease_lost;
 mod lock_family;
 mod macro_lock;
+mod makefile;
 mod metrics;
 mod multilock;
 mod mutex_exclusion;

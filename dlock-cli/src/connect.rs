@@ -14,9 +14,6 @@ use crate::cli::Global;
 use crate::explain;
 use crate::failure::Failure;
 
-/// The variable that holds the password, for URLs that carry none.
-pub(crate) const PASSWORD_VAR: &str = "DLOCK_REDIS_PASSWORD";
-
 /// The passwords of the URLs given (and of `DLOCK_REDIS_PASSWORD`), to be scrubbed from
 /// messages (errors and notes). A user name is not a secret, and the data `dlock` prints
 /// (tables, JSON) is never rewritten: a lock or a prefix may well contain the user's name.

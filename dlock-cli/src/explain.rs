@@ -7,8 +7,7 @@ use std::time::Duration;
 use chrono::DateTime;
 use dlock_core::ErrorKind;
 
-use crate::connect::PASSWORD_VAR;
-use crate::failure::Failure;
+use crate::failure::{Failure, PASSWORD_VAR};
 
 /// `e`, from connecting to the Redis at `addresses` (`host:port, …`) within `timeout`, as the
 /// failure `dlock` reports.

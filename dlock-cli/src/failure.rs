@@ -2,6 +2,10 @@
 
 use std::fmt;
 
+/// The variable that holds the password, for URLs that carry none (read by `main`, named in
+/// the messages about credentials).
+pub(crate) const PASSWORD_VAR: &str = "DLOCK_REDIS_PASSWORD";
+
 /// How `dlock` exits (documented in `--help` and the README).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -61,7 +65,7 @@ impl From<dlock_core::Error> for Failure {
             dlock_core::ErrorKind::Authentication => Self::error(format!(
                 "Redis refused the user name or password (or none was given): check the user in \
                  the URL and the password (in the URL, or {}); {e}",
-                crate::connect::PASSWORD_VAR
+                PASSWORD_VAR
             )),
             _ => Self::error(e.to_string()),
         }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::failure::{Exit, Failure};
 use crate::report::Report;
-use crate::table::{Table, human_duration, human_time, json_time, millis, utc};
+use crate::table::{Table, human_duration, human_time, json_time, millis, utc, zoned};
 
 /// A job in `dlock jobs --json`.
 #[derive(Debug, Serialize)]
@@ -53,9 +53,9 @@ struct RunJson {
     /// The error or cancellation text, if any.
     error: Option<String>,
     fencing_token: Option<u64>,
-    /// The start for the table.
+    /// The start, for the table (shown in the job's zone).
     #[serde(skip)]
-    shown_start: String,
+    started: chrono::DateTime<Utc>,
 }
 
 impl RunJson {
@@ -81,7 +81,7 @@ impl RunJson {
             outcome,
             error,
             fencing_token: r.fencing_token.map(|f| f.get()),
-            shown_start: human_time(utc(r.started_at)),
+            started: utc(r.started_at),
         }
     }
 }
@@ -102,7 +102,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
         let (next, next_local) = match &job.next_fire {
             Ok(next) => (
                 next.map(|t| json_time(t.with_timezone(&Utc))),
-                next.map(|t| t.format("%Y-%m-%d %H:%M:%S %Z").to_string()),
+                next.map(|t| zoned(t.with_timezone(&Utc), &job.time_zone)),
             ),
             Err(e) => {
                 notes.push(format!(
@@ -153,7 +153,11 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
         for job in &out {
             let last = job.last_run.as_ref().map_or_else(
                 || "none".to_owned(),
-                |r| format!("{} ({}, {})", r.outcome, r.shown_start, r.replica),
+                // In the job's zone, as NEXT is: one zone per row, each time labelled.
+                |r| {
+                    let started = zoned(r.started, &job.time_zone);
+                    format!("{} ({started}, {})", r.outcome, r.replica)
+                },
             );
             t.row(vec![
                 job.name.clone(),

@@ -43,7 +43,7 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
-    let password = std::env::var(connect::PASSWORD_VAR)
+    let password = std::env::var(failure::PASSWORD_VAR)
         .ok()
         .filter(|p| !p.is_empty());
     let secrets = Secrets::of(&cli.global.url, password.as_deref());

@@ -176,7 +176,7 @@ async fn runs_show_the_ledger_and_run_now_runs_the_job() {
     .unwrap();
     let jobs = vec![
         job("tick", "* * * * * *", "UTC"),
-        job("manual", YEARLY, "UTC"),
+        job("manual", YEARLY, "Asia/Tokyo"),
         slow,
     ];
     let (stop, replica) = start(scheduler(&url, "solo", jobs));
@@ -238,6 +238,15 @@ async fn runs_show_the_ledger_and_run_now_runs_the_job() {
     let listed = jobs.json()["jobs"].as_array().unwrap().clone();
     let manual_job = listed.iter().find(|j| j["name"] == "manual").unwrap();
     assert_eq!(manual_job["last_run"]["outcome"], "succeeded");
+    // The table shows one zone per row, the job's, on each time: not the last run in UTC.
+    let table = dlock(&["--url", &url, "jobs"]).await.expect(0);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("manual"))
+        .unwrap();
+    assert_eq!(row.matches(" JST").count(), 2, "{row}");
+    assert!(!row.contains("Z,") && !row.contains("UTC"), "{row}");
 
     // A job that is not known (a typo): refused with exit 3 and the close name; nothing is
     // written. With --force: done (kept in Redis), with a note that no replica runs it.
