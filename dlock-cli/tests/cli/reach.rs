@@ -221,3 +221,61 @@ async fn a_port_that_is_not_redis_is_named() {
     assert!(!line.contains("Unexpected"), "{line}");
     serve.abort();
 }
+
+/// A CA, and a server certificate for 127.0.0.1 it signed that expired on 2021-01-01, as PEM
+/// files in a directory of their own: `(dir, ca, cert, key)`.
+fn expired_certificate() -> (std::path::PathBuf, String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, date_time_ymd};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    params.not_before = date_time_ymd(2020, 1, 1);
+    params.not_after = date_time_ymd(2021, 1, 1);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir =
+        std::env::temp_dir().join(format!("dlock-cli-expired-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, pem: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let ca = write("ca.pem", ca.pem());
+    let cert = write("server.pem", cert.pem());
+    let key = write("server.key", key.serialize_pem());
+    (dir, ca, cert, key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_certificate_is_named_with_its_dates_in_rfc_3339() {
+    let (dir, ca, cert, key) = expired_certificate();
+    let tls_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let options = ServerOptions::new()
+        .arg("tls-port", tls_port.to_string())
+        .arg("tls-cert-file", cert.as_str())
+        .arg("tls-key-file", key.as_str())
+        .arg("tls-ca-cert-file", ca.as_str())
+        .arg("tls-auth-clients", "no");
+    let server = RedisServer::start_with(options).unwrap();
+    let url = format!("rediss://127.0.0.1:{tls_port}/");
+    let run = dlock(&["--url", &url, "--tls-ca", &ca, "locks"])
+        .await
+        .expect(1);
+    let line = one_error_line(&run);
+    assert!(line.contains("certificate expired"), "{line}");
+    assert!(line.contains("2021-01-01T00:00:00+00:00"), "{line}");
+    assert!(!line.contains("(UNIX)"), "{line}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
