@@ -28,6 +28,23 @@ fn pem_file(server: &RedisServer, name: &str, pem: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_names_every_way_to_reach_redis() {
+    let help = dlock(&["--help"]).await.expect(0);
+    for option in [
+        "--tls-ca <FILE>",
+        "--tls-cert <FILE>",
+        "--tls-key <FILE>",
+        "--tls-insecure",
+        "--sentinel <NAME>",
+        "DLOCK_REDIS_PASSWORD",
+    ] {
+        assert!(help.stdout.contains(option), "{option} missing: {help:?}");
+    }
+    let help = dlock(&["pause", "--help"]).await.expect(0);
+    assert!(help.stdout.contains("--force"), "{help:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_is_trusted_with_tls_ca_and_its_absence_is_named() {
     let server = RedisServer::start_with(ServerOptions::new().tls()).unwrap();
     let tls = server.tls().unwrap().clone();
