@@ -17,7 +17,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 ///
 /// Environment: `DLOCK_REDIS_URL` stands in for `--url`; `DLOCK_REDIS_PASSWORD` is the password
 /// for URLs that carry none (for `--sentinel`: the data nodes' password), which keeps it out of
-/// the URL, the shell history and the process list.
+/// the URL, the shell history and the process list. Without either, when Redis wants a
+/// password and stdin is a terminal, it is asked for (not echoed).
 #[derive(Debug, Parser)]
 #[command(name = "dlock", version, propagate_version = true)]
 pub(crate) struct Cli {

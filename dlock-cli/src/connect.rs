@@ -99,7 +99,7 @@ enum Mode {
 }
 
 /// The TLS files, read.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Tls {
     ca: Option<Vec<u8>>,
     identity: Option<(Vec<u8>, Vec<u8>)>,
@@ -107,6 +107,7 @@ struct Tls {
 }
 
 /// The Redis to talk to, checked. (No `Debug`: it holds the password and the client key.)
+#[derive(Clone)]
 pub(crate) struct Target {
     nodes: Vec<ConnectionInfo>,
     /// `host:port` of each URL, for messages.
@@ -196,12 +197,53 @@ impl Target {
 
     /// A dlock client on the target, with the prefix, timeouts and TLS settings given,
     /// connected (one `PING`): a server that cannot be reached, refuses the password or the
-    /// certificate, or is not Redis, is an error here, saying which.
+    /// certificate, or is not Redis, is an error here, saying which. When Redis wants a
+    /// password and none was given, it is asked for on the terminal, if there is one.
     ///
     /// # Errors
     /// A usage failure for a bad prefix or TLS settings on a `redis://` URL; an error when
     /// Redis cannot be reached or refuses the client, within the timeout.
     pub(crate) async fn client(&self) -> Result<Client, Failure> {
+        match self.client_once().await {
+            // Redis wants a password and none was given: on a terminal, ask for it (once).
+            Err(refused) if refused.refused_login && self.without_password() => {
+                match crate::prompt::password(&self.addresses).await {
+                    Some(password) => self.with_password(password).client_once().await,
+                    None => Err(refused),
+                }
+            }
+            done => done,
+        }
+    }
+
+    /// No password anywhere: not in a URL (of the data nodes), not from the environment.
+    fn without_password(&self) -> bool {
+        self.password.is_none()
+            && (matches!(self.mode, Mode::Sentinel(_))
+                || self
+                    .nodes
+                    .iter()
+                    .all(|n| n.redis_settings().password().is_none()))
+    }
+
+    /// This target with `password` for the data nodes.
+    fn with_password(&self, password: String) -> Self {
+        let mut target = self.clone();
+        if !matches!(target.mode, Mode::Sentinel(_)) {
+            target.nodes = target
+                .nodes
+                .into_iter()
+                .map(|info| {
+                    let settings = info.redis_settings().clone().set_password(&password);
+                    info.set_redis_settings(settings)
+                })
+                .collect();
+        }
+        target.password = Some(password);
+        target
+    }
+
+    async fn client_once(&self) -> Result<Client, Failure> {
         match &self.mode {
             Mode::Cluster => self.connect(self.cluster_builder()).await,
             Mode::Sentinel(name) => {

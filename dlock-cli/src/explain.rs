@@ -17,7 +17,7 @@ pub(crate) fn connect_failure(e: dlock_core::Error, addresses: &str, timeout: Du
         return Failure::error(format!("{problem} (Redis at {addresses})"));
     }
     match e.kind() {
-        ErrorKind::Authentication => Failure::error(format!(
+        ErrorKind::Authentication => Failure::refused_login(format!(
             "Redis at {addresses} refused the user name or password (or none was given): check \
              the user in the URL and the password (in the URL, or {PASSWORD_VAR})"
         )),

@@ -33,6 +33,8 @@ impl Exit {
 pub(crate) struct Failure {
     pub(crate) exit: Exit,
     pub(crate) message: String,
+    /// Redis refused the user name or password (`dlock_core::ErrorKind::Authentication`).
+    pub(crate) refused_login: bool,
 }
 
 impl Failure {
@@ -40,6 +42,15 @@ impl Failure {
         Self {
             exit,
             message: message.into(),
+            refused_login: false,
+        }
+    }
+
+    /// Redis refused the user name or password: `message` says so.
+    pub(crate) fn refused_login(message: impl Into<String>) -> Self {
+        Self {
+            refused_login: true,
+            ..Self::error(message)
         }
     }
 
@@ -62,7 +73,7 @@ impl From<dlock_core::Error> for Failure {
     fn from(e: dlock_core::Error) -> Self {
         match e.kind() {
             dlock_core::ErrorKind::InvalidInput => Self::usage(e.to_string()),
-            dlock_core::ErrorKind::Authentication => Self::error(format!(
+            dlock_core::ErrorKind::Authentication => Self::refused_login(format!(
                 "Redis refused the user name or password (or none was given): check the user in \
                  the URL and the password (in the URL, or {}); {e}",
                 PASSWORD_VAR

@@ -9,6 +9,7 @@
 //! | `cli` | the command line (`clap`) |
 //! | `connect` | the URLs, TLS files, cluster and Sentinel, the clients; keeping passwords out of messages |
 //! | `explain` | why connecting failed, in the operator's terms (certificates, credentials, not Redis) |
+//! | `prompt` | the password asked for on the terminal when Redis wants one |
 //! | `locks` | `locks`, `inspect`, `unlock` |
 //! | `jobs` | `jobs`, `runs`, `pause`, `resume`, `run-now` |
 //! | `report`, `failure`, `table` | what a command hands back, exit codes, tables and times |
@@ -19,6 +20,7 @@ mod explain;
 mod failure;
 mod jobs;
 mod locks;
+mod prompt;
 mod report;
 mod table;
 

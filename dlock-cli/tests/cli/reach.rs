@@ -296,3 +296,58 @@ async fn an_expired_certificate_is_named_with_its_dates_in_rfc_3339() {
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Runs `dlock args` on a pseudo-terminal (util-linux's `script`) with `typed` typed ahead;
+/// returns the exit code and what the terminal showed.
+async fn on_a_terminal(args: &[&str], typed: &str) -> (i32, String) {
+    let line = std::iter::once(env!("CARGO_BIN_EXE_dlock"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let typed = typed.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let output = assert_cmd::Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env_remove("DLOCK_REDIS_URL")
+            .env_remove("DLOCK_REDIS_PASSWORD")
+            .write_stdin(typed)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("`script` (util-linux) runs dlock on a pseudo-terminal");
+        let shown = String::from_utf8_lossy(&output.stdout).into_owned();
+        (output.status.code().unwrap_or(-1), shown)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_the_password_is_asked_for_when_redis_wants_one() {
+    const PASSWORD: &str = "typed-Pa55word";
+    let server =
+        RedisServer::start_with(ServerOptions::new().arg("requirepass", PASSWORD)).unwrap();
+    let bare = format!("redis://127.0.0.1:{}/", server.port());
+    let (code, shown) = on_a_terminal(&["--url", &bare, "locks"], &format!("{PASSWORD}\n")).await;
+    assert_eq!(code, 3, "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "Password for Redis at 127.0.0.1:{}",
+            server.port()
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("no lock"), "{shown}");
+    // A wrong answer: refused, once.
+    let (code, shown) = on_a_terminal(&["--url", &bare, "locks"], "wrong\n").await;
+    assert_eq!(code, 1, "{shown}");
+    assert!(
+        shown.contains("refused the user name or password"),
+        "{shown}"
+    );
+    // A server without a password is not asked.
+    let open = RedisServer::start().unwrap();
+    let (code, shown) = on_a_terminal(&["--url", &open.url(), "locks"], "").await;
+    assert_eq!(code, 3, "{shown}");
+    assert!(!shown.contains("Password for"), "{shown}");
+}
