@@ -197,6 +197,20 @@ async fn sentinel_finds_the_master() {
     .await
     .expect(0);
     assert_eq!(run.json()["held"], true, "{run:?}");
+    // Without the data nodes' password: the credentials are named.
+    let run = dlock(&[
+        "--sentinel",
+        sentinels.master_name(),
+        "--url",
+        sentinel,
+        "locks",
+    ])
+    .await
+    .expect(1);
+    assert!(
+        one_error_line(&run).contains("refused the user name or password"),
+        "{run:?}"
+    );
     // A master name the sentinels do not know.
     let run = dlock_env(
         &["--sentinel", "nosuch", "--url", sentinel, "locks"],
