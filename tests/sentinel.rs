@@ -558,6 +558,23 @@ async fn a_password_protected_master_is_reached_with_node_password() {
     let message = error.to_string();
     assert!(message.contains("cannot be asked"), "{message}");
     assert!(!message.contains("s3cret-data"), "{message}");
+    // A missing or wrong password is named as such (it was a Connection error).
+    assert_eq!(
+        error.kind(),
+        dlock_core::ErrorKind::Authentication,
+        "{message}"
+    );
+    assert!(message.contains("node_password"), "{message}");
+    let error = Client::sentinel_builder(sentinels.master_name(), sentinels.urls())
+        .node_password("wrong-data")
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.kind(),
+        dlock_core::ErrorKind::Authentication,
+        "{error}"
+    );
 }
 
 /// A planned switch (`SENTINEL FAILOVER`, the old master demoted to a replica, nothing lost):
