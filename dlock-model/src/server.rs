@@ -293,7 +293,7 @@ pub enum Mode {
     Last,
 }
 
-/// release.lua's ARGV[4].
+/// release.lua's `ARGV[4]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReleaseHow {
     /// The caller's own lock.
