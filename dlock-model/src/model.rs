@@ -804,7 +804,7 @@ pub mod bounds {
 
     /// A second mutex model for the unit run: three clients, one of them crashing, one
     /// cancelling its wait, one renewed by a watchdog (no pauses or lost replies, which
-    /// [`unit`] covers with two clients).
+    /// [`unit()`] covers with two clients).
     pub fn unit_crowd() -> LockModel {
         let mut m = model(
             Kind::Mutex,
