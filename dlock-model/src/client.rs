@@ -52,7 +52,7 @@ fn done(state: &mut State, c: u8) {
 /// The uncontended pipeline's `EXISTS` runs, and the client decides on both replies
 /// (mutex.rs `fast_attempt`): a lock taken while callers were queued is handed to them.
 pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
-    let Phase::Pipelined { sent, set } = state.clients[usize::from(c)].phase else {
+    let Phase::Pipelined { sent, ahead, set } = state.clients[usize::from(c)].phase else {
         return;
     };
     let before = state.server.clone();
@@ -62,7 +62,16 @@ pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
     let token = LockModel::token(c, state.clients[usize::from(c)].started - 1);
     match set {
         None if !queued || model.mutant == Some(Mutant::NewcomerTakesExpired) => {
-            if queued {
+            let still = |t: Token| {
+                state
+                    .server
+                    .data
+                    .queues
+                    .get(&0)
+                    .is_some_and(|q| q.iter().any(|e| e.token == t))
+            };
+            if ahead.is_some_and(still) {
+                // A caller queued when the SET took the lock still waits: it was theirs first.
                 properties::barged(state);
             }
             hold(model, state, c, token, None, sent + LEASE);
@@ -92,9 +101,6 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
         return;
     };
     match (op, reply) {
-        (Op::SetNxGet { .. }, Reply::SetNx(set)) => {
-            state.clients[usize::from(c)].phase = Phase::Pipelined { sent, set };
-        }
         (
             Op::FencedFast { token, incr, .. },
             Reply::Multi {

@@ -162,6 +162,8 @@ pub enum Phase {
     Pipelined {
         /// When it was sent.
         sent: Ms,
+        /// The oldest caller queued when the `SET` ran (for the property `queue head first`).
+        ahead: Option<Token>,
         /// The `SET`'s reply.
         set: Option<Option<Token>>,
     },
@@ -380,15 +382,33 @@ impl LockModel {
         client.deadline = req.timeout.map(|t| state.now + t);
         let token = Self::token(c, client.started - 1);
         match self.kind {
-            Kind::Mutex | Kind::Election => self.send(
-                state,
-                c,
-                Op::SetNxGet {
+            Kind::Mutex | Kind::Election => {
+                // The pipeline's first command; its second (EXISTS) is the client's next step,
+                // and other clients' steps may come in between. (Its reply is not lost in the
+                // model: a lost pipeline reply is an error the caller sees.)
+                let before = state.server.clone();
+                let op = Op::SetNxGet {
                     name: 0,
                     token,
                     lease: LEASE,
-                },
-            ),
+                };
+                let reply = apply(&mut state.server, state.now, op.clone());
+                properties::observe_step(self, state, &before, &op, &reply);
+                let set = match reply {
+                    Reply::SetNx(set) => set,
+                    _ => Some(None),
+                };
+                state.clients[usize::from(c)].phase = Phase::Pipelined {
+                    sent: state.now,
+                    ahead: state
+                        .server
+                        .data
+                        .queues
+                        .get(&0)
+                        .and_then(|q| q.first().map(|e| e.token)),
+                    set,
+                };
+            }
             Kind::FencedMutex => {
                 let incr = client.floored.is_some() || self.mutant == Some(Mutant::FenceNotFloored);
                 self.send(
@@ -824,47 +844,51 @@ pub mod bounds {
     }
 }
 
-/// A counterexample as a readable list of steps: the clock, each action, and at the end each
-/// client's phase and what the server holds.
+/// A counterexample as a readable list of steps: each action (client `c`'s request `r` has
+/// token `16c + r + 1`) with what the server holds after it, then each client's phase.
 pub fn trace(path: stateright::Path<State, Action>) -> String {
     use std::fmt::Write as _;
     let steps = path.into_vec();
     let mut out = String::new();
-    for (state, action) in &steps {
-        if let Some(action) = action {
-            let _ = writeln!(
-                out,
-                "  t={} {action:?}  (before: max fence {}, broken {:#b}, lock {:?}, queue {:?})",
-                state.now,
-                state.ghost.max_fence,
-                state.ghost.broken,
-                state
-                    .server
-                    .data
-                    .locks
-                    .get(&0)
-                    .map(|h| (h.token, h.fence, h.deadline)),
-                state
-                    .server
-                    .data
-                    .queues
-                    .get(&0)
-                    .map(|q| q.iter().map(|e| e.token).collect::<Vec<_>>()),
-            );
+    for pair in steps.windows(2) {
+        let (before, after) = (&pair[0], &pair[1].0);
+        if let Some(action) = &before.1 {
+            let _ = writeln!(out, "  t={} {action:?} -> {}", before.0.now, summary(after));
         }
     }
     if let Some((last, _)) = steps.last() {
-        let _ = writeln!(out, "  end t={}:", last.now);
         for (c, client) in last.clients.iter().enumerate() {
-            let _ = writeln!(out, "    client {c}: {:?}", client.phase);
+            let _ = writeln!(out, "  client {c} ends {:?}", client.phase);
         }
-        let _ = writeln!(
-            out,
-            "    server: {:?}\n    pushes: {:?}\n    ghost: {:?}",
-            crate::abstraction(&last.server, last.now),
-            last.pushes,
-            last.ghost
-        );
+        let _ = writeln!(out, "  pushes in flight: {:?}", last.pushes);
     }
     out
+}
+
+/// One line of what the server holds (live only) and the properties broken so far.
+fn summary(state: &State) -> String {
+    let view = crate::abstraction(&state.server, state.now);
+    let mut parts = Vec::new();
+    if let Some(m) = view.mutexes.get(&0) {
+        parts.push(format!("holder {:?} queue {:?}", m.holder, m.queue));
+    }
+    if let Some(s) = view.shared.get(&0) {
+        parts.push(format!(
+            "limit {:?}{} holders {:?} queue {:?}",
+            s.limit,
+            if s.operator { " (operator)" } else { "" },
+            s.holders,
+            s.queue
+        ));
+    }
+    if let Some(leader) = view.leaders.get(&0) {
+        parts.push(format!("leader {leader:?}"));
+    }
+    if parts.is_empty() {
+        parts.push("nothing held".into());
+    }
+    if state.ghost.broken != 0 {
+        parts.push(format!("broken {:#b}", state.ghost.broken));
+    }
+    parts.join(", ")
 }
