@@ -191,9 +191,27 @@ pub enum Phase {
     Done,
 }
 
+/// A hold kept while a call about it is in flight (extend, mode change, the election's
+/// fence and record): the client still holds meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Held {
+    /// The hold's token.
+    pub token: Token,
+    /// Its fence, if known.
+    pub fence: Option<u64>,
+    /// The caller's view of its lease's end.
+    pub until: Ms,
+    /// A writer (RwLock).
+    pub writer: bool,
+    /// The mode was changed already.
+    pub changed: bool,
+}
+
 /// One client.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
+    /// The hold while a call about it is in flight (see [`Held`]).
+    pub held: Option<Held>,
     /// Requests started so far (the current one is `started - 1`).
     pub started: u8,
     /// The current request.
@@ -323,6 +341,30 @@ impl LockModel {
             }
         }
         let client = &mut state.clients[usize::from(c)];
+        let releasing = matches!(
+            op,
+            Op::Release { .. } | Op::SharedRelease { .. } | Op::ElectionResign { .. }
+        );
+        if let Phase::Holding {
+            token,
+            fence,
+            until,
+            writer,
+            changed,
+        } = client.phase
+            && !releasing
+        {
+            client.held = Some(Held {
+                token,
+                fence,
+                until,
+                writer,
+                changed,
+            });
+        }
+        if releasing {
+            client.held = None;
+        }
         client.phase = Phase::InFlight {
             op,
             sent: state.now,
@@ -376,6 +418,7 @@ impl LockModel {
     fn start(&self, state: &mut State, c: u8) {
         let client = &mut state.clients[usize::from(c)];
         client.started += 1;
+        client.held = None;
         client.stale = false;
         client.epoch = state.server.epoch;
         let req = self.req(c, client);
@@ -525,6 +568,7 @@ impl Model for LockModel {
                     },
                 );
                 Client {
+                    held: None,
                     started: 0,
                     phase: Phase::Idle,
                     deadline: None,
@@ -819,6 +863,41 @@ pub mod bounds {
                 ..Env::default()
             },
         };
+        m
+    }
+
+    /// The model of `kind` at the deeper bounds of `make model`: more clients or requests,
+    /// more of the environment, a longer clock.
+    pub fn deep(kind: Kind) -> LockModel {
+        let mut m = unit(kind);
+        match kind {
+            Kind::Mutex => {
+                m.clients = vec![
+                    vec![Req::of(1).watchdog(), Req::of(1)],
+                    vec![Req::of(1).timeout(2)],
+                    vec![Req::of(1).cancel()],
+                ];
+                m.env.crashes = 1;
+            }
+            Kind::FencedMutex => {
+                m.clients.push(vec![Req::of(1)]);
+                m.env.restarts = 2;
+            }
+            Kind::Semaphore => {
+                m.clients[0] = vec![Req::of(2).watchdog(), Req::of(1).cancel()];
+                m.env.lost_replies = 1;
+                m.max_time = 5;
+            }
+            Kind::RwLock => {
+                m.clients[2] = vec![Req::of(1).cancel(), Req::of(RW_LIMIT)];
+                m.env.lost_replies = 1;
+                m.max_time = 5;
+            }
+            Kind::Election => {
+                m.env.pauses = 1;
+                m.max_time = 5;
+            }
+        }
         m
     }
 
