@@ -16,8 +16,8 @@
 
 use stateright::Property;
 
-use crate::model::{Kind, LockModel, Phase, State};
 use crate::server::{LockRef, Op, RW_LIMIT, Reply, Server, Token};
+use crate::state::{Kind, LockModel, Phase, State};
 
 /// A grant above the limit in force.
 const WITHIN_LIMIT: u32 = 1;
