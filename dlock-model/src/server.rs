@@ -595,7 +595,10 @@ pub struct Abstract {
 
 /// The meaning of `server`'s state at `now`: only what is alive then.
 pub fn abstraction(server: &Server, now: Ms) -> Abstract {
-    let data = &server.data;
+    // What Redis shows at `now`: the keys that expired since the last step are gone.
+    let mut expired = server.clone();
+    expired.expire(now);
+    let data = &expired.data;
     let mut out = Abstract::default();
     let mut fences: Vec<(u64, LockRef, Token)> = Vec::new();
     let names: BTreeSet<Name> = data
