@@ -13,6 +13,7 @@
 mod support;
 
 mod acl;
+mod authentication;
 mod cancel_acquire;
 mod client_shutdown;
 mod cluster;
@@ -28,8 +29,10 @@ mod holder_crash;
 mod inspect;
 mod invalid_input;
 mod lease_lost;
+mod leaving_waiters;
 mod lock_family;
 mod macro_lock;
+mod makefile;
 mod metrics;
 mod multilock;
 mod mutex_exclusion;

@@ -14,6 +14,9 @@ pub(crate) const FOREIGN_CODE: &str = "DLOCKFOREIGN";
 /// The error code of a shared lock whose stored limit differs from the caller's
 /// (`scripts/shared_acquire.lua`).
 pub(crate) const LIMIT_CODE: &str = "DLOCKLIMIT";
+/// The error code of a shared-lock request heavier than the limit in force, one set by
+/// `Semaphore::set_limit` (`scripts/shared_acquire.lua`).
+pub(crate) const WEIGHT_CODE: &str = "DLOCKWEIGHT";
 
 /// What kind of failure an [`Error`] is. Each variant says when it happens and what to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -71,12 +74,19 @@ pub enum ErrorKind {
     /// longer, or ask for fewer; retrying helps once they are back.
     NotDurable,
     /// The Redis user may not do what dlock asked: its ACL lacks a command, the key or the
-    /// channel (`NOPERM`), or its name or password was refused (`WRONGPASS`). Nothing was
-    /// changed. The message carries the server's text, which names the command, key or
-    /// channel; give the user the rights the README lists ("Production Redis: TLS and ACL"),
-    /// with the key pattern `~<prefix>*` and the channel pattern `&<prefix>*` of the client's
-    /// key prefix. Retrying cannot help.
+    /// channel (`NOPERM`). Nothing was changed. The message carries the server's text, which
+    /// names the command, key or channel; give the user the rights the README lists
+    /// ("Production Redis: TLS and ACL"), with the key pattern `~<prefix>*` and the channel
+    /// pattern `&<prefix>*` of the client's key prefix. Retrying cannot help. (A refused user
+    /// name or password is [`ErrorKind::Authentication`].)
     Permission,
+    /// Redis refused to log the client in: the user name or password is wrong, the user does
+    /// not exist or is disabled (`WRONGPASS`), or the server requires a password and none was
+    /// given (`NOAUTH`). Nothing was sent but the log-in. Check the user and password of the
+    /// URL (`redis://user:password@host:port/`; for Sentinel, [`crate::ClientBuilder::node_password`]
+    /// and the sentinels' URLs) against the server's `requirepass` or `ACL SETUSER` line.
+    /// Retrying with the same credentials cannot help.
+    Authentication,
 }
 
 impl ErrorKind {
@@ -96,6 +106,7 @@ impl ErrorKind {
             Self::Shutdown => "client shut down",
             Self::NotDurable => "not durable",
             Self::Permission => "permission denied",
+            Self::Authentication => "authentication failed",
         }
     }
 }
@@ -217,7 +228,26 @@ impl Error {
                 message: format!(
                     "{context}: the semaphore exists in Redis with a limit of {stored} permits, \
                      and this handle was built with another; every process must use the same \
-                     limit (a semaphore that nobody holds forgets its limit after its last lease)"
+                     limit (a limit stored by a handle is forgotten once nobody holds or waits; \
+                     `Semaphore::set_limit` sets one that every handle follows)"
+                )
+                .into(),
+                source: Some(Box::new(err)),
+            };
+        }
+        if err.code() == Some(WEIGHT_CODE) {
+            // "DLOCKWEIGHT <key> <weight> <limit>" from shared_acquire.lua.
+            let detail = err.detail().unwrap_or_default();
+            let mut parts = detail.split(' ').skip(1);
+            let weight = parts.next().unwrap_or("this many");
+            let limit = parts.next().unwrap_or("fewer");
+            return Self {
+                kind: ErrorKind::InvalidInput,
+                message: format!(
+                    "{context}: this request asks for {weight} permits, but the semaphore's limit \
+                     in Redis is {limit} (set with `Semaphore::set_limit`, which every handle \
+                     follows), so it could never be served; ask for at most {limit}, or raise \
+                     the limit"
                 )
                 .into(),
                 source: Some(Box::new(err)),
@@ -242,6 +272,10 @@ impl Error {
                  choose another lock name or key prefix"
             }
             ErrorKind::Connection => "; the client reconnects on the next request",
+            ErrorKind::Authentication => {
+                "; Redis refused the user name or password (or none was given): check the user \
+                 and password in the Redis URL against the server's requirepass or ACL user"
+            }
             ErrorKind::Permission => {
                 "; the Redis user's ACL does not allow it: grant the rights listed in the \
                  README (\"Production Redis: TLS and ACL\"), with the key pattern ~<prefix>* and \
@@ -322,9 +356,20 @@ fn denied_in_a_transaction(err: &redis::RedisError) -> bool {
     text.contains("Transaction aborted") && (text.contains("NoPerm") || text.contains("NOPERM"))
 }
 
+/// The server refused the log-in: a wrong user name or password (`WRONGPASS`), or no password
+/// where one is required (`NOAUTH`).
+pub(crate) fn is_authentication(err: &redis::RedisError) -> bool {
+    matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+        || err.kind() == redis::ErrorKind::AuthenticationFailed
+}
+
 fn classify(err: &redis::RedisError) -> ErrorKind {
     if err.is_timeout() {
         return ErrorKind::Timeout;
+    }
+    // Before the connection kinds: the `redis` crate counts a refused log-in as unrecoverable.
+    if is_authentication(err) {
+        return ErrorKind::Authentication;
     }
     if err.is_io_error()
         || err.is_connection_refusal()
@@ -334,11 +379,7 @@ fn classify(err: &redis::RedisError) -> ErrorKind {
         return ErrorKind::Connection;
     }
     let code = err.code().unwrap_or_default();
-    if matches!(code, "NOPERM" | "WRONGPASS" | "NOAUTH")
-        || err.kind() == redis::ErrorKind::AuthenticationFailed
-        || denied_inside_a_script(err)
-        || denied_in_a_transaction(err)
-    {
+    if code == "NOPERM" || denied_inside_a_script(err) || denied_in_a_transaction(err) {
         return ErrorKind::Permission;
     }
     if code == "WRONGTYPE" || err.detail().is_some_and(|d| d.contains("WRONGTYPE")) {

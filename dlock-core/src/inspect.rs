@@ -43,25 +43,16 @@ pub struct HolderInfo {
 
 impl HolderInfo {
     /// Reads the lock value (see `scripts/wire.rs`), which carries the hold's fence once a
-    /// script issued one (see `fence.lua`); a lock of format version 0 kept its fence only in
-    /// its per-name counter (`counter`).
-    fn parse(
-        value: &str,
-        counter: Option<u64>,
-        remaining: Duration,
-        waiters: usize,
-    ) -> Option<Self> {
+    /// script issued one (see `fence.lua`).
+    fn parse(value: &str, remaining: Duration, waiters: usize) -> Option<Self> {
         let holder = parse_lock_value(value).filter(|h| h.version <= wire::VERSION)?;
-        let fence = holder
-            .fence
-            .or(if holder.version == 0 { counter } else { None });
         Some(Self {
             host: holder.host.to_owned(),
             pid: holder.pid,
             label: Some(holder.label)
                 .filter(|l| !l.is_empty())
                 .map(str::to_owned),
-            fencing_token: fence.map(FencingToken::new),
+            fencing_token: holder.fence.map(FencingToken::new),
             remaining,
             waiters,
         })
@@ -87,13 +78,16 @@ pub struct SharedHolder {
     pub remaining: Duration,
 }
 
-/// Who holds a semaphore ([`Client::inspect_semaphore`]).
+/// Who holds a semaphore and how many wait for it ([`Client::inspect_semaphore`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreInfo {
-    /// The limit stored in Redis.
+    /// The limit in force for every grant: the one set with `Semaphore::set_limit`, else the
+    /// one a handle stored. 0 when Redis keeps none, which happens only while nobody holds or
+    /// waits and no limit was set (the next request stores its handle's).
     pub limit: u32,
-    /// The holders whose lease has not ended, by lease end.
+    /// The holders whose lease has not ended, by lease end (empty while requests are queued
+    /// and nobody holds: the next grant is on its way).
     pub holders: Vec<SharedHolder>,
     /// How many acquire calls are queued.
     pub waiters: usize,
@@ -132,7 +126,8 @@ fn parse_shared(record: &str, remaining: Duration) -> Option<(u64, SharedHolder)
 }
 
 impl Client {
-    /// Who holds the semaphore `name` right now, or `None` when nobody does.
+    /// Who holds the semaphore `name` right now and how many requests wait for it, or `None`
+    /// when nobody holds or waits.
     ///
     /// # Errors
     /// As [`Client::inspect`].
@@ -146,13 +141,14 @@ impl Client {
             return Ok(None);
         };
         Ok(Some(SemaphoreInfo {
-            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            limit: limit.map_or(0, |l| u32::try_from(l).unwrap_or(u32::MAX)),
             holders: holders.into_iter().map(|(_, h)| h).collect(),
             waiters,
         }))
     }
 
-    /// Who holds the read-write lock `name` right now, or `None` when nobody does.
+    /// Who holds the read-write lock `name` right now and how many requests wait for it, or
+    /// `None` when nobody holds or waits.
     ///
     /// ```no_run
     /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
@@ -175,7 +171,7 @@ impl Client {
         };
         let (mut writer, mut readers) = (None, Vec::new());
         for (weight, mut holder) in holders {
-            if weight == limit {
+            if Some(weight) == limit {
                 holder.permits = 1;
                 writer = Some(holder);
             } else {
@@ -189,13 +185,13 @@ impl Client {
         }))
     }
 
-    /// The limit, the live holders (with their weights) and the queue's length of the shared
-    /// lock `name` of `kind`; `None` when nobody holds it.
+    /// The stored limit, the live holders (with their weights) and the queue's length of the
+    /// shared lock `name` of `kind`; `None` when nobody holds it or waits for it.
     async fn inspect_shared(
         &self,
         kind: LockKind,
         name: &str,
-    ) -> Result<Option<(u64, Vec<(u64, SharedHolder)>, usize)>> {
+    ) -> Result<Option<(Option<u64>, Vec<(u64, SharedHolder)>, usize)>> {
         validate_name(name)?;
         let keys = LockKeys::of_kind(kind, &self.ctx.config.key_prefix, name);
         let mut call = Call::new(&scripts::SHARED_INSPECT, 1);
@@ -203,9 +199,9 @@ impl Client {
         let reply = self.ctx.transport.run(&call, "inspect", name).await?;
         let decoded =
             SharedInspectReply::decode(&reply).ok_or_else(|| unexpected("inspect", &reply))?;
-        let Some(limit) = decoded.limit.filter(|_| !decoded.holders.is_empty()) else {
+        if decoded.holders.is_empty() && decoded.waiters == 0 {
             return Ok(None);
-        };
+        }
         let holders = decoded
             .holders
             .iter()
@@ -219,7 +215,7 @@ impl Client {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some((limit, holders, decoded.waiters)))
+        Ok(Some((decoded.limit, holders, decoded.waiters)))
     }
 
     /// Who holds the lock `name` right now, or `None` when it is free.
@@ -246,18 +242,17 @@ impl Client {
         let mut call = Call::new(&scripts::INSPECT, 1);
         call.arg(&*keys.lock);
         let reply = self.ctx.transport.run(&call, "inspect", name).await?;
-        let (value, counter, remaining, waiters) = match InspectReply::decode(&reply) {
+        let (value, remaining, waiters) = match InspectReply::decode(&reply) {
             Some(InspectReply::Free) => return Ok(None),
             Some(InspectReply::Held {
                 value,
-                counter,
                 remaining,
                 waiters,
-            }) => (value, counter, remaining, waiters),
+            }) => (value, remaining, waiters),
             None => return Err(unexpected("inspect", &reply)),
         };
         let value = String::from_utf8_lossy(&value);
-        if let Some(info) = HolderInfo::parse(&value, counter, remaining, waiters) {
+        if let Some(info) = HolderInfo::parse(&value, remaining, waiters) {
             return Ok(Some(info));
         }
         let context = format!("inspect `{name}`");
@@ -590,9 +585,9 @@ mod tests {
         );
         for aux in [
             "dlock:{order:42}:queue",
-            "dlock:{order:42}:fence",
             "dlock:{jobs}:sem:exp",
             "dlock:{jobs}:sem:queue",
+            "dlock:{jobs}:sem:limit",
             "dlock:{prices}:rw:exp",
             "dlock:{leader}:leader",
             "dlock:fence:{a1}",
@@ -627,7 +622,7 @@ mod tests {
         let ms = Duration::from_millis;
         let value =
             "0123456789abcdef0123456789abcdefw1 web-1\x1f4242\x1fpay handler\x1f1700000000000001";
-        let info = HolderInfo::parse(value, Some(1_800_000_000_000_000), ms(1500), 2).unwrap();
+        let info = HolderInfo::parse(value, ms(1500), 2).unwrap();
         assert_eq!(info.host, "web-1");
         assert_eq!(info.pid, 4242);
         assert_eq!(info.label.as_deref(), Some("pay handler"));
@@ -637,23 +632,17 @@ mod tests {
         );
         assert_eq!(info.remaining, Duration::from_millis(1500));
         assert_eq!(info.waiters, 2);
-        let bare = HolderInfo::parse(
-            "0123456789abcdef0123456789abcdef- host\x1f7\x1f",
-            None,
-            ms(10),
-            0,
-        )
-        .unwrap();
+        let bare = HolderInfo::parse("0123456789abcdef0123456789abcdef- host\x1f7\x1f", ms(10), 0)
+            .unwrap();
         assert_eq!(bare.label, None);
         assert_eq!(bare.fencing_token, None);
-        // Version 1 without a fence issued yet: the counter belongs to an earlier hold.
+        // Version 1 without a fence issued yet.
         let unfenced = "0123456789abcdef0123456789abcdef-1 host\x1f7\x1f";
-        let info = HolderInfo::parse(unfenced, Some(5), ms(10), 0).unwrap();
+        let info = HolderInfo::parse(unfenced, ms(10), 0).unwrap();
         assert_eq!(info.fencing_token, None);
-        // Version 0 kept its fence in the counter.
-        let old = "0123456789abcdef0123456789abcdef- host\x1f7\x1f";
-        let info = HolderInfo::parse(old, Some(5), ms(10), 0).unwrap();
-        assert_eq!(info.fencing_token, Some(FencingToken::new(5)));
-        assert!(HolderInfo::parse("garbage", None, ms(1), 0).is_none());
+        // A newer format is not read.
+        let newer = "0123456789abcdef0123456789abcdef-2 host\x1f7\x1f";
+        assert!(HolderInfo::parse(newer, ms(10), 0).is_none());
+        assert!(HolderInfo::parse("garbage", ms(1), 0).is_none());
     }
 }

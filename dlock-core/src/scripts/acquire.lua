@@ -6,10 +6,9 @@
 --
 -- KEYS[1]  lock key   string "<token><flag>1 <meta>[\x1f<fence>]", PX = the lease (see
 --                     common.lua and scripts/wire.rs)
--- Derived keys (same hash tag as KEYS[1], hence the same cluster slot; declaring them would
--- cost every call ~2k instructions per key, measured):
+-- Derived key (same hash tag as KEYS[1], hence the same cluster slot; declaring it would cost
+-- every call ~2k instructions, measured):
 --          KEYS[1]..":queue"  waiter entries, oldest first (see common.lua)
---          KEYS[1]..":fence"  read only: the per-name counter of dlock up to 0.1 (next_fence)
 -- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
@@ -31,7 +30,8 @@
 --          error DLOCKFOREIGN    the lock key holds a value dlock did not write, a lock of a newer
 --                                format version, or one without expiry; nothing was modified.
 --                                Also when the fence counter holds data dlock did not write: the
---                                caller is not given the lock
+--                                caller is not given the lock; and when the queue key holds
+--                                another Redis type (read first: nothing was modified)
 --
 -- FIFO: a lock found free while callers wait (its holder's lease ran out: expiry publishes
 -- nothing) goes to the oldest live waiter first, exactly as a release would hand it over; the
@@ -48,8 +48,16 @@ local mode = ARGV[3]
 local entry = ARGV[4]
 local counter = ARGV[5]
 
+-- The queue's length, read before the first write: a queue key of another type is refused by
+-- name. A free lock needs this LLEN anyway; an attempt that finds the lock held pays this one
+-- O(1) read more (the price of refusing before SET NX rather than undoing it).
+local waiting = redis.pcall('LLEN', queue)
+if type(waiting) ~= 'number' then
+  return foreign_error(queue, 'holds another Redis type (dlock keeps the queue of ' .. lock
+    .. ' there)')
+end
 local taken = redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
-if taken and redis.call('LLEN', queue) > 0 then
+if taken and waiting > 0 then
   -- Free, but callers wait: the oldest live one comes first (possibly this caller).
   local who, fence = hand_off(lock, counter, entry)
   if who == 'caller' then
@@ -66,7 +74,7 @@ if taken and redis.call('LLEN', queue) > 0 then
 end
 
 if taken then
-  local fence, refused = next_fence(lock, counter)
+  local fence, refused = next_fence(counter)
   if not fence then
     redis.call('DEL', lock)
     return refused

@@ -318,9 +318,6 @@ pub(crate) enum InspectReply {
     /// beside it.
     Held {
         value: Vec<u8>,
-        /// The fence counter: the last fence issued for the name, by whichever hold. `None`
-        /// when there is none, or it is not a number (then there is no fence to report).
-        counter: Option<u64>,
         /// What is left of the lease, by the server's clock.
         remaining: Duration,
         /// How many acquire calls are queued for the lock.
@@ -333,7 +330,7 @@ impl InspectReply {
         let Value::Array(items) = reply else {
             return None;
         };
-        let [value, counter, pttl, waiters] = items.as_slice() else {
+        let [value, pttl, waiters] = items.as_slice() else {
             return None;
         };
         let value = match value {
@@ -344,7 +341,6 @@ impl InspectReply {
         };
         Some(Self::Held {
             value,
-            counter: int(counter).and_then(|c| u64::try_from(c).ok()),
             // -1 (a key without expiry) is no lease left to report.
             remaining: millis(int(pttl)?).unwrap_or(Duration::ZERO),
             waiters: usize::try_from(int(waiters)?).ok()?,
@@ -355,7 +351,7 @@ impl InspectReply {
 /// What `shared_inspect.lua` answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SharedInspectReply {
-    /// The stored limit; `None` when nobody holds.
+    /// The stored limit; `None` when Redis keeps none (nobody holds).
     pub(crate) limit: Option<u64>,
     pub(crate) waiters: usize,
     /// Each live holder's record (`<weight> <fence> <meta>`) and lease left.
@@ -424,6 +420,9 @@ pub(crate) struct LeaderRead {
     pub(crate) lock_fence: u64,
     /// The current holder's record (its fence and value), when it has published one.
     pub(crate) leader: Option<(u64, String)>,
+    /// What is left of the lock's lease (`None`: free, or without expiry): the current
+    /// leader's candidates renew it before it ends, or it ends.
+    pub(crate) lease_left: Option<Duration>,
 }
 
 impl LeaderRead {
@@ -431,7 +430,7 @@ impl LeaderRead {
         let Value::Array(items) = reply else {
             return None;
         };
-        let [counter, lock_fence, leader_fence, value] = items.as_slice() else {
+        let [counter, lock_fence, leader_fence, value, lease] = items.as_slice() else {
             return None;
         };
         let value = match value {
@@ -444,6 +443,7 @@ impl LeaderRead {
             counter: u64::try_from(int(counter)?).ok()?,
             lock_fence: u64::try_from(int(lock_fence)?).ok()?,
             leader: (leader_fence > 0).then_some((leader_fence, value)),
+            lease_left: u64::try_from(int(lease)?).ok().map(Duration::from_millis),
         })
     }
 }
@@ -684,45 +684,44 @@ mod tests {
 
     #[test]
     fn inspect_replies_are_typed() {
-        let reply = |value: Value, counter: Value, pttl: i64, waiters: i64| {
-            Value::Array(vec![value, counter, Value::Int(pttl), Value::Int(waiters)])
+        let reply = |value: Value, pttl: i64, waiters: i64| {
+            Value::Array(vec![value, Value::Int(pttl), Value::Int(waiters)])
         };
-        let held = reply(
-            Value::BulkString(b"v".to_vec()),
-            Value::BulkString(b"1700000000000001".to_vec()),
-            1_500,
-            2,
-        );
+        let held = reply(Value::BulkString(b"v".to_vec()), 1_500, 2);
         assert_eq!(
             InspectReply::decode(&held),
             Some(InspectReply::Held {
                 value: b"v".to_vec(),
-                counter: Some(1_700_000_000_000_001),
                 remaining: Duration::from_millis(1_500),
                 waiters: 2,
             })
         );
-        // No fence issued yet (RESP2 and RESP3 spellings of Lua's `false`), and a lease
-        // without expiry.
-        for no_counter in [Value::Nil, Value::Boolean(false)] {
-            let unfenced = reply(Value::BulkString(b"v".to_vec()), no_counter, -1, 0);
-            assert_eq!(
-                InspectReply::decode(&unfenced),
-                Some(InspectReply::Held {
-                    value: b"v".to_vec(),
-                    counter: None,
-                    remaining: Duration::ZERO,
-                    waiters: 0,
-                })
-            );
-        }
+        // A lease without expiry.
+        let persisted = reply(Value::BulkString(b"v".to_vec()), -1, 0);
+        assert_eq!(
+            InspectReply::decode(&persisted),
+            Some(InspectReply::Held {
+                value: b"v".to_vec(),
+                remaining: Duration::ZERO,
+                waiters: 0,
+            })
+        );
+        // Nobody holds it (RESP2 and RESP3 spellings of Lua's `false`).
         for free in [Value::Nil, Value::Boolean(false)] {
-            let free = reply(free, Value::Boolean(false), -2, 3);
+            let free = reply(free, -2, 3);
             assert_eq!(InspectReply::decode(&free), Some(InspectReply::Free));
         }
-        let three = Value::Array(vec![Value::Nil, Value::Nil, Value::Int(-2)]);
-        assert_eq!(InspectReply::decode(&three), None);
-        let not_a_value = reply(Value::Int(7), Value::Nil, 10, 0);
+        // Replies of another length.
+        let four = Value::Array(vec![
+            Value::BulkString(b"v".to_vec()),
+            Value::Nil,
+            Value::Int(10),
+            Value::Int(0),
+        ]);
+        assert_eq!(InspectReply::decode(&four), None);
+        let two = Value::Array(vec![Value::Nil, Value::Int(-2)]);
+        assert_eq!(InspectReply::decode(&two), None);
+        let not_a_value = reply(Value::Int(7), 10, 0);
         assert_eq!(InspectReply::decode(&not_a_value), None);
         assert_eq!(InspectReply::decode(&Value::Int(0)), None);
     }
@@ -775,31 +774,34 @@ mod tests {
             Some(ElectionReply::NotLeader)
         );
         assert_eq!(ElectionReply::decode(&Value::Int(2)), None);
-        let read = |leader: i64, value: &[u8]| {
+        let read = |leader: i64, value: &[u8], lease: i64| {
             Value::Array(vec![
                 Value::Int(90),
                 Value::Int(80),
                 Value::Int(leader),
                 Value::BulkString(value.to_vec()),
+                Value::Int(lease),
             ])
         };
         assert_eq!(
-            LeaderRead::decode(&read(80, b"10.0.0.7:8080")),
+            LeaderRead::decode(&read(80, b"10.0.0.7:8080", 900)),
             Some(LeaderRead {
                 counter: 90,
                 lock_fence: 80,
                 leader: Some((80, "10.0.0.7:8080".into())),
+                lease_left: Some(Duration::from_millis(900)),
             })
         );
         assert_eq!(
-            LeaderRead::decode(&read(0, b"")),
+            LeaderRead::decode(&read(0, b"", -2)),
             Some(LeaderRead {
                 counter: 90,
                 lock_fence: 80,
                 leader: None,
+                lease_left: None,
             })
         );
-        assert_eq!(LeaderRead::decode(&read(-1, b"")), None);
+        assert_eq!(LeaderRead::decode(&read(-1, b"", 900)), None);
         assert_eq!(LeaderRead::decode(&Value::Int(0)), None);
     }
 
