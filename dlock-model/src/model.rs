@@ -282,11 +282,16 @@ impl Model for LockModel {
         if state.budget.foreign_record {
             actions.push(Action::WriteForeign);
         }
-        if state.budget.restarts > 0 {
+        if state.budget.restarts > 0 || state.budget.rollbacks > 0 {
             actions.push(Action::Replicate);
-            if !due && state.now < self.max_time {
+        }
+        if !due && state.now < self.max_time {
+            if state.budget.restarts > 0 {
                 actions.push(Action::Restart(false));
                 actions.push(Action::Restart(true));
+            }
+            if state.budget.rollbacks > 0 {
+                actions.push(Action::Rollback);
             }
         }
         if !due && state.now < self.max_time {
@@ -366,6 +371,12 @@ impl Model for LockModel {
             }
             Action::Replicate => {
                 apply(&mut state.server, state.now, Op::Replicate);
+            }
+            Action::Rollback => {
+                state.budget.rollbacks -= 1;
+                state.now += 1;
+                // Not a step of the API: no connection notices it (the epoch stays).
+                state.server.data = state.server.replica.clone().unwrap_or_default();
             }
             Action::Restart(from_replica) => {
                 state.budget.restarts -= 1;

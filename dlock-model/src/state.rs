@@ -115,6 +115,10 @@ pub struct Env {
     pub lost_pushes: u8,
     /// Restarts: empty, or from the replica's (AOF's) lagging copy.
     pub restarts: u8,
+    /// The server's data goes back to the replica's lagging copy while every connection stays
+    /// open (`DEBUG RELOAD` of an old file, a master demoted and promoted again without the
+    /// connection dropping): not promised by dlock, used only to show the counterexample.
+    pub rollbacks: u8,
     /// An operator's `set_limit` to this value, once.
     pub set_limit: Option<u32>,
     /// Another program writes its data at the election's leader record key (once).
@@ -296,6 +300,9 @@ pub enum Action {
     WriteForeign,
     /// The server restarts (a tick passes): empty, or from its replica/AOF.
     Restart(bool),
+    /// The server's data goes back to the replica's copy under open connections (a tick
+    /// passes; the connection epoch stays).
+    Rollback,
 }
 
 impl LockModel {
