@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit bench clean
+.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit model model-mutants bench clean
 
 deps:
 	@scripts/ensure-deps.sh
@@ -56,6 +56,15 @@ unit:
 
 fmt:
 	$(CARGO) fmt --all
+
+## The protocol model at deeper bounds than `make unit` runs (which checks small ones): states
+## explored and time per kind (dlock-model/README.md records them).
+model:
+	$(CARGO) test -p dlock-model --test deep -- --ignored --nocapture --test-threads 1
+
+## The mutation check of the model: each protocol bug must be caught by its named property.
+model-mutants:
+	$(CARGO) test -p dlock-model --test mutants -- --ignored --nocapture --test-threads 1
 
 ## The benchmark of WORKLOADS.md (dlock beside a raw-Redis floor, on its own redis-server).
 ## `make bench BENCH_ARGS="--quick"` for a smoke run; results also in target/bench/results.json.
