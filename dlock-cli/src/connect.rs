@@ -177,11 +177,18 @@ async fn is_cluster(url: &str, timeout: Duration) -> Result<bool, Failure> {
             .await
     })
     .await;
-    match asked {
-        Ok(Ok(info)) => Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1")),
-        Ok(Err(e)) if !e.is_timeout() => Err(unreachable(e.to_string())),
-        Ok(Err(_)) | Err(_) => Err(unreachable(format!("no answer within {timeout:?}"))),
-    }
+    let why = match asked {
+        Ok(Ok(info)) => return Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1")),
+        Ok(Err(e)) if e.is_connection_refusal() => return Err(unreachable(e.to_string())),
+        Ok(Err(e)) if !e.is_timeout() => e.to_string(),
+        Ok(Err(_)) | Err(_) => format!("no answer within {timeout:?}"),
+    };
+    // A plain URL at a TLS port, `rediss://` at a plain one, or a port that is not Redis: the
+    // library's probe says which (one `PING`, within the timeout).
+    Err(match dlock_core::__private::port_hint(url, timeout).await {
+        Some(hint) => unreachable(format!("{hint} ({why})")),
+        None => unreachable(why),
+    })
 }
 
 #[cfg(test)]
