@@ -3,8 +3,9 @@
 //! `Client::build`/`open`, `connect()`, cluster seeds, sentinels); a plain URL at a TLS port, a
 //! `rediss://` URL at a plain port and a port that is not Redis say so on the lazy path too,
 //! with at most one probe per address per failure streak; a refused permission names the
-//! key and the client's key prefix (a forgotten `.key_prefix(…)`), or the command (`TIME`,
-//! refused inside a script, where the server does not name it).
+//! key and the client's key prefix (a forgotten `.key_prefix(…)`), the wake channel and the
+//! `&<prefix>*` to grant, or the command (`TIME`, refused inside a script, where the server
+//! does not name it).
 //!
 //! Standalone servers (and a seed list given to the cluster builder): what is checked is how
 //! the client explains a failure, which does not depend on a working cluster.
@@ -229,4 +230,37 @@ async fn a_missing_time_right_names_time() {
     let text = err.to_string();
     assert!(text.contains("`TIME`"), "{text}");
     assert!(text.contains("`+time`"), "{text}");
+}
+
+#[tokio::test]
+async fn a_refused_wake_channel_names_it_and_the_pattern_to_grant() {
+    let server = redis();
+    // The README's rights and keys, but no channel pattern.
+    let mut con = raw(&server).await;
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg("app")
+        .arg("reset")
+        .arg("on")
+        .arg(">pw");
+    for rule in DLOCK_RULES.split_whitespace() {
+        cmd.arg(rule);
+    }
+    let () = cmd.arg("~app:*").query_async(&mut con).await.unwrap();
+    let client = builder(&format!("redis://app:pw@127.0.0.1:{}/", server.port()))
+        .key_prefix("app:")
+        .build()
+        .unwrap();
+    let lock = client.mutex("x").unwrap();
+    let held = lock.acquire().await.unwrap();
+    // Held: the second acquire waits, and subscribes to the wake channel first.
+    let err = lock
+        .acquire_timeout(Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("no channel `app:{x}"), "{text}");
+    assert!(text.contains("`&app:*`"), "{text}");
+    held.release().await.unwrap();
 }
