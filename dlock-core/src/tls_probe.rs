@@ -194,3 +194,54 @@ impl Diagnosis {
         answer
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// A port that answers HTTP, counting the probes (the only client that sends an inline
+    /// `PING`) it gets.
+    async fn http_port() -> (u16, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let probes = Arc::new(AtomicUsize::new(0));
+        let counted = probes.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 64];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                if buf[..n].starts_with(b"PING\r\n") {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+                let _ = socket.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            }
+        });
+        (port, probes)
+    }
+
+    #[tokio::test]
+    async fn one_probe_per_address_per_failure_streak() {
+        let (port, probes) = http_port().await;
+        let endpoint = Endpoint {
+            host: "127.0.0.1".into(),
+            port,
+            tls: false,
+        };
+        let diagnosis = Diagnosis::default();
+        diagnosis.describe("dlock:", Duration::from_secs(1));
+        let not_redis = Answer::NotRedis("HTTP/1.1 400 Bad Request".into());
+        assert_eq!(diagnosis.answer(&endpoint).await, not_redis);
+        assert_eq!(diagnosis.answer(&endpoint).await, not_redis);
+        assert_eq!(probes.load(Ordering::SeqCst), 1, "one probe in a streak");
+        // A success ends the streak: the next failure probes again.
+        diagnosis.succeeded();
+        assert_eq!(diagnosis.answer(&endpoint).await, not_redis);
+        assert_eq!(probes.load(Ordering::SeqCst), 2);
+        let hint = hint(&endpoint, &not_redis).unwrap();
+        assert!(hint.contains("not Redis"), "{hint}");
+        assert!(hint.contains(&format!("127.0.0.1:{port}")), "{hint}");
+    }
+}
