@@ -491,8 +491,9 @@ impl ConnSlot {
     /// when it could not reach any node; this asks the seed nodes one by one (each within
     /// `timeout`) and names one that does not speak the Redis protocol, is a standalone server
     /// or refuses the user (ACL, credentials), or says why none could be reached (each seed's
-    /// address, and what its port speaks when that explains it). Any other cluster error, or a
-    /// seed that answers as a cluster node, is reported as the `redis` crate put it.
+    /// address, and what its port speaks when that explains it). A refused permission on a
+    /// cluster is explained as on one server; any other cluster error, or a seed that answers
+    /// as a cluster node, is reported as the `redis` crate put it.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -507,7 +508,8 @@ impl ConnSlot {
             return self.explain_standalone(context, name, error).await;
         };
         if error.kind() != redis::ErrorKind::ClusterConnectionNotFound {
-            return Error::from_redis(context, error);
+            // A refused permission is explained as on one server (no address to name here).
+            return self.explain_standalone(context, name, error).await;
         }
         let cached = lock(&self.explained)
             .as_ref()

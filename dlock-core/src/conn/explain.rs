@@ -4,8 +4,9 @@
 //! kept until a request succeeds), and a refused permission names the command, key or channel
 //! and the key prefix in use.
 //!
-//! Standalone and Sentinel clients only; a cluster's missing connection is explained from its
-//! seed nodes (`ConnSlot::explain` in the parent module, which probes them the same way).
+//! Addresses are named for standalone and Sentinel clients; a cluster's missing connection is
+//! explained from its seed nodes (`ConnSlot::explain` in the parent module, which probes them
+//! the same way). Permission errors are explained on every kind of client.
 
 use std::time::Duration;
 
@@ -64,10 +65,11 @@ impl ConnSlot {
         }
     }
 
-    /// `error` of a standalone or Sentinel client's request (`context`, on the lock `name`,
-    /// empty when none) as a dlock error: a connection error names `host:port` (and what the
-    /// port speaks, when that explains it), a reply that is not RESP names the address, a
-    /// refused permission names what is missing. Anything else as [`Error::from_redis`] puts it.
+    /// `error` of a request (`context`, on the lock `name`, empty when none) as a dlock error:
+    /// on a standalone or Sentinel client a connection error names `host:port` (and what the
+    /// port speaks, when that explains it) and a reply that is not RESP names the address; on
+    /// every client a refused permission names what is missing. Anything else as
+    /// [`Error::from_redis`] puts it.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads (a probe, or a `TIME` on the client's connection).
