@@ -264,3 +264,33 @@ async fn a_refused_wake_channel_names_it_and_the_pattern_to_grant() {
     assert!(text.contains("`&app:*`"), "{text}");
     held.release().await.unwrap();
 }
+
+/// On a cluster too: the README's billing user (with the cluster rights) and a client built
+/// without `.key_prefix("billing:")`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_key_prefix_is_named_on_a_cluster() {
+    let cluster = tokio::task::block_in_place(dlock_testkit::RedisCluster::start).unwrap();
+    for node in cluster.nodes() {
+        acl_user(
+            node,
+            "billing",
+            "billing:",
+            "+cluster|slots +cluster|shards",
+        )
+        .await;
+    }
+    let urls = cluster
+        .nodes()
+        .iter()
+        .map(|node| format!("redis://billing:pw@127.0.0.1:{}/", node.port()));
+    let client = Client::cluster_builder(urls)
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let err = client.mutex("x").unwrap().try_acquire().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("no key `dlock:{x}`"), "{text}");
+    assert!(text.contains(".key_prefix(\"billing:\")"), "{text}");
+}
