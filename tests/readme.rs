@@ -115,6 +115,66 @@ fn the_readme_benchmarks_section_links_the_report_and_the_runs() {
 }
 
 /// `docs/benchmarks/YYYY-MM-DD-<run>.md`.
+/// A section's text with its line breaks and runs of spaces made single spaces, so that a
+/// sentence is found however the paragraph is wrapped.
+fn prose(heading: &str) -> String {
+    section(README, heading)
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The README sections issue #28 changed say what now holds: the ACL (the viewer reads no
+/// `TIME`, a refused password is `Authentication`), the CLI (its TLS, password and Sentinel
+/// reach), metrics (series at zero, `lock="(none)"`, the `_total` decision), secrets (only
+/// passwords are scrubbed), and the benchmark (checked above).
+#[test]
+fn the_operator_sections_say_what_changed_for_operators() {
+    let wanted = [
+        (
+            "### Least privilege",
+            vec![
+                "the inspection scripts read no `TIME`",
+                "is `ErrorKind::Authentication`, not `Permission`",
+            ],
+        ),
+        (
+            "### The `dlock` command line",
+            vec![
+                "`DLOCK_REDIS_PASSWORD`",
+                "`--sentinel NAME`",
+                "`--tls-ca`, `--tls-cert`/`--tls-key`, `--tls-insecure`",
+            ],
+        ),
+        (
+            "### Metrics",
+            vec![
+                "`lock=\"(none)\"` (never an empty label)",
+                "are registered at zero, so a scrape lists them before any traffic",
+                "`set_enable_unit_suffix(true)`",
+                "dlock does not put one in the names",
+            ],
+        ),
+        (
+            "### Secrets",
+            vec![
+                "The CLI removes passwords, and only them",
+                "a user name is not a secret, and tables and JSON are never rewritten",
+            ],
+        ),
+    ];
+    for (heading, lines) in wanted {
+        let text = prose(heading);
+        for line in lines {
+            assert!(
+                text.contains(line),
+                "README `{heading}` no longer says: {line}\n{text}"
+            );
+        }
+    }
+}
+
 fn is_run_file_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     bytes.len() > "YYYY-MM-DD-.md".len()
