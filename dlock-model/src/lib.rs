@@ -1,0 +1,104 @@
+//! An executable model of dlock's Redis protocol, checked with [stateright].
+//!
+//! dlock's guarantees live in its Lua scripts. This crate states each script as **one atomic
+//! step** over the state Redis holds ([`Server`]), written as a plain Rust function that
+//! follows the Lua closely (each names its file), plus the steps that are not scripts with
+//! their real atomicity: the uncontended pipeline's two commands (`SET NX PX GET`, then
+//! `EXISTS <queue>`: a pipeline is not atomic, other clients' commands run in between), the
+//! fenced `MULTI` with its connection epoch, the watchdog's batched extend.lua, pub/sub
+//! subscriptions and grants.
+//!
+//! # The step API (for the conformance test)
+//!
+//! * [`Server`]: every key's content ([`Data`]) plus the connection epoch, the wake channels
+//!   with a subscriber and the messages published.
+//! * [`Op`]: one atomic step; [`apply`]`(&mut server, now_ms, op)` runs it at server time
+//!   `now_ms` and returns its [`Reply`] (the script's return, decoded); the grants it published
+//!   are taken with [`Server::drain_published`].
+//! * [`abstraction`]`(&server, now_ms)` says what the state means as an [`Abstract`]: holders,
+//!   queue order, the stored limit and who stored it, the relative order of fences, which
+//!   leases are alive. The conformance test decodes real Redis into the same type and compares.
+//!
+//! Tokens, clients and names are small numbers ([`Token`], [`ClientId`], [`Name`]); the
+//! conformance test maps them to the real 32-digit tokens and keys. Fences are real values
+//! (`max(counter + 1, now in µs)`), but only their order is compared.
+//!
+//! ```
+//! use dlock_model::{Entry, Mode, Op, Reply, Server, abstraction, apply};
+//!
+//! let mut server = Server::new(None);
+//! let a = Entry { token: 1, client: 0, lease: 10 };
+//! let b = Entry { token: 2, client: 1, lease: 10 };
+//! assert!(matches!(apply(&mut server, 0, Op::Acquire { name: 0, entry: a, mode: Mode::Wait }), Reply::Holds { .. }));
+//! assert_eq!(apply(&mut server, 1, Op::Acquire { name: 0, entry: b, mode: Mode::Wait }), Reply::Busy { wait: 9 });
+//! assert_eq!(abstraction(&server, 1).mutexes[&0].queue, vec![2]);
+//! ```
+//!
+//! # The checked model
+//!
+//! `model::LockModel` wraps the steps in a stateright [`Model`](stateright::Model): a few
+//! clients with one or two requests each, their client-side states (idle, waiting,
+//! granted-but-not-yet-returned, holding, lost, released), and the environment (the clock,
+//! pauses, lost and delayed pushes, lost replies, restarts). Its properties are in
+//! `properties`; [`Mutant`] applies one protocol bug at a time to show that each property
+//! catches the bug it names. ARCHITECTURE.md, section "The model", lists what is modelled and
+//! what is not.
+
+pub use server::{
+    Abstract, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode, Ms,
+    MutexView, Name, Op, Origin, Push, RW_LIMIT, Record, ReleaseHow, Reply, ScriptError, Server,
+    SharedEntry, SharedLock, SharedView, Token, abstraction, apply,
+};
+
+mod election;
+mod mutex;
+mod server;
+mod shared;
+
+/// One protocol bug, applied to the model's steps (scripts or client) so that a test can show
+/// that the property named in its doc catches it. `None` in [`Server::mutant`] is dlock's
+/// protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mutant {
+    /// A newcomer takes an expired lock although callers are queued (acquire.lua without its
+    /// hand-off, the uncontended acquire ignoring `EXISTS <queue>`). Caught by
+    /// `queue head first`.
+    NewcomerTakesExpired,
+    /// A request whose wait timed out leaves the queue without re-admitting what fits behind
+    /// it (the old shared_acquire.lua "last"). Caught by `leaving re-admits`.
+    NoReadmitOnLeave,
+    /// A grant that ignores the permits already held. Caught by `within limit`.
+    GrantAboveLimit,
+    /// Fences not floored at the server clock (a plain INCR), and the fenced fast path's INCR
+    /// trusted on a new connection. Caught by `fences increase` (with restarts).
+    FenceNotFloored,
+    /// A pushed grant taken as fresh whenever it arrives (its lease counted from its arrival).
+    /// Caught by `no given-away grant`.
+    StaleHandoffTrusted,
+    /// A reader admitted while a writer waits in the queue. Caught by `queue head first`.
+    ReaderPastWriter,
+    /// The stored limit dropped when the last holder leaves, although requests are queued (the
+    /// old set_expiry). Caught by `limit persists`.
+    LimitDroppedWithWaiters,
+    /// A head that does not fit blocks the queue although its client is gone (no S2). Caught
+    /// by `fitting head admitted`.
+    DeadHeadBlocks,
+    /// election.lua overwrites another program's data at the leader record's key (the old
+    /// E1 bug). Caught by `no foreign write`.
+    ElectionOverwritesForeign,
+}
+
+impl Mutant {
+    /// Every mutant.
+    pub const ALL: [Mutant; 9] = [
+        Mutant::NewcomerTakesExpired,
+        Mutant::NoReadmitOnLeave,
+        Mutant::GrantAboveLimit,
+        Mutant::FenceNotFloored,
+        Mutant::StaleHandoffTrusted,
+        Mutant::ReaderPastWriter,
+        Mutant::LimitDroppedWithWaiters,
+        Mutant::DeadHeadBlocks,
+        Mutant::ElectionOverwritesForeign,
+    ];
+}

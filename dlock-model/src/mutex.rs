@@ -1,0 +1,367 @@
+//! The mutex's steps: the uncontended pipeline's commands, the fenced `MULTI`, acquire.lua,
+//! release.lua, fence.lua and extend.lua, each one atomic step over [`Server`]. Every function
+//! names the Lua it mirrors; the comments follow the script's order.
+
+use crate::Mutant;
+use crate::server::{
+    Entry, ExtendItem, Grant, Hold, Key, LockRef, Mode, Ms, Name, Push, ReleaseHow, Reply,
+    ScriptError, Server, Token,
+};
+
+/// What `hand_off` did.
+enum HandOff {
+    /// The caller's own entry was the oldest live one: the lock is its, with this fence.
+    Caller(u64),
+    /// Granted to a live waiter, told by this push.
+    Granted(Push),
+    /// Nobody live was queued: the queue is empty and the lock key deleted.
+    Nobody,
+}
+
+/// The keys every mutex script may touch.
+fn keys(name: Name) -> [Key; 3] {
+    [Key::Lock(name), Key::Queue(name), Key::Counter]
+}
+
+fn queue_len(server: &Server, name: Name) -> usize {
+    server.data.queues.get(&name).map_or(0, Vec::len)
+}
+
+fn queued(server: &Server, name: Name, token: Token) -> bool {
+    server
+        .data
+        .queues
+        .get(&name)
+        .is_some_and(|q| q.iter().any(|e| e.token == token))
+}
+
+/// `LREM <queue> 1 <entry>`.
+fn remove_entry(server: &mut Server, name: Name, token: Token) {
+    if let Some(queue) = server.data.queues.get_mut(&name) {
+        if let Some(at) = queue.iter().position(|e| e.token == token) {
+            queue.remove(at);
+        }
+        if queue.is_empty() {
+            server.data.queues.remove(&name);
+        }
+    }
+}
+
+/// `LPOP <queue>`.
+fn pop(server: &mut Server, name: Name) -> Option<Entry> {
+    let queue = server.data.queues.get_mut(&name)?;
+    let entry = (!queue.is_empty()).then(|| queue.remove(0));
+    if queue.is_empty() {
+        server.data.queues.remove(&name);
+    }
+    entry
+}
+
+/// common.lua `hand_off`: the lock goes to the oldest live waiter; a publish that reaches
+/// nobody means that waiter is gone, and the next entry is tried.
+fn hand_off(server: &mut Server, now: Ms, name: Name, caller: Option<Token>) -> HandOff {
+    loop {
+        let Some(entry) = pop(server, name) else {
+            server.data.locks.remove(&name);
+            return HandOff::Nobody;
+        };
+        let fence = server.next_fence(now);
+        let waiting = queue_len(server, name) > 0;
+        server.write(Key::Lock(name));
+        server.data.locks.insert(
+            name,
+            Hold {
+                token: entry.token,
+                waiting,
+                fence: Some(fence),
+                deadline: now + entry.lease,
+            },
+        );
+        if caller == Some(entry.token) {
+            return HandOff::Caller(fence);
+        }
+        let push = Push {
+            lock: LockRef::Mutex(name),
+            client: entry.client,
+            token: entry.token,
+            grant: Some(Grant {
+                fence,
+                server_ms: now,
+                lease: entry.lease,
+            }),
+        };
+        if server.publish(push) > 0 {
+            return HandOff::Granted(push);
+        }
+    }
+}
+
+/// The uncontended pipeline's `SET <lock> <value> NX PX <lease> GET` (mutex.rs
+/// `fast_attempt_once`).
+pub(crate) fn set_nx_get(
+    server: &mut Server,
+    now: Ms,
+    name: Name,
+    token: Token,
+    lease: Ms,
+) -> Reply {
+    if server.foreign(&[Key::Lock(name)]).is_some() {
+        return Reply::SetNx(Some(None));
+    }
+    if let Some(held) = server.data.locks.get(&name) {
+        return Reply::SetNx(Some(Some(held.token)));
+    }
+    server.data.locks.insert(
+        name,
+        Hold {
+            token,
+            waiting: false,
+            fence: None,
+            deadline: now + lease,
+        },
+    );
+    Reply::SetNx(None)
+}
+
+/// The fenced uncontended acquire's `MULTI … EXEC` (mutex.rs `fast_attempt_once` with a ticket,
+/// fence_epoch.rs): `SET NX PX GET`, `EXISTS <queue>`, then a plain `INCR` of the slot's
+/// counter (`incr`: the client trusts this slot as floored on its connection) or fence.lua,
+/// then `CLIENT GETNAME` (the epoch).
+pub(crate) fn fenced_fast(
+    server: &mut Server,
+    now: Ms,
+    name: Name,
+    token: Token,
+    lease: Ms,
+    incr: bool,
+) -> Reply {
+    let set = match set_nx_get(server, now, name, token, lease) {
+        Reply::SetNx(set) => set,
+        _ => Some(None),
+    };
+    let queued = queue_len(server, name) > 0;
+    let fence = if incr {
+        server.write(Key::Counter);
+        server.data.counter += 1;
+        i64::try_from(server.data.counter).unwrap_or(i64::MAX)
+    } else {
+        match fence(server, now, name, token) {
+            Reply::Int(n) => n,
+            _ => -1,
+        }
+    };
+    Reply::Multi {
+        set,
+        queued,
+        fence,
+        epoch: server.epoch,
+    }
+}
+
+/// acquire.lua: the waiting acquire's attempt.
+pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mode: Mode) -> Reply {
+    if let Some(key) = server.foreign(&keys(name)) {
+        return Reply::Err(ScriptError::Foreign(key));
+    }
+    // ARGV[4] is sent in modes "wait" and "last" only.
+    let own = (mode != Mode::Single).then_some(entry.token);
+    let mut taken = !server.data.locks.contains_key(&name);
+    if taken {
+        server.data.locks.insert(
+            name,
+            Hold {
+                token: entry.token,
+                waiting: false,
+                fence: None,
+                deadline: now + entry.lease,
+            },
+        );
+    }
+    if taken && queue_len(server, name) > 0 && !server.is(Mutant::NewcomerTakesExpired) {
+        // Free, but callers wait: the oldest live one comes first (possibly this caller).
+        match hand_off(server, now, name, own) {
+            HandOff::Caller(fence) => {
+                return Reply::Holds {
+                    fence,
+                    pttl: entry.lease,
+                };
+            }
+            HandOff::Granted(_) => taken = false,
+            HandOff::Nobody => {
+                server.data.locks.insert(
+                    name,
+                    Hold {
+                        token: entry.token,
+                        waiting: false,
+                        fence: None,
+                        deadline: now + entry.lease,
+                    },
+                );
+            }
+        }
+    }
+    if taken {
+        let fence = server.next_fence(now);
+        if own.is_some() {
+            remove_entry(server, name, entry.token);
+        }
+        let waiting = queue_len(server, name) > 0;
+        if let Some(hold) = server.data.locks.get_mut(&name) {
+            hold.fence = Some(fence);
+            hold.waiting = waiting;
+        }
+        return Reply::Holds {
+            fence,
+            pttl: entry.lease,
+        };
+    }
+    let Some(held) = server.data.locks.get(&name).cloned() else {
+        return Reply::Int(0);
+    };
+    let pttl = held.deadline.saturating_sub(now);
+    if held.token == entry.token {
+        if own.is_some() {
+            remove_entry(server, name, entry.token);
+        }
+        return Reply::Holds {
+            fence: held.fence.unwrap_or(0),
+            pttl,
+        };
+    }
+    match mode {
+        Mode::Wait => {
+            if !queued(server, name, entry.token) {
+                server.data.queues.entry(name).or_default().push(entry);
+            }
+            if let Some(hold) = server.data.locks.get_mut(&name) {
+                hold.waiting = true;
+            }
+        }
+        Mode::Last => remove_entry(server, name, entry.token),
+        Mode::Single => {}
+    }
+    Reply::Busy { wait: pttl }
+}
+
+/// release.lua: release a lock the caller owns and hand it to the oldest live waiter.
+pub(crate) fn release(
+    server: &mut Server,
+    now: Ms,
+    name: Name,
+    token: Token,
+    leaving: Option<Entry>,
+    how: ReleaseHow,
+) -> Reply {
+    let held = server.data.locks.get(&name).cloned();
+    // The fast paths: the caller's own unflagged lock, nobody leaving, no mode.
+    if let Some(h) = &held
+        && how == ReleaseHow::Own
+        && leaving.is_none()
+        && h.token == token
+        && !h.waiting
+        && server.foreign(&[Key::Lock(name)]).is_none()
+    {
+        server.data.locks.remove(&name);
+        return Reply::Int(1);
+    }
+    if let Some(entry) = leaving
+        && server.foreign(&[Key::Queue(name)]).is_none()
+    {
+        remove_entry(server, name, entry.token);
+    }
+    if server.foreign(&[Key::Lock(name)]).is_some() {
+        return if how == ReleaseHow::Force {
+            Reply::Err(ScriptError::Foreign(Key::Lock(name)))
+        } else {
+            Reply::Int(-1)
+        };
+    }
+    let Some(held) = server.data.locks.get(&name).cloned() else {
+        return Reply::Int(0);
+    };
+    if how != ReleaseHow::Force && held.token != token {
+        return Reply::Int(-1);
+    }
+    if !held.waiting && how != ReleaseHow::Handoff {
+        server.data.locks.remove(&name);
+        return Reply::Int(1);
+    }
+    if let Some(key) = server.foreign(&[Key::Queue(name), Key::Counter]) {
+        return Reply::Err(ScriptError::Foreign(key));
+    }
+    match hand_off(server, now, name, None) {
+        HandOff::Granted(push) => Reply::Handed(push),
+        HandOff::Caller(_) | HandOff::Nobody => Reply::Int(1),
+    }
+}
+
+/// fence.lua: the fence of the caller's current hold, issued on demand and kept with it.
+pub(crate) fn fence(server: &mut Server, now: Ms, name: Name, token: Token) -> Reply {
+    if server.foreign(&[Key::Lock(name)]).is_some() {
+        return Reply::Int(-1);
+    }
+    let Some(held) = server.data.locks.get(&name).cloned() else {
+        return Reply::Int(0);
+    };
+    if held.token != token {
+        return Reply::Int(-1);
+    }
+    if let Some(fence) = held.fence {
+        return Reply::Int(i64::try_from(fence).unwrap_or(i64::MAX));
+    }
+    if let Some(key) = server.foreign(&[Key::Counter]) {
+        return Reply::Err(ScriptError::Foreign(key));
+    }
+    let fence = server.next_fence(now);
+    if let Some(hold) = server.data.locks.get_mut(&name) {
+        hold.fence = Some(fence);
+    }
+    Reply::Int(i64::try_from(fence).unwrap_or(i64::MAX))
+}
+
+/// extend.lua: new leases, counted from now, for the locks the caller owns (the watchdog's
+/// batch). Owner-checked per item; nothing is re-created.
+pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Reply {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let result = match item.lock {
+            LockRef::Mutex(name) => {
+                if server.foreign(&[Key::Lock(name)]).is_some() {
+                    -1
+                } else {
+                    match server.data.locks.get_mut(&name) {
+                        None => 0,
+                        Some(h) if h.token != item.token => -1,
+                        Some(h) => {
+                            h.deadline = now + item.lease;
+                            1
+                        }
+                    }
+                }
+            }
+            LockRef::Shared(name) => {
+                if server
+                    .foreign(&[Key::Shared(name), Key::SharedExp(name)])
+                    .is_some()
+                {
+                    -1
+                } else {
+                    match server
+                        .data
+                        .shared
+                        .get_mut(&name)
+                        .and_then(|l| l.holders.get_mut(&item.token))
+                    {
+                        None => 0,
+                        Some(h) => {
+                            h.deadline = now + item.lease;
+                            1
+                        }
+                    }
+                }
+            }
+        };
+        out.push(result);
+    }
+    Reply::Extended(out)
+}
