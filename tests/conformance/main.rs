@@ -1,0 +1,114 @@
+//! Conformance of the shipped Lua scripts to the protocol model (`dlock-model`), issue 27
+//! item 3: random operation sequences run against a real `redis-server` (the scripts called
+//! by hand through `dlock_core::__private::conformance`) and the model in lockstep, compared
+//! after every protocol step. A difference fails with the shrunk sequence as a numbered list.
+//!
+//! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts).
+//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 96, of up to 30 steps).
+//! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
+//! passes only if the test catches it (`make model-mutants`).
+
+#![allow(
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+mod driver;
+mod mutants;
+mod redis_side;
+mod steps;
+
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
+
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+
+use crate::driver::Case;
+use crate::mutants::Mutant;
+use crate::redis_side::Real;
+use crate::steps::{Sequence, sequence};
+
+/// The longest sequence generated.
+const MAX_STEPS: usize = 30;
+
+/// Runs the sequences against the scripts with `mutant` applied (`None`: as shipped). `Ok`
+/// with the counts, or the shrunk failing sequence and what differed.
+fn check(mutant: Option<Mutant>, cases: u32) -> Result<(u32, usize, usize), String> {
+    let real = RefCell::new(Real::start(mutant)?);
+    let (sequences, steps, ops) = (Cell::new(0u32), Cell::new(0usize), Cell::new(0usize));
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 2_000,
+        ..Config::default()
+    });
+    let result = runner.run(&sequence(MAX_STEPS), |Sequence(seq)| {
+        let mut real = real.borrow_mut();
+        let mut case = Case::start(&mut real).map_err(TestCaseError::fail)?;
+        sequences.set(sequences.get() + 1);
+        for (i, step) in seq.iter().enumerate() {
+            steps.set(steps.get() + 1);
+            case.step(step)
+                .map_err(|e| TestCaseError::fail(format!("at step {} ({step:?}): {e}", i + 1)))?;
+        }
+        ops.set(ops.get() + case.ops);
+        Ok(())
+    });
+    match result {
+        Ok(()) => Ok((sequences.get(), steps.get(), ops.get())),
+        Err(TestError::Fail(why, seq)) => Err(format!(
+            "the scripts and the model differ.\nshrunk sequence:{seq:?}\n{why}"
+        )),
+        Err(TestError::Abort(why)) => Err(format!("aborted: {why}")),
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("DLOCK_CONFORMANCE_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(96)
+}
+
+#[test]
+fn the_scripts_conform_to_the_model() {
+    let started = Instant::now();
+    match std::env::var("DLOCK_MUTANT").ok().as_deref() {
+        None | Some("") => match check(None, cases()) {
+            Ok((sequences, steps, ops)) => eprintln!(
+                "conformance: {sequences} sequences, {steps} steps ({ops} protocol steps) \
+                 matched the model in {:.1} s",
+                started.elapsed().as_secs_f64()
+            ),
+            Err(why) => panic!("{why}"),
+        },
+        Some(wanted) => {
+            let mutants: Vec<Mutant> = if wanted == "all" {
+                mutants::ALL.to_vec()
+            } else {
+                vec![Mutant::named(wanted).unwrap_or_else(|| {
+                    let names: Vec<&str> = mutants::ALL.iter().map(|m| m.name).collect();
+                    panic!("DLOCK_MUTANT={wanted}: no such mutant; one of {names:?} or all")
+                })]
+            };
+            let mut missed = Vec::new();
+            for mutant in mutants {
+                match check(Some(mutant), cases()) {
+                    Ok((sequences, ..)) => {
+                        eprintln!(
+                            "mutant {}: NOT caught in {sequences} sequences ({})",
+                            mutant.name, mutant.what
+                        );
+                        missed.push(mutant.name);
+                    }
+                    Err(why) => {
+                        eprintln!("mutant {}: caught ({})\n{why}\n", mutant.name, mutant.what)
+                    }
+                }
+            }
+            assert!(missed.is_empty(), "mutants not caught: {missed:?}");
+        }
+    }
+}

@@ -1,0 +1,710 @@
+//! The real side: one `redis-server` with a movable clock, reused across cases (`FLUSHALL`
+//! between them), the shipped scripts called by hand through `dlock_core::__private::
+//! conformance`, one subscriber connection per simulated client, and the decoded state turned
+//! into the model's [`Abstract`].
+//!
+//! Each model [`Op`] is sent as the client sends it (same script, same keys and arguments in
+//! the same order); [`Real::run`] answers with what Redis replied, [`Real::drain`] with the
+//! messages each client's subscription received meanwhile.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use dlock_core::__private::conformance::{
+    KeyKind, LeaderState, MutexState, SharedState, Source, fence_counter, lock_key, lock_value,
+    mutex_entry, shared_entry, wake_channel,
+};
+use dlock_model::{
+    Abstract, ClientId, LockRef, Mode, MutexView, Op, ReleaseHow, SharedView, Token,
+};
+use dlock_testkit::{RedisServer, ServerOptions};
+use redis::Value;
+
+use crate::mutants::Mutant;
+use crate::steps::CLIENTS;
+
+/// One lease unit in ms: every lease is a whole number of them, and the clock moves in them.
+/// Far longer than a case runs, so real time never ends a lease; only jumps do.
+pub(crate) const UNIT: u64 = 100_000;
+const PREFIX: &str = "cf:";
+/// `<host>\x1f<pid>` of every simulated client's values.
+const HOLDER: &str = "conform\x1f1";
+
+/// What a call answered: a value, or an error reply (`code`, the rest).
+pub(crate) type Answer = Result<Value, (String, String)>;
+
+/// The real side.
+pub(crate) struct Real {
+    server: RedisServer,
+    con: redis::Connection,
+    subs: Vec<Option<redis::Connection>>,
+    /// What each client is subscribed to (restored after a restart).
+    subscribed: BTreeSet<(LockRefKey, ClientId)>,
+    scripts: HashMap<SourceKey, redis::Script>,
+    mutex_keys: [String; 2],
+    shared_keys: [String; 2],
+    counters: HashMap<String, String>,
+}
+
+/// `LockRef` as an ordered key (it is `Ord` already; an alias for readability).
+type LockRefKey = LockRef;
+type SourceKey = u8;
+
+fn source_key(source: Source) -> SourceKey {
+    source as u8
+}
+
+/// The real token of a model token: 32 hex digits.
+pub(crate) fn token_hex(token: Token) -> String {
+    format!("{token:032x}")
+}
+
+/// The model token of a real one.
+pub(crate) fn token_of(hex: &str) -> Option<Token> {
+    u128::from_str_radix(hex, 16)
+        .ok()
+        .and_then(|t| Token::try_from(t).ok())
+}
+
+/// A client's id (its wake channels' suffix).
+pub(crate) fn client_hex(client: ClientId) -> String {
+    format!("{:016x}", 0xc0ffee00_u64 + u64::from(client))
+}
+
+fn io(what: &str) -> impl Fn(redis::RedisError) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+impl Real {
+    /// Starts the server; `mutant` replaces one script's text (see `mutants.rs`).
+    pub(crate) fn start(mutant: Option<Mutant>) -> Result<Self, String> {
+        let server = RedisServer::start_with(ServerOptions::new().movable_clock())
+            .map_err(|e| format!("redis-server: {e}"))?;
+        let con = server.connection().map_err(|e| format!("connect: {e}"))?;
+        let mut scripts = HashMap::new();
+        for source in ALL_SOURCES {
+            let mut text = source.text().into_owned();
+            if let Some(mutant) = mutant {
+                text = mutant.apply(source, text)?;
+            }
+            scripts.insert(source_key(source), redis::Script::new(&text));
+        }
+        if let Some(mutant) = mutant {
+            mutant.check_applied()?;
+        }
+        let key = |kind, name| lock_key(kind, PREFIX, name).ok_or("bad name");
+        let mutex_keys = [
+            key(KeyKind::Mutex, "m")?,
+            key(KeyKind::Mutex, "election:e")?,
+        ];
+        let shared_keys = [key(KeyKind::Semaphore, "s")?, key(KeyKind::RwLock, "rw")?];
+        let mut counters = HashMap::new();
+        for (k, name) in mutex_keys
+            .iter()
+            .zip(["m", "election:e"])
+            .chain(shared_keys.iter().zip(["s", "rw"]))
+        {
+            counters.insert(k.clone(), fence_counter(PREFIX, name).ok_or("bad name")?);
+        }
+        Ok(Self {
+            server,
+            con,
+            subs: (0..CLIENTS).map(|_| None).collect(),
+            subscribed: BTreeSet::new(),
+            scripts,
+            mutex_keys,
+            shared_keys,
+            counters,
+        })
+    }
+
+    /// A clean slate for the next case: no keys, no subscriptions.
+    pub(crate) fn reset(&mut self) -> Result<(), String> {
+        redis::cmd("FLUSHALL")
+            .exec(&mut self.con)
+            .map_err(io("FLUSHALL"))?;
+        for sub in &mut self.subs {
+            if let Some(mut con) = sub.take() {
+                // Awaited, so the server no longer counts it before the next PUBLISH.
+                let _ = con.send_packed_command(&redis::cmd("UNSUBSCRIBE").get_packed_command());
+                let _ = read_until(&mut con, |v| is_kind(v, "unsubscribe"), &mut Vec::new());
+            }
+        }
+        self.subscribed.clear();
+        Ok(())
+    }
+
+    fn key(&self, lock: LockRef) -> &str {
+        match lock {
+            LockRef::Mutex(n) => &self.mutex_keys[usize::from(n)],
+            LockRef::Shared(n) => &self.shared_keys[usize::from(n)],
+        }
+    }
+
+    fn counter(&self, key: &str) -> &str {
+        self.counters.get(key).map_or("", String::as_str)
+    }
+
+    /// The lock a wake channel belongs to.
+    fn lock_of_channel(&self, channel: &str) -> Option<(LockRef, ClientId)> {
+        let (key, client) = channel.rsplit_once(":wake:")?;
+        let client = (0..CLIENTS).find(|c| client_hex(*c) == client)?;
+        let lock = [0u8, 1]
+            .into_iter()
+            .map(LockRef::Mutex)
+            .chain([0u8, 1].into_iter().map(LockRef::Shared))
+            .find(|l| self.key(*l) == key)?;
+        Some((lock, client))
+    }
+
+    fn call(&mut self, source: Source, keys: &[&str], args: &[String]) -> Result<Answer, String> {
+        let script = self
+            .scripts
+            .get(&source_key(source))
+            .ok_or("script missing")?;
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(*k);
+        }
+        for a in args {
+            invocation.arg(a.as_str());
+        }
+        answer(invocation.invoke::<Value>(&mut self.con))
+    }
+
+    fn command(&mut self, cmd: &redis::Cmd) -> Result<Answer, String> {
+        answer(cmd.query::<Value>(&mut self.con))
+    }
+
+    /// Sends `op` as the client does.
+    pub(crate) fn run(&mut self, op: &Op) -> Result<Answer, String> {
+        let meta = format!("{HOLDER}\x1f");
+        match op {
+            Op::SetNxGet { name, token, lease } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let value = lock_value(&token_hex(*token), HOLDER, "").ok_or("token")?;
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(&key)
+                    .arg(value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lease)
+                    .arg("GET");
+                self.command(&cmd)
+            }
+            Op::ExistsQueue { name } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                self.command(redis::cmd("EXISTS").arg(format!("{key}:queue")))
+            }
+            Op::Acquire { name, entry, mode } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let value = lock_value(&token_hex(entry.token), HOLDER, "").ok_or("token")?;
+                let queued = mutex_entry(
+                    &token_hex(entry.token),
+                    &client_hex(entry.client),
+                    entry.lease,
+                    HOLDER,
+                    "",
+                )
+                .ok_or("token")?;
+                let (mode, queued) = match mode {
+                    Mode::Single => ("", String::new()),
+                    Mode::Wait => ("wait", queued),
+                    Mode::Last => ("last", queued),
+                };
+                let counter = self.counter(&key).to_owned();
+                let args = [value, entry.lease.to_string(), mode.into(), queued, counter];
+                self.call(Source::Acquire, &[&key], &args)
+            }
+            Op::Release {
+                name,
+                token,
+                leaving,
+                how,
+            } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let mut args = vec![token_hex(*token), self.counter(&key).to_owned()];
+                if let Some(entry) = leaving {
+                    args.push(
+                        mutex_entry(
+                            &token_hex(entry.token),
+                            &client_hex(entry.client),
+                            entry.lease,
+                            HOLDER,
+                            "",
+                        )
+                        .ok_or("token")?,
+                    );
+                }
+                match how {
+                    ReleaseHow::Own => {}
+                    ReleaseHow::Handoff | ReleaseHow::Force => {
+                        if leaving.is_none() {
+                            args.push(String::new());
+                        }
+                        args.push(
+                            if *how == ReleaseHow::Force {
+                                "force"
+                            } else {
+                                "handoff"
+                            }
+                            .into(),
+                        );
+                    }
+                }
+                self.call(Source::Release, &[&key], &args)
+            }
+            Op::Fence { name, token } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let args = [token_hex(*token), self.counter(&key).to_owned()];
+                self.call(Source::Fence, &[&key], &args)
+            }
+            Op::Extend { items } => {
+                let mut keys = Vec::new();
+                let mut args = Vec::new();
+                for item in items {
+                    keys.push(self.key(item.lock).to_owned());
+                    let owner = match item.lock {
+                        LockRef::Mutex(_) => token_hex(item.token),
+                        LockRef::Shared(_) => format!("S{}", token_hex(item.token)),
+                    };
+                    args.push(owner);
+                    args.push(item.lease.to_string());
+                }
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                self.call(Source::Extend, &keys, &args)
+            }
+            Op::SharedAcquire {
+                name,
+                entry,
+                limit,
+                mode,
+            } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let queued = shared_entry(
+                    &token_hex(entry.token),
+                    &client_hex(entry.client),
+                    entry.lease,
+                    entry.weight,
+                    HOLDER,
+                    "",
+                )
+                .ok_or("token")?;
+                let (mode, queued) = match mode {
+                    Mode::Single => ("", String::new()),
+                    Mode::Wait => ("wait", queued),
+                    Mode::Last => ("last", queued),
+                };
+                let args = [
+                    token_hex(entry.token),
+                    entry.weight.to_string(),
+                    limit.to_string(),
+                    "keep".into(),
+                    entry.lease.to_string(),
+                    mode.into(),
+                    queued,
+                    self.counter(&key).to_owned(),
+                    meta,
+                ];
+                self.call(Source::SharedAcquire, &[&key], &args)
+            }
+            Op::SharedRelease {
+                name,
+                token,
+                leaving,
+            } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let mut args = vec![token_hex(*token), self.counter(&key).to_owned()];
+                if let Some(entry) = leaving {
+                    args.push(
+                        shared_entry(
+                            &token_hex(entry.token),
+                            &client_hex(entry.client),
+                            entry.lease,
+                            entry.weight,
+                            HOLDER,
+                            "",
+                        )
+                        .ok_or("token")?,
+                    );
+                }
+                self.call(Source::SharedRelease, &[&key], &args)
+            }
+            Op::SetLimit { name, limit } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let args = [limit.to_string(), self.counter(&key).to_owned()];
+                self.call(Source::SharedLimit, &[&key], &args)
+            }
+            Op::RwChange {
+                name,
+                old,
+                new,
+                up,
+                lease,
+            } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let args = [
+                    token_hex(*old),
+                    token_hex(*new),
+                    if *up { "up" } else { "down" }.into(),
+                    dlock_model::RW_LIMIT.to_string(),
+                    lease.to_string(),
+                    self.counter(&key).to_owned(),
+                ];
+                self.call(Source::RwChange, &[&key], &args)
+            }
+            Op::ElectionPublish {
+                name,
+                token,
+                fence,
+                value,
+            } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let record = format!("{key}:leader");
+                let args = [
+                    "publish".into(),
+                    token_hex(*token),
+                    fence.to_string(),
+                    "PUBLISH".into(),
+                    value.to_string(),
+                ];
+                self.call(Source::Election, &[&key, &record], &args)
+            }
+            Op::ElectionResign { name, token, fence } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let record = format!("{key}:leader");
+                let args = [
+                    "resign".into(),
+                    token_hex(*token),
+                    fence.to_string(),
+                    "PUBLISH".into(),
+                    String::new(),
+                ];
+                self.call(Source::Election, &[&key, &record], &args)
+            }
+            Op::ElectionRead { name } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let record = format!("{key}:leader");
+                let args = [self.counter(&key).to_owned()];
+                self.call(Source::ElectionRead, &[&key, &record], &args)
+            }
+            Op::Subscribe { lock, client } => {
+                self.subscribe(*lock, *client)?;
+                Ok(Ok(Value::Okay))
+            }
+            Op::Unsubscribe { lock, client } => {
+                self.unsubscribe(*lock, *client)?;
+                Ok(Ok(Value::Okay))
+            }
+            Op::Restart {
+                from_replica: false,
+            } => {
+                self.restart()?;
+                Ok(Ok(Value::Okay))
+            }
+            other => Err(format!("the conformance test does not send {other:?}")),
+        }
+    }
+
+    fn sub(&mut self, client: ClientId) -> Result<&mut redis::Connection, String> {
+        let slot = &mut self.subs[usize::from(client)];
+        if slot.is_none() {
+            let con = self
+                .server
+                .connection()
+                .map_err(|e| format!("connect: {e}"))?;
+            con.set_read_timeout(Some(Duration::from_secs(5)))
+                .map_err(io("read timeout"))?;
+            *slot = Some(con);
+        }
+        slot.as_mut().ok_or_else(|| "no connection".to_owned())
+    }
+
+    fn subscribe(&mut self, lock: LockRef, client: ClientId) -> Result<(), String> {
+        let channel = wake_channel(self.key(lock), &client_hex(client));
+        let con = self.sub(client)?;
+        con.send_packed_command(&redis::cmd("SUBSCRIBE").arg(&channel).get_packed_command())
+            .map_err(io("SUBSCRIBE"))?;
+        read_until(con, |v| is_kind(v, "subscribe"), &mut Vec::new())?;
+        self.subscribed.insert((lock, client));
+        Ok(())
+    }
+
+    /// Unsubscribes (awaiting the server's confirmation); the client's connection closes with
+    /// its last channel.
+    fn unsubscribe(&mut self, lock: LockRef, client: ClientId) -> Result<(), String> {
+        let channel = wake_channel(self.key(lock), &client_hex(client));
+        let con = self.sub(client)?;
+        con.send_packed_command(&redis::cmd("UNSUBSCRIBE").arg(&channel).get_packed_command())
+            .map_err(io("UNSUBSCRIBE"))?;
+        read_until(con, |v| is_kind(v, "unsubscribe"), &mut Vec::new())?;
+        self.subscribed.remove(&(lock, client));
+        if !self.subscribed.iter().any(|(_, c)| *c == client) {
+            self.subs[usize::from(client)] = None;
+        }
+        Ok(())
+    }
+
+    /// Restarts the server empty; every connection is new, the subscriptions are made again
+    /// (as the clients' reconnections do).
+    fn restart(&mut self) -> Result<(), String> {
+        self.server.restart().map_err(|e| format!("restart: {e}"))?;
+        self.con = self
+            .server
+            .connection()
+            .map_err(|e| format!("connect: {e}"))?;
+        for sub in &mut self.subs {
+            *sub = None;
+        }
+        for (lock, client) in std::mem::take(&mut self.subscribed) {
+            self.subscribe(lock, client)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the server clock `units` lease units (and 2 ms, so that no deadline is met
+    /// exactly: the model counts a deadline reached as passed).
+    pub(crate) fn advance(&mut self, units: u64) -> Result<(), String> {
+        self.server
+            .jump_clock(Duration::from_millis(units * UNIT + 2))
+            .map_err(|e| format!("jump_clock: {e}"))
+    }
+
+    /// The messages every live subscription received since the last drain:
+    /// `(lock, client, payload)`, in arrival order per client. A `PING` on each subscription
+    /// marks the end: everything published before it arrives before its reply.
+    pub(crate) fn drain(&mut self) -> Result<Vec<(LockRef, ClientId, Vec<u8>)>, String> {
+        let mut out = Vec::new();
+        for client in 0..CLIENTS {
+            let Some(con) = self.subs[usize::from(client)].as_mut() else {
+                continue;
+            };
+            con.send_packed_command(&redis::cmd("PING").get_packed_command())
+                .map_err(io("PING"))?;
+            let mut messages = Vec::new();
+            read_until(con, |v| is_kind(v, "pong"), &mut messages)?;
+            for (channel, payload) in messages {
+                let (lock, to) = self
+                    .lock_of_channel(&channel)
+                    .ok_or_else(|| format!("a message on an unknown channel {channel}"))?;
+                if to != client {
+                    return Err(format!("client {client} heard {channel}"));
+                }
+                out.push((lock, client, payload));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The state in Redis, as the model's [`Abstract`]; also checks what the model does not
+    /// carry (`used` is the holders' sum; `:exp` expires with the latest holder, S4).
+    pub(crate) fn state(&mut self) -> Result<Abstract, String> {
+        let mut out = Abstract::default();
+        let mut fences: Vec<(u64, LockRef, Token)> = Vec::new();
+        for n in 0..2u8 {
+            let key = self.mutex_keys[usize::from(n)].clone();
+            let replies: Vec<Value> = MutexState::reads(&key)
+                .query(&mut self.con)
+                .map_err(io("mutex state"))?;
+            let state = MutexState::decode(&replies)?;
+            let holder = match &state.holder {
+                Some(h) => Some((token_of(&h.token).ok_or("foreign token")?, h)),
+                None => None,
+            };
+            if let Some((token, h)) = holder
+                && let Some(fence) = h.fence
+            {
+                fences.push((fence, LockRef::Mutex(n), token));
+            }
+            let queue = state
+                .queue
+                .iter()
+                .map(|e| match e {
+                    Ok(e) => token_of(&e.token).ok_or_else(|| format!("queued {e:?}")),
+                    Err(raw) => Err(format!("a queue entry dlock did not write: {raw:?}")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if holder.is_some() || !queue.is_empty() {
+                out.mutexes.insert(
+                    n,
+                    MutexView {
+                        holder: holder.map(|(t, _)| t),
+                        flagged: holder.is_some_and(|(_, h)| h.waiting),
+                        queue,
+                    },
+                );
+            }
+        }
+        for n in 0..2u8 {
+            let key = self.shared_keys[usize::from(n)].clone();
+            let replies: Vec<Value> = SharedState::reads(&key)
+                .query(&mut self.con)
+                .map_err(io("shared state"))?;
+            let state = SharedState::decode(&replies)?;
+            check_shared(&key, &state)?;
+            let mut holders = BTreeMap::new();
+            for h in &state.holders {
+                if h.deadline_ms.is_some_and(|d| d > state.now_ms) {
+                    let token = token_of(&h.token).ok_or("foreign holder")?;
+                    holders.insert(token, u32::try_from(h.weight).map_err(|_| "weight")?);
+                    fences.push((h.fence, LockRef::Shared(n), token));
+                }
+            }
+            let queue = state
+                .queue
+                .iter()
+                .map(|e| match e {
+                    Ok(e) => Ok((
+                        token_of(&e.token).ok_or("queued token")?,
+                        u32::try_from(e.weight.unwrap_or(0)).map_err(|_| "weight")?,
+                    )),
+                    Err(raw) => Err(format!("a queue entry dlock did not write: {raw:?}")),
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let stored = state.version.is_some()
+                || state.limit.is_some()
+                || !state.holders.is_empty()
+                || !state.other_fields.is_empty();
+            if stored || !queue.is_empty() {
+                out.shared.insert(
+                    n,
+                    SharedView {
+                        limit: state
+                            .limit
+                            .map(|l| u32::try_from(l).map_err(|_| "limit"))
+                            .transpose()?,
+                        operator: operator_marked(&state),
+                        holders,
+                        queue,
+                    },
+                );
+            }
+        }
+        fences.sort();
+        let record = format!("{}:leader", self.mutex_keys[1]);
+        let replies: Vec<Value> = LeaderState::reads(&record)
+            .query(&mut self.con)
+            .map_err(io("leader record"))?;
+        match LeaderState::decode(&replies)? {
+            LeaderState::Absent => {}
+            LeaderState::Record { fence, value, .. } => {
+                let rank = fences.iter().filter(|(f, _, _)| *f < fence).count();
+                let value = value
+                    .parse()
+                    .map_err(|_| format!("leader value {value:?}"))?;
+                out.leaders.insert(1, (rank, value));
+            }
+            LeaderState::Foreign(raw) => return Err(format!("leader record {raw:?}")),
+        }
+        out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
+        Ok(out)
+    }
+}
+
+/// Whether the hash says `set_limit` stored its limit. Until the scripts store that, never.
+fn operator_marked(state: &SharedState) -> bool {
+    state
+        .other_fields
+        .iter()
+        .any(|(field, value)| field == "by" && value == "operator")
+}
+
+/// What the scripts keep true of a shared lock that the model's view does not show.
+fn check_shared(key: &str, state: &SharedState) -> Result<(), String> {
+    let sum: u64 = state.holders.iter().map(|h| h.weight).sum();
+    if !state.holders.is_empty() || state.used.is_some_and(|u| u != 0) {
+        let used = state.used.unwrap_or(0);
+        if u64::try_from(used).ok() != Some(sum) {
+            return Err(format!("{key}: used = {used}, but the holders hold {sum}"));
+        }
+    }
+    if let Some(h) = state.holders.iter().find(|h| h.deadline_ms.is_none()) {
+        return Err(format!("{key}: holder {} has no deadline in :exp", h.token));
+    }
+    if !state.orphan_deadlines.is_empty() {
+        return Err(format!(
+            "{key}: deadlines without a holder {:?}",
+            state.orphan_deadlines
+        ));
+    }
+    let latest = state.holders.iter().filter_map(|h| h.deadline_ms).max();
+    if let Some(latest) = latest.filter(|l| *l > state.now_ms) {
+        // S4: `:exp` expires at the latest holder deadline (read in the same pipeline as TIME,
+        // so within a few ms).
+        let expires = state.now_ms + state.exp_pttl_ms;
+        if state.exp_pttl_ms < 0 || (expires - latest).abs() > 5 {
+            return Err(format!(
+                "{key}: :exp has PTTL {} at {}, the latest holder's deadline is {latest}",
+                state.exp_pttl_ms, state.now_ms
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn answer(result: redis::RedisResult<Value>) -> Result<Answer, String> {
+    match result {
+        Ok(value) => Ok(Ok(value)),
+        Err(e) => match e.code() {
+            Some(code) => Ok(Err((code.to_owned(), e.detail().unwrap_or("").to_owned()))),
+            None => Err(format!("redis: {e}")),
+        },
+    }
+}
+
+/// Whether a pub/sub reply is of `kind` (`subscribe`, `unsubscribe`, `pong`).
+fn is_kind(value: &Value, kind: &str) -> bool {
+    match value {
+        Value::Array(items) | Value::Push { data: items, .. } => {
+            matches!(items.first(), Some(Value::BulkString(k)) if k.as_slice() == kind.as_bytes())
+        }
+        _ => false,
+    }
+}
+
+/// Reads replies until one matches `done`, keeping the messages received before it.
+fn read_until(
+    con: &mut redis::Connection,
+    done: impl Fn(&Value) -> bool,
+    messages: &mut Vec<(String, Vec<u8>)>,
+) -> Result<(), String> {
+    loop {
+        let value = con.recv_response().map_err(io("subscription"))?;
+        if done(&value) {
+            return Ok(());
+        }
+        if let Value::Array(items) | Value::Push { data: items, .. } = &value
+            && let [
+                Value::BulkString(kind),
+                Value::BulkString(channel),
+                Value::BulkString(payload),
+            ] = items.as_slice()
+            && kind.as_slice() == b"message"
+        {
+            messages.push((
+                String::from_utf8_lossy(channel).into_owned(),
+                payload.clone(),
+            ));
+            continue;
+        }
+        if !is_kind(&value, "subscribe") && !is_kind(&value, "unsubscribe") {
+            return Err(format!("subscription: unexpected {value:?}"));
+        }
+    }
+}
+
+const ALL_SOURCES: [Source; 13] = [
+    Source::Acquire,
+    Source::Release,
+    Source::Fence,
+    Source::FenceRaise,
+    Source::Extend,
+    Source::SharedAcquire,
+    Source::SharedRelease,
+    Source::SharedLimit,
+    Source::RwChange,
+    Source::SharedInspect,
+    Source::Election,
+    Source::ElectionRead,
+    Source::Inspect,
+];
