@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit bench clean
+.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit bench clean model-mutants
 
 deps:
 	@scripts/ensure-deps.sh
@@ -51,6 +51,12 @@ unit:
 
 fmt:
 	$(CARGO) fmt --all
+
+## The mutation check (not in `make test`): the protocol bugs of tests/conformance/mutants.rs,
+## applied to the shipped Lua one at a time, must each make the conformance test fail; the
+## target fails unless every one is caught.
+model-mutants: deps
+	DLOCK_MUTANT=all $(CARGO) test -p dlock-tests --test conformance -- --nocapture
 
 ## The benchmark of WORKLOADS.md (dlock beside a raw-Redis floor, on its own redis-server).
 ## `make bench BENCH_ARGS="--quick"` for a smoke run; results also in target/bench/results.json.

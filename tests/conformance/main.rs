@@ -4,7 +4,7 @@
 //! after every protocol step. A difference fails with the shrunk sequence as a numbered list.
 //!
 //! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts).
-//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 96, of up to 30 steps).
+//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps).
 //! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
 //! passes only if the test catches it (`make model-mutants`).
 
@@ -41,7 +41,9 @@ fn check(mutant: Option<Mutant>, cases: u32) -> Result<(u32, usize, usize), Stri
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
-        max_shrink_iters: 2_000,
+        max_shrink_iters: 1_000,
+        // Each shrink runs a sequence on the server: bound the time, not only the count.
+        max_shrink_time: 60_000,
         ..Config::default()
     });
     let result = runner.run(&sequence(MAX_STEPS), |Sequence(seq)| {
@@ -69,7 +71,7 @@ fn cases() -> u32 {
     std::env::var("DLOCK_CONFORMANCE_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(96)
+        .unwrap_or(128)
 }
 
 #[test]

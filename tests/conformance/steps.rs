@@ -175,17 +175,11 @@ fn client() -> impl Strategy<Value = u8> {
     0..CLIENTS
 }
 
-fn lock() -> impl Strategy<Value = Lock> {
-    prop_oneof![
-        Just(Lock::Mutex),
-        Just(Lock::Sem),
-        Just(Lock::Rw),
-        Just(Lock::Election)
-    ]
-}
+const LOCKS: [Lock; 4] = [Lock::Mutex, Lock::Sem, Lock::Rw, Lock::Election];
 
-/// One step, weighted towards the acquires and waits that make queues.
-pub(crate) fn step() -> impl Strategy<Value = Step> {
+/// One step on one of `locks`, weighted towards the acquires and waits that make queues.
+pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
+    let lock = move || proptest::sample::select(locks.clone());
     let acquire = (
         client(),
         lock(),
@@ -227,7 +221,14 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// A sequence of up to `len` steps.
+/// A sequence of up to `len` steps. Most sequences keep to one or two locks, so that their
+/// steps meet in the same queues instead of spreading over four.
 pub(crate) fn sequence(len: usize) -> impl Strategy<Value = Sequence> {
-    proptest::collection::vec(step(), 1..=len).prop_map(Sequence)
+    let focus = prop_oneof![
+        3 => proptest::sample::subsequence(LOCKS.to_vec(), 1..=2),
+        1 => Just(LOCKS.to_vec()),
+    ];
+    focus
+        .prop_flat_map(move |locks| proptest::collection::vec(step(locks), 1..=len))
+        .prop_map(Sequence)
 }
