@@ -202,7 +202,7 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
         });
     prop_oneof![
         8 => acquire,
-        3 => (client(), lock()).prop_map(|(client, lock)| Step::Retry { client, lock }),
+        5 => (client(), lock()).prop_map(|(client, lock)| Step::Retry { client, lock }),
         2 => (client(), lock()).prop_map(|(client, lock)| Step::GiveUp { client, lock }),
         2 => (client(), lock()).prop_map(|(client, lock)| Step::Cancel { client, lock }),
         4 => (client(), lock()).prop_map(|(client, lock)| Step::Release { client, lock }),
@@ -217,18 +217,54 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
         1 => Just(Step::Observe),
         2 => (1..=2u8).prop_map(|units| Step::Advance { units }),
         1 => Just(Step::Restart),
-        1 => client().prop_map(|client| Step::Crash { client }),
+        2 => client().prop_map(|client| Step::Crash { client }),
     ]
 }
 
-/// A sequence of up to `len` steps. Most sequences keep to one or two locks, so that their
-/// steps meet in the same queues instead of spreading over four.
+/// Three clients contending for one lock: the first takes it, the others wait behind it (the
+/// queues every interesting step needs, in three steps instead of a lucky draw).
+fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
+    (
+        proptest::sample::select(locks),
+        Just((0..CLIENTS).collect::<Vec<u8>>()).prop_shuffle(),
+        proptest::collection::vec(1..=3u32, 3),
+    )
+        .prop_map(|(lock, clients, weights)| {
+            clients
+                .iter()
+                .zip(weights)
+                .enumerate()
+                .map(|(i, (&client, weight))| Step::Acquire {
+                    client,
+                    lock,
+                    weight: if lock == Lock::Rw && weight > 1 {
+                        2
+                    } else {
+                        weight
+                    },
+                    limit: 3,
+                    lease: 1,
+                    wait: i > 0,
+                })
+                .collect()
+        })
+}
+
+/// A sequence of up to `len` steps (made of single steps and contention bursts). Most
+/// sequences keep to one or two locks, so that their steps meet in the same queues instead of
+/// spreading over four.
 pub(crate) fn sequence(len: usize) -> impl Strategy<Value = Sequence> {
     let focus = prop_oneof![
         3 => proptest::sample::subsequence(LOCKS.to_vec(), 1..=2),
         1 => Just(LOCKS.to_vec()),
     ];
     focus
-        .prop_flat_map(move |locks| proptest::collection::vec(step(locks), 1..=len))
-        .prop_map(Sequence)
+        .prop_flat_map(move |locks| {
+            let fragment = prop_oneof![
+                6 => step(locks.clone()).prop_map(|step| vec![step]),
+                1 => contention(locks),
+            ];
+            proptest::collection::vec(fragment, 1..=len * 6 / 8)
+        })
+        .prop_map(move |fragments| Sequence(fragments.into_iter().flatten().take(len).collect()))
 }
