@@ -60,6 +60,8 @@ model-mutants: deps
 
 ## The benchmark of WORKLOADS.md (dlock beside a raw-Redis floor, on its own redis-server).
 ## `make bench BENCH_ARGS="--quick"` for a smoke run; results also in target/bench/results.json.
+## A run worth keeping: its report goes to docs/benchmarks/YYYY-MM-DD-run-<letter>.md, its
+## summary into BENCHMARKS.md, by hand (BENCHMARKS.md, "Reproduce").
 BENCH_ARGS ?=
 bench: deps
 	$(CARGO) run --release --quiet -p dlock-bench -- $(BENCH_ARGS)

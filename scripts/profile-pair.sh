@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Load-independent profile of the W1 acquire/release pair (BENCHMARKS.md, "W1 multi-thread:
-# where the 4 % goes"): per pair = (full run − `--quick` run) ÷ 18,900 pairs, which cancels
-# start-up and warm-up. Wall-clock rates are not used: on this shared 2-vCPU VM they are noise.
+# Load-independent profile of the W1 acquire/release pair (its method and first results:
+# docs/benchmarks/2026-11-24-w1-profile.md): per pair = (full run − `--quick` run) ÷ 18,900
+# pairs, which cancels start-up and warm-up. Wall-clock rates are not used: on this shared
+# 2-vCPU VM they are noise.
 #
 #   scripts/profile-pair.sh [SUBJECT ...]        (default: floor rslock dlock)
 #

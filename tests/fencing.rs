@@ -50,8 +50,8 @@ backend_tests!(
 
     /// Every path issues its fence from the counter of the lock's slot — the acquisition's own
     /// round trip (`fenced`), on demand, a hand-off — so one name's fences increase whichever
-    /// path issued them. No per-name key is written, the counter does not expire, and a counter
-    /// lost on its own (evicted, deleted) is raised to the server clock on every path.
+    /// path issued them. The counter does not expire, and a counter lost on its own (evicted,
+    /// deleted) is raised to the server clock on every path.
     async fn every_path_takes_its_fence_from_the_slot_counter(backend: Backend) {
         let mut con = backend.raw().await;
         let counter = dlock_core::__private::fence_counter_key("dlock:", "slot").unwrap();
@@ -109,8 +109,6 @@ backend_tests!(
             seen.push(handed.await.unwrap().unwrap());
         }
         assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
-        let per_name: bool = con.exists("dlock:{slot}:fence").await.unwrap();
-        assert!(!per_name, "no per-name counter is written");
         let pttl: i64 = con.pttl(&counter).await.unwrap();
         assert_eq!(pttl, -1, "the slot's counter does not expire");
     }
@@ -252,4 +250,84 @@ async fn a_slot_is_floored_once_per_connection() {
         })
         .await;
     }
+}
+
+/// The server's command counts (`INFO commandstats`), by command name.
+fn command_calls(con: &mut redis::Connection) -> std::collections::BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// A warm fenced acquire (its slot floored on this connection) is one `MULTI` of `SET`,
+/// `EXISTS`, `INCR` and `CLIENT GETNAME`, and no fence depends on a key other than the slot's
+/// counter. Until issue 27 the `MULTI` also read dlock 0.1's per-name counter (`GET
+/// <lock>:fence`), and every fence was raised above a number found there.
+#[tokio::test]
+async fn a_warm_fenced_acquire_is_six_commands_and_reads_no_other_key() {
+    let server = dlock_testkit::RedisServer::start().unwrap();
+    let client = dlock_core::Client::builder(server.url()).build().unwrap();
+    let fenced = client
+        .mutex_with("warm", MutexOptions::new().fenced())
+        .unwrap();
+    let mut con = server.connection().unwrap();
+    // Another program's key at the name dlock 0.1 used, far ahead of the clock.
+    let other: u64 = 9_000_000_000_000_000_000;
+    let () = redis::Commands::set(&mut con, "dlock:{warm}:fence", other).unwrap();
+    // Warm: the first acquires name the connection and floor the slot (see
+    // a_slot_is_floored_once_per_connection).
+    for _ in 0..3 {
+        let guard = fenced.try_acquire().await.unwrap().expect("free");
+        let fence = guard.issued_fencing_token().expect("fenced").get();
+        assert!(fence < other, "fence {fence} raised above another key");
+        guard.release().await.unwrap();
+    }
+    let guard = client.mutex("warm").unwrap().try_acquire().await.unwrap();
+    let guard = guard.expect("free");
+    let fence = guard.fencing_token().await.unwrap().get();
+    assert!(
+        fence < other,
+        "fence {fence} on demand raised above another key"
+    );
+    guard.release().await.unwrap();
+
+    let before = command_calls(&mut con);
+    let guard = fenced.try_acquire().await.unwrap().expect("free");
+    let after = command_calls(&mut con);
+    assert!(guard.issued_fencing_token().expect("fenced").get() < other);
+    guard.release().await.unwrap();
+    let sent: std::collections::BTreeMap<&str, u64> = after
+        .iter()
+        .filter(|(name, _)| name.as_str() != "info")
+        .map(|(name, calls)| {
+            (
+                name.as_str(),
+                calls - before.get(name).copied().unwrap_or(0),
+            )
+        })
+        .filter(|(_, calls)| *calls > 0)
+        .collect();
+    let expected = [
+        ("client|getname", 1),
+        ("exec", 1),
+        ("exists", 1),
+        ("incr", 1),
+        ("multi", 1),
+        ("set", 1),
+    ];
+    assert_eq!(
+        sent,
+        expected.into_iter().collect(),
+        "one warm fenced acquire"
+    );
 }

@@ -28,6 +28,7 @@ mod holder_crash;
 mod inspect;
 mod invalid_input;
 mod lease_lost;
+mod leaving_waiters;
 mod lock_family;
 mod macro_lock;
 mod metrics;

@@ -1,7 +1,10 @@
 //! The README's code compiles and runs as written: every `rust` block of README.md is one of
 //! the programs in `examples/readme/src/bin/` (verbatim), and each runs against a real Redis.
 //! One server only: the programs take one URL (`DLOCK_REDIS_URL`), and one is the scheduler's.
+//! The README's "Benchmarks" section points to the benchmark report, which stays short: the
+//! runs' full reports live in `docs/benchmarks/`, one file per run (issue #28).
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -12,6 +15,9 @@ use nix::unistd::Pid;
 use crate::support::redis;
 
 const README: &str = include_str!("../README.md");
+const BENCHMARKS: &str = include_str!("../BENCHMARKS.md");
+/// How long the benchmark report may grow (issue #28): one screen per workload, not a journal.
+const BENCHMARKS_MAX_LINES: usize = 400;
 const PROGRAMS: [(&str, &str); 6] = [
     (
         "quickstart",
@@ -74,6 +80,90 @@ fn every_readme_block_is_a_program_that_ci_builds() {
         assert!(
             blocks.iter().any(|b| b.trim_end() == source.trim_end()),
             "examples/readme/src/bin/{name}.rs is not in the README (or differs from it)"
+        );
+    }
+}
+
+/// The lines of `doc` from the `heading` line to the next heading of its level (or the end).
+fn section<'a>(doc: &'a str, heading: &str) -> Vec<&'a str> {
+    let level = heading.split(' ').next().unwrap_or_default();
+    let mut lines = doc.lines().skip_while(|line| *line != heading);
+    let Some(first) = lines.next() else {
+        panic!("no `{heading}` heading");
+    };
+    let next_heading = format!("{level} ");
+    std::iter::once(first)
+        .chain(lines.take_while(|line| !line.starts_with(&next_heading)))
+        .collect()
+}
+
+#[test]
+fn the_readme_benchmarks_section_links_the_report_and_the_runs() {
+    let section = section(README, "## Benchmarks").join("\n");
+    assert!(
+        section.contains("[`BENCHMARKS.md`](BENCHMARKS.md)"),
+        "the README's Benchmarks section does not link BENCHMARKS.md:\n{section}"
+    );
+    assert!(
+        section.contains("(docs/benchmarks/)"),
+        "the README's Benchmarks section does not link docs/benchmarks/:\n{section}"
+    );
+    assert!(
+        section.contains("make bench"),
+        "the README's Benchmarks section does not say how to run it:\n{section}"
+    );
+}
+
+/// `docs/benchmarks/YYYY-MM-DD-<run>.md`.
+fn is_run_file_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.len() > "YYYY-MM-DD-.md".len()
+        && bytes[..10].iter().enumerate().all(|(i, b)| match i {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        })
+        && bytes[10] == b'-'
+        && name.ends_with(".md")
+}
+
+#[test]
+fn benchmarks_md_stays_a_report_and_lists_every_run_in_docs_benchmarks() {
+    let lines = BENCHMARKS.lines().count();
+    assert!(
+        lines <= BENCHMARKS_MAX_LINES,
+        "BENCHMARKS.md has {lines} lines (at most {BENCHMARKS_MAX_LINES}): put a run's report in \
+         docs/benchmarks/YYYY-MM-DD-run-<letter>.md and only its summary in BENCHMARKS.md"
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks");
+    let mut runs = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            is_run_file_name(&name),
+            "docs/benchmarks/{name} is not named YYYY-MM-DD-<run>.md"
+        );
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+        let first = text.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("Issue") && first.contains('#') && first.contains('`'),
+            "docs/benchmarks/{name} does not open with the issue and commit it belongs to: {first}"
+        );
+        runs.push(name);
+    }
+    assert!(!runs.is_empty(), "no run in docs/benchmarks/");
+    let listed = section(BENCHMARKS, "## The runs").join("\n");
+    for name in &runs {
+        assert!(
+            listed.contains(&format!("(docs/benchmarks/{name})")),
+            "BENCHMARKS.md, \"The runs\", does not list docs/benchmarks/{name}"
+        );
+    }
+    // Every link into docs/benchmarks/ names a file that exists.
+    for link in BENCHMARKS.split("](docs/benchmarks/").skip(1) {
+        let target = link.split([')', '#']).next().unwrap_or_default();
+        assert!(
+            target.is_empty() || runs.iter().any(|name| name == target),
+            "BENCHMARKS.md links docs/benchmarks/{target}, which does not exist"
         );
     }
 }

@@ -206,8 +206,8 @@ async fn until_accepted(tally: &Tally, target: u64, limit: Duration) {
     }
 }
 
-/// The failover figures, for the report and BENCHMARKS.md (not asserted: no timing assertions
-/// in tests).
+/// The failover figures, for the report and BENCHMARKS.md, "Failover" (not asserted: no timing
+/// assertions in tests).
 #[allow(clippy::print_stderr)]
 fn report(line: &str) {
     eprintln!("sentinel failover: {line}");

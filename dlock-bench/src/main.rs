@@ -206,6 +206,14 @@ fn run(counts: &Counts, only: &[String], subjects: Vec<Kind>, json: &Path) -> Re
     println!("{}", results.markdown());
     results.write_json(json)?;
     eprintln!("dlock-bench: results written to {}", json.display());
+    if !counts.quick {
+        // The benchmark never writes into the docs: a run worth keeping is recorded by hand.
+        eprintln!(
+            "dlock-bench: to record this run, save the report (stdout) as \
+             docs/benchmarks/YYYY-MM-DD-run-<letter>.md and paste its summary into \
+             BENCHMARKS.md (its \"Reproduce\" section says how)"
+        );
+    }
     Ok(())
 }
 

@@ -351,9 +351,10 @@ impl ClientBuilder {
     /// earlier one on the connection is unacknowledged, which batches the requests of many
     /// concurrent tasks into fewer packets; a lone request is still sent at once, and the reply
     /// to the earlier request carries the acknowledgement, so the wait is at most one round
-    /// trip. Measured on this project's benchmark (BENCHMARKS.md, same run): 64 tasks on one
-    /// client (W2) do ~1.3× the pairs per second with Nagle on, while one task at a time (W1)
-    /// and the contended hand-off (W3 gap, p50 and p99) are as fast or faster. Turn it on for a
+    /// trip. Measured on this project's benchmark (docs/benchmarks/2026-11-23-run-a.md, both
+    /// settings in the same run): 64 tasks on one client (W2) do 1.1–1.3× the pairs per second
+    /// with Nagle on, while one task at a time (W1) and the contended hand-off (W3 gap, p50 and
+    /// p99) are as fast or faster. Turn it on for a
     /// connection that mostly carries requests whose replies come late (none of dlock's do).
     pub fn tcp_nodelay(mut self, nodelay: bool) -> Self {
         self.nodelay = nodelay;

@@ -14,6 +14,9 @@ pub(crate) const FOREIGN_CODE: &str = "DLOCKFOREIGN";
 /// The error code of a shared lock whose stored limit differs from the caller's
 /// (`scripts/shared_acquire.lua`).
 pub(crate) const LIMIT_CODE: &str = "DLOCKLIMIT";
+/// The error code of a shared-lock request heavier than the limit in force, one set by
+/// `Semaphore::set_limit` (`scripts/shared_acquire.lua`).
+pub(crate) const WEIGHT_CODE: &str = "DLOCKWEIGHT";
 
 /// What kind of failure an [`Error`] is. Each variant says when it happens and what to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -217,7 +220,26 @@ impl Error {
                 message: format!(
                     "{context}: the semaphore exists in Redis with a limit of {stored} permits, \
                      and this handle was built with another; every process must use the same \
-                     limit (a semaphore that nobody holds forgets its limit after its last lease)"
+                     limit (a limit stored by a handle is forgotten once nobody holds or waits; \
+                     `Semaphore::set_limit` sets one that every handle follows)"
+                )
+                .into(),
+                source: Some(Box::new(err)),
+            };
+        }
+        if err.code() == Some(WEIGHT_CODE) {
+            // "DLOCKWEIGHT <key> <weight> <limit>" from shared_acquire.lua.
+            let detail = err.detail().unwrap_or_default();
+            let mut parts = detail.split(' ').skip(1);
+            let weight = parts.next().unwrap_or("this many");
+            let limit = parts.next().unwrap_or("fewer");
+            return Self {
+                kind: ErrorKind::InvalidInput,
+                message: format!(
+                    "{context}: this request asks for {weight} permits, but the semaphore's limit \
+                     in Redis is {limit} (set with `Semaphore::set_limit`, which every handle \
+                     follows), so it could never be served; ask for at most {limit}, or raise \
+                     the limit"
                 )
                 .into(),
                 source: Some(Box::new(err)),

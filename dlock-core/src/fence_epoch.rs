@@ -9,7 +9,7 @@
 //! same `MULTI` — sound only if every loss of data takes longer than that to recover from (a
 //! restart can take less), and costly: a slot's counter moves by one per acquire, falls behind
 //! the clock between two acquires of that slot, and a third of the fenced acquires went on to
-//! `fence.lua` in a second round trip (BENCHMARKS.md, run K).
+//! `fence.lua` in a second round trip (docs/benchmarks/2026-11-25-run-k.md).
 //!
 //! Now the clock is not asked at all. A counter can only lose values where the server's data
 //! goes back, and a restart or a failover replaces the client's connection. So each slot's

@@ -43,25 +43,16 @@ pub struct HolderInfo {
 
 impl HolderInfo {
     /// Reads the lock value (see `scripts/wire.rs`), which carries the hold's fence once a
-    /// script issued one (see `fence.lua`); a lock of format version 0 kept its fence only in
-    /// its per-name counter (`counter`).
-    fn parse(
-        value: &str,
-        counter: Option<u64>,
-        remaining: Duration,
-        waiters: usize,
-    ) -> Option<Self> {
+    /// script issued one (see `fence.lua`).
+    fn parse(value: &str, remaining: Duration, waiters: usize) -> Option<Self> {
         let holder = parse_lock_value(value).filter(|h| h.version <= wire::VERSION)?;
-        let fence = holder
-            .fence
-            .or(if holder.version == 0 { counter } else { None });
         Some(Self {
             host: holder.host.to_owned(),
             pid: holder.pid,
             label: Some(holder.label)
                 .filter(|l| !l.is_empty())
                 .map(str::to_owned),
-            fencing_token: fence.map(FencingToken::new),
+            fencing_token: holder.fence.map(FencingToken::new),
             remaining,
             waiters,
         })
@@ -246,18 +237,17 @@ impl Client {
         let mut call = Call::new(&scripts::INSPECT, 1);
         call.arg(&*keys.lock);
         let reply = self.ctx.transport.run(&call, "inspect", name).await?;
-        let (value, counter, remaining, waiters) = match InspectReply::decode(&reply) {
+        let (value, remaining, waiters) = match InspectReply::decode(&reply) {
             Some(InspectReply::Free) => return Ok(None),
             Some(InspectReply::Held {
                 value,
-                counter,
                 remaining,
                 waiters,
-            }) => (value, counter, remaining, waiters),
+            }) => (value, remaining, waiters),
             None => return Err(unexpected("inspect", &reply)),
         };
         let value = String::from_utf8_lossy(&value);
-        if let Some(info) = HolderInfo::parse(&value, counter, remaining, waiters) {
+        if let Some(info) = HolderInfo::parse(&value, remaining, waiters) {
             return Ok(Some(info));
         }
         let context = format!("inspect `{name}`");
@@ -590,9 +580,9 @@ mod tests {
         );
         for aux in [
             "dlock:{order:42}:queue",
-            "dlock:{order:42}:fence",
             "dlock:{jobs}:sem:exp",
             "dlock:{jobs}:sem:queue",
+            "dlock:{jobs}:sem:limit",
             "dlock:{prices}:rw:exp",
             "dlock:{leader}:leader",
             "dlock:fence:{a1}",
@@ -627,7 +617,7 @@ mod tests {
         let ms = Duration::from_millis;
         let value =
             "0123456789abcdef0123456789abcdefw1 web-1\x1f4242\x1fpay handler\x1f1700000000000001";
-        let info = HolderInfo::parse(value, Some(1_800_000_000_000_000), ms(1500), 2).unwrap();
+        let info = HolderInfo::parse(value, ms(1500), 2).unwrap();
         assert_eq!(info.host, "web-1");
         assert_eq!(info.pid, 4242);
         assert_eq!(info.label.as_deref(), Some("pay handler"));
@@ -637,23 +627,17 @@ mod tests {
         );
         assert_eq!(info.remaining, Duration::from_millis(1500));
         assert_eq!(info.waiters, 2);
-        let bare = HolderInfo::parse(
-            "0123456789abcdef0123456789abcdef- host\x1f7\x1f",
-            None,
-            ms(10),
-            0,
-        )
-        .unwrap();
+        let bare = HolderInfo::parse("0123456789abcdef0123456789abcdef- host\x1f7\x1f", ms(10), 0)
+            .unwrap();
         assert_eq!(bare.label, None);
         assert_eq!(bare.fencing_token, None);
-        // Version 1 without a fence issued yet: the counter belongs to an earlier hold.
+        // Version 1 without a fence issued yet.
         let unfenced = "0123456789abcdef0123456789abcdef-1 host\x1f7\x1f";
-        let info = HolderInfo::parse(unfenced, Some(5), ms(10), 0).unwrap();
+        let info = HolderInfo::parse(unfenced, ms(10), 0).unwrap();
         assert_eq!(info.fencing_token, None);
-        // Version 0 kept its fence in the counter.
-        let old = "0123456789abcdef0123456789abcdef- host\x1f7\x1f";
-        let info = HolderInfo::parse(old, Some(5), ms(10), 0).unwrap();
-        assert_eq!(info.fencing_token, Some(FencingToken::new(5)));
-        assert!(HolderInfo::parse("garbage", None, ms(1), 0).is_none());
+        // A newer format is not read.
+        let newer = "0123456789abcdef0123456789abcdef-2 host\x1f7\x1f";
+        assert!(HolderInfo::parse(newer, ms(10), 0).is_none());
+        assert!(HolderInfo::parse("garbage", ms(1), 0).is_none());
     }
 }

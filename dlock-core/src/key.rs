@@ -12,14 +12,13 @@
 //! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
 //! | `<prefix>fence:{<tag>}`            | string | the slot's fence counter; no expiry       |
 //! | `<prefix>quorum:since` (a cluster: `<prefix>quorum:since:{<tag>}`, per slot) | string | a quorum node's record of when its data began, by its clock (ms); no expiry (`fence_raise.lua`) |
-//! | `<prefix>{<name>}:fence`           | string | read only: the per-name counter that dlock up to 0.1 wrote (7 days after its last use) |
-//! | `<prefix>{<name>}:sem`             | hash   | a semaphore: limit, permits used, one field per holder (`scripts/shared.lua`); expires at its last holder's deadline |
+//! | `<prefix>{<name>}:sem`             | hash   | a semaphore: limit, permits used, one field per holder (`scripts/shared.lua`); expires at its last holder's deadline, or later while requests wait |
+//! | `<prefix>{<name>}:sem:limit`       | string | the limit set by `Semaphore::set_limit`; no expiry |
 //! | `<prefix>{<name>}:sem:exp`         | zset   | the semaphore's holders by lease deadline; same lifetime |
 //! | `<prefix>{<name>}:sem:queue`, `…:sem:wake:<client>` | list, channel | as the mutex's |
 //! | `<prefix>{<name>}:rw`, `…:rw:exp`, `…:rw:queue`, `…:rw:wake:<client>` | hash, zset, list, channel | a read-write lock: the semaphore's layout, a reader weighing 1 and a writer the whole limit (`rwlock.rs`) |
 //!
-//! There is at most one counter per slot in use (16,384 at most, ~100 B each), where dlock up
-//! to 0.1 kept one per name for 7 days after its last use.
+//! There is at most one counter per slot in use (16,384 at most, ~100 B each).
 //!
 //! Names may not contain `{` or `}` (they would change the hash tag) nor control characters.
 

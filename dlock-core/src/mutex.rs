@@ -475,7 +475,7 @@ impl Mutex {
                     let sent = Instant::now();
                     // Boxed, as each attempt below: a waiting task keeps this future for as long as it
                     // waits, and it would otherwise carry the largest request it can make inline
-                    // (BENCHMARKS.md, memory per waiting task).
+                    // (docs/benchmarks/2026-11-23-run-a.md, "Memory").
                     let fast = Box::pin(self.fast_attempt(token)).await?;
                     cleanup.disarm();
                     match fast {
@@ -583,13 +583,12 @@ impl Mutex {
     /// `INCR`, if no floor applies ([`wire::counted_fence`]) and it ran on the connection the
     /// slot's counter was floored on, or the one `fence.lua` issued in it. `None` sends the
     /// acquire to `fence.lua` in a round trip of its own. `replies`: `SET`, `EXISTS`, then
-    /// what `ticket` added (`INCR` and `GET <legacy counter>`, or `fence.lua`; `CLIENT
-    /// GETNAME`; `CLIENT SETNAME`).
+    /// what `ticket` added (`INCR` or `fence.lua`; `CLIENT GETNAME`; `CLIENT SETNAME`).
     fn counted_fence(&self, ticket: &Ticket, replies: &[Value]) -> Option<u64> {
         let mut added = replies.get(2..)?.iter();
-        // What issued the fence: the plain INCR (with the legacy counter's GET), or fence.lua.
+        // What issued the fence: the plain INCR, or fence.lua.
         let issued = if ticket.trusted() {
-            Ok((added.next()?, added.next()?))
+            Ok(added.next()?)
         } else {
             Err(added.next()?)
         };
@@ -607,7 +606,7 @@ impl Mutex {
         let same = ticket.read(&self.ctx.fence_epochs, name, named);
         match issued {
             // Taken only on the connection the slot was floored on.
-            Ok((incr, legacy)) => same.then(|| wire::counted_fence(incr, legacy)).flatten(),
+            Ok(incr) => same.then(|| wire::counted_fence(incr)).flatten(),
             // fence.lua floored the counter and took the fence: on the epoch's connection,
             // plain INCRs of the slot will do from now on. An error in its place (NOSCRIPT on
             // a fresh server, a foreign counter) leaves it to fence.lua's own round trip.
@@ -663,13 +662,12 @@ impl Mutex {
     ///
     /// With `fenced`, the same round trip issues the hold's fence: the commands run in a `MULTI`
     /// (so the fence is taken at the instant the lock is, and fences stay in holding order)
-    /// with `INCR` of the slot's fence counter and `GET` of the per-name counter of dlock up to
-    /// 0.1 — on a connection on which the slot's counter was floored at the server clock
-    /// before — or else with `fence.lua`, which floors it; `CLIENT GETNAME` tells which
-    /// connection it ran on (`fence_epoch.rs`). When a floor applies after all (a counter made
-    /// anew, or an older client's fence at or above it), `fence.lua` issues the fence in a
-    /// round trip of its own. A busy attempt's `INCR` leaves a gap in the counter, which is
-    /// harmless.
+    /// with `INCR` of the slot's fence counter — on a connection on which the slot's counter
+    /// was floored at the server clock before — or else with `fence.lua`, which floors it;
+    /// `CLIENT GETNAME` tells which connection it ran on (`fence_epoch.rs`). A warm acquire is
+    /// thus `MULTI`, `SET`, `EXISTS`, `INCR`, `CLIENT GETNAME`, `EXEC`. When a floor applies
+    /// after all (a counter made anew), `fence.lua` issues the fence in a round trip of its
+    /// own. A busy attempt's `INCR` leaves a gap in the counter, which is harmless.
     async fn fast_attempt(&self, token: OwnerToken) -> Result<Fast> {
         match self.fast_attempt_once(token).await {
             // The ACL refused the connection's name commands: the server discarded the whole
@@ -687,7 +685,7 @@ impl Mutex {
         let label = self.settings.label.as_deref().unwrap_or_default();
         // Each command's buffer is sized for it up front: grown from empty, argument by
         // argument, it was a third of the client's cost of writing the request (callgrind).
-        let mut pipe = redis::Pipeline::with_capacity(if self.settings.fenced { 6 } else { 2 });
+        let mut pipe = redis::Pipeline::with_capacity(if self.settings.fenced { 5 } else { 2 });
         pipe.ignore_errors();
         let holder = &self.ctx.transport.holder;
         let mut set = Cmd::with_capacity(7, lock.len() + holder.len() + label.len() + 64);
@@ -719,11 +717,6 @@ impl Mutex {
                 let mut incr = Cmd::with_capacity(2, lock.len() + 48);
                 incr.arg("INCR").arg(self.keys.counter());
                 pipe.add_command(incr);
-                let mut legacy = Cmd::with_capacity(2, lock.len() + 16);
-                legacy
-                    .arg("GET")
-                    .arg(wire::DerivedKey::legacy_counter(lock));
-                pipe.add_command(legacy);
             } else {
                 let mut call = Call::new(&scripts::FENCE, 1);
                 call.arg(lock).arg(token).arg(self.keys.counter());

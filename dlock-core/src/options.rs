@@ -173,8 +173,9 @@ impl MutexOptions {
     /// trip the first time (nothing at all for holders that never ask), except for a lock handed
     /// over to a waiter, which arrives with its token. With `fenced`, an uncontended acquire
     /// takes it in its own round trip — an `INCR` of the slot's fence counter in the acquire's
-    /// `MULTI`, no script (measured in BENCHMARKS.md) — instead of a second round trip. Such a
-    /// fence is known to the holder only: [`crate::Client::inspect`] does not show it.
+    /// `MULTI`, no script (measured in BENCHMARKS.md, "W2-fence") — instead of a second round
+    /// trip. Such a fence is known to the holder only: [`crate::Client::inspect`] does not show
+    /// it.
     pub fn fenced(mut self) -> Self {
         self.fenced = true;
         self
@@ -434,7 +435,7 @@ pub(crate) struct LockSettings {
     pub(crate) fenced: bool,
     /// What a grant waits for before it becomes a guard; `None` for [`Durability::None`].
     /// Behind a pointer: few handles ask for it, and every handle (and every waiting task that
-    /// owns one) would otherwise carry its 24 bytes (BENCHMARKS.md, memory per waiting task).
+    /// owns one) would otherwise carry its 24 bytes (docs/benchmarks/2026-11-25-run-l.md).
     durability: Option<Arc<Durability>>,
     /// Stored with the holder's host and pid.
     pub(crate) label: Option<Arc<str>>,

@@ -15,9 +15,13 @@
 //!   capped at the nearest holder's deadline, when a crashed holder's permits come back.
 //! * **Fenced.** Every grant takes the next fence of the slot's counter (`next_fence` of
 //!   `common.lua`): strictly increasing per name, across releases, expiries and a lost counter.
-//! * **The limit is stored.** The first acquire stores its limit; a handle built with another
-//!   limit is refused with [`crate::ErrorKind::InvalidInput`] while the semaphore exists in Redis
-//!   (nobody holds it for longer than its last lease).
+//! * **The limit is stored.** The first acquire stores its handle's limit; a handle built with
+//!   another limit is refused with [`crate::ErrorKind::InvalidInput`] while the semaphore exists
+//!   in Redis (while anyone holds or waits). A limit set with [`Semaphore::set_limit`] is kept
+//!   until it is set again, and every handle follows it, whatever limit it was built with.
+//! * **Nobody waits behind a request that left.** A request whose wait ends, that is dropped, or
+//!   whose client died admits whatever fits behind it (the dead one at the latest when the queue
+//!   is next served: its client no longer listens).
 
 use std::fmt;
 use std::future::Future;
@@ -80,8 +84,9 @@ impl Semaphore {
     /// Takes `permits` permits if they are free now and nobody waits ahead; `Ok(None)` otherwise.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] when `permits` is 0 or above the limit, or the stored limit
-    /// differs from this handle's; connection errors; [`ErrorKind::WrongType`] when the key holds
+    /// [`ErrorKind::InvalidInput`] when `permits` is 0 or above this handle's limit or the one
+    /// set with [`Semaphore::set_limit`], or a limit stored by another handle differs from this
+    /// handle's; connection errors; [`ErrorKind::WrongType`] when the key holds
     /// data dlock did not write.
     ///
     /// # Cancel safety
@@ -123,14 +128,18 @@ impl Semaphore {
         self.acquire_until(permits, Some(wait))
     }
 
-    /// Changes the semaphore's limit in Redis to `limit` (and this handle's with it): a higher
-    /// limit admits at once the waiters at the head of the queue that now fit; a lower one takes
-    /// nothing from the holders — new requests wait until what is held fits under it. Returns
-    /// the limit stored before (`None`: nobody held the semaphore, so none was stored).
+    /// Sets the semaphore's limit in Redis to `limit` (and this handle's with it), for every
+    /// process: the limit is kept (without expiry) until it is set again, and every handle's
+    /// requests are weighed against it, whatever limit the handle was built with. A higher
+    /// limit admits at once the waiters at the head of the queue that now fit. A lower one takes
+    /// nothing from the holders — new requests wait until what is held fits under it — and
+    /// fails at once the queued requests that ask for more than it (they could never be served:
+    /// [`ErrorKind::InvalidInput`]). Setting a limit on a semaphore nobody holds keeps it the
+    /// same way. Returns the limit in force before (`None`: nobody held or waited and none was
+    /// set, so the next acquire would have stored its handle's).
     ///
-    /// Other handles built with the old limit are refused with [`ErrorKind::InvalidInput`] on
-    /// their next acquire (build them with the new one): the limit is one fact for every
-    /// process, never two.
+    /// The trade-off: the kept limit is one small key per semaphore that was ever given one;
+    /// delete `<prefix>{<name>}:sem:limit` to go back to limits stored by handles.
     ///
     /// ```no_run
     /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {

@@ -18,7 +18,7 @@ pub(crate) const OWNER_TOKEN_LEN: usize = 32;
 ///
 /// One token is drawn per acquire call and reused by every retry of that call, which is what
 /// makes a retried acquire idempotent. Kept as its 16 bytes, not as its 32 digits: every held
-/// lease, waiting call and queued clean-up carries one (BENCHMARKS.md, memory), and the digits
+/// lease, waiting call and queued clean-up carries one (BENCHMARKS.md, "Memory"), and the digits
 /// are written only into a request. (Bytes rather than a `u128`, whose 16-byte alignment would
 /// pad every struct that holds one.)
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

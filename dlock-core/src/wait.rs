@@ -53,7 +53,9 @@ pub(crate) struct Slot {
 impl Slot {
     fn deliver(&self, grant: Grant) {
         let Some(fence) = NonZeroU64::new(grant.fence) else {
-            tracing::debug!("dlock: ignored a grant with fence 0 (not written by dlock)");
+            // A nudge (`<token> 0 0 0 1`, from `shared_limit.lua`): no grant, ask the server
+            // again now.
+            self.notify.notify_one();
             return;
         };
         let lease_ms = u64::try_from(grant.lease.as_millis()).unwrap_or(u64::MAX);

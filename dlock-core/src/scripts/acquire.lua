@@ -6,10 +6,9 @@
 --
 -- KEYS[1]  lock key   string "<token><flag>1 <meta>[\x1f<fence>]", PX = the lease (see
 --                     common.lua and scripts/wire.rs)
--- Derived keys (same hash tag as KEYS[1], hence the same cluster slot; declaring them would
--- cost every call ~2k instructions per key, measured):
+-- Derived key (same hash tag as KEYS[1], hence the same cluster slot; declaring it would cost
+-- every call ~2k instructions, measured):
 --          KEYS[1]..":queue"  waiter entries, oldest first (see common.lua)
---          KEYS[1]..":fence"  read only: the per-name counter of dlock up to 0.1 (next_fence)
 -- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
@@ -66,7 +65,7 @@ if taken and redis.call('LLEN', queue) > 0 then
 end
 
 if taken then
-  local fence, refused = next_fence(lock, counter)
+  local fence, refused = next_fence(counter)
   if not fence then
     redis.call('DEL', lock)
     return refused

@@ -48,29 +48,26 @@ local function unusable(lock, value)
   return nil
 end
 
--- The next fencing token for a hold of `lock`, taken from `counter`: the fence counter of the
+-- The next fencing token for a hold of a lock, taken from `counter`: the fence counter of the
 -- lock's cluster slot, "<prefix>fence:{<tag>}", shared by every lock of the slot and named by the
 -- client (key.rs). The one place a script issues a fence; the uncontended acquire with `fenced`
 -- takes the same step in its MULTI (INCR, then these checks on the client, falling back to
 -- fence.lua), see mutex.rs. Returns the fence as a decimal string, or nil and an error reply when
 -- the counter holds data dlock did not write (nothing was issued).
 --
--- A fence is INCR of the counter. Two floors keep the fences of every name increasing:
---   * the server time in us. A counter that lost values — made anew by INCR after a restart or
---     an eviction, or older than the fences already issued after a failover to a replica that
---     had not received the latest INCRs — would otherwise issue a fence twice. Every fence is at
---     most the server time of its issue (plus the fences issued within that microsecond: one
---     Redis core issues far fewer than one per us), and a failover that loses writes takes
---     longer than that (the sentinels wait down-after-milliseconds first), so the new master's
---     clock is past every fence lost with the old one. (So fences are no timestamps; a clock
---     that steps back, or a promoted replica's clock behind the old master's by more than the
---     failover took, can break the floor.) The uncontended acquire's INCR takes the same floor
---     within FAST_FENCE_LAG (wire.rs), which the same argument covers.
---   * the per-name counter "<lock>:fence" that dlock up to 0.1 wrote (still written by such
---     clients during a rolling deploy; their fences are max(that + 1, server time in us)): the
---     fence exceeds it. Read, never written: it expires 7 days after the old clients' last use.
--- The counter has no expiry: one key per slot in use, where 0.1 kept one per name.
-local function next_fence(lock, counter)
+-- A fence is INCR of the counter, floored at the server time in us, which keeps the fences of
+-- every name increasing. A counter that lost values — made anew by INCR after a restart or an
+-- eviction, or older than the fences already issued after a failover to a replica that had not
+-- received the latest INCRs — would otherwise issue a fence twice. Every fence is at most the
+-- server time of its issue (plus the fences issued within that microsecond: one Redis core
+-- issues far fewer than one per us), and a failover that loses writes takes longer than that
+-- (the sentinels wait down-after-milliseconds first), so the new master's clock is past every
+-- fence lost with the old one. (So fences are no timestamps; a clock that steps back, or a
+-- promoted replica's clock behind the old master's by more than the failover took, can break
+-- the floor.) The uncontended acquire's INCR is taken only where this floor was applied on the
+-- same connection before (fence_epoch.rs), which the same argument covers.
+-- The counter has no expiry: one key per slot in use.
+local function next_fence(counter)
   local fence = redis.pcall('INCR', counter)
   if type(fence) ~= 'number' then
     return nil, foreign_error(counter, 'holds data dlock did not write (the fence counter)')
@@ -79,10 +76,6 @@ local function next_fence(lock, counter)
   local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
   if fence > floor then
     floor = fence
-  end
-  local legacy = tonumber(redis.pcall('GET', lock .. ':fence'))
-  if legacy and legacy >= floor then
-    floor = legacy + 1
   end
   if floor > fence then
     fence = floor
@@ -122,7 +115,7 @@ local function hand_off(lock, counter, caller_entry)
       token, client, lease, pub, meta = string.match(entry, '^(%x+) (%x+) (%d+) ([PS]) (.*)$')
     end
     if token and #token == 32 then
-      local fence_s, refused = next_fence(lock, counter)
+      local fence_s, refused = next_fence(counter)
       if not fence_s then
         redis.call('LPUSH', queue, entry)
         return 'error', refused

@@ -32,7 +32,7 @@ local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
 if issued then
   return tonumber(issued)
 end
-local fence, refused = next_fence(lock, ARGV[2])
+local fence, refused = next_fence(ARGV[2])
 if not fence then
   return refused
 end

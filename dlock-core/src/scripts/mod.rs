@@ -370,9 +370,6 @@ pub(crate) enum InspectReply {
     /// beside it.
     Held {
         value: Vec<u8>,
-        /// The fence counter: the last fence issued for the name, by whichever hold. `None`
-        /// when there is none, or it is not a number (then there is no fence to report).
-        counter: Option<u64>,
         /// What is left of the lease, by the server's clock.
         remaining: Duration,
         /// How many acquire calls are queued for the lock.
@@ -385,7 +382,7 @@ impl InspectReply {
         let Value::Array(items) = reply else {
             return None;
         };
-        let [value, counter, pttl, waiters] = items.as_slice() else {
+        let [value, pttl, waiters] = items.as_slice() else {
             return None;
         };
         let value = match value {
@@ -396,7 +393,6 @@ impl InspectReply {
         };
         Some(Self::Held {
             value,
-            counter: int(counter).and_then(|c| u64::try_from(c).ok()),
             // -1 (a key without expiry) is no lease left to report.
             remaining: millis(int(pttl)?).unwrap_or(Duration::ZERO),
             waiters: usize::try_from(int(waiters)?).ok()?,
@@ -736,45 +732,44 @@ mod tests {
 
     #[test]
     fn inspect_replies_are_typed() {
-        let reply = |value: Value, counter: Value, pttl: i64, waiters: i64| {
-            Value::Array(vec![value, counter, Value::Int(pttl), Value::Int(waiters)])
+        let reply = |value: Value, pttl: i64, waiters: i64| {
+            Value::Array(vec![value, Value::Int(pttl), Value::Int(waiters)])
         };
-        let held = reply(
-            Value::BulkString(b"v".to_vec()),
-            Value::BulkString(b"1700000000000001".to_vec()),
-            1_500,
-            2,
-        );
+        let held = reply(Value::BulkString(b"v".to_vec()), 1_500, 2);
         assert_eq!(
             InspectReply::decode(&held),
             Some(InspectReply::Held {
                 value: b"v".to_vec(),
-                counter: Some(1_700_000_000_000_001),
                 remaining: Duration::from_millis(1_500),
                 waiters: 2,
             })
         );
-        // No fence issued yet (RESP2 and RESP3 spellings of Lua's `false`), and a lease
-        // without expiry.
-        for no_counter in [Value::Nil, Value::Boolean(false)] {
-            let unfenced = reply(Value::BulkString(b"v".to_vec()), no_counter, -1, 0);
-            assert_eq!(
-                InspectReply::decode(&unfenced),
-                Some(InspectReply::Held {
-                    value: b"v".to_vec(),
-                    counter: None,
-                    remaining: Duration::ZERO,
-                    waiters: 0,
-                })
-            );
-        }
+        // A lease without expiry.
+        let persisted = reply(Value::BulkString(b"v".to_vec()), -1, 0);
+        assert_eq!(
+            InspectReply::decode(&persisted),
+            Some(InspectReply::Held {
+                value: b"v".to_vec(),
+                remaining: Duration::ZERO,
+                waiters: 0,
+            })
+        );
+        // Nobody holds it (RESP2 and RESP3 spellings of Lua's `false`).
         for free in [Value::Nil, Value::Boolean(false)] {
-            let free = reply(free, Value::Boolean(false), -2, 3);
+            let free = reply(free, -2, 3);
             assert_eq!(InspectReply::decode(&free), Some(InspectReply::Free));
         }
-        let three = Value::Array(vec![Value::Nil, Value::Nil, Value::Int(-2)]);
-        assert_eq!(InspectReply::decode(&three), None);
-        let not_a_value = reply(Value::Int(7), Value::Nil, 10, 0);
+        // Replies of another length.
+        let four = Value::Array(vec![
+            Value::BulkString(b"v".to_vec()),
+            Value::Nil,
+            Value::Int(10),
+            Value::Int(0),
+        ]);
+        assert_eq!(InspectReply::decode(&four), None);
+        let two = Value::Array(vec![Value::Nil, Value::Int(-2)]);
+        assert_eq!(InspectReply::decode(&two), None);
+        let not_a_value = reply(Value::Int(7), 10, 0);
         assert_eq!(InspectReply::decode(&not_a_value), None);
         assert_eq!(InspectReply::decode(&Value::Int(0)), None);
     }

@@ -51,7 +51,7 @@ if done then
 end
 local held = redis.call('HGET', key, old)
 if not held then
-  set_expiry(key)
+  set_expiry(key, now)
   return {0, 0, 0}
 end
 local weight, meta = string.match(held, '^(%d+) %d+ (.*)$')
@@ -75,7 +75,7 @@ else
 end
 
 -- The fence first: if the counter is not dlock's, nothing has changed yet.
-local fence, failed = next_fence(key, counter)
+local fence, failed = next_fence(counter)
 if not fence then
   return failed
 end
@@ -88,5 +88,5 @@ if direction == 'down' then
   -- queue waits for the next call that touches the lock (which reports the counter).
   admit_from_head(key, counter, now, nil)
 end
-set_expiry(key)
+set_expiry(key, now)
 return {1, tonumber(fence), tonumber(lease)}

@@ -4,16 +4,26 @@
 -- shared_acquire.lua and shared_release.lua.
 --
 -- A shared lock K ("<prefix>sem:{<name>}") is, all in K's cluster slot:
---   K            hash  "v" = "1" (the format version), "limit" = permits, "used" = permits
---                      held, and per holder "<token>" = "<weight> <fence> <meta>"
+--   K            hash  "v" = "1" (the format version), "limit" = the permits in force, "used" =
+--                      permits held, per holder "<token>" = "<weight> <fence> <meta>", and
+--                      "qlease" = the longest lease (ms) of a request that queued: how long K and
+--                      the queue outlive the last script that ran while requests wait
 --   K..":exp"    zset  holder token -> the end of its lease (server clock, ms)
 --   K..":queue"  list  waiter entries, oldest first:
 --                      "1 <token> <client> <lease_ms> <pub> <weight> <meta>"
+--   K..":limit"  string  the limit set by set_limit (shared_limit.lua), without expiry: in force
+--                      for every handle, whatever limit it was built with (K's "limit" follows it)
 --   K..":wake:<client>"  channel of a client's waiters; a grant is published there as the
 --                      mutex's ("<token> <fence> <now_ms> <lease_ms> 1", common.lua hand_off)
 -- Every holder has its own lease: a holder whose lease ended is purged by the next call that
--- touches K (purge: O(expired holders)), and its permits go to the queue. K and K..":exp" expire
--- at the latest holder's deadline, so a lock whose holders all crashed disappears by itself.
+-- touches K (purge: O(expired holders)), and its permits go to the queue. K, K..":exp" and
+-- K..":queue" expire together: at the latest holder's deadline, or, while requests are queued,
+-- no sooner than two of their longest leases after the last script that ran (a live waiter asks
+-- again within one lease at most). So a lock whose holders and waiters all crashed disappears by
+-- itself, a limit stored by a handle is never forgotten while anyone holds or waits, and K never
+-- outlives the deadlines its purge reads. (A read-only script finds the server clock as
+-- PEXPIRETIME − PTTL of K: shared_inspect.lua.) K..":limit" is kept until set_limit sets another
+-- or an operator deletes it.
 -- <meta> is "<host>\x1f<pid>\x1f<label>", as in a mutex's value.
 
 -- The server clock in ms.
@@ -42,6 +52,21 @@ local function shared_unusable(key)
   return nil
 end
 
+-- nil when K's derived keys are absent or of the types dlock writes; otherwise the error reply
+-- naming the first that is not. Nothing was modified.
+local function derived_unusable(key)
+  local expected = {{key .. ':exp', 'zset'}, {key .. ':queue', 'list'},
+    {key .. ':limit', 'string'}}
+  for _, pair in ipairs(expected) do
+    local found = redis.call('TYPE', pair[1])['ok']
+    if found ~= 'none' and found ~= pair[2] then
+      return foreign_error(pair[1], 'holds a Redis ' .. found .. ' (dlock keeps a ' .. pair[2]
+        .. ' there)')
+    end
+  end
+  return nil
+end
+
 -- Drops the holders whose lease ended by `now` and gives their permits back.
 local function purge(key, now)
   local exp = key .. ':exp'
@@ -64,6 +89,14 @@ local function begin(key)
   if refused then
     return nil, refused
   end
+  if redis.call('EXISTS', key) == 0 then
+    -- First touch (K is new, or it expired): the derived keys must be dlock's too before anything
+    -- is written. While K exists they are written only by these scripts.
+    refused = derived_unusable(key)
+    if refused then
+      return nil, refused
+    end
+  end
   local now = now_ms()
   purge(key, now)
   return now
@@ -73,7 +106,7 @@ end
 -- `counter`. Returns the fence (a decimal string), or nil and an error reply (the counter holds
 -- data dlock did not write; nothing was changed).
 local function admit(key, counter, token, weight, lease_ms, now, meta)
-  local fence, refused = next_fence(key, counter)
+  local fence, refused = next_fence(counter)
   if not fence then
     return nil, refused
   end
@@ -95,11 +128,25 @@ local function dismiss(key, token)
   return true
 end
 
+-- Whether the client of a queue entry still listens on its wake channel (`pub` "S": a sharded
+-- channel). A client that crashed or disconnected has no subscriber there.
+local function listening(key, client, pub)
+  local numsub = 'NUMSUB'
+  if pub == 'S' then
+    numsub = 'SHARDNUMSUB'
+  end
+  local found = redis.call('PUBSUB', numsub, key .. ':wake:' .. client)
+  return tonumber(found[2]) > 0
+end
+
 -- Admits the waiters at the head of the queue while each fits in the free permits, and stops at
 -- the first that does not (strict FIFO: a large request is never overtaken by small ones). An
 -- entry that is `caller_entry` is admitted for the caller; every other one is told by a grant on
 -- its client's wake channel, and a grant that reaches nobody (the client is gone) is taken back
--- and the next entry tried. Entries dlock did not write are dropped.
+-- and the next entry tried. A head that does not fit waits for room, unless its client is gone
+-- (nobody listens on its wake channel): it is dropped and the next entry tried, so a dead request
+-- never keeps fitting ones behind it waiting. (A live client that lost its connection asks again
+-- and queues anew: its waiters retry on every reconnect.) Entries dlock did not write are dropped.
 -- Returns the caller's fence when it was admitted; nil, error reply when the fence counter holds
 -- data dlock did not write (the entry stays queued).
 local function admit_from_head(key, counter, now, caller_entry)
@@ -114,13 +161,15 @@ local function admit_from_head(key, counter, now, caller_entry)
     end
     local token, client, lease, pub, weight, meta =
       string.match(entry, '^1 (%x+) (%x+) (%d+) ([PS]) (%d+) (.*)$')
+    weight = tonumber(weight)
     if not token or #token ~= 32 then
       redis.call('LPOP', queue)
-    else
-      weight = tonumber(weight)
-      if used + weight > limit then
+    elseif used + weight > limit then
+      if entry == caller_entry or listening(key, client, pub) then
         break
       end
+      redis.call('LPOP', queue)
+    else
       redis.call('LPOP', queue)
       local fence, refused = admit(key, counter, token, weight, lease, now, meta)
       if not fence then
@@ -148,16 +197,40 @@ local function admit_from_head(key, counter, now, caller_entry)
   return mine
 end
 
--- Sets K's and K..":exp"'s expiry to the latest holder's deadline; deletes both when nobody
--- holds (the limit is written again by the next acquire).
-local function set_expiry(key)
-  local exp = key .. ':exp'
-  local last = redis.call('ZRANGE', exp, -1, -1, 'WITHSCORES')
-  if last[2] then
-    redis.call('PEXPIREAT', key, last[2])
-    redis.call('PEXPIREAT', exp, last[2])
-  else
-    redis.call('DEL', key, exp)
+-- The limit set by set_limit (a number), or nil when none was; or false and the error reply
+-- when K..":limit" holds data dlock did not write.
+local function operator_limit(key)
+  local set = redis.pcall('GET', key .. ':limit')
+  if type(set) == 'table' then
+    return false, foreign_error(key .. ':limit', 'holds another Redis type')
+  elseif set and not tonumber(set) then
+    return false, foreign_error(key .. ':limit', 'holds a value dlock did not write')
   end
+  return tonumber(set)
 end
 
+-- Sets the expiry of K, K..":exp" and K..":queue" (see the layout above): the latest holder's
+-- deadline or, while requests are queued, no sooner than two of the longest queued lease after
+-- `now`. K is deleted when nobody holds or waits (the limit is written again by the next acquire).
+local function set_expiry(key, now)
+  local exp = key .. ':exp'
+  local queue = key .. ':queue'
+  local last = redis.call('ZRANGE', exp, -1, -1, 'WITHSCORES')
+  local keep = tonumber(last[2])
+  if redis.call('LLEN', queue) > 0 then
+    local waiting = now + 2 * tonumber(redis.call('HGET', key, 'qlease') or '0')
+    if not keep or waiting > keep then
+      keep = waiting
+    end
+    redis.call('PEXPIREAT', queue, string.format('%.0f', keep))
+  end
+  if keep then
+    keep = string.format('%.0f', keep)
+    redis.call('PEXPIREAT', key, keep)
+    if last[2] then
+      redis.call('PEXPIREAT', exp, keep)
+    end
+  else
+    redis.call('DEL', key)
+  end
+end

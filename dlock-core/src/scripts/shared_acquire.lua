@@ -7,9 +7,9 @@
 -- KEYS[1]  the shared lock's hash K; K..":exp" and K..":queue" are derived (same hash tag)
 -- ARGV[1]  the caller's token: 32 hex digits, one per acquire call, the same for its retries
 -- ARGV[2]  weight: permits to take, 1 <= weight
--- ARGV[3]  limit: the lock's permits as the caller knows them
--- ARGV[4]  limit mode: "keep"  a stored limit that differs from ARGV[3] is an error
---                      "set"   ARGV[3] replaces the stored limit (set_limit)
+-- ARGV[3]  limit: the lock's permits as the caller's handle knows them
+-- ARGV[4]  "keep" (the one limit mode): a limit stored by another handle that differs from
+--          ARGV[3] is an error; a limit set by set_limit is in force whatever ARGV[3] says
 -- ARGV[5]  lease in milliseconds
 -- ARGV[6]  mode: "wait"  on failure append ARGV[7] unless it is queued already
 --                "last"  drop ARGV[7] from the queue whatever the outcome (the wait is over)
@@ -24,14 +24,17 @@
 --          {0, wait_ms, now_ms}   not now; wait_ms until the nearest holder's lease ends (the
 --                                 longest a waiter's fallback timer need sleep); now_ms = server
 --                                 clock
---          error DLOCKLIMIT <key> <stored>   the stored limit differs (mode "keep")
---          error DLOCKWEIGHT      weight > limit (the client refuses that before it asks)
+--          error DLOCKLIMIT <key> <stored>   a limit stored by another handle differs
+--          error DLOCKWEIGHT <key> <weight> <limit>   weight > the limit in force (the client
+--                                 refuses weight > its handle's limit before it asks; this is a
+--                                 limit lowered by set_limit); the caller's entry is dropped
 --          error DLOCKFOREIGN     K or the counter holds data dlock did not write, or a lock of
 --                                 a newer format; nothing was modified
 --
 -- FIFO: the queue's head is admitted first (admit_from_head); the caller takes permits only
 -- when its own entry is admitted, or when nobody waits and they fit. So a request for many
--- permits at the head is never overtaken by later small ones.
+-- permits at the head is never overtaken by later small ones. A caller that leaves (mode
+-- "last") admits whatever fits behind it before the script ends.
 -- Retry safety: the token names the acquisition; a request that runs twice finds the caller a
 -- holder the second time and returns the same fence; the caller is never queued twice.
 
@@ -50,17 +53,6 @@ if not now then
   return refused
 end
 
-if weight > limit then
-  return redis.error_reply('DLOCKWEIGHT ' .. key .. ' ' .. ARGV[2] .. ' > ' .. ARGV[3])
-end
-local stored = redis.call('HGET', key, 'limit')
-if stored and tonumber(stored) ~= limit and ARGV[4] ~= 'set' then
-  return redis.error_reply('DLOCKLIMIT ' .. key .. ' ' .. stored)
-end
-if stored ~= ARGV[3] then
-  redis.call('HSET', key, 'v', '1', 'limit', ARGV[3])
-end
-
 local mine = redis.call('HGET', key, token)
 if mine then
   if entry ~= '' then
@@ -71,9 +63,32 @@ if mine then
   return {1, tonumber(fence), deadline - now}
 end
 
+local operator, foreign = operator_limit(key)
+if foreign then
+  return foreign
+end
+local stored = redis.call('HGET', key, 'limit')
+if operator then
+  -- Set by set_limit: in force for every handle, whatever limit it was built with.
+  limit = operator
+elseif stored and tonumber(stored) ~= limit then
+  return redis.error_reply('DLOCKLIMIT ' .. key .. ' ' .. stored)
+end
+if weight > limit then
+  if entry ~= '' and redis.call('LREM', queue, 1, entry) > 0 then
+    admit_from_head(key, counter, now, nil)
+  end
+  set_expiry(key, now)
+  return redis.error_reply('DLOCKWEIGHT ' .. key .. ' ' .. ARGV[2] .. ' '
+    .. string.format('%.0f', limit))
+end
+if tonumber(stored) ~= limit then
+  redis.call('HSET', key, 'v', '1', 'limit', string.format('%.0f', limit))
+end
+
 local fence, failed = admit_from_head(key, counter, now, entry)
 if failed then
-  set_expiry(key)
+  set_expiry(key, now)
   return failed
 end
 if not fence and redis.call('LLEN', queue) == 0 then
@@ -81,24 +96,35 @@ if not fence and redis.call('LLEN', queue) == 0 then
   if used + weight <= limit then
     fence, failed = admit(key, counter, token, weight, lease, now, ARGV[9])
     if failed then
-      set_expiry(key)
+      set_expiry(key, now)
       return failed
     end
   end
 end
 if fence then
-  set_expiry(key)
+  set_expiry(key, now)
   return {1, tonumber(fence), tonumber(lease)}
 end
 
 if mode == 'wait' then
   if not redis.call('LPOS', queue, entry) then
     redis.call('RPUSH', queue, entry)
+    local longest = tonumber(redis.call('HGET', key, 'qlease') or '0')
+    if tonumber(lease) > longest then
+      redis.call('HSET', key, 'qlease', lease)
+    end
   end
 elseif mode == 'last' then
+  -- The caller leaves the queue: whatever now fits behind it is admitted at once, instead of
+  -- waiting for an unrelated lease to end.
   redis.call('LREM', queue, 1, entry)
+  local _, failed = admit_from_head(key, counter, now, nil)
+  if failed then
+    set_expiry(key, now)
+    return failed
+  end
 end
-set_expiry(key)
+set_expiry(key, now)
 local nearest = redis.call('ZRANGE', key .. ':exp', 0, 0, 'WITHSCORES')
 local wait = tonumber(lease)
 if nearest[2] then

@@ -31,7 +31,7 @@ if dismiss(key, ARGV[1]) then
   held = 1
 end
 local _, failed = admit_from_head(key, ARGV[2], now, nil)
-set_expiry(key)
+set_expiry(key, now)
 if failed then
   return failed
 end

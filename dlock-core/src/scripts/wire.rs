@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | lock value | `<token><flag>1 <host>\x1f<pid>\x1f<label>[\x1f<fence>]` | `<token><flag> <host>\x1f<pid>\x1f<label>` |
 //! | queue entry | `1 <token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>` | `<token> <client> <lease_ms> <pub> <meta>` |
-//! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1` | `<token> <fence> <now_ms> <lease_ms>` |
+//! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1`; `<token> 0 0 0 1` is a nudge (no grant: ask the server again; `shared_limit.lua`) | `<token> <fence> <now_ms> <lease_ms>` |
+//! | semaphore limit set by `set_limit` | the decimal limit at `<lock key>:limit` (no expiry) | — |
 //! | wake channel | `<lock key>:wake:<client>` | the same |
 //! | leader record (an election's) | `1 <fence> <value>` at `<lock key>:leader` | — |
 //! | leader notice (on the channel `<lock key>:leader`) | `1 L <fence> <value>`, `1 V <fence>` (resigned) | — |
@@ -100,7 +101,7 @@ pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
 }
 
 /// A key the scripts derive from a lock key, `<lock key><suffix>`, written straight into a
-/// command (no allocation): [`DerivedKey::queue`], [`DerivedKey::legacy_counter`].
+/// command (no allocation): [`DerivedKey::queue`].
 pub(crate) struct DerivedKey<'a> {
     lock: &'a str,
     suffix: &'static str,
@@ -112,16 +113,6 @@ impl<'a> DerivedKey<'a> {
         Self {
             lock,
             suffix: ":queue",
-        }
-    }
-
-    /// `<lock key>:fence`, the per-name fence counter that dlock up to 0.1 wrote: read (never
-    /// written) so that fences stay above an older client's during a rolling deploy (see
-    /// `next_fence` in `common.lua`).
-    pub(crate) fn legacy_counter(lock: &'a str) -> Self {
-        Self {
-            lock,
-            suffix: ":fence",
         }
     }
 }
@@ -141,23 +132,15 @@ pub(crate) const LOST_COUNTER_BELOW: u64 = 1_000_000_000_000_000;
 
 /// The fence issued by the uncontended acquire's `INCR` of the slot's counter — taken only
 /// on a connection on which `fence.lua` floored that counter before (`crate::fence_epoch`) —
-/// given the replies of `INCR` and of `GET <legacy counter>`: `None` when a floor of
-/// `next_fence` applies (the counter was lost and made anew, or an older client's per-name
-/// counter is at or above it) or the counter is not dlock's — then `fence.lua` must issue the
-/// fence.
-pub(crate) fn counted_fence(incr: &Value, legacy: &Value) -> Option<u64> {
+/// given the reply of `INCR`: `None` when the floor of `next_fence` applies (the counter was
+/// lost and made anew) or the counter is not dlock's — then `fence.lua` must issue the fence.
+pub(crate) fn counted_fence(incr: &Value) -> Option<u64> {
     let Value::Int(counted) = incr else {
         return None;
     };
-    let counted = u64::try_from(*counted).ok()?;
-    let legacy = match legacy {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok()),
-        _ => None,
-    };
-    (counted >= LOST_COUNTER_BELOW && legacy.is_none_or(|legacy| legacy < counted))
-        .then_some(counted)
+    u64::try_from(*counted)
+        .ok()
+        .filter(|&counted| counted >= LOST_COUNTER_BELOW)
 }
 
 /// The queue entry of a waiting acquire call.
@@ -321,37 +304,24 @@ mod tests {
 
     #[test]
     fn a_counted_fence_is_taken_only_where_no_floor_applies() {
-        let live = 1_800_000_000_000_000_i64;
-        let bulk = |n: i64| Value::BulkString(n.to_string().into_bytes());
-        let counted = |incr: Value, legacy: Value| counted_fence(&incr, &legacy);
-        // A live counter, no older client: the INCR is the fence.
+        let counted = |incr: Value| counted_fence(&incr);
+        // A live counter: the INCR is the fence.
         assert_eq!(
-            counted(Value::Int(live), Value::Nil),
+            counted(Value::Int(1_800_000_000_000_000)),
             Some(1_800_000_000_000_000)
         );
-        assert_eq!(
-            counted(Value::Int(live), bulk(live - 1)),
-            Some(1_800_000_000_000_000)
-        );
-        // An older client's per-name counter at or above it: the script floors.
-        assert_eq!(counted(Value::Int(live), bulk(live)), None);
-        assert_eq!(counted(Value::Int(live), bulk(live + 9)), None);
         // A lost counter made anew by INCR: the script floors at the clock.
-        assert_eq!(counted(Value::Int(1), Value::Nil), None);
+        assert_eq!(counted(Value::Int(1)), None);
         let just_below = i64::try_from(LOST_COUNTER_BELOW).unwrap() - 1;
-        assert_eq!(counted(Value::Int(just_below), Value::Nil), None);
+        assert_eq!(counted(Value::Int(just_below)), None);
         assert_eq!(
-            counted(Value::Int(just_below + 1), Value::Nil),
+            counted(Value::Int(just_below + 1)),
             Some(LOST_COUNTER_BELOW)
         );
         // Not a number (someone else's key): the script reports it.
         let wrong = Value::SimpleString("ERR value is not an integer or out of range".into());
-        assert_eq!(counted(wrong, Value::Nil), None);
-        // A foreign per-name key is ignored, as the script ignores it.
-        assert_eq!(
-            counted(Value::Int(live), Value::BulkString(b"x".to_vec())),
-            Some(1_800_000_000_000_000)
-        );
+        assert_eq!(counted(wrong), None);
+        assert_eq!(counted(Value::Int(-1)), None);
     }
 
     #[test]
