@@ -36,7 +36,7 @@
 //!
 //! # The checked model
 //!
-//! `model::LockModel` wraps the steps in a stateright [`Model`](stateright::Model): a few
+//! [`model::LockModel`] wraps the steps in a stateright [`Model`](stateright::Model): a few
 //! clients with one or two requests each, their client-side states (idle, waiting,
 //! granted-but-not-yet-returned, holding, lost, released), and the environment (the clock,
 //! pauses, lost and delayed pushes, lost replies, restarts). Its properties are in
@@ -50,10 +50,15 @@ pub use server::{
     SharedEntry, SharedLock, SharedView, Token, abstraction, apply,
 };
 
+mod client;
 mod election;
+pub mod model;
 mod mutex;
+mod properties;
 mod server;
 mod shared;
+
+pub use properties::EXCLUSIVE_AS_SEEN;
 
 /// One protocol bug, applied to the model's steps (scripts or client) so that a test can show
 /// that the property named in its doc catches it. `None` in [`Server::mutant`] is dlock's

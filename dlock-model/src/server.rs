@@ -263,14 +263,19 @@ impl Server {
         let mutant = self.mutant;
         for lock in self.data.shared.values_mut() {
             lock.holders.retain(|_, h| now < h.deadline);
+            if !limit_kept(lock, mutant) {
+                lock.limit = None;
+            }
         }
-        self.data.shared.retain(|_, lock| shared_kept(lock, mutant));
+        self.data.shared.retain(|_, lock| {
+            lock.limit.is_some() || !lock.queue.is_empty() || !lock.holders.is_empty()
+        });
     }
 }
 
-/// Whether a shared lock's hash is kept (S3/S4): while anyone holds or waits, or its limit was
-/// set by an operator.
-pub(crate) fn shared_kept(lock: &SharedLock, mutant: Option<Mutant>) -> bool {
+/// Whether a shared lock's stored limit is kept (S3/S4): while anyone holds or waits, or
+/// when an operator set it.
+pub(crate) fn limit_kept(lock: &SharedLock, mutant: Option<Mutant>) -> bool {
     if !lock.holders.is_empty() {
         return true;
     }

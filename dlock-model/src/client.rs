@@ -1,0 +1,316 @@
+//! What a client does with each reply and push (mutex.rs, semaphore.rs, rwlock.rs,
+//! election.rs and wait.rs, reduced to their decisions).
+
+use crate::Mutant;
+use crate::model::{Kind, LEASE, LockModel, Phase, State};
+use crate::properties;
+use crate::server::{Mode, Ms, Op, Push, RW_LIMIT, ReleaseHow, Reply, Token};
+
+/// The caller gets its grant: the request holds `token` until `until` by its own count.
+fn hold(model: &LockModel, state: &mut State, c: u8, token: Token, fence: Option<u64>, until: Ms) {
+    let client = &state.clients[usize::from(c)];
+    let writer = model.kind == Kind::RwLock && model.req(c, client).weight == RW_LIMIT;
+    properties::observe_return(model, state, c, token);
+    state.clients[usize::from(c)].phase = Phase::Holding {
+        token,
+        fence: fence.filter(|&f| f > 0),
+        until,
+        writer,
+        changed: false,
+    };
+    if model.kind == Kind::Election {
+        // The campaign goes on: the hold's fence (fence.lua), then the leader record.
+        campaign(model, state, c);
+    }
+}
+
+/// An election's leader, once its lock is held: fence.lua unless the fence came with the
+/// grant, then election.lua "publish".
+fn campaign(model: &LockModel, state: &mut State, c: u8) {
+    let Phase::Holding { token, fence, .. } = state.clients[usize::from(c)].phase else {
+        return;
+    };
+    let op = match fence {
+        None => Op::Fence { name: 0, token },
+        Some(fence) => Op::ElectionPublish {
+            name: 0,
+            token,
+            fence,
+            value: c,
+        },
+    };
+    model.send(state, c, op);
+}
+
+/// The request is over.
+fn done(state: &mut State, c: u8) {
+    let client = &mut state.clients[usize::from(c)];
+    client.phase = Phase::Done;
+    client.deadline = None;
+}
+
+/// The uncontended pipeline's `EXISTS` runs, and the client decides on both replies
+/// (mutex.rs `fast_attempt`): a lock taken while callers were queued is handed to them.
+pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
+    let Phase::Pipelined { sent, set } = state.clients[usize::from(c)].phase else {
+        return;
+    };
+    let before = state.server.clone();
+    let op = Op::ExistsQueue { name: 0 };
+    let queued = crate::apply(&mut state.server, state.now, op.clone()) == Reply::Int(1);
+    properties::observe_step(model, state, &before, &op, &Reply::Int(i64::from(queued)));
+    let token = LockModel::token(c, state.clients[usize::from(c)].started - 1);
+    match set {
+        None if !queued || model.mutant == Some(Mutant::NewcomerTakesExpired) => {
+            if queued {
+                properties::barged(state);
+            }
+            hold(model, state, c, token, None, sent + LEASE);
+        }
+        None => model.send(
+            state,
+            c,
+            Op::Release {
+                name: 0,
+                token,
+                leaving: None,
+                how: ReleaseHow::Handoff,
+            },
+        ),
+        Some(_) => model.attempt(state, c, Mode::Wait),
+    }
+}
+
+/// The client takes the reply of its call in flight (or sends a lost call again).
+pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
+    let Phase::InFlight { op, sent, reply } = state.clients[usize::from(c)].phase.clone() else {
+        return;
+    };
+    let Some(reply) = reply else {
+        // The reply was lost: the same call again, with the same token (retry safety).
+        model.send(state, c, op);
+        return;
+    };
+    match (op, reply) {
+        (Op::SetNxGet { .. }, Reply::SetNx(set)) => {
+            state.clients[usize::from(c)].phase = Phase::Pipelined { sent, set };
+        }
+        (
+            Op::FencedFast { token, incr, .. },
+            Reply::Multi {
+                set,
+                queued,
+                fence,
+                epoch,
+            },
+        ) => {
+            fenced(
+                model,
+                state,
+                c,
+                token,
+                incr,
+                (set, queued, fence, epoch),
+                sent,
+            );
+        }
+        (Op::Fence { token, .. }, Reply::Int(fence)) if fence > 0 => {
+            let fence = u64::try_from(fence).unwrap_or(0);
+            let client = &mut state.clients[usize::from(c)];
+            if let Phase::Holding { fence: f, .. } = &mut client.phase {
+                *f = Some(fence);
+                if model.kind == Kind::Election {
+                    campaign(model, state, c);
+                }
+            } else {
+                hold(model, state, c, token, Some(fence), sent + LEASE);
+            }
+        }
+        (Op::Fence { .. }, _) => match state.clients[usize::from(c)].phase {
+            // The lease ran out before the fence was issued: the holder learns it was lost.
+            Phase::Holding { .. } => release_now(model, state, c),
+            _ => done(state, c),
+        },
+        (Op::Acquire { entry, mode, .. }, reply) => {
+            attempted(model, state, c, entry.token, mode, reply, sent);
+        }
+        (Op::SharedAcquire { entry, mode, .. }, reply) => {
+            attempted(model, state, c, entry.token, mode, reply, sent);
+        }
+        (
+            Op::Release {
+                how: ReleaseHow::Handoff,
+                ..
+            },
+            _,
+        ) => model.attempt(state, c, Mode::Wait),
+        (Op::ElectionResign { token, .. }, _) => model.send(
+            state,
+            c,
+            Op::Release {
+                name: 0,
+                token,
+                leaving: None,
+                how: ReleaseHow::Own,
+            },
+        ),
+        (Op::Release { .. } | Op::SharedRelease { .. }, _) => done(state, c),
+        (Op::Extend { .. }, Reply::Extended(results)) => {
+            if let Phase::Holding { until, .. } = &mut state.clients[usize::from(c)].phase
+                && results.first() == Some(&1)
+            {
+                *until = sent + LEASE;
+            }
+        }
+        (Op::RwChange { new, up, .. }, reply) => {
+            if let Reply::Holds { fence, pttl } = reply {
+                properties::observe_return(model, state, c, new);
+                state.clients[usize::from(c)].phase = Phase::Holding {
+                    token: new,
+                    fence: Some(fence),
+                    until: sent + pttl,
+                    writer: up,
+                    changed: true,
+                };
+            } else if let Phase::Holding { changed, .. } = &mut state.clients[usize::from(c)].phase
+            {
+                *changed = true;
+            }
+        }
+        (Op::ElectionPublish { .. }, Reply::Err(_)) => {
+            // E1: the campaign fails with an error naming the key; its guard is released.
+            release_now(model, state, c);
+        }
+        _ => {
+            // Any other reply leaves the client as it is (election.lua publish: 1, 0 or -1).
+            let client = &mut state.clients[usize::from(c)];
+            if let Phase::InFlight { .. } = client.phase {
+                client.phase = Phase::Done;
+            }
+        }
+    }
+}
+
+/// The fenced uncontended acquire's `EXEC` reply (mutex.rs `counted_fence`, fence_epoch.rs).
+fn fenced(
+    model: &LockModel,
+    state: &mut State,
+    c: u8,
+    token: Token,
+    incr: bool,
+    (set, queued, fence, epoch): (Option<Option<Token>>, bool, i64, u32),
+    sent: Ms,
+) {
+    let client = &mut state.clients[usize::from(c)];
+    match set {
+        Some(_) => model.attempt(state, c, Mode::Wait),
+        None if queued => model.send(
+            state,
+            c,
+            Op::Release {
+                name: 0,
+                token,
+                leaving: None,
+                how: ReleaseHow::Handoff,
+            },
+        ),
+        None => {
+            let value = u64::try_from(fence).unwrap_or(0);
+            let trusted = if incr {
+                let same = client.floored == Some(epoch);
+                if !same {
+                    // Another connection ran it: the epoch ends, nothing is trusted on it.
+                    client.floored = None;
+                }
+                (same && value > 1) || model.mutant == Some(Mutant::FenceNotFloored)
+            } else {
+                if value > 0 {
+                    client.floored = Some(epoch);
+                }
+                value > 0
+            };
+            if trusted {
+                if incr {
+                    // A plain INCR's fence is known to the holder only (fence.lua's is kept
+                    // with the hold, and was checked with the step).
+                    properties::observe_fence(state, value, incr);
+                }
+                hold(model, state, c, token, Some(value), sent + LEASE);
+            } else {
+                // fence.lua in a round trip of its own decides.
+                model.send(state, c, Op::Fence { name: 0, token });
+            }
+        }
+    }
+}
+
+/// A waiting attempt's reply (acquire.lua / shared_acquire.lua).
+fn attempted(
+    model: &LockModel,
+    state: &mut State,
+    c: u8,
+    token: Token,
+    mode: Mode,
+    reply: Reply,
+    sent: Ms,
+) {
+    match reply {
+        Reply::Holds { fence, pttl } => hold(model, state, c, token, Some(fence), sent + pttl),
+        Reply::Busy { wait } if mode == Mode::Wait => {
+            let now = state.now;
+            state.clients[usize::from(c)].phase = Phase::Waiting {
+                timer: now + wait.max(1),
+                seen: now,
+            };
+        }
+        _ => done(state, c),
+    }
+}
+
+/// Releases the current hold at once (an error after the lock was taken drops its guard).
+fn release_now(model: &LockModel, state: &mut State, c: u8) {
+    let Phase::Holding { token, .. } = state.clients[usize::from(c)].phase else {
+        return done(state, c);
+    };
+    model.send(
+        state,
+        c,
+        Op::Release {
+            name: 0,
+            token,
+            leaving: None,
+            how: ReleaseHow::Own,
+        },
+    );
+}
+
+/// A push reaches its client (wait.rs): a grant is checked against the waiter's latest
+/// attempt and its own clock (`grant_safe_until`) before it is returned; a stale one, or a
+/// nudge, makes the waiter ask the server again.
+pub(crate) fn deliver(model: &LockModel, state: &mut State, push: Push) {
+    let c = push.client;
+    let client = &state.clients[usize::from(c)];
+    let Phase::Waiting { seen, .. } = client.phase else {
+        return;
+    };
+    if push.token != LockModel::token(c, client.started - 1) {
+        return;
+    }
+    match push.grant {
+        Some(g) if model.mutant == Some(Mutant::StaleHandoffTrusted) => {
+            let until = state.now + g.lease;
+            hold(model, state, c, push.token, Some(g.fence), until);
+        }
+        Some(g) if g.server_ms >= seen && (state.now - g.server_ms) * 2 < g.lease => {
+            hold(
+                model,
+                state,
+                c,
+                push.token,
+                Some(g.fence),
+                g.server_ms + g.lease,
+            );
+        }
+        _ => model.attempt(state, c, Mode::Wait),
+    }
+}

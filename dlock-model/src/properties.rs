@@ -1,0 +1,369 @@
+//! The properties the checker holds the model to, each a named predicate over a [`State`].
+//!
+//! Safety properties are predicates of the state, or rules checked on every step that grants
+//! (recorded in [`crate::model::Ghost::broken`]). Liveness is stated as **bounded-response
+//! invariants checked with `always`** (stateright's `eventually` is not sound on the cycles
+//! this model has): the clock only moves when no client has something due (a reply to read, a
+//! fallback timer or a wait deadline that has come), so "before the clock moves, X has
+//! happened" is a bound of zero ticks on a response; and "after this step, X holds" is a bound
+//! of zero steps.
+//!
+//! Each property's doc names the environment actions it holds under. The model's assumptions
+//! (what README's "What dlock does not promise" lists) are left out of a property by name:
+//! a holder paused past its lease, and a hold lost by a restart or failover without
+//! durability; [`EXCLUSIVE_AS_SEEN`] is the property without them, which the checker is
+//! expected to break.
+
+use stateright::Property;
+
+use crate::model::{Kind, LockModel, Phase, State};
+use crate::server::{LockRef, Op, RW_LIMIT, Reply, Server, Token};
+
+/// A grant above the limit in force.
+const WITHIN_LIMIT: u32 = 1;
+/// A fence not above an earlier grant's.
+const FENCES_INCREASE: u32 = 1 << 1;
+/// A grant returned whose lease the server had given away.
+const NO_GIVEN_AWAY: u32 = 1 << 2;
+/// A grant ahead of an older queued request.
+const QUEUE_HEAD_FIRST: u32 = 1 << 3;
+/// A live queue head that fits, left waiting while the clock moves.
+const FITTING_HEAD: u32 = 1 << 4;
+/// A request left the queue and a fitting one behind it was not admitted in that step.
+const LEAVING_READMITS: u32 = 1 << 5;
+/// A free lock with live waiters while the clock moves.
+const DEAD_HOLDER: u32 = 1 << 6;
+/// A release left a dead client's entry at the head.
+const DEAD_HEAD: u32 = 1 << 7;
+
+/// The name of the property a paused holder breaks, as README says (expected counterexample).
+pub const EXCLUSIVE_AS_SEEN: &str = "exclusive as seen by clients (expected to fail: pauses)";
+
+/// Every property, by name.
+pub(crate) fn all() -> Vec<Property<LockModel>> {
+    vec![
+        Property::always("exclusive", exclusive),
+        Property::always(EXCLUSIVE_AS_SEEN, exclusive_as_seen),
+        Property::always("writer alone", writer_alone),
+        Property::always("within limit", |_, s| ok(s, WITHIN_LIMIT)),
+        Property::always("fences increase", |_, s| ok(s, FENCES_INCREASE)),
+        Property::always("no given-away grant", |_, s| ok(s, NO_GIVEN_AWAY)),
+        Property::always("no foreign write", |_, s: &State| !s.server.wrote_foreign),
+        Property::always("queue head first", |_, s| ok(s, QUEUE_HEAD_FIRST)),
+        Property::always("fitting head admitted", |_, s| ok(s, FITTING_HEAD)),
+        Property::always("leaving re-admits", |_, s| ok(s, LEAVING_READMITS)),
+        Property::always("dead holder handed on", |_, s| ok(s, DEAD_HOLDER)),
+        Property::always("dead head dropped", |_, s| ok(s, DEAD_HEAD)),
+        Property::always("limit persists", limit_persists),
+    ]
+}
+
+fn ok(state: &State, bit: u32) -> bool {
+    state.ghost.broken & bit == 0
+}
+
+/// The clients that hold by their own count now, and whether each is a writer. `as_seen`
+/// also counts a paused holder whose lease ran out (it cannot have noticed) and a holder whose
+/// grant a restart lost.
+fn believers(state: &State, as_seen: bool) -> impl Iterator<Item = bool> + '_ {
+    state.clients.iter().filter_map(move |c| match c.phase {
+        Phase::Holding { until, writer, .. } if !c.dead => {
+            let live = state.now < until && c.epoch == state.server.epoch;
+            (live || (as_seen && c.paused)).then_some(writer)
+        }
+        _ => None,
+    })
+}
+
+/// Safety: never two live exclusive holders (mutex, election leader). Holds under: the clock,
+/// delayed/lost pushes, lost replies, crashes; pauses and restarts except for the holders they
+/// make stale (README: a paused holder outliving its lease; a failover without durability).
+fn exclusive(model: &LockModel, state: &State) -> bool {
+    model.kind.shared() || believers(state, false).count() <= 1
+}
+
+/// Expected counterexample: the same without the assumptions. A holder paused past its lease
+/// still believes it holds when it resumes (README "What dlock does not promise").
+fn exclusive_as_seen(model: &LockModel, state: &State) -> bool {
+    model.kind.shared() || believers(state, true).count() <= 1
+}
+
+/// Safety: a RwLock writer holds alone. Holds under the same actions as `exclusive`.
+fn writer_alone(model: &LockModel, state: &State) -> bool {
+    if model.kind != Kind::RwLock {
+        return true;
+    }
+    let holders: Vec<bool> = believers(state, false).collect();
+    !holders.contains(&true) || holders.len() == 1
+}
+
+/// Liveness (bounded): a limit once set stays in force while anyone holds or waits: the
+/// stored limit is the operator's (once set) or the handles'. Holds under every action but
+/// restarts (which lose it with the holders).
+fn limit_persists(model: &LockModel, state: &State) -> bool {
+    if !model.kind.shared() || model.env.restarts > 0 {
+        return true;
+    }
+    let Some(lock) = state.server.data.shared.get(&0) else {
+        return true;
+    };
+    let busy = !lock.queue.is_empty() || lock.holders.values().any(|h| state.now < h.deadline);
+    !busy || lock.limit.map(|(l, _)| l) == Some(state.ghost.limit)
+}
+
+/// Live holders of the model's lock on `server` at `now`: `(token, weight)`.
+fn live_holders(kind: Kind, server: &Server, now: u64) -> Vec<(Token, u32)> {
+    if kind.shared() {
+        server
+            .data
+            .shared
+            .get(&0)
+            .map(|l| {
+                l.holders
+                    .iter()
+                    .filter(|(_, h)| now < h.deadline)
+                    .map(|(&t, h)| (t, h.weight))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        server
+            .data
+            .locks
+            .get(&0)
+            .filter(|h| now < h.deadline)
+            .map(|h| vec![(h.token, 1)])
+            .unwrap_or_default()
+    }
+}
+
+/// The queue of the model's lock: `(token, client, weight)`, oldest first.
+fn queue(kind: Kind, server: &Server) -> Vec<(Token, u8, u32)> {
+    if kind.shared() {
+        server
+            .data
+            .shared
+            .get(&0)
+            .map(|l| {
+                l.queue
+                    .iter()
+                    .map(|e| (e.token, e.client, e.weight))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        server
+            .data
+            .queues
+            .get(&0)
+            .map(|q| q.iter().map(|e| (e.token, e.client, 1)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The fences kept with the live holds: `(token, fence)`.
+fn fences(kind: Kind, server: &Server, now: u64) -> Vec<(Token, u64)> {
+    if kind.shared() {
+        server
+            .data
+            .shared
+            .get(&0)
+            .map(|l| {
+                l.holders
+                    .iter()
+                    .filter(|(_, h)| now < h.deadline)
+                    .map(|(&t, h)| (t, h.fence))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        server
+            .data
+            .locks
+            .get(&0)
+            .filter(|h| now < h.deadline)
+            .and_then(|h| h.fence.map(|f| vec![(h.token, f)]))
+            .unwrap_or_default()
+    }
+}
+
+/// Whether the head of the queue fits now (shared kinds): `(fits, head's client)`.
+fn head_fits(state: &State) -> Option<(bool, u8)> {
+    let lock = state.server.data.shared.get(&0)?;
+    let head = lock.queue.first()?;
+    let limit = lock.limit.map(|(l, _)| l)?;
+    let used: u32 = lock
+        .holders
+        .values()
+        .filter(|h| state.now < h.deadline)
+        .map(|h| h.weight)
+        .sum();
+    Some((used + head.weight <= limit, head.client))
+}
+
+/// A fence granted now: it must exceed every fence granted before (safety `fences increase`;
+/// holds under every action, restarts included: the floor at the server clock).
+pub(crate) fn observe_fence(state: &mut State, fence: u64, _incr: bool) {
+    if fence <= state.ghost.max_fence {
+        state.ghost.broken |= FENCES_INCREASE;
+    }
+    state.ghost.max_fence = state.ghost.max_fence.max(fence);
+}
+
+/// The uncontended acquire kept a lock it took while callers were queued.
+pub(crate) fn barged(state: &mut State) {
+    state.ghost.broken |= QUEUE_HEAD_FIRST;
+}
+
+/// Checks one server step (`before` → `state.server`) for the rules of a grant:
+/// * safety `within limit`: a new grant leaves the live holders' weight within the limit in
+///   force (holds under every action);
+/// * safety `fences increase`: every fence newly kept with a hold exceeds all before;
+/// * `queue head first`: nobody is granted ahead of an older queued request (holds under
+///   every action; the uncontended pipeline is checked where the client decides, see
+///   client.rs `exists`);
+/// * liveness `leaving re-admits`: after a request leaves the queue (its last attempt, or a
+///   cancel), the head that remains does not fit (holds under every action);
+/// * liveness `dead head dropped`: after a release, no gone client's entry heads the queue.
+pub(crate) fn observe_step(
+    model: &LockModel,
+    state: &mut State,
+    before: &Server,
+    op: &Op,
+    reply: &Reply,
+) {
+    let kind = model.kind;
+    let now = state.now;
+    let after = &state.server;
+    let old: Vec<(Token, u32)> = live_holders(kind, before, now);
+    let new: Vec<(Token, u32)> = live_holders(kind, after, now)
+        .into_iter()
+        .filter(|h| !old.contains(h))
+        .collect();
+    let changed_to = match op {
+        Op::RwChange { new, .. } => Some(*new),
+        _ => None,
+    };
+    let provisional = matches!(op, Op::SetNxGet { .. } | Op::FencedFast { .. });
+    let mut broken = 0;
+    if !new.is_empty() {
+        let used: u32 = live_holders(kind, after, now).iter().map(|h| h.1).sum();
+        let limit = if kind == Kind::RwLock {
+            RW_LIMIT
+        } else if kind.shared() {
+            state.ghost.limit
+        } else {
+            1
+        };
+        if used > limit {
+            broken |= WITHIN_LIMIT;
+        }
+        let queued_before = queue(kind, before);
+        let queued_after = queue(kind, after);
+        for (token, _) in &new {
+            if Some(*token) == changed_to || provisional {
+                continue;
+            }
+            let ahead: Vec<Token> = match queued_before.iter().position(|e| e.0 == *token) {
+                Some(at) => queued_before[..at].iter().map(|e| e.0).collect(),
+                None => queued_before.iter().map(|e| e.0).collect(),
+            };
+            if queued_after.iter().any(|e| ahead.contains(&e.0)) {
+                broken |= QUEUE_HEAD_FIRST;
+            }
+        }
+    }
+    let old_fences = fences(kind, before, now);
+    let mut new_fences: Vec<u64> = fences(kind, after, now)
+        .into_iter()
+        .filter(|f| !old_fences.contains(f))
+        .map(|(_, f)| f)
+        .collect();
+    new_fences.sort_unstable();
+    let leaving = match op {
+        Op::SharedAcquire {
+            mode: crate::Mode::Last,
+            ..
+        } => matches!(reply, Reply::Busy { .. }),
+        Op::SharedRelease { leaving, .. } => leaving.is_some(),
+        _ => false,
+    };
+    let released = matches!(op, Op::SharedRelease { .. });
+    state.ghost.broken |= broken;
+    for fence in new_fences {
+        observe_fence(state, fence, false);
+    }
+    if leaving && head_fits(state).is_some_and(|(fits, _)| fits) {
+        state.ghost.broken |= LEAVING_READMITS;
+    }
+    if released
+        && head_fits(state).is_some_and(|(_, client)| {
+            !state
+                .server
+                .subscribed
+                .contains(&(LockRef::Shared(0), client))
+        })
+    {
+        state.ghost.broken |= DEAD_HEAD;
+    }
+}
+
+/// Before the clock moves (every client's due step taken):
+/// * liveness `fitting head admitted` (shared): a queue head of a running client that fits
+///   has been admitted — it does not wait for an unrelated lease to end. Holds under every
+///   action (a head whose client crashed, or was paused during its wait, is exempt: its
+///   timer cannot run, or runs late by the pause);
+/// * liveness `dead holder handed on` (mutex, election): a lock whose holder died or
+///   expired is held by a queued request by the end of that holder's lease, when any queued
+///   client is running.
+pub(crate) fn observe_tick(model: &LockModel, state: &mut State) {
+    // A queued entry whose client runs and waits for it (an entry restored by a restart from
+    // a lagging copy may belong to a request that is over: nobody's timer runs for it), and
+    // was not paused during this request (its timer then runs late by the pause).
+    let waits = |c: u8, token: Token| {
+        let client = &state.clients[usize::from(c)];
+        !client.paused
+            && !client.stale
+            && !client.dead
+            && client.started > 0
+            && LockModel::token(c, client.started - 1) == token
+            && matches!(client.phase, Phase::Waiting { .. })
+    };
+    if model.kind.shared() {
+        let head = state
+            .server
+            .data
+            .shared
+            .get(&0)
+            .and_then(|l| l.queue.first().map(|e| (e.client, e.token)));
+        if let (Some((true, _)), Some((c, token))) = (head_fits(state), head)
+            && waits(c, token)
+        {
+            state.ghost.broken |= FITTING_HEAD;
+        }
+    } else {
+        let free = live_holders(model.kind, &state.server, state.now).is_empty();
+        let waiting = queue(model.kind, &state.server)
+            .iter()
+            .any(|&(token, c, _)| waits(c, token));
+        if free && waiting {
+            state.ghost.broken |= DEAD_HOLDER;
+        }
+    }
+}
+
+/// A client returns a grant of `token` (safety `no given-away grant`): the server still
+/// has it as a live holder, unless the client was paused since its request began or a
+/// restart came in between. Holds under every action.
+pub(crate) fn observe_return(model: &LockModel, state: &mut State, c: u8, token: Token) {
+    let client = &state.clients[usize::from(c)];
+    if client.stale || client.epoch != state.server.epoch {
+        return;
+    }
+    let live = live_holders(model.kind, &state.server, state.now)
+        .iter()
+        .any(|h| h.0 == token);
+    if !live {
+        state.ghost.broken |= NO_GIVEN_AWAY;
+    }
+}
