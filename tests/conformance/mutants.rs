@@ -49,12 +49,33 @@ pub(crate) const ALL: &[Mutant] = &[
         )],
     },
     Mutant {
-        name: "timed-out-request-stays",
-        what: "shared_acquire.lua mode \"last\" leaves the caller's entry queued",
+        name: "no-readmit-after-timeout",
+        what: "shared_acquire.lua mode \"last\" leaves without admitting what fits behind it (S1)",
         swaps: &[(
-            "elseif mode == 'last' then\n  redis.call('LREM', queue, 1, entry)",
-            "elseif mode == 'last' then\n  redis.call('LLEN', queue)",
+            "redis.call('LREM', queue, 1, entry)\n  local _, failed = admit_from_head(key, counter, now, nil)",
+            "redis.call('LREM', queue, 1, entry)\n  local failed = nil",
         )],
+    },
+    Mutant {
+        name: "dead-head-blocks",
+        what: "admit_from_head (shared.lua) waits behind a head that does not fit although its client is gone (S2)",
+        swaps: &[(
+            "if entry == caller_entry or listening(key, client, pub) then",
+            "if true then",
+        )],
+    },
+    Mutant {
+        name: "limit-dropped-with-waiters",
+        what: "set_expiry (shared.lua) lets the stored limit and the queue go with the last holder although requests wait (S3)",
+        swaps: &[(
+            "local waiting = now + 2 * tonumber(redis.call('HGET', key, 'qlease') or '0')",
+            "local waiting = 0",
+        )],
+    },
+    Mutant {
+        name: "operator-limit-ignored",
+        what: "shared_acquire.lua weighs a request against its handle's limit, not the one set_limit stored (S3)",
+        swaps: &[("  limit = operator\n", "  limit = limit\n")],
     },
     Mutant {
         name: "fence-not-floored",

@@ -505,7 +505,8 @@ impl Real {
             let key = self.mutex_keys[usize::from(n)].clone();
             let replies: Vec<Value> = MutexState::reads(&key)
                 .query(&mut self.con)
-                .map_err(io("mutex state"))?;
+                .map_err(io("mutex state"))
+                .map(items)?;
             let state = MutexState::decode(&replies)?;
             let holder = match &state.holder {
                 Some(h) => Some((token_of(&h.token).ok_or("foreign token")?, h)),
@@ -539,7 +540,8 @@ impl Real {
             let key = self.shared_keys[usize::from(n)].clone();
             let replies: Vec<Value> = SharedState::reads(&key)
                 .query(&mut self.con)
-                .map_err(io("shared state"))?;
+                .map_err(io("shared state"))
+                .map(items)?;
             let state = SharedState::decode(&replies)?;
             check_shared(&key, &state)?;
             let mut holders = BTreeMap::new();
@@ -561,19 +563,31 @@ impl Real {
                     Err(raw) => Err(format!("a queue entry dlock did not write: {raw:?}")),
                 })
                 .collect::<Result<Vec<_>, String>>()?;
+            let operator = match &state.operator_limit {
+                Some(raw) => Some(
+                    raw.parse::<u32>()
+                        .map_err(|_| format!("{key}:limit {raw:?}"))?,
+                ),
+                None => None,
+            };
             let stored = state.version.is_some()
                 || state.limit.is_some()
                 || !state.holders.is_empty()
-                || !state.other_fields.is_empty();
+                || !state.other_fields.is_empty()
+                || operator.is_some();
             if stored || !queue.is_empty() {
+                let limit = match operator {
+                    Some(limit) => Some(limit),
+                    None => state
+                        .limit
+                        .map(|l| u32::try_from(l).map_err(|_| "limit"))
+                        .transpose()?,
+                };
                 out.shared.insert(
                     n,
                     SharedView {
-                        limit: state
-                            .limit
-                            .map(|l| u32::try_from(l).map_err(|_| "limit"))
-                            .transpose()?,
-                        operator: operator_marked(&state),
+                        limit,
+                        operator: operator.is_some(),
                         holders,
                         queue,
                     },
@@ -584,7 +598,8 @@ impl Real {
         let record = format!("{}:leader", self.mutex_keys[1]);
         let replies: Vec<Value> = LeaderState::reads(&record)
             .query(&mut self.con)
-            .map_err(io("leader record"))?;
+            .map_err(io("leader record"))
+            .map(items)?;
         match LeaderState::decode(&replies)? {
             LeaderState::Absent => {}
             LeaderState::Record { fence, value, .. } => {
@@ -599,14 +614,6 @@ impl Real {
         out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
         Ok(out)
     }
-}
-
-/// Whether the hash says `set_limit` stored its limit. Until the scripts store that, never.
-fn operator_marked(state: &SharedState) -> bool {
-    state
-        .other_fields
-        .iter()
-        .any(|(field, value)| field == "by" && value == "operator")
 }
 
 /// What the scripts keep true of a shared lock that the model's view does not show.
@@ -629,17 +636,32 @@ fn check_shared(key: &str, state: &SharedState) -> Result<(), String> {
     }
     let latest = state.holders.iter().filter_map(|h| h.deadline_ms).max();
     if let Some(latest) = latest.filter(|l| *l > state.now_ms) {
-        // S4: `:exp` expires at the latest holder deadline (read in the same pipeline as TIME,
-        // so within a few ms).
+        // K and `:exp` expire together and never before a deadline K holds: a hash that
+        // outlived `:exp` would keep holders no purge can find (their permits never return).
+        // (Read in the same pipeline as TIME: within a few ms.)
         let expires = state.now_ms + state.exp_pttl_ms;
-        if state.exp_pttl_ms < 0 || (expires - latest).abs() > 5 {
+        if state.exp_pttl_ms < 0 || expires + 5 < latest {
             return Err(format!(
-                "{key}: :exp has PTTL {} at {}, the latest holder's deadline is {latest}",
+                "{key}: :exp has PTTL {} at {}, before the latest holder's deadline {latest}",
                 state.exp_pttl_ms, state.now_ms
+            ));
+        }
+        if (state.pttl_ms - state.exp_pttl_ms).abs() > 5 {
+            return Err(format!(
+                "{key}: the hash has PTTL {}, :exp {}: they must expire together",
+                state.pttl_ms, state.exp_pttl_ms
             ));
         }
     }
     Ok(())
+}
+
+/// A pipeline's replies, every one kept (nil included).
+fn items(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items,
+        other => vec![other],
+    }
 }
 
 fn answer(result: redis::RedisResult<Value>) -> Result<Answer, String> {

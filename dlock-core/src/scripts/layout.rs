@@ -184,11 +184,13 @@ pub struct SharedState {
     pub exp_pttl_ms: i64,
     /// The queue entries, oldest first (entries dlock could not read kept as `Err(raw)`).
     pub queue: Vec<Result<QueueEntry, String>>,
+    /// `<key>:limit`, the limit `set_limit` stored (kept without expiry), as read.
+    pub operator_limit: Option<String>,
 }
 
 impl SharedState {
     /// The reads: `TIME`, `HGETALL <key>`, `PTTL <key>`, `ZRANGE <key>:exp 0 -1 WITHSCORES`,
-    /// `PTTL <key>:exp`, `LRANGE <key>:queue 0 -1`.
+    /// `PTTL <key>:exp`, `LRANGE <key>:queue 0 -1`, `GET <key>:limit`.
     pub fn reads(key: &str) -> Pipeline {
         let mut pipe = redis::pipe();
         pipe.cmd("TIME");
@@ -204,6 +206,7 @@ impl SharedState {
             .arg(format!("{key}:queue"))
             .arg(0)
             .arg(-1);
+        pipe.cmd("GET").arg(format!("{key}:limit"));
         pipe
     }
 
@@ -212,8 +215,8 @@ impl SharedState {
     /// # Errors
     /// What could not be read (a holder record dlock did not write, a reply of another shape).
     pub fn decode(replies: &[Value]) -> Result<Self, String> {
-        let [time, hash, pttl, exp, exp_pttl, queue] = replies else {
-            return Err(format!("shared state: expected 6 replies, got {replies:?}"));
+        let [time, hash, pttl, exp, exp_pttl, queue, operator_limit] = replies else {
+            return Err(format!("shared state: expected 7 replies, got {replies:?}"));
         };
         let now_ms = match time {
             Value::Array(parts) if parts.len() == 2 => {
@@ -236,6 +239,7 @@ impl SharedState {
             pttl_ms: integer(pttl)?,
             exp_pttl_ms: integer(exp_pttl)?,
             queue: entries(queue, true)?,
+            operator_limit: text(operator_limit)?,
         };
         for (field, value) in pairs(hash)? {
             let value = text(&value)?.unwrap_or_default();
@@ -469,7 +473,15 @@ mod tests {
         ]);
         let exp2 = Value::Array(vec![bulk(t1), bulk("1700000009000"), bulk(t2), bulk("5")]);
         let queue = Value::Array(vec![bulk(&format!("1 {t2} c 100 P 2 m")), bulk("junk")]);
-        let replies = [time, hash2, Value::Int(900), exp2, Value::Int(900), queue];
+        let replies = [
+            time,
+            hash2,
+            Value::Int(900),
+            exp2,
+            Value::Int(900),
+            queue,
+            bulk("2"),
+        ];
         let state = SharedState::decode(&replies).unwrap();
         assert_eq!(state.now_ms, 1_700_000_000_005);
         assert_eq!((state.limit, state.used), (Some(3), Some(2)));
@@ -477,6 +489,7 @@ mod tests {
         assert_eq!(state.holders[0].deadline_ms, Some(1_700_000_009_000));
         assert_eq!(state.orphan_deadlines, vec![(t2.to_owned(), 5)]);
         assert_eq!(state.queue[1], Err("junk".to_owned()));
+        assert_eq!(state.operator_limit.as_deref(), Some("2"));
         // RESP3: a map and pairs with doubles.
         let mut resp3 = replies.clone();
         resp3[1] = Value::Map(vec![(bulk("limit"), bulk("3")), (bulk("x"), bulk("y"))]);
