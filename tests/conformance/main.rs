@@ -4,7 +4,9 @@
 //! after every protocol step. A difference fails with the shrunk sequence as a numbered list.
 //!
 //! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts).
-//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps).
+//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps),
+//! `DLOCK_CONFORMANCE_SEED=n|random` the seed they are drawn from (default 27: the same
+//! sequences every run).
 //! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
 //! passes only if the test catches it (`make model-mutants`).
 
@@ -23,7 +25,7 @@ mod steps;
 use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 
 use crate::driver::Case;
 use crate::mutants::Mutant;
@@ -49,7 +51,7 @@ fn run(real: &mut Real, seq: &[steps::Step]) -> Result<usize, String> {
 /// With a mutant, a sequence counts as caught only if the shipped scripts pass it: one that
 /// fails on both shows a difference of the shipped scripts, not the mutant's (and shrinking
 /// must not wander off to it).
-fn check(mutant: Option<Mutant>, cases: u32) -> Result<Counts, String> {
+fn check(mutant: Option<Mutant>, cases: u32, seed: u64) -> Result<Counts, String> {
     let real = RefCell::new(Real::start(mutant)?);
     let shipped = match mutant {
         Some(_) => Some(RefCell::new(Real::start(None)?)),
@@ -58,6 +60,7 @@ fn check(mutant: Option<Mutant>, cases: u32) -> Result<Counts, String> {
     let counts = Cell::new(Counts::default());
     let mut runner = TestRunner::new(Config {
         cases,
+        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         max_shrink_iters: 1_000,
         // Each shrink runs a sequence on the server: bound the time, not only the count.
@@ -90,7 +93,8 @@ fn check(mutant: Option<Mutant>, cases: u32) -> Result<Counts, String> {
     match result {
         Ok(()) => Ok(counts.get()),
         Err(TestError::Fail(why, seq)) => Err(format!(
-            "the scripts and the model differ.\nshrunk sequence:{seq:?}\n{why}"
+            "the scripts and the model differ (DLOCK_CONFORMANCE_SEED={seed} reproduces \
+             it).\nshrunk sequence:{seq:?}\n{why}"
         )),
         Err(TestError::Abort(why)) => Err(format!("aborted: {why}")),
     }
@@ -106,6 +110,20 @@ struct Counts {
     shipped_differ: u32,
 }
 
+/// The sequences are drawn from a fixed seed, so that `make test` runs the same ones every
+/// time; `DLOCK_CONFORMANCE_SEED=<n>` picks another, `random` a new one (printed).
+fn seed() -> u64 {
+    match std::env::var("DLOCK_CONFORMANCE_SEED").ok().as_deref() {
+        None | Some("") => 27,
+        Some("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(27, |d| d.as_nanos() as u64),
+        Some(n) => n
+            .parse()
+            .unwrap_or_else(|_| panic!("DLOCK_CONFORMANCE_SEED={n}: a number, or random")),
+    }
+}
+
 fn cases() -> u32 {
     std::env::var("DLOCK_CONFORMANCE_CASES")
         .ok()
@@ -116,11 +134,12 @@ fn cases() -> u32 {
 #[test]
 fn the_scripts_conform_to_the_model() {
     let started = Instant::now();
+    let seed = seed();
     match std::env::var("DLOCK_MUTANT").ok().as_deref() {
-        None | Some("") => match check(None, cases()) {
+        None | Some("") => match check(None, cases(), seed) {
             Ok(c) => eprintln!(
-                "conformance: {} sequences, {} steps ({} protocol steps) matched the model in \
-                 {:.1} s",
+                "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps) matched \
+                 the model in {:.1} s",
                 c.sequences,
                 c.steps,
                 c.ops,
@@ -139,7 +158,7 @@ fn the_scripts_conform_to_the_model() {
             };
             let mut missed = Vec::new();
             for mutant in mutants {
-                match check(Some(mutant), cases()) {
+                match check(Some(mutant), cases(), seed) {
                     Ok(c) => {
                         eprintln!(
                             "mutant {}: NOT caught in {} sequences ({}; {} of them differ on \
