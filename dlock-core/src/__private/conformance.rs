@@ -1,8 +1,8 @@
 //! What the conformance test (`tests/conformance.rs`) needs to run dlock's Lua scripts by hand
 //! against a real server and read back what they wrote: each script's text as the client loads
-//! it ([`Source::text`]) and the very `redis::Script` the client runs ([`Source::script`]), the
+//! it (`Source::text`) and the very `redis::Script` the client runs (`Source::script`), the
 //! keys and argument formats of each kind, and one decoder per key layout
-//! ([`MutexState`], [`SharedState`], [`LeaderState`]). Hidden, not an API: it follows the
+//! (`MutexState`, `SharedState`, `LeaderState`). Hidden, not an API: it follows the
 //! scripts.
 //!
 //! Why here and not behind a `model` cargo feature: nothing in it changes the client's

@@ -3,7 +3,7 @@
 //! deadlines and queue, an election's leader record). The client never reads state this way
 //! (its scripts do); the conformance test (`tests/conformance.rs`, through
 //! `__private::conformance`) does, to hold the scripts' effects against the model's after
-//! every step. The lock value is read by [`wire::parse_lock_value`], as everywhere; the other
+//! every step. The lock value is read by `wire::parse_lock_value`, as everywhere; the other
 //! formats are documented in `wire.rs` and the scripts, and parsed here because nothing else in
 //! the client reads them back.
 //!
@@ -69,7 +69,7 @@ pub fn parse_queue_entry(entry: &str, shared: bool) -> Option<QueueEntry> {
     })
 }
 
-/// A mutex's lock value, decoded (owned [`wire::Holder`]).
+/// A mutex's lock value, decoded (an owned `wire::Holder`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MutexValue {
     /// The holding acquire call's token.
@@ -333,7 +333,7 @@ impl LeaderState {
 }
 
 /// A grant as published on a wake channel: `(token, fence, server_ms, lease_ms)`; `None` for a
-/// message that is not one (read by [`wire::Grant::parse`]).
+/// message that is not one (read by `wire::Grant::parse`).
 pub fn parse_grant(payload: &[u8]) -> Option<(String, u64, i64, u64)> {
     let grant = wire::Grant::parse(payload)?;
     let lease = u64::try_from(grant.lease.as_millis()).ok()?;
