@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit bench clean model-mutants
+.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit model model-mutants bench clean
 
 deps:
 	@scripts/ensure-deps.sh
@@ -52,10 +52,17 @@ unit:
 fmt:
 	$(CARGO) fmt --all
 
-## The mutation check (not in `make test`): the protocol bugs of tests/conformance/mutants.rs,
-## applied to the shipped Lua one at a time, must each make the conformance test fail; the
-## target fails unless every one is caught.
+## The protocol model at deeper bounds than `make unit` runs (which checks small ones): states
+## explored and time per kind (dlock-model/README.md records them).
+model:
+	$(CARGO) test -p dlock-model --test deep -- --ignored --nocapture --test-threads 1
+
+## The mutation check (not in `make test`), fails unless every protocol bug is caught: in the
+## model, each by its named property; in the shipped Lua (tests/conformance/mutants.rs, applied
+## one at a time in memory), each by the conformance test, with a sequence the shipped scripts
+## pass.
 model-mutants: deps
+	$(CARGO) test -p dlock-model --test mutants -- --ignored --nocapture --test-threads 1
 	DLOCK_MUTANT=all $(CARGO) test -p dlock-tests --test conformance -- --nocapture
 
 ## The benchmark of WORKLOADS.md (dlock beside a raw-Redis floor, on its own redis-server).

@@ -2,7 +2,7 @@
 //! election.rs and wait.rs, reduced to their decisions).
 
 use crate::Mutant;
-use crate::model::{Kind, LEASE, LockModel, Phase, State};
+use crate::model::{Held, Kind, LEASE, LockModel, Phase, State};
 use crate::properties;
 use crate::server::{Mode, Ms, Op, Push, RW_LIMIT, ReleaseHow, Reply, Token};
 
@@ -42,6 +42,23 @@ fn campaign(model: &LockModel, state: &mut State, c: u8) {
     model.send(state, c, op);
 }
 
+/// Back to holding after a call about the hold (see [`Held`]); `false` if there was none.
+fn restore(state: &mut State, c: u8, change: impl FnOnce(&mut Held)) -> bool {
+    let client = &mut state.clients[usize::from(c)];
+    let Some(mut held) = client.held.take() else {
+        return false;
+    };
+    change(&mut held);
+    client.phase = Phase::Holding {
+        token: held.token,
+        fence: held.fence,
+        until: held.until,
+        writer: held.writer,
+        changed: held.changed,
+    };
+    true
+}
+
 /// The request is over.
 fn done(state: &mut State, c: u8) {
     let client = &mut state.clients[usize::from(c)];
@@ -52,7 +69,7 @@ fn done(state: &mut State, c: u8) {
 /// The uncontended pipeline's `EXISTS` runs, and the client decides on both replies
 /// (mutex.rs `fast_attempt`): a lock taken while callers were queued is handed to them.
 pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
-    let Phase::Pipelined { sent, set } = state.clients[usize::from(c)].phase else {
+    let Phase::Pipelined { sent, ahead, set } = state.clients[usize::from(c)].phase else {
         return;
     };
     let before = state.server.clone();
@@ -62,7 +79,16 @@ pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
     let token = LockModel::token(c, state.clients[usize::from(c)].started - 1);
     match set {
         None if !queued || model.mutant == Some(Mutant::NewcomerTakesExpired) => {
-            if queued {
+            let still = |t: Token| {
+                state
+                    .server
+                    .data
+                    .queues
+                    .get(&0)
+                    .is_some_and(|q| q.iter().any(|e| e.token == t))
+            };
+            if ahead.is_some_and(still) {
+                // A caller queued when the SET took the lock still waits: it was theirs first.
                 properties::barged(state);
             }
             hold(model, state, c, token, None, sent + LEASE);
@@ -92,9 +118,6 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
         return;
     };
     match (op, reply) {
-        (Op::SetNxGet { .. }, Reply::SetNx(set)) => {
-            state.clients[usize::from(c)].phase = Phase::Pipelined { sent, set };
-        }
         (
             Op::FencedFast { token, incr, .. },
             Reply::Multi {
@@ -116,9 +139,7 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
         }
         (Op::Fence { token, .. }, Reply::Int(fence)) if fence > 0 => {
             let fence = u64::try_from(fence).unwrap_or(0);
-            let client = &mut state.clients[usize::from(c)];
-            if let Phase::Holding { fence: f, .. } = &mut client.phase {
-                *f = Some(fence);
+            if restore(state, c, |h| h.fence = Some(fence)) {
                 if model.kind == Kind::Election {
                     campaign(model, state, c);
                 }
@@ -126,11 +147,14 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
                 hold(model, state, c, token, Some(fence), sent + LEASE);
             }
         }
-        (Op::Fence { .. }, _) => match state.clients[usize::from(c)].phase {
+        (Op::Fence { .. }, _) => {
             // The lease ran out before the fence was issued: the holder learns it was lost.
-            Phase::Holding { .. } => release_now(model, state, c),
-            _ => done(state, c),
-        },
+            if restore(state, c, |_| {}) {
+                release_now(model, state, c);
+            } else {
+                done(state, c);
+            }
+        }
         (Op::Acquire { entry, mode, .. }, reply) => {
             attempted(model, state, c, entry.token, mode, reply, sent);
         }
@@ -156,36 +180,34 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
         ),
         (Op::Release { .. } | Op::SharedRelease { .. }, _) => done(state, c),
         (Op::Extend { .. }, Reply::Extended(results)) => {
-            if let Phase::Holding { until, .. } = &mut state.clients[usize::from(c)].phase
-                && results.first() == Some(&1)
-            {
-                *until = sent + LEASE;
-            }
+            restore(state, c, |h| {
+                if results.first() == Some(&1) {
+                    h.until = sent + LEASE;
+                }
+            });
         }
-        (Op::RwChange { new, up, .. }, reply) => {
-            if let Reply::Holds { fence, pttl } = reply {
-                properties::observe_return(model, state, c, new);
-                state.clients[usize::from(c)].phase = Phase::Holding {
-                    token: new,
-                    fence: Some(fence),
-                    until: sent + pttl,
-                    writer: up,
-                    changed: true,
-                };
-            } else if let Phase::Holding { changed, .. } = &mut state.clients[usize::from(c)].phase
-            {
-                *changed = true;
-            }
+        (Op::RwChange { new, up, .. }, Reply::Holds { fence, pttl }) => {
+            properties::observe_return(model, state, c, new);
+            let client = &mut state.clients[usize::from(c)];
+            client.held = None;
+            client.phase = Phase::Holding {
+                token: new,
+                fence: Some(fence),
+                until: sent + pttl,
+                writer: up,
+                changed: true,
+            };
         }
         (Op::ElectionPublish { .. }, Reply::Err(_)) => {
             // E1: the campaign fails with an error naming the key; its guard is released.
+            restore(state, c, |_| {});
             release_now(model, state, c);
         }
         _ => {
-            // Any other reply leaves the client as it is (election.lua publish: 1, 0 or -1).
-            let client = &mut state.clients[usize::from(c)];
-            if let Phase::InFlight { .. } = client.phase {
-                client.phase = Phase::Done;
+            // Any other reply about a hold leaves it held (a refused upgrade, a lost lease
+            // found by extend, election.lua's 1, 0 or -1); anything else ends the request.
+            if !restore(state, c, |h| h.changed = true) {
+                done(state, c);
             }
         }
     }

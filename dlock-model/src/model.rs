@@ -162,6 +162,8 @@ pub enum Phase {
     Pipelined {
         /// When it was sent.
         sent: Ms,
+        /// The oldest caller queued when the `SET` ran (for the property `queue head first`).
+        ahead: Option<Token>,
         /// The `SET`'s reply.
         set: Option<Option<Token>>,
     },
@@ -189,9 +191,27 @@ pub enum Phase {
     Done,
 }
 
+/// A hold kept while a call about it is in flight (extend, mode change, the election's
+/// fence and record): the client still holds meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Held {
+    /// The hold's token.
+    pub token: Token,
+    /// Its fence, if known.
+    pub fence: Option<u64>,
+    /// The caller's view of its lease's end.
+    pub until: Ms,
+    /// A writer (RwLock).
+    pub writer: bool,
+    /// The mode was changed already.
+    pub changed: bool,
+}
+
 /// One client.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
+    /// The hold while a call about it is in flight (see [`Held`]).
+    pub held: Option<Held>,
     /// Requests started so far (the current one is `started - 1`).
     pub started: u8,
     /// The current request.
@@ -321,6 +341,30 @@ impl LockModel {
             }
         }
         let client = &mut state.clients[usize::from(c)];
+        let releasing = matches!(
+            op,
+            Op::Release { .. } | Op::SharedRelease { .. } | Op::ElectionResign { .. }
+        );
+        if let Phase::Holding {
+            token,
+            fence,
+            until,
+            writer,
+            changed,
+        } = client.phase
+            && !releasing
+        {
+            client.held = Some(Held {
+                token,
+                fence,
+                until,
+                writer,
+                changed,
+            });
+        }
+        if releasing {
+            client.held = None;
+        }
         client.phase = Phase::InFlight {
             op,
             sent: state.now,
@@ -374,21 +418,40 @@ impl LockModel {
     fn start(&self, state: &mut State, c: u8) {
         let client = &mut state.clients[usize::from(c)];
         client.started += 1;
+        client.held = None;
         client.stale = false;
         client.epoch = state.server.epoch;
         let req = self.req(c, client);
         client.deadline = req.timeout.map(|t| state.now + t);
         let token = Self::token(c, client.started - 1);
         match self.kind {
-            Kind::Mutex | Kind::Election => self.send(
-                state,
-                c,
-                Op::SetNxGet {
+            Kind::Mutex | Kind::Election => {
+                // The pipeline's first command; its second (EXISTS) is the client's next step,
+                // and other clients' steps may come in between. (Its reply is not lost in the
+                // model: a lost pipeline reply is an error the caller sees.)
+                let before = state.server.clone();
+                let op = Op::SetNxGet {
                     name: 0,
                     token,
                     lease: LEASE,
-                },
-            ),
+                };
+                let reply = apply(&mut state.server, state.now, op.clone());
+                properties::observe_step(self, state, &before, &op, &reply);
+                let set = match reply {
+                    Reply::SetNx(set) => set,
+                    _ => Some(None),
+                };
+                state.clients[usize::from(c)].phase = Phase::Pipelined {
+                    sent: state.now,
+                    ahead: state
+                        .server
+                        .data
+                        .queues
+                        .get(&0)
+                        .and_then(|q| q.first().map(|e| e.token)),
+                    set,
+                };
+            }
             Kind::FencedMutex => {
                 let incr = client.floored.is_some() || self.mutant == Some(Mutant::FenceNotFloored);
                 self.send(
@@ -505,6 +568,7 @@ impl Model for LockModel {
                     },
                 );
                 Client {
+                    held: None,
                     started: 0,
                     phase: Phase::Idle,
                     deadline: None,
@@ -802,6 +866,41 @@ pub mod bounds {
         m
     }
 
+    /// The model of `kind` at the deeper bounds of `make model`: more clients or requests,
+    /// more of the environment, a longer clock.
+    pub fn deep(kind: Kind) -> LockModel {
+        let mut m = unit(kind);
+        match kind {
+            Kind::Mutex => {
+                m.clients = vec![
+                    vec![Req::of(1).watchdog(), Req::of(1)],
+                    vec![Req::of(1).timeout(2)],
+                    vec![Req::of(1).cancel()],
+                ];
+                m.env.crashes = 1;
+            }
+            Kind::FencedMutex => {
+                m.clients.push(vec![Req::of(1)]);
+                m.env.restarts = 2;
+            }
+            Kind::Semaphore => {
+                m.clients[0] = vec![Req::of(2).watchdog(), Req::of(1).cancel()];
+                m.env.lost_replies = 1;
+                m.max_time = 5;
+            }
+            Kind::RwLock => {
+                m.clients[2] = vec![Req::of(1).cancel(), Req::of(RW_LIMIT)];
+                m.env.lost_replies = 1;
+                m.max_time = 5;
+            }
+            Kind::Election => {
+                m.env.pauses = 1;
+                m.max_time = 5;
+            }
+        }
+        m
+    }
+
     /// A second mutex model for the unit run: three clients, one of them crashing, one
     /// cancelling its wait, one renewed by a watchdog (no pauses or lost replies, which
     /// [`unit()`] covers with two clients).
@@ -824,47 +923,51 @@ pub mod bounds {
     }
 }
 
-/// A counterexample as a readable list of steps: the clock, each action, and at the end each
-/// client's phase and what the server holds.
+/// A counterexample as a readable list of steps: each action (client `c`'s request `r` has
+/// token `16c + r + 1`) with what the server holds after it, then each client's phase.
 pub fn trace(path: stateright::Path<State, Action>) -> String {
     use std::fmt::Write as _;
     let steps = path.into_vec();
     let mut out = String::new();
-    for (state, action) in &steps {
-        if let Some(action) = action {
-            let _ = writeln!(
-                out,
-                "  t={} {action:?}  (before: max fence {}, broken {:#b}, lock {:?}, queue {:?})",
-                state.now,
-                state.ghost.max_fence,
-                state.ghost.broken,
-                state
-                    .server
-                    .data
-                    .locks
-                    .get(&0)
-                    .map(|h| (h.token, h.fence, h.deadline)),
-                state
-                    .server
-                    .data
-                    .queues
-                    .get(&0)
-                    .map(|q| q.iter().map(|e| e.token).collect::<Vec<_>>()),
-            );
+    for pair in steps.windows(2) {
+        let (before, after) = (&pair[0], &pair[1].0);
+        if let Some(action) = &before.1 {
+            let _ = writeln!(out, "  t={} {action:?} -> {}", before.0.now, summary(after));
         }
     }
     if let Some((last, _)) = steps.last() {
-        let _ = writeln!(out, "  end t={}:", last.now);
         for (c, client) in last.clients.iter().enumerate() {
-            let _ = writeln!(out, "    client {c}: {:?}", client.phase);
+            let _ = writeln!(out, "  client {c} ends {:?}", client.phase);
         }
-        let _ = writeln!(
-            out,
-            "    server: {:?}\n    pushes: {:?}\n    ghost: {:?}",
-            crate::abstraction(&last.server, last.now),
-            last.pushes,
-            last.ghost
-        );
+        let _ = writeln!(out, "  pushes in flight: {:?}", last.pushes);
     }
     out
+}
+
+/// One line of what the server holds (live only) and the properties broken so far.
+fn summary(state: &State) -> String {
+    let view = crate::abstraction(&state.server, state.now);
+    let mut parts = Vec::new();
+    if let Some(m) = view.mutexes.get(&0) {
+        parts.push(format!("holder {:?} queue {:?}", m.holder, m.queue));
+    }
+    if let Some(s) = view.shared.get(&0) {
+        parts.push(format!(
+            "limit {:?}{} holders {:?} queue {:?}",
+            s.limit,
+            if s.operator { " (operator)" } else { "" },
+            s.holders,
+            s.queue
+        ));
+    }
+    if let Some(leader) = view.leaders.get(&0) {
+        parts.push(format!("leader {leader:?}"));
+    }
+    if parts.is_empty() {
+        parts.push("nothing held".into());
+    }
+    if state.ghost.broken != 0 {
+        parts.push(format!("broken {:#b}", state.ghost.broken));
+    }
+    parts.join(", ")
 }

@@ -66,12 +66,14 @@ fn ok(state: &State, bit: u32) -> bool {
 /// also counts a paused holder whose lease ran out (it cannot have noticed) and a holder whose
 /// grant a restart lost.
 fn believers(state: &State, as_seen: bool) -> impl Iterator<Item = bool> + '_ {
-    state.clients.iter().filter_map(move |c| match c.phase {
-        Phase::Holding { until, writer, .. } if !c.dead => {
-            let live = state.now < until && c.epoch == state.server.epoch;
-            (live || (as_seen && c.paused)).then_some(writer)
-        }
-        _ => None,
+    state.clients.iter().filter_map(move |c| {
+        let (until, writer) = match (&c.phase, c.held) {
+            (Phase::Holding { until, writer, .. }, _) => (*until, *writer),
+            (Phase::InFlight { .. }, Some(held)) => (held.until, held.writer),
+            _ => return None,
+        };
+        let live = state.now < until && c.epoch == state.server.epoch;
+        (!c.dead && (live || (as_seen && c.paused))).then_some(writer)
     })
 }
 

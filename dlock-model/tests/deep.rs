@@ -1,0 +1,70 @@
+//! The model checker at deeper bounds (`make model`; ignored by `cargo test`): the same
+//! properties as the unit run (tests/check.rs), more clients, requests and environment
+//! actions. Prints the states explored and the time per kind; dlock-model/README.md records
+//! them.
+
+// A test helper fails by panicking, and prints the counts on purpose.
+#![allow(clippy::panic, clippy::print_stderr)]
+
+use std::time::Instant;
+
+use dlock_model::EXCLUSIVE_AS_SEEN;
+use dlock_model::model::{self, Kind, bounds};
+use stateright::{Checker, Model};
+
+fn deep(kind: Kind) {
+    let model = bounds::deep(kind);
+    let pauses = model.env.pauses > 0;
+    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+    let started = Instant::now();
+    let checker = model.checker().threads(2).spawn_bfs().join();
+    eprintln!(
+        "deep {kind:?}: {} states ({} unique), depth {}, {:.1?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    for name in names {
+        if name == EXCLUSIVE_AS_SEEN && pauses {
+            assert!(checker.discovery(name).is_some(), "{kind:?}: vacuous");
+            continue;
+        }
+        if let Some(path) = checker.discovery(name) {
+            panic!(
+                "{kind:?}: property `{name}` broken:\n{}",
+                model::trace(path)
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_mutex() {
+    deep(Kind::Mutex);
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_fenced_mutex() {
+    deep(Kind::FencedMutex);
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_semaphore() {
+    deep(Kind::Semaphore);
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_rwlock() {
+    deep(Kind::RwLock);
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_election() {
+    deep(Kind::Election);
+}

@@ -1,0 +1,147 @@
+//! The mutation check of the model's properties (`make model-mutants`; ignored by `cargo test`):
+//! each [`Mutant`] applies one protocol bug to the model's steps, and the property named for it
+//! must find a counterexample — while the same model without the mutant has none. The shortest
+//! counterexample is printed (`--nocapture`).
+
+// A test helper fails by panicking, and prints the traces on purpose.
+#![allow(clippy::panic, clippy::print_stderr)]
+
+use std::collections::BTreeSet;
+
+use dlock_model::Mutant;
+use dlock_model::model::{self, Kind, LockModel, Req, bounds};
+use stateright::{Checker, HasDiscoveries, Model};
+
+/// Checks `base` without and with `mutant` for `property`.
+fn caught(base: LockModel, mutant: Mutant, property: &'static str) {
+    assert!(
+        base.properties().iter().any(|p| p.name == property),
+        "no property named `{property}`"
+    );
+    let clean = base.clone().checker().threads(2).spawn_bfs().join();
+    if let Some(path) = clean.discovery(property) {
+        panic!(
+            "`{property}` is broken without the mutant:\n{}",
+            model::trace(path)
+        );
+    }
+    let mutated = LockModel {
+        mutant: Some(mutant),
+        ..base
+    };
+    let checker = mutated
+        .checker()
+        .threads(2)
+        .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([property])))
+        .spawn_bfs()
+        .join();
+    match checker.discovery(property) {
+        Some(path) => eprintln!(
+            "{mutant:?} caught by `{property}` ({} states):\n{}",
+            checker.state_count(),
+            model::trace(path)
+        ),
+        None => panic!(
+            "{mutant:?} not caught by `{property}` ({} states explored)",
+            checker.state_count()
+        ),
+    }
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn newcomer_takes_expired_lock_ahead_of_waiters() {
+    let base = model::model(
+        Kind::Mutex,
+        1,
+        vec![vec![Req::of(1), Req::of(1)], vec![Req::of(1)]],
+        4,
+    );
+    caught(base, Mutant::NewcomerTakesExpired, "queue head first");
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn no_readmission_after_a_timed_out_request() {
+    caught(
+        bounds::unit(Kind::Semaphore),
+        Mutant::NoReadmitOnLeave,
+        "leaving re-admits",
+    );
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_grant_above_the_limit() {
+    caught(
+        bounds::unit(Kind::Semaphore),
+        Mutant::GrantAboveLimit,
+        "within limit",
+    );
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn the_fence_not_floored_after_a_restart() {
+    caught(
+        bounds::unit(Kind::FencedMutex),
+        Mutant::FenceNotFloored,
+        "fences increase",
+    );
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_stale_hand_off_trusted_by_the_client() {
+    caught(
+        bounds::unit_crowd(),
+        Mutant::StaleHandoffTrusted,
+        "no given-away grant",
+    );
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_reader_admitted_past_a_queued_writer() {
+    caught(
+        bounds::unit(Kind::RwLock),
+        Mutant::ReaderPastWriter,
+        "queue head first",
+    );
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn the_limit_dropped_when_the_last_holder_leaves_with_requests_queued() {
+    caught(
+        bounds::unit(Kind::Semaphore),
+        Mutant::LimitDroppedWithWaiters,
+        "limit persists",
+    );
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_dead_head_blocks_the_queue() {
+    caught(
+        bounds::unit(Kind::Semaphore),
+        Mutant::DeadHeadBlocks,
+        "dead head dropped",
+    );
+}
+
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn an_election_overwrites_foreign_data_at_its_record_key() {
+    caught(
+        bounds::unit(Kind::Election),
+        Mutant::ElectionOverwritesForeign,
+        "no foreign write",
+    );
+}
+
+/// Every mutant has its test above.
+#[test]
+fn every_mutant_is_checked() {
+    assert_eq!(Mutant::ALL.len(), 9);
+}
