@@ -223,15 +223,22 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
 }
 
 /// Three clients contending for one lock: the first takes it, the others wait behind it (the
-/// queues every interesting step needs, in three steps instead of a lucky draw).
+/// queues every interesting step needs, in three steps instead of a lucky draw); then, at
+/// times, the first waiter leaves (its wait times out, is cancelled, or its client dies, before
+/// the holder releases or its lease ends), which is where re-admission and hand-off matter.
 fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
     (
         proptest::sample::select(locks),
         Just((0..CLIENTS).collect::<Vec<u8>>()).prop_shuffle(),
-        proptest::collection::vec(1..=3u32, 3),
+        prop_oneof![
+            // The queue re-admission is about: a head that does not fit, one behind it that does.
+            1 => (1..=2u32).prop_map(|held| vec![held, 3, 1]),
+            1 => proptest::collection::vec(1..=3u32, 3),
+        ],
+        0..6u8,
     )
-        .prop_map(|(lock, clients, weights)| {
-            clients
+        .prop_map(|(lock, clients, weights, leave)| {
+            let mut steps: Vec<Step> = clients
                 .iter()
                 .zip(weights)
                 .enumerate()
@@ -247,7 +254,23 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
                     lease: 1,
                     wait: i > 0,
                 })
-                .collect()
+                .collect();
+            let (holder, client) = (clients[0], clients[1]);
+            match leave {
+                0 => steps.push(Step::GiveUp { client, lock }),
+                1 => steps.push(Step::Cancel { client, lock }),
+                2 => steps.push(Step::Crash { client }),
+                3 => steps.extend([
+                    Step::Crash { client },
+                    Step::Release {
+                        client: holder,
+                        lock,
+                    },
+                ]),
+                4 => steps.extend([Step::Crash { client }, Step::Advance { units: 1 }]),
+                _ => {}
+            }
+            steps
         })
 }
 
@@ -263,7 +286,11 @@ pub(crate) fn sequence(len: usize) -> impl Strategy<Value = Sequence> {
         .prop_flat_map(move |locks| {
             let fragment = prop_oneof![
                 6 => step(locks.clone()).prop_map(|step| vec![step]),
-                1 => contention(locks),
+                // A subsequence, so that shrinking can drop a burst's steps one by one.
+                1 => contention(locks).prop_flat_map(|steps| {
+                    let n = steps.len();
+                    proptest::sample::subsequence(steps, 1..=n)
+                }),
             ];
             proptest::collection::vec(fragment, 1..=len * 6 / 8)
         })
