@@ -10,11 +10,16 @@ deps:
 	@scripts/ensure-deps.sh
 
 ## Command 1: the demo — three replicas run the lottery job; each draw happens on one of them.
+## The build is shown (a fresh clone compiles for minutes); the run itself is quiet.
 demo: deps
+	@echo "Building the lottery demo (the first build of a fresh clone takes a few minutes)..."
+	$(CARGO) build -p lottery
 	$(CARGO) run --quiet -p lottery
 
 ## The mutex demo: several processes take turns at one lock and lose no update.
 demo-counter: deps
+	@echo "Building the counter demo (the first build of a fresh clone takes a few minutes)..."
+	$(CARGO) build -p counter
 	$(CARGO) run --quiet -p counter
 
 ## Command 2: every check CI runs — format, lints, docs, all tests and doc tests.

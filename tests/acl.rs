@@ -14,7 +14,7 @@ use dlock_core::{Client, ErrorKind, MutexOptions};
 use dlock_scheduler::{Job, Scheduler};
 use dlock_testkit::{RedisCluster, RedisServer};
 
-use crate::support::{mutex_round, raw, redis};
+use crate::support::{mutex_round, queue_reaches, raw, redis};
 
 /// The rules of the README's ACL line for a dlock user, after `ACL SETUSER <user> on >pw`.
 /// Kept in one place: the README quotes it, and `the_readme_acl_line_is_this_one` checks that.
@@ -118,7 +118,8 @@ async fn every_kind_works_with_exactly_the_documented_rights() {
     let admin = Scheduler::builder(client_as(&server, "app", "app:"))
         .build()
         .unwrap();
-    admin.run_now("report").await.unwrap();
+    // Forced: the replica may not have registered the job yet (run_now refuses unknown jobs).
+    admin.force_run_now("report").await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), done.notified())
         .await
         .expect("the job ran under the restricted user");
@@ -169,6 +170,130 @@ async fn a_missing_right_is_a_permission_error_that_names_it() {
     assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
     assert!(viewer.inspect("order:1").await.unwrap().is_some());
     guard.release().await.unwrap();
+}
+
+/// The README's read-only operator user runs what the CLI's read-only commands run (`dlock
+/// inspect` of every kind, an election's leader, `dlock locks`) on every kind held and queued
+/// for: no right outside its ACL line is needed (no `TIME`: the shared kinds' inspection reads
+/// the server clock off the lease ends' expiry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_viewer_inspects_every_kind_held_and_queued() {
+    let server = redis();
+    acl_user(&server, "app", "app:", DLOCK_RULES).await;
+    acl_user(&server, "viewer", "app:", VIEWER_RULES).await;
+    let app = client_as(&server, "app", "app:");
+    let viewer = client_as(&server, "viewer", "app:");
+    let con = crate::support::Plain::Single(raw(&server).await);
+    let wait = Duration::from_secs(20);
+
+    // Each kind held, and one request queued behind the holder.
+    let mutex = app.mutex("order:1").unwrap();
+    let held = mutex.acquire().await.unwrap();
+    let queued_mutex = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.acquire_timeout(wait).await })
+    };
+    let sem = app.semaphore("exports", 2).unwrap();
+    let permits = sem.acquire(2).await.unwrap();
+    let queued_permit = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire_timeout(1, wait).await })
+    };
+    let rw = app.rw_lock("prices").unwrap();
+    let read = rw.read().await.unwrap();
+    let queued_write = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.write_timeout(wait).await })
+    };
+    let election = app.election("primary").unwrap();
+    let leading = election.campaign("10.0.0.7:8080").await.unwrap();
+    let queued_candidate = {
+        let election = election.clone();
+        tokio::spawn(async move { election.campaign_timeout("10.0.0.8:8080", wait).await })
+    };
+    for queue in [
+        "app:{order:1}:queue",
+        "app:{exports}:sem:queue",
+        "app:{prices}:rw:queue",
+        "app:{election:primary}:queue",
+    ] {
+        queue_reaches(&con, queue, 1).await;
+    }
+
+    let holder = viewer.inspect("order:1").await.unwrap().expect("held");
+    assert_eq!(holder.waiters, 1);
+    let info = viewer
+        .inspect_semaphore("exports")
+        .await
+        .unwrap()
+        .expect("held");
+    assert_eq!((info.limit, info.holders.len(), info.waiters), (2, 1, 1));
+    assert_eq!(info.holders[0].permits, 2);
+    assert!(info.holders[0].remaining > Duration::ZERO);
+    let info = viewer
+        .inspect_rw_lock("prices")
+        .await
+        .unwrap()
+        .expect("held");
+    assert_eq!((info.readers.len(), info.waiters), (1, 1));
+    assert!(info.writer.is_none());
+    let leader = viewer
+        .inspect("election:primary")
+        .await
+        .unwrap()
+        .expect("held");
+    assert_eq!(leader.waiters, 1);
+    let leader = viewer
+        .election("primary")
+        .unwrap()
+        .leader()
+        .await
+        .unwrap()
+        .expect("a leader");
+    assert_eq!(leader.value(), "10.0.0.7:8080");
+    let mut listed: Vec<String> = viewer
+        .held_locks(None)
+        .await
+        .unwrap()
+        .locks
+        .iter()
+        .map(|lock| lock.name().to_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, ["election:primary", "exports", "order:1", "prices"]);
+
+    held.release().await.unwrap();
+    queued_mutex
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    permits.release().await.unwrap();
+    queued_permit
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    read.release().await.unwrap();
+    queued_write
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    leading.resign().await.unwrap();
+    queued_candidate
+        .await
+        .unwrap()
+        .unwrap()
+        .resign()
+        .await
+        .unwrap();
 }
 
 /// Two applications, each with its own prefix and user: neither can read, take or force the

@@ -42,11 +42,13 @@ impl Dashboard {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
         let mut first = None;
+        let mut names = Vec::new();
         for (id, jobs) in replicas {
             let mut builder = Scheduler::builder(Client::open(server.url().as_str()).unwrap())
                 .replica_id(id)
                 .heartbeat(Duration::from_millis(200));
             for job in jobs {
+                names.push(job.name().to_owned());
                 builder = builder.job(job);
             }
             let scheduler = builder.build().unwrap();
@@ -77,6 +79,10 @@ impl Dashboard {
         let admin = Scheduler::builder(Client::open(server.url().as_str()).unwrap())
             .build()
             .unwrap();
+        // Every job registered: the controls refuse jobs that are not known yet.
+        for job in &names {
+            crate::scheduler_control::registered(&admin, job).await;
+        }
         Dashboard {
             base,
             admin,
@@ -382,8 +388,8 @@ async fn bad_forms_get_400_with_the_reason() {
     let same = [("sec-fetch-site", "same-origin")];
     let cases = [
         ("action=pause", "no `job` field"),
-        ("job=report&action=delete", "unknown action"),
-        ("job=report", "unknown action"),
+        ("job=report&action=delete", "unknown action `delete`:"),
+        ("job=report", "no `action` field"),
         ("job=a%7Bb%7D&action=pause", "{"),
         ("job=&action=run-now", "empty"),
     ];
@@ -393,6 +399,14 @@ async fn bad_forms_get_400_with_the_reason() {
         assert!(answer.body.contains(reason), "{body}: {answer:?}");
     }
     assert!(!d.admin.is_paused("report").await.unwrap());
+    // A job that is not known (a typo): 404 naming the close name, and nothing is written.
+    for action in ["pause", "resume", "run-now"] {
+        let answer = post(&http, &d.base, &form("reprot", action), &same).await;
+        assert_eq!(answer.status, 404, "{action}: {answer:?}");
+        assert!(answer.body.contains("`reprot`"), "{answer:?}");
+        assert!(answer.body.contains("did you mean report"), "{answer:?}");
+    }
+    assert!(!d.admin.is_known("reprot").await.unwrap());
     d.stop().await;
 }
 

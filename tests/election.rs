@@ -261,3 +261,35 @@ backend_tests!(
         observer.sees(None).await;
     }
 );
+
+backend_tests!(
+    /// An observer built with the default lease (30 s: it reads every 10 s by its own interval)
+    /// follows candidates that use a 1 s lease: their leader killed, it reports the vacancy
+    /// within about that lease, not its own interval.
+    async fn an_observer_follows_the_candidates_lease_not_its_own(backend: Backend) {
+        let name = "short";
+        let observer = Observer::start(&backend, name).await;
+        let mut leader = Worker::spawn(&[
+            "elect".into(),
+            backend.worker_arg(),
+            format!("name={name}"),
+            "value=worker".into(),
+            "ttl_ms=1000".into(),
+        ]);
+        let line = leader.line(Duration::from_secs(30));
+        let fence: u64 = line["leader ".len()..].parse().unwrap();
+        observer.sees(Some(fence)).await;
+        leader.child_mut().kill();
+        // The killed leader's lease (1 s) plus reading slack; the observer's own interval is
+        // 10 s.
+        eventually(
+            Duration::from_secs(4),
+            "the observer reports the vacancy",
+            || async {
+                let seen = observer.seen.lock().unwrap();
+                (seen.last() == Some(&None)).then_some(())
+            },
+        )
+        .await;
+    }
+);

@@ -103,3 +103,87 @@ backend_tests!(
         assert_eq!(pttl, -1);
     }
 );
+
+backend_tests!(
+    async fn a_foreign_leader_record_is_refused_before_campaign_writes(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let record = "dlock:{election:e}:leader";
+        let _: usize = con.hset(record, "owner", "billing").await.unwrap();
+        let election = c.election("e").unwrap();
+        let err = election
+            .campaign_timeout("me", Duration::from_secs(5))
+            .await
+            .expect_err("a hash at the leader record is refused");
+        assert_names_the_key(&err, record);
+        let owner: String = con.hget(record, "owner").await.unwrap();
+        assert_eq!(owner, "billing", "the foreign hash was modified");
+        let pttl: i64 = con.pttl(record).await.unwrap();
+        assert_eq!(pttl, -1, "the foreign key was given an expiry");
+
+        // A string in another format: the same.
+        let () = con.del(record).await.unwrap();
+        let () = con.set(record, "leader=10.0.0.7").await.unwrap();
+        let err = election
+            .campaign_timeout("me", Duration::from_secs(5))
+            .await
+            .expect_err("a value dlock did not write is refused");
+        assert_names_the_key(&err, record);
+        let value: String = con.get(record).await.unwrap();
+        assert_eq!(value, "leader=10.0.0.7");
+        assert!(election.leader().await.unwrap().is_none());
+    }
+
+    async fn a_queue_of_another_type_is_refused_by_name(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let (key, queue) = ("dlock:{q}", "dlock:{q}:queue");
+        let _: usize = con.hset(queue, "field", "theirs").await.unwrap();
+        let lock = c.mutex("q").unwrap();
+
+        // Free lock: the uncontended acquire finds the queue key and would hand over to it.
+        let err = lock.try_acquire().await.expect_err("refused");
+        assert_names_the_key(&err, queue);
+        let exists: bool = con.exists(key).await.unwrap();
+        assert!(!exists, "the refused acquire left the lock held");
+
+        // Held by another: the waiting acquire's script would queue the caller.
+        let () = con
+            .set_ex(
+                key,
+                "0123456789abcdef0123456789abcdef-1 elsewhere\x1f1\x1f",
+                60,
+            )
+            .await
+            .unwrap();
+        let err = lock
+            .acquire_timeout(Duration::from_secs(2))
+            .await
+            .expect_err("refused");
+        assert_names_the_key(&err, queue);
+        let field: String = con.hget(queue, "field").await.unwrap();
+        assert_eq!(field, "theirs", "the foreign queue was modified");
+        let pttl: i64 = con.pttl(queue).await.unwrap();
+        assert_eq!(pttl, -1, "the foreign queue was given an expiry");
+    }
+
+    async fn a_release_refuses_to_hand_off_to_a_queue_of_another_type(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let (key, queue) = ("dlock:{h}", "dlock:{h}:queue");
+        let guard = c.mutex("h").unwrap().acquire().await.unwrap();
+        // As if a waiter had queued (flag "w"), and the queue was then replaced by a hash.
+        let _: usize = con.setrange(key, 32, "w").await.unwrap();
+        let _: usize = con.hset(queue, "field", "theirs").await.unwrap();
+        let held: String = con.get(key).await.unwrap();
+
+        let err = guard.release().await.expect_err("refused");
+        assert_names_the_key(&err, queue);
+        let still: String = con.get(key).await.unwrap();
+        assert_eq!(still, held, "the lock was changed");
+        let field: String = con.hget(queue, "field").await.unwrap();
+        assert_eq!(field, "theirs", "the foreign queue was modified");
+        let err = c.force_unlock("h").await.unwrap_err();
+        assert_names_the_key(&err, queue);
+    }
+);

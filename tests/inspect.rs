@@ -1,11 +1,12 @@
 //! Introspection: who holds a lock (host, pid, label, fence, TTL, waiters), and nothing when it
-//! is free; `held_locks` lists every held lock (each master of a cluster) and no other key.
+//! is free; `held_locks` lists every held lock (each master of a cluster) and no other key; a
+//! shared lock that nobody holds shows the requests queued for it.
 
 use std::time::Duration;
 
 use dlock_core::MutexOptions;
 
-use crate::support::{Backend, backend_tests, eventually};
+use crate::support::{Backend, Worker, backend_tests, eventually, queue_reaches};
 
 backend_tests!(
     async fn inspect_reports_the_holder(backend: Backend) {
@@ -215,5 +216,84 @@ backend_tests!(
             guard.release().await.unwrap();
         }
         waiter.await.unwrap().unwrap().release().await.unwrap();
+    }
+);
+
+/// A `shared` worker on `backend` (`tests/worker`): `kind` `rw` or `sem`, `extra` its other
+/// arguments.
+fn shared_worker(backend: &Backend, kind: &str, name: &str, extra: &[&str]) -> Worker {
+    let mut args = vec![
+        "shared".to_owned(),
+        backend.worker_arg(),
+        format!("kind={kind}"),
+        format!("name={name}"),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    Worker::spawn(&args)
+}
+
+backend_tests!(
+    async fn shared_locks_show_requests_queued_while_nobody_holds(backend: Backend) {
+        let c = backend.client();
+        let con = backend.raw().await;
+        // Each kind held with a 1.5 s lease that nobody renews nor releases, a request queued
+        // behind it by a process then frozen (SIGSTOP), so that it does not take its turn when
+        // the lease ends: requests queued, nobody holding.
+        let sem_holder = shared_worker(
+            &backend,
+            "sem",
+            "iq-sem",
+            &["take=2", "limit=2", "ttl_ms=1500"],
+        );
+        let rw_holder = shared_worker(&backend, "rw", "iq-rw", &["take=read", "ttl_ms=1500"]);
+        for holder in [&sem_holder, &rw_holder] {
+            let line = holder.line(Duration::from_secs(30));
+            assert!(line.starts_with("acquired "), "{line}");
+        }
+        let sem_waiter = shared_worker(&backend, "sem", "iq-sem", &["take=1", "limit=2"]);
+        let rw_waiter = shared_worker(&backend, "rw", "iq-rw", &["take=write"]);
+        queue_reaches(&con, "dlock:{iq-sem}:sem:queue", 1).await;
+        queue_reaches(&con, "dlock:{iq-rw}:rw:queue", 1).await;
+        sem_waiter.child().stop().unwrap();
+        rw_waiter.child().stop().unwrap();
+
+        let info = eventually(
+            Duration::from_secs(10),
+            "the semaphore's lease ended",
+            || async {
+                c.inspect_semaphore("iq-sem")
+                    .await
+                    .unwrap()
+                    .filter(|info| info.holders.is_empty())
+            },
+        )
+        .await;
+        assert_eq!(info.waiters, 1, "{info:?}");
+        // The limit Redis keeps while requests wait.
+        assert_eq!(info.limit, 2, "the stored limit is kept while requests wait: {info:?}");
+        let info = eventually(
+            Duration::from_secs(10),
+            "the reader's lease ended",
+            || async {
+                c.inspect_rw_lock("iq-rw")
+                    .await
+                    .unwrap()
+                    .filter(|info| info.readers.is_empty())
+            },
+        )
+        .await;
+        assert_eq!((info.waiters, info.writer.is_none()), (1, true), "{info:?}");
+
+        // Once the frozen requests go on, they are granted and shown as holders.
+        sem_waiter.child().cont().unwrap();
+        rw_waiter.child().cont().unwrap();
+        for waiter in [&sem_waiter, &rw_waiter] {
+            let line = waiter.line(Duration::from_secs(30));
+            assert!(line.starts_with("acquired "), "{line}");
+        }
+        let info = c.inspect_semaphore("iq-sem").await.unwrap().expect("held");
+        assert_eq!((info.limit, info.holders.len(), info.waiters), (2, 1, 0));
+        let info = c.inspect_rw_lock("iq-rw").await.unwrap().expect("held");
+        assert!(info.writer.is_some(), "{info:?}");
     }
 );

@@ -13,6 +13,7 @@
 mod support;
 
 mod acl;
+mod authentication;
 mod cancel_acquire;
 mod client_shutdown;
 mod cluster;
@@ -31,6 +32,7 @@ mod lease_lost;
 mod leaving_waiters;
 mod lock_family;
 mod macro_lock;
+mod makefile;
 mod metrics;
 mod multilock;
 mod mutex_exclusion;

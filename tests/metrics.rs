@@ -268,8 +268,9 @@ fn a_scheduler_run_is_counted_with_its_fire_delay() {
             );
             let scripted = async {
                 let admin = Scheduler::builder(client(&server)).build().unwrap();
-                admin.run_now("report").await.unwrap();
-                admin.run_now("broken").await.unwrap();
+                // Forced: the replica may not have registered its jobs yet.
+                admin.force_run_now("report").await.unwrap();
+                admin.force_run_now("broken").await.unwrap();
                 until(&mut seen, &snapshotter, "both runs ended", |s| {
                     s.counter("dlock.scheduler.occurrences{job=report,outcome=succeeded}") == 1.0
                         && s.counter("dlock.scheduler.occurrences{job=broken,outcome=failed}")

@@ -469,14 +469,26 @@ async fn a_lease_lost_with_the_old_master_is_reported_and_fences_still_increase(
 
 /// A waiter queued on the old master whose entry, and the lock it waited for, were lost with it
 /// asks the new master as soon as the client follows, instead of napping for the lease it saw.
+/// A command timeout longer than the failover (about 2.3 s here): the waiter's next attempt
+/// waits for the new master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_during_the_failover_acquires_on_the_new_master() {
+    waiter_across_a_failover(Duration::from_secs(5)).await;
+}
+
+/// The same with the default command timeout (2 s), shorter than the failover: the waiter's
+/// attempts meet the dead master and find no new one within the command timeout, and it rides
+/// that out to its own deadline (it used to fail at once: "no master … within 2s").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_rides_out_a_failover_longer_than_its_command_timeout() {
+    waiter_across_a_failover(DEFAULT_COMMAND_TIMEOUT).await;
+}
+
+async fn waiter_across_a_failover(command_timeout: Duration) {
     let mut set = RedisReplicaSet::start(2).unwrap();
     let sentinels = RedisSentinels::start(&set).unwrap();
     let holder = sentinel_client(&sentinels, DEFAULT_COMMAND_TIMEOUT).await;
-    // A command timeout longer than the failover (about 2.3 s here): the waiter's next
-    // attempt waits for the new master instead of failing.
-    let waiting = sentinel_client(&sentinels, Duration::from_secs(5)).await;
+    let waiting = sentinel_client(&sentinels, command_timeout).await;
     let lease = Duration::from_secs(30);
     let options = MutexOptions::new().ttl(lease).watchdog();
     let lock = holder.mutex_with("queued", options.clone()).unwrap();
@@ -546,6 +558,23 @@ async fn a_password_protected_master_is_reached_with_node_password() {
     let message = error.to_string();
     assert!(message.contains("cannot be asked"), "{message}");
     assert!(!message.contains("s3cret-data"), "{message}");
+    // A missing or wrong password is named as such (it was a Connection error).
+    assert_eq!(
+        error.kind(),
+        dlock_core::ErrorKind::Authentication,
+        "{message}"
+    );
+    assert!(message.contains("node_password"), "{message}");
+    let error = Client::sentinel_builder(sentinels.master_name(), sentinels.urls())
+        .node_password("wrong-data")
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.kind(),
+        dlock_core::ErrorKind::Authentication,
+        "{error}"
+    );
 }
 
 /// A planned switch (`SENTINEL FAILOVER`, the old master demoted to a replica, nothing lost):

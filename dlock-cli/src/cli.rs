@@ -1,6 +1,7 @@
 //! The command line, as `clap` parses it: global options (where Redis is, the key prefix, the
 //! timeout, `--json`) and one subcommand per question an operator asks.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -9,8 +10,15 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 ///
 /// Exit codes: 0 done; 1 error (Redis unreachable or timed out, an error reply, data dlock did
 /// not write); 2 usage (bad arguments, bad lock or job name, bad URL, `unlock` without `--yes`
-/// where nobody can confirm); 3 nothing found (no lock held, no job, no run); 4 aborted (the
-/// confirmation was not given, or the holder changed meanwhile).
+/// where nobody can confirm); 3 nothing found (no lock held, no job, no run, a job that is not
+/// known to `pause`/`resume`/`run-now` without `--force`); 4 aborted (the
+/// confirmation was not given, or the holder changed meanwhile). A refused user name or
+/// password, and a TLS certificate problem, are errors (1), each with its own message.
+///
+/// Environment: `DLOCK_REDIS_URL` stands in for `--url`; `DLOCK_REDIS_PASSWORD` is the password
+/// for URLs that carry none (for `--sentinel`: the data nodes' password), which keeps it out of
+/// the URL, the shell history and the process list. Without either, when Redis wants a
+/// password and stdin is a terminal, it is asked for (not echoed).
 #[derive(Debug, Parser)]
 #[command(name = "dlock", version, propagate_version = true)]
 pub(crate) struct Cli {
@@ -37,6 +45,27 @@ pub(crate) struct Global {
     /// given; several URLs always mean a cluster).
     #[arg(long, global = true)]
     pub(crate) cluster: bool,
+    /// The URLs are Redis Sentinels, and NAME is the master they monitor (`sentinel monitor
+    /// NAME …`): the master they name is used, and followed through a failover. The data
+    /// nodes' password comes from `DLOCK_REDIS_PASSWORD`; the sentinels' own from their URLs.
+    #[arg(long, global = true, value_name = "NAME", conflicts_with = "cluster")]
+    pub(crate) sentinel: Option<String>,
+    /// For `rediss://` URLs: trust the CA in this PEM file (the one that signed the server's
+    /// certificate) instead of the system's roots. The URL's host must be a name or address
+    /// the certificate names.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// For `rediss://` URLs: present this client certificate (PEM), for a server that requires
+    /// one (`tls-auth-clients yes`); give its key with `--tls-key`.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert`.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// For `rediss://` URLs: accept any server certificate, unverified. Development only:
+    /// anyone on the path can read and forge the traffic, passwords included.
+    #[arg(long, global = true)]
+    pub(crate) tls_insecure: bool,
     /// Key prefix of the locks and jobs (the application's `ClientBuilder::key_prefix`).
     #[arg(long, global = true, default_value = dlock_core::DEFAULT_KEY_PREFIX, value_name = "PREFIX")]
     pub(crate) prefix: String,
@@ -85,18 +114,30 @@ pub(crate) enum Command {
     },
     /// Pause a job on every replica (runs going on finish).
     Pause {
-        /// The job's name.
+        /// The job's name. A job no running replica registered, without runs in the ledger
+        /// or a pause record, is refused (exit 3) with close names, unless `--force`.
         job: String,
+        /// Act on a job that is not known (one not deployed yet).
+        #[arg(long)]
+        force: bool,
     },
     /// Resume a paused job on every replica.
     Resume {
-        /// The job's name.
+        /// The job's name. A job no running replica registered, without runs in the ledger
+        /// or a pause record, is refused (exit 3) with close names, unless `--force`.
         job: String,
+        /// Act on a job that is not known (one not deployed yet).
+        #[arg(long)]
+        force: bool,
     },
     /// Ask for one run of a job now, outside its schedule (one replica takes it).
     RunNow {
-        /// The job's name.
+        /// The job's name. A job no running replica registered, without runs in the ledger
+        /// or a pause record, is refused (exit 3) with close names, unless `--force`.
         job: String,
+        /// Act on a job that is not known (one not deployed yet).
+        #[arg(long)]
+        force: bool,
     },
 }
 

@@ -2,6 +2,10 @@
 
 use std::fmt;
 
+/// The variable that holds the password, for URLs that carry none (read by `main`, named in
+/// the messages about credentials).
+pub(crate) const PASSWORD_VAR: &str = "DLOCK_REDIS_PASSWORD";
+
 /// How `dlock` exits (documented in `--help` and the README).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -29,6 +33,8 @@ impl Exit {
 pub(crate) struct Failure {
     pub(crate) exit: Exit,
     pub(crate) message: String,
+    /// Redis refused the user name or password (`dlock_core::ErrorKind::Authentication`).
+    pub(crate) refused_login: bool,
 }
 
 impl Failure {
@@ -36,6 +42,15 @@ impl Failure {
         Self {
             exit,
             message: message.into(),
+            refused_login: false,
+        }
+    }
+
+    /// Redis refused the user name or password: `message` says so.
+    pub(crate) fn refused_login(message: impl Into<String>) -> Self {
+        Self {
+            refused_login: true,
+            ..Self::error(message)
         }
     }
 
@@ -56,12 +71,15 @@ impl fmt::Display for Failure {
 
 impl From<dlock_core::Error> for Failure {
     fn from(e: dlock_core::Error) -> Self {
-        let exit = if e.is_invalid_input() {
-            Exit::Usage
-        } else {
-            Exit::Error
-        };
-        Self::new(exit, e.to_string())
+        match e.kind() {
+            dlock_core::ErrorKind::InvalidInput => Self::usage(e.to_string()),
+            dlock_core::ErrorKind::Authentication => Self::refused_login(format!(
+                "Redis refused the user name or password (or none was given): check the user in \
+                 the URL and the password (in the URL, or {}); {e}",
+                PASSWORD_VAR
+            )),
+            _ => Self::error(e.to_string()),
+        }
     }
 }
 

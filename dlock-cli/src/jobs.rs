@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::failure::{Exit, Failure};
 use crate::report::Report;
-use crate::table::{Table, human_duration, human_time, json_time, millis, utc};
+use crate::table::{Table, human_duration, human_time, json_time, millis, utc, zoned};
 
 /// A job in `dlock jobs --json`.
 #[derive(Debug, Serialize)]
@@ -53,9 +53,9 @@ struct RunJson {
     /// The error or cancellation text, if any.
     error: Option<String>,
     fencing_token: Option<u64>,
-    /// The start for the table.
+    /// The start, for the table (shown in the job's zone).
     #[serde(skip)]
-    shown_start: String,
+    started: chrono::DateTime<Utc>,
 }
 
 impl RunJson {
@@ -81,7 +81,7 @@ impl RunJson {
             outcome,
             error,
             fencing_token: r.fencing_token.map(|f| f.get()),
-            shown_start: human_time(utc(r.started_at)),
+            started: utc(r.started_at),
         }
     }
 }
@@ -102,7 +102,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
         let (next, next_local) = match &job.next_fire {
             Ok(next) => (
                 next.map(|t| json_time(t.with_timezone(&Utc))),
-                next.map(|t| t.format("%Y-%m-%d %H:%M:%S %Z").to_string()),
+                next.map(|t| zoned(t.with_timezone(&Utc), &job.time_zone)),
             ),
             Err(e) => {
                 notes.push(format!(
@@ -153,7 +153,11 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
         for job in &out {
             let last = job.last_run.as_ref().map_or_else(
                 || "none".to_owned(),
-                |r| format!("{} ({}, {})", r.outcome, r.shown_start, r.replica),
+                // In the job's zone, as NEXT is: one zone per row, each time labelled.
+                |r| {
+                    let started = zoned(r.started, &job.time_zone);
+                    format!("{} ({started}, {})", r.outcome, r.replica)
+                },
             );
             t.row(vec![
                 job.name.clone(),
@@ -268,18 +272,31 @@ pub(crate) enum Action {
     RunNow,
 }
 
-/// `dlock pause|resume|run-now JOB`: done whether or not a replica runs the job now (the state
-/// is kept in Redis), with a note when none does — a typo in the name would otherwise go
-/// unnoticed.
+/// `dlock pause|resume|run-now JOB [--force]`: a job that is not known (no running replica
+/// registered it, no ledger entries, no pause record) is refused with close names, most likely
+/// a typo; with `--force` it is done anyway (the state is kept in Redis), with a note when no
+/// running replica has the job.
 ///
 /// # Errors
-/// A bad job name (usage); Redis unreachable or erring.
+/// A bad job name (usage); an unknown job without `--force` (nothing found); Redis unreachable
+/// or erring.
 pub(crate) async fn control(
     admin: &Scheduler,
     job: &str,
     action: Action,
+    force: bool,
     json: bool,
 ) -> Result<Report, Failure> {
+    let refused = |e: dlock_scheduler::Error| {
+        if e.kind() == dlock_scheduler::ErrorKind::UnknownJob {
+            Failure::new(
+                Exit::NotFound,
+                format!("{e}; check the name (`dlock jobs`), or pass --force to act on it anyway"),
+            )
+        } else {
+            Failure::from(e)
+        }
+    };
     let replicas: Vec<String> = admin
         .registered_replicas()
         .await?
@@ -289,7 +306,11 @@ pub(crate) async fn control(
         .collect();
     let (done, name) = match action {
         Action::Pause => {
-            admin.pause(job).await?;
+            if force {
+                admin.force_pause(job).await?;
+            } else {
+                admin.pause(job).await.map_err(refused)?;
+            }
             (
                 format!(
                     "paused `{job}`: no replica claims its occurrences until `dlock resume {job}` (runs going on finish)"
@@ -298,11 +319,19 @@ pub(crate) async fn control(
             )
         }
         Action::Resume => {
-            admin.resume(job).await?;
+            if force {
+                admin.force_resume(job).await?;
+            } else {
+                admin.resume(job).await.map_err(refused)?;
+            }
             (format!("resumed `{job}`"), "resume")
         }
         Action::RunNow => {
-            admin.run_now(job).await?;
+            if force {
+                admin.force_run_now(job).await?;
+            } else {
+                admin.run_now(job).await.map_err(refused)?;
+            }
             (
                 format!(
                     "asked for a run of `{job}` now; one replica takes it (see `dlock runs {job}`)"
@@ -324,8 +353,8 @@ pub(crate) async fn control(
     };
     if replicas.is_empty() {
         report = report.note(format!(
-            "no running replica has registered job `{job}`: check the name (`dlock jobs`); the \
-             change is kept in Redis for when one runs it"
+            "no running replica has registered job `{job}`: the change is kept in Redis for when \
+             one runs it"
         ));
     }
     if paused && matches!(action, Action::RunNow) {

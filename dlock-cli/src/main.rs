@@ -7,16 +7,20 @@
 //! | module | what |
 //! |---|---|
 //! | `cli` | the command line (`clap`) |
-//! | `connect` | the URLs, cluster detection, the clients; keeping passwords out of the output |
+//! | `connect` | the URLs, TLS files, cluster and Sentinel, the clients; keeping passwords out of messages |
+//! | `explain` | why connecting failed, in the operator's terms (certificates, credentials, not Redis) |
+//! | `prompt` | the password asked for on the terminal when Redis wants one |
 //! | `locks` | `locks`, `inspect`, `unlock` |
 //! | `jobs` | `jobs`, `runs`, `pause`, `resume`, `run-now` |
 //! | `report`, `failure`, `table` | what a command hands back, exit codes, tables and times |
 
 mod cli;
 mod connect;
+mod explain;
 mod failure;
 mod jobs;
 mod locks;
+mod prompt;
 mod report;
 mod table;
 
@@ -41,18 +45,23 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
-    let secrets = Secrets::of(&cli.global.url);
+    let password = std::env::var(failure::PASSWORD_VAR)
+        .ok()
+        .filter(|p| !p.is_empty());
+    let secrets = Secrets::of(&cli.global.url, password.as_deref());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
     let outcome = match runtime {
-        Ok(runtime) => runtime.block_on(run(&cli)),
+        Ok(runtime) => runtime.block_on(run(&cli, password)),
         Err(e) => Err(Failure::error(format!("cannot start the runtime: {e}"))),
     };
     let exit = match outcome {
         Ok(report) => {
             let mut out = std::io::stdout().lock();
-            let _ = out.write_all(secrets.scrub(&report.stdout).as_bytes());
+            // The data as it is: only messages are scrubbed (a lock name, a prefix or a label
+            // may contain the user's name, or any word).
+            let _ = out.write_all(report.stdout.as_bytes());
             let _ = out.flush();
             let mut err = std::io::stderr().lock();
             for note in &report.notes {
@@ -79,10 +88,10 @@ fn one_line(text: &str) -> String {
 }
 
 /// Runs the command; every Redis request is bounded by `--timeout`.
-async fn run(cli: &Cli) -> Result<Report, Failure> {
+async fn run(cli: &Cli, password: Option<String>) -> Result<Report, Failure> {
     let global = &cli.global;
-    let target = Target::resolve(global).await?;
-    let client = target.client()?;
+    let target = Target::resolve(global, password)?;
+    let client = target.client().await?;
     let json = global.json;
     match &cli.command {
         Command::Locks { pattern } => locks::locks(&client, pattern.as_deref(), json).await,
@@ -93,9 +102,9 @@ async fn run(cli: &Cli) -> Result<Report, Failure> {
             let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
             jobs::runs(&Target::admin(&client)?, job, limit, json).await
         }
-        Command::Pause { job } => control(&client, job, Action::Pause, json).await,
-        Command::Resume { job } => control(&client, job, Action::Resume, json).await,
-        Command::RunNow { job } => control(&client, job, Action::RunNow, json).await,
+        Command::Pause { job, force } => control(&client, job, Action::Pause, *force, json).await,
+        Command::Resume { job, force } => control(&client, job, Action::Resume, *force, json).await,
+        Command::RunNow { job, force } => control(&client, job, Action::RunNow, *force, json).await,
     }
 }
 
@@ -103,7 +112,8 @@ async fn control(
     client: &dlock_core::Client,
     job: &str,
     action: Action,
+    force: bool,
     json: bool,
 ) -> Result<Report, Failure> {
-    jobs::control(&Target::admin(client)?, job, action, json).await
+    jobs::control(&Target::admin(client)?, job, action, force, json).await
 }

@@ -72,6 +72,18 @@ pub(crate) fn human_time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%SZ").to_string()
 }
 
+/// A time for people in the IANA zone `zone`, labelled with the zone's abbreviation:
+/// `2026-11-25 12:00:00 CET`; in UTC (`…Z`) when this version does not know the zone.
+pub(crate) fn zoned(t: DateTime<Utc>, zone: &str) -> String {
+    match zone.parse::<chrono_tz::Tz>() {
+        Ok(tz) => t
+            .with_timezone(&tz)
+            .format("%Y-%m-%d %H:%M:%S %Z")
+            .to_string(),
+        Err(_) => human_time(t),
+    }
+}
+
 /// A time for JSON: RFC 3339 in UTC with milliseconds.
 pub(crate) fn json_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -100,6 +112,16 @@ mod tests {
             t.render(),
             "NAME      TTL\norder:42  1.5s\na         850ms\n"
         );
+    }
+
+    #[test]
+    fn zoned_times_carry_their_zone() {
+        let t = DateTime::parse_from_rfc3339("2026-11-25T11:00:00Z")
+            .unwrap_or_default()
+            .with_timezone(&Utc);
+        assert_eq!(zoned(t, "Europe/Berlin"), "2026-11-25 12:00:00 CET");
+        assert_eq!(zoned(t, "UTC"), "2026-11-25 11:00:00 UTC");
+        assert_eq!(zoned(t, "Mars/Olympus"), "2026-11-25 11:00:00Z");
     }
 
     #[test]

@@ -576,12 +576,9 @@ async fn explain_seeds(seeds: &[redis::ConnectionInfo], timeout: Duration) -> Ex
                     ),
                 ));
             }
-            Ok(Err(e))
-                if matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
-                    || e.kind() == redis::ErrorKind::AuthenticationFailed =>
-            {
+            Ok(Err(e)) if crate::error::is_authentication(&e) => {
                 return Some((
-                    ErrorKind::Permission,
+                    ErrorKind::Authentication,
                     format!(
                         "the cluster node {addr} refuses the credentials ({e}); check the user \
                          and password of the node URLs"

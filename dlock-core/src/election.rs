@@ -25,9 +25,11 @@
 //!   its leader is never reported. Resigning deletes the record and announces the vacancy.
 //! * **Observers** ([`Election::observe`]) listen on the channel over the client's own
 //!   connection (`listen.rs`: no extra connection) and also read the record every renewal
-//!   interval, right after a reconnection, and when they start: a lost message never leaves them
-//!   stale for longer than that, and a leader that died without a successor is reported gone
-//!   within about one lease and one interval. They keep the highest fence seen and never go
+//!   interval, just after the leader's lease would end (each read returns the lock's `PTTL`,
+//!   so an observer built with the default lease follows candidates that use a short one),
+//!   right after a reconnection, and when they start: a lost message never leaves them stale
+//!   for longer than that, and a leader that died without a successor is reported gone within
+//!   about the candidates' lease. They keep the highest fence seen and never go
 //!   back to an older one, so every observer sees leaders in the same order (fences strictly
 //!   increase). A reply and a notice can cross; each read also reports the slot's fence counter
 //!   and the lock's fence at the time it ran, so an old read never hides a newer leader.
@@ -67,6 +69,10 @@ const MUTEX_PREFIX: &str = "election:";
 
 /// Longest accepted leader value, in bytes: it is published with every change of leader.
 const MAX_VALUE_LEN: usize = 64 * 1024;
+
+/// How long after a lease's end, by the server's `PTTL`, an observer reads again: the key has
+/// expired by then (Redis counts expiry in ms), so the read sees the vacancy.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(10);
 
 /// A handle on the leader election called `name`, for candidates and observers. Cheap to clone.
 ///
@@ -260,8 +266,10 @@ impl Election {
     ///
     /// Changes arrive pushed (a notice published with every change of leader, heard on the
     /// client's own connection); the record is also read every renewal interval (a third of the
-    /// lease by default) and after a reconnection, so a lost notice, or a leader that died
-    /// without a successor, is noticed within about that long. Every observer sees leaders in
+    /// lease by default), just after the current leader's lease would end (so an observer
+    /// follows the lease its candidates use, whatever this handle's) and after a reconnection,
+    /// so a lost notice, or a leader that died without a successor, is noticed within about the
+    /// shorter of the two. Every observer sees leaders in
     /// the same order, fences strictly increasing: it never goes back to an older leader. It may
     /// skip a leader replaced before it looked, and a vacancy between two leaders. While Redis
     /// cannot be reached it keeps the last leader it knew.
@@ -302,13 +310,28 @@ impl Election {
             .subscribe(&self.inner.record)
             .await?;
         let mut seen = Observed::default();
-        seen.read(self.read().await?);
+        let first = self.read().await?;
+        let next_read = self.next_read(&first);
+        seen.read(first);
         let (sender, receiver) = watch::channel(seen.current.clone());
-        let follow = follow(self.clone(), subscription, seen, sender);
+        let follow = follow(self.clone(), subscription, seen, sender, next_read);
         if !spawn_detached(follow) {
             return Err(Error::no_runtime("dlock_core::Election::observe"));
         }
         Ok(receiver)
+    }
+
+    /// When an observer reads the record again after `read`: within its renewal interval, and
+    /// just after the leader's lease would end unless its candidates renew it. The candidates
+    /// may use a shorter lease than this handle (an observer is often built with the
+    /// defaults): a leader that died is then noticed within its own lease, not this handle's
+    /// interval.
+    fn next_read(&self, read: &LeaderRead) -> Instant {
+        let interval = self.inner.interval;
+        let wait = read
+            .lease_left
+            .map_or(interval, |left| interval.min(left + EXPIRY_MARGIN));
+        Instant::now() + wait
     }
 
     /// Runs `election_read.lua` once.
@@ -390,16 +413,21 @@ async fn follow(
     mut subscription: Subscription,
     mut seen: Observed,
     sender: watch::Sender<Option<Leader>>,
+    mut next_read: Instant,
 ) {
     let interval = election.inner.interval;
-    let mut next_read = Instant::now() + interval;
     loop {
         let mut read_now = false;
         let changed = tokio::select! {
             () = sender.closed() => return,
             heard = subscription.next() => match heard {
                 Some(Heard::Message(payload)) => match LeaderNotice::parse(&payload) {
-                    Some(notice) => seen.notice(notice),
+                    Some(notice) => {
+                        // A new leader: one read learns its lease (the notice does not carry
+                        // it), so that the next read follows it.
+                        read_now = matches!(notice, LeaderNotice::Leader { .. });
+                        seen.notice(notice)
+                    }
                     None => {
                         tracing::debug!(election = %election.name(), "dlock: ignored a notice dlock did not write");
                         false
@@ -426,6 +454,7 @@ async fn follow(
             next_read = Instant::now() + interval;
             match election.read().await {
                 Ok(read) => {
+                    next_read = election.next_read(&read);
                     if seen.read(read) {
                         sender.send_replace(seen.current.clone());
                     }
@@ -682,6 +711,7 @@ mod tests {
             counter,
             lock_fence,
             leader: leader.map(|(fence, value)| (fence, value.to_owned())),
+            lease_left: None,
         }
     }
 

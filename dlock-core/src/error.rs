@@ -74,12 +74,19 @@ pub enum ErrorKind {
     /// longer, or ask for fewer; retrying helps once they are back.
     NotDurable,
     /// The Redis user may not do what dlock asked: its ACL lacks a command, the key or the
-    /// channel (`NOPERM`), or its name or password was refused (`WRONGPASS`). Nothing was
-    /// changed. The message carries the server's text, which names the command, key or
-    /// channel; give the user the rights the README lists ("Production Redis: TLS and ACL"),
-    /// with the key pattern `~<prefix>*` and the channel pattern `&<prefix>*` of the client's
-    /// key prefix. Retrying cannot help.
+    /// channel (`NOPERM`). Nothing was changed. The message carries the server's text, which
+    /// names the command, key or channel; give the user the rights the README lists
+    /// ("Production Redis: TLS and ACL"), with the key pattern `~<prefix>*` and the channel
+    /// pattern `&<prefix>*` of the client's key prefix. Retrying cannot help. (A refused user
+    /// name or password is [`ErrorKind::Authentication`].)
     Permission,
+    /// Redis refused to log the client in: the user name or password is wrong, the user does
+    /// not exist or is disabled (`WRONGPASS`), or the server requires a password and none was
+    /// given (`NOAUTH`). Nothing was sent but the log-in. Check the user and password of the
+    /// URL (`redis://user:password@host:port/`; for Sentinel, [`crate::ClientBuilder::node_password`]
+    /// and the sentinels' URLs) against the server's `requirepass` or `ACL SETUSER` line.
+    /// Retrying with the same credentials cannot help.
+    Authentication,
 }
 
 impl ErrorKind {
@@ -99,6 +106,7 @@ impl ErrorKind {
             Self::Shutdown => "client shut down",
             Self::NotDurable => "not durable",
             Self::Permission => "permission denied",
+            Self::Authentication => "authentication failed",
         }
     }
 }
@@ -264,6 +272,10 @@ impl Error {
                  choose another lock name or key prefix"
             }
             ErrorKind::Connection => "; the client reconnects on the next request",
+            ErrorKind::Authentication => {
+                "; Redis refused the user name or password (or none was given): check the user \
+                 and password in the Redis URL against the server's requirepass or ACL user"
+            }
             ErrorKind::Permission => {
                 "; the Redis user's ACL does not allow it: grant the rights listed in the \
                  README (\"Production Redis: TLS and ACL\"), with the key pattern ~<prefix>* and \
@@ -344,9 +356,20 @@ fn denied_in_a_transaction(err: &redis::RedisError) -> bool {
     text.contains("Transaction aborted") && (text.contains("NoPerm") || text.contains("NOPERM"))
 }
 
+/// The server refused the log-in: a wrong user name or password (`WRONGPASS`), or no password
+/// where one is required (`NOAUTH`).
+pub(crate) fn is_authentication(err: &redis::RedisError) -> bool {
+    matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+        || err.kind() == redis::ErrorKind::AuthenticationFailed
+}
+
 fn classify(err: &redis::RedisError) -> ErrorKind {
     if err.is_timeout() {
         return ErrorKind::Timeout;
+    }
+    // Before the connection kinds: the `redis` crate counts a refused log-in as unrecoverable.
+    if is_authentication(err) {
+        return ErrorKind::Authentication;
     }
     if err.is_io_error()
         || err.is_connection_refusal()
@@ -356,11 +379,7 @@ fn classify(err: &redis::RedisError) -> ErrorKind {
         return ErrorKind::Connection;
     }
     let code = err.code().unwrap_or_default();
-    if matches!(code, "NOPERM" | "WRONGPASS" | "NOAUTH")
-        || err.kind() == redis::ErrorKind::AuthenticationFailed
-        || denied_inside_a_script(err)
-        || denied_in_a_transaction(err)
-    {
+    if code == "NOPERM" || denied_inside_a_script(err) || denied_in_a_transaction(err) {
         return ErrorKind::Permission;
     }
     if code == "WRONGTYPE" || err.detail().is_some_and(|d| d.contains("WRONGTYPE")) {

@@ -78,13 +78,16 @@ pub struct SharedHolder {
     pub remaining: Duration,
 }
 
-/// Who holds a semaphore ([`Client::inspect_semaphore`]).
+/// Who holds a semaphore and how many wait for it ([`Client::inspect_semaphore`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreInfo {
-    /// The limit stored in Redis.
+    /// The limit in force for every grant: the one set with `Semaphore::set_limit`, else the
+    /// one a handle stored. 0 when Redis keeps none, which happens only while nobody holds or
+    /// waits and no limit was set (the next request stores its handle's).
     pub limit: u32,
-    /// The holders whose lease has not ended, by lease end.
+    /// The holders whose lease has not ended, by lease end (empty while requests are queued
+    /// and nobody holds: the next grant is on its way).
     pub holders: Vec<SharedHolder>,
     /// How many acquire calls are queued.
     pub waiters: usize,
@@ -123,7 +126,8 @@ fn parse_shared(record: &str, remaining: Duration) -> Option<(u64, SharedHolder)
 }
 
 impl Client {
-    /// Who holds the semaphore `name` right now, or `None` when nobody does.
+    /// Who holds the semaphore `name` right now and how many requests wait for it, or `None`
+    /// when nobody holds or waits.
     ///
     /// # Errors
     /// As [`Client::inspect`].
@@ -137,13 +141,14 @@ impl Client {
             return Ok(None);
         };
         Ok(Some(SemaphoreInfo {
-            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            limit: limit.map_or(0, |l| u32::try_from(l).unwrap_or(u32::MAX)),
             holders: holders.into_iter().map(|(_, h)| h).collect(),
             waiters,
         }))
     }
 
-    /// Who holds the read-write lock `name` right now, or `None` when nobody does.
+    /// Who holds the read-write lock `name` right now and how many requests wait for it, or
+    /// `None` when nobody holds or waits.
     ///
     /// ```no_run
     /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
@@ -166,7 +171,7 @@ impl Client {
         };
         let (mut writer, mut readers) = (None, Vec::new());
         for (weight, mut holder) in holders {
-            if weight == limit {
+            if Some(weight) == limit {
                 holder.permits = 1;
                 writer = Some(holder);
             } else {
@@ -180,13 +185,13 @@ impl Client {
         }))
     }
 
-    /// The limit, the live holders (with their weights) and the queue's length of the shared
-    /// lock `name` of `kind`; `None` when nobody holds it.
+    /// The stored limit, the live holders (with their weights) and the queue's length of the
+    /// shared lock `name` of `kind`; `None` when nobody holds it or waits for it.
     async fn inspect_shared(
         &self,
         kind: LockKind,
         name: &str,
-    ) -> Result<Option<(u64, Vec<(u64, SharedHolder)>, usize)>> {
+    ) -> Result<Option<(Option<u64>, Vec<(u64, SharedHolder)>, usize)>> {
         validate_name(name)?;
         let keys = LockKeys::of_kind(kind, &self.ctx.config.key_prefix, name);
         let mut call = Call::new(&scripts::SHARED_INSPECT, 1);
@@ -194,9 +199,9 @@ impl Client {
         let reply = self.ctx.transport.run(&call, "inspect", name).await?;
         let decoded =
             SharedInspectReply::decode(&reply).ok_or_else(|| unexpected("inspect", &reply))?;
-        let Some(limit) = decoded.limit.filter(|_| !decoded.holders.is_empty()) else {
+        if decoded.holders.is_empty() && decoded.waiters == 0 {
             return Ok(None);
-        };
+        }
         let holders = decoded
             .holders
             .iter()
@@ -210,7 +215,7 @@ impl Client {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some((limit, holders, decoded.waiters)))
+        Ok(Some((decoded.limit, holders, decoded.waiters)))
     }
 
     /// Who holds the lock `name` right now, or `None` when it is free.

@@ -45,6 +45,12 @@ pub enum LostReason {
     Removed,
     /// Redis could not be reached to renew the lease before it ran out.
     Unreachable,
+    /// The lease ran out while this process did not run: the watchdog's renewal was due well
+    /// before the lease's end, Redis answered the renewals it was sent, but the next one never
+    /// went out in time — the process was paused (SIGSTOP, a VM or container freeze, a stop in
+    /// a debugger) or its runtime starved (a task or thread blocking the worker threads).
+    /// Redis was fine: look at the process, not at the network.
+    Paused,
     /// Renewal stopped because the lock was held for its `max_hold`.
     MaxHold,
     /// The lock was released by its holder.
@@ -62,6 +68,7 @@ impl LostReason {
             Self::TakenOver => "taken_over",
             Self::Removed => "removed",
             Self::Unreachable => "unreachable",
+            Self::Paused => "paused",
             Self::MaxHold => "max_hold",
             Self::Released | Self::Shutdown => return None,
         })
@@ -75,6 +82,10 @@ impl fmt::Display for LostReason {
             Self::TakenOver => "another owner holds the lock",
             Self::Removed => "the lock was removed by someone else",
             Self::Unreachable => "Redis could not be reached to renew the lease",
+            Self::Paused => {
+                "the process did not run (paused, or its runtime blocked) until the lease ran out; \
+                 Redis answered every renewal it was sent"
+            }
             Self::MaxHold => "the lock was held for its max_hold",
             Self::Released => "the lock was released",
             Self::Shutdown => "the client was shut down",
@@ -127,6 +138,20 @@ struct Times {
     /// The lease the watchdog renews to.
     full_ttl: Duration,
     safe_until: Instant,
+    /// Where the watchdog's renewals stand, to tell a pause from an outage at the deadline.
+    renewal: RenewalState,
+}
+
+/// The watchdog's last renewal of a lease (see [`LeaseCore::deadline_reason`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RenewalState {
+    /// None sent since the last answer (or since the acquire).
+    Answered,
+    /// One sent; it is answered or fails (the command timeout) by this instant, if the process
+    /// runs.
+    InFlight { settled_by: Instant },
+    /// The last one failed (Redis unreachable or slow): the watchdog retries.
+    Failed,
 }
 
 /// One acquisition in Redis, shared by every hold (guard) on it and by the watchdog.
@@ -234,6 +259,7 @@ impl LeaseCore {
                 ttl: new.ttl,
                 full_ttl: new.ttl,
                 safe_until: new.safe_until,
+                renewal: RenewalState::Answered,
             }),
             renewal_stopped: AtomicBool::new(false),
             exclusive: new.exclusive,
@@ -317,6 +343,20 @@ impl LeaseCore {
         let mut times = lock(&self.times);
         times.ttl = ttl;
         times.safe_until = safe_until(sent, ttl, ttl);
+        times.renewal = RenewalState::Answered;
+    }
+
+    /// Records that the watchdog sends a renewal now. Its answer or its failure comes within
+    /// the command timeout (twice that, for a cluster that settles its slots first) while the
+    /// process runs.
+    pub(crate) fn renewal_sent(&self, sent: Instant) {
+        let settled_by = sent + self.transport.command_timeout().saturating_mul(2);
+        lock(&self.times).renewal = RenewalState::InFlight { settled_by };
+    }
+
+    /// Records that the watchdog's renewal failed (it retries).
+    pub(crate) fn renewal_failed(&self) {
+        lock(&self.times).renewal = RenewalState::Failed;
     }
 
     /// Records a successful explicit extension: the watchdog renews to this lease from now on.
@@ -396,14 +436,23 @@ impl LeaseCore {
         true
     }
 
-    /// The reason to report once `safe_until` has passed without news.
+    /// The reason to report once `safe_until` has passed without news. For a watchdog lease:
+    /// `Unreachable` when its renewal failed or is still awaited; `Paused` when none was
+    /// awaited (the one due a third of a lease before never went out) or the one awaited
+    /// should have been answered or failed long ago — in both cases the process did not run.
     pub(crate) fn deadline_reason(&self) -> LostReason {
         match self.renewal {
             Renewal::Fixed => LostReason::Expired,
             Renewal::Watchdog { .. } if self.renewal_stopped.load(Ordering::Acquire) => {
                 LostReason::MaxHold
             }
-            Renewal::Watchdog { .. } => LostReason::Unreachable,
+            Renewal::Watchdog { .. } => match lock(&self.times).renewal {
+                RenewalState::Answered => LostReason::Paused,
+                RenewalState::InFlight { settled_by } if Instant::now() > settled_by => {
+                    LostReason::Paused
+                }
+                RenewalState::InFlight { .. } | RenewalState::Failed => LostReason::Unreachable,
+            },
         }
     }
 

@@ -11,7 +11,7 @@
 //! | `dlock.acquire.duration` | histogram, s | `kind`, `lock`, `outcome` (`acquired`, `busy`, `timeout`, `error`), `contended` (`true`, `false`) | one acquire call, from the call to its answer |
 //! | `dlock.wait.duration` | histogram, s | `kind`, `lock` | time spent queued, for acquisitions that queued |
 //! | `dlock.hold.duration` | histogram, s | `kind`, `lock` | from the grant to the release or the loss |
-//! | `dlock.lease.lost` | counter | `kind`, `lock`, `reason` | leases lost (`expired`, `taken_over`, `removed`, `unreachable`, `max_hold`) |
+//! | `dlock.lease.lost` | counter | `kind`, `lock`, `reason` | leases lost (`expired`, `taken_over`, `removed`, `unreachable`, `paused`, `max_hold`) |
 //! | `dlock.held` | gauge | `kind`, `lock` | leases held now (not yet released or lost) |
 //! | `dlock.waiting` | gauge | `kind`, `lock` | acquire calls queued now |
 //! | `dlock.wake.fallback` | counter | `kind`, `lock` | a waiter woke by its fallback timer, not by a push (a lost message, or a holder whose lease ran out) |

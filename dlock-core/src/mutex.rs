@@ -496,7 +496,13 @@ impl Mutex {
                     waiters.register(token, &self.keys.lock, self.queue_entry(token));
                 // Boxed, as the attempts: the subscription's state lives only while it is made.
                 let membership =
-                    Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await?;
+                    match Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await {
+                        Ok(membership) => membership,
+                        Err(e) => {
+                            let again = self.ctx.transport.join_again(e, &self.keys.lock, deadline);
+                            Box::pin(again).await?
+                        }
+                    };
                 (registration, membership)
             };
             cleanup.arm(registration.entry().clone());
@@ -506,6 +512,8 @@ impl Mutex {
                 self.settings.label.as_deref().unwrap_or_default(),
             );
 
+            // Since when the attempts fail (a Sentinel client rides out a failover).
+            let mut failing = None;
             loop {
                 if self.ctx.is_closed() {
                     return Err(self.ctx.closed_error(self.keys.name()));
@@ -513,7 +521,19 @@ impl Mutex {
                 let last = deadline.is_some_and(|d| Instant::now() >= d);
                 let mode = if last { Mode::Last } else { Mode::Wait };
                 let sent = Instant::now();
-                let seen = match Box::pin(self.attempt(token, mode, registration.entry())).await? {
+                let reply = match Box::pin(self.attempt(token, mode, registration.entry())).await {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        let since = *failing.get_or_insert_with(Instant::now);
+                        if self.ctx.transport.rides_out(&e, deadline, since) {
+                            Box::pin(self.ctx.transport.ride_out(deadline)).await;
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                };
+                failing = None;
+                let seen = match reply {
                     AcquireReply::Taken { fence } => {
                         cleanup.disarm();
                         return Ok(self.taken(

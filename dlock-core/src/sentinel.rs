@@ -71,7 +71,8 @@ impl SentinelSpec {
     ///
     /// # Errors
     /// The kind and text of the error: [`ErrorKind::InvalidInput`] when every sentinel
-    /// answered that it does not know the name; otherwise [`ErrorKind::Connection`] naming each
+    /// answered that it does not know the name; [`ErrorKind::Authentication`] when a sentinel
+    /// or the master it names refused the credentials; otherwise [`ErrorKind::Connection`] naming each
     /// sentinel and its reason (unreachable, no answer in time, the node it names is
     /// unreachable or not a master).
     ///
@@ -107,7 +108,7 @@ impl SentinelSpec {
                     Some(Why::Unknown) => {
                         format!("does not know a master named `{}`", self.master_name)
                     }
-                    Some(Why::Other(why)) => why.clone(),
+                    Some(Why::Refused(why) | Why::Other(why)) => why.clone(),
                     None => "not asked".to_owned(),
                 };
                 format!("sentinel {}: {why}", sentinel.addr())
@@ -120,6 +121,17 @@ impl SentinelSpec {
                 format!(
                     "no sentinel monitors a master named `{}` ({listed}); check the master \
                      name (`sentinel monitor <name> …` in the sentinels' configuration)",
+                    self.master_name
+                ),
+            ));
+        }
+        if reasons.iter().any(|r| matches!(r, Some(Why::Refused(_)))) {
+            return Err((
+                ErrorKind::Authentication,
+                format!(
+                    "no sentinel named a reachable master for `{}` ({listed}); Redis refused the \
+                     user name or password (or none was given): the data nodes' go into \
+                     `node_username` / `node_password`, the sentinels' into their URLs",
                     self.master_name
                 ),
             ));
@@ -140,7 +152,13 @@ impl SentinelSpec {
         let mut con = client
             .get_multiplexed_async_connection()
             .await
-            .map_err(|e| Why::Other(format!("unreachable ({e})")))?;
+            .map_err(|e| {
+                if crate::error::is_authentication(&e) {
+                    Why::Refused(format!("refuses the credentials of its URL ({e})"))
+                } else {
+                    Why::Other(format!("unreachable ({e})"))
+                }
+            })?;
         let named: Option<(String, u16)> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&self.master_name)
@@ -160,9 +178,12 @@ impl SentinelSpec {
             .set_redis_settings(self.node.clone())
             .set_tcp_settings(self.tcp.clone());
         let role = node_role(&info).await.map_err(|e| {
-            Why::Other(format!(
-                "names {addr} as the master, which cannot be asked ({e})"
-            ))
+            let why = format!("names {addr} as the master, which cannot be asked ({e})");
+            if crate::error::is_authentication(&e) {
+                Why::Refused(why)
+            } else {
+                Why::Other(why)
+            }
         })?;
         if role != "master" {
             return Err(Why::Other(format!(
@@ -250,6 +271,9 @@ impl SentinelSpec {
 enum Why {
     /// It does not know the name.
     Unknown,
+    /// It, or the master it names, refused the log-in (`WRONGPASS`, `NOAUTH`: a wrong or
+    /// missing password).
+    Refused(String),
     Other(String),
 }
 

@@ -134,11 +134,19 @@ impl SharedLock {
         )
         .into();
         let registration = waiters.register(token, &self.keys.lock, entry);
-        let _membership = Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await?;
+        let _membership = match Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await {
+            Ok(membership) => membership,
+            Err(e) => {
+                let again = self.ctx.transport.join_again(e, &self.keys.lock, deadline);
+                Box::pin(again).await?
+            }
+        };
         drop(conn);
         cleanup.arm(registration.entry().clone());
         let label = self.settings.label.as_deref().unwrap_or_default();
         let _waiting = metrics::Waiting::start(self.keys.kind().metric_name(), label);
+        // Since when the attempts fail (a Sentinel client rides out a failover).
+        let mut failing = None;
         loop {
             if self.ctx.is_closed() {
                 return Err(self.ctx.closed_error(self.keys.name()));
@@ -147,7 +155,19 @@ impl SharedLock {
             let mode = if last { Mode::Last } else { Mode::Wait };
             let sent = Instant::now();
             let reply = Box::pin(self.attempt(token, weight, mode, registration.entry()));
-            let (seen, until_free) = match reply.await? {
+            let reply = match reply.await {
+                Ok(reply) => reply,
+                Err(e) => {
+                    let since = *failing.get_or_insert_with(Instant::now);
+                    if self.ctx.transport.rides_out(&e, deadline, since) {
+                        Box::pin(self.ctx.transport.ride_out(deadline)).await;
+                        continue;
+                    }
+                    return Err(e);
+                }
+            };
+            failing = None;
+            let (seen, until_free) = match reply {
                 SharedReply::Held { fence, pttl } => {
                     cleanup.disarm();
                     let registration = Some(registration);

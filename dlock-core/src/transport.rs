@@ -13,19 +13,19 @@
 //! through it.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, ToRedisArgs, Value};
 use tokio_util::task::TaskTracker;
 
 use crate::conn::{Conn, ConnSlot};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
 use crate::listen::{Listeners, Subscription};
 use crate::runtime::spawn_detached;
 use crate::scripts::{self, Call, ReleaseReply};
 use crate::token::OwnerToken;
-use crate::wait::Waiters;
+use crate::wait::{Membership, Waiters};
 
 /// A client's way to Redis: its connection, the registry of its waiting acquire calls and its
 /// other listeners (which the connection's push messages reach), and its command timeout.
@@ -105,6 +105,72 @@ impl Transport {
         {
             self.slot.follow();
         }
+    }
+
+    /// Whether a waiting acquire whose request failed with `error` should ride it out rather
+    /// than fail: a Sentinel client's connection or timeout error (the master may be changing),
+    /// while the wait's `deadline` is ahead and the failures began (`streak`) less than
+    /// [`FAILOVER_PATIENCE`] ago. Other clients fail as before: a standalone server or a
+    /// cluster that does not answer is reported within the command timeout.
+    pub(crate) fn rides_out(
+        &self,
+        error: &Error,
+        deadline: Option<Instant>,
+        streak: Instant,
+    ) -> bool {
+        self.slot.is_sentinel()
+            && matches!(error.kind(), ErrorKind::Connection | ErrorKind::Timeout)
+            && deadline.is_none_or(|d| Instant::now() < d)
+            && streak.elapsed() < FAILOVER_PATIENCE
+    }
+
+    /// After a waiting acquire's request failed and [`Transport::rides_out`] said so: asks the
+    /// sentinels for the master again and waits until they named one (at most the command
+    /// timeout, and no later than `deadline`), then a moment, so that a master that is still
+    /// unreachable is not asked in a tight loop.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub(crate) async fn ride_out(&self, deadline: Option<Instant>) {
+        self.slot.follow();
+        let limit = deadline.map_or(self.command_timeout, |d| {
+            self.command_timeout
+                .min(d.saturating_duration_since(Instant::now()))
+        });
+        let pause = async {
+            Box::pin(self.slot.settled(limit)).await;
+            tokio::time::sleep(RIDE_OUT_PAUSE).await;
+        };
+        let _ = tokio::time::timeout(limit.max(RIDE_OUT_PAUSE), pause).await;
+    }
+
+    /// Joins `lock_key`'s wake channel again after the first join failed with `first`, for as
+    /// long as [`Transport::rides_out`] allows (a Sentinel client's failover), on the connection
+    /// of the master the sentinels name next.
+    ///
+    /// # Errors
+    /// The last join's error when the failures are not to be ridden out (any other client, the
+    /// deadline, [`FAILOVER_PATIENCE`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Waiters::join`].
+    pub(crate) async fn join_again(
+        &self,
+        first: Error,
+        lock_key: &Arc<str>,
+        deadline: Option<Instant>,
+    ) -> Result<Membership> {
+        let streak = Instant::now();
+        let mut error = first;
+        while self.rides_out(&error, deadline, streak) {
+            self.ride_out(deadline).await;
+            let (conn, generation) = self.conn()?;
+            match Box::pin(self.waiters.join((&conn, generation), lock_key)).await {
+                Ok(membership) => return Ok(membership),
+                Err(e) => error = e,
+            }
+        }
+        Err(error)
     }
 
     /// The connection slot (shared with [`crate::Connection`]).
@@ -309,6 +375,15 @@ impl Transport {
         }
     }
 }
+
+/// How long a waiting acquire of a Sentinel client rides out a streak of connection failures at
+/// most (a wait whose deadline comes sooner ends then): longer than a failover takes with the
+/// sentinels' default `down-after-milliseconds` (30 s), short enough that a master gone for good
+/// is reported.
+const FAILOVER_PATIENCE: Duration = Duration::from_secs(60);
+
+/// The pause after a ridden-out failure before the next request (see [`Transport::ride_out`]).
+const RIDE_OUT_PAUSE: Duration = Duration::from_millis(50);
 
 /// The least time a request is given after it waited for a Sentinel client's new master that
 /// was found just at the end of the command timeout (a request given no time would fail for

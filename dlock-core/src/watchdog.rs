@@ -21,7 +21,9 @@
 //! owned by another, when `safe_until` passes without a successful renewal (Redis unreachable),
 //! or when renewal stops at `max_hold`. The reason is what the server said: `Removed` only when
 //! the key was found gone by a request that certainly ran before the lease could have run out,
-//! `Expired` otherwise. The watchdog stops renewing a lease when its last guard is released or
+//! `Expired` otherwise. A lease that passes `safe_until` is `Unreachable` when its renewal
+//! failed or is awaited, `Paused` when the renewal due before never went out (or its answer
+//! never got processed within the command timeout): the process did not run. The watchdog stops renewing a lease when its last guard is released or
 //! dropped.
 
 use std::collections::HashMap;
@@ -291,6 +293,7 @@ impl Inner {
                     lease.stop_renewal();
                 }
                 if let Some(ttl) = ttl {
+                    lease.renewal_sent(now);
                     due.push(Due {
                         lease,
                         ttl,
@@ -345,7 +348,11 @@ impl Inner {
                 if let Some(entry) = state.entries.get_mut(token) {
                     if error.is_some() {
                         entry.failures = entry.failures.saturating_add(1);
-                        let safe_until = entry.lease.upgrade().map_or(now, |l| l.safe_until());
+                        let lease = entry.lease.upgrade();
+                        if let Some(lease) = &lease {
+                            lease.renewal_failed();
+                        }
+                        let safe_until = lease.map_or(now, |l| l.safe_until());
                         let at = entry.retry_at(now, safe_until);
                         retry = Some(retry.map_or(at, |r| r.min(at)));
                         failed.push(*token);

@@ -1,9 +1,12 @@
 //! Operating jobs across replicas, through Redis: pause / resume (honoured by every replica's
 //! claim), `run_now` (one replica picks the request up), and the run ledger.
 //!
-//! These work for any valid job name, registered on this replica or not, so an admin tool can
-//! build a [`Scheduler`] without jobs and call them. A name no job could have (empty, braces,
-//! control characters, too long) is an [`crate::ErrorKind::InvalidJob`] error, as in `build()`.
+//! These work for any job known under the client's prefix — registered by a running replica or
+//! this one, or with ledger entries or a pause record — so an admin tool can build a
+//! [`Scheduler`] without jobs and call them; another name is refused as a likely typo
+//! ([`crate::ErrorKind::UnknownJob`], with close names), unless a `force_` variant is used. A
+//! name no job could have (empty, braces, control characters, too long) is an
+//! [`crate::ErrorKind::InvalidJob`] error, as in `build()`.
 
 use std::time::Duration;
 
@@ -23,13 +26,30 @@ impl Scheduler {
     /// Pauses `job` on every replica: occurrences are not claimed until [`Scheduler::resume`]
     /// (runs already going finish). Stored in Redis.
     ///
+    /// The job must be known ([`Scheduler::is_known`]): a name no replica registered, without
+    /// ledger entries or a pause record, is refused as a likely typo
+    /// ([`crate::ErrorKind::UnknownJob`]); [`Scheduler::force_pause`] pauses any valid name.
+    ///
     /// # Errors
-    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have, naming the rule; a Redis
-    /// error ([`crate::ErrorKind::Redis`]).
+    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have, naming the rule;
+    /// [`crate::ErrorKind::UnknownJob`] for a job that is not known, naming it and up to five
+    /// registered jobs with close names; a Redis error ([`crate::ErrorKind::Redis`]).
     ///
     /// # Cancel safety
     /// Cancel safe: pausing twice is pausing once.
     pub async fn pause(&self, job: &str) -> Result<(), Error> {
+        self.ensure_known(job).await?;
+        self.force_pause(job).await
+    }
+
+    /// Pauses `job` whether or not it is known (a job about to be deployed).
+    ///
+    /// # Errors
+    /// As [`Scheduler::pause`], without [`crate::ErrorKind::UnknownJob`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: pausing twice is pausing once.
+    pub async fn force_pause(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
         let keys = JobKeys::new(&self.shared.client, job)?;
         let mut cmd = redis::cmd("SET");
@@ -38,26 +58,45 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Resumes a paused `job` on every replica.
+    /// Resumes a paused `job` on every replica. `run_now` requests made while it was paused
+    /// are taken at once: the replicas are woken in the same step (`resume.lua`).
     ///
     /// # Errors
-    /// As [`Scheduler::pause`].
+    /// As [`Scheduler::pause`] (an unknown job is refused; [`Scheduler::force_resume`] is not).
     ///
     /// # Cancel safety
-    /// Cancel safe.
+    /// Cancel safe: resuming twice is resuming once.
     pub async fn resume(&self, job: &str) -> Result<(), Error> {
+        self.ensure_known(job).await?;
+        self.force_resume(job).await
+    }
+
+    /// Resumes `job` whether or not it is known.
+    ///
+    /// # Errors
+    /// As [`Scheduler::resume`], without [`crate::ErrorKind::UnknownJob`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: resuming twice is resuming once.
+    pub async fn force_resume(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
-        let keys = JobKeys::new(&self.shared.client, job)?;
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(&keys.paused);
-        __private::query::<i64>(&self.shared.client, &cmd, &format!("resume `{job}`")).await?;
+        let client = &self.shared.client;
+        let keys = JobKeys::new(client, job)?;
+        let mut invocation = scripts::RESUME.prepare_invoke();
+        invocation
+            .key(&keys.paused)
+            .key(&keys.requests)
+            .arg(&keys.wake)
+            .arg(job)
+            .arg(__private::publish_command(client));
+        __private::invoke::<i64>(client, &invocation, &format!("resume `{job}`")).await?;
         Ok(())
     }
 
     /// Whether `job` is paused.
     ///
     /// # Errors
-    /// As [`Scheduler::pause`].
+    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have; a Redis error.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -69,12 +108,70 @@ impl Scheduler {
         Ok(__private::query(&self.shared.client, &cmd, &format!("is `{job}` paused")).await?)
     }
 
+    /// Whether `job` is known under the client's key prefix: this scheduler has it, a running
+    /// replica registered it ([`Scheduler::registered_replicas`]), or it has ledger entries or
+    /// a pause record in Redis. The control calls refuse a job that is not.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have; a Redis error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn is_known(&self, job: &str) -> Result<bool, Error> {
+        validate::job_name(job)?;
+        Ok(self.known(job).await?.is_ok())
+    }
+
+    /// `Ok(())` for a known job; else its [`crate::ErrorKind::UnknownJob`] error.
+    async fn ensure_known(&self, job: &str) -> Result<(), Error> {
+        validate::job_name(job)?;
+        self.known(job).await?
+    }
+
+    /// Whether `job` (a valid name) is known: `Ok(Ok(()))`, or `Ok(Err(why))`.
+    async fn known(&self, job: &str) -> Result<Result<(), Error>, Error> {
+        if self.shared.jobs.contains_key(job) {
+            return Ok(Ok(()));
+        }
+        let registered: Vec<String> = self
+            .registered_replicas()
+            .await?
+            .into_iter()
+            .flat_map(|r| r.jobs.into_iter().map(|j| j.name))
+            .chain(self.shared.jobs.keys().map(|name| name.to_string()))
+            .collect();
+        if registered.iter().any(|name| name == job) {
+            return Ok(Ok(()));
+        }
+        let keys = JobKeys::new(&self.shared.client, job)?;
+        let mut cmd = redis::cmd("EXISTS");
+        // One slot: both keys carry the job's hash tag.
+        cmd.arg(&keys.ledger).arg(&keys.paused);
+        let found: i64 =
+            __private::query(&self.shared.client, &cmd, &format!("is `{job}` known")).await?;
+        if found > 0 {
+            return Ok(Ok(()));
+        }
+        let close = close_names(job, registered);
+        let hint = if close.is_empty() {
+            String::new()
+        } else {
+            format!("; did you mean {}?", close.join(", "))
+        };
+        Ok(Err(Error::unknown_job(format!(
+            "no job `{job}` is known under this key prefix: no running replica registered it, \
+             and it has no ledger entries and no pause record{hint}"
+        ))))
+    }
+
     /// Asks for one run of `job` now, outside its schedule. The request is queued in Redis and
     /// announced to the replicas over pub/sub; one replica running the job takes it and claims
     /// its run in one atomic step — at once, or, if the announcement was lost (a replica
     /// reconnecting), at its next request poll ([`crate::DEFAULT_REQUEST_POLL`]).
     /// The ledger records the run as manual. Overlap applies as to scheduled runs; while the
-    /// job is paused, requests wait in the queue (for a day at most) and run after `resume`.
+    /// job is paused, requests wait in the queue (for a day at most) and run as soon as it is
+    /// resumed. An unknown job is refused as [`Scheduler::pause`] says
+    /// ([`Scheduler::force_run_now`] is not).
     ///
     /// # Errors
     /// As [`Scheduler::pause`].
@@ -83,6 +180,19 @@ impl Scheduler {
     /// If the future is dropped, the request may or may not have been queued; a retry after
     /// an error that [may have taken effect](Error::may_have_taken_effect) may queue a second run.
     pub async fn run_now(&self, job: &str) -> Result<(), Error> {
+        self.ensure_known(job).await?;
+        self.force_run_now(job).await
+    }
+
+    /// Asks for one run of `job` now whether or not it is known (it runs once a replica that
+    /// has the job takes the request, within a day).
+    ///
+    /// # Errors
+    /// As [`Scheduler::run_now`], without [`crate::ErrorKind::UnknownJob`].
+    ///
+    /// # Cancel safety
+    /// As [`Scheduler::run_now`].
+    pub async fn force_run_now(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
         let client = &self.shared.client;
         let keys = JobKeys::new(client, job)?;
@@ -103,7 +213,7 @@ impl Scheduler {
     /// ran which occurrence, when (server time), and how it ended.
     ///
     /// # Errors
-    /// As [`Scheduler::pause`]; also [`crate::ErrorKind::Redis`] when the ledger holds data
+    /// As [`Scheduler::is_paused`]; also [`crate::ErrorKind::Redis`] when the ledger holds data
     /// dlock did not write.
     ///
     /// # Cancel safety
@@ -112,6 +222,42 @@ impl Scheduler {
         validate::job_name(job)?;
         ledger::history(&self.shared.client, job).await
     }
+}
+
+/// Up to five of `names` close to `job` (a typo away: by edit distance, or one containing the
+/// other), closest first.
+fn close_names(job: &str, mut names: Vec<String>) -> Vec<String> {
+    names.sort_unstable();
+    names.dedup();
+    let limit = (job.chars().count() / 3).max(2);
+    let mut scored: Vec<(usize, String)> = names
+        .into_iter()
+        .filter_map(|name| {
+            let distance = edit_distance(job, &name);
+            // Containment counts from three characters on (`c` is in every name with a c).
+            let related = (job.len() >= 3 && name.contains(job))
+                || (name.len() >= 3 && job.contains(name.as_str()));
+            (distance <= limit || related).then_some((distance, name))
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().take(5).map(|(_, name)| name).collect()
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
 }
 
 impl Scheduler {
@@ -147,4 +293,37 @@ impl Scheduler {
 
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_names_are_a_typo_away() {
+        let names = [
+            "tick",
+            "report",
+            "nightly-report",
+            "cleanup",
+            "a",
+            "b",
+            "c",
+            "d",
+            "e",
+            "f",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(close_names("tikc", names.clone()), ["tick"]);
+        assert_eq!(close_names("reprot", names.clone()), ["report"]);
+        assert_eq!(
+            close_names("report", names.clone()),
+            ["report", "nightly-report"]
+        );
+        assert!(close_names("zzzzzzzz", names.clone()).is_empty());
+        // At most five (six one-letter names are one edit from `z`).
+        assert_eq!(close_names("z", names), ["a", "b", "c", "d", "e"]);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 }

@@ -26,6 +26,13 @@ pub enum ErrorKind {
     /// jitter as long as the schedule's interval, a name used twice …). The message says which
     /// and how to fix it; when dlock-core refused it, the source is its `dlock_core::Error`.
     InvalidJob,
+    /// A control call ([`crate::Scheduler::pause`], `resume`, `run_now`) named a job that is
+    /// not known under the client's key prefix: no running replica registered it (nor has
+    /// this scheduler), and it has no ledger entries and no pause record — most likely a typo.
+    /// The message names the job and up to five registered jobs with close names. Check the
+    /// name (`dlock jobs`); to act on it anyway (a job not deployed yet), use the `force_`
+    /// variants. Nothing was changed.
+    UnknownJob,
     /// Redis failed or answered something unexpected. [`Error::redis_kind`] says how
     /// (connection, timeout …); [`Error::may_have_taken_effect`] whether the request may still
     /// have run. Retry later.
@@ -53,6 +60,16 @@ impl Error {
     pub(crate) fn invalid_job(message: impl Into<Cow<'static, str>>) -> Self {
         Self {
             kind: ErrorKind::InvalidJob,
+            redis_kind: None,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A control call for a job that is not known (see [`ErrorKind::UnknownJob`]).
+    pub(crate) fn unknown_job(message: String) -> Self {
+        Self {
+            kind: ErrorKind::UnknownJob,
             redis_kind: None,
             message: message.into(),
             source: None,

@@ -54,7 +54,11 @@
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
 //!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and
 //!   claims in one step — woken at once over pub/sub on the client's own connection (no extra
-//!   connection), or at its next poll if the announcement was lost.
+//!   connection), or at its next poll if the announcement was lost; requests made while the
+//!   job was paused run as soon as it is resumed. A job that is not known (no replica
+//!   registered it, no ledger entries, no pause record: a typo) is refused with close names
+//!   ([`ErrorKind::UnknownJob`]); [`Scheduler::force_pause`] and the other `force_` calls act
+//!   on any valid name.
 //! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
 //!   drains running jobs up to a deadline, then cancels and releases the rest, and shuts the
 //!   client down ([`dlock_core::Client::shutdown`]): a replica's graceful exit leaves no lock
@@ -93,7 +97,7 @@
 //! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request, withdraw; heartbeats; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
-//! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now`, history |
+//! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history |
 //! | views | `overview` | [`Scheduler::overview`]: each job's schedule, next fire, state, replicas and ledger ([`JobOverview`]), for `dlock jobs` and the dashboard |
 //! | | `web` (feature `web`) | the dashboard: an axum `Router` to mount (`web::router`), its page and its POSTs' cross-site rule |
 //!

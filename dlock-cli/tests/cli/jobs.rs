@@ -176,7 +176,7 @@ async fn runs_show_the_ledger_and_run_now_runs_the_job() {
     .unwrap();
     let jobs = vec![
         job("tick", "* * * * * *", "UTC"),
-        job("manual", YEARLY, "UTC"),
+        job("manual", YEARLY, "Asia/Tokyo"),
         slow,
     ];
     let (stop, replica) = start(scheduler(&url, "solo", jobs));
@@ -238,10 +238,35 @@ async fn runs_show_the_ledger_and_run_now_runs_the_job() {
     let listed = jobs.json()["jobs"].as_array().unwrap().clone();
     let manual_job = listed.iter().find(|j| j["name"] == "manual").unwrap();
     assert_eq!(manual_job["last_run"]["outcome"], "succeeded");
+    // The table shows one zone per row, the job's, on each time: not the last run in UTC.
+    let table = dlock(&["--url", &url, "jobs"]).await.expect(0);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("manual"))
+        .unwrap();
+    assert_eq!(row.matches(" JST").count(), 2, "{row}");
+    assert!(!row.contains("Z,") && !row.contains("UTC"), "{row}");
 
-    // A job no replica runs: done (kept in Redis), with a note about the name.
-    let typo = dlock(&["--url", &url, "pause", "tikc"]).await.expect(0);
-    assert!(typo.stderr.contains("no running replica"), "{typo:?}");
+    // A job that is not known (a typo): refused with exit 3 and the close name; nothing is
+    // written. With --force: done (kept in Redis), with a note that no replica runs it.
+    for action in ["pause", "resume", "run-now"] {
+        let typo = dlock(&["--url", &url, action, "tikc"]).await.expect(3);
+        assert_eq!(typo.stderr.lines().count(), 1, "{typo:?}");
+        assert!(typo.stderr.contains("did you mean tick"), "{typo:?}");
+        assert!(typo.stderr.contains("--force"), "{typo:?}");
+    }
+    let mut con = server.connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("dlock:{sched:tikc}*")
+        .query(&mut con)
+        .unwrap();
+    assert!(keys.is_empty(), "an unknown job left {keys:?}");
+    let forced = dlock(&["--url", &url, "pause", "tikc", "--force"])
+        .await
+        .expect(0);
+    assert!(forced.stderr.contains("no running replica"), "{forced:?}");
+    // Known from its pause record now.
     dlock(&["--url", &url, "resume", "tikc"]).await.expect(0);
 
     stop.send(()).unwrap();

@@ -11,5 +11,6 @@ mod failures;
 mod inspect;
 mod jobs;
 mod locks;
+mod reach;
 mod secrets;
 mod unlock;

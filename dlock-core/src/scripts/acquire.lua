@@ -30,7 +30,8 @@
 --          error DLOCKFOREIGN    the lock key holds a value dlock did not write, a lock of a newer
 --                                format version, or one without expiry; nothing was modified.
 --                                Also when the fence counter holds data dlock did not write: the
---                                caller is not given the lock
+--                                caller is not given the lock; and when the queue key holds
+--                                another Redis type (read first: nothing was modified)
 --
 -- FIFO: a lock found free while callers wait (its holder's lease ran out: expiry publishes
 -- nothing) goes to the oldest live waiter first, exactly as a release would hand it over; the
@@ -47,8 +48,16 @@ local mode = ARGV[3]
 local entry = ARGV[4]
 local counter = ARGV[5]
 
+-- The queue's length, read before the first write: a queue key of another type is refused by
+-- name. A free lock needs this LLEN anyway; an attempt that finds the lock held pays this one
+-- O(1) read more (the price of refusing before SET NX rather than undoing it).
+local waiting = redis.pcall('LLEN', queue)
+if type(waiting) ~= 'number' then
+  return foreign_error(queue, 'holds another Redis type (dlock keeps the queue of ' .. lock
+    .. ' there)')
+end
 local taken = redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
-if taken and redis.call('LLEN', queue) > 0 then
+if taken and waiting > 0 then
   -- Free, but callers wait: the oldest live one comes first (possibly this caller).
   local who, fence = hand_off(lock, counter, entry)
   if who == 'caller' then

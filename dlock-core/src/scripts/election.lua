@@ -21,9 +21,11 @@
 --
 -- Returns  1   publish: the record was written and announced; resign: deleted and announced
 --          0   publish: the record was ours already (its expiry refreshed); resign: the record
---              was not ours (nothing to delete)
+--              was not ours (nothing to delete; also when it holds data dlock did not write)
 --          -1  the caller does not lead: the lock is free, held by another token, or holds
 --              another fence (or data dlock did not write); nothing was written
+--          error DLOCKFOREIGN  publish: the record key holds data dlock could not have written
+--              (another Redis type, or a string not "1 <fence> <value>"); nothing was written
 --
 -- The record expires at twice the lock's remaining lease, so it outlives every renewal of the
 -- watchdog in between the leader's refreshes; readers check it against the lock anyway
@@ -43,10 +45,26 @@ if string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$') ~= fence th
 end
 
 local current = redis.pcall('GET', record)
-if type(current) ~= 'string' then
+local current_fence = nil
+if type(current) == 'string' then
+  current_fence = tonumber(string.match(current, '^1 (%d+) '))
+elseif current then
+  -- Another Redis type (GET answered an error).
+  if mode == 'resign' then
+    return 0
+  end
+  return redis.error_reply('DLOCKFOREIGN ' .. record .. ' holds another Redis type (dlock keeps'
+    .. ' the leader record of ' .. lock .. ' there)')
+else
   current = nil
 end
-local current_fence = current and tonumber(string.match(current, '^1 (%d+) '))
+if current and not current_fence then
+  if mode == 'resign' then
+    return 0
+  end
+  return redis.error_reply('DLOCKFOREIGN ' .. record .. ' holds a value dlock did not write (dlock'
+    .. ' keeps the leader record of ' .. lock .. ' there)')
+end
 
 if mode == 'resign' then
   if current_fence ~= tonumber(fence) then

@@ -6,12 +6,15 @@
 -- ARGV[1]  the fence counter of the lock's slot (a key in the same slot, named by the client:
 --          see next_fence in common.lua)
 --
--- Returns  {counter, lock_fence, leader_fence, value}
+-- Returns  {counter, lock_fence, leader_fence, value, lease_ms}
 --          counter       the slot's fence counter now (0 if absent): every fence issued before
 --                        this read is at most this, every later one above it
 --          lock_fence    the fence kept in the lock's value now (0: free, or none issued yet)
 --          leader_fence  the record's fence if the lock holds that same fence now (the record
 --                        is its current holder's), else 0 with value ""
+--          lease_ms      the PTTL of the lock (-2: free): how long the current leader leads
+--                        unless its candidates' watchdog renews it, so that an observer
+--                        re-reads by then, whatever lease its own handle was built with
 --
 -- A record is only reported while its fence is the lock's: a leader whose lease ran out (or
 -- that was paused past it) stops being reported at once, although its record may remain until
@@ -23,11 +26,12 @@ local lock_fence = 0
 if type(held) == 'string' then
   lock_fence = tonumber(string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')) or 0
 end
+local lease = redis.call('PTTL', KEYS[1])
 local record = redis.pcall('GET', KEYS[2])
 if lock_fence > 0 and type(record) == 'string' then
   local fence, value = string.match(record, '^1 (%d+) (.*)$')
   if fence and tonumber(fence) == lock_fence then
-    return {counter, lock_fence, lock_fence, value}
+    return {counter, lock_fence, lock_fence, value, lease}
   end
 end
-return {counter, lock_fence, 0, ''}
+return {counter, lock_fence, 0, '', lease}

@@ -403,7 +403,7 @@ impl InspectReply {
 /// What `shared_inspect.lua` answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SharedInspectReply {
-    /// The stored limit; `None` when nobody holds.
+    /// The stored limit; `None` when Redis keeps none (nobody holds).
     pub(crate) limit: Option<u64>,
     pub(crate) waiters: usize,
     /// Each live holder's record (`<weight> <fence> <meta>`) and lease left.
@@ -472,6 +472,9 @@ pub(crate) struct LeaderRead {
     pub(crate) lock_fence: u64,
     /// The current holder's record (its fence and value), when it has published one.
     pub(crate) leader: Option<(u64, String)>,
+    /// What is left of the lock's lease (`None`: free, or without expiry): the current
+    /// leader's candidates renew it before it ends, or it ends.
+    pub(crate) lease_left: Option<Duration>,
 }
 
 impl LeaderRead {
@@ -479,7 +482,7 @@ impl LeaderRead {
         let Value::Array(items) = reply else {
             return None;
         };
-        let [counter, lock_fence, leader_fence, value] = items.as_slice() else {
+        let [counter, lock_fence, leader_fence, value, lease] = items.as_slice() else {
             return None;
         };
         let value = match value {
@@ -492,6 +495,7 @@ impl LeaderRead {
             counter: u64::try_from(int(counter)?).ok()?,
             lock_fence: u64::try_from(int(lock_fence)?).ok()?,
             leader: (leader_fence > 0).then_some((leader_fence, value)),
+            lease_left: u64::try_from(int(lease)?).ok().map(Duration::from_millis),
         })
     }
 }
@@ -822,31 +826,34 @@ mod tests {
             Some(ElectionReply::NotLeader)
         );
         assert_eq!(ElectionReply::decode(&Value::Int(2)), None);
-        let read = |leader: i64, value: &[u8]| {
+        let read = |leader: i64, value: &[u8], lease: i64| {
             Value::Array(vec![
                 Value::Int(90),
                 Value::Int(80),
                 Value::Int(leader),
                 Value::BulkString(value.to_vec()),
+                Value::Int(lease),
             ])
         };
         assert_eq!(
-            LeaderRead::decode(&read(80, b"10.0.0.7:8080")),
+            LeaderRead::decode(&read(80, b"10.0.0.7:8080", 900)),
             Some(LeaderRead {
                 counter: 90,
                 lock_fence: 80,
                 leader: Some((80, "10.0.0.7:8080".into())),
+                lease_left: Some(Duration::from_millis(900)),
             })
         );
         assert_eq!(
-            LeaderRead::decode(&read(0, b"")),
+            LeaderRead::decode(&read(0, b"", -2)),
             Some(LeaderRead {
                 counter: 90,
                 lock_fence: 80,
                 leader: None,
+                lease_left: None,
             })
         );
-        assert_eq!(LeaderRead::decode(&read(-1, b"")), None);
+        assert_eq!(LeaderRead::decode(&read(-1, b"", 900)), None);
         assert_eq!(LeaderRead::decode(&Value::Int(0)), None);
     }
 

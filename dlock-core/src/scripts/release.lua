@@ -21,7 +21,10 @@
 --              (also when the key holds data dlock did not write, of any type: left untouched)
 --          error DLOCKFOREIGN  "force" on a key that holds a value dlock did not write, or a lock
 --              of a newer format version (left untouched); or a hand-off found the fence counter
---              holding data dlock did not write (the lock is left as it was, the waiter queued)
+--              holding data dlock did not write (the lock is left as it was, the waiter queued);
+--              or the queue key holds another Redis type, found before anything was written (the
+--              lock is left as it was; with "handoff", the caller's own lock, taken ahead of a
+--              queue that is not dlock's, is deleted: its acquire fails)
 --
 -- Fast paths (the caller's own lock, nobody waits: flag "-"): GET, DEL — like a plain
 -- compare-and-delete. The first compares the whole value the caller wrote, unchanged since (no
@@ -52,8 +55,17 @@ end
 
 --@common
 
+-- The queue is touched only below; a queue key of another type is refused by name there, before
+-- anything is written.
+local queue = lock .. ':queue'
+local function foreign_queue()
+  return foreign_error(queue, 'holds another Redis type (dlock keeps the queue of ' .. lock
+    .. ' there)')
+end
 if entry and entry ~= '' then
-  redis.call('LREM', lock .. ':queue', 1, entry)
+  if type(redis.pcall('LREM', queue, 1, entry)) ~= 'number' then
+    return foreign_queue()
+  end
   held = read(lock)
 end
 if not held then
@@ -72,6 +84,12 @@ end
 if string.byte(held, 33) ~= 119 and mode ~= 'handoff' then -- 'w': somebody waits
   redis.call('DEL', lock)
   return 1
+end
+if type(redis.pcall('LLEN', queue)) ~= 'number' then
+  if mode == 'handoff' then
+    redis.call('DEL', lock)
+  end
+  return foreign_queue()
 end
 local who, grant = hand_off(lock, ARGV[2], nil)
 if who == 'grant' then

@@ -27,6 +27,10 @@ pub(crate) static TAKE_REQUEST: LazyLock<Script> = LazyLock::new(|| {
 pub(crate) static REQUEST: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("request.lua")));
 
+/// Resumes a paused job and wakes the replicas when `run_now` requests wait for it.
+pub(crate) static RESUME: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("resume.lua")));
+
 /// Withdraws a claim whose reply was lost, before anything ran.
 pub(crate) static WITHDRAW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("withdraw.lua")));

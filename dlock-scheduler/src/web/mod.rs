@@ -104,6 +104,8 @@ use crate::scheduler::Scheduler;
 /// Answered over HTTP, as plain text saying why: the page and the POSTs answer
 /// `503 Service Unavailable` when Redis fails (or holds data this version did not write); a
 /// POST answers `400 Bad Request` for a missing or invalid job name or an unknown action,
+/// `404 Not Found` for a job that is not known (no replica registered it, no ledger entries,
+/// no pause record: see [`Scheduler::pause`]; the text names close names),
 /// `403 Forbidden` when it is not same-origin (see the module docs), and `303 See Other`
 /// back to the page when done.
 pub fn router<S>(scheduler: Scheduler) -> Router<S>
@@ -161,10 +163,15 @@ async fn act(
         Some("pause") => scheduler.pause(&job).await,
         Some("resume") => scheduler.resume(&job).await,
         Some("run-now") => scheduler.run_now(&job).await,
-        other => {
+        Some(other) => {
             let msg = format!(
-                "unknown action {other:?}: the dashboard's actions are pause, resume and run-now"
+                "unknown action `{other}`: the dashboard's actions are pause, resume and run-now"
             );
+            return (StatusCode::BAD_REQUEST, msg).into_response();
+        }
+        None => {
+            let msg = "the form has no `action` field: the dashboard's actions are pause, \
+                       resume and run-now";
             return (StatusCode::BAD_REQUEST, msg).into_response();
         }
     };
@@ -184,10 +191,12 @@ fn back_to_page(uri: &Uri) -> String {
     }
 }
 
-/// An error as a plain-text answer: 400 for a bad job name, 503 for Redis.
+/// An error as a plain-text answer: 400 for a bad job name, 404 for a job that is not known,
+/// 503 for Redis.
 fn failure(e: &Error) -> Response {
     let status = match e.kind() {
         ErrorKind::InvalidJob | ErrorKind::InvalidSchedule => StatusCode::BAD_REQUEST,
+        ErrorKind::UnknownJob => StatusCode::NOT_FOUND,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     (status, e.to_string()).into_response()
