@@ -1,10 +1,11 @@
 //! What a client does with each reply and push (mutex.rs, semaphore.rs, rwlock.rs,
 //! election.rs and wait.rs, reduced to their decisions).
 
-use crate::Mutant;
-use crate::model::{Held, Kind, LEASE, LockModel, Phase, State};
+use crate::mutant::Mutant;
 use crate::properties;
 use crate::server::{Mode, Ms, Op, Push, RW_LIMIT, ReleaseHow, Reply, Token};
+use crate::state::{Held, Kind, LEASE, LockModel, Phase, State};
+use crate::step::apply;
 
 /// The caller gets its grant: the request holds `token` until `until` by its own count.
 fn hold(model: &LockModel, state: &mut State, c: u8, token: Token, fence: Option<u64>, until: Ms) {
@@ -39,7 +40,7 @@ fn campaign(model: &LockModel, state: &mut State, c: u8) {
             value: c,
         },
     };
-    model.send(state, c, op);
+    send(model, state, c, op);
 }
 
 /// Back to holding after a call about the hold (see [`Held`]); `false` if there was none.
@@ -74,7 +75,7 @@ pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
     };
     let before = state.server.clone();
     let op = Op::ExistsQueue { name: 0 };
-    let queued = crate::apply(&mut state.server, state.now, op.clone()) == Reply::Int(1);
+    let queued = apply(&mut state.server, state.now, op.clone()) == Reply::Int(1);
     properties::observe_step(model, state, &before, &op, &Reply::Int(i64::from(queued)));
     let token = LockModel::token(c, state.clients[usize::from(c)].started - 1);
     match set {
@@ -93,7 +94,8 @@ pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
             }
             hold(model, state, c, token, None, sent + LEASE);
         }
-        None => model.send(
+        None => send(
+            model,
             state,
             c,
             Op::Release {
@@ -103,7 +105,7 @@ pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
                 how: ReleaseHow::Handoff,
             },
         ),
-        Some(_) => model.attempt(state, c, Mode::Wait),
+        Some(_) => attempt(model, state, c, Mode::Wait),
     }
 }
 
@@ -114,7 +116,7 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
     };
     let Some(reply) = reply else {
         // The reply was lost: the same call again, with the same token (retry safety).
-        model.send(state, c, op);
+        send(model, state, c, op);
         return;
     };
     match (op, reply) {
@@ -167,8 +169,9 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
                 ..
             },
             _,
-        ) => model.attempt(state, c, Mode::Wait),
-        (Op::ElectionResign { token, .. }, _) => model.send(
+        ) => attempt(model, state, c, Mode::Wait),
+        (Op::ElectionResign { token, .. }, _) => send(
+            model,
             state,
             c,
             Op::Release {
@@ -225,8 +228,9 @@ fn fenced(
 ) {
     let client = &mut state.clients[usize::from(c)];
     match set {
-        Some(_) => model.attempt(state, c, Mode::Wait),
-        None if queued => model.send(
+        Some(_) => attempt(model, state, c, Mode::Wait),
+        None if queued => send(
+            model,
             state,
             c,
             Op::Release {
@@ -260,7 +264,7 @@ fn fenced(
                 hold(model, state, c, token, Some(value), sent + LEASE);
             } else {
                 // fence.lua in a round trip of its own decides.
-                model.send(state, c, Op::Fence { name: 0, token });
+                send(model, state, c, Op::Fence { name: 0, token });
             }
         }
     }
@@ -294,7 +298,8 @@ fn release_now(model: &LockModel, state: &mut State, c: u8) {
     let Phase::Holding { token, .. } = state.clients[usize::from(c)].phase else {
         return done(state, c);
     };
-    model.send(
+    send(
+        model,
         state,
         c,
         Op::Release {
@@ -333,6 +338,75 @@ pub(crate) fn deliver(model: &LockModel, state: &mut State, push: Push) {
                 g.server_ms + g.lease,
             );
         }
-        _ => model.attempt(state, c, Mode::Wait),
+        _ => attempt(model, state, c, Mode::Wait),
     }
+}
+
+/// Runs `op` on the server for client `c` and records what the step granted.
+pub(crate) fn send(model: &LockModel, state: &mut State, c: u8, op: Op) {
+    let before = state.server.clone();
+    let reply = apply(&mut state.server, state.now, op.clone());
+    let published = state.server.drain_published();
+    properties::observe_step(model, state, &before, &op, &reply);
+    for push in published {
+        if let Err(at) = state.pushes.binary_search(&push) {
+            state.pushes.insert(at, push);
+        }
+    }
+    let client = &mut state.clients[usize::from(c)];
+    let releasing = matches!(
+        op,
+        Op::Release { .. } | Op::SharedRelease { .. } | Op::ElectionResign { .. }
+    );
+    if let Phase::Holding {
+        token,
+        fence,
+        until,
+        writer,
+        changed,
+    } = client.phase
+        && !releasing
+    {
+        client.held = Some(Held {
+            token,
+            fence,
+            until,
+            // A writer that asked to downgrade stopped writing when it asked (rwlock.rs
+            // consumes the write guard); a reader asking to upgrade does not write yet.
+            writer: writer && !matches!(op, Op::RwChange { .. }),
+            changed,
+        });
+    }
+    if releasing {
+        client.held = None;
+    }
+    client.phase = Phase::InFlight {
+        op,
+        sent: state.now,
+        reply: Some(reply),
+    };
+    if model.env.pauses == 0 && model.env.lost_replies == 0 {
+        // Nothing can come between the step and its reply: take it at once.
+        receive(model, state, c);
+    }
+}
+
+/// The waiting attempt of client `c` (acquire.lua / shared_acquire.lua) in `mode`.
+pub(crate) fn attempt(model: &LockModel, state: &mut State, c: u8, mode: Mode) {
+    let client = &state.clients[usize::from(c)];
+    let op = if model.kind.shared() {
+        Op::SharedAcquire {
+            name: 0,
+            entry: model.shared_entry(c, client),
+            limit: model.limit,
+            mode,
+        }
+    } else {
+        Op::Acquire {
+            name: 0,
+            entry: model.entry(c, client),
+            mode,
+        }
+    };
+    send(model, state, c, op);
 }

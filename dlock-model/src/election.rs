@@ -3,7 +3,7 @@
 //! (`crate::mutex`); the record is written only by the holder with its hold's fence, and
 //! refused (E1) when its key holds data dlock did not write.
 
-use crate::Mutant;
+use crate::mutant::Mutant;
 use crate::server::{Key, Ms, Name, Record, Reply, ScriptError, Server, Token};
 
 /// Whether `token` holds the election's lock with `fence` kept in its value.

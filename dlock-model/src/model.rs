@@ -5,316 +5,17 @@
 use stateright::{Model, Property};
 
 use crate::client;
+use crate::mutant::Mutant;
 use crate::properties;
 use crate::server::{
-    ExtendItem, Key, LockRef, Mode, Ms, Op, Push, RW_LIMIT, ReleaseHow, Reply, Server, Token,
+    ExtendItem, Key, Mode, Ms, Op, RW_LIMIT, ReleaseHow, Reply, Server, abstraction,
 };
-use crate::{Mutant, apply};
-
-/// Every lease in the model, in ticks of the model's clock (one tick = 1 ms of server clock,
-/// so that fences floored at µs stay distinct per tick).
-pub const LEASE: Ms = 2;
-
-/// Which lock kind a model checks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// A mutex taken by the uncontended pipeline first (`SET NX PX GET`, `EXISTS`), then by
-    /// waiting (acquire.lua).
-    Mutex,
-    /// A mutex with `fenced()`: the uncontended `MULTI` with its connection epoch.
-    FencedMutex,
-    /// A semaphore (shared admission with weights; `set_limit` by an operator).
-    Semaphore,
-    /// A RwLock (shared admission with limit [`RW_LIMIT`]; upgrade, downgrade).
-    RwLock,
-    /// An election (its mutex, the fence, the leader record).
-    Election,
-}
-
-impl Kind {
-    /// Whether the kind is a shared admission.
-    pub fn shared(self) -> bool {
-        matches!(self, Kind::Semaphore | Kind::RwLock)
-    }
-
-    /// The lock the model's requests take.
-    pub fn lock(self) -> LockRef {
-        if self.shared() {
-            LockRef::Shared(0)
-        } else {
-            LockRef::Mutex(0)
-        }
-    }
-}
-
-/// One request of a client: an acquire, the hold, and the release.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Req {
-    /// Permits (1 for a mutex and a reader, [`RW_LIMIT`] for a writer).
-    pub weight: u32,
-    /// `acquire_timeout`: the wait ends this many ticks after it began.
-    pub timeout: Option<Ms>,
-    /// The waiting future may be dropped (cancel, shutdown) at any time.
-    pub cancel: bool,
-    /// A RwLock holder may change its mode once (a reader upgrades, a writer downgrades).
-    pub change: bool,
-    /// A watchdog renews the lease (extend.lua) while it is held.
-    pub watchdog: bool,
-}
-
-impl Req {
-    /// A plain request of `weight` that waits as long as it takes.
-    pub const fn of(weight: u32) -> Self {
-        Self {
-            weight,
-            timeout: None,
-            cancel: false,
-            change: false,
-            watchdog: false,
-        }
-    }
-
-    /// The same with a wait timeout.
-    pub const fn timeout(self, ticks: Ms) -> Self {
-        Self {
-            timeout: Some(ticks),
-            ..self
-        }
-    }
-
-    /// The same, cancellable while it waits.
-    pub const fn cancel(self) -> Self {
-        Self {
-            cancel: true,
-            ..self
-        }
-    }
-
-    /// The same, changing its mode once while held.
-    pub const fn change(self) -> Self {
-        Self {
-            change: true,
-            ..self
-        }
-    }
-
-    /// The same, renewed by a watchdog.
-    pub const fn watchdog(self) -> Self {
-        Self {
-            watchdog: true,
-            ..self
-        }
-    }
-}
-
-/// Which environment actions the checker may take, and how often (a budget per run keeps the
-/// state space finite and small).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Env {
-    /// Pauses of a client (it takes no steps; its leases keep running out).
-    pub pauses: u8,
-    /// Crashes of a client (its subscription ends; its holds and entries stay).
-    pub crashes: u8,
-    /// Replies lost after their script took effect (the client sends the same call again).
-    pub lost_replies: u8,
-    /// Pushes lost (pushes may always be delayed and reordered).
-    pub lost_pushes: u8,
-    /// Restarts: empty, or from the replica's (AOF's) lagging copy.
-    pub restarts: u8,
-    /// An operator's `set_limit` to this value, once.
-    pub set_limit: Option<u32>,
-    /// Another program writes its data at the election's leader record key (once).
-    pub foreign_record: bool,
-}
-
-/// The checked model of one lock kind.
-#[derive(Clone, Debug)]
-pub struct LockModel {
-    /// The kind.
-    pub kind: Kind,
-    /// The handles' limit (a semaphore's permits; [`RW_LIMIT`] for a RwLock; 1 otherwise).
-    pub limit: u32,
-    /// Each client's requests, in order.
-    pub clients: Vec<Vec<Req>>,
-    /// The clock stops here.
-    pub max_time: Ms,
-    /// The environment.
-    pub env: Env,
-    /// The protocol bug applied, if any.
-    pub mutant: Option<Mutant>,
-}
-
-/// A client's current request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// Between requests.
-    Idle,
-    /// A call was sent; `reply` is what came back (`None`: lost, to be sent again).
-    InFlight {
-        /// The call.
-        op: Op,
-        /// When it was sent.
-        sent: Ms,
-        /// Its reply, once the server ran it (`None`: lost).
-        reply: Option<Reply>,
-    },
-    /// The uncontended pipeline's `SET` ran; its `EXISTS` runs next.
-    Pipelined {
-        /// When it was sent.
-        sent: Ms,
-        /// The oldest caller queued when the `SET` ran (for the property `queue head first`).
-        ahead: Option<Token>,
-        /// The `SET`'s reply.
-        set: Option<Option<Token>>,
-    },
-    /// Waiting for a grant (queued), or for the fallback timer.
-    Waiting {
-        /// The fallback timer.
-        timer: Ms,
-        /// Server time of the latest attempt that found the lock held by others.
-        seen: Ms,
-    },
-    /// Holding (the grant was returned to the caller).
-    Holding {
-        /// The hold's token (a RwLock mode change gives a new one).
-        token: Token,
-        /// Its fence, if known.
-        fence: Option<u64>,
-        /// The caller's view of its lease's end.
-        until: Ms,
-        /// A writer (RwLock).
-        writer: bool,
-        /// The mode was changed already.
-        changed: bool,
-    },
-    /// The request is over.
-    Done,
-}
-
-/// A hold kept while a call about it is in flight (extend, mode change, the election's
-/// fence and record): the client still holds meanwhile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Held {
-    /// The hold's token.
-    pub token: Token,
-    /// Its fence, if known.
-    pub fence: Option<u64>,
-    /// The caller's view of its lease's end.
-    pub until: Ms,
-    /// A writer (RwLock).
-    pub writer: bool,
-    /// The mode was changed already.
-    pub changed: bool,
-}
-
-/// One client.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Client {
-    /// The hold while a call about it is in flight (see [`Held`]).
-    pub held: Option<Held>,
-    /// Requests started so far (the current one is `started - 1`).
-    pub started: u8,
-    /// The current request.
-    pub phase: Phase,
-    /// When the current wait ends (`acquire_timeout`).
-    pub deadline: Option<Ms>,
-    /// Paused by the environment.
-    pub paused: bool,
-    /// Crashed.
-    pub dead: bool,
-    /// Paused while a reply or a grant was on its way, or while holding: its view may be stale.
-    pub stale: bool,
-    /// The server epoch of the current request's grant (a restart loses it).
-    pub epoch: u32,
-    /// The connection epoch on which this client floored the slot's counter (fence_epoch.rs).
-    pub floored: Option<u32>,
-}
-
-/// Ghost state for the properties: the rules broken so far (bits of `properties.rs`) and the
-/// fence and limit the steps must respect.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Ghost {
-    /// Properties broken (one bit each).
-    pub broken: u32,
-    /// The largest fence granted so far.
-    pub max_fence: u64,
-    /// The limit in force (the handles', or the operator's once set).
-    pub limit: u32,
-}
-
-/// The whole system.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct State {
-    /// Server clock.
-    pub now: Ms,
-    /// Redis.
-    pub server: Server,
-    /// The clients.
-    pub clients: Vec<Client>,
-    /// Pushes published and not yet delivered (delayed, in any order).
-    pub pushes: Vec<Push>,
-    /// What is left of the environment's budget.
-    pub budget: Env,
-    /// For the properties.
-    pub ghost: Ghost,
-}
-
-/// One step of the system.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Client starts its next request.
-    Start(u8),
-    /// Client takes its reply (or sends a lost call again).
-    Receive(u8),
-    /// The uncontended pipeline's `EXISTS` runs.
-    Exists(u8),
-    /// Client's fallback timer fires: it tries again.
-    Retry(u8),
-    /// Client's wait timed out: its last attempt.
-    GiveUp(u8),
-    /// Client drops its waiting future.
-    Cancel(u8),
-    /// Client releases what it holds.
-    Release(u8),
-    /// Client's watchdog renews its lease.
-    Extend(u8),
-    /// Client changes its RwLock mode.
-    Change(u8),
-    /// A push reaches its client.
-    Deliver(usize),
-    /// A push is lost.
-    LosePush(usize),
-    /// A reply is lost (its script took effect).
-    LoseReply(u8),
-    /// The clock moves one tick (only when no client has something due now).
-    Tick,
-    /// Client is paused / resumes.
-    Pause(u8),
-    /// A paused client resumes.
-    Resume(u8),
-    /// Client crashes.
-    Crash(u8),
-    /// An operator's `set_limit`.
-    SetLimit,
-    /// The replica (AOF) catches up.
-    Replicate,
-    /// Another program writes at the election's leader record key.
-    WriteForeign,
-    /// The server restarts (a tick passes): empty, or from its replica/AOF.
-    Restart(bool),
-}
+pub use crate::state::{
+    Action, Client, Env, Ghost, Held, Kind, LEASE, LockModel, Phase, Req, State,
+};
+use crate::step::apply;
 
 impl LockModel {
-    /// The token of client `c`'s request `r`.
-    pub fn token(c: u8, r: u8) -> Token {
-        u32::from(c) * 16 + u32::from(r) + 1
-    }
-
-    /// The request client `c` runs now.
-    pub fn req(&self, c: u8, client: &Client) -> Req {
-        self.clients[usize::from(c)][usize::from(client.started.saturating_sub(1))]
-    }
-
     /// Whether client `c` has something due now (the clock waits for it).
     fn due(&self, state: &State, c: &Client) -> bool {
         if c.paused || c.dead {
@@ -327,92 +28,6 @@ impl LockModel {
             }
             _ => false,
         }
-    }
-
-    /// Runs `op` on the server for client `c` and records what the step granted.
-    pub(crate) fn send(&self, state: &mut State, c: u8, op: Op) {
-        let before = state.server.clone();
-        let reply = apply(&mut state.server, state.now, op.clone());
-        let published = state.server.drain_published();
-        properties::observe_step(self, state, &before, &op, &reply);
-        for push in published {
-            if let Err(at) = state.pushes.binary_search(&push) {
-                state.pushes.insert(at, push);
-            }
-        }
-        let client = &mut state.clients[usize::from(c)];
-        let releasing = matches!(
-            op,
-            Op::Release { .. } | Op::SharedRelease { .. } | Op::ElectionResign { .. }
-        );
-        if let Phase::Holding {
-            token,
-            fence,
-            until,
-            writer,
-            changed,
-        } = client.phase
-            && !releasing
-        {
-            client.held = Some(Held {
-                token,
-                fence,
-                until,
-                writer,
-                changed,
-            });
-        }
-        if releasing {
-            client.held = None;
-        }
-        client.phase = Phase::InFlight {
-            op,
-            sent: state.now,
-            reply: Some(reply),
-        };
-        if self.env.pauses == 0 && self.env.lost_replies == 0 {
-            // Nothing can come between the step and its reply: take it at once.
-            client::receive(self, state, c);
-        }
-    }
-
-    /// The entry of client `c`'s current request in a mutex queue.
-    pub(crate) fn entry(&self, c: u8, client: &Client) -> crate::Entry {
-        crate::Entry {
-            token: Self::token(c, client.started.saturating_sub(1)),
-            client: c,
-            lease: LEASE,
-        }
-    }
-
-    /// The entry of client `c`'s current request in a shared queue.
-    pub(crate) fn shared_entry(&self, c: u8, client: &Client) -> crate::SharedEntry {
-        crate::SharedEntry {
-            token: Self::token(c, client.started.saturating_sub(1)),
-            client: c,
-            lease: LEASE,
-            weight: self.req(c, client).weight,
-        }
-    }
-
-    /// The waiting attempt of client `c` (acquire.lua / shared_acquire.lua) in `mode`.
-    pub(crate) fn attempt(&self, state: &mut State, c: u8, mode: Mode) {
-        let client = &state.clients[usize::from(c)];
-        let op = if self.kind.shared() {
-            Op::SharedAcquire {
-                name: 0,
-                entry: self.shared_entry(c, client),
-                limit: self.limit,
-                mode,
-            }
-        } else {
-            Op::Acquire {
-                name: 0,
-                entry: self.entry(c, client),
-                mode,
-            }
-        };
-        self.send(state, c, op);
     }
 
     fn start(&self, state: &mut State, c: u8) {
@@ -454,7 +69,8 @@ impl LockModel {
             }
             Kind::FencedMutex => {
                 let incr = client.floored.is_some() || self.mutant == Some(Mutant::FenceNotFloored);
-                self.send(
+                client::send(
+                    self,
                     state,
                     c,
                     Op::FencedFast {
@@ -465,7 +81,7 @@ impl LockModel {
                     },
                 );
             }
-            Kind::Semaphore | Kind::RwLock => self.attempt(state, c, Mode::Wait),
+            Kind::Semaphore | Kind::RwLock => client::attempt(self, state, c, Mode::Wait),
         }
     }
 
@@ -493,7 +109,7 @@ impl LockModel {
                 how: ReleaseHow::Own,
             }
         };
-        self.send(state, c, op);
+        client::send(self, state, c, op);
     }
 
     fn cancel(&self, state: &mut State, c: u8) {
@@ -515,14 +131,15 @@ impl LockModel {
             }
         };
         // The caller has gone: whatever the reply, the request is over (client.rs).
-        self.send(state, c, op);
+        client::send(self, state, c, op);
     }
 
     fn change(&self, state: &mut State, c: u8) {
         let Phase::Holding { token, writer, .. } = state.clients[usize::from(c)].phase else {
             return;
         };
-        self.send(
+        client::send(
+            self,
             state,
             c,
             Op::RwChange {
@@ -544,7 +161,7 @@ impl LockModel {
             token,
             lease: LEASE,
         }];
-        self.send(state, c, Op::Extend { items });
+        client::send(self, state, c, Op::Extend { items });
     }
 }
 
@@ -665,11 +282,16 @@ impl Model for LockModel {
         if state.budget.foreign_record {
             actions.push(Action::WriteForeign);
         }
-        if state.budget.restarts > 0 {
+        if state.budget.restarts > 0 || state.budget.rollbacks > 0 {
             actions.push(Action::Replicate);
-            if !due && state.now < self.max_time {
+        }
+        if !due && state.now < self.max_time {
+            if state.budget.restarts > 0 {
                 actions.push(Action::Restart(false));
                 actions.push(Action::Restart(true));
+            }
+            if state.budget.rollbacks > 0 {
+                actions.push(Action::Rollback);
             }
         }
         if !due && state.now < self.max_time {
@@ -683,8 +305,8 @@ impl Model for LockModel {
             Action::Start(c) => self.start(&mut state, c),
             Action::Receive(c) => client::receive(self, &mut state, c),
             Action::Exists(c) => client::exists(self, &mut state, c),
-            Action::Retry(c) => self.attempt(&mut state, c, Mode::Wait),
-            Action::GiveUp(c) => self.attempt(&mut state, c, Mode::Last),
+            Action::Retry(c) => client::attempt(self, &mut state, c, Mode::Wait),
+            Action::GiveUp(c) => client::attempt(self, &mut state, c, Mode::Last),
             Action::Cancel(c) => self.cancel(&mut state, c),
             Action::Release(c) => self.release(&mut state, c),
             Action::Extend(c) => self.extend(&mut state, c),
@@ -749,6 +371,12 @@ impl Model for LockModel {
             }
             Action::Replicate => {
                 apply(&mut state.server, state.now, Op::Replicate);
+            }
+            Action::Rollback => {
+                state.budget.rollbacks -= 1;
+                state.now += 1;
+                // Not a step of the API: no connection notices it (the epoch stays).
+                state.server.data = state.server.replica.clone().unwrap_or_default();
             }
             Action::Restart(from_replica) => {
                 state.budget.restarts -= 1;
@@ -872,26 +500,19 @@ pub mod bounds {
         let mut m = unit(kind);
         match kind {
             Kind::Mutex => {
-                m.clients = vec![
-                    vec![Req::of(1).watchdog(), Req::of(1)],
-                    vec![Req::of(1).timeout(2)],
-                    vec![Req::of(1).cancel()],
-                ];
-                m.env.crashes = 1;
-            }
-            Kind::FencedMutex => {
-                m.clients.push(vec![Req::of(1)]);
-                m.env.restarts = 2;
-            }
-            Kind::Semaphore => {
-                m.clients[0] = vec![Req::of(2).watchdog(), Req::of(1).cancel()];
+                m = unit_crowd();
+                m.env.lost_pushes = 1;
                 m.env.lost_replies = 1;
-                m.max_time = 5;
+            }
+            Kind::FencedMutex => m.env.restarts = 2,
+            Kind::Semaphore => {
+                m.clients[0] = vec![Req::of(2).watchdog()];
+                m.clients[2] = vec![Req::of(1).cancel()];
+                m.env.lost_replies = 1;
             }
             Kind::RwLock => {
-                m.clients[2] = vec![Req::of(1).cancel(), Req::of(RW_LIMIT)];
+                m.clients[2] = vec![Req::of(1).cancel()];
                 m.env.lost_replies = 1;
-                m.max_time = 5;
             }
             Kind::Election => {
                 m.env.pauses = 1;
@@ -946,7 +567,7 @@ pub fn trace(path: stateright::Path<State, Action>) -> String {
 
 /// One line of what the server holds (live only) and the properties broken so far.
 fn summary(state: &State) -> String {
-    let view = crate::abstraction(&state.server, state.now);
+    let view = abstraction(&state.server, state.now);
     let mut parts = Vec::new();
     if let Some(m) = view.mutexes.get(&0) {
         parts.push(format!("holder {:?} queue {:?}", m.holder, m.queue));

@@ -2,7 +2,7 @@
 //! release.lua, fence.lua and extend.lua, each one atomic step over [`Server`]. Every function
 //! names the Lua it mirrors; the comments follow the script's order.
 
-use crate::Mutant;
+use crate::mutant::Mutant;
 use crate::server::{
     Entry, ExtendItem, Grant, Hold, Key, LockRef, Mode, Ms, Name, Push, ReleaseHow, Reply,
     ScriptError, Server, Token,

@@ -16,8 +16,8 @@
 
 use stateright::Property;
 
-use crate::model::{Kind, LockModel, Phase, State};
 use crate::server::{LockRef, Op, RW_LIMIT, Reply, Server, Token};
+use crate::state::{Kind, LockModel, Phase, State};
 
 /// A grant above the limit in force.
 const WITHIN_LIMIT: u32 = 1;
@@ -45,21 +45,82 @@ pub(crate) fn all() -> Vec<Property<LockModel>> {
         Property::always("exclusive", exclusive),
         Property::always(EXCLUSIVE_AS_SEEN, exclusive_as_seen),
         Property::always("writer alone", writer_alone),
-        Property::always("within limit", |_, s| ok(s, WITHIN_LIMIT)),
-        Property::always("fences increase", |_, s| ok(s, FENCES_INCREASE)),
-        Property::always("no given-away grant", |_, s| ok(s, NO_GIVEN_AWAY)),
-        Property::always("no foreign write", |_, s: &State| !s.server.wrote_foreign),
-        Property::always("queue head first", |_, s| ok(s, QUEUE_HEAD_FIRST)),
-        Property::always("fitting head admitted", |_, s| ok(s, FITTING_HEAD)),
-        Property::always("leaving re-admits", |_, s| ok(s, LEAVING_READMITS)),
-        Property::always("dead holder handed on", |_, s| ok(s, DEAD_HOLDER)),
-        Property::always("dead head dropped", |_, s| ok(s, DEAD_HEAD)),
+        Property::always("within limit", within_limit),
+        Property::always("fences increase", fences_increase),
+        Property::always("no given-away grant", no_given_away_grant),
+        Property::always("no foreign write", no_foreign_write),
+        Property::always("queue head first", queue_head_first),
+        Property::always("fitting head admitted", fitting_head_admitted),
+        Property::always("leaving re-admits", leaving_readmits),
+        Property::always("dead holder handed on", dead_holder_handed_on),
+        Property::always("dead head dropped", dead_head_dropped),
         Property::always("limit persists", limit_persists),
     ]
 }
 
 fn ok(state: &State, bit: u32) -> bool {
     state.ghost.broken & bit == 0
+}
+
+/// Safety: every grant leaves the live holders' permits within the limit in force (the
+/// handles', or the operator's once `set_limit` ran; lowering takes nothing from holders).
+/// Holds under every environment action.
+fn within_limit(_: &LockModel, state: &State) -> bool {
+    ok(state, WITHIN_LIMIT)
+}
+
+/// Safety: a later grant has a larger fence (fences kept with a hold, and the fenced fast
+/// path's plain `INCR`). Holds under every action, restarts and failovers to a lagging
+/// replica included (the floor at the server clock); not under data rolled back under an
+/// open connection (an assumption, see `tests/check.rs`).
+fn fences_increase(_: &LockModel, state: &State) -> bool {
+    ok(state, FENCES_INCREASE)
+}
+
+/// Safety: a client never returns a grant whose lease the server already gave away (or that
+/// ran out), unless it was paused after the server's check or a restart lost the grant.
+/// Holds under every action with those exemptions.
+fn no_given_away_grant(_: &LockModel, state: &State) -> bool {
+    ok(state, NO_GIVEN_AWAY)
+}
+
+/// Safety: a script never writes to a key holding a type or format dlock could not have
+/// written (E1). Holds under every action, another program's writes included.
+fn no_foreign_write(_: &LockModel, state: &State) -> bool {
+    !state.server.wrote_foreign
+}
+
+/// Safety (fairness): nobody is granted ahead of an older queued request; a RwLock reader
+/// never passes a queued writer. Holds under every action.
+fn queue_head_first(_: &LockModel, state: &State) -> bool {
+    ok(state, QUEUE_HEAD_FIRST)
+}
+
+/// Liveness (bounded): a request that fits and has nobody ahead of it is admitted before the
+/// clock moves, not after an unrelated lease. Holds under every action (a head whose client
+/// crashed or was paused during its wait is exempt).
+fn fitting_head_admitted(_: &LockModel, state: &State) -> bool {
+    ok(state, FITTING_HEAD)
+}
+
+/// Liveness (bounded): a request that leaves the queue (wait timeout, cancel) leaves no
+/// fitting request behind it waiting: they are admitted in the same step (S1). Holds under
+/// every action.
+fn leaving_readmits(_: &LockModel, state: &State) -> bool {
+    ok(state, LEAVING_READMITS)
+}
+
+/// Liveness (bounded): a lock whose holder died (or whose lease ran out) is granted to the
+/// queue head by the end of that lease, when a running client waits for it. Holds under every
+/// action (a waiter paused during its wait is exempt: its timer runs late).
+fn dead_holder_handed_on(_: &LockModel, state: &State) -> bool {
+    ok(state, DEAD_HOLDER)
+}
+
+/// Liveness (bounded): after a release, no crashed client's entry heads the queue (S2: a head
+/// that does not fit and whose client is gone is dropped). Holds under every action.
+fn dead_head_dropped(_: &LockModel, state: &State) -> bool {
+    ok(state, DEAD_HEAD)
 }
 
 /// The clients that hold by their own count now, and whether each is a writer. `as_seen`

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::Mutant;
+use crate::mutant::Mutant;
 
 /// Server clock in ms.
 pub type Ms = u64;
@@ -555,123 +555,6 @@ pub enum Reply {
     Err(ScriptError),
 }
 
-/// Runs one atomic step at server time `now` and returns its reply. Published messages
-/// collect in [`Server::published`].
-pub fn apply(server: &mut Server, now: Ms, op: Op) -> Reply {
-    server.expire(now);
-    let reply = match op {
-        Op::SetNxGet { name, token, lease } => {
-            crate::mutex::set_nx_get(server, now, name, token, lease)
-        }
-        Op::ExistsQueue { name } => Reply::Int(i64::from(server.data.queues.contains_key(&name))),
-        Op::FencedFast {
-            name,
-            token,
-            lease,
-            incr,
-        } => crate::mutex::fenced_fast(server, now, name, token, lease, incr),
-        Op::Acquire { name, entry, mode } => crate::mutex::acquire(server, now, name, entry, mode),
-        Op::Release {
-            name,
-            token,
-            leaving,
-            how,
-        } => crate::mutex::release(server, now, name, token, leaving, how),
-        Op::Fence { name, token } => crate::mutex::fence(server, now, name, token),
-        Op::Extend { items } => crate::mutex::extend(server, now, &items),
-        Op::SharedAcquire {
-            name,
-            entry,
-            limit,
-            mode,
-        } => crate::shared::acquire(server, now, name, entry, limit, mode),
-        Op::SharedRelease {
-            name,
-            token,
-            leaving,
-        } => crate::shared::release(server, now, name, token, leaving),
-        Op::SetLimit { name, limit } => crate::shared::set_limit(server, now, name, limit),
-        Op::RwChange {
-            name,
-            old,
-            new,
-            up,
-            lease,
-        } => crate::shared::rw_change(server, now, name, old, new, up, lease),
-        Op::ElectionPublish {
-            name,
-            token,
-            fence,
-            value,
-        } => crate::election::publish(server, now, name, token, fence, value),
-        Op::ElectionResign { name, token, fence } => {
-            crate::election::resign(server, name, token, fence)
-        }
-        Op::ElectionRead { name } => crate::election::read(server, name),
-        Op::Subscribe { lock, client } => {
-            server.subscribed.insert((lock, client));
-            Reply::Ok
-        }
-        Op::Unsubscribe { lock, client } => {
-            server.subscribed.remove(&(lock, client));
-            Reply::Ok
-        }
-        Op::WriteForeign { key } => {
-            write_foreign(server, key);
-            Reply::Ok
-        }
-        Op::Replicate => {
-            server.replica = Some(server.data.clone());
-            Reply::Ok
-        }
-        Op::Restart { from_replica } => {
-            server.data = if from_replica {
-                server.replica.clone().unwrap_or_default()
-            } else {
-                Data::default()
-            };
-            server.epoch += 1;
-            Reply::Ok
-        }
-    };
-    server.expire(now);
-    reply
-}
-
-/// Another program's write at `key`: dlock's content there is replaced.
-fn write_foreign(server: &mut Server, key: Key) {
-    let data = &mut server.data;
-    match key {
-        Key::Lock(n) => {
-            data.locks.remove(&n);
-        }
-        Key::Queue(n) => {
-            data.queues.remove(&n);
-        }
-        Key::Shared(n) => {
-            if let Some(lock) = data.shared.get_mut(&n) {
-                lock.limit = None;
-                lock.holders.clear();
-            }
-        }
-        Key::SharedExp(n) => {
-            if let Some(lock) = data.shared.get_mut(&n) {
-                lock.holders.clear();
-            }
-        }
-        Key::SharedQueue(n) => {
-            if let Some(lock) = data.shared.get_mut(&n) {
-                lock.queue.clear();
-            }
-        }
-        Key::Counter => data.counter = 0,
-        Key::Leader(n) => {
-            data.leaders.remove(&n);
-        }
-    }
-    data.foreign.insert(key);
-}
-
 /// What a mutex's state means.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MutexView {
@@ -712,7 +595,10 @@ pub struct Abstract {
 
 /// The meaning of `server`'s state at `now`: only what is alive then.
 pub fn abstraction(server: &Server, now: Ms) -> Abstract {
-    let data = &server.data;
+    // What Redis shows at `now`: the keys that expired since the last step are gone.
+    let mut expired = server.clone();
+    expired.expire(now);
+    let data = &expired.data;
     let mut out = Abstract::default();
     let mut fences: Vec<(u64, LockRef, Token)> = Vec::new();
     let names: BTreeSet<Name> = data

@@ -4,7 +4,7 @@
 //! re-admits what fits behind it, a dead head that does not fit is dropped, and the stored
 //! limit is the one in force.
 
-use crate::Mutant;
+use crate::mutant::Mutant;
 use crate::server::{
     Grant, Holder, Key, LockRef, Mode, Ms, Name, Origin, Push, RW_LIMIT, Reply, ScriptError,
     Server, SharedEntry, SharedLock, Token,

@@ -79,3 +79,22 @@ fn rwlock() {
 fn election() {
     check(bounds::unit(Kind::Election));
 }
+
+/// The model's assumption, shown: data rolled back under an open connection (README, "What
+/// dlock does not promise"; fence_epoch.rs) lets the fenced fast path trust a plain INCR of a
+/// counter that went back, and a fence repeats. The checker must report it.
+#[test]
+fn a_rollback_under_an_open_connection_repeats_a_fence() {
+    let mut model = bounds::unit(Kind::FencedMutex);
+    model.env.restarts = 0;
+    model.env.rollbacks = 1;
+    let checker = model.checker().threads(2).spawn_bfs().join();
+    let path = checker.discovery("fences increase");
+    assert!(
+        path.is_some(),
+        "the rollback's repeated fence was not reported"
+    );
+    if let Some(path) = path {
+        eprintln!("rollback under an open connection:\n{}", model::trace(path));
+    }
+}

@@ -1,0 +1,49 @@
+//! The protocol bugs the mutation check applies to the model, one at a time.
+
+/// One protocol bug, applied to the model's steps (scripts or client) so that a test can show
+/// that the property named in its doc catches it. `None` in [`Server::mutant`](crate::Server::mutant) is dlock's
+/// protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mutant {
+    /// A newcomer takes an expired lock although callers are queued (acquire.lua without its
+    /// hand-off, the uncontended acquire ignoring `EXISTS <queue>`). Caught by
+    /// `queue head first`.
+    NewcomerTakesExpired,
+    /// A request whose wait timed out leaves the queue without re-admitting what fits behind
+    /// it (the old shared_acquire.lua "last"). Caught by `leaving re-admits`.
+    NoReadmitOnLeave,
+    /// A grant that ignores the permits already held. Caught by `within limit`.
+    GrantAboveLimit,
+    /// Fences not floored at the server clock (a plain INCR), and the fenced fast path's INCR
+    /// trusted on a new connection. Caught by `fences increase` (with restarts).
+    FenceNotFloored,
+    /// A pushed grant taken as fresh whenever it arrives (its lease counted from its arrival).
+    /// Caught by `no given-away grant`.
+    StaleHandoffTrusted,
+    /// A reader admitted while a writer waits in the queue. Caught by `queue head first`.
+    ReaderPastWriter,
+    /// The stored limit dropped when the last holder leaves, although requests are queued (the
+    /// old set_expiry). Caught by `limit persists`.
+    LimitDroppedWithWaiters,
+    /// A head that does not fit blocks the queue although its client is gone (no S2). Caught
+    /// by `fitting head admitted`.
+    DeadHeadBlocks,
+    /// election.lua overwrites another program's data at the leader record's key (the old
+    /// E1 bug). Caught by `no foreign write`.
+    ElectionOverwritesForeign,
+}
+
+impl Mutant {
+    /// Every mutant.
+    pub const ALL: [Mutant; 9] = [
+        Mutant::NewcomerTakesExpired,
+        Mutant::NoReadmitOnLeave,
+        Mutant::GrantAboveLimit,
+        Mutant::FenceNotFloored,
+        Mutant::StaleHandoffTrusted,
+        Mutant::ReaderPastWriter,
+        Mutant::LimitDroppedWithWaiters,
+        Mutant::DeadHeadBlocks,
+        Mutant::ElectionOverwritesForeign,
+    ];
+}
