@@ -270,7 +270,10 @@ backend_tests!(
         .await;
         assert_eq!(info.waiters, 1, "{info:?}");
         // The limit Redis keeps while requests wait.
-        assert_eq!(info.limit, 2, "the stored limit is kept while requests wait: {info:?}");
+        assert_eq!(
+            info.limit, 2,
+            "the stored limit is kept while requests wait: {info:?}"
+        );
         let info = eventually(
             Duration::from_secs(10),
             "the reader's lease ended",

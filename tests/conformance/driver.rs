@@ -799,8 +799,9 @@ fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), String> {
             n => (Norm::Int(n), vec![]),
         },
         Op::Extend { .. } => (Norm::Extended(ints(value).ok_or_else(odd)?), vec![]),
+        // The fifth item (the lock's PTTL, for observers) is not in the model's reply.
         Op::ElectionRead { .. } => match value {
-            Value::Array(items) if items.len() == 4 => {
+            Value::Array(items) if items.len() == 4 || items.len() == 5 => {
                 let lock = int(&items[1]).ok_or_else(odd)?;
                 let leader = int(&items[2]).ok_or_else(odd)?;
                 let v = match &items[3] {
