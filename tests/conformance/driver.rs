@@ -6,6 +6,8 @@
 //! Fence values differ between the sides (the model's clock is not the server's): every fence
 //! seen is paired with its counterpart, and each new pair must order like every earlier one.
 
+use std::collections::BTreeSet;
+
 use dlock_core::__private::conformance::parse_grant;
 use dlock_model::{
     ClientId, Entry, ExtendItem, LockRef, Mode, Ms, Name, Op, Push, RW_LIMIT, ReleaseHow, Reply,
@@ -13,7 +15,7 @@ use dlock_model::{
 };
 use redis::Value;
 
-use crate::redis_side::{Answer, Real, UNIT, token_of};
+use crate::redis_side::{Answer, Real, UNIT, epoch_of, token_of};
 use crate::steps::{CLIENTS, Lock, Step};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +57,14 @@ enum Norm {
         units: u64,
     },
     Extended(Vec<i64>),
+    /// The fenced `MULTI`: the `SET` reply, `EXISTS`, the third command's reply when it is no
+    /// fence (a fence is compared by order), and the connection's epoch.
+    Multi {
+        set: Option<Option<Token>>,
+        queued: bool,
+        no_fence: Option<i64>,
+        epoch: u32,
+    },
     Refused {
         used: u64,
         waiting: u64,
@@ -100,6 +110,9 @@ pub(crate) struct Case<'r> {
     requests: Vec<Request>,
     next_token: Token,
     dead: [bool; CLIENTS as usize],
+    /// What each client knows of its connection: the epoch it believes it is in, and the
+    /// slots (here: mutex names) it floored there (fence_epoch.rs).
+    known: Vec<(u32, BTreeSet<Name>)>,
     /// Every fence seen: (model's, Redis's).
     fences: Vec<(u64, u64)>,
     /// The protocol steps of the current step, with both replies (for a failure's report).
@@ -119,6 +132,7 @@ impl<'r> Case<'r> {
             requests: Vec::new(),
             next_token: 1,
             dead: [false; CLIENTS as usize],
+            known: vec![(0, BTreeSet::new()); usize::from(CLIENTS)],
             fences: Vec::new(),
             log: Vec::new(),
             ops: 0,
@@ -186,6 +200,7 @@ impl<'r> Case<'r> {
                 limit,
                 lease,
                 wait,
+                fenced,
             } => {
                 if self.dead[usize::from(client)] {
                     return Ok(());
@@ -208,7 +223,7 @@ impl<'r> Case<'r> {
                     fence: None,
                 });
                 let at = self.requests.len() - 1;
-                if is_mutex(lock) && self.fast_path(at)? {
+                if is_mutex(lock) && self.fast_path(at, fenced)? {
                     return Ok(());
                 }
                 if !wait && is_mutex(lock) {
@@ -316,21 +331,36 @@ impl<'r> Case<'r> {
         }
     }
 
-    /// The mutex's uncontended pipeline (`SET NX PX GET`, `EXISTS <queue>`) and, when it took a
-    /// lock that callers were queued for, its hand-off to the oldest. Whether it holds now.
-    fn fast_path(&mut self, at: usize) -> Result<bool, String> {
+    /// The mutex's uncontended pipeline (`SET NX PX GET`, `EXISTS <queue>`; with `fenced`, the
+    /// `MULTI` that also issues the fence) and, when it took a lock that callers were queued
+    /// for, its hand-off to the oldest. Whether it holds now.
+    fn fast_path(&mut self, at: usize, fenced: bool) -> Result<bool, String> {
         let r = self.requests[at].clone();
         let name = name_of(r.lock);
-        let set = self.exec(Op::SetNxGet {
-            name,
-            token: r.token,
-            lease: r.lease,
-        })?;
-        if set != Reply::SetNx(None) {
+        let (taken, queued, fence) = if fenced {
+            self.fenced_attempt(&r)?
+        } else {
+            let set = self.exec(Op::SetNxGet {
+                name,
+                token: r.token,
+                lease: r.lease,
+            })?;
+            if set != Reply::SetNx(None) {
+                return Ok(false);
+            }
+            let queued = self.exec(Op::ExistsQueue { name })? != Reply::Int(0);
+            (true, queued, None)
+        };
+        if !taken {
             return Ok(false);
         }
-        if self.exec(Op::ExistsQueue { name })? == Reply::Int(0) {
+        if !queued {
             self.requests[at].state = State::Holding;
+            self.requests[at].fence = fence;
+            if fenced && fence.is_none() {
+                // The INCR was not trusted: fence.lua issues the hold's fence.
+                self.fence(at)?;
+            }
             return Ok(true);
         }
         self.exec(Op::Release {
@@ -340,6 +370,40 @@ impl<'r> Case<'r> {
             how: ReleaseHow::Handoff,
         })?;
         Ok(false)
+    }
+
+    /// The fenced uncontended `MULTI` as fence_epoch.rs runs it: a plain `INCR` only for a slot
+    /// this client floored on its connection's current epoch, fence.lua otherwise; the
+    /// connection name read back says which epoch it ran on. Whether it took the lock, whether
+    /// callers were queued, and the fence when it can be trusted.
+    fn fenced_attempt(&mut self, r: &Request) -> Result<(bool, bool, Option<u64>), String> {
+        let name = name_of(r.lock);
+        let client = usize::from(r.client);
+        let incr = self.known[client].1.contains(&name);
+        let reply = self.exec(Op::FencedFast {
+            name,
+            token: r.token,
+            lease: r.lease,
+            incr,
+        })?;
+        let Reply::Multi {
+            set,
+            queued,
+            fence,
+            epoch,
+        } = reply
+        else {
+            return Ok((false, false, None));
+        };
+        let same = epoch == self.known[client].0;
+        if !same {
+            // Another connection: the epoch ends, the next one knows no slot.
+            self.known[client] = (epoch, BTreeSet::new());
+        } else if !incr && fence > 0 {
+            self.known[client].1.insert(name);
+        }
+        let trusted = (same || !incr) && fence > 0;
+        Ok((set.is_none(), queued, trusted.then(|| fence.unsigned_abs())))
     }
 
     /// One waiting acquire's attempt (acquire.lua / shared_acquire.lua) in `mode`.
@@ -691,7 +755,20 @@ fn model_norm(op: &Op, reply: &Reply) -> (Norm, Vec<u64>) {
             },
         ),
         Reply::Ok => (Norm::Ok, vec![]),
-        Reply::Multi { .. } => (Norm::Err("not sent".into()), vec![]),
+        Reply::Multi {
+            set,
+            queued,
+            fence,
+            epoch,
+        } => (
+            Norm::Multi {
+                set,
+                queued,
+                no_fence: (fence <= 0).then_some(fence),
+                epoch,
+            },
+            fence_list(fence),
+        ),
         Reply::Err(e) => (Norm::Err(model_error(e)), vec![]),
     }
 }
@@ -748,6 +825,30 @@ fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), String> {
                 let text = String::from_utf8_lossy(bytes);
                 let token = text.get(..32).and_then(token_of);
                 (Norm::SetNx(Some(token)), vec![])
+            }
+            _ => return Err(odd()),
+        },
+        Op::FencedFast { .. } => match value {
+            Value::Array(items) if items.len() == 4 => {
+                let set = match &items[0] {
+                    Value::Nil => None,
+                    Value::BulkString(bytes) => {
+                        Some(String::from_utf8_lossy(bytes).get(..32).and_then(token_of))
+                    }
+                    _ => return Err(odd()),
+                };
+                let queued = int(&items[1]).ok_or_else(odd)? > 0;
+                let fence = int(&items[2]).ok_or_else(odd)?;
+                let epoch = epoch_of(&items[3]).ok_or_else(odd)?;
+                (
+                    Norm::Multi {
+                        set,
+                        queued,
+                        no_fence: (fence <= 0).then_some(fence),
+                        epoch,
+                    },
+                    fence_list(fence),
+                )
             }
             _ => return Err(odd()),
         },

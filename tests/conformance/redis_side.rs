@@ -27,6 +27,8 @@ use crate::steps::CLIENTS;
 /// Far longer than a case runs, so real time never ends a lease; only jumps do.
 pub(crate) const UNIT: u64 = 100_000;
 const PREFIX: &str = "cf:";
+/// The election's name (its mutex is `election:<name>`); the other locks share its slot.
+const ELECTION: &str = "election:e";
 /// `<host>\x1f<pid>` of every simulated client's values.
 const HOLDER: &str = "conform\x1f1";
 
@@ -41,9 +43,14 @@ pub(crate) struct Real {
     /// What each client is subscribed to (restored after a restart).
     subscribed: BTreeSet<(LockRefKey, ClientId)>,
     scripts: HashMap<SourceKey, redis::Script>,
+    /// Their texts (as loaded: mutated, with a mutant).
+    texts: HashMap<SourceKey, String>,
     mutex_keys: [String; 2],
     shared_keys: [String; 2],
     counters: HashMap<String, String>,
+    /// The connection's epoch: its name is `conform:<epoch>`, a new one after each restart
+    /// (as fence_epoch.rs names a client's connection).
+    epoch: u32,
 }
 
 /// `LockRef` as an ordered key (it is `Ord` already; an alias for readability).
@@ -82,39 +89,49 @@ impl Real {
             .map_err(|e| format!("redis-server: {e}"))?;
         let con = server.connection().map_err(|e| format!("connect: {e}"))?;
         let mut scripts = HashMap::new();
+        let mut texts = HashMap::new();
         for source in ALL_SOURCES {
             let mut text = source.text().into_owned();
             if let Some(mutant) = mutant {
                 text = mutant.apply(source, text)?;
             }
             scripts.insert(source_key(source), redis::Script::new(&text));
+            texts.insert(source_key(source), text);
         }
         if let Some(mutant) = mutant {
             mutant.check_applied()?;
         }
-        let key = |kind, name| lock_key(kind, PREFIX, name).ok_or("bad name");
-        let mutex_keys = [
-            key(KeyKind::Mutex, "m")?,
-            key(KeyKind::Mutex, "election:e")?,
-        ];
-        let shared_keys = [key(KeyKind::Semaphore, "s")?, key(KeyKind::RwLock, "rw")?];
-        let mut counters = HashMap::new();
-        for (k, name) in mutex_keys
+        // Every lock in the fence counter's slot of the election's: the model has one counter,
+        // and the fenced fast path's plain INCR is the slot's.
+        let counter = fence_counter(PREFIX, ELECTION).ok_or("bad name")?;
+        let name = |stem: &str| {
+            (0..100_000)
+                .map(|i| format!("{stem}{i}"))
+                .find(|n| fence_counter(PREFIX, n).as_ref() == Some(&counter))
+                .ok_or_else(|| format!("no name {stem}<i> in the election's slot"))
+        };
+        let (m, sem, rw) = (name("m")?, name("s")?, name("rw")?);
+        let key = |kind, name: &str| lock_key(kind, PREFIX, name).ok_or("bad name");
+        let mutex_keys = [key(KeyKind::Mutex, &m)?, key(KeyKind::Mutex, ELECTION)?];
+        let shared_keys = [key(KeyKind::Semaphore, &sem)?, key(KeyKind::RwLock, &rw)?];
+        let counters = mutex_keys
             .iter()
-            .zip(["m", "election:e"])
-            .chain(shared_keys.iter().zip(["s", "rw"]))
-        {
-            counters.insert(k.clone(), fence_counter(PREFIX, name).ok_or("bad name")?);
-        }
+            .chain(&shared_keys)
+            .map(|k| (k.clone(), counter.clone()))
+            .collect();
+        let mut con = con;
+        name_connection(&mut con, 0)?;
         Ok(Self {
             server,
             con,
             subs: (0..CLIENTS).map(|_| None).collect(),
             subscribed: BTreeSet::new(),
             scripts,
+            texts,
             mutex_keys,
             shared_keys,
             counters,
+            epoch: 0,
         })
     }
 
@@ -123,6 +140,9 @@ impl Real {
         redis::cmd("FLUSHALL")
             .exec(&mut self.con)
             .map_err(io("FLUSHALL"))?;
+        // Epochs count from each case's start, as the model's do.
+        self.epoch = 0;
+        name_connection(&mut self.con, 0)?;
         for sub in &mut self.subs {
             if let Some(mut con) = sub.take() {
                 // Awaited, so the server no longer counts it before the next PUBLISH.
@@ -191,6 +211,52 @@ impl Real {
                     .arg(lease)
                     .arg("GET");
                 self.command(&cmd)
+            }
+            Op::FencedFast {
+                name,
+                token,
+                lease,
+                incr,
+            } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let counter = self.counter(&key).to_owned();
+                let value = lock_value(&token_hex(*token), HOLDER, "").ok_or("token")?;
+                let fence = self
+                    .scripts
+                    .get(&source_key(Source::Fence))
+                    .ok_or("script missing")?;
+                // Loaded first: a NOSCRIPT inside the MULTI would fail that command alone.
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(
+                        self.texts
+                            .get(&source_key(Source::Fence))
+                            .ok_or("script missing")?,
+                    )
+                    .exec(&mut self.con)
+                    .map_err(io("SCRIPT LOAD"))?;
+                let mut pipe = redis::pipe();
+                pipe.atomic();
+                pipe.cmd("SET")
+                    .arg(&key)
+                    .arg(value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lease)
+                    .arg("GET");
+                pipe.cmd("EXISTS").arg(format!("{key}:queue"));
+                if *incr {
+                    pipe.cmd("INCR").arg(&counter);
+                } else {
+                    pipe.cmd("EVALSHA")
+                        .arg(fence.get_hash())
+                        .arg(1)
+                        .arg(&key)
+                        .arg(token_hex(*token))
+                        .arg(&counter);
+                }
+                pipe.cmd("CLIENT").arg("GETNAME");
+                answer(pipe.query::<Value>(&mut self.con))
             }
             Op::ExistsQueue { name } => {
                 let key = self.key(LockRef::Mutex(*name)).to_owned();
@@ -453,6 +519,8 @@ impl Real {
             .server
             .connection()
             .map_err(|e| format!("connect: {e}"))?;
+        self.epoch += 1;
+        name_connection(&mut self.con, self.epoch)?;
         for sub in &mut self.subs {
             *sub = None;
         }
@@ -654,6 +722,27 @@ fn check_shared(key: &str, state: &SharedState) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Names the connection after its epoch (`CLIENT GETNAME` in a fenced `MULTI` reads it back).
+fn name_connection(con: &mut redis::Connection, epoch: u32) -> Result<(), String> {
+    redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg(format!("conform:{epoch}"))
+        .exec(con)
+        .map_err(io("CLIENT SETNAME"))
+}
+
+/// The epoch of a connection name `conform:<epoch>`.
+pub(crate) fn epoch_of(name: &Value) -> Option<u32> {
+    match name {
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()?
+            .strip_prefix("conform:")?
+            .parse()
+            .ok(),
+        _ => None,
+    }
 }
 
 /// A pipeline's replies, every one kept (nil included).

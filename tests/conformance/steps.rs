@@ -50,6 +50,10 @@ pub(crate) enum Step {
         limit: u32,
         lease: u8,
         wait: bool,
+        /// Mutex only: the uncontended acquire of `MutexOptions::fenced` (one `MULTI` that
+        /// also issues the fence: `INCR` on a connection that floored the slot, else
+        /// fence.lua).
+        fenced: bool,
     },
     /// A queued request's next attempt (woken by a grant, or by its fallback timer).
     Retry { client: u8, lock: Lock },
@@ -97,8 +101,14 @@ impl fmt::Debug for Step {
                 limit,
                 lease,
                 wait,
+                fenced,
             } => {
-                let how = if wait { "wait" } else { "try" };
+                let how = match (wait, fenced && lock == Lock::Mutex) {
+                    (true, false) => "wait",
+                    (false, false) => "try",
+                    (true, true) => "fenced wait",
+                    (false, true) => "fenced try",
+                };
                 let c = name(client);
                 match lock {
                     Lock::Sem => write!(
@@ -187,20 +197,24 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
         prop_oneof![3 => Just(3u32), 1 => Just(2u32)],
         1..=2u8,
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(client, lock, weight, limit, lease, wait)| Step::Acquire {
-            client,
-            lock,
-            // The client refuses a weight above its handle's limit before it asks.
-            weight: if lock == Lock::Rw && weight > 1 {
-                2
-            } else {
-                weight.min(limit)
+        .prop_map(
+            |(client, lock, weight, limit, lease, wait, fenced)| Step::Acquire {
+                client,
+                lock,
+                // The client refuses a weight above its handle's limit before it asks.
+                weight: if lock == Lock::Rw && weight > 1 {
+                    2
+                } else {
+                    weight.min(limit)
+                },
+                limit,
+                lease,
+                wait,
+                fenced: fenced && lock == Lock::Mutex,
             },
-            limit,
-            lease,
-            wait,
-        });
+        );
     prop_oneof![
         8 => acquire,
         5 => (client(), lock()).prop_map(|(client, lock)| Step::Retry { client, lock }),
@@ -253,6 +267,7 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
                     limit: 3,
                     lease: 1,
                     wait: i > 0,
+                    fenced: false,
                 })
                 .collect();
             let (holder, client) = (clients[0], clients[1]);
