@@ -4,7 +4,8 @@
 //! after every protocol step. A difference fails with the shrunk sequence as a numbered list.
 //!
 //! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts).
-//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps),
+//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps;
+//! 256 per mutant),
 //! `DLOCK_CONFORMANCE_SEED=n|random` the seed they are drawn from (default 27: the same
 //! sequences every run).
 //! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
@@ -124,11 +125,12 @@ fn seed() -> u64 {
     }
 }
 
-fn cases() -> u32 {
+/// `DLOCK_CONFORMANCE_CASES`, else `default`.
+fn cases(default: u32) -> u32 {
     std::env::var("DLOCK_CONFORMANCE_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(128)
+        .unwrap_or(default)
 }
 
 #[test]
@@ -136,7 +138,7 @@ fn the_scripts_conform_to_the_model() {
     let started = Instant::now();
     let seed = seed();
     match std::env::var("DLOCK_MUTANT").ok().as_deref() {
-        None | Some("") => match check(None, cases(), seed) {
+        None | Some("") => match check(None, cases(128), seed) {
             Ok(c) => eprintln!(
                 "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps) matched \
                  the model in {:.1} s",
@@ -158,7 +160,8 @@ fn the_scripts_conform_to_the_model() {
             };
             let mut missed = Vec::new();
             for mutant in mutants {
-                match check(Some(mutant), cases(), seed) {
+                // The mutation check is not in `make test`: it can afford twice the sequences.
+                match check(Some(mutant), cases(256), seed) {
                     Ok(c) => {
                         eprintln!(
                             "mutant {}: NOT caught in {} sequences ({}; {} of them differ on \

@@ -249,7 +249,7 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
             1 => (1..=2u32).prop_map(|held| vec![held, 3, 1]),
             1 => proptest::collection::vec(1..=3u32, 3),
         ],
-        0..6u8,
+        0..7u8,
     )
         .prop_map(|(lock, clients, weights, leave)| {
             let mut steps: Vec<Step> = clients
@@ -272,7 +272,7 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
                 .collect();
             let (holder, client) = (clients[0], clients[1]);
             match leave {
-                0 => steps.push(Step::GiveUp { client, lock }),
+                0 | 6 => steps.push(Step::GiveUp { client, lock }),
                 1 => steps.push(Step::Cancel { client, lock }),
                 2 => steps.push(Step::Crash { client }),
                 3 => steps.extend([
