@@ -269,7 +269,16 @@ impl Model for LockModel {
         }
         for (i, push) in state.pushes.iter().enumerate() {
             let client = &state.clients[usize::from(push.client)];
-            if !client.paused {
+            // A grant that arrives while the request's own call is in flight waits in the
+            // waiter's slot (wait.rs) until the reply is read: it stays in flight here.
+            let current = client.started > 0
+                && push.token == LockModel::token(push.client, client.started - 1);
+            let reading = current
+                && matches!(
+                    client.phase,
+                    Phase::InFlight { .. } | Phase::Pipelined { .. }
+                );
+            if !client.paused && !reading {
                 actions.push(Action::Deliver(i));
             }
             if state.budget.lost_pushes > 0 {

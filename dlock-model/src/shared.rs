@@ -163,6 +163,8 @@ pub(crate) fn acquire(
         if own.is_some() {
             remove_entry(server, name, entry.token);
         }
+        // shared.lua `readmit`: the permits of holders purged at the start go to the queue.
+        admit_from_head(server, now, name, None);
         return Reply::Holds {
             fence: h.fence,
             pttl: h.deadline.saturating_sub(now),
@@ -278,24 +280,29 @@ pub(crate) fn rw_change(
     let Some(state) = server.data.shared.get(&name) else {
         return Reply::Int(0);
     };
-    if let Some(done) = state.holders.get(&new) {
+    // shared.lua `readmit` on the early endings below: the permits of holders purged at the
+    // start go to the queue (the refused upgrade reports what is held and queued after it).
+    if let Some(done) = state.holders.get(&new).copied() {
+        admit_from_head(server, now, name, None);
         return Reply::Holds {
             fence: done.fence,
             pttl: done.deadline.saturating_sub(now),
         };
     }
     let Some(held) = state.holders.get(&old).copied() else {
+        admit_from_head(server, now, name, None);
         return Reply::Int(0);
     };
     let to = if up {
         if held.weight != 1 {
             return Reply::Err(ScriptError::Mode);
         }
-        let (used, waiting) = (state.used(), state.queue.len());
-        if used != 1 || waiting > 0 {
+        if state.used() != 1 || !state.queue.is_empty() {
+            admit_from_head(server, now, name, None);
+            let state = lock(server, name);
             return Reply::Refused {
-                used,
-                waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
+                used: state.used(),
+                waiting: u32::try_from(state.queue.len()).unwrap_or(u32::MAX),
             };
         }
         RW_LIMIT

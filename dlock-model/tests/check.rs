@@ -1,11 +1,13 @@
 //! The model checker on dlock's protocol (no mutant), at small bounds: every property holds in
 //! every state reached, except the expected counterexample of README's "What dlock does not
 //! promise" (a paused holder outliving its lease), which the checker must find where pauses
-//! are on. Prints the states explored per kind (`cargo test -p dlock-model -- --nocapture`).
+//! are on. Prints the states explored per kind, also under a plain `cargo test` (`make test`):
+//! written to the process's stderr directly, which the test harness does not capture.
 
 // A test helper fails by panicking, and prints the counts on purpose.
 #![allow(clippy::panic, clippy::print_stderr)]
 
+use std::io::Write;
 use std::time::Instant;
 
 use dlock_model::EXCLUSIVE_AS_SEEN;
@@ -23,7 +25,8 @@ fn check(model: LockModel) -> (usize, usize) {
         .copied()
         .filter(|name| checker.discovery(name).is_some())
         .collect();
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "model {kind:?}: {} states ({} unique), depth {}, {:.1?}; counterexamples: {found:?}",
         checker.state_count(),
         checker.unique_state_count(),

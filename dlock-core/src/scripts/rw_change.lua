@@ -46,12 +46,13 @@ end
 
 local done = redis.call('HGET', key, new)
 if done then
+  readmit(key, counter, now)
   local fence = string.match(done, '^%d+ (%d+)')
   return {1, tonumber(fence), tonumber(redis.call('ZSCORE', key .. ':exp', new)) - now}
 end
 local held = redis.call('HGET', key, old)
 if not held then
-  set_expiry(key, now)
+  readmit(key, counter, now)
   return {0, 0, 0}
 end
 local weight, meta = string.match(held, '^(%d+) %d+ (.*)$')
@@ -69,7 +70,9 @@ else
   local used = tonumber(redis.call('HGET', key, 'used') or '0')
   local waiting = redis.call('LLEN', key .. ':queue')
   if used ~= 1 or waiting > 0 then
-    return {-1, used, waiting}
+    readmit(key, counter, now)
+    return {-1, tonumber(redis.call('HGET', key, 'used') or '0'),
+      redis.call('LLEN', key .. ':queue')}
   end
   to = writer
 end

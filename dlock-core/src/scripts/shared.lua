@@ -82,7 +82,9 @@ local function purge(key, now)
 end
 
 -- The start of every script that changes K: the server clock in ms, once K is known to be usable
--- and its expired holders are purged; or nil and the error reply (K holds data dlock did not
+-- and its expired holders are purged (a script that then ends without serving the queue calls
+-- readmit, so that their permits are not left to a waiter's timer); or nil and the error reply
+-- (K holds data dlock did not
 -- write, or a newer format: nothing was modified).
 local function begin(key)
   local refused = shared_unusable(key)
@@ -233,4 +235,12 @@ local function set_expiry(key, now)
   else
     redis.call('DEL', key)
   end
+end
+
+-- For a script that ends early (a retry that holds already, a mode change that finds nothing
+-- to change or is refused): serves the queue as every other ending does, so that the permits of
+-- the holders its begin() purged go to the queue now rather than at a waiter's timer.
+local function readmit(key, counter, now)
+  admit_from_head(key, counter, now, nil)
+  set_expiry(key, now)
 end

@@ -58,6 +58,7 @@ if mine then
   if entry ~= '' then
     redis.call('LREM', queue, 1, entry)
   end
+  readmit(key, counter, now)
   local fence = string.match(mine, '^%d+ (%d+)')
   local deadline = tonumber(redis.call('ZSCORE', key .. ':exp', token))
   return {1, tonumber(fence), deadline - now}
