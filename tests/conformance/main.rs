@@ -21,6 +21,7 @@
 mod driver;
 mod mutants;
 mod redis_side;
+mod replies;
 mod steps;
 
 use std::cell::{Cell, RefCell};
