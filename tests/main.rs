@@ -21,6 +21,7 @@ mod dashboard;
 mod dashboard_browser;
 mod durability;
 mod election;
+mod error_hints;
 mod fencing;
 mod fifo_expiry;
 mod foreign_data;

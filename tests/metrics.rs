@@ -295,3 +295,56 @@ fn a_scheduler_run_is_counted_with_its_fire_delay() {
         seen.names()
     );
 }
+
+/// A client registers the label-free series and the fixed kind × outcome set at zero when it
+/// is built (a scrape lists them before any traffic), and a lock without a label is counted
+/// under the documented placeholder `lock="(none)"`, never an empty label.
+#[test]
+fn series_exist_before_traffic_and_an_unlabelled_lock_is_none() {
+    let server = RedisServer::start().unwrap();
+    let Recording {
+        recorder,
+        snapshotter,
+        runtime,
+    } = Recording::new();
+    let mut seen = Seen::default();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let client = client(&server);
+            seen.update(&snapshotter);
+            let names = seen.names();
+            for expected in [
+                "dlock.renewals{}",
+                "dlock.renewal.duration{}",
+                "dlock.held{kind=mutex,lock=(none)}",
+                "dlock.waiting{kind=rwlock,lock=(none)}",
+                "dlock.lease.lost{kind=semaphore,lock=(none),reason=expired}",
+                "dlock.acquire.duration{contended=false,kind=mutex,lock=(none),outcome=acquired}",
+                "dlock.acquire.duration{contended=true,kind=mutex,lock=(none),outcome=timeout}",
+            ] {
+                assert!(
+                    names.iter().any(|n| n.as_str() == expected),
+                    "{expected} not registered: {names:?}"
+                );
+            }
+            assert_eq!(seen.gauge("dlock.held{kind=mutex,lock=(none)}"), 0.0);
+
+            let guard = client.mutex("order:9").unwrap().acquire().await.unwrap();
+            seen.update(&snapshotter);
+            assert_eq!(
+                seen.histogram(
+                    "dlock.acquire.duration{contended=false,kind=mutex,lock=(none),outcome=acquired}"
+                )
+                .len(),
+                1
+            );
+            assert_eq!(seen.gauge("dlock.held{kind=mutex,lock=(none)}"), 1.0);
+            assert!(
+                seen.names().iter().all(|n| !n.contains("lock=}") && !n.contains("lock=,")),
+                "an empty lock label: {:?}",
+                seen.names()
+            );
+            guard.release().await.unwrap();
+        });
+    });
+}

@@ -4,7 +4,8 @@
 //! fencing tokens of receipt, order and payment record agree. A payment slower than the lock's
 //! wait answers `in_progress` with `Retry-After`; SIGTERM lets the payment in flight finish; the
 //! store rejects a stale fencing token (exactly, for every u64). `GET /metrics` counts every
-//! acquire call under its outcome, in Prometheus text.
+//! acquire call under its outcome, in Prometheus text with unit suffixes, and lists dlock's
+//! series at zero before any traffic.
 //! One server only: the service takes one `--redis-url` (`Client::builder`: it has no cluster mode).
 //!
 //! The replicas run `dlock-test-web`, a binary of this package whose `main` is the example's
@@ -295,7 +296,7 @@ async fn each_order_is_paid_once_across_two_replicas() {
     let sum = |labels: &[&str]| -> f64 {
         texts
             .iter()
-            .map(|t| metric_sum(t, "dlock_acquire_duration_count", labels))
+            .map(|t| metric_sum(t, "dlock_acquire_duration_seconds_count", labels))
             .sum()
     };
     let calls = sum(&[]);
@@ -316,12 +317,56 @@ async fn each_order_is_paid_once_across_two_replicas() {
             0.0,
             "{text}"
         );
-        assert!(text.contains("dlock_acquire_duration_bucket{"), "{text}");
+        assert!(
+            text.contains("dlock_acquire_duration_seconds_bucket{"),
+            "{text}"
+        );
     }
 
     for replica in replicas {
         assert!(replica.terminate().success(), "a clean exit on SIGTERM");
     }
+}
+
+/// Before any request: the label-free series and the fixed kind × outcome set are listed at
+/// zero (so a scrape and `rate()` see them from start-up), durations carry their unit, and an
+/// unlabelled lock shows as `lock="(none)"`, never `lock=""`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_listed_at_zero_before_any_traffic_with_their_units() {
+    let server = redis();
+    let replica = Replica::start(&server, "a", &[]);
+    let text = metrics_text(&http(), &replica.base).await;
+    let none = r#"lock="(none)""#;
+    for (name, labels) in [
+        ("dlock_renewals", &[][..]),
+        ("dlock_renewal_duration_seconds_count", &[][..]),
+        ("dlock_renewal_margin_seconds_count", &[][..]),
+        (
+            "dlock_acquire_duration_seconds_count",
+            &[r#"kind="mutex""#, none, r#"outcome="acquired""#][..],
+        ),
+        (
+            "dlock_acquire_duration_seconds_count",
+            &[r#"kind="semaphore""#, r#"outcome="timeout""#][..],
+        ),
+        (
+            "dlock_lease_lost",
+            &[r#"kind="rwlock""#, r#"reason="expired""#][..],
+        ),
+        ("dlock_held", &[r#"kind="mutex""#, none][..]),
+        ("dlock_waiting", &[r#"kind="mutex""#, none][..]),
+    ] {
+        let listed = text.lines().any(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                && labels.iter().all(|l| line.contains(l))
+                && line.ends_with(" 0")
+        });
+        assert!(listed, "{name} {labels:?} is not listed at 0:\n{text}");
+    }
+    assert!(!text.contains(r#"lock="""#), "{text}");
+    assert!(!text.contains("dlock_acquire_duration_count"), "{text}");
+    assert!(replica.terminate().success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,11 @@ pub(crate) fn connect_failure(e: dlock_core::Error, addresses: &str, timeout: Du
     if let Some(problem) = certificate_problem(&text) {
         return Failure::error(format!("{problem} (Redis at {addresses})"));
     }
+    if port_mix_up(&text) {
+        // The library's probe found what the port speaks (plain and TLS mixed up, or not
+        // Redis): its words say what to change.
+        return Failure::error(format!("cannot reach Redis at {addresses}: {text}"));
+    }
     match e.kind() {
         ErrorKind::Authentication => Failure::refused_login(format!(
             "Redis at {addresses} refused the user name or password (or none was given): check \
@@ -38,6 +43,12 @@ pub(crate) fn connect_failure(e: dlock_core::Error, addresses: &str, timeout: Du
         ErrorKind::InvalidInput => Failure::usage(text),
         _ => Failure::from(e),
     }
+}
+
+/// Whether `text` carries the library's finding about what the port speaks (a plain URL at a
+/// TLS port, `rediss://` at a plain one, or a port that is not Redis).
+fn port_mix_up(text: &str) -> bool {
+    text.contains("this port speaks") || text.contains("so it is not Redis")
 }
 
 /// What a TLS certificate error in `text` (rustls's words, inside the redis crate's or a

@@ -92,6 +92,18 @@ pub fn publish_command(client: &Client) -> &'static str {
     client.ctx.transport.slot().publish_command()
 }
 
+/// What the port of the Redis at `url` speaks, when that explains why it could not be used:
+/// "this port speaks TLS: use rediss://…", "… plain RESP: use redis://…" or "… is not Redis";
+/// `None` when the port answers as the URL says, or does not answer (one plain `PING`, within
+/// `timeout`). For dlock-cli, whose first contact with a server is its own.
+pub async fn port_hint(url: &str, timeout: Duration) -> Option<String> {
+    use redis::IntoConnectionInfo;
+    let info = url.into_connection_info().ok()?;
+    let endpoint = crate::tls_probe::Endpoint::of(info.addr())?;
+    let answer = crate::tls_probe::probe(&endpoint, timeout).await;
+    crate::tls_probe::hint(&endpoint, &answer)
+}
+
 /// This machine's host name as dlock stores it with a lock.
 pub fn host_name() -> String {
     crate::token::host_name()

@@ -9,7 +9,7 @@ use redis::IntoConnectionInfo;
 use crate::conn::{ConnSettings, ConnSlot, Connection, Factory};
 use crate::context::{Config, Context};
 use crate::election::Election;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::key::{LockKeys, LockKind, validate_name, validate_prefix};
 use crate::listen::Listeners;
 use crate::multilock::MultiLock;
@@ -238,27 +238,6 @@ enum Target {
 }
 
 impl Target {
-    /// A standalone target's host, port and whether it is a `rediss://` address (to explain a
-    /// failed first request: `tls_probe`).
-    fn endpoint(&self) -> Option<crate::tls_probe::Endpoint> {
-        let Self::Single(info) = self else {
-            return None;
-        };
-        match info.as_ref().as_ref().ok()?.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => Some(crate::tls_probe::Endpoint {
-                host: host.clone(),
-                port: *port,
-                tls: false,
-            }),
-            redis::ConnectionAddr::TcpTls { host, port, .. } => Some(crate::tls_probe::Endpoint {
-                host: host.clone(),
-                port: *port,
-                tls: true,
-            }),
-            _ => None,
-        }
-    }
-
     /// The addresses, for `Debug` (connection infos may carry a password).
     fn addresses(&self) -> Vec<String> {
         match self {
@@ -511,6 +490,7 @@ impl ClientBuilder {
             }
         };
         let slot = Arc::new(ConnSlot::new(factory)?);
+        slot.describe_client(&self.key_prefix, self.connect_timeout);
         let _ = follow.set(Arc::downgrade(&slot));
         let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
         slot.set_on_failover(Box::new(move |conn, generation| {
@@ -559,18 +539,11 @@ impl ClientBuilder {
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made client.
     pub async fn connect(self) -> Result<Client> {
-        let endpoint = self.target.endpoint();
         let client = self.build()?;
         if let Err(e) = client.ping().await {
-            let e = client.ctx.transport.slot().resolution_error().unwrap_or(e);
-            return Err(match endpoint {
-                Some(endpoint)
-                    if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) =>
-                {
-                    crate::tls_probe::explain(e, endpoint).await
-                }
-                _ => e,
-            });
+            // The ping's error names the server and what its port speaks (`conn/explain.rs`),
+            // as every request's does.
+            return Err(client.ctx.transport.slot().resolution_error().unwrap_or(e));
         }
         Ok(client)
     }

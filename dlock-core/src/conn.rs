@@ -35,6 +35,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::lock;
 use crate::sentinel::{Resolved, SentinelSpec};
 
+mod explain;
 mod follow;
 
 /// A cheap-to-clone handle on the client's connection.
@@ -347,6 +348,8 @@ pub(crate) struct ConnSlot {
     on_failover: OnceLock<FailoverHook>,
     /// A Sentinel client's following of its master (idle for other clients).
     follower: Follower,
+    /// What explains a failed request (`conn/explain.rs`).
+    diagnosis: crate::tls_probe::Diagnosis,
 }
 
 /// What runs after a Sentinel client moved to another master.
@@ -414,6 +417,7 @@ impl ConnSlot {
             explained: Mutex::new(None),
             on_failover: OnceLock::new(),
             follower: Follower::default(),
+            diagnosis: crate::tls_probe::Diagnosis::default(),
         })
     }
 
@@ -478,23 +482,34 @@ impl ConnSlot {
         Ok((conn, generation, true))
     }
 
-    /// `error` (of a request described by `context`) as a dlock error. The cluster client
-    /// only says "no connections found" when it could not reach any node; this asks the seed
-    /// nodes one by one (each within `timeout`) and names one that does not speak the Redis
-    /// protocol, is a standalone server or refuses the user (ACL, credentials), or says why
-    /// none could be reached. Any other error,
-    /// or a seed that answers as a cluster node, is reported as the `redis` crate put it.
+    /// `error` (of a request described by `context`, on the lock `name` or `""`) as a dlock
+    /// error that names what the user can act on.
+    ///
+    /// A standalone or Sentinel client's error names the server (`host:port`), what its port
+    /// speaks when plain and TLS are mixed up or it is not Redis, and what a refused permission
+    /// lacked (see `conn/explain.rs`). The cluster client only says "no connections found"
+    /// when it could not reach any node; this asks the seed nodes one by one (each within
+    /// `timeout`) and names one that does not speak the Redis protocol, is a standalone server
+    /// or refuses the user (ACL, credentials), or says why none could be reached (each seed's
+    /// address, and what its port speaks when that explains it). A refused permission on a
+    /// cluster is explained as on one server; any other cluster error, or a seed that answers
+    /// as a cluster node, is reported as the `redis` crate put it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
     pub(crate) async fn explain(
         &self,
         context: &str,
+        name: &str,
         error: redis::RedisError,
         timeout: Duration,
     ) -> Error {
         let Factory::Cluster(_, seeds) = &self.factory else {
-            return Error::from_redis(context, error);
+            return self.explain_standalone(context, name, error).await;
         };
         if error.kind() != redis::ErrorKind::ClusterConnectionNotFound {
-            return Error::from_redis(context, error);
+            // A refused permission is explained as on one server (no address to name here).
+            return self.explain_standalone(context, name, error).await;
         }
         let cached = lock(&self.explained)
             .as_ref()
@@ -503,7 +518,7 @@ impl ConnSlot {
         let found = match cached {
             Some(found) => found,
             None => {
-                let found = explain_seeds(seeds, timeout).await;
+                let found = self.explain_seeds(seeds, timeout).await;
                 *lock(&self.explained) = Some((Instant::now(), found.clone()));
                 found
             }
@@ -547,74 +562,101 @@ impl ConnSlot {
     }
 }
 
-/// Asks each seed node, as a standalone server, what it is. `None` once one answers as a
-/// cluster node.
-async fn explain_seeds(seeds: &[redis::ConnectionInfo], timeout: Duration) -> Explanation {
-    let mut unreachable = Vec::new();
-    for seed in seeds {
-        let addr = seed.addr().to_string();
-        let asked = tokio::time::timeout(timeout, async {
-            let client = redis::Client::open(seed.clone())?;
-            let mut con = client.get_multiplexed_async_connection().await?;
-            // The command the cluster client learns the topology with, which the README's ACL
-            // for a cluster user allows (`+cluster|slots`).
-            redis::cmd("CLUSTER")
-                .arg("SLOTS")
-                .query_async::<Value>(&mut con)
-                .await
-        })
-        .await;
-        match asked {
-            Ok(Ok(_)) => return None,
-            Ok(Err(e)) if e.code() == Some("NOPERM") => {
-                return Some((
-                    ErrorKind::Permission,
-                    format!(
-                        "the cluster node {addr} refuses this user the cluster topology ({e}); \
+impl ConnSlot {
+    /// Asks each seed node, as a standalone server, what it is. `None` once one answers as a
+    /// cluster node. A seed that could not be asked is named with its reason, and with what its
+    /// port speaks when plain and TLS are mixed up or it is not Redis (one probe per seed per
+    /// failure streak).
+    async fn explain_seeds(
+        &self,
+        seeds: &[redis::ConnectionInfo],
+        timeout: Duration,
+    ) -> Explanation {
+        let mut unreachable = Vec::new();
+        for seed in seeds {
+            let addr = seed.addr().to_string();
+            let asked = tokio::time::timeout(timeout, async {
+                let client = redis::Client::open(seed.clone())?;
+                let mut con = client.get_multiplexed_async_connection().await?;
+                // The command the cluster client learns the topology with, which the README's ACL
+                // for a cluster user allows (`+cluster|slots`).
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async::<Value>(&mut con)
+                    .await
+            })
+            .await;
+            match asked {
+                Ok(Ok(_)) => return None,
+                Ok(Err(e)) if e.code() == Some("NOPERM") => {
+                    return Some((
+                        ErrorKind::Permission,
+                        format!(
+                            "the cluster node {addr} refuses this user the cluster topology ({e}); \
                          a cluster user needs `+cluster|slots +cluster|shards` besides the \
                          rights listed in the README (\"Production Redis: TLS and ACL\")"
-                    ),
-                ));
-            }
-            Ok(Err(e)) if crate::error::is_authentication(&e) => {
-                return Some((
-                    ErrorKind::Authentication,
-                    format!(
-                        "the cluster node {addr} refuses the credentials ({e}); check the user \
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if crate::error::is_authentication(&e) => {
+                    return Some((
+                        ErrorKind::Authentication,
+                        format!(
+                            "the cluster node {addr} refuses the credentials ({e}); check the user \
                          and password of the node URLs"
-                    ),
-                ));
-            }
-            Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse => {
-                return Some((
-                    ErrorKind::Protocol,
-                    format!(
-                        "the cluster node {addr} does not speak the Redis protocol ({e}); check \
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse => {
+                    return Some((
+                        ErrorKind::Protocol,
+                        format!(
+                            "the cluster node {addr} does not speak the Redis protocol ({e}); check \
                          the host and port of the node URLs"
-                    ),
-                ));
-            }
-            Ok(Err(e)) if e.to_string().contains("cluster support disabled") => {
-                return Some((
-                    ErrorKind::InvalidInput,
-                    format!(
-                        "{addr} is a standalone Redis server, not a cluster node (cluster \
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if e.to_string().contains("cluster support disabled") => {
+                    return Some((
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "{addr} is a standalone Redis server, not a cluster node (cluster \
                          support disabled); build the client with `Client::builder(url)` for \
                          it, or give the nodes of a Redis Cluster"
-                    ),
-                ));
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if e.is_connection_refusal() => {
+                    unreachable.push(format!("{addr}: {e}, is Redis running there?"));
+                }
+                Ok(Err(e)) => {
+                    unreachable.push(self.seed_failure(seed, format!("{addr}: {e}")).await)
+                }
+                Err(_) => {
+                    let why = format!("{addr}: no answer within {timeout:?}");
+                    unreachable.push(self.seed_failure(seed, why).await);
+                }
             }
-            Ok(Err(e)) => unreachable.push(format!("{addr}: {e}")),
-            Err(_) => unreachable.push(format!("{addr}: no answer within {timeout:?}")),
+        }
+        Some((
+            ErrorKind::Connection,
+            format!(
+                "no cluster node could be reached ({}); the client reconnects on the next request",
+                unreachable.join("; ")
+            ),
+        ))
+    }
+
+    /// `why` a seed could not be asked, with what its port speaks when that explains it.
+    async fn seed_failure(&self, seed: &redis::ConnectionInfo, why: String) -> String {
+        let Some(endpoint) = crate::tls_probe::Endpoint::of(seed.addr()) else {
+            return why;
+        };
+        match crate::tls_probe::hint(&endpoint, &self.answer(&endpoint).await) {
+            Some(hint) => format!("{why}: {hint}"),
+            None => why,
         }
     }
-    Some((
-        ErrorKind::Connection,
-        format!(
-            "no cluster node could be reached ({}); the client reconnects on the next request",
-            unreachable.join("; ")
-        ),
-    ))
 }
 
 impl ConnectionLike for Conn {

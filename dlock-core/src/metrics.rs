@@ -3,8 +3,14 @@
 //! without one, or without the feature, every call here costs nothing (the functions are empty
 //! and inlined away).
 //!
-//! Names follow OpenTelemetry's conventions (dotted, `dlock.` prefix, durations in seconds; a
-//! Prometheus exporter turns `dlock.acquire.duration` into `dlock_acquire_duration`):
+//! Names follow OpenTelemetry's conventions (dotted, `dlock.` prefix, durations in seconds,
+//! described with their unit, counters without a `_total` of their own): an exporter maps them
+//! to its system's conventions. `metrics-exporter-prometheus` turns `dlock.acquire.duration`
+//! into `dlock_acquire_duration`, or `dlock_acquire_duration_seconds` with
+//! `PrometheusBuilder::set_enable_unit_suffix(true)` (as `examples/web` does); it adds no
+//! `_total` to counters (`dlock_lease_lost`), an OpenTelemetry Prometheus exporter does
+//! (`dlock_lease_lost_total`). Naming the counters `….total` here would give that exporter
+//! `_total_total`, so the names stay as they are (see CHANGELOG.md, 0.x "metrics").
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
@@ -22,10 +28,48 @@
 //! `kind` is `mutex`, `semaphore` or `rwlock` (multi-locks, elections and quorum locks are
 //! made of mutexes). **No label carries the lock name**: names are unbounded (`order:42`,
 //! `order:43`, …) and would make one time series each. `lock` is the holder label instead
-//! ([`crate::MutexOptions::label`], the macro's `label = "…"`), `""` when none was set: keep
-//! labels to a bounded set (a code path, a job name), not per-request values.
+//! ([`crate::MutexOptions::label`], the macro's `label = "…"`), [`NO_LABEL`] (`"(none)"`) when
+//! none was set: keep labels to a bounded set (a code path, a job name), not per-request values.
+//!
+//! **Series that exist before any traffic.** When a client is built (which is when the
+//! recorder learns the descriptions), the label-free metrics and a fixed set are registered at
+//! zero, so that a scrape lists them and `rate()` has a starting point: `dlock.renewals`,
+//! `dlock.renewal.duration`, `dlock.renewal.margin`; for each `kind` with `lock="(none)"`:
+//! `dlock.acquire.duration` for each `outcome` (with the `contended` value that outcome
+//! usually has: `true` for `timeout`, else `false`), `dlock.lease.lost` for each `reason`, and
+//! the gauges `dlock.held` and `dlock.waiting`. Series of labelled locks appear with their
+//! first use.
 
 use std::time::Duration;
+
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+/// The `lock` label of a lock without a label ([`crate::MutexOptions::label`] not set): one
+/// documented value rather than an empty one, which some systems drop or show as missing.
+pub(crate) const NO_LABEL: &str = "(none)";
+
+/// The `lock` label for `label` (a lock's label, empty when none was set).
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+fn lock_label(label: &str) -> String {
+    if label.is_empty() {
+        NO_LABEL.to_owned()
+    } else {
+        label.to_owned()
+    }
+}
+
+/// Every `kind` label.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const KINDS: [&str; 3] = ["mutex", "semaphore", "rwlock"];
+
+/// Every `reason` label of `dlock.lease.lost`.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const LOST_REASONS: [&str; 5] = [
+    "expired",
+    "taken_over",
+    "removed",
+    "unreachable",
+    "max_hold",
+];
 
 /// How an acquire call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,11 +111,52 @@ mod on {
     use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
     use metrics::{gauge, histogram};
 
-    use super::Outcome;
+    use super::{KINDS, LOST_REASONS, NO_LABEL, Outcome, lock_label};
 
-    /// Describes every metric (unit and help text) to the installed recorder; called by each
-    /// client's build (cheap, and a recorder installed between two builds learns them too).
+    /// Describes every metric (unit and help text) to the installed recorder, and registers
+    /// the series listed in the module's docs at zero; called by each client's build (cheap,
+    /// and a recorder installed between two builds learns them too).
     pub(crate) fn describe() {
+        describe_all();
+        register_at_zero();
+    }
+
+    /// Registers, at zero, the series a scrape lists before any traffic (module docs).
+    fn register_at_zero() {
+        counter!("dlock.renewals").increment(0);
+        // A histogram handle registers its series; its count and sum stay zero.
+        let _ = histogram!("dlock.renewal.duration");
+        let _ = histogram!("dlock.renewal.margin");
+        for kind in KINDS {
+            for outcome in [
+                Outcome::Acquired,
+                Outcome::Busy,
+                Outcome::Timeout,
+                Outcome::Error,
+            ] {
+                let contended = if outcome == Outcome::Timeout {
+                    "true"
+                } else {
+                    "false"
+                };
+                let _ = histogram!(
+                    "dlock.acquire.duration",
+                    "kind" => kind,
+                    "lock" => NO_LABEL,
+                    "outcome" => outcome.as_str(),
+                    "contended" => contended,
+                );
+            }
+            for reason in LOST_REASONS {
+                counter!("dlock.lease.lost", "kind" => kind, "lock" => NO_LABEL, "reason" => reason)
+                    .increment(0);
+            }
+            gauge!("dlock.held", "kind" => kind, "lock" => NO_LABEL).increment(0.0);
+            gauge!("dlock.waiting", "kind" => kind, "lock" => NO_LABEL).increment(0.0);
+        }
+    }
+
+    fn describe_all() {
         {
             describe_histogram!(
                 "dlock.acquire.duration",
@@ -115,7 +200,7 @@ mod on {
         histogram!(
             "dlock.acquire.duration",
             "kind" => kind,
-            "lock" => lock.to_owned(),
+            "lock" => lock_label(lock),
             "outcome" => outcome.as_str(),
             "contended" => if contended { "true" } else { "false" },
         )
@@ -123,11 +208,11 @@ mod on {
     }
 
     pub(crate) fn fallback_wake(kind: &'static str, lock: &str) {
-        counter!("dlock.wake.fallback", "kind" => kind, "lock" => lock.to_owned()).increment(1);
+        counter!("dlock.wake.fallback", "kind" => kind, "lock" => lock_label(lock)).increment(1);
     }
 
     pub(crate) fn held(kind: &'static str, lock: &str) {
-        gauge!("dlock.held", "kind" => kind, "lock" => lock.to_owned()).increment(1.0);
+        gauge!("dlock.held", "kind" => kind, "lock" => lock_label(lock)).increment(1.0);
     }
 
     pub(crate) fn settled(
@@ -136,14 +221,14 @@ mod on {
         held_for: Duration,
         reason: Option<&'static str>,
     ) {
-        gauge!("dlock.held", "kind" => kind, "lock" => lock.to_owned()).decrement(1.0);
-        histogram!("dlock.hold.duration", "kind" => kind, "lock" => lock.to_owned())
+        gauge!("dlock.held", "kind" => kind, "lock" => lock_label(lock)).decrement(1.0);
+        histogram!("dlock.hold.duration", "kind" => kind, "lock" => lock_label(lock))
             .record(held_for.as_secs_f64());
         if let Some(reason) = reason {
             counter!(
                 "dlock.lease.lost",
                 "kind" => kind,
-                "lock" => lock.to_owned(),
+                "lock" => lock_label(lock),
                 "reason" => reason,
             )
             .increment(1);
@@ -169,10 +254,10 @@ mod on {
 
     impl Waiting {
         pub(crate) fn start(kind: &'static str, lock: &str) -> Self {
-            gauge!("dlock.waiting", "kind" => kind, "lock" => lock.to_owned()).increment(1.0);
+            gauge!("dlock.waiting", "kind" => kind, "lock" => lock_label(lock)).increment(1.0);
             Self {
                 kind,
-                lock: lock.to_owned(),
+                lock: lock_label(lock),
                 since: Instant::now(),
             }
         }

@@ -775,7 +775,7 @@ impl Mutex {
             if e.code() == Some("WRONGTYPE") {
                 return Err(Error::foreign(&context(), lock, "holds another Redis type"));
             }
-            return Err(Error::from_redis(&context(), e));
+            return Err(self.ctx.transport.explain("acquire", name, e).await);
         }
         let reply = replies
             .get(..2)

@@ -296,18 +296,38 @@ impl Transport {
                 }
             };
             match request.await {
-                Ok(Ok(value)) => Ok(value),
+                Ok(Ok(value)) => {
+                    self.slot.succeeded();
+                    Ok(value)
+                }
                 // Boxed: the error path's state (it may ask the seed nodes) stays out of line.
                 Ok(Err(e)) => {
                     self.suspect(&e);
-                    Err(Box::pin(self.slot.explain(&context(), e, self.command_timeout)).await)
+                    let context = context();
+                    let explained = self.slot.explain(&context, name, e, self.command_timeout);
+                    Err(Box::pin(explained).await)
                 }
                 Err(_) => {
                     self.slot.follow();
-                    Err(Error::timeout(&context(), limit))
+                    let timeout = Error::timeout(&context(), limit);
+                    Err(Box::pin(self.slot.explain_timeout(timeout)).await)
                 }
             }
         }
+    }
+
+    /// `error`, a command's own error inside a reply that arrived (a pipeline's), explained as
+    /// a failed request's is (`ConnSlot::explain`): `op` on the lock `name`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub(crate) async fn explain(&self, op: &str, name: &str, error: redis::RedisError) -> Error {
+        let context = format!("{op} `{name}`");
+        Box::pin(
+            self.slot
+                .explain(&context, name, error, self.command_timeout),
+        )
+        .await
     }
 
     /// Reads `release.lua`'s answer; a hand-off to one of this client's own waiters wakes it

@@ -330,7 +330,7 @@ impl Waiters {
         if *subscribed != generation {
             conn.subscribe(&channel)
                 .await
-                .map_err(|e| Error::from_redis("subscribe to the wake channel", e))?;
+                .map_err(|e| refused_subscription(&channel, e))?;
             *subscribed = generation;
         }
         Ok(membership)
@@ -505,6 +505,26 @@ fn grant_safe_until(grant: &Grant, seen: Seen, now: Instant) -> Option<Instant> 
         .min(now);
     let safe_until = timing::safe_until(start, grant.lease, grant.lease);
     (safe_until > now + grant.lease / 2).then_some(safe_until)
+}
+
+/// The error of a refused subscription to the wake channel `channel`: a channel the user's ACL
+/// does not allow is named, with the key prefix in use (the channel starts with it) and the
+/// pattern to grant.
+fn refused_subscription(channel: &str, error: redis::RedisError) -> Error {
+    const CONTEXT: &str = "subscribe to the wake channel";
+    let plain = Error::from_redis(CONTEXT, error.clone());
+    let text = error.to_string();
+    if plain.kind() != crate::error::ErrorKind::Permission
+        || !text.to_lowercase().contains("one of the channels")
+    {
+        return plain;
+    }
+    let prefix = channel.split('{').next().unwrap_or_default();
+    let why = format!(
+        "{text}; the Redis user's ACL allows no channel `{channel}`: this client's key prefix \
+         is `{prefix}`, and its wake channels are named like its keys; grant `&{prefix}*`"
+    );
+    Error::explained(CONTEXT, crate::error::ErrorKind::Permission, &why, error)
 }
 
 #[cfg(test)]

@@ -93,3 +93,54 @@ async fn the_url_comes_from_dlock_redis_url_when_not_given() {
     .expect(1);
     guard.release().await.unwrap();
 }
+
+/// A plain URL at a TLS port, a `rediss://` URL at a plain port and a port that is not Redis
+/// are each named for what they are (the library's probe), with the documented exit code 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_plain_mixed_up_or_not_redis_say_so() {
+    let server = dlock_testkit::RedisServer::start_with(dlock_testkit::ServerOptions::new().tls())
+        .unwrap_or_else(|e| panic!("TLS redis-server: {e}"));
+    let tls_port = server.tls_port().unwrap();
+    let url = format!("redis://127.0.0.1:{tls_port}/");
+    let run = dlock(&["--url", &url, "--timeout", "1s", "locks"])
+        .await
+        .expect(1);
+    one_error_line(&run.stderr);
+    assert!(run.stderr.contains("this port speaks TLS"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("use rediss://127.0.0.1:{tls_port}")),
+        "{run:?}"
+    );
+
+    let url = format!("rediss://127.0.0.1:{}/#insecure", server.port());
+    let run = dlock(&["--url", &url, "--timeout", "1s", "locks"])
+        .await
+        .expect(1);
+    one_error_line(&run.stderr);
+    assert!(
+        run.stderr.contains("this port speaks plain RESP"),
+        "{run:?}"
+    );
+
+    // An HTTP server where Redis was expected.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let http = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 512];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}/");
+    let run = dlock(&["--url", &url, "--timeout", "1s", "locks"])
+        .await
+        .expect(1);
+    one_error_line(&run.stderr);
+    assert!(run.stderr.contains("not Redis"), "{run:?}");
+    http.abort();
+}

@@ -141,8 +141,13 @@ const LATENCY_BUCKETS: &[f64] = &[
 /// # Cancel safety
 /// Dropping the future stops the server at once, without waiting for requests in flight.
 pub async fn serve(config: Config) -> Result<(), BoxError> {
-    // Installed before the lock client is built, which describes dlock's metrics to it.
+    // Installed before the lock client is built, which describes dlock's metrics to it (their
+    // units among them) and registers the series listed before any traffic. Unit suffixes on:
+    // Prometheus names say their unit (`dlock_acquire_duration_seconds`), as its naming
+    // conventions ask; the exporter adds no `_total` to counters (dlock-core's CHANGELOG says
+    // why the names are kept).
     let metrics = PrometheusBuilder::new()
+        .set_enable_unit_suffix(true)
         .set_buckets(LATENCY_BUCKETS)
         .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;

@@ -29,7 +29,7 @@
 //! | `POST /orders/{id}/pay` | 200 | the receipt | this request charged the order |
 //! | | 409 | `code: "already_paid"`, `receipt` | paid before (by this or another replica): final, the receipt of *that* payment; never charged twice |
 //! | | 409 | `code: "in_progress"`, `Retry-After: 1` | another request holds the order's lock for longer than the 1 s this one waits (or took it over): `{"error": "payment for order 42 in progress, retry"}`; retrying is safe and ends in 200 or `already_paid` |
-//! | `GET /metrics` | 200 | Prometheus text | dlock's lock metrics (`dlock_acquire_duration`, `dlock_held`, `dlock_lease_lost`, …; dlock-core's feature `metrics`) |
+//! | `GET /metrics` | 200 | Prometheus text | dlock's lock metrics (`dlock_acquire_duration_seconds`, `dlock_held`, `dlock_lease_lost`, …, listed at zero from start-up; an unlabelled lock as `lock="(none)"`; dlock-core's feature `metrics`) |
 //! | any | 404 | `code: "not_found"` | no such order |
 //! | any | 503 | `code: "unavailable"`, `Retry-After: 1` | Redis unreachable or too slow, or the lease was lost mid-payment; retry (the handler is idempotent) |
 //! | any | 500 | `code: "internal"` | a bug or misconfiguration (e.g. another program writes these keys) |

@@ -1,0 +1,322 @@
+//! Errors a user can act on: a failed request's error names the server it went to
+//! (`host:port`), says what that port speaks when plain and TLS are mixed up or it is not Redis
+//! (`tls_probe.rs`, at most one probe per address per failure streak: what a probe found is
+//! kept until a request succeeds), and a refused permission names the command, key or channel
+//! and the key prefix in use.
+//!
+//! Addresses are named for standalone and Sentinel clients; a cluster's missing connection is
+//! explained from its seed nodes (`ConnSlot::explain` in the parent module, which probes them
+//! the same way). Permission errors are explained on every kind of client.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::{ConnSlot, Factory};
+use crate::error::{Error, ErrorKind};
+use crate::runtime::lock;
+use crate::tls_probe::{self, Answer, Endpoint};
+
+impl ConnSlot {
+    /// Tells the slot the client's key prefix and connect timeout (once, when it is built).
+    pub(crate) fn describe_client(&self, key_prefix: &str, connect_timeout: Duration) {
+        self.diagnosis.describe(key_prefix, connect_timeout);
+    }
+
+    /// A request succeeded: the failure streak, if any, is over (the next failure may probe
+    /// again).
+    pub(crate) fn succeeded(&self) {
+        self.diagnosis.succeeded();
+    }
+
+    /// The server a standalone or Sentinel client's requests go to now (`None` for a cluster,
+    /// a Unix socket, or a Sentinel client that knows no master yet).
+    fn endpoint(&self) -> Option<Endpoint> {
+        match &self.factory {
+            Factory::Single(client, _) => Endpoint::of(client.get_connection_info().addr()),
+            Factory::Sentinel(sentinel) => lock(&sentinel.current)
+                .as_ref()
+                .and_then(|master| Endpoint::of(master.info.addr())),
+            Factory::Cluster(..) => None,
+        }
+    }
+
+    /// What `endpoint` answers to a plain `PING`: probed once per failure streak.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a probe dropped half-way is simply not remembered.
+    pub(super) async fn answer(&self, endpoint: &Endpoint) -> Answer {
+        self.diagnosis.answer(endpoint).await
+    }
+
+    /// `error`, a timed-out request, with the server it waited for and what that port speaks
+    /// when it is not what the URL says.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub(crate) async fn explain_timeout(&self, error: Error) -> Error {
+        let Some(endpoint) = self.endpoint() else {
+            return error;
+        };
+        let answer = self.answer(&endpoint).await;
+        match tls_probe::hint(&endpoint, &answer) {
+            Some(hint) => error.with_hint(&hint),
+            None => error.with_hint(&format!("the server asked is {}", endpoint.addr())),
+        }
+    }
+
+    /// `error` of a request (`context`, on the lock `name`, empty when none) as a dlock error:
+    /// on a standalone or Sentinel client a connection error names `host:port` (and what the
+    /// port speaks, when that explains it) and a reply that is not RESP names the address; on
+    /// every client a refused permission names what is missing. Anything else as
+    /// [`Error::from_redis`] puts it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads (a probe, or a `TIME` on the client's connection).
+    pub(super) async fn explain_standalone(
+        &self,
+        context: &str,
+        name: &str,
+        error: redis::RedisError,
+    ) -> Error {
+        let plain = Error::from_redis(context, error.clone());
+        match plain.kind() {
+            ErrorKind::Permission => self.explain_permission(context, name, error, plain).await,
+            ErrorKind::Connection | ErrorKind::Protocol => {
+                let Some(endpoint) = self.endpoint() else {
+                    return plain;
+                };
+                if plain.kind() == ErrorKind::Protocol && error.kind() != redis::ErrorKind::Parse {
+                    return plain;
+                }
+                self.explain_unreachable(context, &endpoint, error, plain.kind())
+                    .await
+            }
+            _ => plain,
+        }
+    }
+
+    /// A connection error or an answer that is not RESP, at `endpoint`.
+    async fn explain_unreachable(
+        &self,
+        context: &str,
+        endpoint: &Endpoint,
+        error: redis::RedisError,
+        kind: ErrorKind,
+    ) -> Error {
+        let addr = endpoint.addr();
+        let why = if error.is_connection_refusal() {
+            // Nothing listens there: no probe could tell more.
+            format!(
+                "cannot connect to {addr} ({error}); is Redis running there? the client \
+                 reconnects on the next request"
+            )
+        } else {
+            let answer = self.answer(endpoint).await;
+            match (tls_probe::hint(endpoint, &answer), kind) {
+                (Some(hint), _) => format!("{hint} ({error})"),
+                (None, ErrorKind::Protocol) => format!(
+                    "{addr} does not speak the Redis protocol, so it is not Redis ({error}); \
+                     check the host and port of the Redis URL"
+                ),
+                (None, _) => format!(
+                    "the connection to {addr} failed ({error}); the client reconnects on the \
+                     next request"
+                ),
+            }
+        };
+        Error::explained(context, kind, &why, error)
+    }
+
+    /// A refused permission: what was refused (the command, or the key or channel of lock
+    /// `name` under the client's key prefix) and the right to grant.
+    async fn explain_permission(
+        &self,
+        context: &str,
+        name: &str,
+        error: redis::RedisError,
+        plain: Error,
+    ) -> Error {
+        let prefix = self.diagnosis.key_prefix();
+        let text = error.to_string();
+        let what = match refusal(&text) {
+            Refusal::Command(command) => format!(
+                "the Redis user may not run `{upper}`: grant it `+{command}` (the README's ACL \
+                 lines, \"Production Redis: TLS and ACL\", list every right dlock needs)",
+                upper = command.to_uppercase()
+            ),
+            Refusal::InScript => match self.may_run_time().await {
+                Some(false) => "the command refused is `TIME` (dlock's scripts read the \
+                                server clock): grant the user `+time`, as the README's ACL \
+                                lines do (\"Production Redis: TLS and ACL\")"
+                    .to_owned(),
+                _ => "a command a dlock script runs was refused: grant the rights the \
+                      README's ACL lines list (\"Production Redis: TLS and ACL\")"
+                    .to_owned(),
+            },
+            Refusal::Key => key_refusal(prefix, name, self.username().as_deref()),
+            Refusal::Channel => {
+                let channel = lock_key(prefix, name);
+                format!(
+                    "the Redis user's ACL allows no channel `{channel}` (this client's key \
+                     prefix is `{prefix}`; its wake channels are named like its keys): grant \
+                     `&{prefix}*`"
+                )
+            }
+            Refusal::Other => return plain,
+        };
+        Error::explained(
+            context,
+            ErrorKind::Permission,
+            &format!("{text}; {what}"),
+            error,
+        )
+    }
+
+    /// Whether the user may run `TIME` (`None` when the question could not be asked): a
+    /// script that was refused a command is most often refused `TIME`, which the error does
+    /// not name.
+    async fn may_run_time(&self) -> Option<bool> {
+        let (mut conn, _) = self.conn().ok()?;
+        let limit = self.diagnosis.probe_limit();
+        let asked = tokio::time::timeout(limit, redis::cmd("TIME").query_async::<Value>(&mut conn))
+            .await
+            .ok()?;
+        match asked {
+            Ok(_) => Some(true),
+            Err(e) if e.code() == Some("NOPERM") => Some(false),
+            Err(_) => None,
+        }
+    }
+
+    /// The user name the client authenticates as, if the URL gives one.
+    fn username(&self) -> Option<String> {
+        match &self.factory {
+            Factory::Single(client, _) => client
+                .get_connection_info()
+                .redis_settings()
+                .username()
+                .map(str::to_owned),
+            Factory::Cluster(_, seeds) => seeds
+                .first()
+                .and_then(|seed| seed.redis_settings().username().map(str::to_owned)),
+            Factory::Sentinel(sentinel) => lock(&sentinel.current)
+                .as_ref()
+                .and_then(|master| master.info.redis_settings().username().map(str::to_owned)),
+        }
+    }
+}
+
+/// The lock key of `name` under `prefix` (without the kind's suffix): `<prefix>{<name>}`.
+fn lock_key(prefix: &str, name: &str) -> String {
+    if name.is_empty() {
+        format!("{prefix}…")
+    } else {
+        format!("{prefix}{{{name}}}")
+    }
+}
+
+/// What to say about a refused key of lock `name` under `prefix`, for the user `username`.
+fn key_refusal(prefix: &str, name: &str, username: Option<&str>) -> String {
+    let key = lock_key(prefix, name);
+    // The README gives each application a user named like its key prefix (`billing` with
+    // `~billing:*`): a client built without `.key_prefix(…)` uses `dlock:` instead.
+    let guess = username
+        .filter(|user| !user.is_empty() && *user != "default" && !prefix.starts_with(*user))
+        .map(|user| format!("; did you mean `.key_prefix(\"{user}:\")`?"))
+        .unwrap_or_default();
+    format!(
+        "the Redis user's ACL allows no key `{key}`: this client's key prefix is `{prefix}`, \
+         so its keys are `{prefix}*`; build the client with the prefix the user's key pattern \
+         allows (`.key_prefix(…)`), or grant `~{prefix}*` and `&{prefix}*`{guess}"
+    )
+}
+
+/// What a permission error refused.
+#[derive(Debug, PartialEq, Eq)]
+enum Refusal {
+    /// A command, lower case as the ACL spells it (`time`, `cluster|slots`).
+    Command(String),
+    /// A command inside a script; the server does not say which.
+    InScript,
+    Key,
+    Channel,
+    /// A refusal this does not recognise (the server's text stays as it is).
+    Other,
+}
+
+/// Reads Redis 7's refusal texts: `NOPERM this user has no permissions to run the 'time'
+/// command`, `… to access one of the keys used as arguments`, `… one of the channels …`, and
+/// inside a script `The user executing the script can't run this command …` or `… can't
+/// access at least one of the keys …`.
+fn refusal(text: &str) -> Refusal {
+    let lower = text.to_lowercase();
+    if let Some(rest) = lower.split("permissions to run the '").nth(1)
+        && let Some((command, _)) = rest.split_once('\'')
+    {
+        return Refusal::Command(command.to_owned());
+    }
+    if lower.contains("can't run this command") {
+        return Refusal::InScript;
+    }
+    if lower.contains("one of the keys") || lower.contains("access a key") {
+        return Refusal::Key;
+    }
+    if lower.contains("one of the channels") || lower.contains("access a channel") {
+        return Refusal::Channel;
+    }
+    Refusal::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_read_from_the_servers_text() {
+        assert_eq!(
+            refusal("NOPERM: this user has no permissions to run the 'time' command"),
+            Refusal::Command("time".into())
+        );
+        assert_eq!(
+            refusal(
+                "ERR The user executing the script can't run this command or subcommand \
+                 script: 104ae65d, on @user_script:78."
+            ),
+            Refusal::InScript
+        );
+        assert_eq!(
+            refusal(
+                "NOPERM: this user has no permissions to access one of the keys used as arguments"
+            ),
+            Refusal::Key
+        );
+        assert_eq!(
+            refusal(
+                "ERR The user executing the script can't access at least one of the keys \
+                 mentioned in the command arguments"
+            ),
+            Refusal::Key
+        );
+        assert_eq!(
+            refusal(
+                "NOPERM: this user has no permissions to access one of the channels used as arguments"
+            ),
+            Refusal::Channel
+        );
+        assert_eq!(
+            refusal("WRONGPASS invalid username-password pair"),
+            Refusal::Other
+        );
+    }
+
+    #[test]
+    fn a_refused_key_names_the_prefix_in_use_and_guesses_the_users() {
+        let said = key_refusal("dlock:", "x", Some("billing"));
+        assert!(said.contains("`dlock:{x}`"), "{said}");
+        assert!(said.contains("key prefix is `dlock:`"), "{said}");
+        assert!(said.contains(".key_prefix(\"billing:\")"), "{said}");
+        let said = key_refusal("billing:", "x", Some("billing"));
+        assert!(!said.contains("did you mean"), "{said}");
+    }
+}
