@@ -62,9 +62,13 @@ fmt:
 model:
 	$(CARGO) test -p dlock-model --test deep -- --ignored --nocapture --test-threads 1
 
-## The mutation check of the model: each protocol bug must be caught by its named property.
-model-mutants:
+## The mutation check (not in `make test`), fails unless every protocol bug is caught: in the
+## model, each by its named property; in the shipped Lua (tests/conformance/mutants.rs, applied
+## one at a time in memory), each by the conformance test, with a sequence the shipped scripts
+## pass.
+model-mutants: deps
 	$(CARGO) test -p dlock-model --test mutants -- --ignored --nocapture --test-threads 1
+	DLOCK_MUTANT=all $(CARGO) test -p dlock-tests --test conformance -- --nocapture
 
 ## The benchmark of WORKLOADS.md (dlock beside a raw-Redis floor, on its own redis-server).
 ## `make bench BENCH_ARGS="--quick"` for a smoke run; results also in target/bench/results.json.

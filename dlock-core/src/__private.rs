@@ -281,3 +281,6 @@ where
         }
     }
 }
+
+/// The conformance test's access to the scripts and the state they write.
+pub mod conformance;

@@ -8,8 +8,10 @@
 //! live waiter) is prepended to the scripts that need it. The formats the scripts read and
 //! write, with their versions, are in [`wire`].
 
+pub(crate) mod layout;
 pub(crate) mod wire;
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -17,87 +19,137 @@ use redis::{Cmd, Script, ToRedisArgs, Value};
 
 use crate::error::Error;
 
+/// Every script dlock runs, named. [`Source::text`] assembles its text (the shared functions
+/// prepended), and the statics below are built from that text, so the conformance test
+/// (`__private::conformance`) loads exactly what the client runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `acquire.lua` (with `common.lua`).
+    Acquire,
+    /// `release.lua` (with `common.lua` at its marker).
+    Release,
+    /// `fence.lua` (with `common.lua`).
+    Fence,
+    /// `fence_raise.lua`.
+    FenceRaise,
+    /// `extend.lua`.
+    Extend,
+    /// `shared_acquire.lua` (with `common.lua` and `shared.lua`).
+    SharedAcquire,
+    /// `shared_release.lua` (with `common.lua` and `shared.lua`).
+    SharedRelease,
+    /// `shared_limit.lua` (with `common.lua` and `shared.lua`).
+    SharedLimit,
+    /// `rw_change.lua` (with `common.lua` and `shared.lua`).
+    RwChange,
+    /// `shared_inspect.lua`.
+    SharedInspect,
+    /// `election.lua`.
+    Election,
+    /// `election_read.lua`.
+    ElectionRead,
+    /// `inspect.lua`.
+    Inspect,
+}
+
+impl Source {
+    /// The script's text as it is loaded into Redis.
+    pub fn text(self) -> Cow<'static, str> {
+        const COMMON: &str = include_str!("common.lua");
+        const SHARED: &str = concat!(include_str!("common.lua"), include_str!("shared.lua"));
+        let text: &'static str = match self {
+            Self::Acquire => concat!(include_str!("common.lua"), include_str!("acquire.lua")),
+            // `common.lua` goes at the script's `--@common` marker, after its fast path.
+            Self::Release => {
+                return Cow::Owned(include_str!("release.lua").replacen("--@common\n", COMMON, 1));
+            }
+            Self::Fence => concat!(include_str!("common.lua"), include_str!("fence.lua")),
+            Self::FenceRaise => include_str!("fence_raise.lua"),
+            Self::Extend => include_str!("extend.lua"),
+            Self::SharedAcquire => {
+                return Cow::Owned(format!("{SHARED}{}", include_str!("shared_acquire.lua")));
+            }
+            Self::SharedRelease => {
+                return Cow::Owned(format!("{SHARED}{}", include_str!("shared_release.lua")));
+            }
+            Self::SharedLimit => {
+                return Cow::Owned(format!("{SHARED}{}", include_str!("shared_limit.lua")));
+            }
+            Self::RwChange => {
+                return Cow::Owned(format!("{SHARED}{}", include_str!("rw_change.lua")));
+            }
+            Self::SharedInspect => include_str!("shared_inspect.lua"),
+            Self::Election => include_str!("election.lua"),
+            Self::ElectionRead => include_str!("election_read.lua"),
+            Self::Inspect => include_str!("inspect.lua"),
+        };
+        Cow::Borrowed(text)
+    }
+
+    /// The script as the client runs it (hashed once).
+    pub fn script(self) -> &'static Script {
+        match self {
+            Self::Acquire => &ACQUIRE,
+            Self::Release => &RELEASE,
+            Self::Fence => &FENCE,
+            Self::FenceRaise => &FENCE_RAISE,
+            Self::Extend => &EXTEND,
+            Self::SharedAcquire => &SHARED_ACQUIRE,
+            Self::SharedRelease => &SHARED_RELEASE,
+            Self::SharedLimit => &SHARED_LIMIT,
+            Self::RwChange => &RW_CHANGE,
+            Self::SharedInspect => &SHARED_INSPECT,
+            Self::Election => &ELECTION,
+            Self::ElectionRead => &ELECTION_READ,
+            Self::Inspect => &INSPECT,
+        }
+    }
+}
+
+/// A script built from its [`Source`].
+fn built(source: Source) -> Script {
+    Script::new(&source.text())
+}
+
 /// Takes a free mutex, or reports its remaining lease and queues the caller.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("common.lua"),
-        include_str!("acquire.lua")
-    ))
-});
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| built(Source::Acquire));
 
 /// Owner-checked release that hands the lock to the oldest live waiter. `common.lua` goes at
 /// the script's `--@common` marker, after its fast path (see the script).
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&include_str!("release.lua").replacen("--@common\n", include_str!("common.lua"), 1))
-});
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| built(Source::Release));
 
 /// Issues (or returns) the fencing token of the caller's hold (`next_fence` of `common.lua`).
-pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("common.lua"),
-        include_str!("fence.lua")
-    ))
-});
+pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| built(Source::Fence));
 
 /// Raises a slot's fence counter to a quorum lock's fence, owner-checked (round 2, `quorum.rs`).
-pub(crate) static FENCE_RAISE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("fence_raise.lua")));
+pub(crate) static FENCE_RAISE: LazyLock<Script> = LazyLock::new(|| built(Source::FenceRaise));
 
 /// Owner-checked lease extension of one or many locks (the watchdog's batches).
-pub(crate) static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("extend.lua")));
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| built(Source::Extend));
 
 /// Takes permits of a shared lock (a semaphore), or queues the caller (`shared.lua`).
-pub(crate) static SHARED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("common.lua"),
-        include_str!("shared.lua"),
-        include_str!("shared_acquire.lua")
-    ))
-});
+pub(crate) static SHARED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| built(Source::SharedAcquire));
 
 /// Gives back one holder's permits of a shared lock and admits the waiters that now fit.
-pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("common.lua"),
-        include_str!("shared.lua"),
-        include_str!("shared_release.lua")
-    ))
-});
+pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| built(Source::SharedRelease));
 
 /// Sets a shared lock's limit and admits the waiters that fit under it.
-pub(crate) static SHARED_LIMIT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("common.lua"),
-        include_str!("shared.lua"),
-        include_str!("shared_limit.lua")
-    ))
-});
+pub(crate) static SHARED_LIMIT: LazyLock<Script> = LazyLock::new(|| built(Source::SharedLimit));
 
 /// Downgrades a read-write lock's writer to a reader, or upgrades its sole reader to the writer.
-pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("common.lua"),
-        include_str!("shared.lua"),
-        include_str!("rw_change.lua")
-    ))
-});
+pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| built(Source::RwChange));
 
 /// Reads the holders of a shared lock, for operators.
-pub(crate) static SHARED_INSPECT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("shared_inspect.lua")));
+pub(crate) static SHARED_INSPECT: LazyLock<Script> = LazyLock::new(|| built(Source::SharedInspect));
 
 /// Owner-checked writes of an election's leader record and its notices (`election.rs`).
-pub(crate) static ELECTION: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("election.lua")));
+pub(crate) static ELECTION: LazyLock<Script> = LazyLock::new(|| built(Source::Election));
 
 /// Reads an election's leader record, checked against its lock.
-pub(crate) static ELECTION_READ: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("election_read.lua")));
+pub(crate) static ELECTION_READ: LazyLock<Script> = LazyLock::new(|| built(Source::ElectionRead));
 
 /// Reads the holder, fence and queue length of a lock.
-pub(crate) static INSPECT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("inspect.lua")));
+pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| built(Source::Inspect));
 
 /// One script call: `EVALSHA <sha> <numkeys> <keys…> <args…>`.
 pub(crate) struct Call {

@@ -1,0 +1,635 @@
+//! Runs one sequence on both sides in lockstep. Each [`Step`] becomes the protocol steps the
+//! client library takes ([`Op`]s: one script or one plain command each, decided from the
+//! replies as the client decides); each `Op` is applied to the model and sent to Redis, and
+//! then compared: the replies, the grants each client's subscription received, and the whole
+//! state as an [`Abstract`] (holders, queue order, stored limit, order of fences, live leases).
+//! Fence values differ between the sides (the model's clock is not the server's): every fence
+//! seen is paired with its counterpart, and each new pair must order like every earlier one.
+
+use std::collections::BTreeSet;
+
+use dlock_core::__private::conformance::parse_grant;
+use dlock_model::{
+    ClientId, Entry, ExtendItem, LockRef, Mode, Ms, Name, Op, Push, RW_LIMIT, ReleaseHow, Reply,
+    Server, SharedEntry, Token, abstraction, apply,
+};
+
+use crate::redis_side::{Real, UNIT, token_of};
+use crate::replies::{model_norm, real_norm, show, units};
+use crate::steps::{CLIENTS, Lock, Step};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Queued,
+    Holding,
+    Done,
+}
+
+/// An acquire call as its client sees it.
+#[derive(Clone, Debug)]
+struct Request {
+    token: Token,
+    client: ClientId,
+    lock: Lock,
+    weight: u32,
+    limit: u32,
+    lease: Ms,
+    state: State,
+    /// The model's fence of its hold, when the client knows it.
+    fence: Option<u64>,
+}
+
+fn lock_ref(lock: Lock) -> LockRef {
+    match lock {
+        Lock::Mutex => LockRef::Mutex(0),
+        Lock::Election => LockRef::Mutex(1),
+        Lock::Sem => LockRef::Shared(0),
+        Lock::Rw => LockRef::Shared(1),
+    }
+}
+
+fn name_of(lock: Lock) -> Name {
+    match lock_ref(lock) {
+        LockRef::Mutex(n) | LockRef::Shared(n) => n,
+    }
+}
+
+fn is_mutex(lock: Lock) -> bool {
+    matches!(lock, Lock::Mutex | Lock::Election)
+}
+
+/// One sequence's run.
+pub(crate) struct Case<'r> {
+    model: Server,
+    now: Ms,
+    real: &'r mut Real,
+    requests: Vec<Request>,
+    next_token: Token,
+    dead: [bool; CLIENTS as usize],
+    /// What each client knows of its connection: the epoch it believes it is in, and the
+    /// slots (here: mutex names) it floored there (fence_epoch.rs).
+    known: Vec<(u32, BTreeSet<Name>)>,
+    /// Every fence seen: (model's, Redis's).
+    fences: Vec<(u64, u64)>,
+    /// The protocol steps of the current step, with both replies (for a failure's report).
+    log: Vec<String>,
+    /// Protocol steps run.
+    pub ops: usize,
+}
+
+impl<'r> Case<'r> {
+    /// A fresh case: empty server, every client alive and subscribed to every lock.
+    pub(crate) fn start(real: &'r mut Real) -> Result<Self, String> {
+        real.reset()?;
+        let mut case = Self {
+            model: Server::new(None),
+            now: UNIT,
+            real,
+            requests: Vec::new(),
+            next_token: 1,
+            dead: [false; CLIENTS as usize],
+            known: vec![(0, BTreeSet::new()); usize::from(CLIENTS)],
+            fences: Vec::new(),
+            log: Vec::new(),
+            ops: 0,
+        };
+        for client in 0..CLIENTS {
+            for lock in [Lock::Mutex, Lock::Election, Lock::Sem, Lock::Rw] {
+                case.exec(Op::Subscribe {
+                    lock: lock_ref(lock),
+                    client,
+                })?;
+            }
+        }
+        Ok(case)
+    }
+
+    /// Runs `step`; on a difference, says what differed and which protocol steps led there.
+    pub(crate) fn step(&mut self, step: &Step) -> Result<(), String> {
+        self.log.clear();
+        self.run(step).map_err(|e| {
+            format!(
+                "{e}\n  protocol steps of this step:\n    {}",
+                self.log.join("\n    ")
+            )
+        })
+    }
+
+    fn new_token(&mut self) -> Token {
+        let token = self.next_token;
+        self.next_token += 1;
+        token
+    }
+
+    fn find(&self, client: u8, lock: Lock, state: State) -> Option<usize> {
+        if self.dead[usize::from(client)] {
+            return None;
+        }
+        self.requests
+            .iter()
+            .position(|r| r.client == client && r.lock == lock && r.state == state)
+    }
+
+    fn entry(r: &Request) -> Entry {
+        Entry {
+            token: r.token,
+            client: r.client,
+            lease: r.lease,
+        }
+    }
+
+    fn shared_entry(r: &Request) -> SharedEntry {
+        SharedEntry {
+            token: r.token,
+            client: r.client,
+            lease: r.lease,
+            weight: r.weight,
+        }
+    }
+
+    fn run(&mut self, step: &Step) -> Result<(), String> {
+        match *step {
+            Step::Acquire {
+                client,
+                lock,
+                weight,
+                limit,
+                lease,
+                wait,
+                fenced,
+            } => {
+                if self.dead[usize::from(client)] {
+                    return Ok(());
+                }
+                let (weight, limit) = match lock {
+                    Lock::Sem => (weight, limit),
+                    Lock::Rw if weight == 1 => (1, RW_LIMIT),
+                    Lock::Rw => (RW_LIMIT, RW_LIMIT),
+                    Lock::Mutex | Lock::Election => (1, 1),
+                };
+                let token = self.new_token();
+                self.requests.push(Request {
+                    token,
+                    client,
+                    lock,
+                    weight,
+                    limit,
+                    lease: u64::from(lease) * UNIT,
+                    state: State::Done,
+                    fence: None,
+                });
+                let at = self.requests.len() - 1;
+                if is_mutex(lock) && self.fast_path(at, fenced)? {
+                    return Ok(());
+                }
+                if !wait && is_mutex(lock) {
+                    return Ok(());
+                }
+                let mode = if wait { Mode::Wait } else { Mode::Single };
+                self.attempt(at, mode)
+            }
+            Step::Retry { client, lock } => match self.find(client, lock, State::Queued) {
+                Some(at) => self.attempt(at, Mode::Wait),
+                None => Ok(()),
+            },
+            Step::GiveUp { client, lock } => match self.find(client, lock, State::Queued) {
+                Some(at) => self.attempt(at, Mode::Last),
+                None => Ok(()),
+            },
+            Step::Cancel { client, lock } => match self.find(client, lock, State::Queued) {
+                Some(at) => self.release(at, true),
+                None => Ok(()),
+            },
+            Step::Release { client, lock } => match self.find(client, lock, State::Holding) {
+                Some(at) => self.release(at, false),
+                None => Ok(()),
+            },
+            Step::Extend {
+                client,
+                lock,
+                lease,
+            } => match self.find(client, lock, State::Holding) {
+                Some(at) => {
+                    let r = &self.requests[at];
+                    let item = ExtendItem {
+                        lock: lock_ref(lock),
+                        token: r.token,
+                        lease: u64::from(lease) * UNIT,
+                    };
+                    let reply = self.exec(Op::Extend { items: vec![item] })?;
+                    if reply != Reply::Extended(vec![1]) {
+                        self.requests[at].state = State::Done;
+                    }
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+            Step::Fence { client } => match self.find(client, Lock::Mutex, State::Holding) {
+                Some(at) => self.fence(at).map(|_| ()),
+                None => Ok(()),
+            },
+            Step::SetLimit { limit } => self.exec(Op::SetLimit { name: 0, limit }).map(|_| ()),
+            Step::Upgrade { client } => self.change(client, true),
+            Step::Downgrade { client } => self.change(client, false),
+            Step::Publish { client } => match self.find(client, Lock::Election, State::Holding) {
+                Some(at) => {
+                    let Some(fence) = self.fence(at)? else {
+                        return Ok(());
+                    };
+                    let token = self.requests[at].token;
+                    self.exec(Op::ElectionPublish {
+                        name: 1,
+                        token,
+                        fence,
+                        value: client + 1,
+                    })
+                    .map(|_| ())
+                }
+                None => Ok(()),
+            },
+            Step::Resign { client } => match self.find(client, Lock::Election, State::Holding) {
+                Some(at) => {
+                    if let Some(fence) = self.requests[at].fence {
+                        let token = self.requests[at].token;
+                        self.exec(Op::ElectionResign {
+                            name: 1,
+                            token,
+                            fence,
+                        })?;
+                    }
+                    self.release(at, false)
+                }
+                None => Ok(()),
+            },
+            Step::Observe => self.exec(Op::ElectionRead { name: 1 }).map(|_| ()),
+            Step::Advance { units } => self.advance(u64::from(units)),
+            Step::Restart => {
+                self.exec(Op::Restart {
+                    from_replica: false,
+                })?;
+                // The model floors fences at its clock: it must move for them to pass the
+                // lost ones, as the real clock does while the server restarts.
+                self.advance(1)
+            }
+            Step::Crash { client } => {
+                if self.dead[usize::from(client)] {
+                    return Ok(());
+                }
+                for lock in [Lock::Mutex, Lock::Election, Lock::Sem, Lock::Rw] {
+                    self.exec(Op::Unsubscribe {
+                        lock: lock_ref(lock),
+                        client,
+                    })?;
+                }
+                self.dead[usize::from(client)] = true;
+                Ok(())
+            }
+        }
+    }
+
+    /// The mutex's uncontended pipeline (`SET NX PX GET`, `EXISTS <queue>`; with `fenced`, the
+    /// `MULTI` that also issues the fence) and, when it took a lock that callers were queued
+    /// for, its hand-off to the oldest. Whether it holds now.
+    fn fast_path(&mut self, at: usize, fenced: bool) -> Result<bool, String> {
+        let r = self.requests[at].clone();
+        let name = name_of(r.lock);
+        let (taken, queued, fence) = if fenced {
+            self.fenced_attempt(&r)?
+        } else {
+            let set = self.exec(Op::SetNxGet {
+                name,
+                token: r.token,
+                lease: r.lease,
+            })?;
+            if set != Reply::SetNx(None) {
+                return Ok(false);
+            }
+            let queued = self.exec(Op::ExistsQueue { name })? != Reply::Int(0);
+            (true, queued, None)
+        };
+        if !taken {
+            return Ok(false);
+        }
+        if !queued {
+            self.requests[at].state = State::Holding;
+            self.requests[at].fence = fence;
+            if fenced && fence.is_none() {
+                // The INCR was not trusted: fence.lua issues the hold's fence.
+                self.fence(at)?;
+            }
+            return Ok(true);
+        }
+        self.exec(Op::Release {
+            name,
+            token: r.token,
+            leaving: None,
+            how: ReleaseHow::Handoff,
+        })?;
+        Ok(false)
+    }
+
+    /// The fenced uncontended `MULTI` as fence_epoch.rs runs it: a plain `INCR` only for a slot
+    /// this client floored on its connection's current epoch, fence.lua otherwise; the
+    /// connection name read back says which epoch it ran on. Whether it took the lock, whether
+    /// callers were queued, and the fence when it can be trusted.
+    fn fenced_attempt(&mut self, r: &Request) -> Result<(bool, bool, Option<u64>), String> {
+        let name = name_of(r.lock);
+        let client = usize::from(r.client);
+        let incr = self.known[client].1.contains(&name);
+        let reply = self.exec(Op::FencedFast {
+            name,
+            token: r.token,
+            lease: r.lease,
+            incr,
+        })?;
+        let Reply::Multi {
+            set,
+            queued,
+            fence,
+            epoch,
+        } = reply
+        else {
+            return Ok((false, false, None));
+        };
+        let same = epoch == self.known[client].0;
+        if !same {
+            // Another connection: the epoch ends, the next one knows no slot.
+            self.known[client] = (epoch, BTreeSet::new());
+        } else if !incr && fence > 0 {
+            self.known[client].1.insert(name);
+        }
+        let trusted = (same || !incr) && fence > 0;
+        Ok((set.is_none(), queued, trusted.then(|| fence.unsigned_abs())))
+    }
+
+    /// One waiting acquire's attempt (acquire.lua / shared_acquire.lua) in `mode`.
+    fn attempt(&mut self, at: usize, mode: Mode) -> Result<(), String> {
+        let r = self.requests[at].clone();
+        let op = if is_mutex(r.lock) {
+            Op::Acquire {
+                name: name_of(r.lock),
+                entry: Self::entry(&r),
+                mode,
+            }
+        } else {
+            Op::SharedAcquire {
+                name: name_of(r.lock),
+                entry: Self::shared_entry(&r),
+                limit: r.limit,
+                mode,
+            }
+        };
+        let reply = self.exec(op)?;
+        let r = &mut self.requests[at];
+        match reply {
+            Reply::Holds { fence, .. } => {
+                r.state = State::Holding;
+                r.fence = (fence > 0).then_some(fence);
+            }
+            Reply::Busy { .. } if mode == Mode::Wait => r.state = State::Queued,
+            _ => r.state = State::Done,
+        }
+        Ok(())
+    }
+
+    /// A release of a hold, or (`leaving`) of an abandoned wait with its entry.
+    fn release(&mut self, at: usize, leaving: bool) -> Result<(), String> {
+        let r = self.requests[at].clone();
+        let op = if is_mutex(r.lock) {
+            Op::Release {
+                name: name_of(r.lock),
+                token: r.token,
+                leaving: leaving.then(|| Self::entry(&r)),
+                how: ReleaseHow::Own,
+            }
+        } else {
+            Op::SharedRelease {
+                name: name_of(r.lock),
+                token: r.token,
+                leaving: leaving.then(|| Self::shared_entry(&r)),
+            }
+        };
+        self.exec(op)?;
+        self.requests[at].state = State::Done;
+        Ok(())
+    }
+
+    /// The fence of a mutex hold: known, or asked for (fence.lua).
+    fn fence(&mut self, at: usize) -> Result<Option<u64>, String> {
+        if let Some(fence) = self.requests[at].fence {
+            return Ok(Some(fence));
+        }
+        let r = self.requests[at].clone();
+        let reply = self.exec(Op::Fence {
+            name: name_of(r.lock),
+            token: r.token,
+        })?;
+        let fence = match reply {
+            Reply::Int(n) if n > 0 => u64::try_from(n).ok(),
+            _ => None,
+        };
+        self.requests[at].fence = fence;
+        Ok(fence)
+    }
+
+    /// An upgrade (`up`) of a reader or a downgrade of the writer of the read-write lock.
+    fn change(&mut self, client: u8, up: bool) -> Result<(), String> {
+        let from = if up { 1 } else { RW_LIMIT };
+        let Some(at) = self.requests.iter().position(|r| {
+            !self.dead[usize::from(client)]
+                && r.client == client
+                && r.lock == Lock::Rw
+                && r.state == State::Holding
+                && r.weight == from
+        }) else {
+            return Ok(());
+        };
+        let old = self.requests[at].clone();
+        let new = self.new_token();
+        let reply = self.exec(Op::RwChange {
+            name: 1,
+            old: old.token,
+            new,
+            up,
+            lease: old.lease,
+        })?;
+        match reply {
+            Reply::Holds { fence, .. } => {
+                self.requests[at].state = State::Done;
+                self.requests.push(Request {
+                    token: new,
+                    weight: if up { RW_LIMIT } else { 1 },
+                    state: State::Holding,
+                    fence: Some(fence),
+                    ..old
+                });
+            }
+            Reply::Int(0) => self.requests[at].state = State::Done,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The clock moves `n` lease units on both sides, one at a time. After each, every live
+    /// client's queued requests ask again, as their fallback timers make them: a waiter sleeps
+    /// at most the lease its last attempt was told of, one unit here. (Dead clients' requests
+    /// do not: that is how a queue of dead waiters ends.)
+    fn advance(&mut self, n: u64) -> Result<(), String> {
+        for _ in 0..n {
+            self.now += UNIT;
+            self.real.advance(1)?;
+            // A read-only step lets the model expire what ran out (Redis does it by itself).
+            apply(&mut self.model, self.now, Op::ExistsQueue { name: 0 });
+            self.compare_state()?;
+            let queued: Vec<Token> = self
+                .requests
+                .iter()
+                .filter(|r| r.state == State::Queued && !self.dead[usize::from(r.client)])
+                .map(|r| r.token)
+                .collect();
+            for token in queued {
+                if let Some(at) = self
+                    .requests
+                    .iter()
+                    .position(|r| r.token == token && r.state == State::Queued)
+                {
+                    self.attempt(at, Mode::Wait)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `op` on both sides and compares everything.
+    fn exec(&mut self, op: Op) -> Result<Reply, String> {
+        let real_op = self.real_op(&op)?;
+        let reply = apply(&mut self.model, self.now, op.clone());
+        let mut pushes = self.model.drain_published();
+        let answer = self.real.run(&real_op)?;
+        let heard = self.real.drain()?;
+        self.ops += 1;
+        self.log.push(format!(
+            "{op:?}\n      model: {reply:?}\n      redis: {}",
+            show(&answer)
+        ));
+        let (model_norm, model_fences) = model_norm(&op, &reply);
+        let (real_norm, real_fences) = real_norm(&op, &answer)?;
+        if model_norm != real_norm {
+            return Err(format!(
+                "the replies differ: model {model_norm:?}, redis {real_norm:?}"
+            ));
+        }
+        self.pair_fences(&model_fences, &real_fences)?;
+        // Each client's messages arrive in publish order; across clients the order is lost.
+        pushes.sort_by_key(|p| p.client);
+        self.compare_pushes(&pushes, &heard)?;
+        for push in &pushes {
+            if let Some(grant) = push.grant
+                && let Some(r) = self
+                    .requests
+                    .iter_mut()
+                    .find(|r| r.token == push.token && r.state == State::Queued)
+            {
+                r.state = State::Holding;
+                r.fence = Some(grant.fence);
+            }
+        }
+        self.compare_state()?;
+        Ok(reply)
+    }
+
+    /// `op` with the model's fences replaced by their Redis counterparts.
+    fn real_op(&self, op: &Op) -> Result<Op, String> {
+        let real = |fence: u64| {
+            self.fences
+                .iter()
+                .find(|(m, _)| *m == fence)
+                .map(|(_, r)| *r)
+                .ok_or_else(|| format!("fence {fence} was never seen"))
+        };
+        Ok(match op.clone() {
+            Op::ElectionPublish {
+                name,
+                token,
+                fence,
+                value,
+            } => Op::ElectionPublish {
+                name,
+                token,
+                fence: real(fence)?,
+                value,
+            },
+            Op::ElectionResign { name, token, fence } => Op::ElectionResign {
+                name,
+                token,
+                fence: real(fence)?,
+            },
+            other => other,
+        })
+    }
+
+    /// Each new pair of fences must order like every pair seen before.
+    fn pair_fences(&mut self, model: &[u64], real: &[u64]) -> Result<(), String> {
+        if model.len() != real.len() {
+            return Err(format!("fences: model issued {model:?}, redis {real:?}"));
+        }
+        for (&m, &r) in model.iter().zip(real) {
+            if let Some((pm, pr)) = self.fences.iter().find(|(pm, pr)| m.cmp(pm) != r.cmp(pr)) {
+                return Err(format!(
+                    "fence order differs: model {m} vs earlier {pm} ({:?}), redis {r} vs \
+                     earlier {pr} ({:?})",
+                    m.cmp(pm),
+                    r.cmp(pr)
+                ));
+            }
+            self.fences.push((m, r));
+        }
+        Ok(())
+    }
+
+    fn compare_pushes(
+        &mut self,
+        model: &[Push],
+        heard: &[(LockRef, ClientId, Vec<u8>)],
+    ) -> Result<(), String> {
+        let differ = || {
+            let heard: Vec<String> = heard
+                .iter()
+                .map(|(l, c, p)| format!("{l:?} to {c}: {}", String::from_utf8_lossy(p)))
+                .collect();
+            format!("the messages differ: model published {model:?}, redis delivered {heard:?}")
+        };
+        if model.len() != heard.len() {
+            return Err(differ());
+        }
+        for (push, (lock, client, payload)) in model.iter().zip(heard) {
+            if push.lock != *lock || push.client != *client {
+                return Err(differ());
+            }
+            // A nudge (set_limit dropped the request) is a grant of fence 0, never trusted.
+            let grant = parse_grant(payload).filter(|(_, fence, _, _)| *fence > 0);
+            match (push.grant, grant) {
+                (Some(grant), Some((token, fence, _, lease))) => {
+                    if token_of(&token) != Some(push.token) || units(lease) != units(grant.lease) {
+                        return Err(differ());
+                    }
+                    self.pair_fences(&[grant.fence], &[fence])?;
+                }
+                (None, None) => {}
+                _ => return Err(differ()),
+            }
+        }
+        Ok(())
+    }
+
+    fn compare_state(&mut self) -> Result<(), String> {
+        let model = abstraction(&self.model, self.now);
+        let real = self.real.state()?;
+        if model != real {
+            return Err(format!(
+                "the states differ:\n    model: {model:?}\n    redis: {real:?}"
+            ));
+        }
+        Ok(())
+    }
+}

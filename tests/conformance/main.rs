@@ -1,0 +1,182 @@
+//! Conformance of the shipped Lua scripts to the protocol model (`dlock-model`), issue 27
+//! item 3: random operation sequences run against a real `redis-server` (the scripts called
+//! by hand through `dlock_core::__private::conformance`) and the model in lockstep, compared
+//! after every protocol step. A difference fails with the shrunk sequence as a numbered list.
+//!
+//! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts).
+//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps;
+//! 256 per mutant),
+//! `DLOCK_CONFORMANCE_SEED=n|random` the seed they are drawn from (default 27: the same
+//! sequences every run).
+//! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
+//! passes only if the test catches it (`make model-mutants`).
+
+#![allow(
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+mod driver;
+mod mutants;
+mod redis_side;
+mod replies;
+mod steps;
+
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
+
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+
+use crate::driver::Case;
+use crate::mutants::Mutant;
+use crate::redis_side::Real;
+use crate::steps::{Sequence, sequence};
+
+/// The longest sequence generated.
+const MAX_STEPS: usize = 30;
+
+/// Runs one sequence on `real`; the step it failed at and why.
+fn run(real: &mut Real, seq: &[steps::Step]) -> Result<usize, String> {
+    let mut case = Case::start(real)?;
+    for (i, step) in seq.iter().enumerate() {
+        case.step(step)
+            .map_err(|e| format!("at step {} ({step:?}): {e}", i + 1))?;
+    }
+    Ok(case.ops)
+}
+
+/// Runs the sequences against the scripts with `mutant` applied (`None`: as shipped). `Ok`
+/// with the counts, or the shrunk failing sequence and what differed.
+///
+/// With a mutant, a sequence counts as caught only if the shipped scripts pass it: one that
+/// fails on both shows a difference of the shipped scripts, not the mutant's (and shrinking
+/// must not wander off to it).
+fn check(mutant: Option<Mutant>, cases: u32, seed: u64) -> Result<Counts, String> {
+    let real = RefCell::new(Real::start(mutant)?);
+    let shipped = match mutant {
+        Some(_) => Some(RefCell::new(Real::start(None)?)),
+        None => None,
+    };
+    let counts = Cell::new(Counts::default());
+    let mut runner = TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        max_shrink_iters: 1_000,
+        // Each shrink runs a sequence on the server: bound the time, not only the count.
+        max_shrink_time: 60_000,
+        ..Config::default()
+    });
+    let result = runner.run(&sequence(MAX_STEPS), |Sequence(seq)| {
+        let mut c = counts.get();
+        c.sequences += 1;
+        c.steps += seq.len();
+        counts.set(c);
+        match run(&mut real.borrow_mut(), &seq) {
+            Ok(ops) => {
+                c.ops += ops;
+                counts.set(c);
+                Ok(())
+            }
+            Err(why) => {
+                if let Some(shipped) = &shipped
+                    && run(&mut shipped.borrow_mut(), &seq).is_err()
+                {
+                    c.shipped_differ += 1;
+                    counts.set(c);
+                    return Ok(());
+                }
+                Err(TestCaseError::fail(why))
+            }
+        }
+    });
+    match result {
+        Ok(()) => Ok(counts.get()),
+        Err(TestError::Fail(why, seq)) => Err(format!(
+            "the scripts and the model differ (DLOCK_CONFORMANCE_SEED={seed} reproduces \
+             it).\nshrunk sequence:{seq:?}\n{why}"
+        )),
+        Err(TestError::Abort(why)) => Err(format!("aborted: {why}")),
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    sequences: u32,
+    steps: usize,
+    ops: usize,
+    /// Sequences (with a mutant) that the shipped scripts fail too.
+    shipped_differ: u32,
+}
+
+/// The sequences are drawn from a fixed seed, so that `make test` runs the same ones every
+/// time; `DLOCK_CONFORMANCE_SEED=<n>` picks another, `random` a new one (printed).
+fn seed() -> u64 {
+    match std::env::var("DLOCK_CONFORMANCE_SEED").ok().as_deref() {
+        None | Some("") => 27,
+        Some("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(27, |d| d.as_nanos() as u64),
+        Some(n) => n
+            .parse()
+            .unwrap_or_else(|_| panic!("DLOCK_CONFORMANCE_SEED={n}: a number, or random")),
+    }
+}
+
+/// `DLOCK_CONFORMANCE_CASES`, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("DLOCK_CONFORMANCE_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn the_scripts_conform_to_the_model() {
+    let started = Instant::now();
+    let seed = seed();
+    match std::env::var("DLOCK_MUTANT").ok().as_deref() {
+        None | Some("") => match check(None, cases(128), seed) {
+            Ok(c) => eprintln!(
+                "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps) matched \
+                 the model in {:.1} s",
+                c.sequences,
+                c.steps,
+                c.ops,
+                started.elapsed().as_secs_f64()
+            ),
+            Err(why) => panic!("{why}"),
+        },
+        Some(wanted) => {
+            let mutants: Vec<Mutant> = if wanted == "all" {
+                mutants::ALL.to_vec()
+            } else {
+                vec![Mutant::named(wanted).unwrap_or_else(|| {
+                    let names: Vec<&str> = mutants::ALL.iter().map(|m| m.name).collect();
+                    panic!("DLOCK_MUTANT={wanted}: no such mutant; one of {names:?} or all")
+                })]
+            };
+            let mut missed = Vec::new();
+            for mutant in mutants {
+                // The mutation check is not in `make test`: it can afford twice the sequences.
+                match check(Some(mutant), cases(256), seed) {
+                    Ok(c) => {
+                        eprintln!(
+                            "mutant {}: NOT caught in {} sequences ({}; {} of them differ on \
+                             the shipped scripts too)",
+                            mutant.name, c.sequences, mutant.what, c.shipped_differ
+                        );
+                        missed.push(mutant.name);
+                    }
+                    Err(why) => {
+                        eprintln!("mutant {}: caught ({})\n{why}\n", mutant.name, mutant.what)
+                    }
+                }
+            }
+            assert!(missed.is_empty(), "mutants not caught: {missed:?}");
+        }
+    }
+}

@@ -1,0 +1,653 @@
+//! The real side: one `redis-server` with a movable clock, reused across cases (`FLUSHALL`
+//! between them), the shipped scripts called by hand through `dlock_core::__private::
+//! conformance`, one subscriber connection per simulated client, and the decoded state turned
+//! into the model's [`Abstract`].
+//!
+//! Each model [`Op`] is sent as the client sends it (same script, same keys and arguments in
+//! the same order); [`Real::run`] answers with what Redis replied, [`Real::drain`] with the
+//! messages each client's subscription received meanwhile.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use dlock_core::__private::conformance::{
+    KeyKind, Source, fence_counter, lock_key, lock_value, mutex_entry, shared_entry, wake_channel,
+};
+use dlock_model::{ClientId, LockRef, Mode, Op, ReleaseHow, Token};
+use dlock_testkit::{RedisServer, ServerOptions};
+use redis::Value;
+
+use crate::mutants::Mutant;
+
+mod state;
+use crate::steps::CLIENTS;
+
+/// One lease unit in ms: every lease is a whole number of them, and the clock moves in them.
+/// Far longer than a case runs, so real time never ends a lease; only jumps do.
+pub(crate) const UNIT: u64 = 100_000;
+const PREFIX: &str = "cf:";
+/// The election's name (its mutex is `election:<name>`); the other locks share its slot.
+const ELECTION: &str = "election:e";
+/// `<host>\x1f<pid>` of every simulated client's values.
+const HOLDER: &str = "conform\x1f1";
+
+/// What a call answered: a value, or an error reply (`code`, the rest).
+pub(crate) type Answer = Result<Value, (String, String)>;
+
+/// The real side.
+pub(crate) struct Real {
+    server: RedisServer,
+    con: redis::Connection,
+    subs: Vec<Option<redis::Connection>>,
+    /// What each client is subscribed to (restored after a restart).
+    subscribed: BTreeSet<(LockRefKey, ClientId)>,
+    scripts: HashMap<SourceKey, redis::Script>,
+    /// Their texts (as loaded: mutated, with a mutant).
+    texts: HashMap<SourceKey, String>,
+    mutex_keys: [String; 2],
+    shared_keys: [String; 2],
+    counters: HashMap<String, String>,
+    /// The connection's epoch: its name is `conform:<epoch>`, a new one after each restart
+    /// (as fence_epoch.rs names a client's connection).
+    epoch: u32,
+}
+
+/// `LockRef` as an ordered key (it is `Ord` already; an alias for readability).
+type LockRefKey = LockRef;
+type SourceKey = u8;
+
+fn source_key(source: Source) -> SourceKey {
+    source as u8
+}
+
+/// The real token of a model token: 32 hex digits.
+pub(crate) fn token_hex(token: Token) -> String {
+    format!("{token:032x}")
+}
+
+/// The model token of a real one.
+pub(crate) fn token_of(hex: &str) -> Option<Token> {
+    u128::from_str_radix(hex, 16)
+        .ok()
+        .and_then(|t| Token::try_from(t).ok())
+}
+
+/// A client's id (its wake channels' suffix).
+pub(crate) fn client_hex(client: ClientId) -> String {
+    format!("{:016x}", 0xc0ffee00_u64 + u64::from(client))
+}
+
+fn io(what: &str) -> impl Fn(redis::RedisError) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+impl Real {
+    /// Starts the server; `mutant` replaces one script's text (see `mutants.rs`).
+    pub(crate) fn start(mutant: Option<Mutant>) -> Result<Self, String> {
+        let server = RedisServer::start_with(ServerOptions::new().movable_clock())
+            .map_err(|e| format!("redis-server: {e}"))?;
+        let con = server.connection().map_err(|e| format!("connect: {e}"))?;
+        let mut scripts = HashMap::new();
+        let mut texts = HashMap::new();
+        for source in ALL_SOURCES {
+            let mut text = source.text().into_owned();
+            if let Some(mutant) = mutant {
+                text = mutant.apply(source, text)?;
+            }
+            scripts.insert(source_key(source), redis::Script::new(&text));
+            texts.insert(source_key(source), text);
+        }
+        if let Some(mutant) = mutant {
+            mutant.check_applied()?;
+        }
+        // Every lock in the fence counter's slot of the election's: the model has one counter,
+        // and the fenced fast path's plain INCR is the slot's.
+        let counter = fence_counter(PREFIX, ELECTION).ok_or("bad name")?;
+        let name = |stem: &str| {
+            (0..100_000)
+                .map(|i| format!("{stem}{i}"))
+                .find(|n| fence_counter(PREFIX, n).as_ref() == Some(&counter))
+                .ok_or_else(|| format!("no name {stem}<i> in the election's slot"))
+        };
+        let (m, sem, rw) = (name("m")?, name("s")?, name("rw")?);
+        let key = |kind, name: &str| lock_key(kind, PREFIX, name).ok_or("bad name");
+        let mutex_keys = [key(KeyKind::Mutex, &m)?, key(KeyKind::Mutex, ELECTION)?];
+        let shared_keys = [key(KeyKind::Semaphore, &sem)?, key(KeyKind::RwLock, &rw)?];
+        let counters = mutex_keys
+            .iter()
+            .chain(&shared_keys)
+            .map(|k| (k.clone(), counter.clone()))
+            .collect();
+        let mut con = con;
+        name_connection(&mut con, 0)?;
+        Ok(Self {
+            server,
+            con,
+            subs: (0..CLIENTS).map(|_| None).collect(),
+            subscribed: BTreeSet::new(),
+            scripts,
+            texts,
+            mutex_keys,
+            shared_keys,
+            counters,
+            epoch: 0,
+        })
+    }
+
+    /// A clean slate for the next case: no keys, no subscriptions.
+    pub(crate) fn reset(&mut self) -> Result<(), String> {
+        redis::cmd("FLUSHALL")
+            .exec(&mut self.con)
+            .map_err(io("FLUSHALL"))?;
+        // Epochs count from each case's start, as the model's do.
+        self.epoch = 0;
+        name_connection(&mut self.con, 0)?;
+        for sub in &mut self.subs {
+            if let Some(mut con) = sub.take() {
+                // Awaited, so the server no longer counts it before the next PUBLISH.
+                let _ = con.send_packed_command(&redis::cmd("UNSUBSCRIBE").get_packed_command());
+                let _ = read_until(&mut con, |v| is_kind(v, "unsubscribe"), &mut Vec::new());
+            }
+        }
+        self.subscribed.clear();
+        Ok(())
+    }
+
+    fn key(&self, lock: LockRef) -> &str {
+        match lock {
+            LockRef::Mutex(n) => &self.mutex_keys[usize::from(n)],
+            LockRef::Shared(n) => &self.shared_keys[usize::from(n)],
+        }
+    }
+
+    fn counter(&self, key: &str) -> &str {
+        self.counters.get(key).map_or("", String::as_str)
+    }
+
+    /// The lock a wake channel belongs to.
+    fn lock_of_channel(&self, channel: &str) -> Option<(LockRef, ClientId)> {
+        let (key, client) = channel.rsplit_once(":wake:")?;
+        let client = (0..CLIENTS).find(|c| client_hex(*c) == client)?;
+        let lock = [0u8, 1]
+            .into_iter()
+            .map(LockRef::Mutex)
+            .chain([0u8, 1].into_iter().map(LockRef::Shared))
+            .find(|l| self.key(*l) == key)?;
+        Some((lock, client))
+    }
+
+    fn call(&mut self, source: Source, keys: &[&str], args: &[String]) -> Result<Answer, String> {
+        let script = self
+            .scripts
+            .get(&source_key(source))
+            .ok_or("script missing")?;
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(*k);
+        }
+        for a in args {
+            invocation.arg(a.as_str());
+        }
+        answer(invocation.invoke::<Value>(&mut self.con))
+    }
+
+    fn command(&mut self, cmd: &redis::Cmd) -> Result<Answer, String> {
+        answer(cmd.query::<Value>(&mut self.con))
+    }
+
+    /// Sends `op` as the client does.
+    pub(crate) fn run(&mut self, op: &Op) -> Result<Answer, String> {
+        let meta = format!("{HOLDER}\x1f");
+        match op {
+            Op::SetNxGet { name, token, lease } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let value = lock_value(&token_hex(*token), HOLDER, "").ok_or("token")?;
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(&key)
+                    .arg(value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lease)
+                    .arg("GET");
+                self.command(&cmd)
+            }
+            Op::FencedFast {
+                name,
+                token,
+                lease,
+                incr,
+            } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let counter = self.counter(&key).to_owned();
+                let value = lock_value(&token_hex(*token), HOLDER, "").ok_or("token")?;
+                let fence = self
+                    .scripts
+                    .get(&source_key(Source::Fence))
+                    .ok_or("script missing")?;
+                // Loaded first: a NOSCRIPT inside the MULTI would fail that command alone.
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(
+                        self.texts
+                            .get(&source_key(Source::Fence))
+                            .ok_or("script missing")?,
+                    )
+                    .exec(&mut self.con)
+                    .map_err(io("SCRIPT LOAD"))?;
+                let mut pipe = redis::pipe();
+                pipe.atomic();
+                pipe.cmd("SET")
+                    .arg(&key)
+                    .arg(value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lease)
+                    .arg("GET");
+                pipe.cmd("EXISTS").arg(format!("{key}:queue"));
+                if *incr {
+                    pipe.cmd("INCR").arg(&counter);
+                } else {
+                    pipe.cmd("EVALSHA")
+                        .arg(fence.get_hash())
+                        .arg(1)
+                        .arg(&key)
+                        .arg(token_hex(*token))
+                        .arg(&counter);
+                }
+                pipe.cmd("CLIENT").arg("GETNAME");
+                answer(pipe.query::<Value>(&mut self.con))
+            }
+            Op::ExistsQueue { name } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                self.command(redis::cmd("EXISTS").arg(format!("{key}:queue")))
+            }
+            Op::Acquire { name, entry, mode } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let value = lock_value(&token_hex(entry.token), HOLDER, "").ok_or("token")?;
+                let queued = mutex_entry(
+                    &token_hex(entry.token),
+                    &client_hex(entry.client),
+                    entry.lease,
+                    HOLDER,
+                    "",
+                )
+                .ok_or("token")?;
+                let (mode, queued) = match mode {
+                    Mode::Single => ("", String::new()),
+                    Mode::Wait => ("wait", queued),
+                    Mode::Last => ("last", queued),
+                };
+                let counter = self.counter(&key).to_owned();
+                let args = [value, entry.lease.to_string(), mode.into(), queued, counter];
+                self.call(Source::Acquire, &[&key], &args)
+            }
+            Op::Release {
+                name,
+                token,
+                leaving,
+                how,
+            } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let mut args = vec![token_hex(*token), self.counter(&key).to_owned()];
+                if let Some(entry) = leaving {
+                    args.push(
+                        mutex_entry(
+                            &token_hex(entry.token),
+                            &client_hex(entry.client),
+                            entry.lease,
+                            HOLDER,
+                            "",
+                        )
+                        .ok_or("token")?,
+                    );
+                }
+                match how {
+                    ReleaseHow::Own => {}
+                    ReleaseHow::Handoff | ReleaseHow::Force => {
+                        if leaving.is_none() {
+                            args.push(String::new());
+                        }
+                        args.push(
+                            if *how == ReleaseHow::Force {
+                                "force"
+                            } else {
+                                "handoff"
+                            }
+                            .into(),
+                        );
+                    }
+                }
+                self.call(Source::Release, &[&key], &args)
+            }
+            Op::Fence { name, token } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let args = [token_hex(*token), self.counter(&key).to_owned()];
+                self.call(Source::Fence, &[&key], &args)
+            }
+            Op::Extend { items } => {
+                let mut keys = Vec::new();
+                let mut args = Vec::new();
+                for item in items {
+                    keys.push(self.key(item.lock).to_owned());
+                    let owner = match item.lock {
+                        LockRef::Mutex(_) => token_hex(item.token),
+                        LockRef::Shared(_) => format!("S{}", token_hex(item.token)),
+                    };
+                    args.push(owner);
+                    args.push(item.lease.to_string());
+                }
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                self.call(Source::Extend, &keys, &args)
+            }
+            Op::SharedAcquire {
+                name,
+                entry,
+                limit,
+                mode,
+            } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let queued = shared_entry(
+                    &token_hex(entry.token),
+                    &client_hex(entry.client),
+                    entry.lease,
+                    entry.weight,
+                    HOLDER,
+                    "",
+                )
+                .ok_or("token")?;
+                let (mode, queued) = match mode {
+                    Mode::Single => ("", String::new()),
+                    Mode::Wait => ("wait", queued),
+                    Mode::Last => ("last", queued),
+                };
+                let args = [
+                    token_hex(entry.token),
+                    entry.weight.to_string(),
+                    limit.to_string(),
+                    "keep".into(),
+                    entry.lease.to_string(),
+                    mode.into(),
+                    queued,
+                    self.counter(&key).to_owned(),
+                    meta,
+                ];
+                self.call(Source::SharedAcquire, &[&key], &args)
+            }
+            Op::SharedRelease {
+                name,
+                token,
+                leaving,
+            } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let mut args = vec![token_hex(*token), self.counter(&key).to_owned()];
+                if let Some(entry) = leaving {
+                    args.push(
+                        shared_entry(
+                            &token_hex(entry.token),
+                            &client_hex(entry.client),
+                            entry.lease,
+                            entry.weight,
+                            HOLDER,
+                            "",
+                        )
+                        .ok_or("token")?,
+                    );
+                }
+                self.call(Source::SharedRelease, &[&key], &args)
+            }
+            Op::SetLimit { name, limit } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let args = [limit.to_string(), self.counter(&key).to_owned()];
+                self.call(Source::SharedLimit, &[&key], &args)
+            }
+            Op::RwChange {
+                name,
+                old,
+                new,
+                up,
+                lease,
+            } => {
+                let key = self.key(LockRef::Shared(*name)).to_owned();
+                let args = [
+                    token_hex(*old),
+                    token_hex(*new),
+                    if *up { "up" } else { "down" }.into(),
+                    dlock_model::RW_LIMIT.to_string(),
+                    lease.to_string(),
+                    self.counter(&key).to_owned(),
+                ];
+                self.call(Source::RwChange, &[&key], &args)
+            }
+            Op::ElectionPublish {
+                name,
+                token,
+                fence,
+                value,
+            } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let record = format!("{key}:leader");
+                let args = [
+                    "publish".into(),
+                    token_hex(*token),
+                    fence.to_string(),
+                    "PUBLISH".into(),
+                    value.to_string(),
+                ];
+                self.call(Source::Election, &[&key, &record], &args)
+            }
+            Op::ElectionResign { name, token, fence } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let record = format!("{key}:leader");
+                let args = [
+                    "resign".into(),
+                    token_hex(*token),
+                    fence.to_string(),
+                    "PUBLISH".into(),
+                    String::new(),
+                ];
+                self.call(Source::Election, &[&key, &record], &args)
+            }
+            Op::ElectionRead { name } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let record = format!("{key}:leader");
+                let args = [self.counter(&key).to_owned()];
+                self.call(Source::ElectionRead, &[&key, &record], &args)
+            }
+            Op::Subscribe { lock, client } => {
+                self.subscribe(*lock, *client)?;
+                Ok(Ok(Value::Okay))
+            }
+            Op::Unsubscribe { lock, client } => {
+                self.unsubscribe(*lock, *client)?;
+                Ok(Ok(Value::Okay))
+            }
+            Op::Restart {
+                from_replica: false,
+            } => {
+                self.restart()?;
+                Ok(Ok(Value::Okay))
+            }
+            other => Err(format!("the conformance test does not send {other:?}")),
+        }
+    }
+
+    fn sub(&mut self, client: ClientId) -> Result<&mut redis::Connection, String> {
+        let slot = &mut self.subs[usize::from(client)];
+        if slot.is_none() {
+            let con = self
+                .server
+                .connection()
+                .map_err(|e| format!("connect: {e}"))?;
+            con.set_read_timeout(Some(Duration::from_secs(5)))
+                .map_err(io("read timeout"))?;
+            *slot = Some(con);
+        }
+        slot.as_mut().ok_or_else(|| "no connection".to_owned())
+    }
+
+    fn subscribe(&mut self, lock: LockRef, client: ClientId) -> Result<(), String> {
+        let channel = wake_channel(self.key(lock), &client_hex(client));
+        let con = self.sub(client)?;
+        con.send_packed_command(&redis::cmd("SUBSCRIBE").arg(&channel).get_packed_command())
+            .map_err(io("SUBSCRIBE"))?;
+        read_until(con, |v| is_kind(v, "subscribe"), &mut Vec::new())?;
+        self.subscribed.insert((lock, client));
+        Ok(())
+    }
+
+    /// Unsubscribes (awaiting the server's confirmation); the client's connection closes with
+    /// its last channel.
+    fn unsubscribe(&mut self, lock: LockRef, client: ClientId) -> Result<(), String> {
+        let channel = wake_channel(self.key(lock), &client_hex(client));
+        let con = self.sub(client)?;
+        con.send_packed_command(&redis::cmd("UNSUBSCRIBE").arg(&channel).get_packed_command())
+            .map_err(io("UNSUBSCRIBE"))?;
+        read_until(con, |v| is_kind(v, "unsubscribe"), &mut Vec::new())?;
+        self.subscribed.remove(&(lock, client));
+        if !self.subscribed.iter().any(|(_, c)| *c == client) {
+            self.subs[usize::from(client)] = None;
+        }
+        Ok(())
+    }
+
+    /// Restarts the server empty; every connection is new, the subscriptions are made again
+    /// (as the clients' reconnections do).
+    fn restart(&mut self) -> Result<(), String> {
+        self.server.restart().map_err(|e| format!("restart: {e}"))?;
+        self.con = self
+            .server
+            .connection()
+            .map_err(|e| format!("connect: {e}"))?;
+        self.epoch += 1;
+        name_connection(&mut self.con, self.epoch)?;
+        for sub in &mut self.subs {
+            *sub = None;
+        }
+        for (lock, client) in std::mem::take(&mut self.subscribed) {
+            self.subscribe(lock, client)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the server clock `units` lease units (and 2 ms, so that no deadline is met
+    /// exactly: the model counts a deadline reached as passed).
+    pub(crate) fn advance(&mut self, units: u64) -> Result<(), String> {
+        self.server
+            .jump_clock(Duration::from_millis(units * UNIT + 2))
+            .map_err(|e| format!("jump_clock: {e}"))
+    }
+
+    /// The messages every live subscription received since the last drain:
+    /// `(lock, client, payload)`, in arrival order per client. A `PING` on each subscription
+    /// marks the end: everything published before it arrives before its reply.
+    pub(crate) fn drain(&mut self) -> Result<Vec<(LockRef, ClientId, Vec<u8>)>, String> {
+        let mut out = Vec::new();
+        for client in 0..CLIENTS {
+            let Some(con) = self.subs[usize::from(client)].as_mut() else {
+                continue;
+            };
+            con.send_packed_command(&redis::cmd("PING").get_packed_command())
+                .map_err(io("PING"))?;
+            let mut messages = Vec::new();
+            read_until(con, |v| is_kind(v, "pong"), &mut messages)?;
+            for (channel, payload) in messages {
+                let (lock, to) = self
+                    .lock_of_channel(&channel)
+                    .ok_or_else(|| format!("a message on an unknown channel {channel}"))?;
+                if to != client {
+                    return Err(format!("client {client} heard {channel}"));
+                }
+                out.push((lock, client, payload));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Names the connection after its epoch (`CLIENT GETNAME` in a fenced `MULTI` reads it back).
+fn name_connection(con: &mut redis::Connection, epoch: u32) -> Result<(), String> {
+    redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg(format!("conform:{epoch}"))
+        .exec(con)
+        .map_err(io("CLIENT SETNAME"))
+}
+
+/// The epoch of a connection name `conform:<epoch>`.
+pub(crate) fn epoch_of(name: &Value) -> Option<u32> {
+    match name {
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()?
+            .strip_prefix("conform:")?
+            .parse()
+            .ok(),
+        _ => None,
+    }
+}
+
+fn answer(result: redis::RedisResult<Value>) -> Result<Answer, String> {
+    match result {
+        Ok(value) => Ok(Ok(value)),
+        Err(e) => match e.code() {
+            Some(code) => Ok(Err((code.to_owned(), e.detail().unwrap_or("").to_owned()))),
+            None => Err(format!("redis: {e}")),
+        },
+    }
+}
+
+/// Whether a pub/sub reply is of `kind` (`subscribe`, `unsubscribe`, `pong`).
+fn is_kind(value: &Value, kind: &str) -> bool {
+    match value {
+        Value::Array(items) | Value::Push { data: items, .. } => {
+            matches!(items.first(), Some(Value::BulkString(k)) if k.as_slice() == kind.as_bytes())
+        }
+        _ => false,
+    }
+}
+
+/// Reads replies until one matches `done`, keeping the messages received before it.
+fn read_until(
+    con: &mut redis::Connection,
+    done: impl Fn(&Value) -> bool,
+    messages: &mut Vec<(String, Vec<u8>)>,
+) -> Result<(), String> {
+    loop {
+        let value = con.recv_response().map_err(io("subscription"))?;
+        if done(&value) {
+            return Ok(());
+        }
+        if let Value::Array(items) | Value::Push { data: items, .. } = &value
+            && let [
+                Value::BulkString(kind),
+                Value::BulkString(channel),
+                Value::BulkString(payload),
+            ] = items.as_slice()
+            && kind.as_slice() == b"message"
+        {
+            messages.push((
+                String::from_utf8_lossy(channel).into_owned(),
+                payload.clone(),
+            ));
+            continue;
+        }
+        if !is_kind(&value, "subscribe") && !is_kind(&value, "unsubscribe") {
+            return Err(format!("subscription: unexpected {value:?}"));
+        }
+    }
+}
+
+const ALL_SOURCES: [Source; 13] = [
+    Source::Acquire,
+    Source::Release,
+    Source::Fence,
+    Source::FenceRaise,
+    Source::Extend,
+    Source::SharedAcquire,
+    Source::SharedRelease,
+    Source::SharedLimit,
+    Source::RwChange,
+    Source::SharedInspect,
+    Source::Election,
+    Source::ElectionRead,
+    Source::Inspect,
+];

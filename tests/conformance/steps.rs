@@ -1,0 +1,313 @@
+//! The operations a generated sequence is made of: what simulated clients and the environment
+//! do, at the level of the client library (an acquire that waits, a wait that times out, a
+//! release…). The driver turns each into the protocol steps the client takes (one script or
+//! one plain command each) and runs them on both sides. `Debug` prints a step as one line of
+//! the numbered list a failing (shrunk) sequence is reported as.
+
+use std::fmt;
+
+use proptest::prelude::*;
+
+/// Simulated clients (processes): A, B, C.
+pub(crate) const CLIENTS: u8 = 3;
+
+/// The locks of a sequence: one of each kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Lock {
+    /// The mutex `m`.
+    Mutex,
+    /// The semaphore `s`.
+    Sem,
+    /// The read-write lock `rw`.
+    Rw,
+    /// The election `e` (its mutex `election:e` and leader record).
+    Election,
+}
+
+impl Lock {
+    fn label(self) -> &'static str {
+        match self {
+            Lock::Mutex => "mutex",
+            Lock::Sem => "sem",
+            Lock::Rw => "rw",
+            Lock::Election => "election",
+        }
+    }
+}
+
+/// One operation of a sequence. A client's operation on a request picks that client's oldest
+/// request on the lock in the state it needs (queued, holding); when there is none, or the
+/// client is dead, the operation does nothing (and says so in the run's log).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// A new acquire call. Mutex and election: the uncontended pipeline first, then (with
+    /// `wait`) acquire.lua mode "wait". Semaphore: `weight` permits of a handle whose limit is
+    /// `limit`; read-write lock: a read (`weight` 1) or a write (otherwise).
+    Acquire {
+        client: u8,
+        lock: Lock,
+        weight: u32,
+        limit: u32,
+        lease: u8,
+        wait: bool,
+        /// Mutex only: the uncontended acquire of `MutexOptions::fenced` (one `MULTI` that
+        /// also issues the fence: `INCR` on a connection that floored the slot, else
+        /// fence.lua).
+        fenced: bool,
+    },
+    /// A queued request's next attempt (woken by a grant, or by its fallback timer).
+    Retry { client: u8, lock: Lock },
+    /// A queued request's wait timed out: its last attempt (mode "last").
+    GiveUp { client: u8, lock: Lock },
+    /// A queued request abandoned (its future dropped): release with its entry.
+    Cancel { client: u8, lock: Lock },
+    /// A holding request releases.
+    Release { client: u8, lock: Lock },
+    /// A holding request extends its lease (extend.lua).
+    Extend { client: u8, lock: Lock, lease: u8 },
+    /// A mutex holder asks for its fence (fence.lua).
+    Fence { client: u8 },
+    /// `Semaphore::set_limit`.
+    SetLimit { limit: u32 },
+    /// A reader of the read-write lock upgrades (rw_change.lua "up").
+    Upgrade { client: u8 },
+    /// The writer of the read-write lock downgrades (rw_change.lua "down").
+    Downgrade { client: u8 },
+    /// The election's holder publishes itself as leader (fence.lua if needed, election.lua).
+    Publish { client: u8 },
+    /// The election's leader resigns (election.lua "resign", then the lock's release).
+    Resign { client: u8 },
+    /// An observer reads the leader (election_read.lua).
+    Observe,
+    /// The server clock jumps `units` whole lease units.
+    Advance { units: u8 },
+    /// The server restarts empty (and comes back one lease unit later).
+    Restart,
+    /// A client dies: its subscription closes; its holds and queue entries stay.
+    Crash { client: u8 },
+}
+
+fn name(client: u8) -> char {
+    char::from(b'A' + client)
+}
+
+impl fmt::Debug for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Step::Acquire {
+                client,
+                lock,
+                weight,
+                limit,
+                lease,
+                wait,
+                fenced,
+            } => {
+                let how = match (wait, fenced && lock == Lock::Mutex) {
+                    (true, false) => "wait",
+                    (false, false) => "try",
+                    (true, true) => "fenced wait",
+                    (false, true) => "fenced try",
+                };
+                let c = name(client);
+                match lock {
+                    Lock::Sem => write!(
+                        f,
+                        "client {c}: acquire sem x{weight} of {limit} {how}, lease {lease}"
+                    ),
+                    Lock::Rw if weight == 1 => write!(f, "client {c}: read {how}, lease {lease}"),
+                    Lock::Rw => write!(f, "client {c}: write {how}, lease {lease}"),
+                    Lock::Mutex => write!(f, "client {c}: acquire mutex {how}, lease {lease}"),
+                    Lock::Election => write!(f, "client {c}: campaign {how}, lease {lease}"),
+                }
+            }
+            Step::Retry { client, lock } => {
+                write!(f, "client {}: retry {}", name(client), lock.label())
+            }
+            Step::GiveUp { client, lock } => {
+                write!(
+                    f,
+                    "client {}: wait on {} times out",
+                    name(client),
+                    lock.label()
+                )
+            }
+            Step::Cancel { client, lock } => {
+                write!(
+                    f,
+                    "client {}: cancel wait on {}",
+                    name(client),
+                    lock.label()
+                )
+            }
+            Step::Release { client, lock } => {
+                write!(f, "client {}: release {}", name(client), lock.label())
+            }
+            Step::Extend {
+                client,
+                lock,
+                lease,
+            } => write!(
+                f,
+                "client {}: extend {} to lease {lease}",
+                name(client),
+                lock.label()
+            ),
+            Step::Fence { client } => write!(f, "client {}: fence of mutex", name(client)),
+            Step::SetLimit { limit } => write!(f, "operator: set_limit(sem, {limit})"),
+            Step::Upgrade { client } => write!(f, "client {}: upgrade rw", name(client)),
+            Step::Downgrade { client } => write!(f, "client {}: downgrade rw", name(client)),
+            Step::Publish { client } => write!(f, "client {}: publish leadership", name(client)),
+            Step::Resign { client } => write!(f, "client {}: resign", name(client)),
+            Step::Observe => write!(f, "observer: read leader"),
+            Step::Advance { units } => write!(f, "clock: +{units} lease unit(s)"),
+            Step::Restart => write!(f, "server: restart empty"),
+            Step::Crash { client } => write!(f, "client {}: dies", name(client)),
+        }
+    }
+}
+
+/// A sequence of steps, printed as a numbered list.
+#[derive(Clone)]
+pub(crate) struct Sequence(pub Vec<Step>);
+
+impl fmt::Debug for Sequence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        for (i, step) in self.0.iter().enumerate() {
+            writeln!(f, "  {}. {step:?}", i + 1)?;
+        }
+        Ok(())
+    }
+}
+
+fn client() -> impl Strategy<Value = u8> {
+    0..CLIENTS
+}
+
+const LOCKS: [Lock; 4] = [Lock::Mutex, Lock::Sem, Lock::Rw, Lock::Election];
+
+/// One step on one of `locks`, weighted towards the acquires and waits that make queues.
+pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
+    let lock = move || proptest::sample::select(locks.clone());
+    let acquire = (
+        client(),
+        lock(),
+        1..=3u32,
+        prop_oneof![3 => Just(3u32), 1 => Just(2u32)],
+        1..=2u8,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(client, lock, weight, limit, lease, wait, fenced)| Step::Acquire {
+                client,
+                lock,
+                // The client refuses a weight above its handle's limit before it asks.
+                weight: if lock == Lock::Rw && weight > 1 {
+                    2
+                } else {
+                    weight.min(limit)
+                },
+                limit,
+                lease,
+                wait,
+                fenced: fenced && lock == Lock::Mutex,
+            },
+        );
+    prop_oneof![
+        8 => acquire,
+        5 => (client(), lock()).prop_map(|(client, lock)| Step::Retry { client, lock }),
+        3 => (client(), lock()).prop_map(|(client, lock)| Step::GiveUp { client, lock }),
+        2 => (client(), lock()).prop_map(|(client, lock)| Step::Cancel { client, lock }),
+        4 => (client(), lock()).prop_map(|(client, lock)| Step::Release { client, lock }),
+        1 => (client(), lock(), 1..=2u8)
+            .prop_map(|(client, lock, lease)| Step::Extend { client, lock, lease }),
+        1 => client().prop_map(|client| Step::Fence { client }),
+        1 => (1..=3u32).prop_map(|limit| Step::SetLimit { limit }),
+        1 => client().prop_map(|client| Step::Upgrade { client }),
+        1 => client().prop_map(|client| Step::Downgrade { client }),
+        1 => client().prop_map(|client| Step::Publish { client }),
+        1 => client().prop_map(|client| Step::Resign { client }),
+        1 => Just(Step::Observe),
+        2 => (1..=2u8).prop_map(|units| Step::Advance { units }),
+        1 => Just(Step::Restart),
+        2 => client().prop_map(|client| Step::Crash { client }),
+    ]
+}
+
+/// Three clients contending for one lock: the first takes it, the others wait behind it (the
+/// queues every interesting step needs, in three steps instead of a lucky draw); then, at
+/// times, the first waiter leaves (its wait times out, is cancelled, or its client dies, before
+/// the holder releases or its lease ends), which is where re-admission and hand-off matter.
+fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
+    (
+        proptest::sample::select(locks),
+        Just((0..CLIENTS).collect::<Vec<u8>>()).prop_shuffle(),
+        prop_oneof![
+            // The queue re-admission is about: a head that does not fit, one behind it that does.
+            1 => (1..=2u32).prop_map(|held| vec![held, 3, 1]),
+            1 => proptest::collection::vec(1..=3u32, 3),
+        ],
+        0..7u8,
+    )
+        .prop_map(|(lock, clients, weights, leave)| {
+            let mut steps: Vec<Step> = clients
+                .iter()
+                .zip(weights)
+                .enumerate()
+                .map(|(i, (&client, weight))| Step::Acquire {
+                    client,
+                    lock,
+                    weight: if lock == Lock::Rw && weight > 1 {
+                        2
+                    } else {
+                        weight
+                    },
+                    limit: 3,
+                    lease: 1,
+                    wait: i > 0,
+                    fenced: false,
+                })
+                .collect();
+            let (holder, client) = (clients[0], clients[1]);
+            match leave {
+                0 | 6 => steps.push(Step::GiveUp { client, lock }),
+                1 => steps.push(Step::Cancel { client, lock }),
+                2 => steps.push(Step::Crash { client }),
+                3 => steps.extend([
+                    Step::Crash { client },
+                    Step::Release {
+                        client: holder,
+                        lock,
+                    },
+                ]),
+                4 => steps.extend([Step::Crash { client }, Step::Advance { units: 1 }]),
+                _ => {}
+            }
+            steps
+        })
+}
+
+/// A sequence of up to `len` steps (made of single steps and contention bursts). Most
+/// sequences keep to one or two locks, so that their steps meet in the same queues instead of
+/// spreading over four.
+pub(crate) fn sequence(len: usize) -> impl Strategy<Value = Sequence> {
+    let focus = prop_oneof![
+        3 => proptest::sample::subsequence(LOCKS.to_vec(), 1..=2),
+        1 => Just(LOCKS.to_vec()),
+    ];
+    focus
+        .prop_flat_map(move |locks| {
+            let fragment = prop_oneof![
+                6 => step(locks.clone()).prop_map(|step| vec![step]),
+                // A subsequence, so that shrinking can drop a burst's steps one by one.
+                1 => contention(locks).prop_flat_map(|steps| {
+                    let n = steps.len();
+                    proptest::sample::subsequence(steps, 1..=n)
+                }),
+            ];
+            proptest::collection::vec(fragment, 1..=len * 6 / 8)
+        })
+        .prop_map(move |fragments| Sequence(fragments.into_iter().flatten().take(len).collect()))
+}
