@@ -346,17 +346,21 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                 {
                     -1
                 } else {
-                    match server
-                        .data
-                        .shared
-                        .get_mut(&name)
-                        .and_then(|l| l.holders.get_mut(&item.token))
-                    {
-                        None => 0,
-                        Some(h) => {
-                            h.deadline = now + item.lease;
+                    match server.data.shared.get_mut(&name) {
+                        Some(lock) if lock.holders.contains_key(&item.token) => {
+                            if let Some(h) = lock.holders.get_mut(&item.token) {
+                                h.deadline = now + item.lease;
+                            }
+                            // extend.lua: while requests wait, the hash and the queue are kept
+                            // at least until the latest deadline (GT).
+                            if !lock.queue.is_empty() {
+                                let latest =
+                                    lock.holders.values().map(|h| h.deadline).max().unwrap_or(0);
+                                lock.until = lock.until.max(latest);
+                            }
                             1
                         }
+                        _ => 0,
                     }
                 }
             }

@@ -111,6 +111,12 @@ pub struct SharedLock {
     pub holders: BTreeMap<Token, Holder>,
     /// Waiters, oldest first.
     pub queue: Vec<SharedEntry>,
+    /// The longest lease of a request that queued since the hash was made (its `qlease`).
+    pub qlease: Ms,
+    /// While requests are queued: when the hash and the queue expire (shared.lua `set_expiry`:
+    /// the latest holder's deadline, or two `qlease` after the last script that ran), so a
+    /// queue of dead waiters alone disappears. 0 while nobody waits.
+    pub until: Ms,
 }
 
 impl SharedLock {
@@ -263,6 +269,17 @@ impl Server {
         let mutant = self.mutant;
         for lock in self.data.shared.values_mut() {
             lock.holders.retain(|_, h| now < h.deadline);
+            if lock.holders.is_empty() && !lock.queue.is_empty() && now >= lock.until {
+                // The hash and the queue expire together (only dead waiters were left).
+                lock.queue.clear();
+                if matches!(lock.limit, Some((_, Origin::Handle))) {
+                    lock.limit = None;
+                }
+            }
+            if lock.holders.is_empty() && lock.queue.is_empty() {
+                lock.qlease = 0;
+                lock.until = 0;
+            }
             if !limit_kept(lock, mutant) {
                 lock.limit = None;
             }

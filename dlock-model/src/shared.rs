@@ -188,7 +188,9 @@ pub(crate) fn acquire(
             let state = lock(server, name);
             if !state.queue.iter().any(|e| e.token == entry.token) {
                 server.write(Key::SharedQueue(name));
-                lock(server, name).queue.push(entry);
+                let state = lock(server, name);
+                state.qlease = state.qlease.max(entry.lease);
+                state.queue.push(entry);
             }
         }
         Mode::Last => {
@@ -328,4 +330,30 @@ pub(crate) fn rw_change(
         admit_from_head(server, now, name, None);
     }
     Reply::Holds { fence, pttl: lease }
+}
+
+/// shared.lua `set_expiry`, which every shared script runs before it ends (not those refused
+/// before any change: foreign data, a limit that disagrees, a mode change of the wrong mode):
+/// while requests are queued, the hash and the queue are kept until the latest holder's
+/// deadline or two `qlease` from now, whichever is later.
+pub(crate) fn set_expiry(server: &mut Server, now: Ms, name: Name, reply: &Reply) {
+    if matches!(
+        reply,
+        Reply::Err(ScriptError::Foreign(_) | ScriptError::Limit(_) | ScriptError::Mode)
+    ) {
+        return;
+    }
+    if let Some(state) = server.data.shared.get_mut(&name) {
+        if state.queue.is_empty() {
+            state.until = 0;
+        } else {
+            let latest = state
+                .holders
+                .values()
+                .map(|h| h.deadline)
+                .max()
+                .unwrap_or(0);
+            state.until = latest.max(now + 2 * state.qlease);
+        }
+    }
 }

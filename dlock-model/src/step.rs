@@ -32,20 +32,36 @@ pub fn apply(server: &mut Server, now: Ms, op: Op) -> Reply {
             entry,
             limit,
             mode,
-        } => shared::acquire(server, now, name, entry, limit, mode),
+        } => {
+            let reply = shared::acquire(server, now, name, entry, limit, mode);
+            shared::set_expiry(server, now, name, &reply);
+            reply
+        }
         Op::SharedRelease {
             name,
             token,
             leaving,
-        } => shared::release(server, now, name, token, leaving),
-        Op::SetLimit { name, limit } => shared::set_limit(server, now, name, limit),
+        } => {
+            let reply = shared::release(server, now, name, token, leaving);
+            shared::set_expiry(server, now, name, &reply);
+            reply
+        }
+        Op::SetLimit { name, limit } => {
+            let reply = shared::set_limit(server, now, name, limit);
+            shared::set_expiry(server, now, name, &reply);
+            reply
+        }
         Op::RwChange {
             name,
             old,
             new,
             up,
             lease,
-        } => shared::rw_change(server, now, name, old, new, up, lease),
+        } => {
+            let reply = shared::rw_change(server, now, name, old, new, up, lease);
+            shared::set_expiry(server, now, name, &reply);
+            reply
+        }
         Op::ElectionPublish {
             name,
             token,

@@ -33,7 +33,8 @@ local out = {}
 local now = nil -- the server clock in ms, read for the first shared holder
 
 -- The i-th lock is a holder of a shared lock: its deadline in K..":exp" moves to now + lease,
--- and the expiry of K, K..":exp" and K..":queue" to the latest deadline if that is later (a purge by another call may have come first: a
+-- and the expiry of K and K..":exp" to the latest deadline (while requests wait: if that is
+-- later, and K..":queue"'s too) (a purge by another call may have come first: a
 -- deadline already passed counts as gone).
 local function extend_shared(i, key, token, lease)
   local score = redis.pcall('ZSCORE', key .. ':exp', token)
@@ -53,11 +54,18 @@ local function extend_shared(i, key, token, lease)
   local deadline = now + tonumber(lease)
   redis.call('ZADD', key .. ':exp', 'XX', deadline, token)
   local last = redis.call('ZRANGE', key .. ':exp', -1, -1, 'WITHSCORES')
-  -- GT: never sooner than set_expiry (shared.lua) put them, which keeps them for queued
-  -- requests; the three keys then expire together, and never before a deadline K holds.
-  redis.call('PEXPIREAT', key, last[2], 'GT')
-  redis.call('PEXPIREAT', key .. ':exp', last[2], 'GT')
-  redis.call('PEXPIREAT', key .. ':queue', last[2], 'GT')
+  if redis.call('EXISTS', key .. ':queue') == 1 then
+    -- Requests wait: never sooner than set_expiry (shared.lua) kept the three keys for them
+    -- (GT), so they still expire together and never before a deadline K holds.
+    redis.call('PEXPIREAT', key, last[2], 'GT')
+    redis.call('PEXPIREAT', key .. ':exp', last[2], 'GT')
+    redis.call('PEXPIREAT', key .. ':queue', last[2], 'GT')
+  else
+    -- Nobody waits: K and its deadlines expire with the latest holder, even after an extension
+    -- to a shorter lease (a stored limit must not outlive the last holder).
+    redis.call('PEXPIREAT', key, last[2])
+    redis.call('PEXPIREAT', key .. ':exp', last[2])
+  end
   return 1
 end
 
