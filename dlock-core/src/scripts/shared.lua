@@ -32,8 +32,9 @@ local function now_ms()
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
 
--- nil when K is absent or a shared lock of format version 1; otherwise the error reply (K holds
--- data dlock did not write, or a lock of a newer format). Nothing was modified.
+-- nil when K is absent (then also true) or a shared lock of format version 1; otherwise the
+-- error reply (K holds data dlock did not write, or a lock of a newer format). Nothing was
+-- modified.
 local function shared_unusable(key)
   local version = redis.pcall('HGET', key, 'v')
   if type(version) == 'table' then
@@ -49,7 +50,7 @@ local function shared_unusable(key)
   elseif redis.call('EXISTS', key) == 1 then
     return foreign_error(key, 'holds a hash dlock did not write')
   end
-  return nil
+  return nil, true
 end
 
 -- nil when K's derived keys are absent or of the types dlock writes; otherwise the error reply
@@ -87,11 +88,11 @@ end
 -- (K holds data dlock did not
 -- write, or a newer format: nothing was modified).
 local function begin(key)
-  local refused = shared_unusable(key)
+  local refused, absent = shared_unusable(key)
   if refused then
     return nil, refused
   end
-  if redis.call('EXISTS', key) == 0 then
+  if absent then
     -- First touch (K is new, or it expired): the derived keys must be dlock's too before anything
     -- is written. While K exists they are written only by these scripts.
     refused = derived_unusable(key)
