@@ -16,6 +16,18 @@ pub(crate) fn connect_failure(e: dlock_core::Error, addresses: &str, timeout: Du
     if let Some(problem) = certificate_problem(&text) {
         return Failure::error(format!("{problem} (Redis at {addresses})"));
     }
+    if text.contains("does not speak the Redis protocol") {
+        // What the library's probe saw, if it says (a web server's status line, say).
+        let answered = text
+            .split_once("(it answered ")
+            .and_then(|(_, rest)| rest.split_once(" to a PING)"))
+            .map(|(seen, _)| format!(" (it answered {seen} to a PING)"))
+            .unwrap_or_default();
+        return Failure::error(format!(
+            "the server at {addresses} does not speak the Redis protocol, so it is not \
+             Redis{answered}: check the host and port of the URL (--url or DLOCK_REDIS_URL)"
+        ));
+    }
     if port_mix_up(&text) {
         // The library's probe found what the port speaks (plain and TLS mixed up, or not
         // Redis): its words say what to change.
@@ -30,12 +42,6 @@ pub(crate) fn connect_failure(e: dlock_core::Error, addresses: &str, timeout: Du
             "cannot reach Redis at {addresses}: no answer within {timeout:?}; check the URL \
              (--url or DLOCK_REDIS_URL), that the server runs, and --timeout"
         )),
-        ErrorKind::Protocol if text.contains("does not speak the Redis protocol") => {
-            Failure::error(format!(
-                "the server at {addresses} does not speak the Redis protocol: check the host and \
-                 port of the URL (--url or DLOCK_REDIS_URL)"
-            ))
-        }
         ErrorKind::Connection => Failure::error(format!(
             "cannot reach Redis at {addresses}: {text}; check the URL (--url or DLOCK_REDIS_URL) \
              and that the server runs"
@@ -45,10 +51,10 @@ pub(crate) fn connect_failure(e: dlock_core::Error, addresses: &str, timeout: Du
     }
 }
 
-/// Whether `text` carries the library's finding about what the port speaks (a plain URL at a
-/// TLS port, `rediss://` at a plain one, or a port that is not Redis).
+/// Whether `text` carries the library's finding that plain and TLS are mixed up (a plain URL
+/// at a TLS port, `rediss://` at a plain one).
 fn port_mix_up(text: &str) -> bool {
-    text.contains("this port speaks") || text.contains("so it is not Redis")
+    text.contains("this port speaks")
 }
 
 /// What a TLS certificate error in `text` (rustls's words, inside the redis crate's or a

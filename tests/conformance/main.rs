@@ -25,6 +25,7 @@ mod replies;
 mod steps;
 
 use std::cell::{Cell, RefCell};
+use std::io::Write;
 use std::time::Instant;
 
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
@@ -140,14 +141,19 @@ fn the_scripts_conform_to_the_model() {
     let seed = seed();
     match std::env::var("DLOCK_MUTANT").ok().as_deref() {
         None | Some("") => match check(None, cases(128), seed) {
-            Ok(c) => eprintln!(
-                "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps) matched \
-                 the model in {:.1} s",
-                c.sequences,
-                c.steps,
-                c.ops,
-                started.elapsed().as_secs_f64()
-            ),
+            // Written to the process's stderr directly, which the test harness does not
+            // capture: `make test` shows what was checked.
+            Ok(c) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps) \
+                     matched the model in {:.1} s",
+                    c.sequences,
+                    c.steps,
+                    c.ops,
+                    started.elapsed().as_secs_f64()
+                );
+            }
             Err(why) => panic!("{why}"),
         },
         Some(wanted) => {
