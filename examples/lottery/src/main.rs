@@ -227,8 +227,8 @@ async fn report(url: &str) -> Result<(bool, bool), BoxError> {
     let mut con = client.connection();
     println!("\nrun ledger of `lottery` (from Redis):");
     println!(
-        "  {:<10} {:<10} {:>12} {:<10} fencing token",
-        "draw", "replica", "start delay", "outcome"
+        "  {:<10} {:<8} {:<10} {:>12} {:<10} fencing token",
+        "draw", "how", "replica", "start delay", "outcome"
     );
     let mut exact = !history.is_empty();
     let mut per_replica: BTreeMap<&str, usize> = REPLICAS.iter().map(|(id, _)| (*id, 0)).collect();
@@ -239,8 +239,9 @@ async fn report(url: &str) -> Result<(bool, bool), BoxError> {
             .map_or("?".to_owned(), |d| format!("{} ms", d.as_millis()));
         let fence = run.fencing_token.map_or("-".to_owned(), |f| f.to_string());
         println!(
-            "  {:<10} {:<10} {:>12} {:<10} {fence}",
+            "  {:<10} {:<8} {:<10} {:>12} {:<10} {fence}",
             run.occurrence.format("%H:%M:%S").to_string(),
+            how(run.manual),
             run.replica,
             delay,
             run.outcome.to_string()
@@ -274,11 +275,49 @@ async fn report(url: &str) -> Result<(bool, bool), BoxError> {
         spread.join(", "),
         if shared { "yes" } else { "NO" }
     );
-    println!(
-        "\n{} draws by {} replicas; each draw ran exactly once: {}",
-        draws.len(),
-        REPLICAS.len(),
-        if exact { "yes" } else { "NO" }
-    );
+    let manual = history.iter().filter(|run| run.manual).count();
+    println!("\n{}", summary(draws.len(), manual, REPLICAS.len(), exact));
     Ok((exact, shared))
+}
+
+/// How a draw came about: its cron occurrence, or a "Run now" (the dashboard, `dlock run-now`).
+fn how(manual: bool) -> &'static str {
+    if manual { "run-now" } else { "cron" }
+}
+
+/// The report's last line: the draws, how many of them were run-now requests (each of those is a
+/// draw of its own, exactly once like the scheduled ones), and the verdict.
+fn summary(draws: usize, manual: usize, replicas: usize, exact: bool) -> String {
+    let verdict = if exact { "yes" } else { "NO" };
+    if manual == 0 {
+        return format!(
+            "{draws} draws by {replicas} replicas; each draw ran exactly once: {verdict}"
+        );
+    }
+    format!(
+        "{draws} draws by {replicas} replicas ({} on schedule, {manual} run now); each draw, \
+         run-now ones included, ran exactly once: {verdict}",
+        draws.saturating_sub(manual)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{how, summary};
+
+    #[test]
+    fn run_now_draws_are_marked_and_counted_next_to_the_verdict() {
+        assert_eq!(how(true), "run-now");
+        assert_eq!(how(false), "cron");
+        let line = summary(12, 2, 3, true);
+        assert!(line.contains("(10 on schedule, 2 run now)"), "{line}");
+        assert!(
+            line.contains("run-now ones included, ran exactly once: yes"),
+            "{line}"
+        );
+        assert_eq!(
+            summary(10, 0, 3, false),
+            "10 draws by 3 replicas; each draw ran exactly once: NO"
+        );
+    }
 }
