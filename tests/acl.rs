@@ -123,6 +123,26 @@ async fn every_kind_works_with_exactly_the_documented_rights() {
     tokio::time::timeout(Duration::from_secs(10), done.notified())
         .await
         .expect("the job ran under the restricted user");
+
+    // The read-only operator user of the README reads what `dlock jobs` and `dlock runs` show.
+    acl_user(&server, "viewer", "app:", VIEWER_RULES).await;
+    let viewer = Scheduler::builder(client_as(&server, "viewer", "app:"))
+        .build()
+        .unwrap();
+    let jobs = viewer.overview().await.unwrap();
+    assert!(
+        jobs.iter().any(|job| job.name == "report"),
+        "the viewer sees the running job: {jobs:?}"
+    );
+    let runs = crate::support::eventually(Duration::from_secs(10), "the run is recorded", || {
+        let viewer = viewer.clone();
+        async move {
+            let runs = viewer.history("report").await.unwrap();
+            (!runs.is_empty()).then_some(runs)
+        }
+    })
+    .await;
+    assert!(runs.iter().all(|run| run.manual), "{runs:?}");
     let _ = stop.send(());
     running.await.unwrap();
 }
