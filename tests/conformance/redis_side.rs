@@ -89,7 +89,7 @@ impl Real {
         let con = server.connection().map_err(|e| format!("connect: {e}"))?;
         let mut scripts = HashMap::new();
         let mut texts = HashMap::new();
-        for source in ALL_SOURCES {
+        for source in Source::ALL {
             let mut text = source.text().into_owned();
             if let Some(mutant) = mutant {
                 text = mutant.apply(source, text)?;
@@ -635,19 +635,3 @@ fn read_until(
         }
     }
 }
-
-const ALL_SOURCES: [Source; 13] = [
-    Source::Acquire,
-    Source::Release,
-    Source::Fence,
-    Source::FenceRaise,
-    Source::Extend,
-    Source::SharedAcquire,
-    Source::SharedRelease,
-    Source::SharedLimit,
-    Source::RwChange,
-    Source::SharedInspect,
-    Source::Election,
-    Source::ElectionRead,
-    Source::Inspect,
-];

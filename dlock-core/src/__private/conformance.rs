@@ -104,21 +104,7 @@ mod tests {
 
     #[test]
     fn the_scripts_loaded_by_the_test_are_the_clients() {
-        for source in [
-            Source::Acquire,
-            Source::Release,
-            Source::Fence,
-            Source::FenceRaise,
-            Source::Extend,
-            Source::SharedAcquire,
-            Source::SharedRelease,
-            Source::SharedLimit,
-            Source::RwChange,
-            Source::SharedInspect,
-            Source::Election,
-            Source::ElectionRead,
-            Source::Inspect,
-        ] {
+        for source in Source::ALL {
             let rebuilt = redis::Script::new(&source.text());
             assert_eq!(rebuilt.get_hash(), source.script().get_hash(), "{source:?}");
         }

@@ -53,6 +53,23 @@ pub enum Source {
 }
 
 impl Source {
+    /// Every script, once.
+    pub const ALL: [Self; 13] = [
+        Self::Acquire,
+        Self::Release,
+        Self::Fence,
+        Self::FenceRaise,
+        Self::Extend,
+        Self::SharedAcquire,
+        Self::SharedRelease,
+        Self::SharedLimit,
+        Self::RwChange,
+        Self::SharedInspect,
+        Self::Election,
+        Self::ElectionRead,
+        Self::Inspect,
+    ];
+
     /// The script's text as it is loaded into Redis.
     pub fn text(self) -> Cow<'static, str> {
         const COMMON: &str = include_str!("common.lua");
