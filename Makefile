@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit model model-mutants bench clean
+.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit model model-mutants bench bench-scale clean
 
 deps:
 	@scripts/ensure-deps.sh
@@ -77,6 +77,13 @@ model-mutants: deps
 BENCH_ARGS ?=
 bench: deps
 	$(CARGO) run --release --quiet -p dlock-bench -- $(BENCH_ARGS)
+
+## The scale workloads of issue #29 at their full sizes (W6 100,000 held locks, W7 10,000
+## waiters, W8 100,000 contended names, the Cluster rows); `make bench` runs them small.
+## Takes about 20 minutes; its report is recorded like a full run's.
+SCALE_ARGS ?= --only w6,w7,w8,cluster
+bench-scale: deps
+	$(CARGO) run --release --quiet -p dlock-bench -- --scale $(SCALE_ARGS)
 
 clean:
 	$(CARGO) clean

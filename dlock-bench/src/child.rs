@@ -15,6 +15,7 @@ use dlock_testkit::LineChild;
 use serde::de::DeserializeOwned;
 
 use crate::rt::BoxError;
+use crate::spec::Counts;
 
 /// A line the child writes once it is ready to start.
 pub(crate) const READY: &str = "READY";
@@ -63,12 +64,14 @@ impl Child {
 }
 
 /// The arguments that start subcommand `sub` of this binary against the server at `url`, with
-/// `extra` arguments, and `--quick` in a quick run.
-pub(crate) fn args(sub: &str, url: &str, quick: bool, extra: &[&str]) -> Vec<String> {
+/// `extra` arguments, and the run's profile: `--quick` in a quick run, `--scale` in a scale run.
+pub(crate) fn args(sub: &str, url: &str, counts: &Counts, extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = [sub, "--url", url].into_iter().map(str::to_owned).collect();
     args.extend(extra.iter().map(|a| (*a).to_owned()));
-    if quick {
+    if counts.quick {
         args.push("--quick".to_owned());
+    } else if counts.scale {
+        args.push("--scale".to_owned());
     }
     args
 }

@@ -13,9 +13,11 @@ pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
 own redis-server
 
-usage: dlock-bench [--quick] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST] [--json PATH]
+usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST]
+                   [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
+  --scale          the scale workloads at their full sizes (make bench-scale; issue #29)
   --only LIST      run only these workloads (w1 = W1, W1 1-CPU and W1 1-CPU multi-thread;
                    w2 = W2 (multi-thread), W2 current-thread and W2-fence; w3 = W3 and its
                    hand-off floor; w4 = read-write lock beside the mutex, read-mostly; w5 =
@@ -136,6 +138,7 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
             "--quick" => counts = Counts::QUICK,
+            "--scale" => counts = Counts::SCALE,
             "--help" | "-h" => return Ok(Command::Help),
             "--only" => only = Some(parse_only(value()?)?),
             "--subjects" => subjects = Kind::parse_list(value()?)?,

@@ -211,12 +211,7 @@ pub(crate) fn run<L: Lock>(
     let mut control = runtime.block_on(Control::fresh(url))?;
     let mut workers = Group::ready((0..FAMILY_PROCESSES).map(|process| {
         let process = process.to_string();
-        args(
-            plan.worker,
-            url,
-            counts.quick,
-            &[L::NAME, "--process", &process],
-        )
+        args(plan.worker, url, counts, &[L::NAME, "--process", &process])
     }))?;
     let before = runtime.block_on(Snapshot::take(&mut control))?;
     workers.send(GO)?;

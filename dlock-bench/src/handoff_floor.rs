@@ -43,7 +43,7 @@ pub(crate) struct HandoffFloor {
 /// Runs the ping-pong between two child processes: as many messages as W3 has acquisitions.
 pub(crate) fn run(url: &str, counts: &Counts) -> Result<HandoffFloor, BoxError> {
     let mut players = Group::ready(
-        ["0", "1"].map(|process| args("handoff-floor", url, counts.quick, &["--process", process])),
+        ["0", "1"].map(|process| args("handoff-floor", url, counts, &["--process", process])),
     )?;
     players.send(GO)?;
     let reports = players.results::<FloorReport>()?;

@@ -94,7 +94,7 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
     let probe = |which: &str| -> Result<Child, BoxError> {
         let runtime = crate::rt::current_thread_runtime()?;
         runtime.block_on(Control::fresh(url))?;
-        Child::spawn(&args("mem", url, counts.quick, &[which]))
+        Child::spawn(&args("mem", url, counts, &[which]))
     };
     let guards = probe("guards")?.result()?;
     let waiters = probe("waiters")?.result()?;

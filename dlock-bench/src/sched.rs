@@ -175,7 +175,7 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
     let mut replicas = Group::ready(skews.iter().enumerate().map(|(replica, skew)| {
         let (replica, skew) = (replica.to_string(), skew.to_string());
         let extra = ["--process", &replica, "--skew-ms", &skew, "--job", job];
-        args("sched-replica", url, false, &extra)
+        args("sched-replica", url, &Counts::FULL, &extra)
     }))?;
     replicas.send(GO)?;
     let start_ms = next_edge(wall_ms()? + millis(SCHED_WARMUP), SCHED_EDGE_MS);

@@ -76,6 +76,21 @@ pub(crate) struct Counts {
     pub(crate) wd_rounds: u32,
     /// Occurrences in the scheduler's measured window (one per second).
     pub(crate) sched_occurrences: u64,
+    /// `--scale` (`make bench-scale`): the scale workloads (W6–W8, Cluster) at their full sizes.
+    pub(crate) scale: bool,
+    /// W6: numbers of locks one client holds under the watchdog, one run each (0: not run).
+    pub(crate) w6_locks: [u64; 3],
+    /// W6: leases (s) of the held locks, one run each per number of locks (0: not run).
+    pub(crate) w6_ttl_s: [u64; 2],
+    /// W6: lease periods each run holds its locks for.
+    pub(crate) w6_periods: u32,
+    /// W7: worker processes, and waiting tasks in each (each acquires the one lock once).
+    pub(crate) w7_processes: u32,
+    pub(crate) w7_tasks: u32,
+    /// W8: distinct lock names (two tasks contend on each), and the worker processes they are
+    /// spread over.
+    pub(crate) w8_names: u64,
+    pub(crate) w8_processes: u32,
 }
 
 impl Counts {
@@ -99,6 +114,14 @@ impl Counts {
         wd_locks: 10_000,
         wd_rounds: 6,
         sched_occurrences: 20,
+        scale: false,
+        w6_locks: [10_000, 0, 0],
+        w6_ttl_s: [3, 0],
+        w6_periods: 5,
+        w7_processes: 8,
+        w7_tasks: 125,
+        w8_names: 10_000,
+        w8_processes: 4,
     };
 
     /// A smoke run: same shapes, about a tenth of the work. Not comparable with full runs.
@@ -121,6 +144,29 @@ impl Counts {
         wd_locks: 1_000,
         wd_rounds: 3,
         sched_occurrences: 5,
+        scale: false,
+        w6_locks: [1_000, 0, 0],
+        w6_ttl_s: [3, 0],
+        w6_periods: 2,
+        w7_processes: 2,
+        w7_tasks: 100,
+        w8_names: 1_000,
+        w8_processes: 2,
+    };
+
+    /// `make bench-scale` (`--scale`): the scale workloads at the sizes of issue #29 (W6: 10k,
+    /// 50k and 100k held locks at a 3 s and a 30 s lease; W7: 10,000 waiters in 8 processes;
+    /// W8: 100,000 contended names in 4 processes); the other workloads as in a full run.
+    pub(crate) const SCALE: Counts = Counts {
+        scale: true,
+        w6_locks: [10_000, 50_000, 100_000],
+        w6_ttl_s: [3, 30],
+        w6_periods: 5,
+        w7_processes: 8,
+        w7_tasks: 1_250,
+        w8_names: 100_000,
+        w8_processes: 4,
+        ..Counts::FULL
     };
 
     /// Pairs of W2 task `task`: the total split as evenly as possible, the first tasks taking one

@@ -105,7 +105,7 @@ fn run_pinned(s: &Setting, flavour: Flavour) -> Result<Vec<PairResult>, BoxError
         let args = args(
             "w1-pinned",
             &s.url,
-            s.counts.quick,
+            &s.counts,
             &["--subjects", kind.name(), "--runtime", flavour.name()],
         );
         let mut one: Vec<PairResult> = Child::spawn(&args)?.result()?;

@@ -125,7 +125,7 @@ fn run_one(kind: Kind, url: &str, counts: &Counts) -> Result<W3Result, BoxError>
     let mut workers = Group::ready((0..counts.w3_processes).map(|process| {
         let process = process.to_string();
         let extra = ["--process", &process, "--subject", kind.name()];
-        args("w3-worker", url, counts.quick, &extra)
+        args("w3-worker", url, counts, &extra)
     }))?;
     let before = runtime.block_on(Snapshot::take(&mut control))?;
     workers.send(GO)?;

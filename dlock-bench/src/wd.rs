@@ -132,7 +132,7 @@ impl WdFigures {
 pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
     let url = s.url.as_str();
     current_thread_runtime()?.block_on(Control::fresh(url))?;
-    let result: WdResult = Child::spawn(&args("wd", url, s.counts.quick, &[]))?.result()?;
+    let result: WdResult = Child::spawn(&args("wd", url, &s.counts, &[]))?.result()?;
     Entry::new("wd", result)
 }
 
