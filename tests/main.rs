@@ -38,6 +38,7 @@ mod metrics;
 mod multilock;
 mod mutex_exclusion;
 mod mutex_release;
+mod queue_reask;
 mod quorum;
 mod readme;
 mod redis_down;

@@ -63,8 +63,12 @@ pub struct Mutex {
 /// How a waiting acquire's attempt (`acquire.lua`) treats the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// Queue the caller if the lock is held.
+    /// Queue the caller if the lock is held (unless its entry is queued already: a scan).
     Wait,
+    /// The re-ask after the fallback timer that follows a `Wait` attempt which found the
+    /// caller queued, with nothing heard since: the entry is trusted to be queued still, and
+    /// appended only to an empty queue (no scan; see acquire.lua).
+    Again,
     /// The wait is over: leave the queue whatever the outcome.
     Last,
 }
@@ -73,6 +77,7 @@ impl Mode {
     fn as_str(self) -> &'static str {
         match self {
             Self::Wait => "wait",
+            Self::Again => "again",
             Self::Last => "last",
         }
     }
@@ -514,16 +519,25 @@ impl Mutex {
 
             // Since when the attempts fail (a Sentinel client rides out a failover).
             let mut failing = None;
+            // The latest attempt was a `Wait` that found this waiter queued, and nothing was
+            // heard since (no grant, nudge or disconnection): the next re-ask may skip the
+            // queue scan, once (`Mode::Again`).
+            let mut confirmed = false;
             loop {
                 if self.ctx.is_closed() {
                     return Err(self.ctx.closed_error(self.keys.name()));
                 }
                 let last = deadline.is_some_and(|d| Instant::now() >= d);
-                let mode = if last { Mode::Last } else { Mode::Wait };
+                let mode = match (last, confirmed) {
+                    (true, _) => Mode::Last,
+                    (false, true) => Mode::Again,
+                    (false, false) => Mode::Wait,
+                };
                 let sent = Instant::now();
                 let reply = match Box::pin(self.attempt(token, mode, registration.entry())).await {
                     Ok(reply) => reply,
                     Err(e) => {
+                        confirmed = false;
                         let since = *failing.get_or_insert_with(Instant::now);
                         if self.ctx.transport.rides_out(&e, deadline, since) {
                             Box::pin(self.ctx.transport.ride_out(deadline)).await;
@@ -554,6 +568,7 @@ impl Mutex {
                     }
                     AcquireReply::Held { pttl, server_ms } => {
                         self_wait.check(self, started);
+                        confirmed = mode == Mode::Wait;
                         (Seen { sent, server_ms }, pttl)
                     }
                 };
@@ -562,6 +577,8 @@ impl Mutex {
                 let (seen, pttl) = seen;
                 tokio::select! {
                     () = registration.notified() => {
+                        // A grant that came too late, a disconnection: the entry may be gone.
+                        confirmed = false;
                         if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
                             cleanup.disarm();
                             return Ok(Taken {

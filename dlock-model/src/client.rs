@@ -282,11 +282,12 @@ fn attempted(
 ) {
     match reply {
         Reply::Holds { fence, pttl } => hold(model, state, c, token, Some(fence), sent + pttl),
-        Reply::Busy { wait } if mode == Mode::Wait => {
+        Reply::Busy { wait } if matches!(mode, Mode::Wait | Mode::Again) => {
             let now = state.now;
             state.clients[usize::from(c)].phase = Phase::Waiting {
                 timer: now + wait.max(1),
                 seen: now,
+                confirmed: mode == Mode::Wait && !model.kind.shared(),
             };
         }
         _ => done(state, c),

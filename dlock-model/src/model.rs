@@ -314,7 +314,23 @@ impl Model for LockModel {
             Action::Start(c) => self.start(&mut state, c),
             Action::Receive(c) => client::receive(self, &mut state, c),
             Action::Exists(c) => client::exists(self, &mut state, c),
-            Action::Retry(c) => client::attempt(self, &mut state, c, Mode::Wait),
+            Action::Retry(c) => {
+                // A mutex waiter whose last attempt made sure it is queued, and which nothing
+                // reached since, re-asks without the queue scan (at most once in a row).
+                let confirmed = matches!(
+                    state.clients[usize::from(c)].phase,
+                    Phase::Waiting {
+                        confirmed: true,
+                        ..
+                    }
+                );
+                let mode = if confirmed && !self.kind.shared() {
+                    Mode::Again
+                } else {
+                    Mode::Wait
+                };
+                client::attempt(self, &mut state, c, mode);
+            }
             Action::GiveUp(c) => client::attempt(self, &mut state, c, Mode::Last),
             Action::Cancel(c) => self.cancel(&mut state, c),
             Action::Release(c) => self.release(&mut state, c),

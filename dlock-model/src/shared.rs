@@ -184,7 +184,7 @@ pub(crate) fn acquire(
         };
     }
     match mode {
-        Mode::Wait => {
+        Mode::Wait | Mode::Again => {
             let state = lock(server, name);
             if !state.queue.iter().any(|e| e.token == entry.token) {
                 server.write(Key::SharedQueue(name));

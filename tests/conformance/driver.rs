@@ -37,6 +37,9 @@ struct Request {
     state: State,
     /// The model's fence of its hold, when the client knows it.
     fence: Option<u64>,
+    /// Its latest attempt was a mutex `Wait` that left it queued: its next retry is an
+    /// `Again` (as `Mutex::acquire` re-asks after its fallback timer).
+    confirmed: bool,
 }
 
 fn lock_ref(lock: Lock) -> LockRef {
@@ -177,6 +180,7 @@ impl<'r> Case<'r> {
                     lease: u64::from(lease) * UNIT,
                     state: State::Done,
                     fence: None,
+                    confirmed: false,
                 });
                 let at = self.requests.len() - 1;
                 if is_mutex(lock) && self.fast_path(at, fenced)? {
@@ -189,6 +193,7 @@ impl<'r> Case<'r> {
                 self.attempt(at, mode)
             }
             Step::Retry { client, lock } => match self.find(client, lock, State::Queued) {
+                Some(at) if self.requests[at].confirmed => self.attempt(at, Mode::Again),
                 Some(at) => self.attempt(at, Mode::Wait),
                 None => Ok(()),
             },
@@ -386,9 +391,12 @@ impl<'r> Case<'r> {
                 r.state = State::Holding;
                 r.fence = (fence > 0).then_some(fence);
             }
-            Reply::Busy { .. } if mode == Mode::Wait => r.state = State::Queued,
+            Reply::Busy { .. } if matches!(mode, Mode::Wait | Mode::Again) => {
+                r.state = State::Queued;
+            }
             _ => r.state = State::Done,
         }
+        r.confirmed = r.state == State::Queued && mode == Mode::Wait && is_mutex(r.lock);
         Ok(())
     }
 

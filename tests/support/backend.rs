@@ -278,6 +278,13 @@ impl Backend {
 
     /// How many `EVALSHA` calls the servers have run, summed over every node.
     pub(crate) async fn evalsha_calls(&self) -> u64 {
+        self.calls("evalsha").await
+    }
+
+    /// How many times the servers ran `command` (lower case; commands run by scripts
+    /// included), summed over every node, from `INFO commandstats`.
+    pub(crate) async fn calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
         let mut total = 0;
         for server in self.servers() {
             let mut con = redis::Client::open(server.url())
@@ -292,7 +299,7 @@ impl Backend {
                 .unwrap();
             total += info
                 .lines()
-                .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
                 .and_then(|rest| rest.split(',').next())
                 .and_then(|n| n.parse::<u64>().ok())
                 .unwrap_or(0);

@@ -12,11 +12,19 @@
 -- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
--- ARGV[3]  mode: "wait"  on failure append ARGV[4] unless it is queued already; on success drop
---                        it
+-- ARGV[3]  mode: "wait"  on failure append ARGV[4] unless it is queued already (LPOS: a scan of
+--                        the entries ahead of it); on success drop it
+--                "again" as "wait", but ARGV[4] is trusted to be queued still: appended only
+--                        when the queue is empty, no scan. Sent only by a waiter whose previous
+--                        attempt, in mode "wait", found it queued and which heard nothing since
+--                        (no grant, no disconnection): the one re-ask after its fallback timer
+--                        (mutex.rs). An entry can leave the queue without its waiter hearing of
+--                        it only if the waiter was paused past a grant's lease or the queue was
+--                        deleted by someone else; the empty-queue rule and the next attempt (a
+--                        "wait" again) bring it back.
 --                "last"  drop ARGV[4] from the queue whatever the outcome (the wait is over)
 --                absent  leave the queue alone (a single attempt that does not wait)
--- ARGV[4]  the caller's queue entry (modes "wait" and "last")
+-- ARGV[4]  the caller's queue entry (modes "wait", "again" and "last")
 -- ARGV[5]  the fence counter of the lock's slot (a key in the same slot, named by the client:
 --          see next_fence in common.lua)
 --
@@ -107,8 +115,16 @@ if string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then
   local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
   return {1, tonumber(issued) or 0, pttl}
 end
-if mode == 'wait' then
-  if not redis.call('LPOS', queue, entry) then
+if mode == 'wait' or mode == 'again' then
+  -- "again" skips the scan: with 10,000 waiters, each re-ask's LPOS cost ~100 us (measured), and
+  -- a holder that dies makes every waiter re-ask within the same few milliseconds.
+  local queued
+  if mode == 'again' then
+    queued = redis.call('LLEN', queue) > 0
+  else
+    queued = redis.call('LPOS', queue, entry)
+  end
+  if not queued then
     redis.call('RPUSH', queue, entry)
   end
   if string.byte(held, 33) ~= 119 then -- 'w'

@@ -1,0 +1,127 @@
+//! A waiter's re-ask after its fallback timer does not scan the queue (acquire.lua mode
+//! "again", issue #29): with 10,000 waiters each scan cost ~100 µs of Redis time, and a holder
+//! that dies makes every waiter re-ask within the same few milliseconds. And the one case the
+//! scan was there for — an entry that left the queue without its waiter hearing of it — is
+//! still covered: a waiter whose queue someone deleted rejoins it at that same re-ask.
+
+use std::time::{Duration, Instant};
+
+use dlock_core::MutexOptions;
+use redis::AsyncCommands;
+
+use crate::support::{Backend, Worker, backend_tests, eventually};
+
+const WAITERS: usize = 20;
+const QUEUE: &str = "dlock:{reask}:queue";
+
+backend_tests!(
+    /// A holder dies with 20 waiters queued (its lease of 1.5 s is not renewed): every
+    /// waiter's fallback timer fires when that lease runs out, and the re-asks run no `LPOS`
+    /// (the old "wait" re-ask ran one each).
+    async fn waiters_reask_without_scanning_the_queue_when_the_holder_dies(backend: Backend) {
+        let mut holder = Worker::spawn(&[
+            "hold".into(),
+            backend.worker_arg(),
+            "name=reask".into(),
+            "ttl_ms=1500".into(),
+        ]);
+        assert!(
+            holder
+                .line(Duration::from_secs(30))
+                .starts_with("acquired ")
+        );
+        let client = backend.client();
+        let lock = client.mutex("reask").unwrap();
+        let tasks: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let lock = lock.clone();
+                tokio::spawn(async move {
+                    let guard = lock.acquire_timeout(Duration::from_secs(30)).await?;
+                    guard.release().await.map(|_| ())
+                })
+            })
+            .collect();
+        let con = backend.raw().await;
+        eventually(Duration::from_secs(10), "every waiter queued", || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = con.llen(QUEUE).await.ok()?;
+                (n == WAITERS).then_some(())
+            }
+        })
+        .await;
+        // Each waiter's first attempt queued it with one scan (mode "wait"); from here on, the
+        // re-asks after the holder's lease ran out must not scan.
+        let before = backend.calls("lpos").await;
+        holder.child_mut().kill();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        let scans = backend.calls("lpos").await - before;
+        assert_eq!(
+            scans, 0,
+            "{scans} queue scans (LPOS) by {WAITERS} waiters re-asking after their holder died"
+        );
+        let mut con = con.clone();
+        let left: usize = con.llen(QUEUE).await.unwrap();
+        assert_eq!(
+            left, 0,
+            "the queue is empty after every waiter took its turn"
+        );
+    }
+
+    /// Someone deletes the queue under a waiter: its next re-ask ("again", no scan) finds the
+    /// queue empty and rejoins it, so the holder's release hands the lock straight to it. (A
+    /// re-ask that trusted its entry blindly would rejoin only one fallback nap later.)
+    async fn a_waiter_rejoins_a_queue_deleted_under_it_at_its_next_reask(backend: Backend) {
+        let holders = backend.client();
+        // Renewed every second: the waiter's naps (the holder's remaining lease) stay 2–3 s.
+        let options = MutexOptions::new().ttl(Duration::from_secs(3)).watchdog();
+        let held = holders
+            .mutex_with("reask", options)
+            .unwrap()
+            .acquire()
+            .await
+            .unwrap();
+        let waiters = backend.client();
+        let lock = waiters.mutex("reask").unwrap();
+        let waiter = tokio::spawn(async move {
+            let guard = lock.acquire_timeout(Duration::from_secs(30)).await?;
+            let at = Instant::now();
+            guard.release().await.map(|_| at)
+        });
+        let mut con = backend.raw().await;
+        eventually(Duration::from_secs(10), "the waiter queued", || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = con.llen(QUEUE).await.ok()?;
+                (n == 1).then_some(())
+            }
+        })
+        .await;
+        let nap: i64 = con.pttl("dlock:{reask}").await.unwrap();
+        let deleted = Instant::now();
+        let _: () = con.del(QUEUE).await.unwrap();
+        // The waiter's first re-ask comes after `nap`; the holder's lease is renewed meanwhile,
+        // so a second one would come at least 2 s later.
+        let nap = Duration::from_millis(u64::try_from(nap).unwrap());
+        let limit = nap + Duration::from_millis(1_500);
+        let what = format!("the waiter rejoined its queue at its re-ask due after {nap:?}");
+        eventually(limit.saturating_sub(deleted.elapsed()), &what, || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = con.llen(QUEUE).await.ok()?;
+                (n == 1).then_some(())
+            }
+        })
+        .await;
+        let released = Instant::now();
+        held.release().await.unwrap();
+        let acquired = waiter.await.unwrap().unwrap();
+        assert!(
+            acquired.duration_since(released) < Duration::from_secs(1),
+            "the release handed the lock over at once, not after a fallback nap ({:?})",
+            acquired.duration_since(released)
+        );
+    }
+);
