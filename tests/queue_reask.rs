@@ -1,5 +1,5 @@
-//! A waiter's re-ask after its fallback timer does not scan the queue (acquire.lua mode
-//! "again", issue #29): with 10,000 waiters each scan cost ~100 µs of Redis time, and a holder
+//! A waiter's re-ask after its fallback timer does not scan the queue (acquire.lua and
+//! shared_acquire.lua mode "again", issue #29): with 10,000 waiters each scan cost ~100 µs of Redis time, and a holder
 //! that dies makes every waiter re-ask within the same few milliseconds. And the one case the
 //! scan was there for — an entry that left the queue without its waiter hearing of it — is
 //! still covered: a waiter whose queue someone deleted rejoins it at that same re-ask.
@@ -67,6 +67,54 @@ backend_tests!(
         assert_eq!(
             left, 0,
             "the queue is empty after every waiter took its turn"
+        );
+    }
+
+    /// The same for a semaphore's waiters (shared_acquire.lua): its one permit's holder dies
+    /// with 20 requests queued.
+    async fn semaphore_waiters_reask_without_scanning_when_the_holder_dies(backend: Backend) {
+        let mut holder = Worker::spawn(&[
+            "shared".into(),
+            backend.worker_arg(),
+            "name=reask-sem".into(),
+            "kind=sem".into(),
+            "take=1".into(),
+            "ttl_ms=1500".into(),
+        ]);
+        assert!(
+            holder
+                .line(Duration::from_secs(30))
+                .starts_with("acquired ")
+        );
+        let client = backend.client();
+        let sem = client.semaphore("reask-sem", 1).unwrap();
+        let tasks: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let sem = sem.clone();
+                tokio::spawn(async move {
+                    let permit = sem.acquire_timeout(1, Duration::from_secs(30)).await?;
+                    permit.release().await.map(|_| ())
+                })
+            })
+            .collect();
+        let con = backend.raw().await;
+        eventually(Duration::from_secs(10), "every request queued", || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = con.llen("dlock:{reask-sem}:sem:queue").await.ok()?;
+                (n == WAITERS).then_some(())
+            }
+        })
+        .await;
+        let before = backend.calls("lpos").await;
+        holder.child_mut().kill();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        let scans = backend.calls("lpos").await - before;
+        assert_eq!(
+            scans, 0,
+            "{scans} queue scans (LPOS) by {WAITERS} requests re-asking after the holder died"
         );
     }
 

@@ -42,6 +42,9 @@ pub(crate) struct SharedLock {
 enum Mode {
     Once,
     Wait,
+    /// The re-ask after the fallback timer that follows a `Wait` which found the caller
+    /// queued, nothing heard since: no scan of the queue (see `shared_acquire.lua`).
+    Again,
     Last,
 }
 
@@ -50,6 +53,7 @@ impl Mode {
         match self {
             Self::Once => "",
             Self::Wait => "wait",
+            Self::Again => "again",
             Self::Last => "last",
         }
     }
@@ -147,17 +151,25 @@ impl SharedLock {
         let _waiting = metrics::Waiting::start(self.keys.kind().metric_name(), label);
         // Since when the attempts fail (a Sentinel client rides out a failover).
         let mut failing = None;
+        // The latest attempt was a `Wait` that found this request queued, and nothing was
+        // heard since: the next re-ask may skip the queue scan, once (`Mode::Again`).
+        let mut confirmed = false;
         loop {
             if self.ctx.is_closed() {
                 return Err(self.ctx.closed_error(self.keys.name()));
             }
             let last = deadline.is_some_and(|d| Instant::now() >= d);
-            let mode = if last { Mode::Last } else { Mode::Wait };
+            let mode = match (last, confirmed) {
+                (true, _) => Mode::Last,
+                (false, true) => Mode::Again,
+                (false, false) => Mode::Wait,
+            };
             let sent = Instant::now();
             let reply = Box::pin(self.attempt(token, weight, mode, registration.entry()));
             let reply = match reply.await {
                 Ok(reply) => reply,
                 Err(e) => {
+                    confirmed = false;
                     let since = *failing.get_or_insert_with(Instant::now);
                     if self.ctx.transport.rides_out(&e, deadline, since) {
                         Box::pin(self.ctx.transport.ride_out(deadline)).await;
@@ -180,12 +192,18 @@ impl SharedLock {
                 SharedReply::Wait {
                     wait: until_free,
                     server_ms,
-                } => (Seen { sent, server_ms }, until_free),
+                } => {
+                    confirmed = matches!(mode, Mode::Wait);
+                    (Seen { sent, server_ms }, until_free)
+                }
             };
             // Without a trusted grant (the nap is over, a nudge, a grant that came too late):
             // ask the server again.
             tokio::select! {
                 () = registration.notified() => {
+                    // A grant that came too late, a nudge, a disconnection: the entry may be
+                    // gone.
+                    confirmed = false;
                     if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
                         cleanup.disarm();
                         return Ok(Some(Admitted {

@@ -14,7 +14,7 @@
 //!   that the waiter's client is gone, so it moves on to the next entry.
 //! * **Fallback timer.** Expiry publishes nothing and a message can be lost on a reconnect, so a
 //!   waiter also retries after the holder's remaining lease (PTTL) and right after a disconnect.
-//!   A mutex waiter's retry after the timer that follows an attempt which found it queued, with
+//!   A waiter's retry after the timer that follows an attempt which found it queued, with
 //!   nothing heard since, does not scan the queue for its entry (acquire.lua mode "again"): an
 //!   entry leaves the queue without its waiter hearing of it only when the waiter was paused
 //!   past a grant's lease or the queue was deleted by someone else, and the next retry scans.

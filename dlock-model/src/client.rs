@@ -287,7 +287,7 @@ fn attempted(
             state.clients[usize::from(c)].phase = Phase::Waiting {
                 timer: now + wait.max(1),
                 seen: now,
-                confirmed: mode == Mode::Wait && !model.kind.shared(),
+                confirmed: mode == Mode::Wait,
             };
         }
         _ => done(state, c),

@@ -315,8 +315,8 @@ impl Model for LockModel {
             Action::Receive(c) => client::receive(self, &mut state, c),
             Action::Exists(c) => client::exists(self, &mut state, c),
             Action::Retry(c) => {
-                // A mutex waiter whose last attempt made sure it is queued, and which nothing
-                // reached since, re-asks without the queue scan (at most once in a row).
+                // A waiter whose last attempt made sure it is queued, and which nothing reached
+                // since, re-asks without the queue scan (at most once in a row).
                 let confirmed = matches!(
                     state.clients[usize::from(c)].phase,
                     Phase::Waiting {
@@ -324,11 +324,7 @@ impl Model for LockModel {
                         ..
                     }
                 );
-                let mode = if confirmed && !self.kind.shared() {
-                    Mode::Again
-                } else {
-                    Mode::Wait
-                };
+                let mode = if confirmed { Mode::Again } else { Mode::Wait };
                 client::attempt(self, &mut state, c, mode);
             }
             Action::GiveUp(c) => client::attempt(self, &mut state, c, Mode::Last),

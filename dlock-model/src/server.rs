@@ -311,10 +311,10 @@ pub enum Mode {
     Single,
     /// On failure, queue the caller's entry unless it is queued already.
     Wait,
-    /// A mutex waiter's re-ask after its fallback timer, right after a `Wait` attempt found it
-    /// queued and nothing reached it since: as `Wait`, but the entry is trusted to be queued
-    /// still (no scan of the queue) and appended only when the queue is empty (acquire.lua
-    /// mode "again"; the semaphore and the read-write lock never send it).
+    /// A waiter's re-ask after its fallback timer, right after a `Wait` attempt found it queued
+    /// and nothing reached it since: as `Wait`, but the entry is trusted to be queued still (no
+    /// scan of the queue) and appended only when the queue is empty (acquire.lua and
+    /// shared_acquire.lua mode "again").
     Again,
     /// The last attempt (the wait timed out): drop the entry whatever the outcome.
     Last,

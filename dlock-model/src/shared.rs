@@ -186,7 +186,13 @@ pub(crate) fn acquire(
     match mode {
         Mode::Wait | Mode::Again => {
             let state = lock(server, name);
-            if !state.queue.iter().any(|e| e.token == entry.token) {
+            // "again" trusts the entry to be queued: it appends only to an empty queue.
+            let queued = if mode == Mode::Again {
+                !state.queue.is_empty()
+            } else {
+                state.queue.iter().any(|e| e.token == entry.token)
+            };
+            if !queued {
                 server.write(Key::SharedQueue(name));
                 let state = lock(server, name);
                 state.qlease = state.qlease.max(entry.lease);

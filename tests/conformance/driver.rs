@@ -37,8 +37,8 @@ struct Request {
     state: State,
     /// The model's fence of its hold, when the client knows it.
     fence: Option<u64>,
-    /// Its latest attempt was a mutex `Wait` that left it queued: its next retry is an
-    /// `Again` (as `Mutex::acquire` re-asks after its fallback timer).
+    /// Its latest attempt was a `Wait` that left it queued: its next retry is an `Again` (as
+    /// every waiting acquire re-asks after its fallback timer).
     confirmed: bool,
 }
 
@@ -396,7 +396,7 @@ impl<'r> Case<'r> {
             }
             _ => r.state = State::Done,
         }
-        r.confirmed = r.state == State::Queued && mode == Mode::Wait && is_mutex(r.lock);
+        r.confirmed = r.state == State::Queued && mode == Mode::Wait;
         Ok(())
     }
 

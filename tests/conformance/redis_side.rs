@@ -359,8 +359,7 @@ impl Real {
                 let (mode, queued) = match mode {
                     Mode::Single => ("", String::new()),
                     Mode::Wait => ("wait", queued),
-                    // Only a mutex waiter sends "again" (shared_acquire.lua has no such mode).
-                    Mode::Again => return Err("mode \"again\" sent to shared_acquire.lua".into()),
+                    Mode::Again => ("again", queued),
                     Mode::Last => ("last", queued),
                 };
                 let args = [

@@ -11,11 +11,16 @@
 -- ARGV[4]  "keep" (the one limit mode): a limit stored by another handle that differs from
 --          ARGV[3] is an error; a limit set by set_limit is in force whatever ARGV[3] says
 -- ARGV[5]  lease in milliseconds
--- ARGV[6]  mode: "wait"  on failure append ARGV[7] unless it is queued already
+-- ARGV[6]  mode: "wait"  on failure append ARGV[7] unless it is queued already (LPOS: a scan of
+--                        the entries ahead of it)
+--                "again" as "wait", but ARGV[7] is trusted to be queued still: appended only
+--                        when the queue is empty, no scan (the one re-ask after the fallback
+--                        timer that follows a "wait" which found the caller queued, with no
+--                        grant, nudge or disconnection heard since; see acquire.lua)
 --                "last"  drop ARGV[7] from the queue whatever the outcome (the wait is over)
 --                ""      leave the queue alone (a single attempt that does not wait)
 -- ARGV[7]  the caller's queue entry "1 <token> <client> <lease_ms> <pub> <weight> <meta>"
---          (modes "wait" and "last"; "" otherwise)
+--          (modes "wait", "again" and "last"; "" otherwise)
 -- ARGV[8]  the fence counter of K's slot (see next_fence in common.lua)
 -- ARGV[9]  <meta> of the caller: "<host>\x1f<pid>\x1f<label>"
 --
@@ -107,8 +112,14 @@ if fence then
   return {1, tonumber(fence), tonumber(lease)}
 end
 
-if mode == 'wait' then
-  if not redis.call('LPOS', queue, entry) then
+if mode == 'wait' or mode == 'again' then
+  local queued
+  if mode == 'again' then
+    queued = redis.call('LLEN', queue) > 0
+  else
+    queued = redis.call('LPOS', queue, entry)
+  end
+  if not queued then
     redis.call('RPUSH', queue, entry)
     local longest = tonumber(redis.call('HGET', key, 'qlease') or '0')
     if tonumber(lease) > longest then
