@@ -60,7 +60,6 @@ use crate::redis_stats::{PerCommand, idle_server_cpu_ms_per_s, measure};
 use crate::report::{Entry, Section, Target};
 use crate::rt::{
     BoxError, current_thread_runtime, elapsed_ns, live_heap_bytes, multi_thread_runtime,
-    process_cpu_us,
 };
 use crate::spec::{Counts, W6_SETTLE_ROUNDS};
 use crate::stats::{count, float, millis, ns_to_s, ns_to_us, per_second, ratio};
@@ -68,8 +67,8 @@ use crate::subject::warm_up;
 use crate::subjects::Setting;
 use crate::table::{Col, int, joined, table_of};
 use crate::w6_stats::{
-    Compared, Cost, LATE_FACTOR, Margins, Rounds, Totals, compare, per_item, round_duration,
-    usable,
+    Compared, Cost, LATE_FACTOR, Margins, Rounds, Totals, compare, per_item,
+    renewals_per_lock_per_interval, round_duration, usable,
 };
 
 /// Guards whose `safe_until` is watched to detect renewal rounds (and sampled for
@@ -108,6 +107,13 @@ pub(crate) struct W6Row {
     pub(crate) acquire_us_by_tenth: Vec<f64>,
     /// This process's CPU time per acquire over the acquisition phase, µs.
     pub(crate) acquire_cpu_us_each: f64,
+    /// redis-server's CPU over the acquisition phase, % of a core.
+    pub(crate) acquire_server_cpu_pct: f64,
+    /// Leases renewed by the watchdog during the acquisition phase (`pexpire`).
+    pub(crate) acquire_renewals: u64,
+    /// Those renewals per held lock and renewal interval ([`renewals_per_lock_per_interval`]):
+    /// 1 if each held lease were renewed once per interval.
+    pub(crate) acquire_renewals_per_lock_per_interval: f64,
     /// Live heap growth per held lock (counting allocator), bytes.
     pub(crate) heap_bytes_per_lock: f64,
     /// `size_of::<MutexGuard>()`: the part of a guard kept where the caller keeps it.
@@ -144,6 +150,8 @@ pub(crate) struct W6Row {
     pub(crate) shutdown_s: f64,
     pub(crate) shutdown_released: u64,
     pub(crate) shutdown_failures: u64,
+    /// The first failure's lock and error, if any.
+    pub(crate) shutdown_first_failure: Option<String>,
     /// Dropping the N guards after the shutdown, s.
     pub(crate) drop_s: f64,
     /// Lock keys left in Redis after the shutdown (`SCAN`): must be 0.
@@ -227,10 +235,10 @@ async fn probe(url: &str, counts: &Counts, n: u64, ttl: Duration) -> Result<W6Ro
     let redis_before = control.used_memory().await?;
     let keys_before = dbsize(&mut control).await?;
 
-    let cpu_before = process_cpu_us()?;
-    let tenths_ns = acquire_all(&client, n, ttl, usable, &mut guards).await?;
-    let acquire_cpu_us = process_cpu_us()?.saturating_sub(cpu_before);
+    let acquisition = acquire_all(&client, n, ttl, usable, &mut guards);
+    let (tenths_ns, _, acquired) = measure(&mut control, acquisition).await?;
     let acquire_ns: u64 = tenths_ns.iter().sum();
+    let acquire_renewals = acquired.commands.get("pexpire");
 
     let sample = sample_indices(guards.len(), SAMPLES);
     let mut cpu = ProbeCpu::default();
@@ -298,7 +306,15 @@ async fn probe(url: &str, counts: &Counts, n: u64, ttl: Duration) -> Result<W6Ro
             .iter()
             .map(|&ns| ns_to_us(ns) / ratio(n, 10))
             .collect(),
-        acquire_cpu_us_each: ratio(acquire_cpu_us, n),
+        acquire_cpu_us_each: ratio(acquired.client_cpu_us, n),
+        acquire_server_cpu_pct: ratio(acquired.server_cpu_us, acquire_ns) * 1e5,
+        acquire_renewals,
+        acquire_renewals_per_lock_per_interval: renewals_per_lock_per_interval(
+            acquire_renewals,
+            &tenths_ns,
+            n,
+            interval,
+        ),
         heap_bytes_per_lock: memory.heap_bytes_per_lock,
         guard_inline_bytes: size_of::<MutexGuard>(),
         redis_bytes_per_lock: memory.redis_bytes_per_lock,
@@ -327,6 +343,7 @@ async fn probe(url: &str, counts: &Counts, n: u64, ttl: Duration) -> Result<W6Ro
         shutdown_s: ns_to_s(shutdown_ns),
         shutdown_released: count(report.released),
         shutdown_failures: count(report.failures.len()),
+        shutdown_first_failure: report.failures.first().map(|(name, e)| format!("`{name}`: {e}")),
         drop_s: ns_to_s(drop_ns),
         keys_left,
     })
@@ -667,21 +684,28 @@ impl Section for W6Result {
         for r in &self.rows {
             let _ = writeln!(
                 out,
-                "{}: acquisition {:.2} s ({}/s; client CPU {:.0} µs per acquire); µs per \
-                 acquire in each tenth: {}. Window {:.2} s, probe CPU {:.1} ms, at most {} \
+                "{}: acquisition {:.2} s ({}/s; client CPU {:.0} µs per acquire, Redis {:.0} % \
+                 of a core); µs per acquire in each tenth: {}; meanwhile the watchdog renewed \
+                 {} leases, {:.2} per held lock per interval. Window {:.2} s, probe CPU {:.1} ms, at most {} \
                  renewal group(s) per round, {} lease-rounds without a renewal; shutdown {:.3} \
-                 s, then dropping the guards {:.3} s.  \nCommands in the window: {}\n",
+                 s, then dropping the guards {:.3} s{}.  \nCommands in the window: {}\n",
                 label(r),
                 r.acquire_s,
                 int(r.acquire_per_s),
                 r.acquire_cpu_us_each,
+                r.acquire_server_cpu_pct,
                 joined(&r.acquire_us_by_tenth, " · ", |us| format!("{us:.0}")),
+                r.acquire_renewals,
+                r.acquire_renewals_per_lock_per_interval,
                 r.window_s,
                 r.probe_cpu_ms,
                 r.max_cohorts,
                 r.not_renewed,
                 r.shutdown_s,
                 r.drop_s,
+                r.shutdown_first_failure
+                    .as_ref()
+                    .map_or_else(String::new, |f| format!("; first shutdown failure: {f}")),
                 r.commands.summary()
             );
         }

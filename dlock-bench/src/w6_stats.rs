@@ -247,6 +247,23 @@ impl Cost {
     }
 }
 
+/// Renewals per held lock and renewal interval over an acquisition phase whose tenths (each
+/// taking a tenth of the `n` locks) lasted `tenths_ns`: `renewals` ÷ (lock-seconds held ÷
+/// interval), counting the locks held during tenth k as (k + ½)·n/10 on average.
+pub(crate) fn renewals_per_lock_per_interval(
+    renewals: u64,
+    tenths_ns: &[u64],
+    n: u64,
+    interval: Duration,
+) -> f64 {
+    let tenth = float(n) / 10.0;
+    let lock_ns: f64 = (0..)
+        .zip(tenths_ns)
+        .map(|(k, &ns)| (f64::from(k) + 0.5) * tenth * float(ns))
+        .sum();
+    float(renewals) / (lock_ns / float(nanos(interval)))
+}
+
 /// Growth from `before` to `after` per one of `n` items (0 when it shrank).
 pub(crate) fn per_item(before: i64, after: i64, n: u64) -> f64 {
     ratio(u64::try_from(after - before).unwrap_or(0), n)
@@ -321,6 +338,15 @@ mod tests {
         let r = Rounds::of(&mut durations, 1_000 * MS);
         assert_eq!(r.overran, 1);
         assert!((r.p50_ms - 30.0).abs() < 1e-9 && (r.max_ms - 1_200.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn renewals_while_acquiring() {
+        // 1,000 locks in 10 tenths of 1 s each: 5,000 lock-seconds held; interval 1 s.
+        let tenths = [1_000_000_000; 10];
+        let r = renewals_per_lock_per_interval(10_000, &tenths, 1_000, 1_000 * MS);
+        assert!((r - 2.0).abs() < 1e-9, "{r}");
+        assert!(renewals_per_lock_per_interval(0, &[], 0, MS).is_nan());
     }
 
     #[test]
