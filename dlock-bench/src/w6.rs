@@ -294,7 +294,8 @@ async fn probe(url: &str, counts: &Counts, n: u64, ttl: Duration) -> Result<W6Ro
     let start = Instant::now();
     drop(guards);
     let drop_ns = elapsed_ns(start);
-    let keys_left = scan_count(&mut control, &format!("{}{{{PREFIX}*", client.key_prefix())).await?;
+    let keys_left =
+        scan_count(&mut control, &format!("{}{{{PREFIX}*", client.key_prefix())).await?;
 
     Ok(W6Row {
         locks: n,
@@ -343,7 +344,10 @@ async fn probe(url: &str, counts: &Counts, n: u64, ttl: Duration) -> Result<W6Ro
         shutdown_s: ns_to_s(shutdown_ns),
         shutdown_released: count(report.released),
         shutdown_failures: count(report.failures.len()),
-        shutdown_first_failure: report.failures.first().map(|(name, e)| format!("`{name}`: {e}")),
+        shutdown_first_failure: report
+            .failures
+            .first()
+            .map(|(name, e)| format!("`{name}`: {e}")),
         drop_s: ns_to_s(drop_ns),
         keys_left,
     })
@@ -444,13 +448,17 @@ async fn read_out(
     let mut pending: Vec<usize> = cpu.timed(|| {
         read_all(guards, now);
         let unchanged = now.iter().zip(before).enumerate();
-        unchanged.filter(|(_, (n, b))| n <= b).map(|(i, _)| i).collect()
+        unchanged
+            .filter(|(_, (n, b))| n <= b)
+            .map(|(i, _)| i)
+            .collect()
     });
     while !pending.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
         cpu.timed(|| {
             pending.retain(|&i| {
-                let (Some(guard), Some(slot), Some(&old)) = (guards.get(i), now.get_mut(i), before.get(i))
+                let (Some(guard), Some(slot), Some(&old)) =
+                    (guards.get(i), now.get_mut(i), before.get(i))
                 else {
                     return false;
                 };
@@ -566,7 +574,10 @@ fn label(r: &W6Row) -> String {
 const COST: [Col<W6Row>; 9] = [
     ("locks @ lease", label),
     ("round trips per round", |r| {
-        format!("{:.1} ({:.0} locks each)", r.cost.calls_per_round, r.cost.locks_per_call)
+        format!(
+            "{:.1} ({:.0} locks each)",
+            r.cost.calls_per_round, r.cost.locks_per_call
+        )
     }),
     ("renewals per lock per round", |r| {
         format!("{:.2}", r.cost.renewals_per_lock_per_round)
@@ -587,11 +598,20 @@ const COST: [Col<W6Row>; 9] = [
         )
     }),
     ("client heap per lock", |r| {
-        format!("{:.0} B (+{} B inline)", r.heap_bytes_per_lock, r.guard_inline_bytes)
+        format!(
+            "{:.0} B (+{} B inline)",
+            r.heap_bytes_per_lock, r.guard_inline_bytes
+        )
     }),
-    ("Redis per lock: `used_memory` Δ/N · `MEMORY USAGE`", |r| {
-        format!("{:.0} B · {:.0} B", r.redis_bytes_per_lock, r.redis_key_bytes)
-    }),
+    (
+        "Redis per lock: `used_memory` Δ/N · `MEMORY USAGE`",
+        |r| {
+            format!(
+                "{:.0} B · {:.0} B",
+                r.redis_bytes_per_lock, r.redis_key_bytes
+            )
+        },
+    ),
     ("keys per lock", |r| format!("{:.2}", r.keys_per_lock)),
 ];
 
