@@ -13,7 +13,7 @@ pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
 own redis-server
 
-usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST]
+usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,sched] [--subjects LIST]
                    [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
@@ -21,8 +21,9 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--s
   --only LIST      run only these workloads (w1 = W1, W1 1-CPU and W1 1-CPU multi-thread;
                    w2 = W2 (multi-thread), W2 current-thread and W2-fence; w3 = W3 and its
                    hand-off floor; w4 = read-write lock beside the mutex, read-mostly; w5 =
-                   semaphore of 4 permits (w4, w5: dlock only); mem; wd = 10,000 locks held
-                   under the watchdog; sched = 3 scheduler replicas on a 1-second cron)
+                   semaphore of 4 permits (w4, w5: dlock only); mem; w6 = N locks held
+                   under the watchdog (10,000 at a 3 s lease; --scale: 10k, 50k, 100k at 3 s
+                   and 30 s); sched = 3 scheduler replicas on a 1-second cron)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -36,7 +37,7 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--s
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
-handoff-floor, mem, wd, sched-replica.
+handoff-floor, mem, w6 (--locks N --ttl-s S), sched-replica.
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
 [--fence no|read|warm] (read each holder's fence; warm: with the window's fence counters set
@@ -46,7 +47,7 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 8] = ["w1", "w2", "w3", "w4", "w5", "mem", "wd", "sched"];
+pub(crate) const WORKLOADS: [&str; 8] = ["w1", "w2", "w3", "w4", "w5", "mem", "w6", "sched"];
 
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,6 +83,10 @@ pub(crate) struct ChildArgs {
     job: Option<String>,
     /// The one positional argument (`mem guards|waiters`).
     probe: Option<String>,
+    /// `--locks N` (W6).
+    locks: Option<u64>,
+    /// `--ttl-s S` (W6: the lease, whole seconds).
+    ttl_s: Option<u64>,
 }
 
 impl ChildArgs {
@@ -102,6 +107,16 @@ impl ChildArgs {
     /// `--job NAME`.
     pub(crate) fn job(&self) -> Result<&str, BoxError> {
         self.job.as_deref().ok_or_else(|| self.needs("--job"))
+    }
+
+    /// `--locks N`.
+    pub(crate) fn locks(&self) -> Result<u64, BoxError> {
+        self.locks.ok_or_else(|| self.needs("--locks"))
+    }
+
+    /// `--ttl-s S`.
+    pub(crate) fn ttl_s(&self) -> Result<u64, BoxError> {
+        self.ttl_s.ok_or_else(|| self.needs("--ttl-s"))
     }
 
     /// The positional argument.
@@ -132,6 +147,8 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
         subject: None,
         job: None,
         probe: None,
+        locks: None,
+        ttl_s: None,
     };
     let mut it = rest.iter();
     while let Some(arg) = it.next() {
@@ -147,6 +164,8 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
             "--process" => child.process = Some(value()?.parse()?),
             "--skew-ms" => child.skew_ms = value()?.parse()?,
             "--job" => child.job = Some(value()?.clone()),
+            "--locks" => child.locks = Some(value()?.parse()?),
+            "--ttl-s" => child.ttl_s = Some(value()?.parse()?),
             "--subject" => child.subject = Some(Kind::parse(value()?)?),
             "--runtime" => child.runtime = Flavour::parse(value()?)?,
             "--fence" => child.fence = Fence::parse(value()?)?,
@@ -194,7 +213,7 @@ fn parse_only(list: &str) -> Result<Vec<String>, BoxError> {
 mod tests {
     use super::*;
 
-    const SUBS: &[&str] = &["w3-worker", "mem", "wd", "sched-replica"];
+    const SUBS: &[&str] = &["w3-worker", "mem", "w6", "sched-replica"];
 
     fn parsed(s: &str) -> Result<Command, BoxError> {
         let args: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
@@ -259,8 +278,10 @@ mod tests {
         let replica = child("sched-replica --url u --process 2 --skew-ms -300 --job tick0");
         assert_eq!((replica.process().unwrap(), replica.skew_ms), (2, -300));
         assert_eq!(replica.job().unwrap(), "tick0");
-        let wd = child("wd --url u");
-        assert!(!wd.counts.quick && wd.job().is_err() && wd.probe().is_err());
+        let w6 = child("w6 --url u --scale --locks 100000 --ttl-s 30");
+        assert!(w6.counts.scale && w6.job().is_err() && w6.probe().is_err());
+        assert_eq!((w6.locks().unwrap(), w6.ttl_s().unwrap()), (100_000, 30));
+        assert!(child("w6 --url u").locks().is_err());
     }
 
     #[test]
@@ -277,7 +298,8 @@ mod tests {
             "--fence maybe",
             "--frobnicate",
             "stray",
-            "wd",
+            "w6",
+            "w6 --url u --locks many",
             "mem a b --url u",
         ] {
             assert!(parsed(bad).is_err(), "{bad}");

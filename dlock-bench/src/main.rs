@@ -1,11 +1,11 @@
 //! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
-//! [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST] [--json PATH]`).
+//! [--only w1,w2,w3,w4,w5,mem,w6,sched] [--subjects LIST] [--json PATH]`).
 //!
 //! The benchmark of `/work/shared/WORKLOADS.md` (issues #3, #13): dlock through its ordinary
 //! public API beside rslock (the best Rust peer, pinned) and two raw-Redis floors (the `redis`
 //! crate's default connection settings, and dlock's `TCP_NODELAY` ones) measured in the same run,
 //! on a redis-server the benchmark starts itself (dlock-testkit: free loopback port, `--save ''
-//! --appendonly no`, nothing else connected). Two more workloads have no floor: 10,000 locks held under the watchdog (issue #4)
+//! --appendonly no`, nothing else connected). Two more workloads have no floor: W6, many locks held under the watchdog (issues #4, #29)
 //! and three dlock-scheduler replicas on a 1-second cron (issue #6). It prints one markdown
 //! report on stdout and writes the figures as JSON.
 //!
@@ -20,7 +20,7 @@
 //! | `w4`, `w5` | W4 (read-write lock beside the mutex) and W5 (semaphore): dlock only (issue #14) |
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
-//! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
+//! | `w6`, `w6_stats` | W6: N locks held under the watchdog (child process per N and lease): CPU, round trips, memory, margins, shutdown; its figures (pure) |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
 //! | `pairs` | what the pair workloads share: per-subject result, timed loop, their report section |
 //! | `cli` | arguments, subcommands |
@@ -84,7 +84,8 @@ mod w2;
 mod w3;
 mod w4;
 mod w5;
-mod wd;
+mod w6;
+mod w6_stats;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -119,7 +120,7 @@ const STAGES: [Stage; 13] = [
     ("w4", "W4", w4::run),
     ("w5", "W5", w5::run),
     ("mem", "memory", memory::run),
-    ("wd", "watchdog", wd::run),
+    ("w6", "W6 many held locks", w6::run),
     ("sched", "scheduler", sched::run),
 ];
 
@@ -135,7 +136,7 @@ const CHILDREN: [Child; 9] = [
     ("w5-worker", w5::child_main),
     ("handoff-floor", handoff_floor::child_main),
     ("mem", memory::child_main),
-    ("wd", wd::child_main),
+    ("w6", w6::child_main),
     ("sched-replica", sched_replica::child_main),
 ];
 

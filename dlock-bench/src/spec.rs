@@ -27,10 +27,9 @@ pub(crate) const WORKER_THREADS: usize = 2;
 /// The CPU that W1 1-CPU (both runtimes) pins the benchmark and redis-server to (`taskset -c 1`).
 pub(crate) const PINNED_CPU: usize = 1;
 
-/// Watchdog workload: lease of every held lock; the watchdog renews it every third (1 s).
-pub(crate) const WD_TTL: Duration = Duration::from_secs(3);
-/// Watchdog workload: renewal rounds left to settle before the measured window opens.
-pub(crate) const WD_SETTLE_ROUNDS: u32 = 2;
+/// W6: renewal rounds left to settle before the held window opens (the watchdog merges leases
+/// acquired over time into one schedule within a round or two).
+pub(crate) const W6_SETTLE_ROUNDS: u32 = 2;
 
 /// Scheduler workload: replica processes.
 pub(crate) const SCHED_REPLICAS: u32 = 3;
@@ -70,10 +69,6 @@ pub(crate) struct Counts {
     pub(crate) mem_guards: u64,
     pub(crate) mem_waiters: u64,
     pub(crate) mem_held_locks: u64,
-    /// Locks held under the watchdog.
-    pub(crate) wd_locks: u64,
-    /// Renewal rounds in the watchdog's measured window.
-    pub(crate) wd_rounds: u32,
     /// Occurrences in the scheduler's measured window (one per second).
     pub(crate) sched_occurrences: u64,
     /// `--scale` (`make bench-scale`): the scale workloads (W6–W8, Cluster) at their full sizes.
@@ -111,8 +106,6 @@ impl Counts {
         mem_guards: 10_000,
         mem_waiters: 10_000,
         mem_held_locks: 100,
-        wd_locks: 10_000,
-        wd_rounds: 6,
         sched_occurrences: 20,
         scale: false,
         w6_locks: [10_000, 0, 0],
@@ -141,8 +134,6 @@ impl Counts {
         mem_guards: 1_000,
         mem_waiters: 1_000,
         mem_held_locks: 10,
-        wd_locks: 1_000,
-        wd_rounds: 3,
         sched_occurrences: 5,
         scale: false,
         w6_locks: [1_000, 0, 0],
