@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use dlock_core::{ErrorKind, LostReason, MutexOptions};
+use futures_util::StreamExt;
 use redis::AsyncCommands;
 
 use crate::support::{Backend, Worker, backend_tests, eventually, field};
@@ -202,5 +203,39 @@ backend_tests!(
             (again.released, again.dequeued, again.failures.len()),
             (0, 0, 0)
         );
+    }
+
+    /// Many held locks and a short command timeout: the releases go a few hundred at a time,
+    /// so none waits behind the others past the timeout (all at once, half of 100,000 timed
+    /// out at the default 2 s; issue 29, W6). Here: 20,000 locks, 250 ms (all at once, every one
+    /// timed out).
+    async fn a_shutdown_with_many_held_locks_releases_every_one(backend: Backend) {
+        const LOCKS: usize = 20_000;
+        let c = backend
+            .builder()
+            .command_timeout(Duration::from_millis(250))
+            .build()
+            .unwrap();
+        let names: Vec<String> = (0..LOCKS).map(|i| format!("sd-many:{i}")).collect();
+        let guards: Vec<_> = futures_util::stream::iter(&names)
+            .map(|name| {
+                let lock = c.mutex(name).unwrap();
+                async move { lock.try_acquire().await.unwrap().expect("free") }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        assert_eq!(guards.len(), LOCKS);
+        let report = c.shutdown(Duration::from_secs(60)).await;
+        assert!(
+            report.is_complete(),
+            "{} of {LOCKS} failed, the first: {:?}",
+            report.failures.len(),
+            report.failures.first()
+        );
+        assert_eq!(report.released, LOCKS);
+        let mut con = backend.raw().await;
+        let left: Vec<String> = con.keys("dlock:{sd-many:*").await.unwrap();
+        assert!(left.is_empty(), "{} lock keys left", left.len());
     }
 );
