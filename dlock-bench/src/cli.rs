@@ -13,7 +13,7 @@ pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
 own redis-server
 
-usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST]
+usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched,w7] [--subjects LIST]
                    [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
@@ -22,7 +22,8 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--s
                    w2 = W2 (multi-thread), W2 current-thread and W2-fence; w3 = W3 and its
                    hand-off floor; w4 = read-write lock beside the mutex, read-mostly; w5 =
                    semaphore of 4 permits (w4, w5: dlock only); mem; wd = 10,000 locks held
-                   under the watchdog; sched = 3 scheduler replicas on a 1-second cron)
+                   under the watchdog; sched = 3 scheduler replicas on a 1-second cron;
+                   w7 = deep queue: 1,000 waiters on one lock, 10,000 with --scale)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -36,7 +37,7 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--s
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
-handoff-floor, mem, wd, sched-replica.
+handoff-floor, mem, wd, sched-replica, w7-worker.
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
 [--fence no|read|warm] (read each holder's fence; warm: with the window's fence counters set
@@ -46,7 +47,7 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 8] = ["w1", "w2", "w3", "w4", "w5", "mem", "wd", "sched"];
+pub(crate) const WORKLOADS: [&str; 9] = ["w1", "w2", "w3", "w4", "w5", "mem", "wd", "sched", "w7"];
 
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]

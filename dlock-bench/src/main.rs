@@ -1,5 +1,5 @@
 //! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
-//! [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST] [--json PATH]`).
+//! [--only w1,w2,w3,w4,w5,mem,wd,sched,w7] [--subjects LIST] [--json PATH]`).
 //!
 //! The benchmark of `/work/shared/WORKLOADS.md` (issues #3, #13): dlock through its ordinary
 //! public API beside rslock (the best Rust peer, pinned) and two raw-Redis floors (the `redis`
@@ -21,6 +21,7 @@
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
+//! | `w7`, `w7_stats` | W7 deep queue: 10,000 waiters on one lock (worker processes, a dying holder): FIFO, gaps, re-ask waves, memory |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
 //! | `pairs` | what the pair workloads share: per-subject result, timed loop, their report section |
 //! | `cli` | arguments, subcommands |
@@ -84,6 +85,8 @@ mod w2;
 mod w3;
 mod w4;
 mod w5;
+mod w7;
+mod w7_stats;
 mod wd;
 
 use std::path::Path;
@@ -107,7 +110,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 13] = [
+const STAGES: [Stage; 14] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -121,13 +124,14 @@ const STAGES: [Stage; 13] = [
     ("mem", "memory", memory::run),
     ("wd", "watchdog", wd::run),
     ("sched", "scheduler", sched::run),
+    ("w7", "W7 deep queue", w7::run),
 ];
 
 /// A subcommand: its name, and the `main` of the child process.
 type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 
 /// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
-const CHILDREN: [Child; 9] = [
+const CHILDREN: [Child; 10] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
     ("w3-worker", w3::child_main),
@@ -137,6 +141,7 @@ const CHILDREN: [Child; 9] = [
     ("mem", memory::child_main),
     ("wd", wd::child_main),
     ("sched-replica", sched_replica::child_main),
+    ("w7-worker", w7::child_main),
 ];
 
 fn main() -> ExitCode {
