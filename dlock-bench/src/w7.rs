@@ -1,15 +1,16 @@
 //! W7: deep queue (issue #29). 8 worker processes × 1,250 tasks (`--scale`; 8 × 125 in a full
 //! run) wait on one lock, `w7:lock`, each acquiring it once for a 1 ms hold — twice over:
 //!
-//! 1. **The holder releases.** The parent takes the lock (a dlock `Client`, lease 10 s, as every
-//!    workload's lock), the workers (`dlock-bench w7-worker waiters --process P`) start their
+//! 1. **The holder releases.** The parent takes the lock (a dlock `Client`, with a lease as long
+//!    as the waiters wait: queueing 10,000 waiters took longer than the usual 10 s lease on the
+//!    2-core development machine, see `fill_tenths_s`), the workers (`dlock-bench w7-worker waiters --process P`) start their
 //!    tasks, and the parent watches the queue `<prefix>{w7:lock}:queue` fill: `LLEN` every 5 ms,
 //!    a `LRANGE` snapshot every 100 ms (each must extend the one before: nobody leaves the queue
 //!    while the lock is held). Once it holds every entry: the final snapshot, Redis memory, each
 //!    worker's heap, then the release. The queue drains through hand-offs.
 //! 2. **The holder dies.** A holder child process (`dlock-bench w7-worker holder`) takes the lock
-//!    with a shorter lease (at least 3 s, and 3× the first scenario's fill time plus 1 s, so that
-//!    the queue is full well before the lease ends), the tasks queue behind it, and the parent
+//!    with a shorter lease (at least 3 s, and 4× the first scenario's fill time plus 2 s, so that
+//!    the queue is full before the lease ends), the tasks queue behind it, and the parent
 //!    SIGKILLs it. Expiry publishes nothing: every waiter's fallback timer, armed with the PTTL
 //!    its queueing attempt saw, fires at the lease's end, and each re-ask runs `acquire.lua`,
 //!    whose `LPOS queue entry` scans the queue (O(n)). What that burst costs is measured.
@@ -45,19 +46,19 @@ use tokio::task::JoinHandle;
 
 use crate::child::{Child, GO, READY, args, print_result, ready_then_wait_for_go, say};
 use crate::cli::ChildArgs;
-use crate::control::{Control, raw_connection};
+use crate::control::{Control, patient_connection};
 use crate::dlock::{Dlock, client, mutex_options};
 use crate::redis_stats::Snapshot;
 use crate::report::{Entry, Section, Target};
 use crate::rt::{BoxError, live_heap_bytes, monotonic_ns, multi_thread_runtime};
-use crate::spec::{ACQUIRE_WAIT, Counts, TTL, W3_PAUSE};
+use crate::spec::{ACQUIRE_WAIT, Counts, W3_PAUSE};
 use crate::stats::{Contention, LockEvent, contention, count, float, millis, ns_to_s, ratio};
 use crate::subject::warm_up;
 use crate::subjects::{Kind, Setting};
-use crate::table::{int, table};
+use crate::table::{int, joined, table};
 use crate::w7_stats::{
     Fifo, Grant, GrantTimes, Slice, Stalls, Wave, extends, fifo, grant_times, label, stalls,
-    task_of_entry, waves,
+    task_of_entry, tenths, waves,
 };
 
 /// The one lock every task waits for.
@@ -120,6 +121,15 @@ pub(crate) struct Scenario {
     pub(crate) free_ns: u64,
     /// From `GO` to every entry queued.
     pub(crate) fill_s: f64,
+    /// When the queue first held each tenth of the waiters (s after `GO`): the fill slows down
+    /// as the queue deepens when queueing costs O(n).
+    pub(crate) fill_tenths_s: Vec<f64>,
+    /// The fill's server counters: queueing attempts (`EVALSHA`, more than one per waiter when
+    /// attempts time out and are retried), their `LPOS` scans and time, redis-server CPU.
+    pub(crate) fill_evalsha_calls: u64,
+    pub(crate) fill_lpos_calls: u64,
+    pub(crate) fill_lpos_usec: u64,
+    pub(crate) fill_server_cpu_us: u64,
     /// `LRANGE` snapshots taken while filling (the final one included), and whether each
     /// extended the one before.
     pub(crate) snapshots: u64,
@@ -177,10 +187,11 @@ fn waiter_wait(waiters: u64) -> Duration {
         + Duration::from_millis(10).saturating_mul(u32::try_from(waiters).unwrap_or(u32::MAX))
 }
 
-/// The dying holder's lease: long enough for the queue to fill again (3× the first fill, plus
-/// 1 s), at least [`DEATH_LEASE_MIN`], in whole seconds.
+/// The dying holder's lease: long enough for the queue to fill again (4× the first fill, plus
+/// 2 s: fills of 10,000 waiters varied 4-fold between runs on the shared 2-core machine), at
+/// least [`DEATH_LEASE_MIN`], in whole seconds.
 fn death_lease(fill: Duration) -> Duration {
-    let wanted = fill.saturating_mul(3) + Duration::from_secs(1);
+    let wanted = fill.saturating_mul(4) + Duration::from_secs(2);
     Duration::from_secs(wanted.as_secs() + u64::from(wanted.subsec_nanos() > 0))
         .max(DEATH_LEASE_MIN)
 }
@@ -197,7 +208,7 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
     };
     let n = waiters(counts);
     eprintln!("  {n} waiters, the holder releases …");
-    let releases = scenario(url, counts, Ending::Releases, TTL)?;
+    let releases = scenario(url, counts, Ending::Releases, waiter_wait(n))?;
     let lease = death_lease(Duration::from_secs_f64(releases.fill_s));
     eprintln!(
         "  {n} waiters, the holder dies (lease {} ms) …",
@@ -226,6 +237,8 @@ enum Holder {
 /// What the parent saw of the queue while it filled.
 struct Filled {
     fill: Duration,
+    /// `(s after the start, queue length)` at every poll.
+    progress: Vec<(f64, u64)>,
     snapshots: u64,
     consistent: bool,
     entries: Vec<String>,
@@ -241,7 +254,8 @@ fn scenario(
     let rt = multi_thread_runtime()?;
     // dlock clients are built inside a runtime (the parent's holder, and the one that names keys).
     let _entered = rt.enter();
-    let mut control = rt.block_on(Control::fresh(url))?;
+    rt.block_on(Control::fresh(url))?;
+    let mut control = rt.block_on(Control::patient(url))?;
     let n = waiters(counts);
     let prefix = client(url)?.key_prefix().to_owned();
     let lock_key = format!("{prefix}{{{LOCK}}}");
@@ -262,11 +276,15 @@ fn scenario(
     }
     let (holder, held_at) = take_lock(&rt, url, counts, ending, lease)?;
     let used_before = rt.block_on(control.used_memory())?;
+    let fill_before = rt.block_on(Snapshot::take(&mut control))?;
     for worker in &mut workers {
         worker.send(GO)?;
     }
     let deadline = held_at + lease.saturating_sub(FILL_MARGIN);
-    let filled = rt.block_on(fill(&mut control, &queue, n, deadline))?;
+    let filled = rt
+        .block_on(fill(&mut control, &queue, n, deadline))
+        .map_err(|e| format!("while the queue filled: {e}"))?;
+    let fill_delta = rt.block_on(fill_before.delta(&mut control))?;
     let queue_bytes: u64 = rt.block_on(
         redis::cmd("MEMORY")
             .arg("USAGE")
@@ -286,7 +304,8 @@ fn scenario(
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = rt.spawn(sample(url.to_owned(), stop.clone()));
     let probe = rt.spawn(ping_probe(url.to_owned(), stop.clone()));
-    let freed = free_lock(&rt, &mut control, holder, &lock_key)?;
+    let freed = free_lock(&rt, &mut control, holder, &lock_key)
+        .map_err(|e| format!("freeing the lock: {e}"))?;
     let free_ns = freed.free_ns;
     let reports = workers
         .into_iter()
@@ -294,8 +313,10 @@ fn scenario(
         .collect::<Result<Vec<_>, _>>()?;
     let drain_ns = monotonic_ns()?.saturating_sub(freed.window_ns);
     stop.store(true, Ordering::Relaxed);
-    let mut slices = rt.block_on(sampler)??;
-    let mut pings = rt.block_on(probe)??;
+    let mut slices = rt
+        .block_on(sampler)?
+        .map_err(|e| format!("the sampler: {e}"))?;
+    let mut pings = rt.block_on(probe)?.map_err(|e| format!("the probe: {e}"))?;
     let delta = rt.block_on(freed.before.delta(&mut control))?;
     // Only the drain's: the dying holder's lease ran on for seconds before it.
     slices.retain(|s| s.end_ns > freed.window_ns);
@@ -331,6 +352,11 @@ fn scenario(
         holder_lease_ms: millis(lease),
         free_ns,
         fill_s: filled.fill.as_secs_f64(),
+        fill_tenths_s: tenths(&filled.progress, n),
+        fill_evalsha_calls: fill_delta.commands.get("evalsha"),
+        fill_lpos_calls: fill_delta.commands.get("lpos"),
+        fill_lpos_usec: fill_delta.usec.get("lpos"),
+        fill_server_cpu_us: fill_delta.server_cpu_us,
         snapshots: filled.snapshots,
         snapshots_consistent: filled.consistent && count(queue_tasks.len()) == n,
         fifo: fifo(&queue_tasks, &grants),
@@ -355,8 +381,7 @@ fn scenario(
     })
 }
 
-/// Takes the lock for the scenario: the parent itself (lease [`TTL`]) or a holder child (lease
-/// `lease`). Returns the holder and when it held the lock.
+/// Takes the lock for the scenario, with lease `lease`: the parent itself or a holder child. Returns the holder and when it held the lock.
 fn take_lock(
     rt: &tokio::runtime::Runtime,
     url: &str,
@@ -366,7 +391,7 @@ fn take_lock(
 ) -> Result<(Holder, Instant), BoxError> {
     match ending {
         Ending::Releases => {
-            let options = mutex_options(false)?.label("w7:holder");
+            let options = mutex_options(false)?.ttl(lease).label("w7:holder");
             let lock = client(url)?.mutex_with(LOCK, options)?;
             let guard = rt.block_on(lock.acquire_timeout(ACQUIRE_WAIT))?;
             Ok((Holder::Parent(guard), Instant::now()))
@@ -454,16 +479,19 @@ async fn fill(
     let mut last_snapshot = start;
     let mut prev: Vec<String> = Vec::new();
     let (mut snapshots, mut consistent) = (0, true);
+    let mut progress = Vec::new();
     loop {
         let len: u64 = redis::cmd("LLEN")
             .arg(queue)
             .query_async(control.conn())
             .await?;
+        progress.push((start.elapsed().as_secs_f64(), len));
         if len >= n {
             let fill = start.elapsed();
             let entries = lrange(control, queue).await?;
             return Ok(Filled {
                 fill,
+                progress,
                 snapshots: snapshots + 1,
                 consistent: consistent && extends(&prev, &entries),
                 entries,
@@ -499,7 +527,7 @@ async fn lrange(control: &mut Control, queue: &str) -> Result<Vec<String>, BoxEr
 
 /// Reads the server's counters every [`SAMPLE_EVERY`] until `stop`; returns the slices.
 async fn sample(url: String, stop: Arc<AtomicBool>) -> Result<Vec<Slice>, BoxError> {
-    let mut control = Control::connect(&url).await?;
+    let mut control = Control::patient(&url).await?;
     let mut ticks = tokio::time::interval(SAMPLE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut slices = Vec::new();
@@ -525,7 +553,7 @@ async fn sample(url: String, stop: Arc<AtomicBool>) -> Result<Vec<Slice>, BoxErr
 /// Sends `PING` on its own connection every [`PING_EVERY`] until `stop`; returns `(sent ns,
 /// latency ns)` of each.
 async fn ping_probe(url: String, stop: Arc<AtomicBool>) -> Result<Vec<(u64, u64)>, BoxError> {
-    let mut conn = raw_connection(&url).await?;
+    let mut conn = patient_connection(&url).await?;
     let mut pings = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let sent = monotonic_ns()?;
@@ -744,6 +772,15 @@ impl Scenario {
                     "NOT consistent"
                 }
             ),
+            joined(&self.fill_tenths_s, " · ", |s| format!("{s:.2}")),
+            format!(
+                "{} EVALSHA; {} LPOS, {:.0} ms ({:.1} µs each); redis-server CPU {:.0} ms",
+                int(float(self.fill_evalsha_calls)),
+                int(float(self.fill_lpos_calls)),
+                float(self.fill_lpos_usec) / 1e3,
+                ratio(self.fill_lpos_usec, self.fill_lpos_calls),
+                float(self.fill_server_cpu_us) / 1e3
+            ),
             format!(
                 "{} ({} grants matched, {} not in the queue; fence vs t_acq order swaps {})",
                 self.fifo.inversions,
@@ -805,10 +842,12 @@ impl Scenario {
 }
 
 /// The figure of each row of the W7 table.
-const ROWS: [&str; 14] = [
+const ROWS: [&str; 16] = [
     "waiters (processes × tasks)",
     "holder's lease",
     "queue filled in (LRANGE snapshots while filling)",
+    "s until the queue held each tenth of the waiters",
+    "the fill's queueing attempts and their LPOS scans",
     "FIFO inversions (grants by fence vs the queue)",
     "hand-off gap p50 / p99 µs (ratio to W3's)",
     "lock free → first grant / last grant (grants/s)",
@@ -921,10 +960,10 @@ mod tests {
     fn the_dying_holder_outlasts_the_fill() {
         assert_eq!(death_lease(Duration::from_millis(100)), DEATH_LEASE_MIN);
         assert_eq!(
-            death_lease(Duration::from_millis(700)),
+            death_lease(Duration::from_millis(300)),
             Duration::from_secs(4)
         );
-        assert_eq!(death_lease(Duration::from_secs(2)), Duration::from_secs(7));
+        assert_eq!(death_lease(Duration::from_secs(2)), Duration::from_secs(10));
         assert_eq!(death_lease(Duration::ZERO), DEATH_LEASE_MIN);
     }
 }

@@ -31,6 +31,20 @@ pub(crate) fn extends(prev: &[String], next: &[String]) -> bool {
     next.len() >= prev.len() && next.iter().zip(prev).all(|(n, p)| n == p)
 }
 
+/// From `(s, queue length)` readings in time order: the first time the length reached each
+/// tenth of `n` (1/10 … 10/10); NaN for a tenth never reached.
+pub(crate) fn tenths(progress: &[(f64, u64)], n: u64) -> Vec<f64> {
+    (1..=10u64)
+        .map(|k| {
+            let wanted = (n * k).div_ceil(10);
+            progress
+                .iter()
+                .find(|&&(_, len)| len >= wanted)
+                .map_or(f64::NAN, |&(s, _)| s)
+        })
+        .collect()
+}
+
 /// One acquisition of the W7 lock by a waiting task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Grant {
@@ -281,6 +295,17 @@ mod tests {
         assert!(extends(&s(&["a", "b"]), &s(&["a", "b"])));
         assert!(!extends(&s(&["a", "b"]), &s(&["b", "a"])));
         assert!(!extends(&s(&["a", "b"]), &s(&["a"])));
+    }
+
+    #[test]
+    fn tenths_find_when_the_queue_reached_each() {
+        let progress = [(0.1, 0), (0.2, 35), (0.3, 60), (0.5, 99), (0.9, 100)];
+        let t = tenths(&progress, 100);
+        assert_eq!(t.len(), 10);
+        assert!((t[0] - 0.2).abs() < 1e-9 && (t[2] - 0.2).abs() < 1e-9);
+        assert!((t[3] - 0.3).abs() < 1e-9 && (t[5] - 0.3).abs() < 1e-9);
+        assert!((t[8] - 0.5).abs() < 1e-9 && (t[9] - 0.9).abs() < 1e-9);
+        assert!(tenths(&[(0.1, 5)], 100)[9].is_nan());
     }
 
     #[test]
