@@ -50,6 +50,11 @@ impl Child {
         Ok(self.0.send(line)?)
     }
 
+    /// SIGKILLs the child and reaps it: a crash of the process (W7's dying holder).
+    pub(crate) fn kill(mut self) {
+        self.0.process_mut().kill();
+    }
+
     /// Reads the child's `RESULT` line, waits for it to exit, and checks that it succeeded.
     pub(crate) fn result<T: DeserializeOwned>(mut self) -> Result<T, BoxError> {
         let json = self.wait_for(RESULT)?;
@@ -104,7 +109,7 @@ impl Group {
 }
 
 /// In a child: writes one line for the parent, at once.
-fn say(line: &str) -> Result<(), BoxError> {
+pub(crate) fn say(line: &str) -> Result<(), BoxError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}")?;
     Ok(out.flush()?)

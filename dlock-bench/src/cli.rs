@@ -13,8 +13,8 @@ pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
 own redis-server
 
-usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,sched] [--subjects LIST]
-                   [--json PATH]
+usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,sched]
+                   [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
   --scale          the scale workloads at their full sizes (make bench-scale; issue #29)
@@ -23,7 +23,8 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,sched] [--s
                    hand-off floor; w4 = read-write lock beside the mutex, read-mostly; w5 =
                    semaphore of 4 permits (w4, w5: dlock only); mem; w6 = N locks held
                    under the watchdog (10,000 at a 3 s lease; --scale: 10k, 50k, 100k at 3 s
-                   and 30 s); sched = 3 scheduler replicas on a 1-second cron)
+                   and 30 s); w7 = deep queue: 1,000 waiters on one lock (10,000 with
+                   --scale); sched = 3 scheduler replicas on a 1-second cron)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -37,7 +38,7 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,sched] [--s
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
-handoff-floor, mem, w6 (--locks N --ttl-s S), sched-replica.
+handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, sched-replica.
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
 [--fence no|read|warm] (read each holder's fence; warm: with the window's fence counters set
@@ -47,7 +48,7 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 8] = ["w1", "w2", "w3", "w4", "w5", "mem", "w6", "sched"];
+pub(crate) const WORKLOADS: [&str; 9] = ["w1", "w2", "w3", "w4", "w5", "mem", "w6", "w7", "sched"];
 
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]

@@ -21,6 +21,29 @@ pub(crate) async fn connection(
     url: &str,
     pushes: Option<UnboundedSender<PushInfo>>,
 ) -> Result<MultiplexedConnection, BoxError> {
+    let mut config = AsyncConnectionConfig::new();
+    if let Some(pushes) = pushes {
+        config = config.set_push_sender(pushes);
+    }
+    open(url, &config).await
+}
+
+/// [`raw_connection`] without a response timeout (the `redis` crate's default gives up after
+/// 500 ms): for watching a server that the workload may stall longer than that (W7's deep
+/// queue), whose stall is a figure to measure, not an error.
+pub(crate) async fn patient_connection(url: &str) -> Result<MultiplexedConnection, BoxError> {
+    open(
+        url,
+        &AsyncConnectionConfig::new().set_response_timeout(None),
+    )
+    .await
+}
+
+/// Opens a connection with dlock's socket settings and `config`.
+async fn open(
+    url: &str,
+    config: &AsyncConnectionConfig,
+) -> Result<MultiplexedConnection, BoxError> {
     let info = url.into_connection_info()?;
     let redis_settings = info
         .redis_settings()
@@ -30,12 +53,8 @@ pub(crate) async fn connection(
     let info = info
         .set_redis_settings(redis_settings)
         .set_tcp_settings(tcp);
-    let mut config = AsyncConnectionConfig::new();
-    if let Some(pushes) = pushes {
-        config = config.set_push_sender(pushes);
-    }
     let conn = redis::Client::open(info)?
-        .get_multiplexed_async_connection_with_config(&config)
+        .get_multiplexed_async_connection_with_config(config)
         .await
         .map_err(|e| format!("cannot connect to redis at {url}: {e}"))?;
     Ok(conn)
@@ -51,6 +70,13 @@ impl Control {
     pub(crate) async fn connect(url: &str) -> Result<Self, BoxError> {
         Ok(Self {
             conn: raw_connection(url).await?,
+        })
+    }
+
+    /// A control connection without a response timeout ([`patient_connection`]).
+    pub(crate) async fn patient(url: &str) -> Result<Self, BoxError> {
+        Ok(Self {
+            conn: patient_connection(url).await?,
         })
     }
 

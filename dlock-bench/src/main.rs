@@ -1,5 +1,5 @@
 //! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
-//! [--only w1,w2,w3,w4,w5,mem,w6,sched] [--subjects LIST] [--json PATH]`).
+//! [--only w1,w2,w3,w4,w5,mem,w6,w7,sched] [--subjects LIST] [--json PATH]`).
 //!
 //! The benchmark of `/work/shared/WORKLOADS.md` (issues #3, #13): dlock through its ordinary
 //! public API beside rslock (the best Rust peer, pinned) and two raw-Redis floors (the `redis`
@@ -21,6 +21,7 @@
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `w6`, `w6_stats` | W6: N locks held under the watchdog (child process per N and lease): CPU, round trips, memory, margins, shutdown; its figures (pure) |
+//! | `w7`, `w7_stats` | W7 deep queue: 10,000 waiters on one lock (worker processes, a dying holder): FIFO, gaps, re-ask waves, memory |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
 //! | `pairs` | what the pair workloads share: per-subject result, timed loop, their report section |
 //! | `cli` | arguments, subcommands |
@@ -86,6 +87,8 @@ mod w4;
 mod w5;
 mod w6;
 mod w6_stats;
+mod w7;
+mod w7_stats;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -108,7 +111,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 13] = [
+const STAGES: [Stage; 14] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -121,6 +124,7 @@ const STAGES: [Stage; 13] = [
     ("w5", "W5", w5::run),
     ("mem", "memory", memory::run),
     ("w6", "W6 many held locks", w6::run),
+    ("w7", "W7 deep queue", w7::run),
     ("sched", "scheduler", sched::run),
 ];
 
@@ -128,7 +132,7 @@ const STAGES: [Stage; 13] = [
 type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 
 /// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
-const CHILDREN: [Child; 9] = [
+const CHILDREN: [Child; 10] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
     ("w3-worker", w3::child_main),
@@ -138,6 +142,7 @@ const CHILDREN: [Child; 9] = [
     ("mem", memory::child_main),
     ("w6", w6::child_main),
     ("sched-replica", sched_replica::child_main),
+    ("w7-worker", w7::child_main),
 ];
 
 fn main() -> ExitCode {

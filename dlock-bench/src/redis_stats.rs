@@ -177,6 +177,22 @@ impl Snapshot {
         }))
     }
 
+    /// What happened from this snapshot to a `later` one (both already taken): a series of
+    /// snapshots read at a steady pace gives the server's figures slice by slice (W7's sampler).
+    pub(crate) fn until(&self, later: &Snapshot) -> WindowDelta {
+        let (before, after) = (&self.0, &later.0);
+        WindowDelta {
+            commands: before.commands.delta(&after.commands),
+            usec: before.usec.delta(&after.usec),
+            server_cpu_us: after.server_cpu_us.saturating_sub(before.server_cpu_us),
+            client_cpu_us: after.client_cpu_us.saturating_sub(before.client_cpu_us),
+            client_allocs: after.client_allocs.saturating_sub(before.client_allocs),
+            client_alloc_bytes: after
+                .client_alloc_bytes
+                .saturating_sub(before.client_alloc_bytes),
+        }
+    }
+
     /// Reads the counters again and returns the difference.
     pub(crate) async fn delta(&self, control: &mut Control) -> Result<WindowDelta, BoxError> {
         // First: reading `INFO` below allocates, and must not count in the window that ended.

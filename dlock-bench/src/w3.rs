@@ -118,8 +118,8 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
     )
 }
 
-/// W3 for one subject.
-fn run_one(kind: Kind, url: &str, counts: &Counts) -> Result<W3Result, BoxError> {
+/// W3 for one subject (W7 runs dlock's as its reference for the hand-off gap).
+pub(crate) fn run_one(kind: Kind, url: &str, counts: &Counts) -> Result<W3Result, BoxError> {
     let runtime = current_thread_runtime()?;
     let mut control = runtime.block_on(Control::fresh(url))?;
     let mut workers = Group::ready((0..counts.w3_processes).map(|process| {
