@@ -13,16 +13,19 @@ pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
 own redis-server
 
-usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--subjects LIST]
-                   [--json PATH]
+usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,w8,cluster,mem,wd,sched]
+                   [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
   --scale          the scale workloads at their full sizes (make bench-scale; issue #29)
   --only LIST      run only these workloads (w1 = W1, W1 1-CPU and W1 1-CPU multi-thread;
                    w2 = W2 (multi-thread), W2 current-thread and W2-fence; w3 = W3 and its
                    hand-off floor; w4 = read-write lock beside the mutex, read-mostly; w5 =
-                   semaphore of 4 permits (w4, w5: dlock only); mem; wd = 10,000 locks held
-                   under the watchdog; sched = 3 scheduler replicas on a 1-second cron)
+                   semaphore of 4 permits (w4, w5: dlock only); w8 = many contended locks
+                   (10,000 names, 100,000 with --scale; dlock only); cluster = W2 and W8 on
+                   a 3-master cluster beside the single server (dlock only); mem; wd =
+                   10,000 locks held under the watchdog; sched = 3 scheduler replicas on a
+                   1-second cron)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -35,7 +38,7 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,wd,sched] [--s
                      dlock_fenced   dlock, MutexOptions::fenced()
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
-Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
+Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker, w8-worker,
 handoff-floor, mem, wd, sched-replica.
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
@@ -46,7 +49,9 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 8] = ["w1", "w2", "w3", "w4", "w5", "mem", "wd", "sched"];
+pub(crate) const WORKLOADS: [&str; 10] = [
+    "w1", "w2", "w3", "w4", "w5", "w8", "cluster", "mem", "wd", "sched",
+];
 
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]

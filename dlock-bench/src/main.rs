@@ -18,6 +18,9 @@
 //! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process), W2 and W2-fence, for every subject; W1 1-CPU and W2 on both runtimes |
 //! | `w3`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
 //! | `w4`, `w5` | W4 (read-write lock beside the mutex) and W5 (semaphore): dlock only (issue #14) |
+//! | `cluster` | the Cluster rows: W2 and W8 on 3 masters beside the single server; per-master load, projection |
+//! | `w8` | W8: many contended locks (2 tasks per name in 2 of 4 worker processes): hand-off gaps, subscriptions, channels, what is left |
+//! | `nodes` | the servers of a scale workload: one, or a cluster's masters; each node's counters, channels, keys, memory |
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
 //! | `wd` | 10,000 locks under the watchdog: round trips and CPU per renewal round (child process) |
@@ -59,6 +62,7 @@
 mod affinity;
 mod child;
 mod cli;
+mod cluster;
 mod control;
 mod dlock;
 mod family;
@@ -66,6 +70,7 @@ mod family_stats;
 mod floor;
 mod handoff_floor;
 mod memory;
+mod nodes;
 mod pairs;
 mod redis_stats;
 mod report;
@@ -84,6 +89,7 @@ mod w2;
 mod w3;
 mod w4;
 mod w5;
+mod w8;
 mod wd;
 
 use std::path::Path;
@@ -107,7 +113,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 13] = [
+const STAGES: [Stage; 15] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -118,6 +124,8 @@ const STAGES: [Stage; 13] = [
     ("w3", "W3", w3::run),
     ("w4", "W4", w4::run),
     ("w5", "W5", w5::run),
+    ("w8", "W8", w8::run),
+    ("cluster", "Cluster", cluster::run),
     ("mem", "memory", memory::run),
     ("wd", "watchdog", wd::run),
     ("sched", "scheduler", sched::run),
@@ -127,12 +135,13 @@ const STAGES: [Stage; 13] = [
 type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 
 /// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
-const CHILDREN: [Child; 9] = [
+const CHILDREN: [Child; 10] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
     ("w3-worker", w3::child_main),
     ("w4-worker", w4::child_main),
     ("w5-worker", w5::child_main),
+    ("w8-worker", w8::child_main),
     ("handoff-floor", handoff_floor::child_main),
     ("mem", memory::child_main),
     ("wd", wd::child_main),

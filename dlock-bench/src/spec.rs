@@ -27,6 +27,9 @@ pub(crate) const WORKER_THREADS: usize = 2;
 /// The CPU that W1 1-CPU (both runtimes) pins the benchmark and redis-server to (`taskset -c 1`).
 pub(crate) const PINNED_CPU: usize = 1;
 
+/// W8: acquisitions of each task (two tasks per name, so every name changes hands; see `w8.rs`).
+pub(crate) const W8_ROUNDS: u32 = 2;
+
 /// Watchdog workload: lease of every held lock; the watchdog renews it every third (1 s).
 pub(crate) const WD_TTL: Duration = Duration::from_secs(3);
 /// Watchdog workload: renewal rounds left to settle before the measured window opens.
