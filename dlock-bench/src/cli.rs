@@ -13,7 +13,7 @@ pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
 own redis-server
 
-usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,sched]
+usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched]
                    [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
@@ -24,7 +24,9 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,sched]
                    semaphore of 4 permits (w4, w5: dlock only); mem; w6 = N locks held
                    under the watchdog (10,000 at a 3 s lease; --scale: 10k, 50k, 100k at 3 s
                    and 30 s); w7 = deep queue: 1,000 waiters on one lock (10,000 with
-                   --scale); sched = 3 scheduler replicas on a 1-second cron)
+                   --scale); w8 = many contended locks (10,000 names, 100,000 with --scale;
+                   dlock only); cluster = W2 and W8 on a 3-master cluster beside the single
+                   server (dlock only); sched = 3 scheduler replicas on a 1-second cron)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -38,7 +40,7 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,sched]
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
-handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, sched-replica.
+handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, w8-worker, sched-replica.
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
 [--fence no|read|warm] (read each holder's fence; warm: with the window's fence counters set
@@ -48,7 +50,9 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 9] = ["w1", "w2", "w3", "w4", "w5", "mem", "w6", "w7", "sched"];
+pub(crate) const WORKLOADS: [&str; 11] = [
+    "w1", "w2", "w3", "w4", "w5", "mem", "w6", "w7", "w8", "cluster", "sched",
+];
 
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]

@@ -15,13 +15,16 @@
 //! | module | what |
 //! |---|---|
 //! | `main` | the stages of a run and the child processes, each one line of a table |
+//! | `cluster` | the Cluster rows: W2 and W8 on 3 masters beside the single server; per-master load, projection |
+//! | `w8` | W8: many contended locks (2 tasks per name in 2 of 4 worker processes): hand-off gaps, subscriptions, channels, what is left |
+//! | `w7`, `w7_stats` | W7 deep queue: 10,000 waiters on one lock (worker processes, a dying holder): FIFO, gaps, re-ask waves, memory |
+//! | `w6`, `w6_stats` | W6: N locks held under the watchdog (child process per N and lease): CPU, round trips, memory, margins, shutdown; its figures (pure) |
 //! | `w1`, `w2` | W1 (and W1 1-CPU, a pinned child process), W2 and W2-fence, for every subject; W1 1-CPU and W2 on both runtimes |
 //! | `w3`, `handoff_floor` | W3 (2 worker processes per waiting subject) and its floor, the raw pub/sub hop |
 //! | `w4`, `w5` | W4 (read-write lock beside the mutex) and W5 (semaphore): dlock only (issue #14) |
+//! | `nodes` | the servers of a scale workload: one, or a cluster's masters; each node's counters, channels, keys, memory |
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
-//! | `w6`, `w6_stats` | W6: N locks held under the watchdog (child process per N and lease): CPU, round trips, memory, margins, shutdown; its figures (pure) |
-//! | `w7`, `w7_stats` | W7 deep queue: 10,000 waiters on one lock (worker processes, a dying holder): FIFO, gaps, re-ask waves, memory |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
 //! | `pairs` | what the pair workloads share: per-subject result, timed loop, their report section |
 //! | `cli` | arguments, subcommands |
@@ -60,6 +63,7 @@
 mod affinity;
 mod child;
 mod cli;
+mod cluster;
 mod control;
 mod dlock;
 mod family;
@@ -67,6 +71,7 @@ mod family_stats;
 mod floor;
 mod handoff_floor;
 mod memory;
+mod nodes;
 mod pairs;
 mod redis_stats;
 mod report;
@@ -89,6 +94,7 @@ mod w6;
 mod w6_stats;
 mod w7;
 mod w7_stats;
+mod w8;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -111,7 +117,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 14] = [
+const STAGES: [Stage; 16] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -125,6 +131,8 @@ const STAGES: [Stage; 14] = [
     ("mem", "memory", memory::run),
     ("w6", "W6 many held locks", w6::run),
     ("w7", "W7 deep queue", w7::run),
+    ("w8", "W8 many contended locks", w8::run),
+    ("cluster", "Cluster", cluster::run),
     ("sched", "scheduler", sched::run),
 ];
 
@@ -132,7 +140,7 @@ const STAGES: [Stage; 14] = [
 type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 
 /// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
-const CHILDREN: [Child; 10] = [
+const CHILDREN: [Child; 11] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
     ("w3-worker", w3::child_main),
@@ -143,6 +151,7 @@ const CHILDREN: [Child; 10] = [
     ("w6", w6::child_main),
     ("sched-replica", sched_replica::child_main),
     ("w7-worker", w7::child_main),
+    ("w8-worker", w8::child_main),
 ];
 
 fn main() -> ExitCode {

@@ -31,6 +31,9 @@ pub(crate) const PINNED_CPU: usize = 1;
 /// acquired over time into one schedule within a round or two).
 pub(crate) const W6_SETTLE_ROUNDS: u32 = 2;
 
+/// W8: acquisitions of each task (two tasks per name, so every name changes hands; see `w8.rs`).
+pub(crate) const W8_ROUNDS: u32 = 2;
+
 /// Scheduler workload: replica processes.
 pub(crate) const SCHED_REPLICAS: u32 = 3;
 /// Scheduler workload: the job's cron expression (every second) and time zone.

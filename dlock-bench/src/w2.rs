@@ -178,9 +178,19 @@ pub(crate) async fn warm_counters_of(
 }
 
 /// The two barriers every task passes: warmed up, then go.
-struct Gates {
-    warmed: Barrier,
-    go: Barrier,
+pub(crate) struct Gates {
+    pub(crate) warmed: Barrier,
+    pub(crate) go: Barrier,
+}
+
+impl Gates {
+    /// Gates for `tasks` tasks and the one that measures.
+    pub(crate) fn new(tasks: usize) -> Gates {
+        Gates {
+            warmed: Barrier::new(tasks + 1),
+            go: Barrier::new(tasks + 1),
+        }
+    }
 }
 
 async fn measure_one<S: Subject>(
@@ -195,10 +205,7 @@ async fn measure_one<S: Subject>(
     }
     let subject = Arc::new(S::connect(url).await?);
     let tasks = usize::try_from(counts.w2_tasks)?;
-    let gates = Arc::new(Gates {
-        warmed: Barrier::new(tasks + 1),
-        go: Barrier::new(tasks + 1),
-    });
+    let gates = Arc::new(Gates::new(tasks));
     let mut handles = Vec::with_capacity(tasks);
     for task in 0..counts.w2_tasks {
         handles.push(tokio::spawn(run_task(
@@ -232,7 +239,7 @@ async fn measure_one<S: Subject>(
 
 /// One task: warm-up, both barriers (always, even after a failed warm-up, so that the other
 /// tasks are not left waiting), then its measured pairs. Returns the per-pair latencies (ns).
-async fn run_task<S: Subject>(
+pub(crate) async fn run_task<S: Subject>(
     subject: Arc<S>,
     gates: Arc<Gates>,
     task: u64,
