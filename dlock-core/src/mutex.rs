@@ -69,6 +69,9 @@ enum Mode {
     /// caller queued, with nothing heard since: the entry is trusted to be queued still, and
     /// appended only to an empty queue (no scan; see acquire.lua).
     Again,
+    /// The first attempt of a waiting acquire: its entry is new, so it is appended without a
+    /// scan (see acquire.lua).
+    Join,
     /// The wait is over: leave the queue whatever the outcome.
     Last,
 }
@@ -78,6 +81,7 @@ impl Mode {
         match self {
             Self::Wait => "wait",
             Self::Again => "again",
+            Self::Join => "join",
             Self::Last => "last",
         }
     }
@@ -523,16 +527,20 @@ impl Mutex {
             // heard since (no grant, nudge or disconnection): the next re-ask may skip the
             // queue scan, once (`Mode::Again`).
             let mut confirmed = false;
+            // No attempt of this acquire ran yet: its entry is certainly not queued.
+            let mut first = true;
             loop {
                 if self.ctx.is_closed() {
                     return Err(self.ctx.closed_error(self.keys.name()));
                 }
                 let last = deadline.is_some_and(|d| Instant::now() >= d);
-                let mode = match (last, confirmed) {
-                    (true, _) => Mode::Last,
-                    (false, true) => Mode::Again,
-                    (false, false) => Mode::Wait,
+                let mode = match (last, confirmed, first) {
+                    (true, ..) => Mode::Last,
+                    (false, _, true) => Mode::Join,
+                    (false, true, false) => Mode::Again,
+                    (false, false, false) => Mode::Wait,
                 };
+                first = false;
                 let sent = Instant::now();
                 let reply = match Box::pin(self.attempt(token, mode, registration.entry())).await {
                     Ok(reply) => reply,
@@ -568,7 +576,7 @@ impl Mutex {
                     }
                     AcquireReply::Held { pttl, server_ms } => {
                         self_wait.check(self, started);
-                        confirmed = mode == Mode::Wait;
+                        confirmed = matches!(mode, Mode::Wait | Mode::Join);
                         (Seen { sent, server_ms }, pttl)
                     }
                 };

@@ -105,7 +105,7 @@ pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
                 how: ReleaseHow::Handoff,
             },
         ),
-        Some(_) => attempt(model, state, c, Mode::Wait),
+        Some(_) => attempt(model, state, c, Mode::Join),
     }
 }
 
@@ -169,7 +169,7 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
                 ..
             },
             _,
-        ) => attempt(model, state, c, Mode::Wait),
+        ) => attempt(model, state, c, Mode::Join),
         (Op::ElectionResign { token, .. }, _) => send(
             model,
             state,
@@ -228,7 +228,7 @@ fn fenced(
 ) {
     let client = &mut state.clients[usize::from(c)];
     match set {
-        Some(_) => attempt(model, state, c, Mode::Wait),
+        Some(_) => attempt(model, state, c, Mode::Join),
         None if queued => send(
             model,
             state,
@@ -282,12 +282,12 @@ fn attempted(
 ) {
     match reply {
         Reply::Holds { fence, pttl } => hold(model, state, c, token, Some(fence), sent + pttl),
-        Reply::Busy { wait } if matches!(mode, Mode::Wait | Mode::Again) => {
+        Reply::Busy { wait } if matches!(mode, Mode::Wait | Mode::Again | Mode::Join) => {
             let now = state.now;
             state.clients[usize::from(c)].phase = Phase::Waiting {
                 timer: now + wait.max(1),
                 seen: now,
-                confirmed: mode == Mode::Wait,
+                confirmed: matches!(mode, Mode::Wait | Mode::Join),
             };
         }
         _ => done(state, c),

@@ -237,6 +237,12 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
                 hold.waiting = true;
             }
         }
+        Mode::Join => {
+            server.data.queues.entry(name).or_default().push(entry);
+            if let Some(hold) = server.data.locks.get_mut(&name) {
+                hold.waiting = true;
+            }
+        }
         Mode::Again => {
             if queue_len(server, name) == 0 {
                 server.data.queues.entry(name).or_default().push(entry);

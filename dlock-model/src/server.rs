@@ -316,6 +316,9 @@ pub enum Mode {
     /// scan of the queue) and appended only when the queue is empty (acquire.lua and
     /// shared_acquire.lua mode "again").
     Again,
+    /// A mutex waiter's first attempt: as `Wait`, but the entry (new) is appended without a
+    /// scan (acquire.lua mode "join"); a call sent twice queues it twice.
+    Join,
     /// The last attempt (the wait timed out): drop the entry whatever the outcome.
     Last,
 }

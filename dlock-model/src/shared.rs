@@ -184,7 +184,9 @@ pub(crate) fn acquire(
         };
     }
     match mode {
-        Mode::Wait | Mode::Again => {
+        // The semaphore and the read-write lock never send "join" (a second entry of one
+        // request would be admitted twice): treated as "wait".
+        Mode::Wait | Mode::Again | Mode::Join => {
             let state = lock(server, name);
             // "again" trusts the entry to be queued: it appends only to an empty queue.
             let queued = if mode == Mode::Again {

@@ -189,7 +189,12 @@ impl<'r> Case<'r> {
                 if !wait && is_mutex(lock) {
                     return Ok(());
                 }
-                let mode = if wait { Mode::Wait } else { Mode::Single };
+                // A waiting mutex acquire's first attempt appends its new entry without a scan.
+                let mode = match (wait, is_mutex(lock)) {
+                    (true, true) => Mode::Join,
+                    (true, false) => Mode::Wait,
+                    (false, _) => Mode::Single,
+                };
                 self.attempt(at, mode)
             }
             Step::Retry { client, lock } => match self.find(client, lock, State::Queued) {
@@ -391,12 +396,12 @@ impl<'r> Case<'r> {
                 r.state = State::Holding;
                 r.fence = (fence > 0).then_some(fence);
             }
-            Reply::Busy { .. } if matches!(mode, Mode::Wait | Mode::Again) => {
+            Reply::Busy { .. } if matches!(mode, Mode::Wait | Mode::Again | Mode::Join) => {
                 r.state = State::Queued;
             }
             _ => r.state = State::Done,
         }
-        r.confirmed = r.state == State::Queued && mode == Mode::Wait;
+        r.confirmed = r.state == State::Queued && matches!(mode, Mode::Wait | Mode::Join);
         Ok(())
     }
 

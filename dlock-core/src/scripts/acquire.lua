@@ -22,9 +22,17 @@
 --                        it only if the waiter was paused past a grant's lease or the queue was
 --                        deleted by someone else; the empty-queue rule and the next attempt (a
 --                        "wait" again) bring it back.
+--                "join"  as "wait", but ARGV[4] is appended without looking for it first: a
+--                        waiting acquire's first attempt, whose token is new (the scan of a
+--                        new entry finds nothing and reads the whole queue: queueing 10,000
+--                        waiters cost 1.9 s of Redis time). Its later attempts are "wait" or
+--                        "again". Should the same call run twice (a cluster client resends a
+--                        request whose reply it lost), the second entry is harmless: popped
+--                        for the caller after it held and left, the grant goes to its client's
+--                        orphan handler, which releases it at once.
 --                "last"  drop ARGV[4] from the queue whatever the outcome (the wait is over)
 --                absent  leave the queue alone (a single attempt that does not wait)
--- ARGV[4]  the caller's queue entry (modes "wait", "again" and "last")
+-- ARGV[4]  the caller's queue entry (modes "wait", "again", "join" and "last")
 -- ARGV[5]  the fence counter of the lock's slot (a key in the same slot, named by the client:
 --          see next_fence in common.lua)
 --
@@ -115,13 +123,13 @@ if string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then
   local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
   return {1, tonumber(issued) or 0, pttl}
 end
-if mode == 'wait' or mode == 'again' then
+if mode == 'wait' or mode == 'again' or mode == 'join' then
   -- "again" skips the scan: with 10,000 waiters, each re-ask's LPOS cost ~100 us (measured), and
   -- a holder that dies makes every waiter re-ask within the same few milliseconds.
-  local queued
+  local queued = false
   if mode == 'again' then
     queued = redis.call('LLEN', queue) > 0
-  else
+  elseif mode == 'wait' then
     queued = redis.call('LPOS', queue, entry)
   end
   if not queued then
