@@ -1,6 +1,5 @@
 //! A waiter's re-ask after its fallback timer does not scan the queue (acquire.lua and
-//! shared_acquire.lua mode "again", issue #29), nor does a mutex waiter's first attempt (mode
-//! "join": its entry is new): with 10,000 waiters each scan cost ~100 µs of Redis time, and a holder
+//! shared_acquire.lua mode "again", issue #29): with 10,000 waiters each scan cost ~100 µs of Redis time, and a holder
 //! that dies makes every waiter re-ask within the same few milliseconds. And the one case the
 //! scan was there for — an entry that left the queue without its waiter hearing of it — is
 //! still covered: a waiter whose queue someone deleted rejoins it at that same re-ask.
@@ -16,11 +15,10 @@ const WAITERS: usize = 20;
 const QUEUE: &str = "dlock:{reask}:queue";
 
 backend_tests!(
-    /// 20 waiters queue behind a holder, which dies (its lease of 1.5 s is not renewed):
-    /// joining runs no `LPOS` (a new entry is appended, "join"), and neither do the re-asks
-    /// when every waiter's fallback timer fires as that lease runs out ("again"). The old
-    /// "wait" ran one scan per join and per re-ask.
-    async fn waiters_queue_and_reask_without_scanning_when_the_holder_dies(backend: Backend) {
+    /// 20 waiters queue behind a holder, which dies (its lease of 1.5 s is not renewed): the
+    /// re-asks when every waiter's fallback timer fires as that lease runs out run no `LPOS`
+    /// ("again"; the old "wait" ran one scan per re-ask).
+    async fn waiters_reask_without_scanning_when_the_holder_dies(backend: Backend) {
         let mut holder = Worker::spawn(&[
             "hold".into(),
             backend.worker_arg(),
@@ -34,7 +32,6 @@ backend_tests!(
         );
         let client = backend.client();
         let lock = client.mutex("reask").unwrap();
-        let before = backend.calls("lpos").await;
         let tasks: Vec<_> = (0..WAITERS)
             .map(|_| {
                 let lock = lock.clone();
@@ -53,6 +50,9 @@ backend_tests!(
             }
         })
         .await;
+        // Each waiter's first attempt looked for its entry near the tail ("join"); from here
+        // on, the re-asks after the holder's lease ran out must not scan.
+        let before = backend.calls("lpos").await;
         holder.child_mut().kill();
         for task in tasks {
             task.await.unwrap().unwrap();
@@ -60,8 +60,7 @@ backend_tests!(
         let scans = backend.calls("lpos").await - before;
         assert_eq!(
             scans, 0,
-            "{scans} queue scans (LPOS) by {WAITERS} waiters joining, then re-asking after their \
-             holder died"
+            "{scans} queue scans (LPOS) by {WAITERS} waiters re-asking after their holder died"
         );
         let mut con = con.clone();
         let left: usize = con.llen(QUEUE).await.unwrap();

@@ -158,6 +158,9 @@ pub(crate) fn fenced_fast(
     }
 }
 
+/// How many entries from the tail acquire.lua mode "join" looks at (`LPOS … RANK -1 MAXLEN`).
+pub(crate) const JOIN_SCAN: usize = 128;
+
 /// acquire.lua: the waiting acquire's attempt.
 pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mode: Mode) -> Reply {
     if let Some(key) = server.foreign(&keys(name)) {
@@ -238,7 +241,12 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             }
         }
         Mode::Join => {
-            server.data.queues.entry(name).or_default().push(entry);
+            // Looked for among the last JOIN_SCAN entries only (from the tail).
+            let queue = server.data.queues.entry(name).or_default();
+            let tail = queue.len().saturating_sub(JOIN_SCAN);
+            if !queue[tail..].iter().any(|e| e.token == entry.token) {
+                queue.push(entry);
+            }
             if let Some(hold) = server.data.locks.get_mut(&name) {
                 hold.waiting = true;
             }

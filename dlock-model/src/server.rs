@@ -316,8 +316,8 @@ pub enum Mode {
     /// scan of the queue) and appended only when the queue is empty (acquire.lua and
     /// shared_acquire.lua mode "again").
     Again,
-    /// A mutex waiter's first attempt: as `Wait`, but the entry (new) is appended without a
-    /// scan (acquire.lua mode "join"); a call sent twice queues it twice.
+    /// A mutex waiter's first attempt: as `Wait`, but the entry (new) is looked for among the
+    /// last 128 entries only (acquire.lua mode "join"), where a call sent twice finds it.
     Join,
     /// The last attempt (the wait timed out): drop the entry whatever the outcome.
     Last,
