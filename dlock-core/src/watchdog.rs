@@ -30,8 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
+use futures_util::future::join_all;
 use redis::cluster_routing::Slot;
 
 use crate::error::Error;
@@ -47,13 +46,6 @@ use crate::transport::Transport;
 
 /// Locks renewed per script call.
 pub(crate) const BATCH: usize = 100;
-
-/// Renewal calls in flight at once. A round of 100,000 locks is 1,000 calls; sent all at once,
-/// they queued ahead of every acquire on the shared connection (acquires slowed 25-fold while
-/// rounds ran), and no reply was applied before the slowest came back (a 1 s round with a 1 s
-/// interval ran late). 16 calls (a few ms of Redis time) keep Redis busy, and each reply is
-/// applied as it comes (issue 29, W6).
-const CALLS_IN_FLIGHT: usize = 16;
 
 /// The first retry after a failed renewal comes after a quarter of the interval, at most this.
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -474,14 +466,14 @@ enum Group {
 }
 
 /// Sends the due renewals, [`BATCH`] locks per script call (of one shard, or failing a shard
-/// map, one slot, on a cluster), [`CALLS_IN_FLIGHT`] calls at a time, and applies each answer
-/// as it comes.
+/// map, one slot, on a cluster), all calls concurrently, and applies the answers.
 async fn renew(inner: &Inner, due: Vec<Due>) {
     let transport = &inner.transport;
     let shards = match &inner.shards {
         Some(shards) => shards.current(transport).await,
         None => None,
     };
+    let sent = Instant::now();
     let mut groups: HashMap<Group, Vec<Due>> = HashMap::new();
     for d in due {
         let key = &d.lease.keys.lock;
@@ -499,14 +491,10 @@ async fn renew(inner: &Inner, due: Vec<Due>) {
         };
         groups.entry(group).or_default().push(d);
     }
-    let chunks: Vec<(Group, &[Due])> = groups
+    let chunks = groups
         .iter()
-        .flat_map(|(group, dues)| dues.chunks(BATCH).map(move |chunk| (*group, chunk)))
-        .collect();
-    let calls = chunks.into_iter().map(|(group, chunk)| async move {
-        // When this call goes out (calls wait for a place in flight): its leases are counted
-        // from here.
-        let sent = Instant::now();
+        .flat_map(|(group, dues)| dues.chunks(BATCH).map(move |chunk| (*group, chunk)));
+    let calls = chunks.map(|(group, chunk)| async move {
         let declared = if matches!(group, Group::Shard(_)) {
             1
         } else {
@@ -529,18 +517,11 @@ async fn renew(inner: &Inner, due: Vec<Due>) {
             ExtendStatus::decode_batch(&value, chunk.len())
                 .ok_or_else(|| unexpected("renew", &value))
         });
-        (chunk, statuses, sent, received)
+        (chunk, statuses, received)
     });
-    // Collected (the futures do nothing until polled) so that no iterator adapter's closure
-    // is held across an await.
-    let mut waiting = calls.collect::<Vec<_>>().into_iter();
-    let mut running: FuturesUnordered<_> = waiting.by_ref().take(CALLS_IN_FLIGHT).collect();
     let mut outcomes = Vec::new();
     let mut elsewhere = Vec::new();
-    while let Some((chunk, reply, sent, received)) = running.next().await {
-        if let Some(next) = waiting.next() {
-            running.push(next);
-        }
+    for (chunk, reply, received) in join_all(calls).await {
         let tokens: Vec<OwnerToken> = chunk.iter().map(|d| d.lease.token).collect();
         match reply {
             Ok(statuses) => {
