@@ -212,6 +212,8 @@ impl Meta {
     fn header(&self, out: &mut String) {
         let kind = if self.quick {
             "QUICK smoke run (--quick: about a tenth of the work; not comparable with full runs)"
+        } else if self.counts.scale {
+            "scale run (--scale: W6–W8 and Cluster at issue #29's sizes)"
         } else {
             "full run"
         };
@@ -532,6 +534,20 @@ mod tests {
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn the_header_names_the_kind_of_run() {
+        for (counts, kind) in [
+            (Counts::QUICK, "QUICK smoke run"),
+            (Counts::FULL, "full run"),
+            (Counts::SCALE, "scale run"),
+        ] {
+            let mut out = String::new();
+            Meta::collect(counts, "7".into(), &[Kind::Dlock]).header(&mut out);
+            let first = out.lines().next().unwrap_or_default();
+            assert!(first.contains(kind), "{first}");
+        }
     }
 
     #[derive(Debug)]
