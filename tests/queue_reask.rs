@@ -1,6 +1,6 @@
 //! A waiter's re-ask after its fallback timer does not scan the queue (acquire.lua and
-//! shared_acquire.lua mode "again", issue #29): with 10,000 waiters each scan cost ~100 µs of Redis time, and a holder
-//! that dies makes every waiter re-ask within the same few milliseconds. And the one case the
+//! shared_acquire.lua mode "again", issue #29): with 10,000 waiters each scan cost ~100 µs of
+//! Redis time, and a holder that dies makes every waiter re-ask within the same few milliseconds. And the one case the
 //! scan was there for — an entry that left the queue without its waiter hearing of it — is
 //! still covered: a waiter whose queue someone deleted rejoins it at that same re-ask.
 
@@ -8,18 +8,53 @@ use std::time::{Duration, Instant};
 
 use dlock_core::MutexOptions;
 use redis::AsyncCommands;
+use tokio::task::JoinHandle;
 
 use crate::support::{Backend, Worker, backend_tests, eventually};
 
 const WAITERS: usize = 20;
 const QUEUE: &str = "dlock:{reask}:queue";
 
+/// Waits until the list at `queue` holds `n` entries, failing the test after `limit`.
+async fn queue_reaches(backend: &Backend, queue: &str, n: usize, limit: Duration, what: &str) {
+    let con = backend.raw().await;
+    eventually(limit, what, || {
+        let mut con = con.clone();
+        async move {
+            let len: usize = con.llen(queue).await.ok()?;
+            (len == n).then_some(())
+        }
+    })
+    .await;
+}
+
+/// Once the [`WAITERS`] `tasks` are queued at `queue`, SIGKILLs `holder` (whose lease is not
+/// renewed) and waits for every task to take its turn; returns the `LPOS` calls the servers ran
+/// meanwhile (the re-asks when every fallback timer fires at the end of the holder's lease).
+async fn scans_after_the_holder_dies(
+    backend: &Backend,
+    mut holder: Worker,
+    queue: &str,
+    tasks: Vec<JoinHandle<dlock_core::Result<()>>>,
+) -> u64 {
+    let limit = Duration::from_secs(10);
+    queue_reaches(backend, queue, WAITERS, limit, "every waiter queued").await;
+    // Each waiter's first attempt queued it; from here on, the re-asks after the holder's
+    // lease ran out must not scan.
+    let before = backend.calls("lpos").await;
+    holder.child_mut().kill();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    backend.calls("lpos").await - before
+}
+
 backend_tests!(
     /// 20 waiters queue behind a holder, which dies (its lease of 1.5 s is not renewed): the
     /// re-asks when every waiter's fallback timer fires as that lease runs out run no `LPOS`
     /// ("again"; the old "wait" ran one scan per re-ask).
     async fn waiters_reask_without_scanning_when_the_holder_dies(backend: Backend) {
-        let mut holder = Worker::spawn(&[
+        let holder = Worker::spawn(&[
             "hold".into(),
             backend.worker_arg(),
             "name=reask".into(),
@@ -41,28 +76,12 @@ backend_tests!(
                 })
             })
             .collect();
-        let con = backend.raw().await;
-        eventually(Duration::from_secs(10), "every waiter queued", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen(QUEUE).await.ok()?;
-                (n == WAITERS).then_some(())
-            }
-        })
-        .await;
-        // Each waiter's first attempt looked for its entry near the tail ("join"); from here
-        // on, the re-asks after the holder's lease ran out must not scan.
-        let before = backend.calls("lpos").await;
-        holder.child_mut().kill();
-        for task in tasks {
-            task.await.unwrap().unwrap();
-        }
-        let scans = backend.calls("lpos").await - before;
+        let scans = scans_after_the_holder_dies(&backend, holder, QUEUE, tasks).await;
         assert_eq!(
             scans, 0,
             "{scans} queue scans (LPOS) by {WAITERS} waiters re-asking after their holder died"
         );
-        let mut con = con.clone();
+        let mut con = backend.raw().await;
         let left: usize = con.llen(QUEUE).await.unwrap();
         assert_eq!(
             left, 0,
@@ -73,7 +92,7 @@ backend_tests!(
     /// The same for a semaphore's waiters (shared_acquire.lua): its one permit's holder dies
     /// with 20 requests queued.
     async fn semaphore_waiters_reask_without_scanning_when_the_holder_dies(backend: Backend) {
-        let mut holder = Worker::spawn(&[
+        let holder = Worker::spawn(&[
             "shared".into(),
             backend.worker_arg(),
             "name=reask-sem".into(),
@@ -97,21 +116,8 @@ backend_tests!(
                 })
             })
             .collect();
-        let con = backend.raw().await;
-        eventually(Duration::from_secs(10), "every request queued", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen("dlock:{reask-sem}:sem:queue").await.ok()?;
-                (n == WAITERS).then_some(())
-            }
-        })
-        .await;
-        let before = backend.calls("lpos").await;
-        holder.child_mut().kill();
-        for task in tasks {
-            task.await.unwrap().unwrap();
-        }
-        let scans = backend.calls("lpos").await - before;
+        let queue = "dlock:{reask-sem}:sem:queue";
+        let scans = scans_after_the_holder_dies(&backend, holder, queue, tasks).await;
         assert_eq!(
             scans, 0,
             "{scans} queue scans (LPOS) by {WAITERS} requests re-asking after the holder died"
@@ -138,15 +144,15 @@ backend_tests!(
             let at = Instant::now();
             guard.release().await.map(|_| at)
         });
-        let mut con = backend.raw().await;
-        eventually(Duration::from_secs(10), "the waiter queued", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen(QUEUE).await.ok()?;
-                (n == 1).then_some(())
-            }
-        })
+        queue_reaches(
+            &backend,
+            QUEUE,
+            1,
+            Duration::from_secs(10),
+            "the waiter queued",
+        )
         .await;
+        let mut con = backend.raw().await;
         let nap: i64 = con.pttl("dlock:{reask}").await.unwrap();
         let deleted = Instant::now();
         let _: () = con.del(QUEUE).await.unwrap();
@@ -155,13 +161,13 @@ backend_tests!(
         let nap = Duration::from_millis(u64::try_from(nap).unwrap());
         let limit = nap + Duration::from_millis(1_500);
         let what = format!("the waiter rejoined its queue at its re-ask due after {nap:?}");
-        eventually(limit.saturating_sub(deleted.elapsed()), &what, || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen(QUEUE).await.ok()?;
-                (n == 1).then_some(())
-            }
-        })
+        queue_reaches(
+            &backend,
+            QUEUE,
+            1,
+            limit.saturating_sub(deleted.elapsed()),
+            &what,
+        )
         .await;
         let released = Instant::now();
         held.release().await.unwrap();

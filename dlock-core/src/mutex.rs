@@ -65,8 +65,8 @@ pub struct Mutex {
 enum Mode {
     /// Queue the caller if the lock is held (unless its entry is queued already: a scan).
     Wait,
-    /// The re-ask after the fallback timer that follows a `Wait` attempt which found the
-    /// caller queued, with nothing heard since: the entry is trusted to be queued still, and
+    /// The re-ask after the fallback timer that follows a `Wait` or `Join` attempt which found
+    /// the caller queued, with nothing heard since: the entry is trusted to be queued still, and
     /// appended only to an empty queue (no scan; see acquire.lua).
     Again,
     /// The first attempt of a waiting acquire: its entry is new, so it is looked for among the
@@ -523,29 +523,21 @@ impl Mutex {
 
             // Since when the attempts fail (a Sentinel client rides out a failover).
             let mut failing = None;
-            // The latest attempt was a `Wait` that found this waiter queued, and nothing was
-            // heard since (no grant, nudge or disconnection): the next re-ask may skip the
-            // queue scan, once (`Mode::Again`).
-            let mut confirmed = false;
-            // No attempt of this acquire ran yet: its entry is certainly not queued.
-            let mut first = true;
+            // The mode of the next attempt unless the wait is over: `Join` first (the entry is
+            // new); `Again` (no scan) once after an attempt that found this waiter queued with
+            // nothing heard since; `Wait` (a scan) otherwise.
+            let mut next = Mode::Join;
             loop {
                 if self.ctx.is_closed() {
                     return Err(self.ctx.closed_error(self.keys.name()));
                 }
                 let last = deadline.is_some_and(|d| Instant::now() >= d);
-                let mode = match (last, confirmed, first) {
-                    (true, ..) => Mode::Last,
-                    (false, _, true) => Mode::Join,
-                    (false, true, false) => Mode::Again,
-                    (false, false, false) => Mode::Wait,
-                };
-                first = false;
+                let mode = if last { Mode::Last } else { next };
+                next = Mode::Wait;
                 let sent = Instant::now();
                 let reply = match Box::pin(self.attempt(token, mode, registration.entry())).await {
                     Ok(reply) => reply,
                     Err(e) => {
-                        confirmed = false;
                         let since = *failing.get_or_insert_with(Instant::now);
                         if self.ctx.transport.rides_out(&e, deadline, since) {
                             Box::pin(self.ctx.transport.ride_out(deadline)).await;
@@ -576,7 +568,9 @@ impl Mutex {
                     }
                     AcquireReply::Held { pttl, server_ms } => {
                         self_wait.check(self, started);
-                        confirmed = matches!(mode, Mode::Wait | Mode::Join);
+                        if matches!(mode, Mode::Wait | Mode::Join) {
+                            next = Mode::Again;
+                        }
                         (Seen { sent, server_ms }, pttl)
                     }
                 };
@@ -586,7 +580,7 @@ impl Mutex {
                 tokio::select! {
                     () = registration.notified() => {
                         // A grant that came too late, a disconnection: the entry may be gone.
-                        confirmed = false;
+                        next = Mode::Wait;
                         if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
                             cleanup.disarm();
                             return Ok(Taken {

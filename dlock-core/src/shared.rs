@@ -43,7 +43,8 @@ enum Mode {
     Once,
     Wait,
     /// The re-ask after the fallback timer that follows a `Wait` which found the caller
-    /// queued, nothing heard since: no scan of the queue (see `shared_acquire.lua`).
+    /// queued, nothing heard since: no scan of the queue (see `shared_acquire.lua`). (No
+    /// "join": a request queued twice would be admitted twice.)
     Again,
     Last,
 }
@@ -151,25 +152,21 @@ impl SharedLock {
         let _waiting = metrics::Waiting::start(self.keys.kind().metric_name(), label);
         // Since when the attempts fail (a Sentinel client rides out a failover).
         let mut failing = None;
-        // The latest attempt was a `Wait` that found this request queued, and nothing was
-        // heard since: the next re-ask may skip the queue scan, once (`Mode::Again`).
-        let mut confirmed = false;
+        // The mode of the next attempt unless the wait is over: `Again` (no scan) once after a
+        // `Wait` that found this request queued with nothing heard since, `Wait` otherwise.
+        let mut next = Mode::Wait;
         loop {
             if self.ctx.is_closed() {
                 return Err(self.ctx.closed_error(self.keys.name()));
             }
             let last = deadline.is_some_and(|d| Instant::now() >= d);
-            let mode = match (last, confirmed) {
-                (true, _) => Mode::Last,
-                (false, true) => Mode::Again,
-                (false, false) => Mode::Wait,
-            };
+            let mode = if last { Mode::Last } else { next };
+            next = Mode::Wait;
             let sent = Instant::now();
             let reply = Box::pin(self.attempt(token, weight, mode, registration.entry()));
             let reply = match reply.await {
                 Ok(reply) => reply,
                 Err(e) => {
-                    confirmed = false;
                     let since = *failing.get_or_insert_with(Instant::now);
                     if self.ctx.transport.rides_out(&e, deadline, since) {
                         Box::pin(self.ctx.transport.ride_out(deadline)).await;
@@ -193,7 +190,9 @@ impl SharedLock {
                     wait: until_free,
                     server_ms,
                 } => {
-                    confirmed = matches!(mode, Mode::Wait);
+                    if matches!(mode, Mode::Wait) {
+                        next = Mode::Again;
+                    }
                     (Seen { sent, server_ms }, until_free)
                 }
             };
@@ -203,7 +202,7 @@ impl SharedLock {
                 () = registration.notified() => {
                     // A grant that came too late, a nudge, a disconnection: the entry may be
                     // gone.
-                    confirmed = false;
+                    next = Mode::Wait;
                     if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
                         cleanup.disarm();
                         return Ok(Some(Admitted {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
+use futures_util::stream;
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
@@ -204,17 +204,13 @@ async fn run_steps(steps: Vec<(String, Step, StepFuture)>, until: Instant) -> Sh
         names.push(Some((name, step)));
         futures.push(async move { (index, future.await) });
     }
-    let mut waiting = futures.into_iter();
-    let mut running: FuturesUnordered<_> = waiting.by_ref().take(STEPS_IN_FLIGHT).collect();
+    let mut running = stream::iter(futures).buffer_unordered(STEPS_IN_FLIGHT);
     let deadline = tokio::time::sleep_until(until.into());
     tokio::pin!(deadline);
     loop {
         tokio::select! {
             next = running.next() => match next {
                 Some((index, result)) => {
-                    if let Some(next) = waiting.next() {
-                        running.push(next);
-                    }
                     let Some((name, step)) = names.get_mut(index).and_then(Option::take) else {
                         continue;
                     };

@@ -171,8 +171,8 @@ pub enum Phase {
         timer: Ms,
         /// Server time of the latest attempt that found the lock held by others.
         seen: Ms,
-        /// That attempt was a full `Wait` (it made sure the entry is queued): the next re-ask
-        /// after the fallback timer may be an `Again` (mutex only).
+        /// That attempt was a `Wait` or a `Join` (it made sure the entry is queued): the next
+        /// re-ask after the fallback timer may be an `Again`.
         confirmed: bool,
     },
     /// Holding (the grant was returned to the caller).

@@ -37,8 +37,8 @@ struct Request {
     state: State,
     /// The model's fence of its hold, when the client knows it.
     fence: Option<u64>,
-    /// Its latest attempt was a `Wait` that left it queued: its next retry is an `Again` (as
-    /// every waiting acquire re-asks after its fallback timer).
+    /// Its latest attempt was a `Wait` or `Join` that left it queued: its next retry is an
+    /// `Again` (as every waiting acquire re-asks after its fallback timer).
     confirmed: bool,
 }
 
@@ -189,7 +189,8 @@ impl<'r> Case<'r> {
                 if !wait && is_mutex(lock) {
                     return Ok(());
                 }
-                // A waiting mutex acquire's first attempt appends its new entry without a scan.
+                // A waiting mutex acquire's first attempt looks for its new entry near the tail
+                // only ("join").
                 let mode = match (wait, is_mutex(lock)) {
                     (true, true) => Mode::Join,
                     (true, false) => Mode::Wait,

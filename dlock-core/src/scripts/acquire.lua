@@ -16,7 +16,7 @@
 --                        the entries ahead of it); on success drop it
 --                "again" as "wait", but ARGV[4] is trusted to be queued still: appended only
 --                        when the queue is empty, no scan. Sent only by a waiter whose previous
---                        attempt, in mode "wait", found it queued and which heard nothing since
+--                        attempt, in mode "wait" or "join", found it queued and which heard nothing since
 --                        (no grant, no disconnection): the one re-ask after its fallback timer
 --                        (mutex.rs). An entry can leave the queue without its waiter hearing of
 --                        it only if the waiter was paused past a grant's lease or the queue was
