@@ -859,7 +859,7 @@ const ROWS: [&str; 16] = [
     "acquires failed / lease gone at release / fences fetched",
     "re-asks (EVALSHA beyond one release per grant)",
     "LPOS in the drain (server time)",
-    "re-ask waves (100 ms slices with LPOS calls)",
+    "re-ask waves that scan (100 ms slices with LPOS calls)",
     "drain: wall time; redis-server CPU; in scripts",
     "longest PING of the probe (every 2 ms)",
     "client heap per waiting task",

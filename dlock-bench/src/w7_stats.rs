@@ -134,8 +134,10 @@ pub(crate) struct Slice {
     pub(crate) evalsha_calls: u64,
     pub(crate) evalsha_usec: u64,
     /// `LPOS` runs only in `acquire.lua` when an attempt finds the lock held and looks for its
-    /// own entry: the queueing attempt and every re-ask of a fallback timer. Hand-offs never
-    /// call it, so a slice with `LPOS` calls after the queue filled is a slice of re-asks.
+    /// own entry: the queueing attempt ("join", the last 128 entries) and a re-ask in mode
+    /// "wait" (the whole queue ahead of it). Hand-offs and "again" re-asks never call it, so a
+    /// slice with `LPOS` calls after the queue filled is a slice of re-asks that scan; the
+    /// re-asks that do not scan show only in the EVALSHA count (the "re-asks" row).
     pub(crate) lpos_calls: u64,
     pub(crate) lpos_usec: u64,
     pub(crate) server_cpu_us: u64,
