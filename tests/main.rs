@@ -53,6 +53,7 @@ mod scheduler_exactly_once;
 mod scheduler_outage;
 mod scheduler_records;
 mod scheduler_registry;
+mod scheduler_retry;
 mod scheduler_share;
 mod scheduler_shutdown;
 mod secrets;

@@ -2,18 +2,27 @@
 //! lock with the watchdog (the overlap guard), run the handler under the lease, record the
 //! outcome, release.
 //!
-//! Guarantee: **at most once per occurrence.** The claim is keyed by (job, nominal occurrence)
+//! **At most once** (the default delivery): the claim is keyed by (job, nominal occurrence)
 //! and remembered for the claim retention, so a late, skewed or restarted replica never runs an
 //! occurrence another replica claimed. A replica that dies mid-run leaves its occurrence
-//! claimed: it is not run again, and the ledger shows it [`RunOutcome::Abandoned`]. At-least-once
-//! would let a lottery draw twice; a job that must not be lost should be idempotent and use
-//! [`crate::MisfirePolicy`] or `run_now` to retry.
+//! claimed: it is not run again, and the ledger shows it [`RunOutcome::Abandoned`].
+//!
+//! **At least once** ([`crate::Delivery::AtLeastOnce`]): the claim starts the attempt's own
+//! lease in the ledger (`retries`), which this module renews every third of the job's lease
+//! while the attempt lives — waiting for the lock, running, recording. An attempt that fails
+//! is recorded with its next attempt's time (`finish.lua`); one whose replica died is found by
+//! the lapse of that lease (`take_retry.lua`, from the job loop). The next attempt is claimed
+//! by whichever replica asks first once it is due ([`Trigger::Retry`]); it waits for the run's
+//! lock, so its fencing token is larger than the previous attempt's. An attempt that learns it
+//! was superseded (its renewal is refused: it was paused or cut off past its lease) stops at
+//! once: its handler is cancelled, its lock released, its outcome not recorded.
 //!
 //! A claim whose answer never came (Redis unreachable or too slow) may have been made anyway:
 //! the attempt reports it to its job loop ([`AttemptEnd::Unreachable`]), which withdraws it by
 //! the attempt's token once Redis answers — unless its run started — so that the occurrence
 //! follows the misfire policy instead of being lost, and is still never run twice.
 
+use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -24,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::claim::{self, Claim, Occurrence};
 use crate::context::JobContext;
-use crate::ledger::{self, RunOutcome};
+use crate::ledger::{self, Recorded, Recording, RunOutcome};
 use crate::shared::{JobEntry, Shared};
 
 /// Why an attempt is made.
@@ -38,6 +47,13 @@ pub(crate) enum Trigger {
     InOrder,
     /// A `run_now` request, already taken and claimed under this run id.
     Manual(String),
+    /// A later attempt of an at-least-once run, already claimed (`take_retry.lua`): it waits
+    /// for the run's lock.
+    Retry {
+        run_id: String,
+        attempt: u32,
+        manual: bool,
+    },
 }
 
 /// One attempt at one occurrence on this replica.
@@ -49,7 +65,7 @@ pub(crate) struct Attempt {
     /// When the occurrence may start (nominal + jitter), by the server's clock.
     pub(crate) fire_at: DateTime<Utc>,
     pub(crate) trigger: Trigger,
-    /// Names this attempt in its claim, so that only it can withdraw the claim.
+    /// Names this attempt in its claim, so that only it can record, renew or withdraw it.
     pub(crate) token: String,
     /// Cancelled when the scheduler stops claiming.
     pub(crate) stop: CancellationToken,
@@ -60,13 +76,34 @@ pub(crate) struct Attempt {
 impl Attempt {
     fn run_id(&self) -> String {
         match &self.trigger {
-            Trigger::Manual(id) => id.clone(),
+            Trigger::Manual(id) | Trigger::Retry { run_id: id, .. } => id.clone(),
             Trigger::OnTime | Trigger::InOrder => self.occurrence.timestamp_millis().to_string(),
         }
     }
 
+    /// Whether the attempt was claimed before it started (a request or a retry).
+    fn claimed(&self) -> bool {
+        matches!(self.trigger, Trigger::Manual(_) | Trigger::Retry { .. })
+    }
+
     fn manual(&self) -> bool {
-        matches!(self.trigger, Trigger::Manual(_))
+        matches!(
+            self.trigger,
+            Trigger::Manual(_) | Trigger::Retry { manual: true, .. }
+        )
+    }
+
+    /// The attempt's number at its occurrence, from 1.
+    fn number(&self) -> u32 {
+        match self.trigger {
+            Trigger::Retry { attempt, .. } => attempt,
+            _ => 1,
+        }
+    }
+
+    /// Whether it waits for the run's lock rather than skipping when it is held.
+    fn waits_for_the_lock(&self) -> bool {
+        matches!(self.trigger, Trigger::InOrder | Trigger::Retry { .. })
     }
 }
 
@@ -89,7 +126,7 @@ pub(crate) async fn attempt(attempt: Attempt) -> AttemptEnd {
     let job = attempt.entry.job.name.clone();
     let run_id = attempt.run_id();
     let mut waits = 0;
-    while !attempt.manual() {
+    while !attempt.claimed() {
         let occurrence = Occurrence {
             run_id: &run_id,
             nominal: attempt.occurrence,
@@ -116,11 +153,52 @@ pub(crate) async fn attempt(attempt: Attempt) -> AttemptEnd {
             }
         }
     }
-    run_claimed(&attempt, run_id).await
+    let superseded = CancellationToken::new();
+    let run = run_claimed(&attempt, run_id.clone(), &superseded);
+    if !attempt.entry.job.delivery.retries() {
+        return run.await;
+    }
+    tokio::select! {
+        biased;
+        end = run => end,
+        never = renew_lease(&attempt, &run_id, &superseded) => match never {},
+    }
+}
+
+/// Renews the attempt's lease in the ledger every third of the job's lease, for as long as the
+/// attempt lives (the caller drops this future when it ends); cancels `superseded` when a
+/// renewal is refused (another attempt holds the run, or this one was found abandoned) and
+/// stops renewing. A timer that fires late (the process was paused) renews at once, so a
+/// replica that comes back from a pause learns it was superseded in one round trip.
+async fn renew_lease(
+    attempt: &Attempt,
+    run_id: &str,
+    superseded: &CancellationToken,
+) -> Infallible {
+    let (shared, entry) = (&attempt.shared, &attempt.entry);
+    let every = entry.job.lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        match claim::renew_attempt(shared, entry, run_id, &attempt.token).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), "dlock-scheduler: this attempt was superseded (its lease in the ledger ran out: the replica was paused or cut off); stopping it");
+                superseded.cancel();
+                return std::future::pending().await;
+            }
+            Err(e) => {
+                tracing::debug!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not renew the attempt's lease; trying again");
+            }
+        }
+    }
 }
 
 /// The claimed run: take the lock (skip, wait, or give the claim back), then perform it.
-async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
+async fn run_claimed(
+    attempt: &Attempt,
+    run_id: String,
+    superseded: &CancellationToken,
+) -> AttemptEnd {
     let job = &attempt.entry.job.name;
     let lock = match attempt.entry.lock_for(&attempt.shared.client, &run_id) {
         Ok(lock) => lock,
@@ -130,26 +208,29 @@ async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
             return AttemptEnd::Done;
         }
     };
-    let guard = if attempt.trigger == Trigger::InOrder {
-        // In order: wait for the previous run (on any replica) to end. Dropping the acquire is
-        // cancel safe: dlock-core releases a grant that arrives for a dropped waiter.
-        match attempt.stop.run_until_cancelled(lock.acquire()).await {
-            Some(guard) => guard.map(Some),
-            None => {
+    let guard = if attempt.waits_for_the_lock() {
+        // Wait for the previous run (on any replica), or the previous attempt's lease, to end.
+        // Dropping the acquire is cancel safe: dlock-core releases a grant that arrives for a
+        // dropped waiter.
+        tokio::select! {
+            biased;
+            () = superseded.cancelled() => return AttemptEnd::Done,
+            () = attempt.stop.cancelled() => {
                 let why = "the scheduler shut down while the previous run still went on";
                 let outcome = RunOutcome::Cancelled(why.to_owned());
                 record(attempt, &run_id, &outcome, None).await;
                 return AttemptEnd::Done;
             }
+            guard = lock.acquire() => guard.map(Some),
         }
     } else {
         lock.try_acquire().await
     };
     match guard {
         Ok(Some(guard)) => {
-            let outcome = perform(attempt, &run_id, guard).await;
-            if let RunOutcome::Failed(text) = &outcome {
-                tracing::warn!(%job, run = %run_id, error = %text, "dlock-scheduler: run failed");
+            let outcome = perform(attempt, &run_id, guard, superseded).await;
+            if let Some(RunOutcome::Failed(text)) = &outcome {
+                tracing::warn!(%job, run = %run_id, attempt = attempt.number(), error = %text, "dlock-scheduler: run failed");
             }
             AttemptEnd::Done
         }
@@ -174,8 +255,14 @@ async fn run_claimed(attempt: &Attempt, run_id: String) -> AttemptEnd {
     }
 }
 
-/// Runs the handler under `guard`, records the outcome, releases.
-async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutcome {
+/// Runs the handler under `guard`, records the outcome, releases. `None` when the attempt
+/// turned out to be superseded before its handler started (nothing ran).
+async fn perform(
+    attempt: &Attempt,
+    run_id: &str,
+    guard: MutexGuard,
+    superseded: &CancellationToken,
+) -> Option<RunOutcome> {
     let entry = &attempt.entry;
     // The job's locks are `fenced`: the token came with the lock, no round trip.
     let fence = match guard.fencing_token().await {
@@ -183,10 +270,18 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
         Err(e) => {
             let outcome = RunOutcome::Failed(format!("the run's lease was lost at once: {e}"));
             record(attempt, run_id, &outcome, None).await;
-            return outcome;
+            return Some(outcome);
         }
     };
-    record(attempt, run_id, &RunOutcome::Running, Some(fence.get())).await;
+    // The attempt holds the run's lock now; it runs only if the run is still its own (an
+    // attempt paused between its claim and its lock may have been superseded meanwhile).
+    if record(attempt, run_id, &RunOutcome::Running, Some(fence.get())).await
+        == Some(Recorded::Superseded)
+    {
+        tracing::warn!(job = %entry.job.name, run = %run_id, "dlock-scheduler: this attempt was superseded before it started; not running it");
+        release(entry, guard).await;
+        return None;
+    }
     let lease = guard.lease();
     let ctx = JobContext {
         job: entry.job.name.clone(),
@@ -195,6 +290,7 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
         replica: attempt.shared.replica.clone(),
         lease: lease.clone(),
         fence,
+        attempt: attempt.number(),
         client: attempt.shared.client.clone(),
     };
     // The handler is a closure that returns a future: either may panic.
@@ -211,17 +307,26 @@ async fn perform(attempt: &Attempt, run_id: &str, guard: MutexGuard) -> RunOutco
                     Err(panic) => panicked(panic.as_ref()),
                 },
                 lost = lease.lost(), if watch_lease => RunOutcome::Cancelled(lost.to_string()),
+                () = superseded.cancelled() => {
+                    RunOutcome::Cancelled("another attempt superseded this one".to_owned())
+                }
                 () = attempt.cancel.cancelled() => {
                     RunOutcome::Cancelled("the scheduler shut down before the run finished".to_owned())
                 }
             }
         }
     };
-    record(attempt, run_id, &outcome, Some(fence.get())).await;
+    if record(attempt, run_id, &outcome, Some(fence.get())).await == Some(Recorded::Superseded) {
+        tracing::info!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), %outcome, "dlock-scheduler: this attempt was superseded; its outcome is not recorded");
+    }
+    release(entry, guard).await;
+    Some(outcome)
+}
+
+async fn release(entry: &JobEntry, guard: MutexGuard) {
     if let Err(e) = guard.release().await {
         tracing::warn!(job = %entry.job.name, error = %e, "dlock-scheduler: release failed; the lease will expire");
     }
-    outcome
 }
 
 /// The outcome of a handler that panicked with `payload` (`panic!("…")` carries a `&str` or a
@@ -235,26 +340,46 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> RunOutcome {
     RunOutcome::Failed(format!("the handler panicked: {text}"))
 }
 
-/// Records `outcome` of the run in the ledger (best effort: a failure is logged).
-async fn record(attempt: &Attempt, run_id: &str, outcome: &RunOutcome, fence: Option<u64>) {
+/// Records `outcome` of the attempt in the ledger (best effort: a failure is logged, and
+/// answers `None`).
+async fn record(
+    attempt: &Attempt,
+    run_id: &str,
+    outcome: &RunOutcome,
+    fence: Option<u64>,
+) -> Option<Recorded> {
     let shared = &attempt.shared;
     let entry = &attempt.entry;
     if *outcome == RunOutcome::Running {
-        let late = (Utc::now() - attempt.fire_at).to_std().unwrap_or_default();
-        crate::metrics::started(&entry.job.name, late);
+        if attempt.number() == 1 {
+            let late = (Utc::now() - attempt.fire_at).to_std().unwrap_or_default();
+            crate::metrics::started(&entry.job.name, late);
+        }
     } else {
         crate::metrics::ended(&entry.job.name, outcome.code());
     }
-    let recorded = ledger::record(
-        &shared.client,
-        &entry.keys,
+    let how = Recording {
         run_id,
-        &shared.replica.id,
-        outcome,
+        token: &attempt.token,
         fence,
-    );
-    if let Err(e) = recorded.await {
-        tracing::warn!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
+        delivery: entry.job.delivery,
+        wake: (
+            &entry.keys.wake,
+            &entry.job.name,
+            dlock_core::__private::publish_command(&shared.client),
+        ),
+    };
+    match ledger::record(&shared.client, &entry.keys, &how, outcome).await {
+        Ok(Recorded::Retry(due)) => {
+            crate::metrics::retried(&entry.job.name, outcome.code());
+            tracing::info!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), %outcome, next_attempt_ms = due, "dlock-scheduler: attempt ended; the next attempt is scheduled");
+            Some(Recorded::Retry(due))
+        }
+        Ok(recorded) => Some(recorded),
+        Err(e) => {
+            tracing::warn!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
+            None
+        }
     }
 }
 

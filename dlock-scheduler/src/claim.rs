@@ -1,6 +1,7 @@
 //! Claims, the Redis side of runs: claiming an occurrence (`claim.lua`), taking a `run_now`
 //! request and claiming its run (`take_request.lua`), withdrawing a claim whose reply was lost
-//! (`withdraw.lua`). Every reply carries the server's time, from which the replica corrects its
+//! (`withdraw.lua`); under at-least-once delivery, taking a due retry (`take_retry.lua`) and
+//! renewing a running attempt's lease (`renew_attempt.lua`). Every reply carries the server's time, from which the replica corrects its
 //! clock ([`crate::clock::ServerClock`]).
 
 use std::time::Duration;
@@ -47,6 +48,7 @@ pub(crate) async fn claim(
         .key(&keys.paused)
         .key(&keys.replicas)
         .key(&keys.turn)
+        .key(&keys.retries)
         .arg(occurrence.run_id)
         .arg(occurrence.nominal.timestamp_millis())
         .arg(&shared.replica.id)
@@ -57,7 +59,8 @@ pub(crate) async fn claim(
         .arg(shared.history)
         .arg(occurrence.fire_at.timestamp_millis())
         .arg(millis(shared.turn_grace))
-        .arg(millis(shared.liveness()));
+        .arg(millis(shared.liveness()))
+        .arg(attempt_lease(entry));
     let sent = shared.clock.local();
     let reply: Vec<Value> =
         __private::invoke(&shared.client, &invocation, "claim an occurrence").await?;
@@ -96,13 +99,15 @@ pub(crate) async fn take_request(
         .key(&keys.ledger)
         .key(&keys.paused)
         .key(&keys.requests)
+        .key(&keys.retries)
         .arg(run_id)
         .arg(&shared.replica.id)
         .arg(&shared.replica.host)
         .arg(shared.replica.pid)
         .arg(token)
         .arg(millis(shared.retention))
-        .arg(shared.history);
+        .arg(shared.history)
+        .arg(attempt_lease(entry));
     let sent = shared.clock.local();
     let reply: Vec<Value> =
         __private::invoke(&shared.client, &invocation, "take a run_now request").await?;
@@ -138,8 +143,292 @@ pub(crate) async fn withdraw(
         .key(&keys.runs)
         .key(&keys.ledger)
         .key(&keys.requests)
+        .key(&keys.retries)
         .arg(run_id)
         .arg(token);
     let withdrawn: i64 = __private::invoke(&shared.client, &invocation, "withdraw a claim").await?;
     Ok(withdrawn == 1)
+}
+
+/// The attempt lease a claim starts: the job's lease under at-least-once delivery, 0 (none)
+/// at most once.
+fn attempt_lease(entry: &JobEntry) -> u64 {
+    if entry.job.delivery.retries() {
+        millis(entry.job.lease)
+    } else {
+        0
+    }
+}
+
+/// A retry this replica claimed (`take_retry.lua`).
+pub(crate) struct Retry {
+    pub(crate) run_id: String,
+    pub(crate) attempt: u32,
+    /// The run's occurrence (or a manual run's request time).
+    pub(crate) occurrence: DateTime<Utc>,
+    pub(crate) manual: bool,
+}
+
+/// What `take_retry.lua` answered.
+pub(crate) enum Retries {
+    /// This replica claimed an attempt and must run it.
+    Claimed(Retry),
+    /// An abandoned attempt was settled: ask again.
+    Again,
+    /// Nothing is due; the first run is due at this server time (`None`: no run is pending,
+    /// or the job is paused).
+    Idle(Option<DateTime<Utc>>),
+}
+
+/// Settles an abandoned attempt or claims the first due retry of `entry`'s job with `token`.
+pub(crate) async fn take_retry(
+    shared: &Shared,
+    entry: &JobEntry,
+    token: &str,
+) -> Result<Retries, Error> {
+    let keys = &entry.keys;
+    let job = &entry.job;
+    let mut invocation = scripts::TAKE_RETRY.prepare_invoke();
+    invocation
+        .key(&keys.runs)
+        .key(&keys.ledger)
+        .key(&keys.paused)
+        .key(&keys.retries)
+        .arg(&shared.replica.id)
+        .arg(&shared.replica.host)
+        .arg(shared.replica.pid)
+        .arg(token)
+        .arg(millis(job.lease))
+        .arg(job.delivery.attempts())
+        .arg(millis(job.delivery.backoff()));
+    let sent = shared.clock.local();
+    let reply: Vec<Value> =
+        __private::invoke(&shared.client, &invocation, "take a due retry").await?;
+    shared.heard(None, sent, reply.last());
+    let time = |ms: i64| {
+        chrono::TimeZone::timestamp_millis_opt(&Utc, ms)
+            .single()
+            .ok_or_else(|| {
+                Error::protocol(format!(
+                    "job `{}`: a retry holds the time {ms} ms",
+                    job.name
+                ))
+            })
+    };
+    match reply.as_slice() {
+        [
+            Value::Int(1),
+            Value::BulkString(id),
+            Value::Int(attempt),
+            Value::Int(occurrence),
+            Value::Int(manual),
+            ..,
+        ] => Ok(Retries::Claimed(Retry {
+            run_id: String::from_utf8_lossy(id).into_owned(),
+            attempt: u32::try_from(*attempt).unwrap_or(u32::MAX),
+            occurrence: time(*occurrence)?,
+            manual: *manual == 1,
+        })),
+        [Value::Int(3), ..] => Ok(Retries::Again),
+        [Value::Int(0), Value::Int(next), ..] if *next >= 0 => {
+            Ok(Retries::Idle(Some(time(*next)?)))
+        }
+        [Value::Int(0), ..] => Ok(Retries::Idle(None)),
+        other => Err(Error::protocol(format!(
+            "job `{}`: take_retry.lua answered {other:?}",
+            job.name
+        ))),
+    }
+}
+
+/// Renews the lease of this replica's attempt `token` at run `run_id`: `false` when the run's
+/// current attempt is another one (this one was superseded) or has ended.
+pub(crate) async fn renew_attempt(
+    shared: &Shared,
+    entry: &JobEntry,
+    run_id: &str,
+    token: &str,
+) -> Result<bool, Error> {
+    let mut invocation = scripts::RENEW_ATTEMPT.prepare_invoke();
+    invocation
+        .key(&entry.keys.ledger)
+        .key(&entry.keys.retries)
+        .arg(run_id)
+        .arg(token)
+        .arg(millis(entry.job.lease));
+    let sent = shared.clock.local();
+    let reply: Vec<Value> =
+        __private::invoke(&shared.client, &invocation, "renew an attempt").await?;
+    shared.heard(None, sent, reply.last());
+    Ok(matches!(reply.first(), Some(Value::Int(1))))
+}
+
+/// The at-least-once protocol, script by script, on a real `redis-server`: an attempt whose
+/// lease lapses is settled abandoned and superseded; a superseded attempt can neither record,
+/// renew nor withdraw; a failed attempt is retried after its backoff; the last attempt's
+/// outcome is final.
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use chrono::Utc;
+    use dlock_core::Client;
+    use dlock_testkit::RedisServer;
+
+    use super::*;
+    use crate::job::{Delivery, Job, Overlap};
+    use crate::ledger::{self, Recorded, Recording, RunOutcome};
+    use crate::scheduler::Scheduler;
+
+    fn scheduler(url: &str, name: &str, attempts: u32) -> Scheduler {
+        let job = Job::new(name, "0 0 * * *", "UTC", |_| async { Ok::<(), String>(()) })
+            .unwrap()
+            .delivery(Delivery::at_least_once(attempts, Duration::ZERO))
+            .overlap(Overlap::Allow)
+            .lease(Duration::from_secs(1));
+        Scheduler::builder(Client::open(url).unwrap())
+            .job(job)
+            .build()
+            .unwrap()
+    }
+
+    async fn record(
+        shared: &Shared,
+        entry: &JobEntry,
+        token: &str,
+        outcome: &RunOutcome,
+    ) -> Recorded {
+        let how = Recording {
+            run_id: "1000",
+            token,
+            fence: Some(7),
+            delivery: entry.job.delivery,
+            wake: (&entry.keys.wake, &entry.job.name, "PUBLISH"),
+        };
+        ledger::record(&shared.client, &entry.keys, &how, outcome)
+            .await
+            .unwrap()
+    }
+
+    /// Asks `take_retry.lua` until it claims an attempt for `token`, sleeping until the first
+    /// pending run is due (an attempt's lease deadline) as its replies say.
+    async fn retry_for(shared: &Shared, entry: &JobEntry, token: &str) -> Retry {
+        for _ in 0..20 {
+            match take_retry(shared, entry, token).await.unwrap() {
+                Retries::Claimed(retry) => return retry,
+                Retries::Again => {}
+                Retries::Idle(Some(due)) => tokio::time::sleep(shared.clock.until(due)).await,
+                Retries::Idle(None) => panic!("no run is pending"),
+            }
+        }
+        panic!("no retry became due");
+    }
+
+    async fn claim_first(shared: &Shared, entry: &JobEntry, token: &str) {
+        let at = chrono::TimeZone::timestamp_millis_opt(&Utc, 1000).unwrap();
+        let occurrence = Occurrence {
+            run_id: "1000",
+            nominal: at,
+            fire_at: at,
+            token,
+        };
+        assert!(matches!(
+            claim(shared, entry, &occurrence).await.unwrap(),
+            Claim::Won
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_superseded_attempt_cannot_write_and_the_last_attempt_is_final() {
+        let server = RedisServer::start().unwrap();
+        let scheduler = scheduler(&server.url(), "p", 3);
+        let shared: Arc<Shared> = scheduler.shared.clone();
+        let entry = shared.jobs.values().next().unwrap().clone();
+
+        claim_first(&shared, &entry, "A").await;
+        assert_eq!(
+            record(&shared, &entry, "A", &RunOutcome::Running).await,
+            Recorded::Done
+        );
+        assert!(renew_attempt(&shared, &entry, "1000", "A").await.unwrap());
+        // A stops renewing (killed, paused): once its lease lapses the run is settled
+        // abandoned and its next attempt claimed.
+        let second = retry_for(&shared, &entry, "B").await;
+        assert_eq!((second.run_id.as_str(), second.attempt), ("1000", 2));
+
+        // A comes back: superseded, it can neither renew, record nor withdraw.
+        assert!(!renew_attempt(&shared, &entry, "1000", "A").await.unwrap());
+        let cancelled = RunOutcome::Cancelled("lost".into());
+        assert_eq!(
+            record(&shared, &entry, "A", &cancelled).await,
+            Recorded::Superseded
+        );
+        assert!(!withdraw(&shared, &entry, "1000", "A").await.unwrap());
+        let history = ledger::history(&shared.client, "p").await.unwrap();
+        assert_eq!(history[0].attempt, 2);
+        assert_eq!(history[0].outcome, RunOutcome::Running);
+
+        // B fails: attempt 3 is due at once (no backoff here); B cannot record again.
+        assert!(renew_attempt(&shared, &entry, "1000", "B").await.unwrap());
+        let failed = RunOutcome::Failed("boom".into());
+        assert!(matches!(
+            record(&shared, &entry, "B", &failed).await,
+            Recorded::Retry(_)
+        ));
+        assert!(!renew_attempt(&shared, &entry, "1000", "B").await.unwrap());
+        let third = retry_for(&shared, &entry, "C").await;
+        assert_eq!(third.attempt, 3);
+        let ok = RunOutcome::Succeeded;
+        assert_eq!(record(&shared, &entry, "C", &ok).await, Recorded::Done);
+        // Retry safety: the same outcome again changes nothing.
+        assert_eq!(record(&shared, &entry, "C", &ok).await, Recorded::Done);
+        assert_eq!(
+            record(&shared, &entry, "B", &ok).await,
+            Recorded::Superseded
+        );
+
+        let run = &ledger::history(&shared.client, "p").await.unwrap()[0];
+        assert_eq!((run.attempt, &run.outcome, run.next_retry), (3, &ok, None));
+        let earlier: Vec<_> = run
+            .earlier_attempts
+            .iter()
+            .map(|a| {
+                (
+                    a.attempt,
+                    a.outcome.code(),
+                    a.fencing_token.map(|f| f.get()),
+                )
+            })
+            .collect();
+        assert_eq!(earlier, [(1, "abandoned", Some(7)), (2, "failed", Some(7))]);
+        assert!(matches!(
+            take_retry(&shared, &entry, "D").await.unwrap(),
+            Retries::Idle(None)
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_last_attempt_abandoned_is_final() {
+        let server = RedisServer::start().unwrap();
+        let scheduler = scheduler(&server.url(), "q", 1);
+        let shared: Arc<Shared> = scheduler.shared.clone();
+        let entry = shared.jobs.values().next().unwrap().clone();
+        claim_first(&shared, &entry, "A").await;
+        // Its lease lapses; with no attempt left the run ends abandoned, and nothing is due.
+        loop {
+            match take_retry(&shared, &entry, "B").await.unwrap() {
+                Retries::Idle(Some(due)) => tokio::time::sleep(shared.clock.until(due)).await,
+                Retries::Again => {}
+                Retries::Idle(None) => break,
+                Retries::Claimed(_) => panic!("a run with one attempt was retried"),
+            }
+        }
+        let run = &ledger::history(&shared.client, "q").await.unwrap()[0];
+        assert_eq!(
+            (run.attempt, &run.outcome, run.next_retry),
+            (1, &RunOutcome::Abandoned, None)
+        );
+        assert!(run.ended_at.is_some());
+    }
 }

@@ -46,6 +46,7 @@ pub struct JobContext {
     pub(crate) replica: Arc<Replica>,
     pub(crate) lease: Lease,
     pub(crate) fence: FencingToken,
+    pub(crate) attempt: u32,
     pub(crate) client: Client,
 }
 
@@ -77,10 +78,19 @@ impl JobContext {
         &self.replica
     }
 
-    /// The fencing token of the run's lease: larger than that of every earlier run of the job.
+    /// The fencing token of this attempt's lease: larger than that of every earlier run of the
+    /// job that took the same lock (every earlier run under [`crate::Overlap::Skip`]; every
+    /// earlier attempt of this occurrence under [`crate::Overlap::Allow`]), so a store that
+    /// keeps the largest token it saw refuses the writes of an attempt that was superseded.
     /// (Issued with the run's lock, so no round trip.)
     pub fn fencing_token(&self) -> FencingToken {
         self.fence
+    }
+
+    /// Which attempt at this occurrence this is: 1 for the first, 2 for the first retry
+    /// (at-least-once delivery, [`crate::Delivery`]); always 1 at most once.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 
     /// How much of the lease is left.
@@ -88,7 +98,10 @@ impl JobContext {
         self.lease.remaining()
     }
 
-    /// Resolves when the run's lease is lost (see [`dlock_core::Lease::lost`]).
+    /// Resolves when the run's lease is lost (see [`dlock_core::Lease::lost`]): its renewal was
+    /// refused or failed past the lease, this process did not run past it (a pause), or —
+    /// at-least-once delivery — another attempt superseded this one (the lock is then released
+    /// by the scheduler).
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
@@ -111,6 +124,7 @@ impl fmt::Debug for JobContext {
             replica,
             lease: _,
             fence,
+            attempt,
             client: _,
         } = self;
         f.debug_struct("JobContext")
@@ -119,6 +133,7 @@ impl fmt::Debug for JobContext {
             .field("manual", manual)
             .field("replica", &replica.id)
             .field("fence", fence)
+            .field("attempt", attempt)
             .finish()
     }
 }

@@ -40,6 +40,77 @@ pub enum Overlap {
     Allow,
 }
 
+/// What a job promises about each occurrence when a run fails or its replica dies.
+///
+/// | delivery | a replica dies (SIGKILL, pause past the lease) or the handler fails |
+/// |---|---|
+/// | [`Delivery::AtMostOnce`] (default) | the occurrence is recorded (abandoned, failed) and never run again |
+/// | [`Delivery::AtLeastOnce`] | another attempt runs on any live replica after the backoff, until `attempts` |
+///
+/// Under [`Delivery::AtLeastOnce`] each attempt has its own fencing token, larger than the
+/// previous attempt's ([`crate::JobContext::fencing_token`], [`crate::JobContext::attempt`]):
+/// a handler makes its side effects idempotent by the occurrence, and stale by the fence. An
+/// attempt is retried when the handler returns `Err` or panics, when its lease is lost (its
+/// replica paused, `max_run` passed, Redis cut off) or the scheduler shut down before it
+/// finished, and when its replica stops renewing it (killed): the attempt's own lease in the
+/// ledger, renewed with the run's lock, runs out. An occurrence skipped because the previous
+/// run was still going ([`crate::Overlap::Skip`]) is not retried: the running one does the
+/// work. A retry waits for the run's lock (the previous attempt's lease, or under
+/// [`crate::Overlap::Skip`] the job's running occurrence) instead of being skipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// Each occurrence runs at most once: a run that fails or whose replica dies is recorded
+    /// and not repeated (the lottery must never draw twice).
+    #[default]
+    AtMostOnce,
+    /// Each occurrence is attempted until one attempt succeeds, at most `attempts` times in
+    /// all (the first included, 1 to [`MAX_ATTEMPTS`]). Attempt `k + 1` starts `backoff ×
+    /// 2^(k−1)` after attempt `k` ended (at most [`MAX_BACKOFF`]), by the Redis server's clock;
+    /// an attempt whose replica died ends when its attempt lease (the job's lease) runs out.
+    AtLeastOnce {
+        /// Attempts in all, the first included (1: no retry, but a dead replica's run is still
+        /// recorded with its fence and attempt).
+        attempts: u32,
+        /// Delay before the second attempt; it doubles for each further one.
+        backoff: Duration,
+    },
+}
+
+/// The most attempts [`Delivery::AtLeastOnce`] accepts.
+pub const MAX_ATTEMPTS: u32 = 100;
+
+/// The longest delay between two attempts: the doubling backoff stops there.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+
+impl Delivery {
+    /// [`Delivery::AtLeastOnce`] with `attempts` in all and `backoff` before the second.
+    pub fn at_least_once(attempts: u32, backoff: Duration) -> Self {
+        Self::AtLeastOnce { attempts, backoff }
+    }
+
+    /// How many attempts an occurrence gets: 1 for at most once.
+    pub fn attempts(self) -> u32 {
+        match self {
+            Self::AtMostOnce => 1,
+            Self::AtLeastOnce { attempts, .. } => attempts,
+        }
+    }
+
+    /// Whether failed or abandoned attempts are retried (the ledger then tracks attempts).
+    pub fn retries(self) -> bool {
+        matches!(self, Self::AtLeastOnce { .. })
+    }
+
+    /// The base backoff (zero for at most once).
+    pub(crate) fn backoff(self) -> Duration {
+        match self {
+            Self::AtMostOnce => Duration::ZERO,
+            Self::AtLeastOnce { backoff, .. } => backoff,
+        }
+    }
+}
+
 /// A job: every replica registers the same jobs; each occurrence runs on exactly one of them.
 ///
 /// ```
@@ -65,6 +136,7 @@ pub struct Job {
     pub(crate) lease: Duration,
     pub(crate) on_lost: OnLost,
     pub(crate) max_run: Option<Duration>,
+    pub(crate) delivery: Delivery,
 }
 
 impl Job {
@@ -111,6 +183,7 @@ impl Job {
             lease: DEFAULT_RUN_LEASE,
             on_lost: OnLost::Cancel,
             max_run: None,
+            delivery: Delivery::AtMostOnce,
         }
     }
 
@@ -156,6 +229,13 @@ impl Job {
         self
     }
 
+    /// What each occurrence promises when a run fails or its replica dies (default
+    /// [`Delivery::AtMostOnce`]); see [`Delivery`].
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -179,6 +259,7 @@ impl fmt::Debug for Job {
             lease,
             on_lost,
             max_run,
+            delivery,
         } = self;
         f.debug_struct("Job")
             .field("name", name)
@@ -189,6 +270,7 @@ impl fmt::Debug for Job {
             .field("lease", lease)
             .field("on_lost", on_lost)
             .field("max_run", max_run)
+            .field("delivery", delivery)
             .finish_non_exhaustive()
     }
 }

@@ -17,6 +17,11 @@
 //!   catch-up run). Claims keep that from running anything twice.
 //! * **`run_now` requests** are taken (atomically popped and claimed, `take_request.lua`) when a
 //!   wake-up arrives ([`crate::wake`]) or the fallback poll comes round.
+//! * **Retries** (at-least-once delivery): the loop asks `take_retry.lua` when the first
+//!   pending run is due by the server's clock (the reply says when that is), on a wake-up
+//!   (`finish.lua` announces a scheduled retry) and at the fallback poll. Whichever replica asks
+//!   first after a retry is due claims it; an attempt whose lease lapsed is settled as
+//!   abandoned by the first replica that looks.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::attempt::{self, Attempt, AttemptEnd, Trigger};
-use crate::claim;
+use crate::claim::{self, Retries};
 use crate::error::Error;
 use crate::jitter::jitter_for;
 use crate::ledger;
@@ -39,6 +44,8 @@ use crate::shared::{JobEntry, Shared, Turn};
 
 /// How many `run_now` requests one poll takes at most (the rest at the next one).
 const MAX_REQUESTS_PER_POLL: usize = 100;
+/// How many retries (claimed or settled) one look takes at most (the rest at once after).
+const MAX_RETRIES_PER_LOOK: usize = 100;
 /// Backoff while waiting for Redis to answer again.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -80,6 +87,8 @@ struct JobLoop {
     reported: mpsc::UnboundedReceiver<Unanswered>,
     next_poll: Instant,
     poll_now: bool,
+    /// When to ask for due retries next (at-least-once delivery only).
+    next_retry_look: Instant,
 }
 
 /// One job's loop on this replica, until `ctx.stop`.
@@ -99,8 +108,10 @@ pub(crate) async fn job_loop(ctx: LoopCtx) {
         reported,
         next_poll: Instant::now(),
         poll_now: false,
+        next_retry_look: Instant::now(),
     };
     this.run().await;
+    this.leave_retries().await;
 }
 
 /// The latest scheduled occurrence in the ledger, where misfire handling starts; waits for
@@ -133,8 +144,14 @@ impl JobLoop {
                 self.schedule(now);
             }
             self.next_in_order();
-            if self.poll_now || Instant::now() >= self.next_poll {
+            let woken = self.poll_now;
+            if woken || Instant::now() >= self.next_poll {
                 self.take_requests().await;
+            }
+            if self.ctx.entry.job.delivery.retries()
+                && (woken || Instant::now() >= self.next_retry_look)
+            {
+                self.take_retries().await;
             }
             let wake = self.next_wake();
             let in_order = async {
@@ -287,10 +304,73 @@ impl JobLoop {
         }
     }
 
-    /// How long to sleep at most: until the next occurrence or the next poll.
+    /// Settles abandoned attempts and claims due retries of the job, starting their runs, and
+    /// works out when to look again: when the first pending run is due, or at the next poll.
+    async fn take_retries(&mut self) {
+        let shared = &self.ctx.shared;
+        let poll = Instant::now() + shared.request_poll;
+        self.next_retry_look = poll;
+        for _ in 0..MAX_RETRIES_PER_LOOK {
+            let token = shared.attempt_token();
+            match claim::take_retry(shared, &self.ctx.entry, &token).await {
+                Ok(Retries::Claimed(retry)) => {
+                    tracing::info!(job = %self.ctx.entry.job.name, run = %retry.run_id, attempt = retry.attempt, "dlock-scheduler: running the next attempt of a run");
+                    let trigger = Trigger::Retry {
+                        run_id: retry.run_id,
+                        attempt: retry.attempt,
+                        manual: retry.manual,
+                    };
+                    let now = shared.clock.now();
+                    let attempt = self.attempt(retry.occurrence, now, trigger, token);
+                    self.start(attempt, now, None);
+                }
+                Ok(Retries::Again) => {}
+                Ok(Retries::Idle(next)) => {
+                    if let Some(next) = next {
+                        self.next_retry_look = poll.min(Instant::now() + shared.clock.until(next));
+                    }
+                    return;
+                }
+                Err(e) => {
+                    // A lost reply may have claimed an attempt that nobody runs: its lease
+                    // lapses and it is settled as abandoned, like a killed replica's.
+                    tracing::debug!(job = %self.ctx.entry.job.name, error = %e, "dlock-scheduler: could not look for due retries");
+                    return;
+                }
+            }
+        }
+        self.next_retry_look = Instant::now();
+    }
+
+    /// At shutdown, says which at-least-once runs this replica leaves to the others (their
+    /// attempts running elsewhere or due later).
+    async fn leave_retries(&self) {
+        let entry = &self.ctx.entry;
+        if !entry.job.delivery.retries() {
+            return;
+        }
+        let mut count = redis::cmd("ZCARD");
+        count.arg(&entry.keys.retries);
+        let shared = &self.ctx.shared;
+        if let Ok(left) =
+            dlock_core::__private::query::<u64>(&shared.client, &count, "count pending runs").await
+            && left > 0
+        {
+            tracing::info!(job = %entry.job.name, runs = left, "dlock-scheduler: shutting down with at-least-once runs not final (running, or waiting for their next attempt); the other replicas take them over");
+        }
+    }
+
+    /// How long to sleep at most: until the next occurrence, the next poll or the next look
+    /// for retries.
     fn next_wake(&self) -> Duration {
         let shared = &self.ctx.shared;
-        let poll = self.next_poll.saturating_duration_since(Instant::now());
+        let mut poll = self.next_poll.saturating_duration_since(Instant::now());
+        if self.ctx.entry.job.delivery.retries() {
+            poll = poll.min(
+                self.next_retry_look
+                    .saturating_duration_since(Instant::now()),
+            );
+        }
         match self.ctx.entry.job.schedule.next_after(shared.clock.now()) {
             Some(next) => shared.clock.until(next).min(poll),
             None => poll,

@@ -11,7 +11,8 @@
 //! | `<prefix>{sched:<job>}` (+ `:queue`) | dlock mutex | held while a run is going |
 //! | `<prefix>{sched:<job>}:claims` | zset | claimed run ids, by claim time; kept for the retention |
 //! | `<prefix>{sched:<job>}:runs` | zset | run ids of the ledger, by occurrence |
-//! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim` and `<id>:end` records |
+//! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim`, `<id>:end` and `<id>:attempts` records (format version 1, `scripts/common.lua`) |
+//! | `<prefix>{sched:<job>}:retries` | zset | at-least-once runs not final yet, by when to look at them: the running attempt's lease deadline, or when the next attempt is due |
 //! | `<prefix>{sched:<job>}:paused` | string | present while paused |
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
 //! | `<prefix>{sched:<job>}:replicas` | zset | live replicas of the job, by liveness deadline |
@@ -39,6 +40,7 @@ pub(crate) struct JobKeys {
     pub(crate) requests: String,
     pub(crate) replicas: String,
     pub(crate) turn: String,
+    pub(crate) retries: String,
     /// The channel on which `run_now` wakes the job's replicas: it carries the job's hash tag,
     /// so that on a cluster `request.lua` may `SPUBLISH` on it and the message stays on the
     /// job's shard.
@@ -62,6 +64,7 @@ impl JobKeys {
             requests: format!("{base}:requests"),
             replicas: format!("{base}:replicas"),
             turn: format!("{base}:turn"),
+            retries: format!("{base}:retries"),
             wake: format!("{base}:wake"),
             lock_name,
         })
@@ -84,8 +87,9 @@ pub enum RunOutcome {
     /// The previous run of the job was still going, so this occurrence was skipped (overlap
     /// policy [`crate::Overlap::Skip`]).
     SkippedOverlap,
-    /// The replica that claimed the run disappeared (crashed, killed) before recording an end:
-    /// its lease ran out. At most once: the occurrence is not run again.
+    /// The replica that claimed the run disappeared (crashed, killed, paused past its lease)
+    /// before recording an end. At most once, the occurrence is not run again; at least once,
+    /// the next attempt follows ([`RunRecord::next_retry`]).
     Abandoned,
 }
 
@@ -111,8 +115,8 @@ impl RunOutcome {
 
     /// The outcome code and error text as stored by `finish.lua`.
     pub(crate) fn encode(&self) -> (&'static str, String) {
-        // The record separator may not appear in the text.
-        (self.code(), self.text().replace('\x1f', " "))
+        // The field and attempt separators may not appear in the text.
+        (self.code(), self.text().replace(['\x1f', '\x1e'], " "))
     }
 
     fn decode(code: &str, text: &str) -> Option<Self> {
@@ -138,7 +142,11 @@ impl fmt::Display for RunOutcome {
     }
 }
 
-/// One run of a job, as recorded in the ledger.
+/// The version of the run records this dlock writes and reads (`scripts/common.lua`).
+pub(crate) const RECORD_VERSION: &str = "1";
+
+/// One run of a job, as recorded in the ledger: its current (or last) attempt, and under
+/// at-least-once delivery the attempts before it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunRecord {
@@ -146,6 +154,36 @@ pub struct RunRecord {
     pub occurrence: DateTime<Utc>,
     /// Whether it was requested with `run_now` rather than scheduled.
     pub manual: bool,
+    /// The replica that claimed the current attempt.
+    pub replica: String,
+    /// Host name of that replica.
+    pub host: String,
+    /// Process id of that replica.
+    pub pid: u32,
+    /// When the current attempt was claimed, by the Redis server's clock.
+    pub started_at: SystemTime,
+    /// When it ended, by the Redis server's clock (`None` while running or abandoned).
+    pub ended_at: Option<SystemTime>,
+    /// The fencing token of the current attempt's lease (`None` when it never took the lease).
+    pub fencing_token: Option<FencingToken>,
+    /// How the current attempt ended.
+    pub outcome: RunOutcome,
+    /// The current attempt's number: 1 for the first (always 1 at most once).
+    pub attempt: u32,
+    /// When the next attempt is due, by the Redis server's clock: set while a retry of this run
+    /// is pending (at-least-once delivery, [`crate::Delivery`]); `None` when the run is final
+    /// or its current attempt runs.
+    pub next_retry: Option<SystemTime>,
+    /// The attempts before the current one, oldest first (at-least-once delivery).
+    pub earlier_attempts: Vec<AttemptRecord>,
+}
+
+/// An earlier attempt of a run (at-least-once delivery): who made it, when, how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttemptRecord {
+    /// Its number, from 1.
+    pub attempt: u32,
     /// The replica that claimed it.
     pub replica: String,
     /// Host name of that replica.
@@ -154,40 +192,85 @@ pub struct RunRecord {
     pub pid: u32,
     /// When it was claimed, by the Redis server's clock.
     pub started_at: SystemTime,
-    /// When it ended, by the Redis server's clock (`None` while running or abandoned).
+    /// When it ended (or was found abandoned), by the Redis server's clock.
     pub ended_at: Option<SystemTime>,
-    /// The fencing token of the run's lease (`None` when it never took the lease).
+    /// The fencing token of its lease, if it took the lease.
     pub fencing_token: Option<FencingToken>,
-    /// How it ended.
+    /// How it ended: failed, cancelled or abandoned.
     pub outcome: RunOutcome,
 }
 
+/// Why a ledger record could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum RecordError {
+    /// Written in another format version (a newer dlock): named, never guessed at.
+    Version(String),
+    /// Not a record dlock writes.
+    Malformed,
+}
+
+/// The fields of a record of this version, or why not.
+fn versioned(record: &str) -> Result<std::str::Split<'_, char>, RecordError> {
+    let mut fields = record.split('\x1f');
+    match fields.next() {
+        Some(RECORD_VERSION) => Ok(fields),
+        Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(RecordError::Version(v.to_owned()))
+        }
+        _ => Err(RecordError::Malformed),
+    }
+}
+
+fn fence_of(field: &str) -> Option<FencingToken> {
+    field.parse().ok().map(FencingToken::new)
+}
+
 impl RunRecord {
-    /// Parses the `<id>:claim` and `<id>:end` fields written by the scripts.
-    pub(crate) fn parse(occurrence_ms: i64, claim: &str, end: Option<&str>) -> Option<Self> {
-        let mut c = claim.split('\x1f');
-        let replica = c.next()?.to_owned();
-        let host = c.next()?.to_owned();
-        let pid = c.next()?.parse().ok()?;
-        let started_ms: u64 = c.next()?.parse().ok()?;
-        let manual = c.next()? == "1";
-        let (outcome, ended_at, fencing_token) = match end {
-            None => (RunOutcome::Running, None, None),
+    /// Parses the `<id>:claim`, `<id>:end` and `<id>:attempts` fields written by the scripts.
+    pub(crate) fn parse(
+        occurrence_ms: i64,
+        claim: &str,
+        end: Option<&str>,
+        attempts: Option<&str>,
+    ) -> Result<Self, RecordError> {
+        let bad = || RecordError::Malformed;
+        let mut c = versioned(claim)?;
+        let replica = c.next().ok_or_else(bad)?.to_owned();
+        let host = c.next().ok_or_else(bad)?.to_owned();
+        let pid = c.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let started_ms: u64 = c.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let manual = c.next().ok_or_else(bad)? == "1";
+        let _token = c.next().ok_or_else(bad)?;
+        let attempt = c.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let (outcome, ended_at, fencing_token, next_retry) = match end {
+            None => (RunOutcome::Running, None, None, None),
             Some(end) => {
-                let mut e = end.splitn(4, '\x1f');
-                let code = e.next()?;
-                let ended = e.next()?;
-                let fence = e.next()?;
-                let text = e.next().unwrap_or_default();
+                let mut e = versioned(end)?;
+                let code = e.next().ok_or_else(bad)?;
+                let ended = e.next().ok_or_else(bad)?;
+                let fence = e.next().ok_or_else(bad)?;
+                let next = e.next().ok_or_else(bad)?;
+                let text = e.collect::<Vec<_>>().join(" ");
                 (
-                    RunOutcome::decode(code, text)?,
+                    RunOutcome::decode(code, &text).ok_or_else(bad)?,
                     ended.parse().ok().map(millis),
-                    fence.parse().ok().map(FencingToken::new),
+                    fence_of(fence),
+                    next.parse().ok().map(millis),
                 )
             }
         };
-        let occurrence = Utc.timestamp_millis_opt(occurrence_ms).single()?;
-        Some(Self {
+        let earlier_attempts = match attempts {
+            None => Vec::new(),
+            Some(list) => list
+                .split('\x1e')
+                .map(AttemptRecord::parse)
+                .collect::<Result<_, _>>()?,
+        };
+        let occurrence = Utc
+            .timestamp_millis_opt(occurrence_ms)
+            .single()
+            .ok_or_else(bad)?;
+        Ok(Self {
             occurrence,
             manual,
             replica,
@@ -197,38 +280,109 @@ impl RunRecord {
             ended_at,
             fencing_token,
             outcome,
+            attempt,
+            next_retry,
+            earlier_attempts,
         })
     }
 
-    /// How late the run started after its nominal occurrence (server clock vs. the schedule).
+    /// How late the run started after its nominal occurrence (server clock vs. the schedule):
+    /// its first attempt's claim.
     pub fn start_delay(&self) -> Option<Duration> {
         let occurrence = UNIX_EPOCH
             + Duration::from_millis(u64::try_from(self.occurrence.timestamp_millis()).ok()?);
-        self.started_at.duration_since(occurrence).ok()
+        let first = self
+            .earlier_attempts
+            .first()
+            .map_or(self.started_at, |a| a.started_at);
+        first.duration_since(occurrence).ok()
     }
 }
 
-/// Records how run `run_id` of the job with `keys` ended — or that it is running, with its
-/// fencing token — in the ledger (`finish.lua`). Only the replica that claimed the run can.
+impl AttemptRecord {
+    fn parse(entry: &str) -> Result<Self, RecordError> {
+        let bad = || RecordError::Malformed;
+        let mut a = versioned(entry)?;
+        let attempt = a.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let replica = a.next().ok_or_else(bad)?.to_owned();
+        let host = a.next().ok_or_else(bad)?.to_owned();
+        let pid = a.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let started_ms: u64 = a.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let ended = a.next().ok_or_else(bad)?;
+        let code = a.next().ok_or_else(bad)?;
+        let fence = a.next().ok_or_else(bad)?;
+        let text = a.collect::<Vec<_>>().join(" ");
+        Ok(Self {
+            attempt,
+            replica,
+            host,
+            pid,
+            started_at: millis(started_ms),
+            ended_at: ended.parse().ok().map(millis),
+            fencing_token: fence_of(fence),
+            outcome: RunOutcome::decode(code, &text).ok_or_else(bad)?,
+        })
+    }
+}
+
+/// What `finish.lua` did with an attempt's record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recorded {
+    /// Recorded (running, or a final outcome).
+    Done,
+    /// Recorded, and the run's next attempt is due then (server ms).
+    Retry(i64),
+    /// The run's current attempt is another one: this attempt was superseded.
+    Superseded,
+}
+
+/// How an attempt's outcome is recorded: by which attempt, and whether a failure is retried.
+pub(crate) struct Recording<'a> {
+    pub(crate) run_id: &'a str,
+    /// The attempt's token.
+    pub(crate) token: &'a str,
+    pub(crate) fence: Option<u64>,
+    /// The job's delivery: under at least once a failed or cancelled attempt is retried.
+    pub(crate) delivery: crate::job::Delivery,
+    /// The wake channel and message, and the publish command (announces a retry).
+    pub(crate) wake: (&'a str, &'a str, &'static str),
+}
+
+/// Records that an attempt of a run is running (with its fencing token), or how it ended, in
+/// the ledger (`finish.lua`). Only the attempt that holds the run's claim can.
 pub(crate) async fn record(
     client: &Client,
     keys: &JobKeys,
-    run_id: &str,
-    replica: &str,
+    how: &Recording<'_>,
     outcome: &RunOutcome,
-    fence: Option<u64>,
-) -> Result<(), Error> {
+) -> Result<Recorded, Error> {
     let (code, text) = outcome.encode();
+    let retried = matches!(outcome, RunOutcome::Failed(_) | RunOutcome::Cancelled(_))
+        && how.delivery.retries();
     let mut invocation = scripts::FINISH.prepare_invoke();
     invocation
         .key(&keys.ledger)
-        .arg(run_id)
-        .arg(replica)
+        .key(&keys.retries)
+        .arg(how.run_id)
+        .arg(how.token)
         .arg(code)
-        .arg(fence.map(|f| f.to_string()).unwrap_or_default())
-        .arg(text);
-    __private::invoke::<i64>(client, &invocation, "record a run").await?;
-    Ok(())
+        .arg(how.fence.map(|f| f.to_string()).unwrap_or_default())
+        .arg(text)
+        .arg(if retried {
+            crate::scripts::millis(how.delivery.backoff()).to_string()
+        } else {
+            String::new()
+        })
+        .arg(how.delivery.attempts())
+        .arg(how.wake.0)
+        .arg(how.wake.1)
+        .arg(how.wake.2);
+    let reply: Vec<i64> = __private::invoke(client, &invocation, "record a run").await?;
+    Ok(match reply.as_slice() {
+        [1, ..] => Recorded::Done,
+        [2, due, ..] => Recorded::Retry(*due),
+        _ => Recorded::Superseded,
+    })
 }
 
 /// Reads the ledger of `job` and works out which unfinished runs are still going.
@@ -241,26 +395,52 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
         .arg(-1)
         .arg("WITHSCORES")
         .cmd("HGETALL")
-        .arg(&keys.ledger);
-    let (runs, ledger): (
+        .arg(&keys.ledger)
+        .cmd("ZRANGE")
+        .arg(&keys.retries)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .cmd("TIME");
+    #[allow(clippy::type_complexity)]
+    let (runs, ledger, retries, (now_s, now_us)): (
         Vec<(String, i64)>,
         std::collections::HashMap<String, String>,
+        Vec<(String, f64)>,
+        (i64, i64),
     ) = __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
+    let now_ms = now_s * 1000 + now_us / 1000;
+    #[allow(clippy::cast_possible_truncation)]
+    let retries: std::collections::HashMap<String, i64> = retries
+        .into_iter()
+        .map(|(id, deadline)| (id, deadline as i64))
+        .collect();
     let mut records = Vec::with_capacity(runs.len());
     for (id, occurrence_ms) in runs {
         let Some(claim) = ledger.get(&format!("{id}:claim")) else {
             continue;
         };
         let end = ledger.get(&format!("{id}:end")).map(String::as_str);
-        let mut record = RunRecord::parse(occurrence_ms, claim, end).ok_or_else(|| {
-            Error::protocol(format!(
-                "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
-            ))
-        })?;
-        if record.outcome == RunOutcome::Running
-            && !still_running(client, &keys, &id, &record).await?
-        {
-            record.outcome = RunOutcome::Abandoned;
+        let attempts = ledger.get(&format!("{id}:attempts")).map(String::as_str);
+        let mut record =
+            RunRecord::parse(occurrence_ms, claim, end, attempts).map_err(|e| match e {
+                RecordError::Version(v) => Error::protocol(format!(
+                    "the ledger of job `{job}` holds run records of format version {v}, written by \
+                     a newer dlock; this one reads version {RECORD_VERSION}: upgrade this tool"
+                )),
+                RecordError::Malformed => Error::protocol(format!(
+                    "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
+                )),
+            })?;
+        if record.outcome == RunOutcome::Running {
+            let going = match retries.get(&id) {
+                // At least once: the attempt's lease in the ledger says.
+                Some(deadline) => *deadline >= now_ms,
+                None => still_running(client, &keys, &id, &record).await?,
+            };
+            if !going {
+                record.outcome = RunOutcome::Abandoned;
+            }
         }
         records.push(record);
     }
@@ -352,18 +532,35 @@ mod tests {
 
     #[test]
     fn records_round_trip_through_the_script_format() {
-        let claim = "replica-a\x1fweb-1\x1f4242\x1f1700000000500\x1f0";
-        let running = RunRecord::parse(1_700_000_000_000, claim, None).unwrap();
+        let claim = "1\x1freplica-a\x1fweb-1\x1f4242\x1f1700000000500\x1f0\x1ftok.1\x1f2";
+        let running = RunRecord::parse(1_700_000_000_000, claim, None, None).unwrap();
         assert_eq!(running.outcome, RunOutcome::Running);
+        assert_eq!(running.attempt, 2);
         assert_eq!(running.start_delay(), Some(Duration::from_millis(500)));
-        let (code, text) = RunOutcome::Failed("boom\x1fbang".into()).encode();
-        let end = format!("{code}\x1f1700000001000\x1f17\x1f{text}");
-        let failed = RunRecord::parse(1_700_000_000_000, claim, Some(&end)).unwrap();
-        assert_eq!(failed.outcome, RunOutcome::Failed("boom bang".into()));
+        let (code, text) = RunOutcome::Failed("boom\x1fbang\x1ebong".into()).encode();
+        let end = format!("1\x1f{code}\x1f1700000001000\x1f17\x1f1700000002000\x1f{text}");
+        let earlier = "1\x1f1\x1freplica-b\x1fweb-2\x1f7\x1f1700000000100\x1f1700000000400\x1fabandoned\x1f16\x1fkilled";
+        let failed = RunRecord::parse(1_700_000_000_000, claim, Some(&end), Some(earlier)).unwrap();
+        assert_eq!(failed.outcome, RunOutcome::Failed("boom bang bong".into()));
         assert_eq!(failed.fencing_token, Some(FencingToken::new(17)));
+        assert_eq!(failed.next_retry, Some(millis(1_700_000_002_000)));
         assert_eq!(failed.replica, "replica-a");
         assert_eq!(failed.pid, 4242);
         assert!(!failed.manual);
-        assert!(RunRecord::parse(0, "garbage", None).is_none());
+        let first = &failed.earlier_attempts[0];
+        assert_eq!((first.attempt, first.replica.as_str()), (1, "replica-b"));
+        assert_eq!(first.outcome, RunOutcome::Abandoned);
+        assert_eq!(first.fencing_token, Some(FencingToken::new(16)));
+        // The run started with its first attempt.
+        assert_eq!(failed.start_delay(), Some(Duration::from_millis(100)));
+        assert_eq!(
+            RunRecord::parse(0, "garbage", None, None),
+            Err(RecordError::Malformed)
+        );
+        let newer = claim.replacen('1', "2", 1);
+        assert_eq!(
+            RunRecord::parse(0, &newer, None, None),
+            Err(RecordError::Version("2".into()))
+        );
     }
 }

@@ -142,8 +142,10 @@ pub use dlock_cron::{Occurrences, Schedule, ScheduleError, ScheduleErrorKind};
 pub use dlock_macros::scheduled;
 pub use error::{Error, ErrorKind};
 pub use jitter::jitter_for;
-pub use job::{DEFAULT_RUN_LEASE, Job, MIN_RUN_LEASE, Overlap};
-pub use ledger::{RunOutcome, RunRecord};
+pub use job::{
+    DEFAULT_RUN_LEASE, Delivery, Job, MAX_ATTEMPTS, MAX_BACKOFF, MIN_RUN_LEASE, Overlap,
+};
+pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
 pub use overview::{JobOverview, JobReplica};
 pub use registry::{RegisteredJob, RegisteredReplica};

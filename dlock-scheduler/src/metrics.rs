@@ -4,7 +4,8 @@
 //! | name | type | labels | what |
 //! |---|---|---|---|
 //! | `dlock.scheduler.occurrences` | counter | `job`, `outcome` (`succeeded`, `failed`, `cancelled`, `skipped_overlap`) | runs that ended on this replica |
-//! | `dlock.scheduler.fire.delay` | histogram, s | `job` | from an occurrence's fire time (nominal + jitter) to its run's start, by this replica's clock |
+//! | `dlock.scheduler.fire.delay` | histogram, s | `job` | from an occurrence's fire time (nominal + jitter) to its run's start (first attempts), by this replica's clock |
+//! | `dlock.scheduler.retries` | counter | `job`, `after` (`failed`, `cancelled`, `abandoned`) | attempts of at-least-once runs that this replica found failed or abandoned and scheduled again |
 //!
 //! Job names are labels: they are a fixed set of the application's, unlike lock names. Without
 //! the feature the functions are empty and inlined away.
@@ -25,12 +26,23 @@ pub(crate) fn ended(job: &str, outcome: &'static str) {
         .increment(1);
 }
 
+/// An attempt of `job` ended with `after` and its run's next attempt was scheduled.
+#[cfg(feature = "metrics")]
+pub(crate) fn retried(job: &str, after: &'static str) {
+    metrics::counter!("dlock.scheduler.retries", "job" => job.to_owned(), "after" => after)
+        .increment(1);
+}
+
 /// Describes the scheduler's metrics to the installed recorder.
 #[cfg(feature = "metrics")]
 pub(crate) fn describe() {
     metrics::describe_counter!(
         "dlock.scheduler.occurrences",
         "Scheduler runs that ended on this replica, by outcome"
+    );
+    metrics::describe_counter!(
+        "dlock.scheduler.retries",
+        "Attempts of at-least-once runs that failed or were abandoned and were scheduled again"
     );
     metrics::describe_histogram!(
         "dlock.scheduler.fire.delay",
@@ -50,3 +62,7 @@ pub(crate) fn ended(_: &str, _: &'static str) {}
 #[cfg(not(feature = "metrics"))]
 #[inline(always)]
 pub(crate) fn describe() {}
+
+#[cfg(not(feature = "metrics"))]
+#[inline(always)]
+pub(crate) fn retried(_: &str, _: &'static str) {}

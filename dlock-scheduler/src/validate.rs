@@ -2,7 +2,7 @@
 //! naming the fix. The rules match what `#[scheduled]` checks at compile time.
 
 use crate::error::Error;
-use crate::job::{Job, MIN_RUN_LEASE};
+use crate::job::{Delivery, Job, MAX_ATTEMPTS, MAX_BACKOFF, MIN_RUN_LEASE};
 
 /// The longest job name accepted, in bytes: the lock name `sched:<name>` must stay within
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`). Same limit as `#[scheduled]`.
@@ -65,6 +65,22 @@ pub(crate) fn job(job: &Job) -> Result<(), Error> {
              never be renewed; remove max_run or shorten the lease",
             job.name, job.lease
         )));
+    }
+    if let Delivery::AtLeastOnce { attempts, backoff } = job.delivery {
+        if !(1..=MAX_ATTEMPTS).contains(&attempts) {
+            return Err(Error::invalid_job(format!(
+                "job `{}`: {attempts} attempts; at-least-once delivery takes 1 to {MAX_ATTEMPTS} \
+                 attempts in all (the first included)",
+                job.name
+            )));
+        }
+        if backoff > MAX_BACKOFF {
+            return Err(Error::invalid_job(format!(
+                "job `{}`: a retry backoff of {backoff:?} is longer than {MAX_BACKOFF:?}; shorten \
+                 it (it doubles from attempt to attempt up to that bound)",
+                job.name
+            )));
+        }
     }
     Ok(())
 }

@@ -7,11 +7,12 @@
 -- KEYS[1]  claims    zset: member = run id, score = server time of the claim (ms); trimmed to
 --                    the retention, so a late or clock-skewed replica still finds the claim
 -- KEYS[2]  runs      zset: member = run id, score = nominal occurrence (ms); the ledger's order
--- KEYS[3]  ledger    hash: "<id>:claim" (see common.lua),
---                          "<id>:end" = "<outcome>\31<ended_ms>\31<fence>\31<error text>"
+-- KEYS[3]  ledger    hash: "<id>:claim", "<id>:end", "<id>:attempts" (see common.lua)
 -- KEYS[4]  paused    string: present while the job is paused
 -- KEYS[5]  replicas  zset: member = replica id, score = server time (ms) until which it is live
 -- KEYS[6]  turn      string: how many scheduled occurrences were claimed (whose turn it is)
+-- KEYS[7]  retries   zset: runs of at-least-once jobs whose attempts are not final, by the
+--                    server time to look at them again (see take_retry.lua)
 -- ARGV[1]  run id: the nominal occurrence in ms
 -- ARGV[2]  nominal occurrence in ms
 -- ARGV[3]  replica id   ARGV[4] host   ARGV[5] pid   ARGV[6] attempt token
@@ -21,6 +22,7 @@
 -- ARGV[10] turn grace in ms: how long the other replicas leave the occurrence to the replica
 --          whose turn it is (0: whoever asks first after the fire time wins)
 -- ARGV[11] liveness in ms: the caller counts as live this long after this call
+-- ARGV[12] attempt lease in ms for at-least-once delivery (the job's lease), 0 for at most once
 --
 -- Returns  {1, now_ms, next}            this replica won the occurrence and must run it (or
 --                                        record a skip)
@@ -41,6 +43,9 @@
 -- clock runs ahead would otherwise start an occurrence early, possibly while the previous one
 -- still runs elsewhere (and then skip it as an overlap).
 --
+-- A run still in the ledger counts as claimed even after the claim retention (an at-least-once
+-- run may outlive it while its retries are due).
+--
 -- Retry safety: claiming twice returns "claimed" the second time; a claim whose reply was lost
 -- is withdrawn by its attempt token once Redis answers again (withdraw.lua), never run.
 -- All keys share the job's hash tag.
@@ -60,7 +65,7 @@ local turn = tonumber(redis.call('GET', KEYS[6]) or '0')
 local function turn_of(n)
   return live[(n % #live) + 1]
 end
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('HEXISTS', KEYS[3], ARGV[1] .. ':claim') == 1 then
   return {0, 'claimed', now, turn_of(turn)}
 end
 local fire_at = tonumber(ARGV[9])
@@ -71,7 +76,7 @@ local grace = tonumber(ARGV[10])
 if now < fire_at + grace and turn_of(turn) ~= me then
   return {2, fire_at + grace - now, now, turn_of(turn + 1)}
 end
-open_run(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], now, tonumber(ARGV[7]), tonumber(ARGV[8]),
-  me .. '\31' .. ARGV[4] .. '\31' .. ARGV[5] .. '\31' .. int(now) .. '\31' .. '0' .. '\31' .. ARGV[6])
+open_run(KEYS[1], KEYS[2], KEYS[3], KEYS[7], ARGV[1], ARGV[2], now, tonumber(ARGV[7]),
+  tonumber(ARGV[8]), claim_record(me, ARGV[4], ARGV[5], now, '0', ARGV[6], 1), tonumber(ARGV[12]))
 redis.call('INCR', KEYS[6])
 return {1, now, turn_of(turn + 1)}

@@ -1,5 +1,5 @@
-//! The scheduler's Lua scripts (one file each, contract on top; `common.lua` is prepended to
-//! the scripts that open a run). They are sent on dlock-core's request path
+//! The scheduler's Lua scripts (one file each, contract on top; `common.lua`, the run records'
+//! format and helpers, is prepended to the scripts that read or write run records). They are sent on dlock-core's request path
 //! (`dlock_core::__private::invoke`: the client's own connection, its command timeout, `EVALSHA`
 //! with a reload on `NOSCRIPT`, dlock-core's errors).
 
@@ -32,12 +32,36 @@ pub(crate) static RESUME: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("resume.lua")));
 
 /// Withdraws a claim whose reply was lost, before anything ran.
-pub(crate) static WITHDRAW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("withdraw.lua")));
+pub(crate) static WITHDRAW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("withdraw.lua")
+    ))
+});
 
-/// Records how a run ended.
-pub(crate) static FINISH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("finish.lua")));
+/// Records that an attempt runs, or how it ended (scheduling the next attempt when due).
+pub(crate) static FINISH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("finish.lua")
+    ))
+});
+
+/// Renews the lease of a running at-least-once attempt.
+pub(crate) static RENEW_ATTEMPT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("renew_attempt.lua")
+    ))
+});
+
+/// Settles abandoned at-least-once attempts and claims due retries.
+pub(crate) static TAKE_RETRY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("take_retry.lua")
+    ))
+});
 
 /// Registers a replica as live for a job (or unregisters it).
 pub(crate) static HEARTBEAT: LazyLock<Script> =

@@ -6,12 +6,14 @@
 -- KEYS[2]  runs      zset (see claim.lua)
 -- KEYS[3]  ledger    hash (see claim.lua)
 -- KEYS[4]  requests  list of pending `run_now` requests
+-- KEYS[5]  retries   zset (see claim.lua)
 -- ARGV[1]  run id
 -- ARGV[2]  the attempt token the claim was made with
 --
 -- Returns  1  withdrawn (a manual run's request is back at the head of the queue)
 --          0  no such claim, made by another attempt, or its run started: nothing changed
 --
+-- Only a first attempt is withdrawn (a retry's claim follows a run that started).
 -- "Started" means an end record exists: the run took its lock (recorded "running") or ended.
 -- Retry safety: withdrawing twice withdraws once.
 -- All keys share the job's hash tag.
@@ -20,14 +22,15 @@ local claim = redis.call('HGET', KEYS[3], ARGV[1] .. ':claim')
 if not claim then
   return 0
 end
-local token = string.match(claim, '\31([^\31]*)$')
-if token ~= ARGV[2] or redis.call('HEXISTS', KEYS[3], ARGV[1] .. ':end') == 1 then
+local c = fields(claim)
+if c[1] ~= '1' or c[7] ~= ARGV[2] or c[8] ~= '1' or redis.call('HEXISTS', KEYS[3], ARGV[1] .. ':end') == 1 then
   return 0
 end
 local requested = redis.call('ZSCORE', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1] .. ':claim')
+redis.call('ZREM', KEYS[5], ARGV[1])
 if string.sub(ARGV[1], 1, 1) == 'm' and requested then
   redis.call('LPUSH', KEYS[4], requested)
 end

@@ -1,0 +1,272 @@
+//! At-least-once delivery across three replica processes (`retry-replica` workers): a 1 s cron
+//! with a 1 s run lease and overlapping runs allowed, for 30 occurrences. In a third of them
+//! the replica running the first attempt is killed (SIGKILL, respawned at once) or stopped
+//! (SIGSTOP) past the lease mid-run; in another third the first attempt fails. Every
+//! occurrence must complete within its attempts, each attempt's fence must exceed the previous
+//! one's, a store that checks fences must end with the last attempt's write and refuse a
+//! superseded attempt's, a stopped attempt must learn it lost its lease within one renewal
+//! interval of its resume, and the at-most-once job beside it must never run an occurrence
+//! twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dlock_core::Client;
+use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
+use redis::AsyncCommands;
+
+use crate::support::{Worker, raw, redis};
+
+const ATTEMPTS: u32 = 3;
+const LEASE: Duration = Duration::from_secs(1);
+/// How long a stopped replica stays stopped: past its lease, the backoff and the next
+/// attempt's start.
+const STOPPED_FOR: Duration = Duration::from_millis(2500);
+const OCCURRENCES: usize = 30;
+
+fn spawn(url: &str, id: &str) -> Worker {
+    let args: Vec<String> = vec![
+        "retry-replica".into(),
+        format!("url={url}"),
+        format!("id={id}"),
+        format!("attempts={ATTEMPTS}"),
+        "backoff_ms=200".into(),
+        format!("lease_ms={}", LEASE.as_millis()),
+        "victim_work_ms=4000".into(),
+    ];
+    let worker = Worker::spawn(&args);
+    assert_eq!(worker.line(Duration::from_secs(30)), "started");
+    worker
+}
+
+fn now_ms() -> i64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    i64::try_from(since.as_millis()).unwrap()
+}
+
+/// A replica stopped by the test, to be resumed at `resume_at`.
+struct Stopped {
+    worker: usize,
+    occurrence: i64,
+    resume_at: Instant,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_occurrence_completes_within_its_attempts_with_increasing_fences() {
+    let server = redis();
+    let url = server.url();
+    let ids = ["a", "b", "c"];
+    let mut workers: Vec<Worker> = ids.iter().map(|id| spawn(&url, id)).collect();
+    let mut con = raw(&server).await;
+
+    // Drive the faults: each `victim <occ>` line is answered by a kill (respawned at once) or a
+    // stop (resumed after STOPPED_FOR), alternately, until OCCURRENCES occurrences were fired.
+    let mut victims: Vec<(i64, &str)> = Vec::new();
+    let mut stopped: Vec<Stopped> = Vec::new();
+    let mut resumed: BTreeMap<i64, i64> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let first = loop {
+        let attempts: Vec<String> = con.lrange("alo:attempts", 0, 0).await.unwrap();
+        if let Some(line) = attempts.first() {
+            break line.split(' ').next().unwrap().parse::<i64>().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no run started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let last = first + 1000 * (OCCURRENCES as i64 - 1);
+    while now_ms() < last + 1000 || !stopped.is_empty() {
+        assert!(Instant::now() < deadline, "the run took too long");
+        for i in 0..workers.len() {
+            while let Some(line) = workers[i].try_line() {
+                let Some(occ) = line.strip_prefix("victim ") else {
+                    continue;
+                };
+                let occurrence: i64 = occ.parse().unwrap();
+                if occurrence > last || stopped.iter().any(|s| s.worker == i) {
+                    continue;
+                }
+                if victims.len().is_multiple_of(2) {
+                    workers[i].child_mut().kill();
+                    victims.push((occurrence, "killed"));
+                    workers[i] = spawn(&url, ids[i]);
+                    break;
+                }
+                workers[i].child().stop().unwrap();
+                victims.push((occurrence, "stopped"));
+                stopped.push(Stopped {
+                    worker: i,
+                    occurrence,
+                    resume_at: Instant::now() + STOPPED_FOR,
+                });
+            }
+        }
+        let (due, waiting): (Vec<_>, Vec<_>) = stopped
+            .drain(..)
+            .partition(|s| Instant::now() >= s.resume_at);
+        stopped = waiting;
+        for s in due {
+            workers[s.worker].child().cont().unwrap();
+            resumed.insert(s.occurrence, now_ms());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        victims.iter().filter(|v| v.1 == "killed").count() >= 3
+            && victims.iter().filter(|v| v.1 == "stopped").count() >= 3,
+        "too few faults injected: {victims:?}"
+    );
+
+    // Every occurrence of the window ends succeeded, within its attempts.
+    let url_for_admin = url.clone();
+    let admin = Scheduler::builder(Client::open(url_for_admin.as_str()).unwrap())
+        .build()
+        .unwrap();
+    let window = |r: &RunRecord| (first..=last).contains(&r.occurrence.timestamp_millis());
+    let until = Instant::now() + Duration::from_secs(30);
+    let history: Vec<RunRecord> = loop {
+        let runs: Vec<_> = admin
+            .history("alo")
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(window)
+            .collect();
+        let open: Vec<_> = runs
+            .iter()
+            .filter(|r| r.outcome != RunOutcome::Succeeded)
+            .collect();
+        if runs.len() == OCCURRENCES && open.is_empty() {
+            break runs;
+        }
+        assert!(
+            Instant::now() < until,
+            "{} of {OCCURRENCES} runs, not succeeded: {open:#?}",
+            runs.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut retried = BTreeSet::new();
+    for run in &history {
+        let occurrence = run.occurrence.timestamp_millis();
+        let k = occurrence.div_euclid(1000);
+        assert!(run.attempt <= ATTEMPTS, "{run:#?}");
+        assert_eq!(run.next_retry, None, "{run:#?}");
+        assert_eq!(
+            run.earlier_attempts.len() as u32,
+            run.attempt - 1,
+            "{run:#?}"
+        );
+        // Each attempt's fence exceeds the previous attempt's.
+        let fences: Vec<u64> = run
+            .earlier_attempts
+            .iter()
+            .filter_map(|a| a.fencing_token)
+            .chain(run.fencing_token)
+            .map(|f| f.get())
+            .collect();
+        assert!(
+            fences.windows(2).all(|w| w[0] < w[1]),
+            "fences must increase from attempt to attempt: {run:#?}"
+        );
+        if k % 3 == 1 {
+            let first_attempt = run
+                .earlier_attempts
+                .first()
+                .expect("the first attempt failed");
+            assert_eq!(
+                first_attempt.outcome,
+                RunOutcome::Failed("the first attempt fails".into()),
+                "{run:#?}"
+            );
+        }
+        if run.attempt > 1 {
+            retried.insert(occurrence);
+        }
+        // The store that checks fences holds the last attempt's write.
+        let stored: Option<String> = con
+            .hget(format!("alo:store:{occurrence}"), "value")
+            .await
+            .unwrap();
+        let fence: Option<u64> = con
+            .hget(format!("alo:store:{occurrence}"), "fence")
+            .await
+            .unwrap();
+        assert_eq!(
+            stored.as_deref(),
+            Some(format!("{} {} done", run.attempt, run.replica).as_str()),
+            "{run:#?}"
+        );
+        assert_eq!(fence, run.fencing_token.map(|f| f.get()), "{run:#?}");
+    }
+    for (occurrence, how) in &victims {
+        assert!(
+            retried.contains(occurrence),
+            "the {how} replica's occurrence {occurrence} was not retried"
+        );
+    }
+
+    // The store accepted writes per occurrence in attempt order: no superseded attempt wrote
+    // after the attempt that superseded it.
+    let accepted: Vec<String> = con.lrange("alo:accepted", 0, -1).await.unwrap();
+    let mut latest: BTreeMap<String, u32> = BTreeMap::new();
+    for line in &accepted {
+        let mut f = line.split(' ');
+        let (key, _fence, attempt) = (f.next().unwrap(), f.next(), f.next().unwrap());
+        let attempt: u32 = attempt.parse().unwrap();
+        let seen = latest.entry(key.to_owned()).or_insert(attempt);
+        assert!(
+            attempt >= *seen,
+            "a superseded attempt's write was accepted: {line}"
+        );
+        *seen = attempt;
+    }
+
+    // A stopped attempt learned of its loss within one renewal interval of its resume.
+    let lost: Vec<String> = con.lrange("alo:lost", 0, -1).await.unwrap();
+    let renewal = i64::try_from((LEASE / 3).as_millis()).unwrap();
+    for (occurrence, resumed_ms) in &resumed {
+        let line = lost
+            .iter()
+            .find(|l| l.starts_with(&format!("{occurrence} 1 ")))
+            .unwrap_or_else(|| {
+                panic!(
+                    "occurrence {occurrence}'s stopped attempt never saw its lease lost: {lost:?}"
+                )
+            });
+        let lost_ms: i64 = line.split(' ').nth(2).unwrap().parse().unwrap();
+        assert!(
+            lost_ms - resumed_ms <= renewal,
+            "lost() fired {} ms after the resume: {line}",
+            lost_ms - resumed_ms
+        );
+    }
+
+    // The at-most-once job beside it never ran an occurrence twice, nor retried one.
+    let amo = admin.history("amo").await.unwrap();
+    for run in &amo {
+        assert_eq!(run.attempt, 1, "{run:#?}");
+        assert!(run.earlier_attempts.is_empty() && run.next_retry.is_none());
+        // A run claimed by a replica killed before its handler started ran 0 times.
+        let count: Option<u64> = con
+            .get(format!("amo:count:{}", run.occurrence.timestamp_millis()))
+            .await
+            .unwrap();
+        assert!(
+            count.unwrap_or(0) <= 1,
+            "an at-most-once occurrence ran again: {run:#?}"
+        );
+    }
+    let failed = amo
+        .iter()
+        .filter(|r| r.occurrence.timestamp_millis().div_euclid(1000) % 3 == 1)
+        .filter(|r| (first..=last).contains(&r.occurrence.timestamp_millis()))
+        .collect::<Vec<_>>();
+    assert!(failed.len() >= 5, "{amo:#?}");
+    for run in failed {
+        assert_eq!(
+            run.outcome,
+            RunOutcome::Failed("this run fails".into()),
+            "{run:#?}"
+        );
+    }
+}
