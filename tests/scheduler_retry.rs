@@ -270,3 +270,74 @@ async fn every_occurrence_completes_within_its_attempts_with_increasing_fences()
         );
     }
 }
+
+/// A replica that shuts down gracefully while a retry of its failed attempt waits out its
+/// backoff says so, and another replica runs the next attempt.
+#[tokio::test]
+async fn a_replica_that_shuts_down_during_a_backoff_leaves_the_retry_to_another() {
+    let logs = crate::support::LogCapture::start();
+    let server = redis();
+    let url = server.url();
+    let replica = |id: &str| {
+        let job = dlock_scheduler::Job::new("settle", "0 0 1 1 *", "UTC", |ctx| async move {
+            if ctx.attempt() == 1 {
+                return Err("the first attempt fails".to_owned());
+            }
+            Ok(())
+        })
+        .unwrap()
+        .delivery(dlock_scheduler::Delivery::at_least_once(
+            2,
+            Duration::from_secs(2),
+        ));
+        Scheduler::builder(Client::open(url.as_str()).unwrap())
+            .replica_id(id)
+            .request_poll(Duration::from_millis(200))
+            .job(job)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (replica("a"), replica("b"));
+    let (stop_a, stopped_a) = tokio::sync::oneshot::channel::<()>();
+    let a_runs = tokio::spawn(async move {
+        a.run_until(
+            async {
+                let _ = stopped_a.await;
+            },
+            Duration::from_secs(5),
+        )
+        .await
+    });
+    // Only `a` runs: it takes the request, its attempt fails, the retry waits 2 s.
+    let admin = replica("admin");
+    admin.run_now("settle").await.unwrap();
+    let pending = logs
+        .wait_for("the next attempt is scheduled", Duration::from_secs(20))
+        .await;
+    assert!(pending.contains("settle"), "{pending}");
+    // `b` starts; `a` shuts down during the backoff and says what it leaves.
+    let b2 = b.clone();
+    let b_runs = tokio::spawn(async move {
+        b2.run_until(std::future::pending(), Duration::from_secs(5))
+            .await
+    });
+    stop_a.send(()).unwrap();
+    let report = a_runs.await.unwrap();
+    assert_eq!(report.cancelled, 0);
+    let left = logs.matching("the other replicas take them over");
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].contains("settle"), "{left:?}");
+    let run = crate::support::eventually(Duration::from_secs(20), "the second attempt", || {
+        let admin = admin.clone();
+        async move {
+            let history = admin.history("settle").await.ok()?;
+            history
+                .into_iter()
+                .find(|r| r.outcome == RunOutcome::Succeeded)
+        }
+    })
+    .await;
+    assert_eq!((run.attempt, run.replica.as_str()), (2, "b"), "{run:#?}");
+    assert_eq!(run.earlier_attempts[0].replica, "a");
+    b_runs.abort();
+}

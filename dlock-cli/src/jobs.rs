@@ -2,7 +2,7 @@
 //! scheduler's jobs as its running replicas registered them, their ledger, and the controls.
 
 use chrono::Utc;
-use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
+use dlock_scheduler::{AttemptRecord, RunOutcome, RunRecord, Scheduler};
 use serde::Serialize;
 
 use crate::failure::{Exit, Failure};
@@ -53,22 +53,65 @@ struct RunJson {
     /// The error or cancellation text, if any.
     error: Option<String>,
     fencing_token: Option<u64>,
+    /// The current (or last) attempt's number, from 1 (always 1 at most once).
+    attempt: u32,
+    /// When the next attempt is due (RFC 3339, UTC) while a retry is pending; `null` when the
+    /// run is final or its attempt runs.
+    next_retry: Option<String>,
+    /// The attempts before the current one, oldest first (at-least-once delivery).
+    earlier_attempts: Vec<AttemptJson>,
     /// The start, for the table (shown in the job's zone).
     #[serde(skip)]
     started: chrono::DateTime<Utc>,
 }
 
+/// An earlier attempt of a run.
+#[derive(Debug, Serialize)]
+struct AttemptJson {
+    attempt: u32,
+    replica: String,
+    host: String,
+    pid: u32,
+    started_at: String,
+    ended_at: Option<String>,
+    outcome: &'static str,
+    error: Option<String>,
+    fencing_token: Option<u64>,
+}
+
+/// The outcome's JSON code and its text.
+fn outcome_json(outcome: &RunOutcome) -> (&'static str, Option<String>) {
+    match outcome {
+        RunOutcome::Running => ("running", None),
+        RunOutcome::Succeeded => ("succeeded", None),
+        RunOutcome::Failed(e) => ("failed", Some(e.clone())),
+        RunOutcome::Cancelled(why) => ("cancelled", Some(why.clone())),
+        RunOutcome::SkippedOverlap => ("skipped_overlap", None),
+        RunOutcome::Abandoned => ("abandoned", None),
+        other => ("unknown", Some(other.to_string())),
+    }
+}
+
+impl AttemptJson {
+    fn of(a: &AttemptRecord) -> Self {
+        let (outcome, error) = outcome_json(&a.outcome);
+        Self {
+            attempt: a.attempt,
+            replica: a.replica.clone(),
+            host: a.host.clone(),
+            pid: a.pid,
+            started_at: json_time(utc(a.started_at)),
+            ended_at: a.ended_at.map(|t| json_time(utc(t))),
+            outcome,
+            error,
+            fencing_token: a.fencing_token.map(|f| f.get()),
+        }
+    }
+}
+
 impl RunJson {
     fn of(r: &RunRecord) -> Self {
-        let (outcome, error) = match &r.outcome {
-            RunOutcome::Running => ("running", None),
-            RunOutcome::Succeeded => ("succeeded", None),
-            RunOutcome::Failed(e) => ("failed", Some(e.clone())),
-            RunOutcome::Cancelled(why) => ("cancelled", Some(why.clone())),
-            RunOutcome::SkippedOverlap => ("skipped_overlap", None),
-            RunOutcome::Abandoned => ("abandoned", None),
-            other => ("unknown", Some(other.to_string())),
-        };
+        let (outcome, error) = outcome_json(&r.outcome);
         Self {
             occurrence: json_time(r.occurrence),
             manual: r.manual,
@@ -81,6 +124,9 @@ impl RunJson {
             outcome,
             error,
             fencing_token: r.fencing_token.map(|f| f.get()),
+            attempt: r.attempt,
+            next_retry: r.next_retry.map(|t| json_time(utc(t))),
+            earlier_attempts: r.earlier_attempts.iter().map(AttemptJson::of).collect(),
             started: utc(r.started_at),
         }
     }
@@ -224,6 +270,7 @@ pub(crate) async fn runs(
             "DURATION",
             "FENCE",
             "TRIGGER",
+            "ATTEMPT",
         ]);
         for (r, shown) in latest.iter().zip(&runs) {
             t.row(vec![
@@ -238,6 +285,7 @@ pub(crate) async fn runs(
                     .fencing_token
                     .map_or_else(|| "-".into(), |f| f.to_string()),
                 if r.manual { "run-now" } else { "schedule" }.to_owned(),
+                attempt_cell(r),
             ]);
         }
         Report::new(if runs.is_empty() {
@@ -252,6 +300,23 @@ pub(crate) async fn runs(
             .exit(Exit::NotFound));
     }
     Ok(report)
+}
+
+/// The ATTEMPT cell of `dlock runs`: the attempt's number, the earlier attempts' outcomes, and
+/// the next attempt's time while one is pending: `2 (1 abandoned; next 12:00:05)`.
+fn attempt_cell(r: &RunRecord) -> String {
+    let mut cell = r.attempt.to_string();
+    let earlier: Vec<String> = r
+        .earlier_attempts
+        .iter()
+        .map(|a| format!("{} {}", a.attempt, outcome_json(&a.outcome).0))
+        .collect();
+    let next = r.next_retry.map(|t| format!("next {}", human_time(utc(t))));
+    let notes: Vec<String> = earlier.into_iter().chain(next).collect();
+    if !notes.is_empty() {
+        cell.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    cell
 }
 
 /// What a control command changed.

@@ -23,8 +23,9 @@ use crate::validate;
 const REQUEST_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl Scheduler {
-    /// Pauses `job` on every replica: occurrences are not claimed until [`Scheduler::resume`]
-    /// (runs already going finish). Stored in Redis.
+    /// Pauses `job` on every replica: occurrences are not claimed, and pending attempts of
+    /// at-least-once runs ([`crate::Delivery`]) not started, until [`Scheduler::resume`] (runs
+    /// already going finish). Stored in Redis.
     ///
     /// The job must be known ([`Scheduler::is_known`]): a name no replica registered, without
     /// ledger entries or a pause record, is refused as a likely typo
@@ -86,6 +87,7 @@ impl Scheduler {
         invocation
             .key(&keys.paused)
             .key(&keys.requests)
+            .key(&keys.retries)
             .arg(&keys.wake)
             .arg(job)
             .arg(__private::publish_command(client));

@@ -57,6 +57,17 @@ pub enum Overlap {
 /// run was still going ([`crate::Overlap::Skip`]) is not retried: the running one does the
 /// work. A retry waits for the run's lock (the previous attempt's lease, or under
 /// [`crate::Overlap::Skip`] the job's running occurrence) instead of being skipped.
+///
+/// An attempt that was superseded — its replica stopped renewing it past the lease (paused,
+/// cut off from Redis) and another replica took the run over — is cancelled when it runs
+/// again, whatever [`Job::on_lost`] says, its lock released (so [`crate::JobContext::lost`]
+/// fires), and its outcome is not recorded: the run belongs to the newer attempt. An attempt
+/// cancelled by a graceful shutdown counts as one of the attempts. [`crate::Scheduler::pause`]
+/// holds pending attempts until the job is resumed.
+///
+/// Cost: under at least once every running attempt renews its ledger lease every third of the
+/// job's lease (one script call), and each replica looks for due retries when the first pending
+/// run is due (once per renewal while an attempt runs); at most once costs nothing of this.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Delivery {

@@ -94,8 +94,10 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    /// The outcome's code, as stored (and as the `outcome` metric label).
-    pub(crate) fn code(&self) -> &'static str {
+    /// The outcome's code, as stored, as the `outcome` metric label and as `dlock runs --json`
+    /// shows it: `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`,
+    /// `abandoned`.
+    pub fn code(&self) -> &'static str {
         match self {
             Self::Running => "running",
             Self::Succeeded => "succeeded",

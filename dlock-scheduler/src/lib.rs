@@ -1,6 +1,7 @@
 //! Distributed cron on dlock: every replica of a service runs a [`Scheduler`] with the same
 //! jobs, and each occurrence of each job runs on **exactly one** replica — at most once, even
-//! with skewed clocks, late replicas and restarts.
+//! with skewed clocks, late replicas and restarts; or, for jobs that must happen, at least once
+//! ([`Delivery::AtLeastOnce`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,9 +34,15 @@
 //!   fire time, the others only after a short grace ([`DEFAULT_TURN_GRACE`]) or when it is no
 //!   longer live. Replicas time their requests by the Redis server's clock, corrected from the
 //!   server times in the replies, so a replica whose clock runs late still asks on time.
-//! * **At most once.** A claimed occurrence is never run again, even if its replica dies
-//!   mid-run (the ledger then shows it [`RunOutcome::Abandoned`]). Make a job idempotent and use
-//!   `run_now` or the misfire policy if a lost run must be redone.
+//! * **Delivery** ([`Delivery`]). By default at most once: a claimed occurrence is never run
+//!   again, even if its replica dies mid-run (the ledger then shows it
+//!   [`RunOutcome::Abandoned`]) or its handler fails. [`Delivery::AtLeastOnce`] attempts it
+//!   again on any live replica after a doubling backoff until an attempt succeeds or the
+//!   attempts are spent: each attempt holds a lease of its own in the ledger (renewed with the
+//!   run's lock; its lapse marks a killed or paused replica's attempt abandoned) and a fencing
+//!   token larger than the previous attempt's ([`JobContext::attempt`],
+//!   [`JobContext::fencing_token`]); a superseded attempt can no longer record its outcome and
+//!   is stopped as soon as it runs again. The ledger keeps every attempt ([`AttemptRecord`]).
 //! * **Leases.** The winner takes the job's dlock mutex with the watchdog: it guards against
 //!   overlapping runs ([`Overlap`]), gives the handler a fencing token and cancels it if the
 //!   lease is lost ([`dlock_core::OnLost`]). The lease is short ([`DEFAULT_RUN_LEASE`], 5 s)
@@ -88,13 +95,13 @@
 //! |---|---|---|
 //! | ground | `error` | [`Error`], [`ErrorKind`] |
 //! | | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
-//! | | `context`, `job` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`] |
+//! | | `context`, `job` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`], [`Delivery`] |
 //! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
 //! | | `validate` | job names and options, for `build()` and the control calls |
-//! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua`, `register.lua` |
-//! | | `ledger` | the job's keys; [`RunRecord`], [`RunOutcome`]: writing and reading the ledger |
+//! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`; `common.lua` (the run records' format) |
+//! | | `ledger` | the job's keys; [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]: writing and reading the ledger |
 //! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
-//! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request, withdraw; heartbeats; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
+//! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request or a due retry, renew an attempt, withdraw; heartbeats; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
 //! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history |

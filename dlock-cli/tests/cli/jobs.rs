@@ -306,3 +306,83 @@ async fn jobs_and_controls_work_on_a_cluster() {
     task.await.unwrap();
     dlock(&["--url", &urls[0], "jobs"]).await.expect(3);
 }
+
+/// The runs of `job` as `dlock runs JOB --json` shows them.
+async fn runs_of(url: &str, job: &str) -> Vec<serde_json::Value> {
+    let run = dlock(&["--url", url, "runs", job, "--json"]).await;
+    if run.code != 0 {
+        return Vec::new();
+    }
+    run.json()["runs"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_show_attempts_and_a_paused_job_holds_its_pending_retry() {
+    let server = redis();
+    let url = server.url();
+    // At least once: the first attempt fails, the second succeeds, 1 s apart.
+    let flaky = Job::new("flaky", YEARLY, "UTC", |ctx| async move {
+        if ctx.attempt() == 1 {
+            return Err("the first attempt fails".to_owned());
+        }
+        Ok(())
+    })
+    .unwrap()
+    .delivery(dlock_scheduler::Delivery::at_least_once(
+        3,
+        Duration::from_secs(1),
+    ));
+    let (stop, replica) = start(scheduler(&url, "solo", vec![flaky]));
+    dlock(&["--url", &url, "run-now", "flaky"]).await.expect(0);
+
+    // The failed first attempt, with its next attempt pending; pausing holds it.
+    let pending = eventually(Duration::from_secs(20), "a pending retry", || async {
+        runs_of(&url, "flaky")
+            .await
+            .into_iter()
+            .find(|r| r["outcome"] == "failed" && r["next_retry"].is_string())
+    })
+    .await;
+    dlock(&["--url", &url, "pause", "flaky"]).await.expect(0);
+    assert_eq!(pending["attempt"], 1, "{pending:#}");
+    assert_eq!(pending["error"], "the first attempt fails");
+    assert_eq!(pending["earlier_attempts"], serde_json::json!([]));
+    let due = chrono::DateTime::parse_from_rfc3339(pending["next_retry"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    // Nothing can be awaited for a retry that must not happen: wait until it was due, plus
+    // two polls of the replica (200 ms each).
+    let past = (due - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(past + Duration::from_millis(400)).await;
+    let held = runs_of(&url, "flaky").await;
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        held[0]["attempt"], 1,
+        "a paused job ran its retry: {held:#?}"
+    );
+    assert!(held[0]["next_retry"].is_string(), "{held:#?}");
+
+    // Resumed: the second attempt runs and succeeds; the first is listed before it.
+    dlock(&["--url", &url, "resume", "flaky"]).await.expect(0);
+    let done = eventually(Duration::from_secs(20), "the second attempt", || async {
+        runs_of(&url, "flaky")
+            .await
+            .into_iter()
+            .find(|r| r["outcome"] == "succeeded")
+    })
+    .await;
+    assert_eq!(done["attempt"], 2, "{done:#}");
+    assert!(done["next_retry"].is_null(), "{done:#}");
+    let first = &done["earlier_attempts"][0];
+    assert_eq!(first["attempt"], 1);
+    assert_eq!(first["outcome"], "failed");
+    assert_eq!(first["error"], "the first attempt fails");
+    assert_eq!(first["replica"], "solo");
+    let fence = |run: &serde_json::Value| run["fencing_token"].as_u64().unwrap();
+    assert!(fence(first) < fence(&done), "{done:#}");
+    let table = dlock(&["--url", &url, "runs", "flaky"]).await.expect(0);
+    assert!(table.stdout.contains("2 (1 failed)"), "{table:?}");
+
+    stop.send(()).unwrap();
+    replica.await.unwrap();
+}

@@ -194,7 +194,7 @@ fn runs_table(out: &mut String, job: &JobOverview) {
     *out += &format!(
         "<table class=\"runs\" data-job=\"{}\"><thead><tr><th>Occurrence</th><th>Trigger</th>\
          <th>Replica</th><th>Outcome</th><th>Duration</th><th>Fencing token</th>\
-         <th>Started</th></tr></thead><tbody>",
+         <th>Started</th><th>Attempt</th></tr></thead><tbody>",
         Esc(&job.name)
     );
     for run in job.history.iter().rev().take(RUNS_SHOWN) {
@@ -229,7 +229,7 @@ fn run_row(out: &mut String, run: &RunRecord, zone: Tz) {
         *out += &format!("<small>{}</small>", Esc(detail));
     }
     *out += &format!(
-        "</td><td>{}</td><td class=\"fence\">{}</td><td>{}</td></tr>",
+        "</td><td>{}</td><td class=\"fence\">{}</td><td>{}</td>",
         duration(run),
         run.fencing_token
             .map_or_else(|| "–".to_owned(), |f| f.to_string()),
@@ -241,6 +241,31 @@ fn run_row(out: &mut String, run: &RunRecord, zone: Tz) {
                 .to_string()
         )
     );
+    attempt_cell(out, run, zone);
+    out.push_str("</tr>");
+}
+
+/// The attempt's number; under at-least-once delivery the earlier attempts (number, outcome,
+/// replica) and, while a retry is pending, when the next attempt is due.
+fn attempt_cell(out: &mut String, run: &RunRecord, zone: Tz) {
+    *out += &format!("<td class=\"attempt\">{}", run.attempt);
+    for earlier in &run.earlier_attempts {
+        *out += &format!(
+            "<small>{}: {} on {}</small>",
+            earlier.attempt,
+            earlier.outcome.code(),
+            Esc(&earlier.replica)
+        );
+    }
+    if let Some(next) = run.next_retry {
+        let next = DateTime::<Utc>::from(next);
+        let shown = next
+            .with_timezone(&zone)
+            .format("%Y-%m-%d %H:%M:%S %Z")
+            .to_string();
+        *out += &format!("<small>next attempt {}</small>", instant(next, &shown));
+    }
+    out.push_str("</td>");
 }
 
 /// The outcome as a word (also the CSS class).
