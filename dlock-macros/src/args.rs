@@ -44,6 +44,8 @@ pub(crate) mod kw {
     syn::custom_keyword!(max_run);
     syn::custom_keyword!(overlap);
     syn::custom_keyword!(misfire);
+    syn::custom_keyword!(attempts);
+    syn::custom_keyword!(backoff);
 }
 
 /// An attribute's set of options: which names it knows, what each takes, where each goes.

@@ -5,13 +5,13 @@
 //! What the values mean is `validate.rs`'s job.
 
 use syn::parse::ParseStream;
-use syn::{LitStr, Token};
+use syn::{LitInt, LitStr, Token};
 
 use crate::args::{Given, Opt, Options, kw, option};
 use crate::errors::Errors;
 
 /// What each option takes, for error messages. The order is the documented one.
-pub(crate) const OPTIONS: [(&str, &str); 10] = [
+pub(crate) const OPTIONS: [(&str, &str); 12] = [
     (
         "name",
         "the job's name in quotes (its Redis key): `name = \"lottery\"`",
@@ -36,6 +36,14 @@ pub(crate) const OPTIONS: [(&str, &str); 10] = [
         "on_lost",
         "\"cancel\" or \"signal\": `on_lost = \"signal\"`",
     ),
+    (
+        "attempts",
+        "a number from 1 to 100, attempts in all (at-least-once delivery): `attempts = 3`",
+    ),
+    (
+        "backoff",
+        "a duration in quotes, before the second attempt (with `attempts`): `backoff = \"1s\"`",
+    ),
     ("crate", "a path in quotes: `crate = \"my_scheduler\"`"),
 ];
 
@@ -51,6 +59,8 @@ pub(crate) struct ScheduledArgs {
     pub(crate) overlap: Option<Opt<LitStr>>,
     pub(crate) misfire: Option<Opt<LitStr>>,
     pub(crate) on_lost: Option<Opt<LitStr>>,
+    pub(crate) attempts: Option<Opt<LitInt>>,
+    pub(crate) backoff: Option<Opt<LitStr>>,
     pub(crate) krate: Option<Opt<LitStr>>,
     pub(crate) given: Given,
 }
@@ -67,6 +77,11 @@ impl Options for ScheduledArgs {
         ("ttl", "lease"),
         ("max_hold", "max_run"),
         ("timeout", "max_run"),
+        ("retries", "attempts"),
+        ("max_attempts", "attempts"),
+        ("delivery", "attempts"),
+        ("retry_backoff", "backoff"),
+        ("retry_delay", "backoff"),
     ];
 
     fn one(&mut self, input: ParseStream<'_>, errors: &mut Errors) -> bool {
@@ -89,6 +104,10 @@ impl Options for ScheduledArgs {
             option::<kw::misfire, _>(input, o, "misfire", &mut args.misfire, e);
         } else if input.peek(kw::on_lost) {
             option::<kw::on_lost, _>(input, o, "on_lost", &mut args.on_lost, e);
+        } else if input.peek(kw::attempts) {
+            option::<kw::attempts, _>(input, o, "attempts", &mut args.attempts, e);
+        } else if input.peek(kw::backoff) {
+            option::<kw::backoff, _>(input, o, "backoff", &mut args.backoff, e);
         } else if input.peek(Token![crate]) {
             option::<Token![crate], _>(input, o, "crate", &mut args.krate, e);
         } else {

@@ -178,5 +178,9 @@ fn setters(plan: &Plan, krate: &Path, private: &TokenStream) -> Vec<TokenStream>
         let max_run = duration(max_run);
         setters.push(quote!(.max_run(#max_run)));
     }
+    if let Some((attempts, backoff)) = plan.delivery {
+        let backoff = duration(backoff);
+        setters.push(quote!(.delivery(#krate::Delivery::at_least_once(#attempts, #backoff))));
+    }
     setters
 }

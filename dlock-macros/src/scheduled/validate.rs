@@ -15,6 +15,11 @@
 //! * `max_run` not longer than the lease (the default lease when `lease` is not given): the
 //!   watchdog would never renew, so `max_run` does nothing (as `max_hold` ≤ `ttl` in
 //!   `#[distributed_lock]`).
+//! * `backoff` without `attempts`: at-most-once runs are never retried, so it would do nothing.
+//!
+//! `attempts` (1 ..= [`MAX_ATTEMPTS`]) turns on at-least-once delivery
+//! (`dlock_scheduler::Delivery::at_least_once`), with `backoff` (at most [`MAX_BACKOFF`];
+//! [`DEFAULT_BACKOFF`] when not given).
 
 use std::time::Duration;
 
@@ -39,6 +44,15 @@ pub(crate) const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(5);
 
 /// The shortest run lease the scheduler accepts: `dlock_scheduler::MIN_RUN_LEASE`.
 pub(crate) const MIN_RUN_LEASE: Duration = Duration::from_secs(1);
+
+/// The most attempts at-least-once delivery accepts: `dlock_scheduler::MAX_ATTEMPTS`.
+pub(crate) const MAX_ATTEMPTS: u32 = 100;
+
+/// The longest retry backoff: `dlock_scheduler::MAX_BACKOFF`.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+
+/// The backoff when `attempts` is given without `backoff`.
+pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The time zone when `tz` is not given.
 pub(crate) const DEFAULT_TZ: &str = "UTC";
@@ -69,6 +83,8 @@ pub(crate) struct Plan {
     pub(crate) misfire: Option<Misfire>,
     /// `Some(true)` for `"signal"`.
     pub(crate) on_lost_signal: Option<bool>,
+    /// At-least-once delivery: attempts in all and the backoff.
+    pub(crate) delivery: Option<(u32, Duration)>,
     pub(crate) krate: Path,
 }
 
@@ -93,6 +109,7 @@ pub(crate) fn validate(args: &ScheduledArgs, errors: &mut Errors) -> Option<Plan
     let on_lost_signal = report.take(given(args.on_lost.as_ref(), |opt| {
         choice(Some(opt), "on_lost", ["cancel", "signal"])
     }));
+    let delivery = report.take(delivery(args));
     let krate = report.take(crate_path(
         args.krate.as_ref(),
         "dlock_scheduler",
@@ -114,8 +131,53 @@ pub(crate) fn validate(args: &ScheduledArgs, errors: &mut Errors) -> Option<Plan
         overlap_allow: overlap_allow?,
         misfire: misfire?,
         on_lost_signal: on_lost_signal?,
+        delivery: delivery?,
         krate: krate?,
     })
+}
+
+/// `attempts` and `backoff`: at-least-once delivery, or `None` (at most once).
+fn delivery(args: &ScheduledArgs) -> Checked<Option<(u32, Duration)>> {
+    let backoff = opt_duration(args.backoff.as_ref(), "backoff")?;
+    let Some(attempts) = &args.attempts else {
+        return match (&args.backoff, backoff) {
+            (Some(opt), Some(_)) => Err((
+                opt.value.span(),
+                "`backoff` only applies to at-least-once delivery: add `attempts = N` (attempts \
+                 in all, the first included), or remove `backoff` (runs are at most once by \
+                 default and never retried)"
+                    .to_owned(),
+            )),
+            _ => Ok(None),
+        };
+    };
+    let lit = &attempts.value;
+    let n = match lit.base10_parse::<u32>() {
+        Ok(n) if (1..=MAX_ATTEMPTS).contains(&n) => n,
+        _ => {
+            return Err((
+                lit.span(),
+                format!(
+                    "`attempts = {lit}` is out of range: give 1 to {MAX_ATTEMPTS} attempts in all, \
+                     the first included (`attempts = 3` retries a failed run twice)"
+                ),
+            ));
+        }
+    };
+    let backoff = backoff.unwrap_or(DEFAULT_BACKOFF);
+    if let Some(opt) = &args.backoff
+        && backoff > MAX_BACKOFF
+    {
+        return Err((
+            opt.value.span(),
+            format!(
+                "`backoff = {:?}` is longer than the longest retry backoff, 1h; shorten it (it \
+                 doubles from attempt to attempt up to that bound)",
+                opt.value.value()
+            ),
+        ));
+    }
+    Ok(Some((n, backoff)))
 }
 
 /// `check` applied to the option if it was given.
@@ -353,6 +415,8 @@ mod tests {
     #[test]
     fn default_lease_matches_dlock_scheduler() {
         assert_eq!(DEFAULT_RUN_LEASE, dlock_scheduler::DEFAULT_RUN_LEASE);
+        assert_eq!(MAX_ATTEMPTS, dlock_scheduler::MAX_ATTEMPTS);
+        assert_eq!(MAX_BACKOFF, dlock_scheduler::MAX_BACKOFF);
         assert_eq!(duration::parse("5s"), Ok(DEFAULT_RUN_LEASE));
         assert_eq!(MIN_RUN_LEASE, dlock_scheduler::MIN_RUN_LEASE);
     }

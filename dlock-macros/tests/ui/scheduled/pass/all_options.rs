@@ -13,6 +13,8 @@ use dlock_scheduler::{JobContext, scheduled};
     overlap = "allow",
     misfire = "catch_up(1d)",
     on_lost = "signal",
+    attempts = 3,
+    backoff = "500ms",
     crate = "::dlock_scheduler"
 )]
 async fn billing(ctx: JobContext) -> Result<(), String> {
@@ -33,6 +35,12 @@ async fn defaults() -> Result<(), String> {
     Ok(())
 }
 
+#[scheduled(name = "settle", cron = "30 2 * * *", attempts = 5)]
+async fn settle(ctx: JobContext) -> Result<(), String> {
+    let _first = ctx.attempt() == 1;
+    Ok(())
+}
+
 #[scheduled(name = "skip-missed", cron = "0 9 * * MON", misfire = "skip")]
 async fn skip_missed() -> Result<(), String> {
     Ok(())
@@ -49,12 +57,19 @@ fn main() {
         "lease: 60s",
         "on_lost: Signal",
         "max_run: Some(7200s)",
+        "delivery: AtLeastOnce { attempts: 3, backoff: 500ms }",
     ] {
         assert!(debug.contains(expected), "{expected} in {debug}");
     }
     let debug = format!("{:?}", defaults::job().unwrap());
     assert!(
         debug.contains("misfire: FireOnce") && debug.contains("lease: 5s"),
+        "{debug}"
+    );
+    assert!(debug.contains("delivery: AtMostOnce"), "{debug}");
+    let debug = format!("{:?}", settle::job().unwrap());
+    assert!(
+        debug.contains("delivery: AtLeastOnce { attempts: 5, backoff: 1s }"),
         "{debug}"
     );
     let debug = format!("{:?}", skip_missed::job().unwrap());
