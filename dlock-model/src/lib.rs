@@ -43,6 +43,12 @@
 //! `properties`; [`Mutant`] applies one protocol bug at a time to show that each property
 //! catches the bug it names. ARCHITECTURE.md, section "The model", lists what is modelled and
 //! what is not.
+//!
+//! # The scheduler's attempts
+//!
+//! [`attempts::AttemptModel`] is a second, smaller model: dlock-scheduler's at-least-once
+//! attempt protocol (its claim, retry, renewal and record scripts over one run, two replicas,
+//! kills and pauses), with its own properties and mutants (module docs).
 
 pub use server::{
     Abstract, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode, Ms,
@@ -51,6 +57,7 @@ pub use server::{
 };
 pub use step::apply;
 
+pub mod attempts;
 mod client;
 mod election;
 pub mod model;

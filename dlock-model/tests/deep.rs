@@ -68,3 +68,39 @@ fn deep_rwlock() {
 fn deep_election() {
     deep(Kind::Election);
 }
+
+/// The scheduler's attempt protocol with two kills and two pauses.
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_attempts() {
+    use dlock_model::attempts::{AttemptModel, settle_bound};
+    let model = AttemptModel {
+        kills: 2,
+        pauses: 2,
+        until: 3 * settle_bound(),
+        ..AttemptModel::new(None)
+    };
+    let names: Vec<&'static str> = model
+        .properties()
+        .iter()
+        .filter(|p| p.expectation != stateright::Expectation::Sometimes)
+        .map(|p| p.name)
+        .collect();
+    let started = Instant::now();
+    let checker = model.checker().threads(2).spawn_bfs().join();
+    eprintln!(
+        "deep attempts: {} states ({} unique), depth {}, {:.1?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    for name in names {
+        if let Some(path) = checker.discovery(name) {
+            panic!(
+                "attempts: property `{name}` broken: {:#?}",
+                path.into_actions()
+            );
+        }
+    }
+}
