@@ -14,7 +14,7 @@ use crate::context::Replica;
 use crate::error::Error;
 use crate::job::Job;
 use crate::scheduler::Scheduler;
-use crate::shared::{JobEntry, Shared};
+use crate::shared::{JobEntry, LoopHook, Shared};
 
 /// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
 /// replica catching up on an occurrence older than a day could run it again; keep the retention
@@ -48,6 +48,7 @@ pub struct SchedulerBuilder {
     heartbeat: Duration,
     turn_grace: Duration,
     shutdown_client: bool,
+    loop_hook: Option<LoopHook>,
 }
 
 impl SchedulerBuilder {
@@ -130,6 +131,12 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Installs the test hook of `__private::on_loop_poll`.
+    pub(crate) fn loop_hook(mut self, hook: LoopHook) -> Self {
+        self.loop_hook = Some(hook);
+        self
+    }
+
     /// Checks the jobs and options and creates the scheduler (nothing runs yet).
     ///
     /// # Errors
@@ -175,6 +182,7 @@ impl SchedulerBuilder {
                 heartbeat: self.heartbeat,
                 turn_grace: self.turn_grace,
                 shutdown_client: self.shutdown_client,
+                loop_hook: self.loop_hook,
             }),
         })
     }
@@ -191,6 +199,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("heartbeat", &self.heartbeat)
             .field("turn_grace", &self.turn_grace)
             .field("shutdown_client", &self.shutdown_client)
+            .field("loop_hook", &self.loop_hook.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -236,6 +245,7 @@ impl Scheduler {
             heartbeat: DEFAULT_HEARTBEAT,
             turn_grace: DEFAULT_TURN_GRACE,
             shutdown_client: true,
+            loop_hook: None,
         }
     }
 }
