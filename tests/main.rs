@@ -55,6 +55,7 @@ mod scheduler_records;
 mod scheduler_registry;
 mod scheduler_share;
 mod scheduler_shutdown;
+mod scheduler_stall;
 mod secrets;
 mod semaphore;
 mod sentinel;
