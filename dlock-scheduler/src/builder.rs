@@ -28,8 +28,10 @@ pub const DEFAULT_HISTORY: usize = 100;
 /// reconnecting).
 pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
 /// How often a replica tells Redis it is live for its jobs, by default: every second (only for
-/// jobs it did not try to claim within that second). A replica counts as live for three
-/// heartbeats: a replica that died stops getting turns after at most 3 s.
+/// jobs it did not try to claim within that second, and whose loop runs). A replica counts as
+/// live for three heartbeats: a replica that died stops getting turns after at most 3 s, and
+/// so does one whose loop for a job stalled (for that job). Its registry entry is shown stalled
+/// from then on, and lives ten heartbeats (at least 30 s).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long the other replicas leave an occurrence to the live replica whose turn it is, by
 /// default: 500 ms after its fire time. Replicas correct their clocks by the Redis server's, so
