@@ -96,7 +96,7 @@
 //! | | `context`, `job` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`] |
 //! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
 //! | | `validate` | job names and options, for `build()` and the control calls |
-//! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua`, `register.lua`, `read_registry.lua` |
+//! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua`, `register.lua` |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`RunOutcome`]: writing and reading the ledger |
 //! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
 //! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request, withdraw; heartbeats, only for jobs whose loop runs; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |

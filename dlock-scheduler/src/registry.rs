@@ -211,42 +211,45 @@ pub(crate) async fn publish(shared: &Shared, live: bool) -> Result<(), Error> {
 }
 
 /// The entries of the registry under `client`'s prefix (stalled ones included), by replica id.
+///
+/// An entry's age is measured by the server without reading its clock: the entry was written
+/// with a ttl (its first line) and `PTTL` says how much of it is left, so it was written
+/// `ttl - PTTL` ago. (`TIME` would need a right the read-only operator user of the README does
+/// not have.)
 pub(crate) async fn read(client: &Client) -> Result<Vec<RegisteredReplica>, Error> {
     let index = index_key(client)?;
-    let mut invocation = scripts::READ_REGISTRY.prepare_invoke();
-    invocation.key(&index);
-    let reply: Vec<Value> =
-        __private::invoke(client, &invocation, "read the job registry's index").await?;
-    let mut reply = reply.into_iter();
-    let now_ms = match reply.next() {
-        Some(Value::Int(now_ms)) => now_ms,
-        other => {
-            return Err(Error::protocol(format!(
-                "reading the job registry's index `{index}` gave {other:?} for the server's time"
-            )));
-        }
-    };
-    let instances: Vec<String> = reply
-        .map(redis::from_redis_value)
-        .collect::<Result<_, _>>()
-        .map_err(|e| Error::protocol(format!("the job registry's index `{index}`: {e}")))?;
+    let mut cmd = redis::cmd("ZRANGE");
+    cmd.arg(&index).arg(0).arg(-1);
+    let instances: Vec<String> =
+        __private::query(client, &cmd, "read the job registry's index").await?;
     if instances.is_empty() {
         return Ok(Vec::new());
     }
-    let now = UNIX_EPOCH + Duration::from_millis(u64::try_from(now_ms).unwrap_or(0));
-    // Every entry shares the index's hash tag: one MGET, one slot.
-    let mut cmd = redis::cmd("MGET");
+    // Every entry shares the index's hash tag: one pipeline, one slot.
+    let mut pipe = redis::pipe();
     for instance in &instances {
-        cmd.arg(format!("{index}:{instance}"));
+        let key = format!("{index}:{instance}");
+        pipe.cmd("GET").arg(&key).cmd("PTTL").arg(&key);
     }
-    let entries: Vec<Option<String>> =
-        __private::query(client, &cmd, "read the job registry").await?;
-    let mut replicas = Vec::with_capacity(entries.len());
-    // An entry that expired since the index was read is gone: skip it.
-    for (instance, entry) in instances.iter().zip(entries) {
-        let Some(entry) = entry else { continue };
-        let replica = parse(&entry, now).map_err(|refused| {
-            let key = format!("{index}:{instance}");
+    let replies: Vec<Value> = __private::query_pipe(client, &pipe, "read the job registry").await?;
+    let mut replicas = Vec::with_capacity(instances.len());
+    for (instance, reply) in instances.iter().zip(replies.chunks(2)) {
+        let key = format!("{index}:{instance}");
+        let (entry, left) = match reply {
+            // An entry that expired since the index was read is gone: skip it.
+            [Value::Nil, _] | [_, Value::Int(..0)] => continue,
+            [entry, Value::Int(left)] => (
+                redis::from_redis_value::<String>(entry.clone())
+                    .map_err(|e| Error::protocol(format!("the job registry entry `{key}`: {e}")))?,
+                Duration::from_millis(u64::try_from(*left).unwrap_or(0)),
+            ),
+            other => {
+                return Err(Error::protocol(format!(
+                    "reading the job registry entry `{key}` gave {other:?}"
+                )));
+            }
+        };
+        let replica = parse(&entry, left).map_err(|refused| {
             Error::protocol(match refused {
                 Refused::Newer(version) => format!(
                     "the job registry entry `{key}` is in format version {version}, written by \
@@ -275,8 +278,8 @@ enum Refused {
     Malformed,
 }
 
-/// Reads an entry of format version 1 or 2, as of the server time `now`.
-fn parse(entry: &str, now: SystemTime) -> Result<RegisteredReplica, Refused> {
+/// Reads an entry of format version 1 or 2 that has `left` of its ttl to live.
+fn parse(entry: &str, left: Duration) -> Result<RegisteredReplica, Refused> {
     let mut lines = entry.split('\n');
     let mut head = lines.next().ok_or(Refused::Malformed)?.split(' ');
     let version: u32 = field(head.next())?;
@@ -320,16 +323,18 @@ fn parse(entry: &str, now: SystemTime) -> Result<RegisteredReplica, Refused> {
         })
         .collect::<Result<Vec<_>, Refused>>()?;
     let last_heartbeat = UNIX_EPOCH + Duration::from_millis(beat_ms);
-    let live_until = last_heartbeat + Duration::from_millis(liveness_ms);
+    let liveness = Duration::from_millis(liveness_ms);
+    let ttl = Duration::from_millis(ttl_ms);
     Ok(RegisteredReplica {
         id,
         host,
         pid,
         heartbeat_every: Duration::from_millis(every_ms),
         last_heartbeat,
-        live_until,
-        stalled: now > live_until,
-        expires_at: last_heartbeat + Duration::from_millis(ttl_ms),
+        live_until: last_heartbeat + liveness,
+        // Written `ttl - left` ago, by the server's clock.
+        stalled: ttl.saturating_sub(left) > liveness,
+        expires_at: last_heartbeat + ttl,
         jobs,
     })
 }
@@ -355,12 +360,17 @@ mod tests {
         UNIX_EPOCH + Duration::from_millis(BEAT_MS + ms_after_beat)
     }
 
+    /// What `PTTL` says `ms` after the heartbeat of an entry of the test's 30 s ttl.
+    fn after(ms: u64) -> Duration {
+        Duration::from_millis(30_000 - ms)
+    }
+
     #[test]
     fn entries_parse_in_the_format_the_script_writes() {
         let entry = "2 1700000000000 30000 3000\nweb-1:42\x1fweb-1\x1f42\x1f1000\n\
                      lottery\x1f0 12 * * *\x1fEurope/Berlin\x1f-\n\
                      report\x1f* * * * * *\x1fUTC\x1f2500";
-        let replica = parse(entry, at(10)).unwrap();
+        let replica = parse(entry, after(10)).unwrap();
         assert_eq!(replica.id, "web-1:42");
         assert_eq!((replica.host.as_str(), replica.pid), ("web-1", 42));
         assert_eq!(replica.heartbeat_every, Duration::from_secs(1));
@@ -379,7 +389,7 @@ mod tests {
         assert!(replica.jobs[1].schedule().is_ok());
         // No job line is an entry without jobs; other shapes are refused.
         assert!(
-            parse("2 1 1 1\nr\x1fh\x1f1\x1f1000", at(0))
+            parse("2 1 1 1\nr\x1fh\x1f1\x1f1000", Duration::ZERO)
                 .unwrap()
                 .jobs
                 .is_empty()
@@ -393,28 +403,33 @@ mod tests {
             "garbage",
         ];
         for entry in malformed {
-            assert_eq!(parse(entry, at(0)), Err(Refused::Malformed), "{entry:?}");
+            let parsed = parse(entry, Duration::ZERO);
+            assert_eq!(parsed, Err(Refused::Malformed), "{entry:?}");
         }
     }
 
     #[test]
     fn an_entry_past_its_liveness_is_stalled_until_it_expires() {
         let entry = "2 1700000000000 30000 3000\nr\x1fh\x1f1\x1f1000";
-        assert!(!parse(entry, at(3000)).unwrap().stalled);
-        assert!(parse(entry, at(3001)).unwrap().stalled);
-        assert!(parse(entry, at(29_999)).unwrap().stalled);
+        assert!(!parse(entry, after(3000)).unwrap().stalled);
+        assert!(parse(entry, after(3001)).unwrap().stalled);
+        assert!(parse(entry, after(29_999)).unwrap().stalled);
     }
 
     #[test]
     fn version_1_entries_are_read_and_newer_ones_refused_by_version() {
         let v1 = "1 1700000000000 3000\nweb-1:42\x1fweb-1\x1f42\x1f1000\n\
                   lottery\x1f0 12 * * *\x1fEurope/Berlin";
-        let replica = parse(v1, at(10)).unwrap();
+        let replica = parse(v1, Duration::from_millis(2990)).unwrap();
+        assert!(
+            !replica.stalled,
+            "format 1 entries expire with their liveness"
+        );
         assert_eq!(replica.live_until, at(3000));
         assert_eq!(replica.expires_at, at(3000));
         assert_eq!(replica.jobs[0].loop_stalled_for, None);
         assert_eq!(
-            parse("3 1 1 1 1\nr\x1fh\x1f1\x1f1000\nanything", at(0)),
+            parse("3 1 1 1 1\nr\x1fh\x1f1\x1f1000\nanything", Duration::ZERO),
             Err(Refused::Newer(3))
         );
     }

@@ -47,10 +47,6 @@ pub(crate) static HEARTBEAT: LazyLock<Script> =
 pub(crate) static REGISTER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("register.lua")));
 
-/// Reads the job registry's index with the server's time.
-pub(crate) static READ_REGISTRY: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("read_registry.lua")));
-
 /// A duration in whole milliseconds, for a script argument.
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
