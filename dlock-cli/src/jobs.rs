@@ -2,7 +2,7 @@
 //! scheduler's jobs as its running replicas registered them, their ledger, and the controls.
 
 use chrono::Utc;
-use dlock_scheduler::{JobReplica, RunOutcome, RunRecord, Scheduler};
+use dlock_scheduler::{RunOutcome, RunRecord, Scheduler};
 use serde::Serialize;
 
 use crate::failure::{Exit, Failure};
@@ -43,7 +43,7 @@ struct ReplicaJson {
 }
 
 impl ReplicaJson {
-    fn of(r: &JobReplica) -> Self {
+    fn of(r: &dlock_scheduler::JobReplica) -> Self {
         let stalled = if r.loop_stalled_for.is_some() {
             Some("loop")
         } else {
@@ -219,7 +219,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
 
 /// A note for each replica of job `name` that takes no turn of it now: one that is stalled
 /// as a whole is noted once, with the first of its jobs.
-fn stall_notes(notes: &mut Vec<String>, name: &str, replicas: &[JobReplica]) {
+fn stall_notes(notes: &mut Vec<String>, name: &str, replicas: &[dlock_scheduler::JobReplica]) {
     for r in replicas {
         let Some(since) = r.stalled_since().map(|t| json_time(utc(t))) else {
             continue;

@@ -32,10 +32,7 @@
 //!   claiming) take consecutive occurrences in turn: the replica whose turn it is claims at the
 //!   fire time, the others only after a short grace ([`DEFAULT_TURN_GRACE`]) or when it is no
 //!   longer live. Replicas time their requests by the Redis server's clock, corrected from the
-//!   server times in the replies, so a replica whose clock runs late still asks on time. A
-//!   replica vouches only for the jobs whose loop runs: one whose loop stalled (its task
-//!   panicked, or a handler blocks its thread) takes itself out of that job's turns within
-//!   three heartbeats and logs an error, until the loop runs again.
+//!   server times in the replies, so a replica whose clock runs late still asks on time.
 //! * **At most once.** A claimed occurrence is never run again, even if its replica dies
 //!   mid-run (the ledger then shows it [`RunOutcome::Abandoned`]). Make a job idempotent and use
 //!   `run_now` or the misfire policy if a lost run must be redone.
@@ -50,6 +47,10 @@
 //!   Missed occurrences run in order, one at a time, each waiting for the previous run.
 //! * **Ledger.** The last runs of each job — occurrence, replica (id, host, pid), start and end
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
+//! * **Loop liveness.** A replica vouches only for the jobs whose loop runs: one whose loop
+//!   stalled (its task panicked, or a handler blocks its thread) takes itself out of that
+//!   job's turns within three heartbeats and logs an error, until the loop runs again; the
+//!   others then fire its turns without the turn grace.
 //! * **Registry.** Each running instance publishes its jobs (name, cron, time zone, whether
 //!   their loops run) and who it is (replica id, host, pid) in Redis once per heartbeat, and
 //!   withdraws the entry when it stops. A replica that stops heartbeating (blocked, paused,
@@ -99,7 +100,7 @@
 //! | | `scripts` | `claim.lua`, `take_request.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `heartbeat.lua`, `register.lua` |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`RunOutcome`]: writing and reading the ledger |
 //! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
-//! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request, withdraw; heartbeats, only for jobs whose loop runs; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
+//! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request, withdraw; heartbeats; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
 //! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history |
