@@ -56,6 +56,7 @@ mod scheduler_registry;
 mod scheduler_retry;
 mod scheduler_share;
 mod scheduler_shutdown;
+mod scheduler_stall;
 mod secrets;
 mod semaphore;
 mod sentinel;

@@ -35,6 +35,41 @@ struct ReplicaJson {
     heartbeat_ms: u64,
     cron: String,
     time_zone: String,
+    /// `null` while it takes the job's turns; `"replica"` when it is stalled as a whole (no
+    /// heartbeat for longer than its liveness), `"loop"` when its loop for this job is.
+    stalled: Option<&'static str>,
+    /// Since when it has taken no turn of the job (server clock), `null` while it runs.
+    stalled_since: Option<String>,
+}
+
+impl ReplicaJson {
+    fn of(r: &dlock_scheduler::JobReplica) -> Self {
+        let stalled = if r.loop_stalled_for.is_some() {
+            Some("loop")
+        } else {
+            r.stalled.then_some("replica")
+        };
+        Self {
+            id: r.id.clone(),
+            host: r.host.clone(),
+            pid: r.pid,
+            last_heartbeat: json_time(utc(r.last_heartbeat)),
+            heartbeat_ms: millis(r.heartbeat_every),
+            cron: r.cron.clone(),
+            time_zone: r.time_zone.clone(),
+            stalled,
+            stalled_since: r.stalled_since().map(|t| json_time(utc(t))),
+        }
+    }
+
+    /// The replica in the table's REPLICAS column.
+    fn cell(&self) -> String {
+        match self.stalled {
+            Some("loop") => format!("{} (loop stalled)", self.id),
+            Some(_) => format!("{} (stalled)", self.id),
+            None => self.id.clone(),
+        }
+    }
 }
 
 /// A run from the ledger.
@@ -163,21 +198,10 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
                  see `dlock jobs --json`"
             ));
         }
+        stall_notes(&mut notes, name, &job.replicas);
         out.push(JobJson {
             last_run: job.history.last().map(RunJson::of),
-            replicas: job
-                .replicas
-                .iter()
-                .map(|r| ReplicaJson {
-                    id: r.id.clone(),
-                    host: r.host.clone(),
-                    pid: r.pid,
-                    last_heartbeat: json_time(utc(r.last_heartbeat)),
-                    heartbeat_ms: millis(r.heartbeat_every),
-                    cron: r.cron.clone(),
-                    time_zone: r.time_zone.clone(),
-                })
-                .collect(),
+            replicas: job.replicas.iter().map(ReplicaJson::of).collect(),
             name: job.name,
             cron: job.cron,
             time_zone: job.time_zone,
@@ -214,7 +238,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
                 if job.paused { "yes" } else { "no" }.to_owned(),
                 job.replicas
                     .iter()
-                    .map(|r| r.id.as_str())
+                    .map(ReplicaJson::cell)
                     .collect::<Vec<_>>()
                     .join(", "),
             ]);
@@ -237,6 +261,34 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
             .exit(Exit::NotFound);
     }
     Ok(report)
+}
+
+/// A note for each replica of job `name` that takes no turn of it now: one that is stalled
+/// as a whole is noted once, with the first of its jobs.
+fn stall_notes(notes: &mut Vec<String>, name: &str, replicas: &[dlock_scheduler::JobReplica]) {
+    for r in replicas {
+        let Some(since) = r.stalled_since().map(|t| json_time(utc(t))) else {
+            continue;
+        };
+        let note = if r.loop_stalled_for.is_some() {
+            format!(
+                "replica `{}` (pid {}): its loop for job `{name}` has not run since {since} (its \
+                 task panicked, or a blocked thread holds it up); the other replicas take its \
+                 turns",
+                r.id, r.pid
+            )
+        } else {
+            format!(
+                "replica `{}` (pid {}) is stalled: no heartbeat since {since} (blocked, \
+                 paused, cut off from Redis, or dead); the other replicas take its turns, and \
+                 it is listed until its entry expires",
+                r.id, r.pid
+            )
+        };
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
 }
 
 /// `dlock runs JOB [--limit N]`: the latest runs, oldest first.
@@ -325,7 +377,8 @@ struct Control<'a> {
     job: &'a str,
     action: &'static str,
     paused: bool,
-    /// The ids of the replicas that registered the job (empty: no running replica has it).
+    /// The ids of the replicas that registered the job and run it now, stalled ones left out
+    /// (empty: no running replica has it).
     replicas: Vec<String>,
 }
 
@@ -366,7 +419,12 @@ pub(crate) async fn control(
         .registered_replicas()
         .await?
         .into_iter()
-        .filter(|r| r.jobs.iter().any(|j| j.name == job))
+        .filter(|r| {
+            !r.stalled
+                && r.jobs
+                    .iter()
+                    .any(|j| j.name == job && j.loop_stalled_for.is_none())
+        })
         .map(|r| r.id)
         .collect();
     let (done, name) = match action {

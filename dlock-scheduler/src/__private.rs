@@ -1,11 +1,14 @@
-//! Used by the code `#[scheduled]` generates. Not a public API: no stability guarantees.
+//! Used by the code `#[scheduled]` generates, and test hooks for dlock's own integration
+//! tests. Not a public API: no stability guarantees.
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
 pub use dlock_core::OnLost;
 pub use std::time::Duration;
 
+use crate::builder::SchedulerBuilder;
 use crate::context::JobContext;
 use crate::error::Error;
 use crate::job::Job;
@@ -50,4 +53,15 @@ where
         let run = handler(ctx);
         async move { run.await.into_result() }
     })
+}
+
+/// Test hook: `hook(job name)` runs in each job loop's task every time the task is polled,
+/// before the loop itself, so that a test can make one loop panic or block its thread as a bug
+/// would, while the rest of the scheduler (its heartbeat) goes on. For dlock's integration
+/// tests (`tests/scheduler_stall.rs`); never needed in an application.
+pub fn on_loop_poll(
+    builder: SchedulerBuilder,
+    hook: impl Fn(&str) + Send + Sync + 'static,
+) -> SchedulerBuilder {
+    builder.loop_hook(Arc::new(hook))
 }

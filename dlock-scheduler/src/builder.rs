@@ -14,7 +14,7 @@ use crate::context::Replica;
 use crate::error::Error;
 use crate::job::Job;
 use crate::scheduler::Scheduler;
-use crate::shared::{JobEntry, Shared};
+use crate::shared::{JobEntry, LoopHook, Shared};
 
 /// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
 /// replica catching up on an occurrence older than a day could run it again; keep the retention
@@ -28,8 +28,10 @@ pub const DEFAULT_HISTORY: usize = 100;
 /// reconnecting).
 pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_secs(5);
 /// How often a replica tells Redis it is live for its jobs, by default: every second (only for
-/// jobs it did not try to claim within that second). A replica counts as live for three
-/// heartbeats: a replica that died stops getting turns after at most 3 s.
+/// jobs it did not try to claim within that second, and whose loop runs). A replica counts as
+/// live for three heartbeats: a replica that died stops getting turns after at most 3 s, and
+/// so does one whose loop for a job stalled (for that job). Its registry entry is shown stalled
+/// from then on, and lives ten heartbeats (at least 30 s).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long the other replicas leave an occurrence to the live replica whose turn it is, by
 /// default: 500 ms after its fire time. Replicas correct their clocks by the Redis server's, so
@@ -48,6 +50,7 @@ pub struct SchedulerBuilder {
     heartbeat: Duration,
     turn_grace: Duration,
     shutdown_client: bool,
+    loop_hook: Option<LoopHook>,
 }
 
 impl SchedulerBuilder {
@@ -130,6 +133,12 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Installs the test hook of `__private::on_loop_poll`.
+    pub(crate) fn loop_hook(mut self, hook: LoopHook) -> Self {
+        self.loop_hook = Some(hook);
+        self
+    }
+
     /// Checks the jobs and options and creates the scheduler (nothing runs yet).
     ///
     /// # Errors
@@ -175,6 +184,7 @@ impl SchedulerBuilder {
                 heartbeat: self.heartbeat,
                 turn_grace: self.turn_grace,
                 shutdown_client: self.shutdown_client,
+                loop_hook: self.loop_hook,
             }),
         })
     }
@@ -191,6 +201,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("heartbeat", &self.heartbeat)
             .field("turn_grace", &self.turn_grace)
             .field("shutdown_client", &self.shutdown_client)
+            .field("loop_hook", &self.loop_hook.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -236,6 +247,7 @@ impl Scheduler {
             heartbeat: DEFAULT_HEARTBEAT,
             turn_grace: DEFAULT_TURN_GRACE,
             shutdown_client: true,
+            loop_hook: None,
         }
     }
 }

@@ -263,11 +263,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 impl Scheduler {
-    /// The scheduler instances running now, from the job registry: each with its replica id,
-    /// host, pid, last heartbeat and the jobs it runs (name, cron expression, time zone), by
-    /// replica id. Every instance renews its entry each heartbeat and withdraws it when it stops;
-    /// one that died vanishes within three heartbeats. An admin tool's scheduler (no jobs) is not
-    /// listed.
+    /// The scheduler instances in the job registry: each with its replica id, host, pid, last
+    /// heartbeat, whether it is stalled, and the jobs it runs (name, cron expression, time
+    /// zone, whether their loop stalled), by replica id. Every instance renews its entry each
+    /// heartbeat and withdraws it when it stops. One that stops heartbeating (blocked, paused,
+    /// cut off from Redis, dead) is [`RegisteredReplica::stalled`] once its liveness (three
+    /// heartbeats) has run out, and vanishes when its entry expires (ten heartbeats, at least
+    /// 30 s). An admin tool's scheduler (no jobs) is not listed.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -275,8 +277,9 @@ impl Scheduler {
     ///
     /// let admin = Scheduler::builder(dlock_core::Client::open("redis://127.0.0.1:6379/")?).build()?;
     /// for replica in admin.registered_replicas().await? {
+    ///     let state = if replica.stalled { "stalled" } else { "live" };
     ///     for job in &replica.jobs {
-    ///         println!("{} runs {} ({} in {})", replica.id, job.name, job.cron, job.time_zone);
+    ///         println!("{} ({state}) runs {} ({} in {})", replica.id, job.name, job.cron, job.time_zone);
     ///     }
     /// }
     /// # Ok(()) }

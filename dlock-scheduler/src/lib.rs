@@ -54,9 +54,15 @@
 //!   Missed occurrences run in order, one at a time, each waiting for the previous run.
 //! * **Ledger.** The last runs of each job — occurrence, replica (id, host, pid), start and end
 //!   by the server's clock, outcome, error — readable with [`Scheduler::history`].
-//! * **Registry.** Each running instance publishes its jobs (name, cron, time zone) and who it
-//!   is (replica id, host, pid) in Redis once per heartbeat, with an expiry of three heartbeats;
-//!   it withdraws the entry when it stops, and a replica that died vanishes by the expiry.
+//! * **Loop liveness.** A replica vouches only for the jobs whose loop runs: one whose loop
+//!   stalled (its task panicked, or a handler blocks its thread) takes itself out of that
+//!   job's turns within three heartbeats and logs an error, until the loop runs again; the
+//!   others then fire its turns without the turn grace.
+//! * **Registry.** Each running instance publishes its jobs (name, cron, time zone, whether
+//!   their loops run) and who it is (replica id, host, pid) in Redis once per heartbeat, and
+//!   withdraws the entry when it stops. A replica that stops heartbeating (blocked, paused,
+//!   cut off, dead) is shown **stalled** once its liveness (three heartbeats) has run out, and
+//!   vanishes when its entry expires (ten heartbeats, at least 30 s): stalled is not gone.
 //!   [`Scheduler::registered_replicas`] reads it (the `dlock jobs` command does).
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
 //!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and

@@ -34,7 +34,8 @@ pub struct JobOverview {
     pub next_fire: Result<Option<DateTime<Tz>>, ScheduleError>,
     /// Whether the job is paused ([`Scheduler::pause`]).
     pub paused: bool,
-    /// The running replicas that registered the job, by replica id (empty: none runs it now).
+    /// The replicas that registered the job, by replica id (empty: none runs it now),
+    /// stalled ones included and marked ([`JobReplica::is_stalled`]).
     pub replicas: Vec<JobReplica>,
     /// Whether those replicas disagree on the cron expression or zone (a deploy in progress).
     pub schedules_differ: bool,
@@ -60,6 +61,34 @@ pub struct JobReplica {
     pub cron: String,
     /// The job's time zone on this replica.
     pub time_zone: String,
+    /// Whether the replica as a whole is stalled: no heartbeat for longer than its liveness
+    /// ([`RegisteredReplica::stalled`]).
+    pub stalled: bool,
+    /// How long its loop for this job had not run at its last heartbeat, when it is stalled
+    /// while the process still heartbeats ([`crate::RegisteredJob::loop_stalled_for`]).
+    pub loop_stalled_for: Option<Duration>,
+}
+
+impl JobReplica {
+    /// Whether the replica takes no turn of this job now: it is stalled as a whole, or its
+    /// loop for the job is. The other replicas fire the job without waiting for it.
+    pub fn is_stalled(&self) -> bool {
+        self.stalled || self.loop_stalled_for.is_some()
+    }
+
+    /// Since when the replica has taken no turn of this job, by the Redis server's clock: when
+    /// its loop for the job last ran, if that stalled, else its last heartbeat if it is
+    /// stalled as a whole; `None` while it runs.
+    pub fn stalled_since(&self) -> Option<SystemTime> {
+        match self.loop_stalled_for {
+            Some(silent) => Some(
+                self.last_heartbeat
+                    .checked_sub(silent)
+                    .unwrap_or(self.last_heartbeat),
+            ),
+            None => self.stalled.then_some(self.last_heartbeat),
+        }
+    }
 }
 
 impl JobOverview {
@@ -99,6 +128,8 @@ fn by_job(own: &Scheduler, registry: Vec<RegisteredReplica>) -> BTreeMap<String,
                 heartbeat_every: replica.heartbeat_every,
                 cron: job.cron,
                 time_zone: job.time_zone,
+                stalled: replica.stalled,
+                loop_stalled_for: job.loop_stalled_for,
             });
         }
     }

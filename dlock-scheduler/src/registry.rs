@@ -12,22 +12,47 @@
 //! so no job's keys share it), built by dlock-core like every job key (see [`crate::ledger`]).
 //!
 //! An entry is written by `register.lua` in one script call per heartbeat
-//! ([`crate::SchedulerBuilder::heartbeat`], default 1 s) and lives three heartbeats unless
-//! renewed: a replica that dies (killed, its host gone, cut off from Redis) vanishes from the
-//! registry within three heartbeats, by its key's expiry. A scheduler that stops cleanly
-//! ([`crate::Scheduler::run_until`]) withdraws its entry when it stops claiming. Entry format,
-//! version 1 (fields separated by `\x1f`, lines by `\n`; none of the fields may contain either:
-//! job names, cron expressions and replica ids are checked, host names are cleaned):
+//! ([`crate::SchedulerBuilder::heartbeat`], default 1 s). The replica counts as live for three
+//! heartbeats after each (its *liveness*, as for its jobs' turns), but its entry lives
+//! [`lifetime`]: ten heartbeats, and at least [`MIN_LIFETIME`] (30 s). Readers call an entry
+//! whose liveness has run out by the server's clock **stalled**
+//! ([`RegisteredReplica::stalled`]); it vanishes when its key expires. A scheduler that stops
+//! cleanly ([`crate::Scheduler::run_until`]) withdraws its entry when it stops claiming.
+//!
+//! **Why entries outlive the liveness.** A replica that stops heartbeating may be dead (killed,
+//! its host gone) or only stalled: its process paused (SIGSTOP, a VM migration), its runtime
+//! blocked by a handler, cut off from Redis. Either way the other replicas take its turns after
+//! three heartbeats — but an operator asking "why did that run not happen, and where is
+//! replica c?" needs to see it: had it vanished with its liveness, a stalled replica would look
+//! exactly like one that was never there. So for a while it is listed as stalled, with its last
+//! heartbeat, and a stalled one that comes back is simply live again. The price: a replica that
+//! died is listed (as stalled) for up to [`lifetime`] instead of three heartbeats; a stalled
+//! entry is not "gone", and tools that count running replicas skip stalled ones. The floor of
+//! 30 s keeps a crash visible for a while under short heartbeats (10 × 200 ms would be 2 s).
+//!
+//! A replica whose process still heartbeats but whose loop for a job stalled (its task
+//! panicked, or is stuck behind a blocked thread) says so itself in its entry
+//! ([`RegisteredJob::loop_stalled_for`]; see [`crate::liveness`]).
+//!
+//! Entry format, version 2 (fields separated by `\x1f`, lines by `\n`; none of the fields may
+//! contain either: job names, cron expressions and replica ids are checked, host names are
+//! cleaned):
 //!
 //! ```text
-//! 1 <heartbeat, server ms> <ttl ms>          written by the script
+//! 2 <heartbeat, server ms> <ttl ms> <liveness ms>      written by the script
 //! <replica id>␟<host>␟<pid>␟<heartbeat interval ms>
-//! <job name>␟<cron>␟<time zone>              one line per job
+//! <job name>␟<cron>␟<time zone>␟<loop>                 one line per job
 //! ```
+//!
+//! `<loop>` is `-` while the job's loop runs, else how long (ms) it had not run at this
+//! heartbeat. Readers also take version 1 (the first line `1 <heartbeat> <ttl>`, where the ttl
+//! was the liveness, and job lines without `<loop>`), written by earlier builds of this
+//! version, and refuse newer versions by name.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dlock_core::{__private, Client};
+use redis::Value;
 
 use crate::error::Error;
 use crate::scripts::{self, millis};
@@ -36,14 +61,30 @@ use crate::shared::Shared;
 /// The lock name whose base key tags the registry's keys.
 const REGISTRY_TAG: &str = "sched:";
 
+/// The entry format this version writes; it reads this one and [`OLDEST_FORMAT`].
+const FORMAT: u32 = 2;
+/// The oldest entry format this version reads.
+const OLDEST_FORMAT: u32 = 1;
+
+/// The shortest time an entry lives after its last heartbeat: long enough for an operator to
+/// see a replica that stalled or died, whatever the heartbeat.
+pub(crate) const MIN_LIFETIME: Duration = Duration::from_secs(30);
+
+/// How long an entry lives after a heartbeat unless renewed: ten heartbeats, at least
+/// [`MIN_LIFETIME`]; always longer than the liveness (three heartbeats), so a replica that
+/// stops heartbeating shows as stalled before it vanishes.
+pub(crate) fn lifetime(heartbeat: Duration) -> Duration {
+    heartbeat.saturating_mul(10).max(MIN_LIFETIME)
+}
+
 /// The registry's keys under `client`'s prefix: the index and the stem of every entry.
 fn index_key(client: &Client) -> Result<String, Error> {
     let base = __private::base_key(client, REGISTRY_TAG)?;
     Ok(format!("{base}:registry"))
 }
 
-/// A scheduler instance as the registry shows it: who it is, when it last told Redis, and which
-/// jobs it runs.
+/// A scheduler instance as the registry shows it: who it is, when it last told Redis, whether
+/// it is stalled, and which jobs it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RegisteredReplica {
@@ -57,8 +98,18 @@ pub struct RegisteredReplica {
     pub heartbeat_every: Duration,
     /// Its last heartbeat, by the Redis server's clock.
     pub last_heartbeat: SystemTime,
-    /// When its entry expires unless renewed (three heartbeats after the last), by the Redis
-    /// server's clock.
+    /// Until when it counts as live (three heartbeats after the last, as for its jobs' turns),
+    /// by the Redis server's clock.
+    pub live_until: SystemTime,
+    /// Whether it is stalled: when the registry was read, the server's clock was past
+    /// [`RegisteredReplica::live_until`]. Its process stopped heartbeating — blocked (a
+    /// handler holding up a current-thread runtime), paused (SIGSTOP), cut off from Redis, or
+    /// dead — and the other replicas take its turns without waiting for it. It is listed until
+    /// [`RegisteredReplica::expires_at`] so that it shows as stalled instead of vanishing; if it
+    /// comes back, its next heartbeat makes it live again.
+    pub stalled: bool,
+    /// When its entry expires unless renewed (ten heartbeats after the last, at least 30 s),
+    /// by the Redis server's clock: it vanishes from the registry then.
     pub expires_at: SystemTime,
     /// The jobs it runs, in name order.
     pub jobs: Vec<RegisteredJob>,
@@ -74,6 +125,13 @@ pub struct RegisteredJob {
     pub cron: String,
     /// Its IANA time zone.
     pub time_zone: String,
+    /// `Some(silence)` when the replica's loop for this job had not run for `silence` at the
+    /// replica's last heartbeat (two heartbeats or more): its task panicked, or it is stuck
+    /// behind a thread that a handler blocks, while the rest of the replica still heartbeats.
+    /// The replica then takes itself out of the job's turns, so the other replicas fire the
+    /// job without waiting for it, until the loop runs again. `None` while the loop runs (and
+    /// from replicas of an earlier version, which do not report it).
+    pub loop_stalled_for: Option<Duration>,
 }
 
 impl RegisteredJob {
@@ -98,16 +156,22 @@ fn payload(shared: &Shared) -> String {
         replica.pid,
         millis(shared.heartbeat)
     );
-    let mut jobs: Vec<_> = shared.jobs.values().map(|entry| &entry.job).collect();
-    jobs.sort_by(|a, b| a.name.cmp(&b.name));
-    for job in jobs {
-        let schedule = &job.schedule;
+    let mut jobs: Vec<_> = shared.jobs.values().collect();
+    jobs.sort_by(|a, b| a.job.name.cmp(&b.job.name));
+    for entry in jobs {
+        let schedule = &entry.job.schedule;
         out.push('\n');
-        out.push_str(&clean(&job.name));
+        out.push_str(&clean(&entry.job.name));
         out.push('\x1f');
         out.push_str(&clean(schedule.cron()));
         out.push('\x1f');
         out.push_str(schedule.time_zone().name());
+        out.push('\x1f');
+        if entry.loop_beat.is_stalled() {
+            out.push_str(&millis(entry.loop_beat.silence()).to_string());
+        } else {
+            out.push('-');
+        }
     }
     out
 }
@@ -120,7 +184,7 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-/// Publishes this scheduler's entry for three heartbeats (`live`), or withdraws it (`!live`).
+/// Publishes this scheduler's entry for its [`lifetime`] (`live`), or withdraws it (`!live`).
 /// A scheduler without jobs (an admin tool's) publishes nothing.
 pub(crate) async fn publish(shared: &Shared, live: bool) -> Result<(), Error> {
     if shared.jobs.is_empty() {
@@ -129,19 +193,29 @@ pub(crate) async fn publish(shared: &Shared, live: bool) -> Result<(), Error> {
     let client = &shared.client;
     let index = index_key(client)?;
     let entry = format!("{index}:{}", shared.instance);
-    let ttl = if live { millis(shared.liveness()) } else { 0 };
+    let ttl = if live {
+        millis(lifetime(shared.heartbeat))
+    } else {
+        0
+    };
     let mut invocation = scripts::REGISTER.prepare_invoke();
     invocation
         .key(&index)
         .key(&entry)
         .arg(&shared.instance)
         .arg(ttl)
-        .arg(payload(shared));
+        .arg(payload(shared))
+        .arg(millis(shared.liveness()));
     __private::invoke::<i64>(client, &invocation, "publish the job registry").await?;
     Ok(())
 }
 
-/// The live entries of the registry under `client`'s prefix, by replica id.
+/// The entries of the registry under `client`'s prefix (stalled ones included), by replica id.
+///
+/// An entry's age is measured by the server without reading its clock: the entry was written
+/// with a ttl (its first line) and `PTTL` says how much of it is left, so it was written
+/// `ttl - PTTL` ago. (`TIME` would need a right the read-only operator user of the README does
+/// not have.)
 pub(crate) async fn read(client: &Client) -> Result<Vec<RegisteredReplica>, Error> {
     let index = index_key(client)?;
     let mut cmd = redis::cmd("ZRANGE");
@@ -151,22 +225,43 @@ pub(crate) async fn read(client: &Client) -> Result<Vec<RegisteredReplica>, Erro
     if instances.is_empty() {
         return Ok(Vec::new());
     }
-    // Every entry shares the index's hash tag: one MGET, one slot.
-    let mut cmd = redis::cmd("MGET");
+    // Every entry shares the index's hash tag: one pipeline, one slot.
+    let mut pipe = redis::pipe();
     for instance in &instances {
-        cmd.arg(format!("{index}:{instance}"));
+        let key = format!("{index}:{instance}");
+        pipe.cmd("GET").arg(&key).cmd("PTTL").arg(&key);
     }
-    let entries: Vec<Option<String>> =
-        __private::query(client, &cmd, "read the job registry").await?;
-    let mut replicas = Vec::with_capacity(entries.len());
-    // An entry that expired since the index was read is gone: skip it.
-    for (instance, entry) in instances.iter().zip(entries) {
-        let Some(entry) = entry else { continue };
-        let replica = parse(&entry).ok_or_else(|| {
-            Error::protocol(format!(
-                "the job registry entry `{index}:{instance}` holds {entry:?}, which this \
-                 dlock-scheduler did not write (a newer version, or another program)"
-            ))
+    let replies: Vec<Value> = __private::query_pipe(client, &pipe, "read the job registry").await?;
+    let mut replicas = Vec::with_capacity(instances.len());
+    for (instance, reply) in instances.iter().zip(replies.chunks(2)) {
+        let key = format!("{index}:{instance}");
+        let (entry, left) = match reply {
+            // An entry that expired since the index was read is gone: skip it.
+            [Value::Nil, _] | [_, Value::Int(..0)] => continue,
+            [entry, Value::Int(left)] => (
+                redis::from_redis_value::<String>(entry.clone())
+                    .map_err(|e| Error::protocol(format!("the job registry entry `{key}`: {e}")))?,
+                Duration::from_millis(u64::try_from(*left).unwrap_or(0)),
+            ),
+            other => {
+                return Err(Error::protocol(format!(
+                    "reading the job registry entry `{key}` gave {other:?}"
+                )));
+            }
+        };
+        let replica = parse(&entry, left).map_err(|refused| {
+            Error::protocol(match refused {
+                Refused::Newer(version) => format!(
+                    "the job registry entry `{key}` is in format version {version}, written by \
+                     a newer dlock-scheduler; this one reads versions {OLDEST_FORMAT} to \
+                     {FORMAT}: upgrade this tool (dlock-cli, or the application showing the \
+                     dashboard) to the replicas' version"
+                ),
+                Refused::Malformed => format!(
+                    "the job registry entry `{key}` holds {entry:?}, which this \
+                     dlock-scheduler did not write (another program?)"
+                ),
+            })
         })?;
         replicas.push(replica);
     }
@@ -174,66 +269,176 @@ pub(crate) async fn read(client: &Client) -> Result<Vec<RegisteredReplica>, Erro
     Ok(replicas)
 }
 
-/// Reads an entry of format version 1; `None` for anything else.
-fn parse(entry: &str) -> Option<RegisteredReplica> {
+/// Why an entry could not be read.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// A format version newer than this one reads.
+    Newer(u32),
+    /// Not an entry of a version this one reads.
+    Malformed,
+}
+
+/// Reads an entry of format version 1 or 2 that has `left` of its ttl to live.
+fn parse(entry: &str, left: Duration) -> Result<RegisteredReplica, Refused> {
     let mut lines = entry.split('\n');
-    let mut head = lines.next()?.split(' ');
-    if head.next()? != "1" {
-        return None;
+    let mut head = lines.next().ok_or(Refused::Malformed)?.split(' ');
+    let version: u32 = field(head.next())?;
+    if version > FORMAT {
+        return Err(Refused::Newer(version));
     }
-    let beat_ms: u64 = head.next()?.parse().ok()?;
-    let ttl_ms: u64 = head.next()?.parse().ok()?;
-    let mut who = lines.next()?.split('\x1f');
-    let id = who.next()?.to_owned();
-    let host = who.next()?.to_owned();
-    let pid = who.next()?.parse().ok()?;
-    let every_ms = who.next()?.parse().ok()?;
+    if version < OLDEST_FORMAT {
+        return Err(Refused::Malformed);
+    }
+    let beat_ms: u64 = field(head.next())?;
+    let ttl_ms: u64 = field(head.next())?;
+    // Version 1 entries lived as long as the replica's liveness.
+    let liveness_ms: u64 = if version == 1 {
+        ttl_ms
+    } else {
+        field(head.next())?
+    };
+    let mut who = lines.next().ok_or(Refused::Malformed)?.split('\x1f');
+    let id = text(who.next())?;
+    let host = text(who.next())?;
+    let pid = field(who.next())?;
+    let every_ms = field(who.next())?;
     let jobs = lines
         .map(|line| {
             let mut fields = line.split('\x1f');
-            Some(RegisteredJob {
-                name: fields.next()?.to_owned(),
-                cron: fields.next()?.to_owned(),
-                time_zone: fields.next()?.to_owned(),
+            let (name, cron, time_zone) = (
+                text(fields.next())?,
+                text(fields.next())?,
+                text(fields.next())?,
+            );
+            let loop_stalled_for = match (version, fields.next()) {
+                (1, _) | (_, Some("-")) => None,
+                (_, ms) => Some(Duration::from_millis(field(ms)?)),
+            };
+            Ok(RegisteredJob {
+                name,
+                cron,
+                time_zone,
+                loop_stalled_for,
             })
         })
-        .collect::<Option<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, Refused>>()?;
     let last_heartbeat = UNIX_EPOCH + Duration::from_millis(beat_ms);
-    Some(RegisteredReplica {
+    let liveness = Duration::from_millis(liveness_ms);
+    let ttl = Duration::from_millis(ttl_ms);
+    Ok(RegisteredReplica {
         id,
         host,
         pid,
         heartbeat_every: Duration::from_millis(every_ms),
         last_heartbeat,
-        expires_at: last_heartbeat + Duration::from_millis(ttl_ms),
+        live_until: last_heartbeat + liveness,
+        // Written `ttl - left` ago, by the server's clock.
+        stalled: ttl.saturating_sub(left) > liveness,
+        expires_at: last_heartbeat + ttl,
         jobs,
     })
+}
+
+/// A number field of an entry.
+fn field<T: std::str::FromStr>(raw: Option<&str>) -> Result<T, Refused> {
+    raw.and_then(|raw| raw.parse().ok())
+        .ok_or(Refused::Malformed)
+}
+
+/// A text field of an entry.
+fn text(raw: Option<&str>) -> Result<String, Refused> {
+    raw.map(str::to_owned).ok_or(Refused::Malformed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const BEAT_MS: u64 = 1_700_000_000_000;
+
+    fn at(ms_after_beat: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(BEAT_MS + ms_after_beat)
+    }
+
+    /// What `PTTL` says `ms` after the heartbeat of an entry of the test's 30 s ttl.
+    fn after(ms: u64) -> Duration {
+        Duration::from_millis(30_000 - ms)
+    }
+
     #[test]
     fn entries_parse_in_the_format_the_script_writes() {
-        let entry = "1 1700000000000 3000\nweb-1:42\x1fweb-1\x1f42\x1f1000\n\
-                     lottery\x1f0 12 * * *\x1fEurope/Berlin\nreport\x1f* * * * * *\x1fUTC";
-        let replica = parse(entry).unwrap();
+        let entry = "2 1700000000000 30000 3000\nweb-1:42\x1fweb-1\x1f42\x1f1000\n\
+                     lottery\x1f0 12 * * *\x1fEurope/Berlin\x1f-\n\
+                     report\x1f* * * * * *\x1fUTC\x1f2500";
+        let replica = parse(entry, after(10)).unwrap();
         assert_eq!(replica.id, "web-1:42");
         assert_eq!((replica.host.as_str(), replica.pid), ("web-1", 42));
         assert_eq!(replica.heartbeat_every, Duration::from_secs(1));
-        let beat = UNIX_EPOCH + Duration::from_millis(1_700_000_000_000);
-        assert_eq!(replica.last_heartbeat, beat);
-        assert_eq!(replica.expires_at, beat + Duration::from_secs(3));
+        assert_eq!(replica.last_heartbeat, at(0));
+        assert_eq!(replica.live_until, at(3000));
+        assert_eq!(replica.expires_at, at(30_000));
+        assert!(!replica.stalled);
         assert_eq!(replica.jobs.len(), 2);
         assert_eq!(replica.jobs[0].cron, "0 12 * * *");
         assert_eq!(replica.jobs[0].time_zone, "Europe/Berlin");
+        assert_eq!(replica.jobs[0].loop_stalled_for, None);
+        assert_eq!(
+            replica.jobs[1].loop_stalled_for,
+            Some(Duration::from_millis(2500))
+        );
         assert!(replica.jobs[1].schedule().is_ok());
-        // No job line is an entry without jobs; other versions and shapes are refused.
-        assert!(parse("1 1 1\nr\x1fh\x1f1\x1f1000").unwrap().jobs.is_empty());
-        assert!(parse("2 1 1\nr\x1fh\x1f1\x1f1000").is_none());
-        assert!(parse("1 1 1\nr\x1fh\x1f1\x1f1000\nlottery").is_none());
-        assert!(parse("garbage").is_none());
+        // No job line is an entry without jobs; other shapes are refused.
+        assert!(
+            parse("2 1 1 1\nr\x1fh\x1f1\x1f1000", Duration::ZERO)
+                .unwrap()
+                .jobs
+                .is_empty()
+        );
+        let malformed = [
+            "2 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery",
+            "2 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery\x1f* * * * *\x1fUTC",
+            "2 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery\x1f* * * * *\x1fUTC\x1fsoon",
+            "2 1 1\nr\x1fh\x1f1\x1f1000",
+            "0 1 1\nr\x1fh\x1f1\x1f1000",
+            "garbage",
+        ];
+        for entry in malformed {
+            let parsed = parse(entry, Duration::ZERO);
+            assert_eq!(parsed, Err(Refused::Malformed), "{entry:?}");
+        }
+    }
+
+    #[test]
+    fn an_entry_past_its_liveness_is_stalled_until_it_expires() {
+        let entry = "2 1700000000000 30000 3000\nr\x1fh\x1f1\x1f1000";
+        assert!(!parse(entry, after(3000)).unwrap().stalled);
+        assert!(parse(entry, after(3001)).unwrap().stalled);
+        assert!(parse(entry, after(29_999)).unwrap().stalled);
+    }
+
+    #[test]
+    fn version_1_entries_are_read_and_newer_ones_refused_by_version() {
+        let v1 = "1 1700000000000 3000\nweb-1:42\x1fweb-1\x1f42\x1f1000\n\
+                  lottery\x1f0 12 * * *\x1fEurope/Berlin";
+        let replica = parse(v1, Duration::from_millis(2990)).unwrap();
+        assert!(
+            !replica.stalled,
+            "format 1 entries expire with their liveness"
+        );
+        assert_eq!(replica.live_until, at(3000));
+        assert_eq!(replica.expires_at, at(3000));
+        assert_eq!(replica.jobs[0].loop_stalled_for, None);
+        assert_eq!(
+            parse("3 1 1 1 1\nr\x1fh\x1f1\x1f1000\nanything", Duration::ZERO),
+            Err(Refused::Newer(3))
+        );
+    }
+
+    #[test]
+    fn entries_outlive_the_liveness() {
+        assert_eq!(lifetime(Duration::from_secs(1)), MIN_LIFETIME);
+        assert_eq!(lifetime(Duration::from_millis(200)), MIN_LIFETIME);
+        assert_eq!(lifetime(Duration::from_secs(5)), Duration::from_secs(50));
     }
 
     #[test]

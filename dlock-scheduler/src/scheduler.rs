@@ -4,7 +4,8 @@
 //!
 //! Per job, one loop ([`crate::job_loop`]) and one listener that wakes it when `run_now` queues
 //! a request ([`crate::wake`], on the client's connection); per scheduler, one heartbeat task
-//! (the replica's liveness for the jobs' turns, [`crate::liveness`]). Configured by
+//! (the replica's liveness for the jobs' turns, [`crate::liveness`], given only for the jobs
+//! whose loop runs). Configured by
 //! [`crate::SchedulerBuilder`] (`builder.rs`); operated by the calls of `control.rs`.
 
 use std::fmt;
@@ -123,7 +124,10 @@ impl Scheduler {
                 runs: runs.clone(),
                 cancel_runs: cancel_runs.clone(),
             };
-            loops.spawn(job_loop(ctx));
+            // Marks each poll of the loop's task: the heartbeat vouches only for running loops.
+            let ticking =
+                crate::liveness::ticking(self.shared.clone(), entry.clone(), job_loop(ctx));
+            loops.spawn(ticking);
         }
         loops.close();
         shutdown.await;

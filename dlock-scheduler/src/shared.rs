@@ -4,13 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use dlock_core::{Client, Mutex, MutexOptions};
 use redis::Value;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::clock::ServerClock;
 use crate::context::Replica;
@@ -34,7 +35,12 @@ pub(crate) struct Shared {
     pub(crate) turn_grace: Duration,
     /// Whether `run_until` ends by shutting the client down.
     pub(crate) shutdown_client: bool,
+    /// Test hook run every time a job loop's task is polled (`__private::on_loop_poll`).
+    pub(crate) loop_hook: Option<LoopHook>,
 }
+
+/// A test hook run in a job loop's task with the job's name (`__private::on_loop_poll`).
+pub(crate) type LoopHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl Shared {
     /// A token naming one attempt of this scheduler instance (see `withdraw.lua`).
@@ -83,6 +89,8 @@ pub(crate) struct JobEntry {
     pub(crate) beat_ms: AtomicI64,
     /// Whose turn the next occurrence is, as the last claim reply said ([`Turn`]).
     next_turn: AtomicU8,
+    /// When the job's loop last ran: the heartbeat vouches for this replica only while it does.
+    pub(crate) loop_beat: LoopBeat,
 }
 
 impl JobEntry {
@@ -118,6 +126,7 @@ impl JobEntry {
             wake: Notify::new(),
             beat_ms: AtomicI64::new(i64::MIN),
             next_turn: AtomicU8::new(Turn::Unknown as u8),
+            loop_beat: LoopBeat::new(),
         })
     }
 
@@ -149,6 +158,51 @@ impl JobEntry {
             2 => Turn::Others,
             _ => Turn::Unknown,
         }
+    }
+}
+
+/// When a job's loop last ran, and whether the heartbeat found it stalled (`liveness.rs`):
+/// the loop's task marks every poll ([`LoopBeat::tick`]), and is polled at least once per
+/// heartbeat while it runs, so a loop whose task panicked or is stuck behind a blocked thread
+/// falls silent.
+pub(crate) struct LoopBeat {
+    /// What `ticked_ms` counts from (monotonic: a stepped wall clock is no stall).
+    origin: Instant,
+    /// The loop's last poll, in ms since `origin`.
+    ticked_ms: AtomicU64,
+    /// Whether the heartbeat's last look found the loop stalled.
+    stalled: AtomicBool,
+}
+
+impl LoopBeat {
+    fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            ticked_ms: AtomicU64::new(0),
+            stalled: AtomicBool::new(false),
+        }
+    }
+
+    /// The loop runs now.
+    pub(crate) fn tick(&self) {
+        let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.ticked_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long the loop has not run.
+    pub(crate) fn silence(&self) -> Duration {
+        let ticked = Duration::from_millis(self.ticked_ms.load(Ordering::Relaxed));
+        self.origin.elapsed().saturating_sub(ticked)
+    }
+
+    /// Notes whether the loop is stalled; returns what the previous look found.
+    pub(crate) fn set_stalled(&self, stalled: bool) -> bool {
+        self.stalled.swap(stalled, Ordering::Relaxed)
+    }
+
+    /// Whether the heartbeat's last look found the loop stalled.
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
     }
 }
 

@@ -5,6 +5,9 @@
 //! Every command but `replica` finds Redis through `url=redis://…` (one server) or
 //! `cluster=redis://…,redis://…` (nodes of a Redis Cluster); `url=…` below stands for either.
 //!
+//! Every command takes `threads=N` (see [`runtime`]): `threads=1` runs it on a current-thread
+//! runtime.
+//!
 //! Commands:
 //! * `count url=… name=… tasks=4 limit=2000 wait_ms=30000 pause_us=200` — `tasks` tasks loop:
 //!   take a ticket (`INCR <name>:tickets`, stop past `limit`), acquire the lock, check that
@@ -65,7 +68,7 @@ fn main() -> ExitCode {
     let opts: HashMap<String, String> = args
         .filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
         .collect();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match runtime(&opts) {
         Ok(rt) => rt,
         Err(e) => {
             report(&format!("error runtime: {e}"));
@@ -95,6 +98,28 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The runtime the command runs in: Tokio's default, or with `threads=1` a current-thread
+/// runtime (one thread: a handler that blocks it stalls the whole process), with `threads=N`
+/// a multi-thread runtime of N workers.
+fn runtime(opts: &HashMap<String, String>) -> Result<tokio::runtime::Runtime, BoxError> {
+    Ok(
+        match opts
+            .get("threads")
+            .map(|n| n.parse::<usize>())
+            .transpose()?
+        {
+            None => tokio::runtime::Runtime::new()?,
+            Some(1) => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+            Some(n) => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .enable_all()
+                .build()?,
+        },
+    )
 }
 
 pub(crate) fn report(line: &str) {

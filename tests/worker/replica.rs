@@ -1,7 +1,8 @@
 //! `dlock-test-worker replica …`: one scheduler replica for the multi-process scheduler tests.
 //!
 //! `replica url=… job=… cron=… [id=…] [skew_ms=±N] [run_ms=N] [work_ms=N] [lease_ms=N]
-//! [drain_ms=N] [overlap=allow] [poll_ms=N] [heartbeat_ms=N] [hold=<lock>]` runs a `Scheduler` with one job for
+//! [drain_ms=N] [overlap=allow] [poll_ms=N] [heartbeat_ms=N] [hold=<lock>] [block_ms=N]
+//! [loop_fault=panic|block] [fault_after_ms=N] [fault_ms=N]` runs a `Scheduler` with one job for
 //! `run_ms` (or until SIGTERM), then shuts down gracefully — which shuts its client down too —
 //! and prints `stopped drained=N cancelled=N released=N failures=N` (the last two from the
 //! client's shutdown). Without `lease_ms` the job has the default run lease; `poll_ms` is the
@@ -12,9 +13,19 @@
 //! `INCR <job>:count:<occurrence ms>` (exactly-once is checked on these counters) and
 //! `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`, prints `ran <occurrence ms>`,
 //! then works for `work_ms` (honouring the lease: a lost lease cancels it).
+//!
+//! Faults, for `tests/scheduler_stall.rs`: with `block_ms`, the first run this replica performs
+//! prints `blocking <occurrence ms>` and then blocks its thread for `block_ms`
+//! (`std::thread::sleep`; with the worker's `threads=1`, that stalls the whole scheduler). With
+//! `loop_fault`, once `fault_after_ms` (default 0) have passed, the job loop's task (through
+//! `dlock_scheduler::__private::on_loop_poll`) prints `loop fault <kind>` and panics, or waits
+//! for `fault_ms` (default 10 min; in `block_in_place`, so needs a multi-thread runtime) and
+//! then prints `loop fault over` — while the rest of the scheduler (its heartbeat) goes on.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use dlock_core::{Client, MutexOptions};
 use dlock_scheduler::{Job, JobContext, Overlap, Scheduler, SkewedClock};
@@ -37,8 +48,14 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
         .get_multiplexed_async_connection()
         .await?;
     let name = job.clone();
+    let block = opts
+        .get("block_ms")
+        .map(|ms| ms.parse().map(Duration::from_millis))
+        .transpose()?;
+    let blocked = Arc::new(AtomicBool::new(false));
     let handler = move |ctx: JobContext| {
         let (mut con, job) = (con.clone(), name.clone());
+        let blocked = blocked.clone();
         async move {
             let occurrence = ctx.occurrence().timestamp_millis();
             let _: u64 = con.incr(format!("{job}:count:{occurrence}"), 1).await?;
@@ -49,6 +66,12 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
             );
             let _: u64 = con.rpush(format!("{job}:runs"), line).await?;
             report(&format!("ran {occurrence}"));
+            if let Some(block) = block
+                && !blocked.swap(true, Ordering::Relaxed)
+            {
+                report(&format!("blocking {occurrence}"));
+                std::thread::sleep(block);
+            }
             tokio::time::sleep(work).await;
             Ok::<(), redis::RedisError>(())
         }
@@ -72,6 +95,9 @@ pub(crate) async fn replica(opts: &HashMap<String, String>) -> Result<(), BoxErr
     }
     if let Some(every) = opts.get("heartbeat_ms") {
         builder = builder.heartbeat(Duration::from_millis(every.parse()?));
+    }
+    if let Some(kind) = opts.get("loop_fault") {
+        builder = loop_fault(builder, kind, opts)?;
     }
     let scheduler = builder.build()?;
     let mut terminate = signal(SignalKind::terminate())?;
@@ -103,4 +129,40 @@ async fn hold(client: &Client, name: &str) -> Result<(), BoxError> {
         std::future::pending::<()>().await;
     });
     Ok(())
+}
+
+/// Makes the job loop's task panic (`kind` = `panic`) or block its thread (`block`, for
+/// `fault_ms`) once `fault_after_ms` have passed: see the module docs.
+#[allow(clippy::panic)] // The fault under test: a panic in the job loop's task.
+fn loop_fault(
+    builder: dlock_scheduler::SchedulerBuilder,
+    kind: &str,
+    opts: &HashMap<String, String>,
+) -> Result<dlock_scheduler::SchedulerBuilder, BoxError> {
+    let panics = match kind {
+        "panic" => true,
+        "block" => false,
+        other => return Err(format!("unknown loop_fault={other}").into()),
+    };
+    let after = Duration::from_millis(num(opts, "fault_after_ms", 0)?);
+    let hold = Duration::from_millis(num(opts, "fault_ms", 600_000)?);
+    let start = Instant::now();
+    let struck = AtomicBool::new(false);
+    let hook = move |_job: &str| {
+        if start.elapsed() < after || struck.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if panics {
+            report("loop fault panic");
+            panic!("dlock-test-worker: the job loop panics (loop_fault=panic)");
+        }
+        report("loop fault block");
+        // The loop's task waits while the runtime goes on: `block_in_place` hands this
+        // worker's queued tasks to another thread. (A plain `thread::sleep` here also stalls
+        // whatever task Tokio queued on this worker to run next, which cannot be stolen — at
+        // times the heartbeat's connection — making the whole replica stall, the other case.)
+        tokio::task::block_in_place(|| std::thread::sleep(hold));
+        report("loop fault over");
+    };
+    Ok(dlock_scheduler::__private::on_loop_poll(builder, hook))
 }

@@ -66,7 +66,7 @@
 //!
 //! # What it reads
 //! [`Scheduler::overview`] at every page load: the job registry (each job that a running
-//! replica registered, plus the handle's own jobs), then per job whether it is paused and its
+//! replica registered, plus the handle's own jobs; replicas that stalled are marked), then per job whether it is paused and its
 //! ledger — two requests per job. The page lists each job's last ten runs; the counts per
 //! replica cover the whole ledger ([`crate::SchedulerBuilder::history`] runs).
 

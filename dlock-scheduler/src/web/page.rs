@@ -11,7 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 
 use crate::ledger::{RunOutcome, RunRecord};
-use crate::overview::JobOverview;
+use crate::overview::{JobOverview, JobReplica};
 
 /// How many of a job's last runs the page lists (the counts per replica cover the whole
 /// ledger).
@@ -38,6 +38,7 @@ code{background:#eef1f5;padding:1px 4px;border-radius:3px}\
 small{display:block;color:#667}h2{font-size:16px;margin:22px 0 6px}\
 .badge{display:inline-block;padding:1px 8px;border-radius:9px;font-size:12px;font-weight:600}\
 .active{background:#dcf3e3;color:#17652f}.paused{background:#fde8c8;color:#8a4b00}\
+.badge.stalled{background:#fbe0de;color:#b3261e}\
 .succeeded{color:#17652f}.failed{color:#b3261e}.running{color:#1d4fb3}\
 .cancelled,.abandoned{color:#8a4b00}.skipped_overlap{color:#667}\
 form{display:flex;gap:6px;margin:0}button{font:inherit;padding:3px 10px;border-radius:4px;\
@@ -67,18 +68,27 @@ impl fmt::Display for Esc<'_> {
 
 /// The whole page.
 pub(crate) fn render(jobs: &[JobOverview], now: DateTime<Utc>) -> String {
-    let replicas: std::collections::BTreeSet<&str> = jobs
-        .iter()
-        .flat_map(|j| j.replicas.iter().map(|r| r.id.as_str()))
-        .collect();
+    // Replicas stalled as a whole do not run anything now: counted apart.
+    let ids = |stalled: bool| -> std::collections::BTreeSet<&str> {
+        jobs.iter()
+            .flat_map(|j| &j.replicas)
+            .filter(|r| r.stalled == stalled)
+            .map(|r| r.id.as_str())
+            .collect()
+    };
+    let (stalled, replicas) = (ids(true), ids(false));
     let mut out = String::with_capacity(8 * 1024);
     out += "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
             <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
             <title>dlock scheduler</title><style>";
     out += STYLE;
     out += "</style></head><body><header><h1>dlock scheduler</h1>";
+    let stalled = match stalled.len() {
+        0 => String::new(),
+        n => format!(" · <span class=\"warn\">{n} stalled</span>"),
+    };
     out += &format!(
-        "<p>{} job{} · {} replica{} running · read {}</p></header><main>",
+        "<p>{} job{} · {} replica{} running{stalled} · read {}</p></header><main>",
         jobs.len(),
         plural(jobs.len()),
         replicas.len(),
@@ -137,12 +147,7 @@ fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
             out.push_str("<span class=\"none\">none running</span>");
         }
         for r in &job.replicas {
-            *out += &format!(
-                "<div class=\"replica\">{}<small>{} · pid {}</small></div>",
-                Esc(&r.id),
-                Esc(&r.host),
-                r.pid
-            );
+            replica(out, r);
         }
         if job.schedules_differ {
             out.push_str("<small class=\"warn\">replicas disagree on the schedule</small>");
@@ -171,6 +176,34 @@ fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
         );
     }
     out.push_str("</tbody></table>");
+}
+
+/// One replica of a job, marked when it takes no turn of the job now (stalled as a whole, or
+/// its loop for the job).
+fn replica(out: &mut String, r: &JobReplica) {
+    let Some(since) = r.stalled_since() else {
+        *out += &format!(
+            "<div class=\"replica\">{}<small>{} · pid {}</small></div>",
+            Esc(&r.id),
+            Esc(&r.host),
+            r.pid
+        );
+        return;
+    };
+    let (badge, what) = if r.loop_stalled_for.is_some() {
+        ("loop stalled", "its loop for this job has not run since")
+    } else {
+        ("stalled", "no heartbeat since")
+    };
+    let since = DateTime::<Utc>::from(since);
+    *out += &format!(
+        "<div class=\"replica stalled\">{} <span class=\"badge stalled\">{badge}</span>\
+         <small>{} · pid {} · {what} {}</small></div>",
+        Esc(&r.id),
+        Esc(&r.host),
+        r.pid,
+        instant(since, &since.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+    );
 }
 
 fn runs_table(out: &mut String, job: &JobOverview) {
@@ -325,6 +358,49 @@ mod tests {
             !SCRIPT.contains('<'),
             "the script must not close its element"
         );
+    }
+
+    #[test]
+    fn stalled_replicas_are_marked_and_not_counted_running() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let beat = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let replica = |id: &str, stalled: bool, loop_ms: Option<u64>| JobReplica {
+            id: id.to_owned(),
+            host: "vm".to_owned(),
+            pid: 7,
+            last_heartbeat: beat,
+            heartbeat_every: Duration::from_secs(1),
+            cron: "* * * * * *".to_owned(),
+            time_zone: "UTC".to_owned(),
+            stalled,
+            loop_stalled_for: loop_ms.map(Duration::from_millis),
+        };
+        let job = JobOverview {
+            name: "tick".to_owned(),
+            cron: "* * * * * *".to_owned(),
+            time_zone: "UTC".to_owned(),
+            next_fire: Ok(None),
+            paused: false,
+            replicas: vec![
+                replica("a", false, None),
+                replica("b", true, None),
+                replica("c", false, Some(2_000)),
+            ],
+            schedules_differ: false,
+            history: Vec::new(),
+        };
+        let page = render(&[job], DateTime::<Utc>::from(beat));
+        assert!(page.contains("2 replicas running · <span class=\"warn\">1 stalled</span>"));
+        assert!(page.contains("<div class=\"replica\">a<small>"), "{page}");
+        assert!(page.contains(
+            "<div class=\"replica stalled\">b <span class=\"badge stalled\">stalled</span>\
+             <small>vm · pid 7 · no heartbeat since <time datetime=\"2023-11-14T22:13:20.000Z\""
+        ));
+        assert!(page.contains(
+            "<div class=\"replica stalled\">c <span class=\"badge stalled\">loop stalled\
+             </span><small>vm · pid 7 · its loop for this job has not run since \
+             <time datetime=\"2023-11-14T22:13:18.000Z\""
+        ));
     }
 
     #[test]
