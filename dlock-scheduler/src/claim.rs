@@ -365,7 +365,9 @@ mod tests {
             Recorded::Superseded
         );
         assert!(!withdraw(&shared, &entry, "1000", "A").await.unwrap());
-        let history = ledger::history(&shared.client, "p").await.unwrap();
+        let history = ledger::history(&shared.client, "p", shared.clock.now())
+            .await
+            .unwrap();
         assert_eq!(history[0].attempt, 2);
         assert_eq!(history[0].outcome, RunOutcome::Running);
 
@@ -388,7 +390,9 @@ mod tests {
             Recorded::Superseded
         );
 
-        let run = &ledger::history(&shared.client, "p").await.unwrap()[0];
+        let run = &ledger::history(&shared.client, "p", shared.clock.now())
+            .await
+            .unwrap()[0];
         assert_eq!((run.attempt, &run.outcome, run.next_retry), (3, &ok, None));
         let earlier: Vec<_> = run
             .earlier_attempts
@@ -424,7 +428,9 @@ mod tests {
                 Retries::Claimed(_) => panic!("a run with one attempt was retried"),
             }
         }
-        let run = &ledger::history(&shared.client, "q").await.unwrap()[0];
+        let run = &ledger::history(&shared.client, "q", shared.clock.now())
+            .await
+            .unwrap()[0];
         assert_eq!(
             (run.attempt, &run.outcome, run.next_retry),
             (1, &RunOutcome::Abandoned, None)

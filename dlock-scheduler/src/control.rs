@@ -222,7 +222,7 @@ impl Scheduler {
     /// Cancel safe: it only reads.
     pub async fn history(&self, job: &str) -> Result<Vec<RunRecord>, Error> {
         validate::job_name(job)?;
-        ledger::history(&self.shared.client, job).await
+        ledger::history(&self.shared.client, job, self.shared.clock.now()).await
     }
 }
 

@@ -387,8 +387,14 @@ pub(crate) async fn record(
     })
 }
 
-/// Reads the ledger of `job` and works out which unfinished runs are still going.
-pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>, Error> {
+/// Reads the ledger of `job` and works out which unfinished runs are still going; `now` is the
+/// caller's estimate of the server's time (the ledger's times are the server's; reading
+/// `TIME` would need a right the README's read-only operator user does not have).
+pub(crate) async fn history(
+    client: &Client,
+    job: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<RunRecord>, Error> {
     let keys = JobKeys::new(client, job)?;
     let mut pipe = redis::pipe();
     pipe.cmd("ZRANGE")
@@ -402,16 +408,14 @@ pub(crate) async fn history(client: &Client, job: &str) -> Result<Vec<RunRecord>
         .arg(&keys.retries)
         .arg(0)
         .arg(-1)
-        .arg("WITHSCORES")
-        .cmd("TIME");
-    #[allow(clippy::type_complexity)]
-    let (runs, ledger, retries, (now_s, now_us)): (
+        .arg("WITHSCORES");
+    type Ledger = (
         Vec<(String, i64)>,
         std::collections::HashMap<String, String>,
         Vec<(String, f64)>,
-        (i64, i64),
-    ) = __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
-    let now_ms = now_s * 1000 + now_us / 1000;
+    );
+    let (runs, ledger, retries): Ledger = __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
+    let now_ms = now.timestamp_millis();
     #[allow(clippy::cast_possible_truncation)]
     let retries: std::collections::HashMap<String, i64> = retries
         .into_iter()
