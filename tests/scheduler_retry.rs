@@ -64,6 +64,8 @@ async fn every_occurrence_completes_within_its_attempts_with_increasing_fences()
     let mut victims: Vec<(i64, &str)> = Vec::new();
     let mut stopped: Vec<Stopped> = Vec::new();
     let mut resumed: BTreeMap<i64, i64> = BTreeMap::new();
+    // When each victim was killed or stopped (ms, system clock = the server's here).
+    let mut struck: BTreeMap<i64, i64> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(90);
     let first = loop {
         let attempts: Vec<String> = con.lrange("alo:attempts", 0, 0).await.unwrap();
@@ -85,6 +87,7 @@ async fn every_occurrence_completes_within_its_attempts_with_increasing_fences()
                 if occurrence > last || stopped.iter().any(|s| s.worker == i) {
                     continue;
                 }
+                struck.insert(occurrence, now_ms());
                 if victims.len().is_multiple_of(2) {
                     workers[i].child_mut().kill();
                     victims.push((occurrence, "killed"));
@@ -203,6 +206,21 @@ async fn every_occurrence_completes_within_its_attempts_with_increasing_fences()
             retried.contains(occurrence),
             "the {how} replica's occurrence {occurrence} was not retried"
         );
+        // For the record: from the fault to the next attempt's claim (lease lapse + backoff +
+        // the look of the replica that took it).
+        let run = history
+            .iter()
+            .find(|r| r.occurrence.timestamp_millis() == *occurrence)
+            .unwrap();
+        let second = run
+            .earlier_attempts
+            .get(1)
+            .map_or(run.started_at, |a| a.started_at);
+        let since = second.duration_since(UNIX_EPOCH).unwrap().as_millis();
+        eprintln!(
+            "{how} at {occurrence}: next attempt claimed {} ms after the fault",
+            i64::try_from(since).unwrap() - struck[occurrence]
+        );
     }
 
     // The store accepted writes per occurrence in attempt order: no superseded attempt wrote
@@ -234,6 +252,10 @@ async fn every_occurrence_completes_within_its_attempts_with_increasing_fences()
                 )
             });
         let lost_ms: i64 = line.split(' ').nth(2).unwrap().parse().unwrap();
+        eprintln!(
+            "stopped at {occurrence}: lost() {} ms after the resume",
+            lost_ms - resumed_ms
+        );
         assert!(
             lost_ms - resumed_ms <= renewal,
             "lost() fired {} ms after the resume: {line}",

@@ -414,7 +414,8 @@ pub(crate) async fn history(
         std::collections::HashMap<String, String>,
         Vec<(String, f64)>,
     );
-    let (runs, ledger, retries): Ledger = __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
+    let (runs, ledger, retries): Ledger =
+        __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
     let now_ms = now.timestamp_millis();
     #[allow(clippy::cast_possible_truncation)]
     let retries: std::collections::HashMap<String, i64> = retries
