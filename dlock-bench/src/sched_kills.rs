@@ -2,9 +2,9 @@
 //! delivery comparison's job with `--faults` (every run announces itself; the first attempt of
 //! every occurrence on a multiple of 4 s works 3 s), and the parent SIGKILLs the replica running
 //! each long run, a little into it, then starts that replica again at once (same replica id,
-//! a new process). After the last kill it waits for the killed run's follow-up (at least once:
-//! its next attempt starts; at most once: a later occurrence starts), stops the replicas and
-//! reads the ledger; [`crate::sched_faults`] works out what became of each kill.
+//! a new process). After the last kill it waits until a later occurrence has started (and, at
+//! least once, the killed run's next attempt), stops the replicas and reads the ledger;
+//! [`crate::sched_faults`] works out what became of each kill.
 //!
 //! **When the kills come.** Kill `k` of `n` comes [`SCHED_KILL_AFTER`] + `k/n` of a renewal
 //! interval (lease / 3) after the run's handler started, by the wall clock: the run's leases
@@ -53,8 +53,13 @@ pub(crate) fn run(
 ) -> Result<KillRun, BoxError> {
     let runtime = current_thread_runtime()?;
     let mut control = runtime.block_on(Control::fresh(url))?;
-    // BLPOP blocks for longer than a default connection's response timeout.
-    let mut watcher = runtime.block_on(Control::patient(url))?;
+    let mut watch = Watch {
+        // BLPOP blocks for longer than a default connection's response timeout.
+        watcher: runtime.block_on(Control::patient(url))?,
+        runtime,
+        key: started_key(job),
+        announced: Vec::new(),
+    };
     let replica_args = |replica: usize| {
         let replica = replica.to_string();
         let extra = [
@@ -74,19 +79,98 @@ pub(crate) fn run(
     // The first runs load the scheduler's scripts; a long run that starts meanwhile is left
     // to finish, and the announcements so far are dropped.
     std::thread::sleep(SCHED_WARMUP);
-    let key = started_key(job);
-    let mut announced = runtime.block_on(drain(&mut watcher, &key))?;
-    announced.clear();
-    let mut kills = Vec::new();
-    for k in 0..counts.sched_kills {
+    watch.drain()?;
+    watch.announced.clear();
+    let n = counts.sched_kills;
+    let kills = (0..n)
+        .map(|k| watch.kill_next_long_run(&mut group, kill_offset_us(k, n), &replica_args))
+        .collect::<Result<Vec<Kill>, BoxError>>()?;
+    if let Some(last) = kills.last() {
+        while !followed_up(delivery, last, &watch.announced) {
+            watch.next()?;
+        }
+    }
+    group.send(STOP)?;
+    let replicas = group.results::<ReplicaReport>()?;
+    watch.drain()?;
+    let (history, counters) = watch
+        .runtime
+        .block_on(read_outcome(url, &mut control, job))?;
+    let runs: Vec<LedgerRun> = history.iter().map(LedgerRun::of).collect();
+    let outcomes: Vec<KillOutcome> = kills
+        .iter()
+        .map(|kill| KillOutcome::of(kill, &runs, &watch.announced))
+        .collect();
+    Ok(KillRun {
+        delivery,
+        job: job.to_owned(),
+        summary: KillSummary::of(&outcomes),
+        kills: outcomes,
+        announced: count(watch.announced.len()),
+        completed_twice: count(counters.values().filter(|&&n| n > 1).count()),
+        replicas,
+    })
+}
+
+/// The parent's view of the runs' announcements, kept in order.
+struct Watch {
+    runtime: tokio::runtime::Runtime,
+    watcher: Control,
+    key: String,
+    announced: Vec<Announcement>,
+}
+
+impl Watch {
+    /// Waits for the next announcement (`BLPOP`, up to [`ANNOUNCE_LIMIT_S`]) and keeps it.
+    fn next(&mut self) -> Result<Announcement, BoxError> {
+        let popped: Option<(String, String)> = self.runtime.block_on(
+            redis::cmd("BLPOP")
+                .arg(&self.key)
+                .arg(ANNOUNCE_LIMIT_S)
+                .query_async(self.watcher.conn()),
+        )?;
+        let (_, line) = popped.ok_or_else(|| {
+            format!("no run was announced within {ANNOUNCE_LIMIT_S} s (is a replica stuck?)")
+        })?;
+        let next = Announcement::parse(&line)?;
+        self.announced.push(next.clone());
+        Ok(next)
+    }
+
+    /// Keeps every announcement left on the list, and empties it.
+    fn drain(&mut self) -> Result<(), BoxError> {
+        let (lines, _): (Vec<String>, u64) = self.runtime.block_on(
+            redis::pipe()
+                .atomic()
+                .cmd("LRANGE")
+                .arg(&self.key)
+                .arg(0)
+                .arg(-1)
+                .cmd("DEL")
+                .arg(&self.key)
+                .query_async(self.watcher.conn()),
+        )?;
+        for line in lines {
+            self.announced.push(Announcement::parse(&line)?);
+        }
+        Ok(())
+    }
+
+    /// Waits for the next long run, SIGKILLs its replica `offset_us` after the run's handler
+    /// started, and starts that replica again at once (`replica_args`).
+    fn kill_next_long_run(
+        &mut self,
+        group: &mut Group,
+        offset_us: u64,
+        replica_args: &dyn Fn(usize) -> Vec<String>,
+    ) -> Result<Kill, BoxError> {
         let target = loop {
-            let next = runtime.block_on(next_announcement(&mut watcher, &key))?;
-            announced.push(next.clone());
+            let next = self.next()?;
             if next.is_long() {
                 break next;
             }
         };
-        sleep_until_wall_us(target.at_us + kill_offset_us(k, counts.sched_kills))?;
+        sleep_until_wall_us(target.at_us + offset_us)?;
         let index = target.replica_number()?;
         let restarted = group.kill_and_restart(index, &replica_args(index))?;
         if restarted.killed_pid != target.pid {
@@ -96,7 +180,7 @@ pub(crate) fn run(
             )
             .into());
         }
-        kills.push(Kill {
+        Ok(Kill {
             occurrence_ms: target.occurrence_ms,
             replica: target.replica,
             killed_pid: restarted.killed_pid,
@@ -104,32 +188,8 @@ pub(crate) fn run(
             started_us: target.at_us,
             killed_us: restarted.killed_at_us,
             respawned_us: restarted.running_at_us,
-        });
+        })
     }
-    if let Some(last) = kills.last() {
-        while !followed_up(delivery, last, &announced) {
-            let next = runtime.block_on(next_announcement(&mut watcher, &key))?;
-            announced.push(next);
-        }
-    }
-    group.send(STOP)?;
-    let reports = group.results::<ReplicaReport>()?;
-    announced.extend(runtime.block_on(drain(&mut watcher, &key))?);
-    let (history, counters) = runtime.block_on(read_outcome(url, &mut control, job))?;
-    let runs: Vec<LedgerRun> = history.iter().map(LedgerRun::of).collect();
-    let outcomes: Vec<KillOutcome> = kills
-        .iter()
-        .map(|kill| KillOutcome::of(kill, &runs, &announced))
-        .collect();
-    Ok(KillRun {
-        delivery,
-        job: job.to_owned(),
-        summary: KillSummary::of(&outcomes),
-        kills: outcomes,
-        announced: count(announced.len()),
-        completed_twice: count(counters.values().filter(|&&n| n > 1).count()),
-        replicas: reports,
-    })
 }
 
 /// How long after the handler started kill `k` of `n` comes (µs): [`SCHED_KILL_AFTER`] plus
@@ -149,37 +209,6 @@ fn followed_up(delivery: SchedDelivery, kill: &Kill, announced: &[Announcement])
         .iter()
         .any(|a| a.occurrence_ms == kill.occurrence_ms && a.attempt >= 2);
     later && (retried || delivery == SchedDelivery::AtMostOnce)
-}
-
-/// The next announcement on `key` (`BLPOP`), waiting up to [`ANNOUNCE_LIMIT_S`].
-async fn next_announcement(watcher: &mut Control, key: &str) -> Result<Announcement, BoxError> {
-    let popped: Option<(String, String)> = redis::cmd("BLPOP")
-        .arg(key)
-        .arg(ANNOUNCE_LIMIT_S)
-        .query_async(watcher.conn())
-        .await?;
-    let (_, line) = popped.ok_or_else(|| {
-        format!("no run was announced within {ANNOUNCE_LIMIT_S} s (is a replica stuck?)")
-    })?;
-    Ok(Announcement::parse(&line)?)
-}
-
-/// Every announcement left on `key`, removed.
-async fn drain(watcher: &mut Control, key: &str) -> Result<Vec<Announcement>, BoxError> {
-    let (lines, _): (Vec<String>, u64) = redis::pipe()
-        .atomic()
-        .cmd("LRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .cmd("DEL")
-        .arg(key)
-        .query_async(watcher.conn())
-        .await?;
-    lines
-        .iter()
-        .map(|l| Announcement::parse(l).map_err(BoxError::from))
-        .collect()
 }
 
 #[cfg(test)]
