@@ -14,7 +14,7 @@ use std::time::Duration;
 use dlock_testkit::LineChild;
 use serde::de::DeserializeOwned;
 
-use crate::rt::BoxError;
+use crate::rt::{BoxError, wall_us};
 use crate::spec::Counts;
 
 /// A line the child writes once it is ready to start.
@@ -53,6 +53,11 @@ impl Child {
     /// SIGKILLs the child and reaps it: a crash of the process (W7's dying holder).
     pub(crate) fn kill(mut self) {
         self.0.process_mut().kill();
+    }
+
+    /// The child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.process().pid()
     }
 
     /// Reads the child's `RESULT` line, waits for it to exit, and checks that it succeeded.
@@ -102,10 +107,50 @@ impl Group {
         self.0.iter_mut().try_for_each(|child| child.send(line))
     }
 
+    /// SIGKILLs child `index` (a crash: it reports nothing) and starts `args` in its place at
+    /// once, set up and sent `GO` (the scheduler's kill phase).
+    pub(crate) fn kill_and_restart(
+        &mut self,
+        index: usize,
+        args: &[String],
+    ) -> Result<Restarted, BoxError> {
+        let child = self
+            .0
+            .get_mut(index)
+            .ok_or_else(|| format!("no child number {index} to kill"))?;
+        let killed_pid = child.pid();
+        let killed_at_us = wall_us()?;
+        child.0.process_mut().kill();
+        let mut fresh = Child::spawn(args)?;
+        fresh.wait_for(READY)?;
+        fresh.send(GO)?;
+        let running_at_us = wall_us()?;
+        let pid = fresh.pid();
+        self.0[index] = fresh;
+        Ok(Restarted {
+            killed_pid,
+            killed_at_us,
+            pid,
+            running_at_us,
+        })
+    }
+
     /// Every child's result, in start order.
     pub(crate) fn results<T: DeserializeOwned>(self) -> Result<Vec<T>, BoxError> {
         self.0.into_iter().map(Child::result).collect()
     }
+}
+
+/// A child killed and started again ([`Group::kill_and_restart`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Restarted {
+    pub(crate) killed_pid: u32,
+    /// The wall clock ([`wall_us`]) just before the SIGKILL was sent.
+    pub(crate) killed_at_us: u64,
+    /// The new child's process id.
+    pub(crate) pid: u32,
+    /// The wall clock when the new child was ready and sent `GO`.
+    pub(crate) running_at_us: u64,
 }
 
 /// In a child: writes one line for the parent, at once.

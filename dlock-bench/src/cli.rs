@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::rt::{BoxError, Flavour};
-use crate::spec::Counts;
+use crate::spec::{Counts, SchedDelivery};
 use crate::subject::Fence;
 use crate::subjects::Kind;
 
@@ -26,7 +26,8 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,clust
                    and 30 s); w7 = deep queue: 1,000 waiters on one lock (10,000 with
                    --scale); w8 = many contended locks (10,000 names, 100,000 with --scale;
                    dlock only); cluster = W2 and W8 on a 3-master cluster beside the single
-                   server (dlock only); sched = 3 scheduler replicas on a 1-second cron)
+                   server (dlock only); sched = 3 scheduler replicas on a 1-second cron,
+                   then both delivery modes without faults and with replicas killed mid-run)
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -40,7 +41,8 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,clust
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
-handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, w8-worker, sched-replica.
+handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, w8-worker, sched-replica
+([--delivery at-most-once|at-least-once] [--faults]).
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
 [--fence no|read|warm] (read each holder's fence; warm: with the window's fence counters set
@@ -83,6 +85,10 @@ pub(crate) struct ChildArgs {
     pub(crate) runtime: Flavour,
     /// `--fence` (`w1-one`; [`Fence::No`] when absent).
     pub(crate) fence: Fence,
+    /// `--delivery` (`sched-replica`: the delivery comparison's job; absent: the default job).
+    pub(crate) delivery: Option<SchedDelivery>,
+    /// `--faults` (`sched-replica`: announce every run, make some long, for the kill phase).
+    pub(crate) faults: bool,
     process: Option<u32>,
     subject: Option<Kind>,
     job: Option<String>,
@@ -148,6 +154,8 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
         subjects: Vec::new(),
         runtime: Flavour::CurrentThread,
         fence: Fence::No,
+        delivery: None,
+        faults: false,
         process: None,
         subject: None,
         job: None,
@@ -174,6 +182,8 @@ pub(crate) fn parse(args: &[String], subcommands: &[&str]) -> Result<Command, Bo
             "--subject" => child.subject = Some(Kind::parse(value()?)?),
             "--runtime" => child.runtime = Flavour::parse(value()?)?,
             "--fence" => child.fence = Fence::parse(value()?)?,
+            "--delivery" => child.delivery = Some(SchedDelivery::parse(value()?)?),
+            "--faults" => child.faults = true,
             p if name.is_some() && child.probe.is_none() && !p.starts_with('-') => {
                 child.probe = Some(p.to_owned());
             }
@@ -283,6 +293,10 @@ mod tests {
         let replica = child("sched-replica --url u --process 2 --skew-ms -300 --job tick0");
         assert_eq!((replica.process().unwrap(), replica.skew_ms), (2, -300));
         assert_eq!(replica.job().unwrap(), "tick0");
+        assert_eq!((replica.delivery, replica.faults), (None, false));
+        let retried = child("sched-replica --url u --delivery at-least-once --faults --job k");
+        assert_eq!(retried.delivery, Some(SchedDelivery::AtLeastOnce));
+        assert!(retried.faults);
         let w6 = child("w6 --url u --scale --locks 100000 --ttl-s 30");
         assert!(w6.counts.scale && w6.job().is_err() && w6.probe().is_err());
         assert_eq!((w6.locks().unwrap(), w6.ttl_s().unwrap()), (100_000, 30));
@@ -301,6 +315,7 @@ mod tests {
             "--runtime multi",
             "--fence",
             "--fence maybe",
+            "sched-replica --url u --delivery twice",
             "--frobnicate",
             "stray",
             "w6",

@@ -25,7 +25,10 @@
 //! | `nodes` | the servers of a scale workload: one, or a cluster's masters; each node's counters, channels, keys, memory |
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
+//! | `sched_delivery` | the scheduler's delivery modes (issue #30): without faults, then replicas killed mid-run; its report |
+//! | `sched_kills` | the kill phase: kill the replica running a long run, start it again, read the ledger |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
+//! | `sched_faults` | what became of each killed run, from the ledger and the runs' announcements (pure) |
 //! | `pairs` | what the pair workloads share: per-subject result, timed loop, their report section |
 //! | `cli` | arguments, subcommands |
 //! | `report` | the generic report: [`report::Section`], main table, ratios to the floor, commands, targets, JSON |
@@ -78,6 +81,9 @@ mod report;
 mod rslock;
 mod rt;
 mod sched;
+mod sched_delivery;
+mod sched_faults;
+mod sched_kills;
 mod sched_replica;
 mod sched_stats;
 mod spec;
@@ -117,7 +123,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 16] = [
+const STAGES: [Stage; 17] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -134,6 +140,7 @@ const STAGES: [Stage; 16] = [
     ("w8", "W8 many contended locks", w8::run),
     ("cluster", "Cluster", cluster::run),
     ("sched", "scheduler", sched::run),
+    ("sched", "scheduler delivery modes", sched_delivery::run),
 ];
 
 /// A subcommand: its name, and the `main` of the child process.

@@ -133,6 +133,23 @@ pub(crate) fn monotonic_ns() -> Result<u64, BoxError> {
     Ok(secs * 1_000_000_000 + nanos)
 }
 
+/// The wall clock (CLOCK_REALTIME) in µs since the Unix epoch: the clock Redis' `TIME` reads on
+/// this machine, so instants taken here, in another process of the benchmark and by the
+/// benchmark's redis-server (the scheduler ledger's ms) compare directly.
+pub(crate) fn wall_us() -> Result<u64, BoxError> {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+    Ok(u64::try_from(since.as_micros())?)
+}
+
+/// Sleeps until the wall clock reads `at_us` ([`wall_us`]); returns at once if it has passed.
+pub(crate) fn sleep_until_wall_us(at_us: u64) -> Result<(), BoxError> {
+    let now = wall_us()?;
+    if at_us > now {
+        std::thread::sleep(std::time::Duration::from_micros(at_us - now));
+    }
+    Ok(())
+}
+
 /// User + system CPU time of this process (all threads), µs.
 pub(crate) fn process_cpu_us() -> Result<u64, BoxError> {
     let usage = getrusage(UsageWho::RUSAGE_SELF)?;

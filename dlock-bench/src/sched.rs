@@ -155,26 +155,41 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
 }
 
 /// What the parent gathered for one row, before the figures are computed.
-struct Observed {
+pub(crate) struct Observed {
     skews_ms: Vec<i64>,
     job: String,
-    window_ms: (u64, u64),
+    /// The window's edges, Unix ms (wall clock).
+    pub(crate) window_ms: (u64, u64),
     window_ns: u64,
     delta: WindowDelta,
     server_idle_cpu_ms_per_s: f64,
     replicas: Vec<ReplicaReport>,
-    history: Vec<RunRecord>,
+    /// The job's ledger after the replicas stopped.
+    pub(crate) history: Vec<RunRecord>,
     counters: BTreeMap<i64, u64>,
 }
 
 fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<SchedRow, BoxError> {
+    Ok(summarize(observe(url, counts, skews, job, &[])?))
+}
+
+/// One row's run: replicas with clock `skews` run `job` (`replica_args`: more arguments of
+/// every `sched-replica`, e.g. its delivery) through one measured window.
+pub(crate) fn observe(
+    url: &str,
+    counts: &Counts,
+    skews: &[i64],
+    job: &str,
+    replica_args: &[&str],
+) -> Result<Observed, BoxError> {
     let runtime = current_thread_runtime()?;
     let mut control = runtime.block_on(Control::fresh(url))?;
     let server_idle_cpu_ms_per_s =
         runtime.block_on(idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN))?;
     let mut replicas = Group::ready(skews.iter().enumerate().map(|(replica, skew)| {
         let (replica, skew) = (replica.to_string(), skew.to_string());
-        let extra = ["--process", &replica, "--skew-ms", &skew, "--job", job];
+        let mut extra = vec!["--process", &replica, "--skew-ms", &skew, "--job", job];
+        extra.extend_from_slice(replica_args);
         args("sched-replica", url, &Counts::FULL, &extra)
     }))?;
     replicas.send(GO)?;
@@ -189,7 +204,7 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
     replicas.send(STOP)?;
     let replicas = replicas.results::<ReplicaReport>()?;
     let (history, counters) = runtime.block_on(read_outcome(url, &mut control, job))?;
-    Ok(summarize(Observed {
+    Ok(Observed {
         skews_ms: skews.to_vec(),
         job: job.to_owned(),
         window_ms: (start_ms, end_ms),
@@ -199,11 +214,11 @@ fn run_row(url: &str, counts: &Counts, skews: &[i64], job: &str) -> Result<Sched
         replicas,
         history,
         counters,
-    }))
+    })
 }
 
 /// The job's ledger and its per-occurrence counters (occurrence ms → runs).
-async fn read_outcome(
+pub(crate) async fn read_outcome(
     url: &str,
     control: &mut Control,
     job: &str,
@@ -222,7 +237,8 @@ async fn read_outcome(
     Ok((history, counters))
 }
 
-fn summarize(o: Observed) -> SchedRow {
+/// The figures of one row.
+pub(crate) fn summarize(o: Observed) -> SchedRow {
     let seconds = seconds_between(o.window_ms.0, o.window_ms.1);
     let in_window: BTreeSet<i64> = seconds.iter().copied().collect();
     let scheduled: Vec<&RunRecord> = o.history.iter().filter(|r| !r.manual).collect();
@@ -346,7 +362,7 @@ const TIMING: [Col<SchedRow>; 8] = [
 ];
 
 /// Whether the ledger and the counters name the same occurrences, and every run succeeded.
-fn agreement(row: &SchedRow) -> String {
+pub(crate) fn agreement(row: &SchedRow) -> String {
     let mut text = if row.ledger_mismatches == 0 {
         "yes".to_owned()
     } else {

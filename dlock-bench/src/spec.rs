@@ -1,6 +1,6 @@
 //! The numbers of WORKLOADS.md in one place: TTL, waits, and the sizes of every workload (full,
-//! or the much smaller `--quick` smoke run), plus those of the two workloads issues #4 and #6 add
-//! (the watchdog holding many locks, and scheduler replicas).
+//! or the much smaller `--quick` smoke run), plus those of the workloads issues #4, #6 and #30
+//! add (the watchdog holding many locks, scheduler replicas, and their delivery modes).
 
 use std::time::Duration;
 
@@ -50,6 +50,74 @@ pub(crate) const SCHED_EDGE_MS: u64 = 400;
 /// Scheduler workload: clock skews of the replicas (ms; positive = ahead), one row each.
 pub(crate) const SCHED_SKEWS: [[i64; 3]; 2] = [[0, 0, 0], [-300, 0, 500]];
 
+/// Scheduler delivery comparison (issue #30): the run lease of its job in both modes, short so
+/// that the time to a retry after a kill is readable (the attempt lease is the run lease).
+pub(crate) const SCHED_DELIVERY_LEASE: Duration = Duration::from_secs(1);
+/// At-least-once delivery as measured: attempts in all (the first included), and the backoff
+/// before the second (doubling after).
+pub(crate) const SCHED_RETRY_ATTEMPTS: u32 = 3;
+pub(crate) const SCHED_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// Kill phase: the first attempt of every occurrence whose Unix second is a multiple of this is
+/// a long run (the one to kill); the others are one `INCR`.
+pub(crate) const SCHED_LONG_EVERY_S: i64 = 4;
+/// Kill phase: how long a long run works (it is killed well before).
+pub(crate) const SCHED_LONG_RUN: Duration = Duration::from_secs(3);
+/// Kill phase: the first kill comes this long after the long run announced itself; kill `k`
+/// of `n` a further `k/n` of a renewal interval (lease / 3) later, so that the kills sample
+/// every phase of the leases' renewal.
+pub(crate) const SCHED_KILL_AFTER: Duration = Duration::from_millis(400);
+
+/// A delivery mode of the scheduler's job, as the delivery comparison runs it (issue #30).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum SchedDelivery {
+    /// `Delivery::AtMostOnce` (the default).
+    AtMostOnce,
+    /// `Delivery::at_least_once(SCHED_RETRY_ATTEMPTS, SCHED_RETRY_BACKOFF)`.
+    AtLeastOnce,
+}
+
+impl SchedDelivery {
+    /// Both modes, in report order.
+    pub(crate) const ALL: [SchedDelivery; 2] = [Self::AtMostOnce, Self::AtLeastOnce];
+
+    /// The name on the command line (`sched-replica --delivery NAME`) and in job names.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::AtMostOnce => "at-most-once",
+            Self::AtLeastOnce => "at-least-once",
+        }
+    }
+
+    pub(crate) fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| format!("unknown delivery `{name}`: use at-most-once or at-least-once"))
+    }
+
+    /// The job's delivery.
+    pub(crate) fn delivery(self) -> dlock_scheduler::Delivery {
+        match self {
+            Self::AtMostOnce => dlock_scheduler::Delivery::AtMostOnce,
+            Self::AtLeastOnce => {
+                dlock_scheduler::Delivery::at_least_once(SCHED_RETRY_ATTEMPTS, SCHED_RETRY_BACKOFF)
+            }
+        }
+    }
+
+    /// How the report names it, with its settings.
+    pub(crate) fn label(self) -> String {
+        let lease = SCHED_DELIVERY_LEASE.as_millis();
+        match self {
+            Self::AtMostOnce => format!("at most once, lease {lease} ms"),
+            Self::AtLeastOnce => format!(
+                "at least once ({SCHED_RETRY_ATTEMPTS} attempts, backoff {} ms), lease {lease} ms",
+                SCHED_RETRY_BACKOFF.as_millis()
+            ),
+        }
+    }
+}
+
 /// How much work each workload does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Counts {
@@ -74,6 +142,8 @@ pub(crate) struct Counts {
     pub(crate) mem_held_locks: u64,
     /// Occurrences in the scheduler's measured window (one per second).
     pub(crate) sched_occurrences: u64,
+    /// Kills of a replica mid-run per delivery mode (the delivery comparison's kill phase).
+    pub(crate) sched_kills: u32,
     /// `--scale` (`make bench-scale`): the scale workloads (W6–W8, Cluster) at their full sizes.
     pub(crate) scale: bool,
     /// W6: numbers of locks one client holds under the watchdog, one run each (0: not run).
@@ -110,6 +180,7 @@ impl Counts {
         mem_waiters: 10_000,
         mem_held_locks: 100,
         sched_occurrences: 20,
+        sched_kills: 6,
         scale: false,
         w6_locks: [10_000, 0, 0],
         w6_ttl_s: [3, 0],
@@ -138,6 +209,7 @@ impl Counts {
         mem_waiters: 1_000,
         mem_held_locks: 10,
         sched_occurrences: 5,
+        sched_kills: 2,
         scale: false,
         w6_locks: [1_000, 0, 0],
         w6_ttl_s: [3, 0],
@@ -193,5 +265,18 @@ mod tests {
         let q = Counts::QUICK;
         let total: u64 = (0..q.w2_tasks).map(|t| q.w2_pairs_of(t)).sum();
         assert_eq!(total, q.w2_pairs);
+    }
+
+    #[test]
+    fn delivery_modes_round_trip_their_names() {
+        for mode in SchedDelivery::ALL {
+            assert_eq!(SchedDelivery::parse(mode.name()), Ok(mode));
+        }
+        assert!(SchedDelivery::parse("exactly-once").is_err());
+        assert_eq!(
+            SchedDelivery::AtLeastOnce.delivery().attempts(),
+            SCHED_RETRY_ATTEMPTS
+        );
+        assert!(!SchedDelivery::AtMostOnce.delivery().retries());
     }
 }
