@@ -19,6 +19,7 @@ use crate::support::{Worker, raw, redis};
 
 const ATTEMPTS: u32 = 3;
 const LEASE: Duration = Duration::from_secs(1);
+const BACKOFF: Duration = Duration::from_millis(200);
 /// How long a stopped replica stays stopped: past its lease, the backoff and the next
 /// attempt's start.
 const STOPPED_FOR: Duration = Duration::from_millis(2500);
@@ -30,7 +31,7 @@ fn spawn(url: &str, id: &str) -> Worker {
         format!("url={url}"),
         format!("id={id}"),
         format!("attempts={ATTEMPTS}"),
-        "backoff_ms=200".into(),
+        format!("backoff_ms={}", BACKOFF.as_millis()),
         format!("lease_ms={}", LEASE.as_millis()),
         "victim_work_ms=4000".into(),
     ];
@@ -217,9 +218,14 @@ async fn every_occurrence_completes_within_its_attempts_with_increasing_fences()
             .get(1)
             .map_or(run.started_at, |a| a.started_at);
         let since = second.duration_since(UNIX_EPOCH).unwrap().as_millis();
-        eprintln!(
-            "{how} at {occurrence}: next attempt claimed {} ms after the fault",
-            i64::try_from(since).unwrap() - struck[occurrence]
+        let took = i64::try_from(since).unwrap() - struck[occurrence];
+        eprintln!("{how} at {occurrence}: next attempt claimed {took} ms after the fault");
+        // The attempt's lease lapses at most a lease after the fault, the backoff follows, and
+        // every replica knows the deadline (claim and heartbeat replies): no 5 s poll between.
+        let bound = i64::try_from((LEASE + BACKOFF).as_millis()).unwrap() + 500;
+        assert!(
+            took <= bound,
+            "the {how} replica's occurrence {occurrence} was retried {took} ms after the fault"
         );
     }
 
@@ -362,4 +368,118 @@ async fn a_replica_that_shuts_down_during_a_backoff_leaves_the_retry_to_another(
     assert_eq!((run.attempt, run.replica.as_str()), (2, "b"), "{run:#?}");
     assert_eq!(run.earlier_attempts[0].replica, "a");
     b_runs.abort();
+}
+
+/// A replica that dies while its attempt runs (its runtime shut down: no shutdown of the
+/// scheduler, no record, no release) leaves the attempt's lease to lapse; the other replica,
+/// which lost that occurrence's claim, learns from its claim replies when the lease would lapse
+/// and takes the next attempt then — not at its fallback poll (5 s by default), which comes
+/// seconds later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survivor_takes_the_retry_when_the_lease_lapses_not_at_its_poll() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    let server = redis();
+    let url = server.url();
+    let (ran, mut running) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // The occurrence (ms) whose first attempt hangs until its replica dies; the others are
+    // quick.
+    let target = Arc::new(AtomicI64::new(i64::MAX));
+    let replica = |id: &str| {
+        let (ran, target) = (ran.clone(), target.clone());
+        let job = dlock_scheduler::Job::new("tick", "* * * * * *", "UTC", move |ctx| {
+            let hang = ctx.attempt() == 1
+                && ctx.occurrence().timestamp_millis() == target.load(Ordering::Relaxed);
+            let ran = ran.clone();
+            async move {
+                if hang {
+                    let _ = ran.send(ctx.replica().id().to_owned());
+                    std::future::pending::<()>().await;
+                }
+                Ok::<(), String>(())
+            }
+        })
+        .unwrap()
+        .delivery(dlock_scheduler::Delivery::at_least_once(
+            2,
+            Duration::from_millis(100),
+        ))
+        .overlap(dlock_scheduler::Overlap::Allow)
+        .lease(LEASE);
+        Scheduler::builder(Client::open(url.as_str()).unwrap())
+            .replica_id(id)
+            .job(job)
+            .build()
+            .unwrap()
+    };
+    assert_eq!(
+        dlock_scheduler::DEFAULT_REQUEST_POLL,
+        Duration::from_secs(5),
+        "the poll this test tells apart"
+    );
+    // Each replica runs on a runtime of its own, on its own thread: dropping that runtime
+    // stops every task of the replica at once, as a process that dies would.
+    let start = |scheduler: Scheduler| {
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                tokio::select! {
+                    _ = scheduler.run_until(std::future::pending(), Duration::from_secs(5)) => {}
+                    _ = killed => {}
+                }
+            });
+            runtime.shutdown_background();
+        });
+        (kill, thread)
+    };
+    // The replicas look for retries when they start (and once more when the first run they
+    // saw in flight was due), then at their poll, every 5 s: the run that hangs is 8 s after
+    // the start, so its lease lapses 1.5–3.5 s before a poll.
+    let begun = chrono::Utc::now().timestamp_millis();
+    target.store((begun / 1000 + 8) * 1000, Ordering::Relaxed);
+    let mut replicas = std::collections::BTreeMap::new();
+    for id in ["a", "b"] {
+        replicas.insert(id.to_owned(), start(replica(id)));
+    }
+    let runner = tokio::time::timeout(Duration::from_secs(15), running.recv())
+        .await
+        .expect("the long run started")
+        .unwrap();
+    let (kill, thread) = replicas.remove(&runner).unwrap();
+    kill.send(()).unwrap();
+    thread.join().unwrap();
+    let died = std::time::Instant::now();
+    let admin = replica("admin");
+    let occurrence = target.load(Ordering::Relaxed);
+    let run = crate::support::eventually(Duration::from_secs(20), "the second attempt", || {
+        let admin = admin.clone();
+        async move {
+            let history = admin.history("tick").await.ok()?;
+            history.into_iter().find(|r| {
+                r.occurrence.timestamp_millis() == occurrence && r.outcome == RunOutcome::Succeeded
+            })
+        }
+    })
+    .await;
+    let took = died.elapsed();
+    let survivor = replicas.keys().next().unwrap().clone();
+    assert_eq!((run.attempt, &run.replica), (2, &survivor), "{run:#?}");
+    assert_eq!(run.earlier_attempts[0].outcome, RunOutcome::Abandoned);
+    // A lease to lapse, the backoff, and the survivor's next claim (every second) to hear of
+    // the deadline: far below the 5 s poll.
+    let bound = LEASE + Duration::from_millis(100) + Duration::from_secs(1);
+    eprintln!("the survivor took the retry {took:?} after the replica died");
+    assert!(
+        took <= bound + Duration::from_millis(500),
+        "the retry came {took:?} after the replica died"
+    );
+    for (_, (kill, thread)) in replicas {
+        kill.send(()).unwrap();
+        thread.join().unwrap();
+    }
 }

@@ -113,6 +113,7 @@ impl Group {
         &mut self,
         index: usize,
         args: &[String],
+        down_for: std::time::Duration,
     ) -> Result<Restarted, BoxError> {
         let child = self
             .0
@@ -121,6 +122,7 @@ impl Group {
         let killed_pid = child.pid();
         let killed_at_us = wall_us()?;
         child.0.process_mut().kill();
+        std::thread::sleep(down_for);
         let mut fresh = Child::spawn(args)?;
         fresh.wait_for(READY)?;
         fresh.send(GO)?;

@@ -22,7 +22,8 @@ use crate::sched::read_outcome;
 use crate::sched_faults::{Announcement, Kill, KillOutcome, KillSummary, LedgerRun};
 use crate::sched_replica::{ReplicaReport, started_key};
 use crate::spec::{
-    Counts, SCHED_DELIVERY_LEASE, SCHED_KILL_AFTER, SCHED_REPLICAS, SCHED_WARMUP, SchedDelivery,
+    Counts, SCHED_DELIVERY_LEASE, SCHED_KILL_AFTER, SCHED_REPLICAS, SCHED_RESTART_AFTER,
+    SCHED_WARMUP, SchedDelivery,
 };
 use crate::stats::{count, millis};
 
@@ -157,7 +158,7 @@ impl Watch {
     }
 
     /// Waits for the next long run, SIGKILLs its replica `offset_us` after the run's handler
-    /// started, and starts that replica again at once (`replica_args`).
+    /// started, and starts that replica again [`SCHED_RESTART_AFTER`] later (`replica_args`).
     fn kill_next_long_run(
         &mut self,
         group: &mut Group,
@@ -172,7 +173,7 @@ impl Watch {
         };
         sleep_until_wall_us(target.at_us + offset_us)?;
         let index = target.replica_number()?;
-        let restarted = group.kill_and_restart(index, &replica_args(index))?;
+        let restarted = group.kill_and_restart(index, &replica_args(index), SCHED_RESTART_AFTER)?;
         if restarted.killed_pid != target.pid {
             return Err(format!(
                 "replica {} is process {}, not {} that announced the run",

@@ -66,6 +66,10 @@ pub(crate) const SCHED_LONG_RUN: Duration = Duration::from_secs(3);
 /// of `n` a further `k/n` of a renewal interval (lease / 3) later, so that the kills sample
 /// every phase of the leases' renewal.
 pub(crate) const SCHED_KILL_AFTER: Duration = Duration::from_millis(400);
+/// How long a killed replica stays down before it is started again: past the attempt lease's
+/// lapse and the backoff, so that the retry is the surviving replicas' to take (a replica
+/// restarted at once would look for retries on start and take most of them itself).
+pub(crate) const SCHED_RESTART_AFTER: Duration = Duration::from_secs(2);
 
 /// A delivery mode of the scheduler's job, as the delivery comparison runs it (issue #30).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -71,6 +71,11 @@ pub(crate) async fn claim(
         _ => Turn::Unknown,
     };
     entry.set_next_turn(next);
+    if entry.job.delivery.retries()
+        && let Some(Value::Int(due_ms)) = reply.last()
+    {
+        entry.note_retry_due(*due_ms);
+    }
     Ok(match reply.as_slice() {
         [Value::Int(1), ..] => Claim::Won,
         [Value::Int(2), Value::Int(wait), ..] => {

@@ -18,7 +18,9 @@
 //! * **`run_now` requests** are taken (atomically popped and claimed, `take_request.lua`) when a
 //!   wake-up arrives ([`crate::wake`]) or the fallback poll comes round.
 //! * **Retries** (at-least-once delivery): the loop asks `take_retry.lua` when the first
-//!   pending run is due by the server's clock (the reply says when that is), on a wake-up
+//!   pending run is due by the server's clock — its own replies say when that is, and so do
+//!   every claim and heartbeat reply (`claim.lua`, `heartbeat.lua`), so a replica that lost
+//!   the claim of an attempt still looks when that attempt's lease would lapse — on a wake-up
 //!   (`finish.lua` announces a scheduled retry) and at the fallback poll. Whichever replica asks
 //!   first after a retry is due claims it; an attempt whose lease lapsed is settled as
 //!   abandoned by the first replica that looks.
@@ -148,10 +150,14 @@ impl JobLoop {
             if woken || Instant::now() >= self.next_poll {
                 self.take_requests().await;
             }
-            if self.ctx.entry.job.delivery.retries()
-                && (woken || Instant::now() >= self.next_retry_look)
-            {
-                self.take_retries().await;
+            if self.ctx.entry.job.delivery.retries() {
+                if let Some(due) = self.ctx.entry.take_retry_due() {
+                    let at = Instant::now() + self.ctx.shared.clock.until(due);
+                    self.next_retry_look = self.next_retry_look.min(at);
+                }
+                if woken || Instant::now() >= self.next_retry_look {
+                    self.take_retries().await;
+                }
             }
             let wake = self.next_wake();
             let in_order = async {
@@ -171,6 +177,8 @@ impl JobLoop {
                     self.in_order_ended = Some(self.ctx.shared.clock.now());
                 }
                 () = self.ctx.entry.wake.notified() => self.poll_now = true,
+                // A claim or heartbeat reply told of a pending run due earlier.
+                () = self.ctx.entry.retry_hint.notified() => {}
                 () = sleep(wake) => {}
             }
         }

@@ -170,12 +170,16 @@ async fn beat(shared: &Shared, entry: &JobEntry, live: bool) -> Result<(), Error
     let mut invocation = scripts::HEARTBEAT.prepare_invoke();
     invocation
         .key(&entry.keys.replicas)
+        .key(&entry.keys.retries)
         .arg(&shared.replica.id)
         .arg(if live { millis(shared.liveness()) } else { 0 });
     let sent = shared.clock.local();
-    let server_ms: i64 = __private::invoke(&shared.client, &invocation, "heartbeat").await?;
-    if live {
-        shared.heard(Some(entry), sent, Some(&Value::Int(server_ms)));
+    let reply: Vec<i64> = __private::invoke(&shared.client, &invocation, "heartbeat").await?;
+    if live && let [server_ms, due_ms, ..] = reply.as_slice() {
+        shared.heard(Some(entry), sent, Some(&Value::Int(*server_ms)));
+        if entry.job.delivery.retries() {
+            entry.note_retry_due(*due_ms);
+        }
     }
     Ok(())
 }

@@ -91,6 +91,13 @@ pub(crate) struct JobEntry {
     next_turn: AtomicU8,
     /// When the job's loop last ran: the heartbeat vouches for this replica only while it does.
     pub(crate) loop_beat: LoopBeat,
+    /// At-least-once delivery: the earliest time (server ms) a pending run of the job is due,
+    /// as a claim or heartbeat reply told (`i64::MAX`: nothing new); the job's loop takes it
+    /// and looks for retries then, so that every replica, not only the one that claimed the
+    /// attempt, is there when an attempt's lease lapses.
+    retry_due: AtomicI64,
+    /// Notified when `retry_due` moved earlier.
+    pub(crate) retry_hint: Notify,
 }
 
 impl JobEntry {
@@ -126,6 +133,8 @@ impl JobEntry {
             wake: Notify::new(),
             beat_ms: AtomicI64::new(i64::MIN),
             next_turn: AtomicU8::new(Turn::Unknown as u8),
+            retry_due: AtomicI64::new(i64::MAX),
+            retry_hint: Notify::new(),
             loop_beat: LoopBeat::new(),
         })
     }
@@ -143,6 +152,22 @@ impl JobEntry {
                 self.options.clone(),
             ),
         }
+    }
+
+    /// Notes, from a reply, when the job's first pending at-least-once run is due (server ms;
+    /// negative: none), and wakes the job's loop if that is earlier than it knew.
+    pub(crate) fn note_retry_due(&self, due_ms: i64) {
+        if due_ms >= 0 && self.retry_due.fetch_min(due_ms, Ordering::Relaxed) > due_ms {
+            self.retry_hint.notify_one();
+        }
+    }
+
+    /// Takes the earliest due time noted since the last call, if any.
+    pub(crate) fn take_retry_due(&self) -> Option<DateTime<Utc>> {
+        let due = self.retry_due.swap(i64::MAX, Ordering::Relaxed);
+        (due != i64::MAX)
+            .then(|| chrono::TimeZone::timestamp_millis_opt(&Utc, due).single())
+            .flatten()
     }
 
     /// Notes whose turn the next occurrence is, as a claim reply told.

@@ -3,7 +3,9 @@
 //!
 //! `retry-replica url=… id=… [attempts=3] [backoff_ms=200] [lease_ms=1000]
 //! [victim_work_ms=4000] [run_ms=120000]` runs two jobs on the cron `* * * * * *`, both with
-//! overlapping runs allowed and the given run lease, until SIGTERM (or `run_ms`), then shuts
+//! overlapping runs allowed and the given run lease (the scheduler's defaults otherwise: its
+//! fallback poll is 5 s, so a retry found sooner was found by the protocol, not by polling),
+//! until SIGTERM (or `run_ms`), then shuts
 //! down gracefully and prints `stopped …`. Occurrence `k` (its second) decides what a handler
 //! does:
 //!
@@ -152,7 +154,6 @@ pub(crate) async fn retry_replica(opts: &HashMap<String, String>) -> Result<(), 
     .lease(lease);
     let scheduler = Scheduler::builder(Client::open(url)?)
         .replica_id(id)
-        .request_poll(Duration::from_millis(500))
         .job(alo)
         .job(amo)
         .build()?;

@@ -31,7 +31,10 @@
 --          {2, wait_ms, now_ms, next}    too early by the server's clock, or another replica's
 --                                        turn: try again in wait_ms
 --          where `next` is the replica whose turn the next occurrence is, as far as can be told
---          now (the others need not ask before its turn grace has passed)
+--          now (the others need not ask before its turn grace has passed); with ARGV[12] > 0
+--          (at least once) every reply but "paused" ends with one more element, when the
+--          job's first pending run is due in KEYS[7] (server ms, -1: none), so that the
+--          replicas that lost the claim know when the winner's attempt lease would lapse
 --
 -- Whose turn: the live replicas (KEYS[5], expired ones removed) sorted by id; the turn counter
 -- modulo their number picks one. Every replica computes the same from the same keys, and a
@@ -52,6 +55,14 @@
 
 local now = server_ms()
 local me = ARGV[3]
+-- When the first pending at-least-once run is due (appended to the replies, see above).
+local function due(reply)
+  if tonumber(ARGV[12]) > 0 then
+    local first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+    reply[#reply + 1] = first[2] and tonumber(first[2]) or -1
+  end
+  return reply
+end
 local liveness = tonumber(ARGV[11])
 redis.call('ZADD', KEYS[5], int(now + liveness), me)
 redis.call('PEXPIRE', KEYS[5], int(liveness * 2))
@@ -66,17 +77,17 @@ local function turn_of(n)
   return live[(n % #live) + 1]
 end
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('HEXISTS', KEYS[3], ARGV[1] .. ':claim') == 1 then
-  return {0, 'claimed', now, turn_of(turn)}
+  return due({0, 'claimed', now, turn_of(turn)})
 end
 local fire_at = tonumber(ARGV[9])
 if now < fire_at then
-  return {2, fire_at - now, now, turn_of(turn + 1)}
+  return due({2, fire_at - now, now, turn_of(turn + 1)})
 end
 local grace = tonumber(ARGV[10])
 if now < fire_at + grace and turn_of(turn) ~= me then
-  return {2, fire_at + grace - now, now, turn_of(turn + 1)}
+  return due({2, fire_at + grace - now, now, turn_of(turn + 1)})
 end
 open_run(KEYS[1], KEYS[2], KEYS[3], KEYS[7], ARGV[1], ARGV[2], now, tonumber(ARGV[7]),
   tonumber(ARGV[8]), claim_record(me, ARGV[4], ARGV[5], now, '0', ARGV[6], 1), tonumber(ARGV[12]))
 redis.call('INCR', KEYS[6])
-return {1, now, turn_of(turn + 1)}
+return due({1, now, turn_of(turn + 1)})

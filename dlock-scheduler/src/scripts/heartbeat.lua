@@ -2,10 +2,13 @@
 -- among), or take it out when it shuts down; and tell the replica the server's time.
 --
 -- KEYS[1]  replicas  zset: member = replica id, score = server time (ms) until which it is live
+-- KEYS[2]  retries   zset: the job's pending at-least-once runs (take_retry.lua)
 -- ARGV[1]  replica id
 -- ARGV[2]  liveness in ms: live this long from now; 0 removes the replica
 --
--- Returns  the server's time in ms (the replica corrects its clock by it).
+-- Returns  {now_ms, due_ms}: the server's time in ms (the replica corrects its clock by it),
+--          and when the job's first pending at-least-once run is due (-1: none), so that
+--          every replica is there when an attempt's lease lapses.
 --
 -- claim.lua refreshes the caller the same way, so a replica of a frequent job needs no
 -- separate heartbeat. Retry safety: repeating it sets the same state.
@@ -20,4 +23,5 @@ else
   redis.call('ZREM', KEYS[1], ARGV[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now_ms))
-return now_ms
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+return {now_ms, first[2] and tonumber(first[2]) or -1}
