@@ -8,7 +8,7 @@
 //!   later attempts (must be none) and the Redis commands and round trips per occurrence per
 //!   replica, as the scheduler workload's rows measure them.
 //! * **Kills** ([`crate::sched_kills`]): the replica running a long run is SIGKILLed and
-//!   started again at once, several times per mode; what became of each killed run
+//!   started again 2 s later ([`crate::spec::SCHED_RESTART_AFTER`]), several times per mode; what became of each killed run
 //!   ([`crate::sched_faults`]): at least once, when its attempt was found abandoned and when the
 //!   next attempt was claimed and started; at most once, that it was left abandoned; in both,
 //!   when the next later occurrence ran.
@@ -26,7 +26,7 @@ use crate::sched_kills::{self, KillRun};
 use crate::sched_stats::seconds_between;
 use crate::spec::{
     SCHED_DELIVERY_LEASE, SCHED_KILL_AFTER, SCHED_LONG_EVERY_S, SCHED_LONG_RUN,
-    SCHED_RETRY_BACKOFF, SchedDelivery,
+    SCHED_RESTART_AFTER, SCHED_RETRY_BACKOFF, SchedDelivery,
 };
 use crate::stats::{count, millis};
 use crate::subjects::Setting;
@@ -174,20 +174,22 @@ fn kills_intro() -> String {
     let renewal = lease / 3;
     let backoff = millis(SCHED_RETRY_BACKOFF);
     let (long_s, first_kill) = (SCHED_LONG_RUN.as_secs(), millis(SCHED_KILL_AFTER));
+    let down = millis(SCHED_RESTART_AFTER);
     format!(
         "**Kills.** The same job with `--faults`: every run announces its start (a Redis list), \
          and the first attempt of each occurrence on a multiple of {SCHED_LONG_EVERY_S} s works \
          {long_s} s. The parent SIGKILLs the replica running it, {first_kill}–{} ms into the run (the kills \
          spread over one renewal interval, lease / 3 = {renewal} ms), and starts that replica \
-         again at once (same id, a new process). Times are from the kill (the parent's wall \
+         again {down} ms later (same id, a new process), after the retry is due, so that the \
+         surviving replicas take it. Times are from the kill (the parent's wall \
          clock just before SIGKILL) to the ledger's instants (the Redis server's `TIME`, ms) or \
          a handler's announcement: one clock on this machine. **Expected from the design**: the \
          run's leases (its lock's, and at least once its attempt's in the ledger) lapse \
          {}–{lease} ms after the kill (one lease after the last renewal). At least once, the \
          first replica to look after that records the attempt abandoned and schedules the next \
          one after the backoff ({backoff} ms): claimed {}–{} ms after the kill, plus how late \
-         the replica that takes it looks (at once when it knows the lapse time from its last \
-         look, else at its fallback poll, 5 s by default). At most once, the killed occurrence \
+         the replica that takes it looks (at once: every replica learns when a pending run is \
+         due from its claim and heartbeat replies, not only at its 5 s fallback poll). At most once, the killed occurrence \
          is recorded abandoned and not run again; the next occurrence after the lock's lapse \
          runs (with a 1 s cron, the first whole second after it).",
         first_kill + renewal,

@@ -1,8 +1,8 @@
 //! The scheduler's kill phase (issue #30), the parent side: 3 replica processes run the
 //! delivery comparison's job with `--faults` (every run announces itself; the first attempt of
 //! every occurrence on a multiple of 4 s works 3 s), and the parent SIGKILLs the replica running
-//! each long run, a little into it, then starts that replica again at once (same replica id,
-//! a new process). After the last kill it waits until a later occurrence has started (and, at
+//! each long run, a little into it, then starts that replica again 2 s later (same replica id,
+//! a new process; `SCHED_RESTART_AFTER`, after the retry is due). After the last kill it waits until a later occurrence has started (and, at
 //! least once, the killed run's next attempt), stops the replicas and reads the ledger;
 //! [`crate::sched_faults`] works out what became of each kill.
 //!
