@@ -325,3 +325,70 @@ fn bad_schedules_and_jobs_are_errors() {
         assert!(err.to_string().contains("jitter"), "{err}");
     });
 }
+
+/// Dropping `run_until`'s future (a task aborted, a `select!` that chose another branch) stops
+/// the scheduler's loops and cancels its running handler: they are tasks of their own, and
+/// before they went on claiming and running with nothing left to stop them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_run_until_stops_the_loops_and_cancels_the_runs() {
+    let server = redis();
+    let started = Arc::new(Notify::new());
+    let dropped = Arc::new(Notify::new());
+    let (on_start, on_drop) = (started.clone(), dropped.clone());
+    let job = Job::new("endless", "* * * * * *", "UTC", move |_ctx: JobContext| {
+        let (on_start, on_drop) = (on_start.clone(), on_drop.clone());
+        async move {
+            // Signals when the handler's future is dropped (cancelled), not when it returns.
+            struct Dropped(Arc<Notify>);
+            impl Drop for Dropped {
+                fn drop(&mut self) {
+                    self.0.notify_one();
+                }
+            }
+            let _dropped = Dropped(on_drop);
+            on_start.notify_one();
+            std::future::pending::<()>().await;
+            Ok::<(), std::io::Error>(())
+        }
+    })
+    .unwrap()
+    .overlap(dlock_scheduler::Overlap::Allow);
+    let scheduler = Scheduler::builder(client(&server))
+        .job(job)
+        .build()
+        .unwrap();
+    let admin = scheduler.clone();
+    let running = tokio::spawn(async move {
+        scheduler
+            .run_until(std::future::pending(), Duration::from_secs(5))
+            .await
+    });
+    started.notified().await;
+    running.abort();
+    tokio::time::timeout(Duration::from_secs(5), dropped.notified())
+        .await
+        .expect("the handler was cancelled when run_until's future was dropped");
+    // Recorded cancelled (not left running), and nothing claimed afterwards.
+    let history = eventually(Duration::from_secs(10), "the run recorded", || {
+        let admin = admin.clone();
+        async move {
+            let history = admin.history("endless").await.ok()?;
+            history
+                .iter()
+                .all(|r| r.outcome != RunOutcome::Running)
+                .then_some(history)
+        }
+    })
+    .await;
+    assert!(
+        history
+            .iter()
+            .any(|r| matches!(r.outcome, RunOutcome::Cancelled(_))),
+        "{history:#?}"
+    );
+    let claimed = history.len();
+    // A 1 s cron: a loop still running would claim the next occurrences.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let after = admin.history("endless").await.unwrap();
+    assert_eq!(after.len(), claimed, "claimed after the drop: {after:#?}");
+}

@@ -94,10 +94,11 @@ impl Scheduler {
     /// `client.shutdown(..)` yourself once everything has stopped.
     ///
     /// # Cancel safety
-    /// Not cancel safe in the sense of a graceful stop: dropping the future drops the job loops
-    /// and running handlers at once (their leases are released in the background, the ledger
-    /// shows them abandoned, and the replica keeps its turns until its liveness runs out), or
-    /// leaves the client's shutdown half done. Use `shutdown` to stop gracefully.
+    /// Not cancel safe in the sense of a graceful stop: dropping the future stops the job loops
+    /// and cancels the running handlers at once, without a drain — in the background, each run
+    /// is recorded cancelled and its lease released, and the replica leaves the jobs' turns —
+    /// but does not shut the client down (or leaves its shutdown half done). Resolve the
+    /// `shutdown` future instead to stop gracefully.
     pub async fn run_until(
         &self,
         shutdown: impl Future<Output = ()>,
@@ -105,6 +106,12 @@ impl Scheduler {
     ) -> ShutdownReport {
         let stop = CancellationToken::new();
         let cancel_runs = CancellationToken::new();
+        // The loops and the runs are tasks of their own: were this future dropped before its
+        // end, they would go on claiming and running without anyone to stop them. Dropping it
+        // stops them as a shutdown whose drain deadline has passed (at the normal end both
+        // tokens are spent already, or their tasks are done).
+        let _stop_when_dropped = stop.clone().drop_guard();
+        let _cancel_when_dropped = cancel_runs.clone().drop_guard();
         let runs = TaskTracker::new();
         let loops = TaskTracker::new();
         loops.spawn(crate::liveness::heartbeat(
