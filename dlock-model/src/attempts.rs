@@ -237,6 +237,16 @@ impl AttemptModel {
         }
     }
 
+    /// The names of the properties that must never be broken (the safety and bounded-response
+    /// ones; not the reachability checks, which must be reached).
+    pub fn must_hold(&self) -> Vec<&'static str> {
+        self.properties()
+            .iter()
+            .filter(|p| p.expectation != stateright::Expectation::Sometimes)
+            .map(|p| p.name)
+            .collect()
+    }
+
     fn is(&self, mutant: AttemptMutant) -> bool {
         self.mutant == Some(mutant)
     }
@@ -561,12 +571,7 @@ mod tests {
 
     /// The safety and bounded-response properties the checker found broken.
     fn broken(model: AttemptModel) -> Vec<&'static str> {
-        let names: Vec<&'static str> = model
-            .properties()
-            .iter()
-            .filter(|p| p.expectation != stateright::Expectation::Sometimes)
-            .map(|p| p.name)
-            .collect();
+        let names = model.must_hold();
         let checker = model.checker().spawn_bfs().join();
         names
             .into_iter()

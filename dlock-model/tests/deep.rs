@@ -80,12 +80,7 @@ fn deep_attempts() {
         until: 3 * settle_bound(),
         ..AttemptModel::new(None)
     };
-    let names: Vec<&'static str> = model
-        .properties()
-        .iter()
-        .filter(|p| p.expectation != stateright::Expectation::Sometimes)
-        .map(|p| p.name)
-        .collect();
+    let names = model.must_hold();
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
     eprintln!(
