@@ -442,4 +442,37 @@ mod tests {
         );
         assert!(run.ended_at.is_some());
     }
+
+    #[tokio::test]
+    async fn a_run_of_another_record_version_is_refused_by_name_and_kept() {
+        let server = RedisServer::start().unwrap();
+        let scheduler = scheduler(&server.url(), "v", 2);
+        let shared: Arc<Shared> = scheduler.shared.clone();
+        let entry = shared.jobs.values().next().unwrap().clone();
+        // A newer dlock's run, due now (written as that version would, during a deploy).
+        let mut con = server.connection().unwrap();
+        let newer = "2\x1fr\x1fh\x1f1\x1f0\x1f0\x1ftok\x1f1\x1fsomething new";
+        let _: () = redis::pipe()
+            .hset(&entry.keys.ledger, "1000:claim", newer)
+            .zadd(&entry.keys.retries, "1000", 0)
+            .query(&mut con)
+            .unwrap();
+        let refused = take_retry(&shared, &entry, "A").await.err().unwrap();
+        assert!(
+            refused.to_string().contains("format version 2"),
+            "{refused}"
+        );
+        let score: Option<i64> = redis::cmd("ZSCORE")
+            .arg(&entry.keys.retries)
+            .arg("1000")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(score, Some(0), "the newer run was dropped");
+        let claim: String = redis::cmd("HGET")
+            .arg(&entry.keys.ledger)
+            .arg("1000:claim")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(claim, newer);
+    }
 }

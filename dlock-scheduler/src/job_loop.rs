@@ -341,8 +341,9 @@ impl JobLoop {
                 }
                 Err(e) => {
                     // A lost reply may have claimed an attempt that nobody runs: its lease
-                    // lapses and it is settled as abandoned, like a killed replica's.
-                    tracing::debug!(job = %self.ctx.entry.job.name, error = %e, "dlock-scheduler: could not look for due retries");
+                    // lapses and it is settled as abandoned, like a killed replica's. (Also a
+                    // run of a newer record format, refused by name: said at warn.)
+                    tracing::warn!(job = %self.ctx.entry.job.name, error = %e, "dlock-scheduler: could not look for due retries; looking again at the next poll");
                     return;
                 }
             }

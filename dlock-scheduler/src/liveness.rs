@@ -168,18 +168,19 @@ fn is_stalled(silence: Duration, heartbeat: Duration) -> bool {
 /// shutdown or while the job's loop is stalled, so that the others do not wait for its turns).
 async fn beat(shared: &Shared, entry: &JobEntry, live: bool) -> Result<(), Error> {
     let mut invocation = scripts::HEARTBEAT.prepare_invoke();
+    invocation.key(&entry.keys.replicas);
+    if entry.job.delivery.retries() {
+        // Only an at-least-once job has pending runs to hear of.
+        invocation.key(&entry.keys.retries);
+    }
     invocation
-        .key(&entry.keys.replicas)
-        .key(&entry.keys.retries)
         .arg(&shared.replica.id)
         .arg(if live { millis(shared.liveness()) } else { 0 });
     let sent = shared.clock.local();
     let reply: Vec<i64> = __private::invoke(&shared.client, &invocation, "heartbeat").await?;
     if live && let [server_ms, due_ms, ..] = reply.as_slice() {
         shared.heard(Some(entry), sent, Some(&Value::Int(*server_ms)));
-        if entry.job.delivery.retries() {
-            entry.note_retry_due(*due_ms);
-        }
+        entry.note_retry_due(*due_ms);
     }
     Ok(())
 }

@@ -21,6 +21,9 @@
 --          {0, next_ms, now_ms}  nothing due; the first run is due at next_ms (-1: none)
 --          {0, -2, now_ms}       the job is paused: pending attempts wait until it is resumed
 --
+-- Errors   a run whose records are of another format version (refused by name; nothing is
+--          changed).
+--
 -- Retry safety: a call whose reply was lost may have claimed an attempt nobody runs; its lease
 -- runs out, and it is recorded abandoned like a killed replica's (it counts as an attempt).
 -- All keys share the job's hash tag.
@@ -47,9 +50,10 @@ end
 local c = fields(claim)
 local e = current and fields(current) or {'1', 'running', '', '', '', ''}
 if c[1] ~= '1' or e[1] ~= '1' then
-  -- A record of another format: not this version's to settle.
-  redis.call('ZREM', KEYS[4], id)
-  return {3, now}
+  -- A record of another format (a newer dlock's, during a rolling deploy): not this version's
+  -- to settle, nor to drop; refused by name, and left to the replicas that read it.
+  return redis.error_reply('dlock: the run ' .. id .. ' has records of format version '
+    .. c[1] .. '/' .. e[1] .. '; this dlock reads version 1: upgrade this replica')
 end
 local attempt = tonumber(c[8])
 if e[2] == 'running' then
