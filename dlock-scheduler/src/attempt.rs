@@ -292,6 +292,7 @@ async fn perform(
         fence,
         attempt: attempt.number(),
         client: attempt.shared.client.clone(),
+        args: entry.job.args.clone(),
     };
     // The handler is a closure that returns a future: either may panic.
     let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.job.handler)(ctx))) {

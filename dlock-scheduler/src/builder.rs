@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -10,11 +11,12 @@ use std::time::Duration;
 use dlock_core::Client;
 
 use crate::clock::{Clock, ServerClock, SystemClock};
-use crate::context::Replica;
+use crate::context::{JobContext, Replica};
 use crate::error::Error;
+use crate::handler::{HandlerOptions, RegisteredHandler};
 use crate::job::Job;
 use crate::scheduler::Scheduler;
-use crate::shared::{JobEntry, LoopHook, Shared};
+use crate::shared::{JobEntry, Jobs, LoopHook, Shared};
 
 /// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
 /// replica catching up on an occurrence older than a day could run it again; keep the retention
@@ -44,6 +46,7 @@ pub struct SchedulerBuilder {
     replica_id: Option<String>,
     clock: Arc<dyn Clock>,
     jobs: Vec<Job>,
+    handlers: Vec<RegisteredHandler>,
     retention: Duration,
     history: usize,
     request_poll: Duration,
@@ -70,6 +73,54 @@ impl SchedulerBuilder {
     /// Adds a job. Every replica should add the same jobs.
     pub fn job(mut self, job: Job) -> Self {
         self.jobs.push(job);
+        self
+    }
+
+    /// Registers `handler` under `name`, for the run-time schedules
+    /// ([`Scheduler::add_schedule`]) and one-off jobs that name it, with the options of a
+    /// [`Job`] by default ([`HandlerOptions::new`]). Register it on every replica that should
+    /// run them: a replica without it says so in the job registry and never claims them.
+    ///
+    /// ```
+    /// use dlock_scheduler::Scheduler;
+    ///
+    /// # fn demo(client: dlock_core::Client) -> Result<(), dlock_scheduler::Error> {
+    /// #[derive(serde::Deserialize)]
+    /// struct Report { tenant: String }
+    ///
+    /// let scheduler = Scheduler::builder(client)
+    ///     .handler("send_report", |ctx| async move {
+    ///         let report: Report = ctx.args()?;
+    ///         println!("report for {}", report.tenant);
+    ///         Ok::<(), dlock_scheduler::Error>(())
+    ///     })
+    ///     .build()?;
+    /// # let _ = scheduler; Ok(()) }
+    /// ```
+    pub fn handler<F, Fut, E>(self, name: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        self.handler_with(name, HandlerOptions::new(), handler)
+    }
+
+    /// Like [`SchedulerBuilder::handler`], with the options its runs take.
+    pub fn handler_with<F, Fut, E>(
+        mut self,
+        name: impl Into<String>,
+        options: HandlerOptions,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        let name: Arc<str> = name.into().into();
+        self.handlers
+            .push(RegisteredHandler::new(name, options, handler));
         self
     }
 
@@ -160,6 +211,16 @@ impl SchedulerBuilder {
                  than zero",
             ));
         }
+        let mut handlers = HashMap::new();
+        for handler in self.handlers {
+            crate::validate::handler(&handler)?;
+            let name = handler.name.clone();
+            if handlers.insert(name.clone(), handler).is_some() {
+                return Err(Error::invalid_job(format!(
+                    "handler `{name}` was registered twice; handler names must be unique"
+                )));
+            }
+        }
         let mut jobs = HashMap::new();
         for job in self.jobs {
             let entry = JobEntry::new(&self.client, job)?;
@@ -177,7 +238,8 @@ impl SchedulerBuilder {
                 instance: instance_token(),
                 attempts: AtomicU64::new(0),
                 clock: ServerClock::new(self.clock),
-                jobs,
+                jobs: Jobs::new(jobs),
+                handlers,
                 retention: self.retention,
                 history: self.history,
                 request_poll: self.request_poll,
@@ -195,6 +257,7 @@ impl fmt::Debug for SchedulerBuilder {
         f.debug_struct("SchedulerBuilder")
             .field("replica_id", &self.replica_id)
             .field("jobs", &self.jobs)
+            .field("handlers", &self.handlers)
             .field("retention", &self.retention)
             .field("history", &self.history)
             .field("request_poll", &self.request_poll)
@@ -241,6 +304,7 @@ impl Scheduler {
             replica_id: None,
             clock: Arc::new(SystemClock),
             jobs: Vec::new(),
+            handlers: Vec::new(),
             retention: DEFAULT_CLAIM_RETENTION,
             history: DEFAULT_HISTORY,
             request_poll: DEFAULT_REQUEST_POLL,

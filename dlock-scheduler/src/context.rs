@@ -48,6 +48,8 @@ pub struct JobContext {
     pub(crate) fence: FencingToken,
     pub(crate) attempt: u32,
     pub(crate) client: Client,
+    /// The run's JSON arguments (a run-time schedule's or a one-off job's).
+    pub(crate) args: Option<Arc<str>>,
 }
 
 impl JobContext {
@@ -93,6 +95,33 @@ impl JobContext {
         self.attempt
     }
 
+    /// The run's arguments, deserialized from the JSON its run-time schedule or one-off job
+    /// was created with ([`crate::Scheduler::add_schedule`]).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidArgs`] when the run has no arguments (a job in code) or they
+    /// do not deserialize into `T`; the message says which job and why.
+    pub fn args<T: serde::de::DeserializeOwned>(&self) -> Result<T, crate::Error> {
+        let json = self.args.as_deref().ok_or_else(|| {
+            crate::Error::invalid_args(format!(
+                "job `{}` has no arguments: only run-time schedules and one-off jobs carry them",
+                self.job
+            ))
+        })?;
+        serde_json::from_str(json).map_err(|e| {
+            crate::Error::invalid_args(format!(
+                "job `{}`: its arguments {json} do not fit the type the handler asked for                  ({}): {e}",
+                self.job,
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
+    /// The run's arguments as the JSON text they were stored as; `None` for a job in code.
+    pub fn args_json(&self) -> Option<&str> {
+        self.args.as_deref()
+    }
+
     /// How much of the lease is left.
     pub fn remaining(&self) -> Duration {
         self.lease.remaining()
@@ -126,6 +155,7 @@ impl fmt::Debug for JobContext {
             fence,
             attempt,
             client: _,
+            args,
         } = self;
         f.debug_struct("JobContext")
             .field("job", job)
@@ -134,6 +164,7 @@ impl fmt::Debug for JobContext {
             .field("replica", &replica.id)
             .field("fence", fence)
             .field("attempt", attempt)
+            .field("args", args)
             .finish()
     }
 }

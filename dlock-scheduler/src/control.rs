@@ -132,7 +132,7 @@ impl Scheduler {
 
     /// Whether `job` (a valid name) is known: `Ok(Ok(()))`, or `Ok(Err(why))`.
     async fn known(&self, job: &str) -> Result<Result<(), Error>, Error> {
-        if self.shared.jobs.contains_key(job) {
+        if self.shared.jobs.contains(job) {
             return Ok(Ok(()));
         }
         let registered: Vec<String> = self
@@ -140,7 +140,13 @@ impl Scheduler {
             .await?
             .into_iter()
             .flat_map(|r| r.jobs.into_iter().map(|j| j.name))
-            .chain(self.shared.jobs.keys().map(|name| name.to_string()))
+            .chain(
+                self.shared
+                    .jobs
+                    .names()
+                    .into_iter()
+                    .map(|name| name.to_string()),
+            )
             .collect();
         if registered.iter().any(|name| name == job) {
             return Ok(Ok(()));

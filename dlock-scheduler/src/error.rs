@@ -33,6 +33,10 @@ pub enum ErrorKind {
     /// name (`dlock jobs`); to act on it anyway (a job not deployed yet), use the `force_`
     /// variants. Nothing was changed.
     UnknownJob,
+    /// A run-time schedule's or one-off job's arguments were refused: they are not valid JSON,
+    /// or do not deserialize into the type the handler asked for ([`crate::JobContext::args`]).
+    /// The message says which job and why.
+    InvalidArgs,
     /// Redis failed or answered something unexpected. [`Error::redis_kind`] says how
     /// (connection, timeout …); [`Error::may_have_taken_effect`] whether the request may still
     /// have run. Retry later.
@@ -60,6 +64,16 @@ impl Error {
     pub(crate) fn invalid_job(message: impl Into<Cow<'static, str>>) -> Self {
         Self {
             kind: ErrorKind::InvalidJob,
+            redis_kind: None,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Arguments that are not JSON or not of the handler's type (see [`ErrorKind::InvalidArgs`]).
+    pub(crate) fn invalid_args(message: String) -> Self {
+        Self {
+            kind: ErrorKind::InvalidArgs,
             redis_kind: None,
             message: message.into(),
             source: None,

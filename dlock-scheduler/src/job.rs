@@ -148,6 +148,24 @@ pub struct Job {
     pub(crate) on_lost: OnLost,
     pub(crate) max_run: Option<Duration>,
     pub(crate) delivery: Delivery,
+    /// The JSON arguments handed to the handler ([`crate::JobContext::args`]): those of a
+    /// run-time schedule; `None` for a job in code.
+    pub(crate) args: Option<Arc<str>>,
+    /// The registered handler a run-time schedule runs; `None` for a job in code.
+    pub(crate) handler_name: Option<Arc<str>>,
+}
+
+/// Boxes a handler closure: its future's `Err` becomes the text recorded in the ledger.
+pub(crate) fn boxed<F, Fut, E>(handler: F) -> Handler
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: fmt::Display,
+{
+    Arc::new(move |ctx| {
+        let run = handler(ctx);
+        Box::pin(async move { run.await.map_err(|e| e.to_string()) })
+    })
 }
 
 impl Job {
@@ -180,10 +198,15 @@ impl Job {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: fmt::Display,
     {
-        let handler: Handler = Arc::new(move |ctx| {
-            let run = handler(ctx);
-            Box::pin(async move { run.await.map_err(|e| e.to_string()) })
-        });
+        Self::from_handler(name, schedule, boxed(handler))
+    }
+
+    /// A job with the defaults that runs a boxed handler.
+    pub(crate) fn from_handler(
+        name: impl Into<String>,
+        schedule: Schedule,
+        handler: Handler,
+    ) -> Self {
         Self {
             name: name.into().into(),
             schedule,
@@ -195,6 +218,8 @@ impl Job {
             on_lost: OnLost::Cancel,
             max_run: None,
             delivery: Delivery::AtMostOnce,
+            args: None,
+            handler_name: None,
         }
     }
 
@@ -271,6 +296,8 @@ impl fmt::Debug for Job {
             on_lost,
             max_run,
             delivery,
+            args,
+            handler_name,
         } = self;
         f.debug_struct("Job")
             .field("name", name)
@@ -282,6 +309,8 @@ impl fmt::Debug for Job {
             .field("on_lost", on_lost)
             .field("max_run", max_run)
             .field("delivery", delivery)
+            .field("args", args)
+            .field("handler_name", handler_name)
             .finish_non_exhaustive()
     }
 }

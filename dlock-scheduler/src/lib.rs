@@ -126,6 +126,7 @@ mod clock;
 mod context;
 mod control;
 mod error;
+mod handler;
 mod jitter;
 mod job;
 mod job_loop;
@@ -154,6 +155,7 @@ pub use context::{JobContext, Replica};
 pub use dlock_cron::{Occurrences, Schedule, ScheduleError, ScheduleErrorKind};
 pub use dlock_macros::scheduled;
 pub use error::{Error, ErrorKind};
+pub use handler::HandlerOptions;
 pub use jitter::jitter_for;
 pub use job::{
     DEFAULT_RUN_LEASE, Delivery, Job, MAX_ATTEMPTS, MAX_BACKOFF, MIN_RUN_LEASE, Overlap,

@@ -84,7 +84,7 @@ enum Vouch {
 pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
     let every_ms = i64::try_from(shared.heartbeat.as_millis()).unwrap_or(i64::MAX);
     // The loops start with this task: their silence counts from now.
-    for entry in shared.jobs.values() {
+    for entry in shared.jobs.all() {
         entry.loop_beat.tick();
     }
     loop {
@@ -92,8 +92,12 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
         // Judged before the registry entry below is written: it shows this round's state.
         let vouches: Vec<_> = shared
             .jobs
-            .values()
-            .map(|entry| (entry, judge(&shared, entry)))
+            .all()
+            .into_iter()
+            .map(|entry| {
+                let vouch = judge(&shared, &entry);
+                (entry, vouch)
+            })
             .collect();
         let shared = &shared;
         let beats = vouches.into_iter().map(|(entry, vouch)| async move {
@@ -103,7 +107,7 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
                 Vouch::Live | Vouch::Again => true,
                 Vouch::Out => false,
             };
-            if let Err(e) = beat(shared, entry, live).await {
+            if let Err(e) = beat(shared, &entry, live).await {
                 tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: heartbeat failed");
             }
         });
@@ -121,13 +125,14 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
         // Woken late by more than a heartbeat: the whole process stalled (the registry shows
         // that), and its loops may not have been polled yet since it resumed.
         if asleep.elapsed() > shared.heartbeat.saturating_mul(2) {
-            for entry in shared.jobs.values() {
+            for entry in shared.jobs.all() {
                 entry.loop_beat.tick();
             }
         }
     }
-    let leave = shared.jobs.values().map(|entry| async {
-        if let Err(e) = beat(&shared, entry, false).await {
+    let shared = &shared;
+    let leave = shared.jobs.all().into_iter().map(|entry| async move {
+        if let Err(e) = beat(shared, &entry, false).await {
             tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: could not unregister; the replica's liveness will run out");
         }
     });

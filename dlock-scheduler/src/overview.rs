@@ -133,13 +133,14 @@ fn by_job(own: &Scheduler, registry: Vec<RegisteredReplica>) -> BTreeMap<String,
             });
         }
     }
-    for (name, entry) in &own.shared.jobs {
+    for entry in own.shared.jobs.all() {
         let schedule = &entry.job.schedule;
-        jobs.entry(name.to_string()).or_insert_with(|| Source {
-            cron: schedule.cron().to_owned(),
-            time_zone: schedule.time_zone().name().to_owned(),
-            replicas: Vec::new(),
-        });
+        jobs.entry(entry.job.name.to_string())
+            .or_insert_with(|| Source {
+                cron: schedule.cron().to_owned(),
+                time_zone: schedule.time_zone().name().to_owned(),
+                replicas: Vec::new(),
+            });
     }
     jobs
 }

@@ -156,7 +156,7 @@ fn payload(shared: &Shared) -> String {
         replica.pid,
         millis(shared.heartbeat)
     );
-    let mut jobs: Vec<_> = shared.jobs.values().collect();
+    let mut jobs: Vec<_> = shared.jobs.all();
     jobs.sort_by(|a, b| a.job.name.cmp(&b.job.name));
     for entry in jobs {
         let schedule = &entry.job.schedule;

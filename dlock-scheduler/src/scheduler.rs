@@ -118,7 +118,7 @@ impl Scheduler {
             self.shared.clone(),
             stop.clone(),
         ));
-        for entry in self.shared.jobs.values() {
+        for entry in self.shared.jobs.all() {
             loops.spawn(crate::wake::listen(
                 self.shared.clone(),
                 entry.clone(),
@@ -181,7 +181,7 @@ impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
             .field("replica", &self.shared.replica.id)
-            .field("jobs", &self.shared.jobs.keys().collect::<Vec<_>>())
+            .field("jobs", &self.shared.jobs.names())
             .finish_non_exhaustive()
     }
 }

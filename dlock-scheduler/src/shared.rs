@@ -3,8 +3,8 @@
 //! wake-up, liveness and turn state). Built by `builder.rs`, read by every floor above.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::clock::ServerClock;
 use crate::context::Replica;
 use crate::error::Error;
+use crate::handler::RegisteredHandler;
 use crate::job::{Job, Overlap};
 use crate::ledger::JobKeys;
 
@@ -27,7 +28,11 @@ pub(crate) struct Shared {
     pub(crate) instance: String,
     pub(crate) attempts: AtomicU64,
     pub(crate) clock: ServerClock,
-    pub(crate) jobs: HashMap<Arc<str>, Arc<JobEntry>>,
+    /// The jobs this replica runs: those in code, and the run-time schedules it has a
+    /// handler for.
+    pub(crate) jobs: Jobs,
+    /// The handlers registered by name, for run-time schedules and one-off jobs.
+    pub(crate) handlers: HashMap<Arc<str>, RegisteredHandler>,
     pub(crate) retention: Duration,
     pub(crate) history: usize,
     pub(crate) request_poll: Duration,
@@ -37,6 +42,73 @@ pub(crate) struct Shared {
     pub(crate) shutdown_client: bool,
     /// Test hook run every time a job loop's task is polled (`__private::on_loop_poll`).
     pub(crate) loop_hook: Option<LoopHook>,
+}
+
+/// The jobs a replica runs, by name: those in code (fixed at `build()`) and the run-time
+/// schedules added and removed while it runs. Readers take a snapshot.
+pub(crate) struct Jobs {
+    all: RwLock<HashMap<Arc<str>, Arc<JobEntry>>>,
+}
+
+impl Jobs {
+    pub(crate) fn new(in_code: HashMap<Arc<str>, Arc<JobEntry>>) -> Self {
+        Self {
+            all: RwLock::new(in_code),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<JobEntry>>> {
+        // A panic while the lock was held left the map whole (inserts and removes only).
+        self.all
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<JobEntry>>> {
+        self.all
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every job now, in no particular order.
+    pub(crate) fn all(&self) -> Vec<Arc<JobEntry>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// The job named `name`, if this replica runs it.
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<JobEntry>> {
+        self.read().get(name).cloned()
+    }
+
+    /// Whether this replica runs a job named `name`.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.read().contains_key(name)
+    }
+
+    /// The names of every job now.
+    pub(crate) fn names(&self) -> Vec<Arc<str>> {
+        self.read().keys().cloned().collect()
+    }
+
+    /// Whether there is no job (yet).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Adds a run-time schedule's job; `false` if the name is taken.
+    pub(crate) fn insert(&self, entry: Arc<JobEntry>) -> bool {
+        let mut all = self.write();
+        if all.contains_key(&entry.job.name) {
+            return false;
+        }
+        all.insert(entry.job.name.clone(), entry);
+        true
+    }
+
+    /// Removes a run-time schedule's job.
+    pub(crate) fn remove(&self, name: &str) -> Option<Arc<JobEntry>> {
+        self.write().remove(name)
+    }
 }
 
 /// A test hook run in a job loop's task with the job's name (`__private::on_loop_poll`).

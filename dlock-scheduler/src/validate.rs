@@ -11,8 +11,40 @@ pub(crate) const MAX_JOB_NAME_LEN: usize = 500;
 /// Checks a job name: not empty, at most [`MAX_JOB_NAME_LEN`] bytes, no braces (they delimit
 /// the Redis Cluster hash tag) and no control characters.
 pub(crate) fn job_name(name: &str) -> Result<(), Error> {
+    named("job", "lottery", name)
+}
+
+/// Checks a handler's name (the rules of job names: it is stored with schedules and one-off
+/// jobs) and its options (those `build()` checks of a job, but the schedule's).
+pub(crate) fn handler(handler: &crate::handler::RegisteredHandler) -> Result<(), Error> {
+    named("handler", "send_report", &handler.name)?;
+    let options = &handler.options;
+    let bad = if options.lease < MIN_RUN_LEASE {
+        format!(
+            "the run lease {:?} is shorter than {MIN_RUN_LEASE:?}; lengthen it",
+            options.lease
+        )
+    } else if let Some(max_run) = options.max_run
+        && max_run <= options.lease
+    {
+        format!(
+            "max_run {max_run:?} is not longer than the lease {:?}, so the lease would never be \
+             renewed; remove max_run or shorten the lease",
+            options.lease
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid_job(format!(
+        "handler `{}`: {bad}",
+        handler.name
+    )))
+}
+
+/// Checks the name of a `what` (job, handler, group): `example` is shown for an empty one.
+pub(crate) fn named(what: &str, example: &str, name: &str) -> Result<(), Error> {
     let problem = if name.is_empty() {
-        "is empty; name the job, e.g. \"lottery\" (its key in Redis: keep it stable)".to_owned()
+        format!("is empty; name the {what}, e.g. \"{example}\" (its key in Redis: keep it stable)")
     } else if name.len() > MAX_JOB_NAME_LEN {
         format!(
             "is {} bytes long; the limit is {MAX_JOB_NAME_LEN} bytes",
@@ -30,7 +62,7 @@ pub(crate) fn job_name(name: &str) -> Result<(), Error> {
     };
     let shown: String = name.chars().take(40).collect();
     Err(Error::invalid_job(format!(
-        "the job name {shown:?} {problem}"
+        "the {what} name {shown:?} {problem}"
     )))
 }
 
