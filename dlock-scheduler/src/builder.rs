@@ -15,6 +15,7 @@ use crate::context::{JobContext, Replica};
 use crate::error::Error;
 use crate::handler::{HandlerOptions, RegisteredHandler};
 use crate::job::Job;
+use crate::runtime::ScheduleKeys;
 use crate::scheduler::Scheduler;
 use crate::shared::{JobEntry, Jobs, LoopHook, Shared};
 
@@ -231,6 +232,7 @@ impl SchedulerBuilder {
                 )));
             }
         }
+        let schedule_keys = ScheduleKeys::new(&self.client)?;
         Ok(Scheduler {
             shared: Arc::new(Shared {
                 client: self.client,
@@ -240,6 +242,8 @@ impl SchedulerBuilder {
                 clock: ServerClock::new(self.clock),
                 jobs: Jobs::new(jobs),
                 handlers,
+                schedule_keys,
+                unrunnable: std::sync::Mutex::new(Vec::new()),
                 retention: self.retention,
                 history: self.history,
                 request_poll: self.request_poll,

@@ -349,7 +349,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let scheduler = scheduler(&server.url(), "p", 3);
         let shared: Arc<Shared> = scheduler.shared.clone();
-        let entry = shared.jobs.all().next().unwrap().clone();
+        let entry = shared.jobs.all()[0].clone();
 
         claim_first(&shared, &entry, "A").await;
         assert_eq!(
@@ -422,7 +422,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let scheduler = scheduler(&server.url(), "q", 1);
         let shared: Arc<Shared> = scheduler.shared.clone();
-        let entry = shared.jobs.all().next().unwrap().clone();
+        let entry = shared.jobs.all()[0].clone();
         claim_first(&shared, &entry, "A").await;
         // Its lease lapses; with no attempt left the run ends abandoned, and nothing is due.
         loop {
@@ -448,7 +448,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let scheduler = scheduler(&server.url(), "v", 2);
         let shared: Arc<Shared> = scheduler.shared.clone();
-        let entry = shared.jobs.all().next().unwrap().clone();
+        let entry = shared.jobs.all()[0].clone();
         // A newer dlock's run, due now (written as that version would, during a deploy).
         let mut con = server.connection().unwrap();
         let newer = "2\x1fr\x1fh\x1f1\x1f0\x1f0\x1ftok\x1f1\x1fsomething new";

@@ -151,6 +151,14 @@ impl Scheduler {
         if registered.iter().any(|name| name == job) {
             return Ok(Ok(()));
         }
+        // A run-time schedule that no running replica has the handler for yet.
+        let mut cmd = redis::cmd("HEXISTS");
+        cmd.arg(&self.shared.schedule_keys.hash).arg(job);
+        let scheduled: bool =
+            __private::query(&self.shared.client, &cmd, &format!("is `{job}` scheduled")).await?;
+        if scheduled {
+            return Ok(Ok(()));
+        }
         let keys = JobKeys::new(&self.shared.client, job)?;
         let mut cmd = redis::cmd("EXISTS");
         // One slot: both keys carry the job's hash tag.
@@ -168,7 +176,8 @@ impl Scheduler {
         };
         Ok(Err(Error::unknown_job(format!(
             "no job `{job}` is known under this key prefix: no running replica registered it, \
-             and it has no ledger entries and no pause record{hint}"
+             it is no run-time schedule, and it has no ledger entries and no pause \
+             record{hint}"
         ))))
     }
 
@@ -234,7 +243,7 @@ impl Scheduler {
 
 /// Up to five of `names` close to `job` (a typo away: by edit distance, or one containing the
 /// other), closest first.
-fn close_names(job: &str, mut names: Vec<String>) -> Vec<String> {
+pub(crate) fn close_names(job: &str, mut names: Vec<String>) -> Vec<String> {
     names.sort_unstable();
     names.dedup();
     let limit = (job.chars().count() / 3).max(2);

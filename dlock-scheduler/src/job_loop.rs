@@ -59,6 +59,22 @@ pub(crate) struct LoopCtx {
     pub(crate) stop: CancellationToken,
     pub(crate) runs: TaskTracker,
     pub(crate) cancel_runs: CancellationToken,
+    /// A run-time schedule's: occurrences before this are not its own (it was added then), so
+    /// the misfire policy never reaches back past it.
+    pub(crate) start_after: Option<DateTime<Utc>>,
+}
+
+/// Starts `ctx`'s job on `loops`: its loop (marked for the heartbeat's liveness check) and its
+/// `run_now` listener, both until `ctx.stop`.
+pub(crate) fn spawn(loops: &TaskTracker, ctx: LoopCtx) {
+    loops.spawn(crate::wake::listen(
+        ctx.shared.clone(),
+        ctx.entry.clone(),
+        ctx.stop.clone(),
+    ));
+    let (shared, entry) = (ctx.shared.clone(), ctx.entry.clone());
+    // Marks each poll of the loop's task: the heartbeat vouches only for running loops.
+    loops.spawn(crate::liveness::ticking(shared, entry, job_loop(ctx)));
 }
 
 /// A claim that got no answer: to withdraw once Redis answers.
@@ -98,6 +114,7 @@ pub(crate) async fn job_loop(ctx: LoopCtx) {
     let Some(last_seen) = latest_in_ledger(&ctx).await else {
         return;
     };
+    let last_seen = last_seen.max(ctx.start_after);
     let (reports, reported) = mpsc::unbounded_channel();
     let mut this = JobLoop {
         ctx,

@@ -28,6 +28,10 @@ use dlock_core::{__private, Client, FencingToken};
 use crate::error::Error;
 use crate::scripts;
 
+/// The lock name whose base key tags the keys that belong to no job: the job registry's and
+/// the run-time schedules' (`{sched:}`: no job has an empty name).
+pub(crate) const REGISTRY_TAG: &str = "sched:";
+
 /// The Redis keys of one job.
 #[derive(Clone, Debug)]
 pub(crate) struct JobKeys {

@@ -126,6 +126,7 @@ mod clock;
 mod context;
 mod control;
 mod error;
+mod follow;
 mod handler;
 mod jitter;
 mod job;
@@ -136,9 +137,11 @@ mod metrics;
 mod misfire;
 mod overview;
 mod registry;
+mod runtime;
 #[cfg(test)]
 mod schedule_props;
 mod scheduler;
+mod schedules;
 mod scripts;
 mod shared;
 mod validate;
@@ -164,6 +167,7 @@ pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
 pub use overview::{JobOverview, JobReplica};
 pub use registry::{RegisteredJob, RegisteredReplica};
+pub use runtime::{RuntimeSchedule, UnrunnableSchedule};
 pub use scheduler::{Scheduler, ShutdownReport};
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.

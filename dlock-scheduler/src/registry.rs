@@ -34,20 +34,25 @@
 //! panicked, or is stuck behind a blocked thread) says so itself in its entry
 //! ([`RegisteredJob::loop_stalled_for`]; see [`crate::liveness`]).
 //!
-//! Entry format, version 2 (fields separated by `\x1f`, lines by `\n`; none of the fields may
-//! contain either: job names, cron expressions and replica ids are checked, host names are
-//! cleaned):
+//! Entry format, version 3 (fields separated by `\x1f`, lines by `\n`; none of the fields may
+//! contain either: job and handler names, cron expressions and replica ids are checked, host
+//! names and reasons are cleaned):
 //!
 //! ```text
-//! 2 <heartbeat, server ms> <ttl ms> <liveness ms>      written by the script
+//! 3 <heartbeat, server ms> <ttl ms> <liveness ms>      written by the script
 //! <replica id>␟<host>␟<pid>␟<heartbeat interval ms>
-//! <job name>␟<cron>␟<time zone>␟<loop>                 one line per job
+//! h␟<handler name>                                     one line per registered handler
+//! j␟<job name>␟<cron>␟<time zone>␟<loop>␟<handler>␟<delivery>   one line per job
+//! u␟<schedule name>␟<handler>␟<reason>                 one line per run-time schedule it does not run
 //! ```
 //!
 //! `<loop>` is `-` while the job's loop runs, else how long (ms) it had not run at this
-//! heartbeat. Readers also take version 1 (the first line `1 <heartbeat> <ttl>`, where the ttl
-//! was the liveness, and job lines without `<loop>`), written by earlier builds of this
-//! version, and refuse newer versions by name.
+//! heartbeat. `<handler>` is `-` for a job in code, else the handler of the run-time schedule
+//! the job is. `<delivery>` is `amo` (at most once) or `alo:<attempts>:<backoff ms>`. Readers
+//! also take version 2 (job lines `<job name>␟<cron>␟<time zone>␟<loop>`, untagged) and
+//! version 1 (the first line `1 <heartbeat> <ttl>`, where the ttl was the liveness, and job
+//! lines without `<loop>`), written by earlier builds of this version, and refuse newer
+//! versions by name.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -55,14 +60,13 @@ use dlock_core::{__private, Client};
 use redis::Value;
 
 use crate::error::Error;
+use crate::job::Delivery;
+use crate::runtime::UnrunnableSchedule;
 use crate::scripts::{self, millis};
 use crate::shared::Shared;
 
-/// The lock name whose base key tags the registry's keys.
-const REGISTRY_TAG: &str = "sched:";
-
 /// The entry format this version writes; it reads this one and [`OLDEST_FORMAT`].
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 /// The oldest entry format this version reads.
 const OLDEST_FORMAT: u32 = 1;
 
@@ -79,7 +83,7 @@ pub(crate) fn lifetime(heartbeat: Duration) -> Duration {
 
 /// The registry's keys under `client`'s prefix: the index and the stem of every entry.
 fn index_key(client: &Client) -> Result<String, Error> {
-    let base = __private::base_key(client, REGISTRY_TAG)?;
+    let base = __private::base_key(client, crate::ledger::REGISTRY_TAG)?;
     Ok(format!("{base}:registry"))
 }
 
@@ -111,8 +115,16 @@ pub struct RegisteredReplica {
     /// When its entry expires unless renewed (ten heartbeats after the last, at least 30 s),
     /// by the Redis server's clock: it vanishes from the registry then.
     pub expires_at: SystemTime,
-    /// The jobs it runs, in name order.
+    /// The jobs it runs, in name order: those in its code and the run-time schedules it has
+    /// the handler for.
     pub jobs: Vec<RegisteredJob>,
+    /// The handlers it has registered for run-time schedules and one-off jobs
+    /// ([`crate::SchedulerBuilder::handler`]), in name order (empty from replicas of an
+    /// earlier version).
+    pub handlers: Vec<String>,
+    /// The run-time schedules it does not run, and why (the handler is not registered on it
+    /// …), in name order.
+    pub unrunnable: Vec<UnrunnableSchedule>,
 }
 
 /// A job as a replica registered it.
@@ -132,6 +144,12 @@ pub struct RegisteredJob {
     /// job without waiting for it, until the loop runs again. `None` while the loop runs (and
     /// from replicas of an earlier version, which do not report it).
     pub loop_stalled_for: Option<Duration>,
+    /// The handler, when the job is a run-time schedule ([`crate::Scheduler::add_schedule`]);
+    /// `None` for a job in code.
+    pub handler: Option<String>,
+    /// Its delivery ([`crate::Delivery`]); `None` from replicas of an earlier version, which
+    /// do not report it.
+    pub delivery: Option<Delivery>,
 }
 
 impl RegisteredJob {
@@ -156,11 +174,17 @@ fn payload(shared: &Shared) -> String {
         replica.pid,
         millis(shared.heartbeat)
     );
+    let mut handlers: Vec<_> = shared.handlers.keys().collect();
+    handlers.sort();
+    for handler in handlers {
+        out.push_str("\nh\x1f");
+        out.push_str(&clean(handler));
+    }
     let mut jobs: Vec<_> = shared.jobs.all();
     jobs.sort_by(|a, b| a.job.name.cmp(&b.job.name));
     for entry in jobs {
         let schedule = &entry.job.schedule;
-        out.push('\n');
+        out.push_str("\nj\x1f");
         out.push_str(&clean(&entry.job.name));
         out.push('\x1f');
         out.push_str(&clean(schedule.cron()));
@@ -172,6 +196,23 @@ fn payload(shared: &Shared) -> String {
         } else {
             out.push('-');
         }
+        out.push('\x1f');
+        out.push_str(entry.job.handler_name.as_deref().map_or("-", |h| h));
+        out.push('\x1f');
+        match entry.job.delivery {
+            Delivery::AtLeastOnce { attempts, backoff } => {
+                out.push_str(&format!("alo:{attempts}:{}", millis(backoff)));
+            }
+            _ => out.push_str("amo"),
+        }
+    }
+    for unrunnable in shared.unrunnable() {
+        out.push_str("\nu\x1f");
+        out.push_str(&clean(&unrunnable.name));
+        out.push('\x1f');
+        out.push_str(&clean(&unrunnable.handler));
+        out.push('\x1f');
+        out.push_str(&clean(&unrunnable.reason));
     }
     out
 }
@@ -185,9 +226,9 @@ fn clean(s: &str) -> String {
 }
 
 /// Publishes this scheduler's entry for its [`lifetime`] (`live`), or withdraws it (`!live`).
-/// A scheduler without jobs (an admin tool's) publishes nothing.
+/// A scheduler without jobs or handlers (an admin tool's) publishes nothing.
 pub(crate) async fn publish(shared: &Shared, live: bool) -> Result<(), Error> {
-    if shared.jobs.is_empty() {
+    if shared.jobs.is_empty() && shared.handlers.is_empty() {
         return Ok(());
     }
     let client = &shared.client;
@@ -278,7 +319,7 @@ enum Refused {
     Malformed,
 }
 
-/// Reads an entry of format version 1 or 2 that has `left` of its ttl to live.
+/// Reads an entry of format version 1 to 3 that has `left` of its ttl to live.
 fn parse(entry: &str, left: Duration) -> Result<RegisteredReplica, Refused> {
     let mut lines = entry.split('\n');
     let mut head = lines.next().ok_or(Refused::Malformed)?.split(' ');
@@ -302,26 +343,26 @@ fn parse(entry: &str, left: Duration) -> Result<RegisteredReplica, Refused> {
     let host = text(who.next())?;
     let pid = field(who.next())?;
     let every_ms = field(who.next())?;
-    let jobs = lines
-        .map(|line| {
-            let mut fields = line.split('\x1f');
-            let (name, cron, time_zone) = (
-                text(fields.next())?,
-                text(fields.next())?,
-                text(fields.next())?,
-            );
-            let loop_stalled_for = match (version, fields.next()) {
-                (1, _) | (_, Some("-")) => None,
-                (_, ms) => Some(Duration::from_millis(field(ms)?)),
-            };
-            Ok(RegisteredJob {
-                name,
-                cron,
-                time_zone,
-                loop_stalled_for,
-            })
-        })
-        .collect::<Result<Vec<_>, Refused>>()?;
+    let mut jobs = Vec::new();
+    let mut handlers = Vec::new();
+    let mut unrunnable = Vec::new();
+    for line in lines {
+        let mut fields = line.split('\x1f');
+        if version < 3 {
+            jobs.push(job_line(version, fields)?);
+            continue;
+        }
+        match fields.next() {
+            Some("h") => handlers.push(text(fields.next())?),
+            Some("j") => jobs.push(job_line(version, fields)?),
+            Some("u") => unrunnable.push(UnrunnableSchedule {
+                name: text(fields.next())?,
+                handler: text(fields.next())?,
+                reason: text(fields.next())?,
+            }),
+            _ => return Err(Refused::Malformed),
+        }
+    }
     let last_heartbeat = UNIX_EPOCH + Duration::from_millis(beat_ms);
     let liveness = Duration::from_millis(liveness_ms);
     let ttl = Duration::from_millis(ttl_ms);
@@ -336,7 +377,59 @@ fn parse(entry: &str, left: Duration) -> Result<RegisteredReplica, Refused> {
         stalled: ttl.saturating_sub(left) > liveness,
         expires_at: last_heartbeat + ttl,
         jobs,
+        handlers,
+        unrunnable,
     })
+}
+
+/// A job line of an entry of format `version`, after its tag.
+fn job_line<'a>(
+    version: u32,
+    mut fields: impl Iterator<Item = &'a str>,
+) -> Result<RegisteredJob, Refused> {
+    let (name, cron, time_zone) = (
+        text(fields.next())?,
+        text(fields.next())?,
+        text(fields.next())?,
+    );
+    let loop_stalled_for = match (version, fields.next()) {
+        (1, _) | (_, Some("-")) => None,
+        (_, ms) => Some(Duration::from_millis(field(ms)?)),
+    };
+    let (handler, delivery) = if version < 3 {
+        (None, None)
+    } else {
+        let handler = match fields.next() {
+            Some("-") => None,
+            other => Some(text(other)?),
+        };
+        (handler, Some(delivery(fields.next())?))
+    };
+    Ok(RegisteredJob {
+        name,
+        cron,
+        time_zone,
+        loop_stalled_for,
+        handler,
+        delivery,
+    })
+}
+
+/// A delivery field: `amo`, or `alo:<attempts>:<backoff ms>`.
+fn delivery(raw: Option<&str>) -> Result<Delivery, Refused> {
+    match raw {
+        Some("amo") => Ok(Delivery::AtMostOnce),
+        Some(alo) => {
+            let mut parts = alo
+                .strip_prefix("alo:")
+                .ok_or(Refused::Malformed)?
+                .split(':');
+            let attempts = field(parts.next())?;
+            let backoff = Duration::from_millis(field(parts.next())?);
+            Ok(Delivery::at_least_once(attempts, backoff))
+        }
+        None => Err(Refused::Malformed),
+    }
 }
 
 /// A number field of an entry.
@@ -367,9 +460,11 @@ mod tests {
 
     #[test]
     fn entries_parse_in_the_format_the_script_writes() {
-        let entry = "2 1700000000000 30000 3000\nweb-1:42\x1fweb-1\x1f42\x1f1000\n\
-                     lottery\x1f0 12 * * *\x1fEurope/Berlin\x1f-\n\
-                     report\x1f* * * * * *\x1fUTC\x1f2500";
+        let entry = "3 1700000000000 30000 3000\nweb-1:42\x1fweb-1\x1f42\x1f1000\n\
+                     h\x1fsend_report\n\
+                     j\x1flottery\x1f0 12 * * *\x1fEurope/Berlin\x1f-\x1f-\x1famo\n\
+                     j\x1freport\x1f* * * * * *\x1fUTC\x1f2500\x1fsend_report\x1falo:3:1000\n\
+                     u\x1fexport:acme\x1fexport\x1fthe handler `export` is not registered";
         let replica = parse(entry, after(10)).unwrap();
         assert_eq!(replica.id, "web-1:42");
         assert_eq!((replica.host.as_str(), replica.pid), ("web-1", 42));
@@ -387,14 +482,47 @@ mod tests {
             Some(Duration::from_millis(2500))
         );
         assert!(replica.jobs[1].schedule().is_ok());
+        assert_eq!(
+            (replica.jobs[0].handler.as_deref(), replica.jobs[0].delivery),
+            (None, Some(Delivery::AtMostOnce))
+        );
+        assert_eq!(
+            (replica.jobs[1].handler.as_deref(), replica.jobs[1].delivery),
+            (
+                Some("send_report"),
+                Some(Delivery::at_least_once(3, Duration::from_secs(1)))
+            )
+        );
+        assert_eq!(replica.handlers, ["send_report"]);
+        assert_eq!(
+            replica.unrunnable,
+            [UnrunnableSchedule {
+                name: "export:acme".into(),
+                handler: "export".into(),
+                reason: "the handler `export` is not registered".into(),
+            }]
+        );
+        // Version 2 job lines (untagged) are read.
+        let v2 = parse(
+            "2 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery\x1f0 12 * * *\x1fUTC\x1f-",
+            Duration::ZERO,
+        )
+        .unwrap();
+        assert_eq!(
+            (v2.jobs[0].name.as_str(), v2.jobs[0].delivery),
+            ("lottery", None)
+        );
         // No job line is an entry without jobs; other shapes are refused.
         assert!(
-            parse("2 1 1 1\nr\x1fh\x1f1\x1f1000", Duration::ZERO)
+            parse("3 1 1 1\nr\x1fh\x1f1\x1f1000", Duration::ZERO)
                 .unwrap()
                 .jobs
                 .is_empty()
         );
         let malformed = [
+            "3 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery\x1f* * * * *\x1fUTC\x1f-",
+            "3 1 1 1\nr\x1fh\x1f1\x1f1000\nj\x1flottery\x1f* * * * *\x1fUTC\x1f-\x1f-\x1fsometimes",
+            "3 1 1 1\nr\x1fh\x1f1\x1f1000\nu\x1fname",
             "2 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery",
             "2 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery\x1f* * * * *\x1fUTC",
             "2 1 1 1\nr\x1fh\x1f1\x1f1000\nlottery\x1f* * * * *\x1fUTC\x1fsoon",
@@ -429,8 +557,8 @@ mod tests {
         assert_eq!(replica.expires_at, at(3000));
         assert_eq!(replica.jobs[0].loop_stalled_for, None);
         assert_eq!(
-            parse("3 1 1 1 1\nr\x1fh\x1f1\x1f1000\nanything", Duration::ZERO),
-            Err(Refused::Newer(3))
+            parse("4 1 1 1 1\nr\x1fh\x1f1\x1f1000\nanything", Duration::ZERO),
+            Err(Refused::Newer(4))
         );
     }
 

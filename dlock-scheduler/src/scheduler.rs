@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::context::Replica;
-use crate::job_loop::{LoopCtx, job_loop};
+use crate::job_loop::LoopCtx;
 use crate::shared::Shared;
 
 /// A replica's scheduler: every replica runs one with the same jobs; each occurrence of each
@@ -119,23 +119,23 @@ impl Scheduler {
             stop.clone(),
         ));
         for entry in self.shared.jobs.all() {
-            loops.spawn(crate::wake::listen(
-                self.shared.clone(),
-                entry.clone(),
-                stop.clone(),
-            ));
             let ctx = LoopCtx {
                 shared: self.shared.clone(),
-                entry: entry.clone(),
+                entry,
                 stop: stop.clone(),
                 runs: runs.clone(),
                 cancel_runs: cancel_runs.clone(),
+                start_after: None,
             };
-            // Marks each poll of the loop's task: the heartbeat vouches only for running loops.
-            let ticking =
-                crate::liveness::ticking(self.shared.clone(), entry.clone(), job_loop(ctx));
-            loops.spawn(ticking);
+            crate::job_loop::spawn(&loops, ctx);
         }
+        // Run-time schedules: their loops start and stop as they are added and removed.
+        loops.spawn(crate::follow::follow(
+            self.shared.clone(),
+            stop.clone(),
+            runs.clone(),
+            cancel_runs.clone(),
+        ));
         loops.close();
         shutdown.await;
         tracing::info!(replica = %self.shared.replica.id, "dlock-scheduler: shutting down; draining running jobs");

@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::handler::RegisteredHandler;
 use crate::job::{Job, Overlap};
 use crate::ledger::JobKeys;
+use crate::runtime::{ScheduleKeys, UnrunnableSchedule};
 
 /// The state of one scheduler, shared by its job loops, attempts and background tasks.
 pub(crate) struct Shared {
@@ -33,6 +34,10 @@ pub(crate) struct Shared {
     pub(crate) jobs: Jobs,
     /// The handlers registered by name, for run-time schedules and one-off jobs.
     pub(crate) handlers: HashMap<Arc<str>, RegisteredHandler>,
+    /// The keys of the run-time schedules.
+    pub(crate) schedule_keys: ScheduleKeys,
+    /// The run-time schedules this replica does not run, and why (for the job registry).
+    pub(crate) unrunnable: std::sync::Mutex<Vec<UnrunnableSchedule>>,
     pub(crate) retention: Duration,
     pub(crate) history: usize,
     pub(crate) request_poll: Duration,
@@ -108,6 +113,24 @@ impl Jobs {
     /// Removes a run-time schedule's job.
     pub(crate) fn remove(&self, name: &str) -> Option<Arc<JobEntry>> {
         self.write().remove(name)
+    }
+}
+
+impl Shared {
+    /// The run-time schedules this replica does not run, and why.
+    pub(crate) fn unrunnable(&self) -> Vec<UnrunnableSchedule> {
+        self.unrunnable
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Notes which run-time schedules this replica does not run.
+    pub(crate) fn set_unrunnable(&self, unrunnable: Vec<UnrunnableSchedule>) {
+        *self
+            .unrunnable
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = unrunnable;
     }
 }
 

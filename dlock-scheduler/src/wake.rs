@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::__private::{self, Heard};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::shared::{JobEntry, Shared};
@@ -27,28 +28,43 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Wakes `entry`'s job loop on its `run_now` wake-ups until `stop`.
 pub(crate) async fn listen(shared: Arc<Shared>, entry: Arc<JobEntry>, stop: CancellationToken) {
-    stop.run_until_cancelled(subscribed(&shared, &entry)).await;
+    let what = format!("job `{}`", entry.job.name);
+    stop.run_until_cancelled(subscribed(&shared, &entry.keys.wake, &entry.wake, &what))
+        .await;
 }
 
-/// Subscribes (again, with backoff, when subscribing fails or the subscription ends) and wakes
-/// the job's loop on every message and gap.
-async fn subscribed(shared: &Shared, entry: &JobEntry) {
+/// Notifies `notify` on every message of `channel` (and every gap) until `stop`: for `what`
+/// (named in the logs).
+pub(crate) async fn listen_channel(
+    shared: Arc<Shared>,
+    channel: String,
+    notify: Arc<Notify>,
+    what: &'static str,
+    stop: CancellationToken,
+) {
+    stop.run_until_cancelled(subscribed(&shared, &channel, &notify, what))
+        .await;
+}
+
+/// Subscribes (again, with backoff, when subscribing fails or the subscription ends) and
+/// notifies on every message and gap.
+async fn subscribed(shared: &Shared, channel: &str, notify: &Notify, what: &str) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        match __private::subscribe(&shared.client, &entry.keys.wake).await {
+        match __private::subscribe(&shared.client, channel).await {
             Ok(mut subscription) => {
                 backoff = FIRST_BACKOFF;
-                // Requests made before the subscription took effect were not announced to us.
-                entry.wake.notify_one();
+                // What was announced before the subscription took effect did not reach us.
+                notify.notify_one();
                 while let Some(heard) = subscription.next().await {
                     match heard {
-                        // A request was queued, or messages may have been lost: look.
-                        Heard::Message(_) | Heard::Gap => entry.wake.notify_one(),
+                        // Something changed, or messages may have been lost: look.
+                        Heard::Message(_) | Heard::Gap => notify.notify_one(),
                     }
                 }
             }
             Err(e) => {
-                tracing::debug!(job = %entry.job.name, error = %e, "dlock-scheduler: wake-up subscription failed; requests are polled meanwhile");
+                tracing::debug!(%what, error = %e, "dlock-scheduler: wake-up subscription failed; polling meanwhile");
             }
         }
         tokio::time::sleep(backoff).await;

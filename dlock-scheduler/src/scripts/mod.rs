@@ -63,6 +63,10 @@ pub(crate) static TAKE_RETRY: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// Adds, replaces or removes a run-time schedule and wakes the replicas.
+pub(crate) static SCHEDULE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("schedule.lua")));
+
 /// Registers a replica as live for a job (or unregisters it).
 pub(crate) static HEARTBEAT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("heartbeat.lua")));

@@ -2,7 +2,7 @@
 -- with their schedules), or withdraw it when the scheduler stops. Run once per heartbeat.
 --
 -- KEYS[1]  index  zset: member = instance token, score = server time (ms) when its entry expires
--- KEYS[2]  entry  string: "2 <beat ms> <ttl ms> <liveness ms>\n<ARGV[3]>", expiring after the
+-- KEYS[2]  entry  string: "3 <beat ms> <ttl ms> <liveness ms>\n<ARGV[3]>", expiring after the
 --                 ttl (PX)
 -- ARGV[1]  instance token
 -- ARGV[2]  ttl in ms: the entry lives this long from now unless renewed; 0 withdraws it
@@ -22,7 +22,7 @@ local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now_ms))
 if ttl > 0 then
-  local head = string.format('2 %.0f %.0f %.0f\n', now_ms, ttl, tonumber(ARGV[4]))
+  local head = string.format('3 %.0f %.0f %.0f\n', now_ms, ttl, tonumber(ARGV[4]))
   redis.call('SET', KEYS[2], head .. ARGV[3], 'PX', string.format('%.0f', ttl))
   redis.call('ZADD', KEYS[1], string.format('%.0f', now_ms + ttl), ARGV[1])
 else

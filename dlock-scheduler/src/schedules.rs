@@ -1,0 +1,141 @@
+//! Run-time schedules, the calls: [`Scheduler::add_schedule`], [`Scheduler::remove_schedule`],
+//! [`Scheduler::schedules`]. Stored by [`crate::runtime`], followed by every replica
+//! ([`crate::follow`]).
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::runtime::{self, RuntimeSchedule};
+use crate::scheduler::Scheduler;
+use crate::validate;
+
+impl Scheduler {
+    /// Adds a schedule while the service runs, shared by every replica: `handler` (registered
+    /// with [`crate::SchedulerBuilder::handler`]) runs on the `cron` schedule in time zone `tz`
+    /// with `args` (any `Serialize` value, stored as JSON and handed to the handler,
+    /// [`crate::JobContext::args`]; `&()` for none), as a job named `name` — its ledger, pause,
+    /// `run_now` and turns are a job's. Each occurrence runs on exactly one replica that has
+    /// the handler (the job's [`crate::HandlerOptions`] decide its overlap, lease, delivery);
+    /// a replica without the handler says so in the job registry
+    /// ([`crate::RegisteredReplica::unrunnable`]) and never claims it.
+    ///
+    /// Every replica picks the change up within a heartbeat ([`crate::DEFAULT_HEARTBEAT`]):
+    /// at once over pub/sub, or at its next heartbeat if the announcement was lost. Occurrences
+    /// from the time it was added on count (one due before a replica picked it up follows the
+    /// handler's misfire policy). Adding a schedule of the same name again replaces it (its
+    /// loops restart if the handler, cron expression, zone or arguments changed; the ledger is
+    /// kept); adding it again unchanged changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(scheduler: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
+    /// #[derive(serde::Serialize)]
+    /// struct Report<'a> { tenant: &'a str }
+    ///
+    /// scheduler
+    ///     .add_schedule("report:acme", "send_report", "0 7 * * MON-FRI", "Europe/Berlin",
+    ///         &Report { tenant: "acme" })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidSchedule`] for a bad cron expression or time zone (the rules
+    /// of `#[scheduled]` and [`crate::Job::new`], with what is wrong and how to fix it);
+    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have, the name of a job in this
+    /// scheduler's code, a handler not registered on this scheduler (with close names), or
+    /// handler options that do not fit the schedule (a jitter as long as its interval);
+    /// [`crate::ErrorKind::InvalidArgs`] when `args` do not serialize to JSON; a Redis error.
+    /// Nothing is stored when it fails.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped the schedule may or may not have been stored; adding it again
+    /// is safe (the same schedule twice is one).
+    pub async fn add_schedule(
+        &self,
+        name: &str,
+        handler: &str,
+        cron: &str,
+        tz: &str,
+        args: &impl Serialize,
+    ) -> Result<(), Error> {
+        let shared = &self.shared;
+        validate::job_name(name)?;
+        let registered = shared.handlers.get(handler).ok_or_else(|| {
+            let names = shared.handlers.keys().map(|h| h.to_string()).collect();
+            let close = crate::control::close_names(handler, names);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!("; did you mean {}?", close.join(", "))
+            };
+            Error::invalid_job(format!(
+                "schedule `{name}`: no handler `{handler}` is registered on this scheduler \
+                 (SchedulerBuilder::handler){hint}"
+            ))
+        })?;
+        if shared
+            .jobs
+            .get(name)
+            .is_some_and(|entry| entry.job.handler_name.is_none())
+        {
+            return Err(Error::invalid_job(format!(
+                "schedule `{name}`: a job in this scheduler's code has that name; name the \
+                 schedule differently (e.g. `{name}:{handler}`)"
+            )));
+        }
+        let args = serde_json::to_string(args).map_err(|e| {
+            Error::invalid_args(format!(
+                "schedule `{name}`: its arguments do not serialize to JSON: {e}"
+            ))
+        })?;
+        let schedule = RuntimeSchedule {
+            name: name.to_owned(),
+            handler: handler.to_owned(),
+            cron: cron.to_owned(),
+            time_zone: tz.to_owned(),
+            args: (args != "null").then_some(args),
+            added_at: SystemTime::from(shared.clock.now()),
+        };
+        // The checks a replica makes before it runs it: cron, zone, name, options.
+        crate::follow::entry_for(shared, registered, &schedule)?;
+        let record = runtime::encode(&schedule)?;
+        runtime::put(&shared.client, &shared.schedule_keys, name, Some(&record)).await?;
+        Ok(())
+    }
+
+    /// Removes the run-time schedule `name`: every replica stops claiming its occurrences
+    /// within a heartbeat (a run going on finishes). Its ledger and pause record stay (read
+    /// them with [`Scheduler::history`]). Returns whether there was one.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidJob`] for a name no job can have; a Redis error.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped it may or may not have been removed; removing twice is
+    /// removing once.
+    pub async fn remove_schedule(&self, name: &str) -> Result<bool, Error> {
+        validate::job_name(name)?;
+        let shared = &self.shared;
+        let changed = runtime::put(&shared.client, &shared.schedule_keys, name, None).await?;
+        Ok(changed.existed)
+    }
+
+    /// The run-time schedules under the client's prefix, by name.
+    ///
+    /// # Errors
+    /// A Redis error; [`crate::ErrorKind::Redis`] naming the schedule when one is stored in a
+    /// newer format (upgrade this program) or was not written by dlock-scheduler.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn schedules(&self) -> Result<Vec<RuntimeSchedule>, Error> {
+        let shared = &self.shared;
+        runtime::read_all(&shared.client, &shared.schedule_keys)
+            .await?
+            .into_iter()
+            .map(|(name, read)| read.map_err(|refused| Error::protocol(refused.describe(&name))))
+            .collect()
+    }
+}
