@@ -23,6 +23,23 @@ struct JobJson {
     paused: bool,
     last_run: Option<RunJson>,
     replicas: Vec<ReplicaJson>,
+    /// The handler, when the job is a run-time schedule (`Scheduler::add_schedule`); `null`
+    /// for a job in code.
+    handler: Option<String>,
+    /// A run-time schedule's JSON arguments (`null`: none, or a job in code).
+    args: Option<serde_json::Value>,
+    /// A run-time schedule that no live replica runs (none has its handler, or those that
+    /// have it are stalled): its occurrences are not claimed.
+    unrunnable: bool,
+    /// The live replicas that do not run this run-time schedule, and why.
+    not_run_by: Vec<NotRunJson>,
+}
+
+/// A live replica that does not run a run-time schedule.
+#[derive(Debug, Serialize)]
+struct NotRunJson {
+    replica: String,
+    reason: String,
 }
 
 /// A replica running a job.
@@ -199,7 +216,42 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
             ));
         }
         stall_notes(&mut notes, name, &job.replicas);
+        let unrunnable = job.is_unrunnable();
+        if unrunnable {
+            let why: Vec<String> = job
+                .not_run_by
+                .iter()
+                .map(|n| format!("{}: {}", n.replica, n.reason))
+                .collect();
+            let why = if why.is_empty() {
+                "no replica is live".to_owned()
+            } else {
+                why.join("; ")
+            };
+            notes.push(format!(
+                "run-time schedule `{name}`: no live replica runs it ({why}); its occurrences \
+                 are not claimed until a replica with its handler runs"
+            ));
+        }
+        let (handler, args) = match &job.runtime {
+            Some(s) => (
+                Some(s.handler.clone()),
+                s.args.as_deref().and_then(|a| serde_json::from_str(a).ok()),
+            ),
+            None => (None, None),
+        };
         out.push(JobJson {
+            handler,
+            args,
+            unrunnable,
+            not_run_by: job
+                .not_run_by
+                .iter()
+                .map(|n| NotRunJson {
+                    replica: n.replica.clone(),
+                    reason: n.reason.clone(),
+                })
+                .collect(),
             last_run: job.history.last().map(RunJson::of),
             replicas: job.replicas.iter().map(ReplicaJson::of).collect(),
             name: job.name,
@@ -218,7 +270,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
         Report::json(&Jobs { jobs: &out })?
     } else {
         let mut t = Table::new(&[
-            "JOB", "CRON", "ZONE", "NEXT", "LAST RUN", "PAUSED", "REPLICAS",
+            "JOB", "CRON", "ZONE", "NEXT", "LAST RUN", "PAUSED", "HANDLER", "REPLICAS",
         ]);
         for job in &out {
             let last = job.last_run.as_ref().map_or_else(
@@ -236,11 +288,16 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
                 job.next_local.clone().unwrap_or_else(|| "none".into()),
                 last,
                 if job.paused { "yes" } else { "no" }.to_owned(),
-                job.replicas
-                    .iter()
-                    .map(ReplicaJson::cell)
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                job.handler.clone().unwrap_or_else(|| "-".into()),
+                if job.unrunnable && job.replicas.is_empty() {
+                    "none can run it".to_owned()
+                } else {
+                    job.replicas
+                        .iter()
+                        .map(ReplicaJson::cell)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
             ]);
         }
         Report::new(if out.is_empty() {

@@ -165,7 +165,7 @@ pub use job::{
 };
 pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
-pub use overview::{JobOverview, JobReplica};
+pub use overview::{JobOverview, JobReplica, NotRunBy};
 pub use registry::{RegisteredJob, RegisteredReplica};
 pub use runtime::{RuntimeSchedule, UnrunnableSchedule};
 pub use scheduler::{Scheduler, ShutdownReport};

@@ -13,6 +13,7 @@ use dlock_cron::{Schedule, ScheduleError};
 use crate::error::Error;
 use crate::ledger::RunRecord;
 use crate::registry::RegisteredReplica;
+use crate::runtime::RuntimeSchedule;
 use crate::scheduler::Scheduler;
 
 /// A job as an operator sees it: its schedule, its next fire, whether it is paused, which
@@ -41,6 +42,23 @@ pub struct JobOverview {
     pub schedules_differ: bool,
     /// Its ledger ([`Scheduler::history`]), oldest first.
     pub history: Vec<RunRecord>,
+    /// The stored schedule, when the job is a run-time schedule
+    /// ([`Scheduler::add_schedule`]); `None` for a job in code.
+    pub runtime: Option<RuntimeSchedule>,
+    /// The live replicas that do not run this run-time schedule, and why (the handler is not
+    /// registered on them …), by replica id.
+    pub not_run_by: Vec<NotRunBy>,
+}
+
+/// A replica that does not run a run-time schedule, and why
+/// ([`crate::RegisteredReplica::unrunnable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NotRunBy {
+    /// The replica's id.
+    pub replica: String,
+    /// Why it does not run it.
+    pub reason: String,
 }
 
 /// A replica that runs a job, as the registry shows it.
@@ -92,6 +110,13 @@ impl JobReplica {
 }
 
 impl JobOverview {
+    /// Whether this is a run-time schedule that no live replica runs: none has its handler
+    /// (see [`JobOverview::not_run_by`]), or those that have it are stalled. Its occurrences
+    /// are not claimed until a replica that can run it is live.
+    pub fn is_unrunnable(&self) -> bool {
+        self.runtime.is_some() && self.replicas.iter().all(JobReplica::is_stalled)
+    }
+
     /// How many runs of the ledger each replica made, by replica id (replicas that ran
     /// nothing are not listed).
     pub fn runs_per_replica(&self) -> BTreeMap<&str, usize> {
@@ -104,21 +129,52 @@ impl JobOverview {
 }
 
 /// One job's schedule, from a registration or this scheduler's own job.
+#[derive(Default)]
 struct Source {
     cron: String,
     time_zone: String,
     replicas: Vec<JobReplica>,
+    runtime: Option<RuntimeSchedule>,
+    not_run_by: Vec<NotRunBy>,
 }
 
 /// Each job's registrations and this scheduler's own jobs, by job name.
-fn by_job(own: &Scheduler, registry: Vec<RegisteredReplica>) -> BTreeMap<String, Source> {
+fn by_job(
+    own: &Scheduler,
+    registry: Vec<RegisteredReplica>,
+    schedules: Vec<RuntimeSchedule>,
+) -> BTreeMap<String, Source> {
     let mut jobs: BTreeMap<String, Source> = BTreeMap::new();
+    for schedule in schedules {
+        jobs.insert(
+            schedule.name.clone(),
+            Source {
+                cron: schedule.cron.clone(),
+                time_zone: schedule.time_zone.clone(),
+                runtime: Some(schedule),
+                ..Source::default()
+            },
+        );
+    }
+    for replica in &registry {
+        if replica.stalled {
+            continue;
+        }
+        for not_run in &replica.unrunnable {
+            if let Some(source) = jobs.get_mut(&not_run.name) {
+                source.not_run_by.push(NotRunBy {
+                    replica: replica.id.clone(),
+                    reason: not_run.reason.clone(),
+                });
+            }
+        }
+    }
     for replica in registry {
         for job in replica.jobs {
             let entry = jobs.entry(job.name).or_insert_with(|| Source {
                 cron: job.cron.clone(),
                 time_zone: job.time_zone.clone(),
-                replicas: Vec::new(),
+                ..Source::default()
             });
             entry.replicas.push(JobReplica {
                 id: replica.id.clone(),
@@ -139,7 +195,7 @@ fn by_job(own: &Scheduler, registry: Vec<RegisteredReplica>) -> BTreeMap<String,
             .or_insert_with(|| Source {
                 cron: schedule.cron().to_owned(),
                 time_zone: schedule.time_zone().name().to_owned(),
-                replicas: Vec::new(),
+                ..Source::default()
             });
     }
     jobs
@@ -170,9 +226,17 @@ impl Scheduler {
     /// Cancel safe: it only reads.
     pub async fn overview(&self) -> Result<Vec<JobOverview>, Error> {
         let registry = self.registered_replicas().await?;
+        // A schedule of a newer format is listed by the replicas that do not run it (with
+        // the reason); here it is left out rather than failing the whole overview.
+        let shared = &self.shared;
+        let schedules = crate::runtime::read_all(&shared.client, &shared.schedule_keys)
+            .await?
+            .into_iter()
+            .filter_map(|(_, read)| read.ok())
+            .collect();
         let now = self.shared.clock.now();
         let mut out = Vec::new();
-        for (name, source) in by_job(self, registry) {
+        for (name, source) in by_job(self, registry, schedules) {
             let next_fire = Schedule::new(&source.cron, &source.time_zone)
                 .map(|s| s.next_after(now).map(|t| t.with_timezone(&s.time_zone())));
             let schedules_differ = source
@@ -188,6 +252,8 @@ impl Scheduler {
                 next_fire,
                 replicas: source.replicas,
                 schedules_differ,
+                runtime: source.runtime,
+                not_run_by: source.not_run_by,
             });
         }
         Ok(out)

@@ -118,8 +118,15 @@ fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
     );
     for job in jobs {
         let name = Esc(&job.name);
+        // A run-time schedule: the handler it runs.
+        let handler = job.runtime.as_ref().map_or_else(String::new, |s| {
+            format!(
+                "<small>run-time schedule · handler {}</small>",
+                Esc(&s.handler)
+            )
+        });
         *out += &format!(
-            "<tr data-job=\"{name}\"><td><strong>{name}</strong></td>\
+            "<tr data-job=\"{name}\"><td><strong>{name}</strong>{handler}</td>\
              <td><code>{}</code><small>{}</small></td><td>",
             Esc(&job.cron),
             Esc(&job.time_zone)
@@ -143,7 +150,16 @@ fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
             ("active", "active")
         };
         *out += &format!("</td><td><span class=\"badge {state}\">{label}</span></td><td>");
-        if job.replicas.is_empty() {
+        if job.is_unrunnable() {
+            out.push_str("<span class=\"warn\">no live replica can run it</span>");
+            for n in &job.not_run_by {
+                *out += &format!(
+                    "<small class=\"warn\">{}: {}</small>",
+                    Esc(&n.replica),
+                    Esc(&n.reason)
+                );
+            }
+        } else if job.replicas.is_empty() {
             out.push_str("<span class=\"none\">none running</span>");
         }
         for r in &job.replicas {
@@ -388,6 +404,8 @@ mod tests {
             ],
             schedules_differ: false,
             history: Vec::new(),
+            runtime: None,
+            not_run_by: Vec::new(),
         };
         let page = render(&[job], DateTime::<Utc>::from(beat));
         assert!(page.contains("2 replicas running · <span class=\"warn\">1 stalled</span>"));
@@ -400,6 +418,44 @@ mod tests {
             "<div class=\"replica stalled\">c <span class=\"badge stalled\">loop stalled\
              </span><small>vm · pid 7 · its loop for this job has not run since \
              <time datetime=\"2023-11-14T22:13:18.000Z\""
+        ));
+    }
+
+    #[test]
+    fn a_schedule_no_replica_can_run_says_so_and_why() {
+        let schedule = crate::RuntimeSchedule {
+            name: "export:acme".to_owned(),
+            handler: "export".to_owned(),
+            cron: "0 3 * * *".to_owned(),
+            time_zone: "UTC".to_owned(),
+            args: None,
+            added_at: std::time::UNIX_EPOCH,
+        };
+        let job = JobOverview {
+            name: schedule.name.clone(),
+            cron: schedule.cron.clone(),
+            time_zone: "UTC".to_owned(),
+            next_fire: Ok(None),
+            paused: false,
+            replicas: Vec::new(),
+            schedules_differ: false,
+            history: Vec::new(),
+            runtime: Some(schedule),
+            not_run_by: vec![crate::NotRunBy {
+                replica: "web-1".to_owned(),
+                reason: "the handler `export` is not registered on this replica".to_owned(),
+            }],
+        };
+        assert!(job.is_unrunnable());
+        let page = render(&[job], Utc::now());
+        assert!(
+            page.contains("<small>run-time schedule · handler export</small>"),
+            "{page}"
+        );
+        assert!(page.contains("<span class=\"warn\">no live replica can run it</span>"));
+        assert!(page.contains(
+            "<small class=\"warn\">web-1: the handler `export` is not registered on this \
+             replica</small>"
         ));
     }
 
