@@ -54,6 +54,7 @@ mod scheduler_outage;
 mod scheduler_records;
 mod scheduler_registry;
 mod scheduler_retry;
+mod scheduler_runtime;
 mod scheduler_share;
 mod scheduler_shutdown;
 mod scheduler_stall;

@@ -51,8 +51,10 @@ pub(crate) async fn follow(
     runs: TaskTracker,
     cancel_runs: CancellationToken,
 ) {
-    // A replica without handlers runs no run-time schedule, and need not say so.
-    if shared.handlers.is_empty() {
+    // A scheduler with neither jobs nor handlers (an admin tool's) is no replica: it runs
+    // nothing and publishes no registry entry. A replica with jobs but no handler (an older
+    // deploy's) follows too, to say which schedules it does not run.
+    if shared.handlers.is_empty() && shared.jobs.is_empty() {
         return;
     }
     let wake = Arc::new(Notify::new());

@@ -40,11 +40,12 @@
 //!   is lost print `lost <reason>`, keep it `after_lost_ms` longer (its record refresh still
 //!   running), then resign and print `resigned <outcome>`. A leader paused past its lease must
 //!   never write the leader record again (checked by the test, on the record).
-//! * `replica …`, `retry-replica …` — scheduler replicas (see `replica.rs`,
-//!   `retry_replica.rs`).
+//! * `replica …`, `retry-replica …`, `schedule-replica …` — scheduler replicas (see
+//!   `replica.rs`, `retry_replica.rs`, `schedule_replica.rs`).
 
 mod replica;
 mod retry_replica;
+mod schedule_replica;
 #[path = "../support/target.rs"]
 mod target;
 
@@ -88,6 +89,7 @@ fn main() -> ExitCode {
             "multi" => multi(&opts).await,
             "replica" => replica::replica(&opts).await,
             "retry-replica" => retry_replica::retry_replica(&opts).await,
+            "schedule-replica" => schedule_replica::schedule_replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
     });
