@@ -64,6 +64,14 @@
 //!   cut off, dead) is shown **stalled** once its liveness (three heartbeats) has run out, and
 //!   vanishes when its entry expires (ten heartbeats, at least 30 s): stalled is not gone.
 //!   [`Scheduler::registered_replicas`] reads it (the `dlock jobs` command does).
+//! * **Run-time schedules.** Handlers are registered by name in code
+//!   ([`SchedulerBuilder::handler`], with [`HandlerOptions`]); schedules that name them are
+//!   data in Redis, added and removed while the service runs ([`Scheduler::add_schedule`],
+//!   [`Scheduler::remove_schedule`]; JSON arguments read with [`JobContext::args`]). Every
+//!   replica follows them — told over pub/sub on its own connection, and polling a revision
+//!   counter every heartbeat — and runs each one it has the handler for as a job like those in
+//!   code (claims, turns, ledger, pause, `run_now`); one it cannot run is listed in its registry
+//!   entry with the reason ([`RegisteredReplica::unrunnable`]) and never claimed.
 //! * **Control.** [`Scheduler::pause`] / [`Scheduler::resume`] are stored in Redis and honoured
 //!   by every replica's claim; [`Scheduler::run_now`] queues a request one replica takes and
 //!   claims in one step — woken at once over pub/sub on the client's own connection (no extra
@@ -101,16 +109,18 @@
 //! |---|---|---|
 //! | ground | `error` | [`Error`], [`ErrorKind`] |
 //! | | `clock` | [`Clock`], [`SystemClock`], [`SkewedClock`]; the server clock estimate |
-//! | | `context`, `job` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`], [`Delivery`] |
+//! | | `context`, `job`, `handler` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`], [`Delivery`]; handlers registered by name, [`HandlerOptions`] |
 //! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
 //! | | `validate` | job names and options, for `build()` and the control calls |
-//! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`; `common.lua` (the run records' format) |
+//! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`, `schedule.lua`; `common.lua` (the run records' format) |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]: writing and reading the ledger |
+//! | | `runtime` | run-time schedules in Redis: keys, records ([`RuntimeSchedule`], format 1), `schedule.lua` |
 //! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
 //! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request or a due retry, renew an attempt, withdraw; heartbeats; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
-//! | facade | `scheduler`, `builder`, `control` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history |
+//! | | `follow` | following the run-time schedules: starting and stopping their jobs' loops |
+//! | facade | `scheduler`, `builder`, `control`, `schedules` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history; adding and removing run-time schedules |
 //! | views | `overview` | [`Scheduler::overview`]: each job's schedule, next fire, state, replicas and ledger ([`JobOverview`]), for `dlock jobs` and the dashboard |
 //! | | `web` (feature `web`) | the dashboard: an axum `Router` to mount (`web::router`), its page and its POSTs' cross-site rule |
 //!

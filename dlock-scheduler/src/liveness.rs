@@ -137,7 +137,7 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
         }
     });
     let withdrawn = async {
-        if let Err(e) = crate::registry::publish(&shared, false).await {
+        if let Err(e) = crate::registry::publish(shared, false).await {
             tracing::debug!(error = %e, "dlock-scheduler: could not withdraw the job registry entry; it expires by itself");
         }
     };
