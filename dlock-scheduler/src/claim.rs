@@ -64,8 +64,14 @@ pub(crate) async fn claim(
     let sent = shared.clock.local();
     let reply: Vec<Value> =
         __private::invoke(&shared.client, &invocation, "claim an occurrence").await?;
-    shared.heard(Some(entry), sent, reply.get(2));
-    let next = match reply.get(3) {
+    // A won claim answers {1, now, next[, due]}; the others {0|2, reason|wait, now, next[, due]}.
+    let (now_at, next_at) = if matches!(reply.first(), Some(Value::Int(1))) {
+        (1, 2)
+    } else {
+        (2, 3)
+    };
+    shared.heard(Some(entry), sent, reply.get(now_at));
+    let next = match reply.get(next_at) {
         Some(Value::BulkString(id)) if id.as_slice() == shared.replica.id.as_bytes() => Turn::Mine,
         Some(Value::BulkString(id)) if !id.is_empty() => Turn::Others,
         _ => Turn::Unknown,
@@ -415,6 +421,18 @@ mod tests {
             take_retry(&shared, &entry, "D").await.unwrap(),
             Retries::Idle(None)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_won_claim_tells_whose_turn_the_next_occurrence_is() {
+        let server = RedisServer::start().unwrap();
+        let scheduler = scheduler(&server.url(), "t", 1);
+        let shared: Arc<Shared> = scheduler.shared.clone();
+        let entry = shared.jobs.all()[0].clone();
+        claim_first(&shared, &entry, "A").await;
+        // The only live replica is this one: the next turn is its own. (Read from the won
+        // reply's own layout, {1, now, next}; read as the others', it was unknown.)
+        assert_eq!(entry.take_next_turn(), Turn::Mine);
     }
 
     #[tokio::test]
