@@ -49,6 +49,14 @@
 //! [`attempts::AttemptModel`] is a second, smaller model: dlock-scheduler's at-least-once
 //! attempt protocol (its claim, retry, renewal and record scripts over one run, two replicas,
 //! kills and pauses), with its own properties and mutants (module docs).
+//!
+//! # The scheduler's run-time schedules
+//!
+//! [`schedules::ScheduleModel`] checks how replicas follow run-time schedules (`schedule.lua`
+//! and `follow.rs`: a revision read, then the hash; wake-up messages that may be lost; a poll
+//! every heartbeat): a replica that has read the current revision runs exactly what is stored,
+//! one without the handler never runs it, and every replica converges within a heartbeat of the
+//! last change.
 
 pub use server::{
     Abstract, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode, Ms,
@@ -64,6 +72,7 @@ pub mod model;
 mod mutant;
 mod mutex;
 mod properties;
+pub mod schedules;
 mod server;
 mod shared;
 mod state;
