@@ -11,8 +11,27 @@ pub(crate) const MAX_JOB_NAME_LEN: usize = 500;
 /// Checks a job name: not empty, at most [`MAX_JOB_NAME_LEN`] bytes, no braces (they delimit
 /// the Redis Cluster hash tag) and no control characters.
 pub(crate) fn job_name(name: &str) -> Result<(), Error> {
+    checked_name(
+        "job",
+        name,
+        "name the job, e.g. \"lottery\" (its key in Redis: keep it stable)",
+    )
+}
+
+/// Checks a job group's name by the rules of job names ([`job_name`]): its semaphore
+/// `sched-group:<name>` is 12 bytes longer than the name, within dlock-core's 512 bytes too.
+pub(crate) fn group_name(name: &str) -> Result<(), Error> {
+    checked_name(
+        "group",
+        name,
+        "name the group, e.g. \"db-maintenance\" (its key in Redis: the same on every replica)",
+    )
+}
+
+/// The rules of job and group names; `what` names which, `example` says how to name one.
+fn checked_name(what: &str, name: &str, example: &str) -> Result<(), Error> {
     let problem = if name.is_empty() {
-        "is empty; name the job, e.g. \"lottery\" (its key in Redis: keep it stable)".to_owned()
+        format!("is empty; {example}")
     } else if name.len() > MAX_JOB_NAME_LEN {
         format!(
             "is {} bytes long; the limit is {MAX_JOB_NAME_LEN} bytes",
@@ -30,7 +49,7 @@ pub(crate) fn job_name(name: &str) -> Result<(), Error> {
     };
     let shown: String = name.chars().take(40).collect();
     Err(Error::invalid_job(format!(
-        "the job name {shown:?} {problem}"
+        "the {what} name {shown:?} {problem}"
     )))
 }
 
@@ -121,5 +140,23 @@ mod tests {
                 .to_string()
                 .contains("control")
         );
+    }
+
+    #[test]
+    fn group_names_follow_the_rules_of_job_names() {
+        assert!(group_name("db-maintenance").is_ok());
+        assert!(group_name(&"x".repeat(MAX_JOB_NAME_LEN)).is_ok());
+        let empty = group_name("").unwrap_err().to_string();
+        assert!(
+            empty.contains("group name") && empty.contains("db-maintenance"),
+            "{empty}"
+        );
+        assert!(
+            group_name("a{b}")
+                .unwrap_err()
+                .to_string()
+                .contains("braces")
+        );
+        assert!(group_name(&"x".repeat(501)).is_err());
     }
 }
