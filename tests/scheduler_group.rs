@@ -2,8 +2,9 @@
 //! replica processes (`group-replica` workers) never overlap, and neither starves; an
 //! occurrence that gets no slot before its job's next occurrence is recorded `skipped_group`
 //! (and the job runs again once a slot is free); a run cancelled by a shutdown while it waits
-//! for a slot leaves the group's queue and is recorded cancelled; `build()` refuses what
-//! cannot work. On one server: the semaphore behind a group is dlock-core's, proven on a
+//! for a slot leaves the group's queue and is recorded cancelled; a replica that declared
+//! another `max` than the one in force fails its runs instead of running beside it; `build()`
+//! refuses what cannot work. On one server: the semaphore behind a group is dlock-core's, proven on a
 //! cluster in `semaphore.rs`.
 
 use std::collections::BTreeMap;
@@ -292,6 +293,61 @@ async fn a_run_waiting_for_a_slot_at_shutdown_leaves_the_queue_and_is_recorded_c
     assert_eq!(info.holders.len(), 1, "the test's slot: {info:?}");
     slot.release().await.unwrap();
     client.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_declared_another_max_fails_its_runs_while_the_group_is_in_use() {
+    let server = redis();
+    let client = client(&server);
+    // Another replica declared `max = 2` and holds a slot: the semaphore keeps its limit.
+    let other = client
+        .semaphore_with("sched-group:mixed", 2, MutexOptions::new().watchdog())
+        .unwrap();
+    let slot = other.acquire(1).await.unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let job = Job::new(
+        "mismatched",
+        "* * * * * *",
+        "UTC",
+        move |_ctx: JobContext| {
+            r.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<(), String>(()) }
+        },
+    )
+    .unwrap()
+    .group("mixed");
+    let scheduler = Scheduler::builder(client.clone())
+        .group("mixed", 1)
+        .job(job)
+        .build()
+        .unwrap();
+    let observer = scheduler.clone();
+    let failed = async move {
+        eventually(Duration::from_secs(30), "a failed run", || async {
+            let runs = observer.history("mismatched").await.ok()?;
+            runs.into_iter()
+                .find(|r| matches!(r.outcome, RunOutcome::Failed(_)))
+        })
+        .await
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let scenario = async move {
+        let _ = tx.send(failed.await);
+    };
+    scheduler.run_until(scenario, Duration::from_secs(5)).await;
+    let run = rx.await.unwrap();
+    assert!(
+        matches!(&run.outcome, RunOutcome::Failed(why)
+            if why.contains("slot of group `mixed`") && why.contains("limit of 2")),
+        "{run:#?}"
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "ran beside a slot of another limit"
+    );
+    slot.release().await.unwrap();
 }
 
 #[tokio::test]

@@ -257,7 +257,7 @@ impl Job {
     /// (ShedLock's "never at the same time"); each job's own runs never overlap anyway
     /// ([`Overlap::Skip`]).
     ///
-    /// ```
+    /// ```no_run
     /// use dlock_scheduler::{Job, Scheduler};
     ///
     /// let vacuum = Job::new("vacuum", "0 3 * * *", "UTC", |_ctx| async {
