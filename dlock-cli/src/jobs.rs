@@ -100,7 +100,8 @@ struct RunJson {
     started_at: String,
     ended_at: Option<String>,
     duration_ms: Option<u64>,
-    /// `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`, `abandoned`.
+    /// `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`, `skipped_group`,
+    /// `abandoned`.
     outcome: &'static str,
     /// The error or cancellation text, if any.
     error: Option<String>,
@@ -139,6 +140,7 @@ fn outcome_json(outcome: &RunOutcome) -> (&'static str, Option<String>) {
         RunOutcome::Failed(e) => ("failed", Some(e.clone())),
         RunOutcome::Cancelled(why) => ("cancelled", Some(why.clone())),
         RunOutcome::SkippedOverlap => ("skipped_overlap", None),
+        RunOutcome::SkippedGroup => ("skipped_group", None),
         RunOutcome::Abandoned => ("abandoned", None),
         other => ("unknown", Some(other.to_string())),
     }

@@ -46,6 +46,7 @@ pub(crate) mod kw {
     syn::custom_keyword!(misfire);
     syn::custom_keyword!(attempts);
     syn::custom_keyword!(backoff);
+    syn::custom_keyword!(group);
 }
 
 /// An attribute's set of options: which names it knows, what each takes, where each goes.

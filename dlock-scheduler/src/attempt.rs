@@ -25,14 +25,17 @@
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use dlock_core::{MutexGuard, OnLost};
+use chrono::{DateTime, TimeDelta, Utc};
+use dlock_core::{Lease, MutexGuard, OnLost, Permit};
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::claim::{self, Claim, Occurrence};
 use crate::context::JobContext;
+use crate::group::{Membership, Slot, Until};
+use crate::jitter::jitter_for;
 use crate::ledger::{self, Recorded, Recording, RunOutcome};
 use crate::shared::{JobEntry, Shared};
 
@@ -105,7 +108,33 @@ impl Attempt {
     fn waits_for_the_lock(&self) -> bool {
         matches!(self.trigger, Trigger::InOrder | Trigger::Retry { .. })
     }
+
+    /// How long a run of a grouped job waits for a slot ([`crate::Job::group`]): until
+    /// [`SLOT_HANDOVER`] before the fire time of the job's next occurrence after this one
+    /// (scheduled runs) or after now (`run_now` runs and retries, which have no next
+    /// occurrence of their own), by the server's clock; [`crate::group::WAIT_WITHOUT_NEXT`]
+    /// when the schedule has no next occurrence.
+    fn slot_wait(&self) -> Duration {
+        let (job, clock) = (&self.entry.job, &self.shared.clock);
+        let after = match self.trigger {
+            Trigger::OnTime | Trigger::InOrder => self.occurrence,
+            Trigger::Manual(_) | Trigger::Retry { .. } => clock.now(),
+        };
+        let Some(next) = job.schedule.next_after(after) else {
+            return crate::group::WAIT_WITHOUT_NEXT;
+        };
+        let jitter = TimeDelta::from_std(jitter_for(&job.name, next, job.jitter));
+        let fire_at = next
+            .checked_add_signed(jitter.unwrap_or_default())
+            .unwrap_or(next);
+        clock.until(fire_at).saturating_sub(SLOT_HANDOVER)
+    }
 }
+
+/// A run of a grouped job stops waiting for a slot this long before its job's next occurrence
+/// fires: time to record the skip and release the job's lock, so that the next occurrence
+/// finds the lock free instead of being skipped as an overlap too.
+const SLOT_HANDOVER: Duration = Duration::from_millis(100);
 
 /// How an attempt ended, for its job loop.
 #[derive(Debug)]
@@ -283,6 +312,19 @@ async fn perform(
         return None;
     }
     let lease = guard.lease();
+    let slot = match &entry.group {
+        None => None,
+        Some(group) => match group_slot(attempt, run_id, group, &lease, superseded).await {
+            Ok(permit) => Some(permit),
+            Err(ended) => {
+                if let Some(outcome) = &ended {
+                    record(attempt, run_id, outcome, Some(fence.get())).await;
+                }
+                release(entry, guard).await;
+                return ended;
+            }
+        },
+    };
     let ctx = JobContext {
         job: entry.job.name.clone(),
         occurrence: attempt.occurrence,
@@ -294,34 +336,108 @@ async fn perform(
         client: attempt.shared.client.clone(),
         args: entry.job.args.clone(),
     };
-    // The handler is a closure that returns a future: either may panic.
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.job.handler)(ctx))) {
-        Err(panic) => panicked(panic.as_ref()),
-        Ok(future) => {
-            let handler = AssertUnwindSafe(future).catch_unwind();
-            let watch_lease = entry.job.on_lost == OnLost::Cancel;
-            tokio::select! {
-                biased;
-                result = handler => match result {
-                    Ok(Ok(())) => RunOutcome::Succeeded,
-                    Ok(Err(text)) => RunOutcome::Failed(text),
-                    Err(panic) => panicked(panic.as_ref()),
-                },
-                lost = lease.lost(), if watch_lease => RunOutcome::Cancelled(lost.to_string()),
-                () = superseded.cancelled() => {
-                    RunOutcome::Cancelled("another attempt superseded this one".to_owned())
-                }
-                () = attempt.cancel.cancelled() => {
-                    RunOutcome::Cancelled("the scheduler shut down before the run finished".to_owned())
-                }
-            }
-        }
-    };
+    let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded).await;
     if record(attempt, run_id, &outcome, Some(fence.get())).await == Some(Recorded::Superseded) {
         tracing::info!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), %outcome, "dlock-scheduler: this attempt was superseded; its outcome is not recorded");
     }
+    if let Some(permit) = slot {
+        release_slot(entry, permit).await;
+    }
     release(entry, guard).await;
     Some(outcome)
+}
+
+/// Runs the handler until it ends, its run's lease — the job's lock or its group's slot — is
+/// lost (under [`OnLost::Cancel`]), the attempt is superseded, or the drain deadline passes.
+async fn run_handler(
+    attempt: &Attempt,
+    ctx: JobContext,
+    lease: &Lease,
+    slot: Option<&Permit>,
+    superseded: &CancellationToken,
+) -> RunOutcome {
+    let entry = &attempt.entry;
+    // The handler is a closure that returns a future: either may panic.
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.job.handler)(ctx))) {
+        Err(panic) => return panicked(panic.as_ref()),
+        Ok(future) => future,
+    };
+    let handler = AssertUnwindSafe(future).catch_unwind();
+    let watch_lease = entry.job.on_lost == OnLost::Cancel;
+    let slot_lost = async {
+        match slot {
+            Some(permit) => permit.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        result = handler => match result {
+            Ok(Ok(())) => RunOutcome::Succeeded,
+            Ok(Err(text)) => RunOutcome::Failed(text),
+            Err(panic) => panicked(panic.as_ref()),
+        },
+        lost = lease.lost(), if watch_lease => RunOutcome::Cancelled(lost.to_string()),
+        lost = slot_lost, if watch_lease => {
+            let group = entry.group.as_ref().map_or("", |g| &*g.name);
+            RunOutcome::Cancelled(format!("the slot of group `{group}`: {lost}"))
+        }
+        () = superseded.cancelled() => {
+            RunOutcome::Cancelled("another attempt superseded this one".to_owned())
+        }
+        () = attempt.cancel.cancelled() => {
+            RunOutcome::Cancelled("the scheduler shut down before the run finished".to_owned())
+        }
+    }
+}
+
+/// Takes one slot of the job's group for the run, which holds the job's lock (`job_lease`),
+/// waiting at most [`Attempt::slot_wait`]. `Err` with the outcome to record when the run does
+/// not start (`None`: the attempt was superseded, nothing to record).
+///
+/// Cancel safety: dropping it leaves the group's queue (see [`Membership::take`]).
+async fn group_slot(
+    attempt: &Attempt,
+    run_id: &str,
+    group: &Membership,
+    job_lease: &Lease,
+    superseded: &CancellationToken,
+) -> Result<Permit, Option<RunOutcome>> {
+    let (job, name) = (&attempt.entry.job.name, &group.name);
+    let wait = attempt.slot_wait();
+    tracing::debug!(%job, run = %run_id, group = %name, wait_ms = wait.as_millis(), "dlock-scheduler: taking a slot of the job's group");
+    let until = Until {
+        superseded,
+        stop: &attempt.stop,
+        job_lease,
+    };
+    let why = match group.take(wait, until).await {
+        Slot::Taken(permit) => return Ok(permit),
+        Slot::Superseded => return Err(None),
+        Slot::Missed => {
+            tracing::info!(%job, run = %run_id, group = %name, "dlock-scheduler: no slot of the job's group came before its next occurrence; skipped");
+            return Err(Some(RunOutcome::SkippedGroup));
+        }
+        Slot::Failed(e) => {
+            tracing::warn!(%job, run = %run_id, group = %name, error = %e, "dlock-scheduler: could not take a slot of the job's group");
+            return Err(Some(RunOutcome::Failed(format!(
+                "could not take a slot of group `{name}`: {e}"
+            ))));
+        }
+        Slot::Stopped => {
+            format!("the scheduler shut down while the run waited for a slot of group `{name}`")
+        }
+        Slot::JobLeaseLost(lost) => {
+            format!("{lost} while the run waited for a slot of group `{name}`")
+        }
+    };
+    Err(Some(RunOutcome::Cancelled(why)))
+}
+
+async fn release_slot(entry: &JobEntry, permit: Permit) {
+    if let Err(e) = permit.release().await {
+        tracing::warn!(job = %entry.job.name, error = %e, "dlock-scheduler: giving the group's slot back failed; its lease will expire");
+    }
 }
 
 async fn release(entry: &JobEntry, guard: MutexGuard) {

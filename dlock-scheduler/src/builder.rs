@@ -48,6 +48,8 @@ pub struct SchedulerBuilder {
     clock: Arc<dyn Clock>,
     jobs: Vec<Job>,
     handlers: Vec<RegisteredHandler>,
+    /// Job groups as declared, checked by `build()`.
+    groups: Vec<(String, u32)>,
     retention: Duration,
     history: usize,
     request_poll: Duration,
@@ -125,6 +127,45 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Declares the job group `name`: at most `max` runs of its jobs ([`Job::group`]) go on
+    /// at once, across every replica. `max = 1`: the group's jobs never overlap each other.
+    /// A run that finds the group full waits for a slot at most until its job's next
+    /// occurrence's fire time, then is recorded [`crate::RunOutcome::SkippedGroup`]; see
+    /// [`Job::group`] for the whole rule.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dlock_scheduler::{Job, Scheduler};
+    ///
+    /// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+    /// let job = |name: &str, cron: &str| {
+    ///     Job::new(name, cron, "UTC", |_ctx| async { Ok::<(), std::io::Error>(()) })
+    /// };
+    /// let scheduler = Scheduler::builder(client)
+    ///     .group("db-maintenance", 1)
+    ///     .job(job("vacuum", "*/10 * * * *")?.group("db-maintenance"))
+    ///     .job(job("reindex", "*/15 * * * *")?.group("db-maintenance"))
+    ///     .build()?;
+    /// # let _ = scheduler; Ok(()) }
+    /// ```
+    ///
+    /// `max` is read from the builder of each replica: **declare every group with the same
+    /// `max` on every replica.** The group is a dlock [`dlock_core::Semaphore`] named
+    /// `sched-group:<name>`, whose limit is stored in Redis by the first run that takes or
+    /// waits for a slot and kept while any run holds or waits for one. Meanwhile a replica
+    /// that declared another `max` cannot take a slot: its runs of the group's jobs are
+    /// recorded failed, with an error naming both limits (so the group never runs more than
+    /// the stored limit at once). Once the group is idle, the next run's replica stores its
+    /// own `max`. A deploy that changes `max` therefore fails some grouped runs until every
+    /// replica runs the new value; to avoid it, give the group a new name.
+    ///
+    /// [`SchedulerBuilder::build`] refuses a bad name (the rules of job names), a `max` of 0,
+    /// a group declared twice and a job that joins a group not declared here.
+    pub fn group(mut self, name: impl Into<String>, max: u32) -> Self {
+        self.groups.push((name.into(), max));
+        self
+    }
+
     /// How long claims are remembered (default [`DEFAULT_CLAIM_RETENTION`]).
     pub fn claim_retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
@@ -197,8 +238,10 @@ impl SchedulerBuilder {
     /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
     /// longer than 500 bytes), a name used twice, a lease shorter than [`crate::MIN_RUN_LEASE`]
     /// or beyond dlock's TTL range, a jitter not shorter than the schedule's shortest interval,
-    /// a `max_run` not longer than the lease, a replica id with control characters, or a zero
-    /// history, retention, poll or heartbeat interval.
+    /// a `max_run` not longer than the lease, a replica id with control characters, a zero
+    /// history, retention, poll or heartbeat interval, a job group with a bad name (the rules
+    /// of job names), a `max` of 0 or declared twice, or a job that joins a group not
+    /// declared with [`SchedulerBuilder::group`].
     pub fn build(self) -> Result<Scheduler, Error> {
         crate::metrics::describe();
         let replica = Arc::new(replica(self.replica_id)?);
@@ -222,9 +265,22 @@ impl SchedulerBuilder {
                 )));
             }
         }
+        let groups = crate::group::declared(&self.groups)?;
+        for handler in handlers.values() {
+            if let Some(group) = &handler.options.group
+                && !groups.contains_key(group)
+            {
+                return Err(Error::invalid_job(format!(
+                    "handler `{}` joins the group `{group}`, which is not declared; declare it \
+                     with SchedulerBuilder::group(\"{group}\", max)",
+                    handler.name
+                )));
+            }
+        }
         let mut jobs = HashMap::new();
         for job in self.jobs {
-            let entry = JobEntry::new(&self.client, job)?;
+            let mut entry = JobEntry::new(&self.client, job)?;
+            entry.join_group(&self.client, &groups)?;
             let name = entry.job.name.clone();
             if jobs.insert(name.clone(), Arc::new(entry)).is_some() {
                 return Err(Error::invalid_job(format!(
@@ -242,6 +298,7 @@ impl SchedulerBuilder {
                 clock: ServerClock::new(self.clock),
                 jobs: Jobs::new(jobs),
                 handlers,
+                groups,
                 schedule_keys,
                 unrunnable: std::sync::Mutex::new(Vec::new()),
                 retention: self.retention,
@@ -262,6 +319,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("replica_id", &self.replica_id)
             .field("jobs", &self.jobs)
             .field("handlers", &self.handlers)
+            .field("groups", &self.groups)
             .field("retention", &self.retention)
             .field("history", &self.history)
             .field("request_poll", &self.request_poll)
@@ -309,6 +367,7 @@ impl Scheduler {
             clock: Arc::new(SystemClock),
             jobs: Vec::new(),
             handlers: Vec::new(),
+            groups: Vec::new(),
             retention: DEFAULT_CLAIM_RETENTION,
             history: DEFAULT_HISTORY,
             request_poll: DEFAULT_REQUEST_POLL,

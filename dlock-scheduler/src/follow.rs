@@ -225,5 +225,7 @@ pub(crate) fn entry_for(
     crate::validate::job_name(&schedule.name)?;
     let cron = crate::Schedule::new(&schedule.cron, &schedule.time_zone)?;
     let args = schedule.args.as_deref().map(Arc::from);
-    JobEntry::new(&shared.client, handler.job(&schedule.name, cron, args))
+    let mut entry = JobEntry::new(&shared.client, handler.job(&schedule.name, cron, args))?;
+    entry.join_group(&shared.client, &shared.groups)?;
+    Ok(entry)
 }

@@ -36,6 +36,7 @@ pub struct HandlerOptions {
     pub(crate) on_lost: OnLost,
     pub(crate) max_run: Option<Duration>,
     pub(crate) delivery: Delivery,
+    pub(crate) group: Option<Arc<str>>,
 }
 
 impl Default for HandlerOptions {
@@ -56,6 +57,7 @@ impl HandlerOptions {
             on_lost: OnLost::Cancel,
             max_run: None,
             delivery: Delivery::AtMostOnce,
+            group: None,
         }
     }
 
@@ -100,6 +102,13 @@ impl HandlerOptions {
         self.delivery = delivery;
         self
     }
+
+    /// See [`Job::group`]: the runs of every run-time schedule that names the handler join the
+    /// group (declared with [`crate::SchedulerBuilder::group`]; `build()` refuses another).
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into().into());
+        self
+    }
 }
 
 /// A handler registered by name, with its options.
@@ -140,6 +149,7 @@ impl RegisteredHandler {
         }
         job.args = args;
         job.handler_name = Some(self.name.clone());
+        job.group = o.group.clone();
         job
     }
 }

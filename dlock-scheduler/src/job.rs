@@ -153,6 +153,8 @@ pub struct Job {
     pub(crate) args: Option<Arc<str>>,
     /// The registered handler a run-time schedule runs; `None` for a job in code.
     pub(crate) handler_name: Option<Arc<str>>,
+    /// The job group it belongs to (declared on the builder), if any.
+    pub(crate) group: Option<Arc<str>>,
 }
 
 /// Boxes a handler closure: its future's `Err` becomes the text recorded in the ledger.
@@ -220,6 +222,7 @@ impl Job {
             delivery: Delivery::AtMostOnce,
             args: None,
             handler_name: None,
+            group: None,
         }
     }
 
@@ -272,6 +275,65 @@ impl Job {
         self
     }
 
+    /// Makes the job a member of the job group `group`, declared on the scheduler with
+    /// [`crate::SchedulerBuilder::group`]: at most that group's `max` runs of its jobs go on at
+    /// once across every replica. `group("db-maintenance")` on jobs declared with
+    /// `builder.group("db-maintenance", 1)` means these jobs never overlap each other
+    /// (ShedLock's "never at the same time"); each job's own runs never overlap anyway
+    /// ([`Overlap::Skip`]).
+    ///
+    /// ```no_run
+    /// use dlock_scheduler::{Job, Scheduler};
+    ///
+    /// let vacuum = Job::new("vacuum", "0 3 * * *", "UTC", |_ctx| async {
+    ///     Ok::<(), std::io::Error>(())
+    /// })?
+    /// .group("db-maintenance");
+    /// let reindex = Job::new("reindex", "30 3 * * *", "UTC", |_ctx| async {
+    ///     Ok::<(), std::io::Error>(())
+    /// })?
+    /// .group("db-maintenance");
+    /// # let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+    /// let scheduler = Scheduler::builder(client)
+    ///     .group("db-maintenance", 1) // never both at once, on any replicas
+    ///     .job(vacuum)
+    ///     .job(reindex)
+    ///     .build()?;
+    /// # let _ = scheduler;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A run of a grouped job takes its job's lock first (the overlap guard), then one slot of
+    /// the group, **waiting for it at most until the job's next occurrence's fire time** (by
+    /// the Redis server's clock, as the scheduler estimates it; the wait ends 100 ms early, so
+    /// that the next occurrence finds the job's lock free), in FIFO order with the runs of the
+    /// group's other jobs on every replica. If no slot came by then, the run does not
+    /// start: it is recorded [`crate::RunOutcome::SkippedGroup`] and is not retried, also under
+    /// [`Delivery::AtLeastOnce`] (the next occurrence does the work). While it waits, the
+    /// ledger shows it running (it holds the job's lock, so the job's next occurrence is
+    /// skipped as an overlap under [`Overlap::Skip`]). An occurrence caught up after downtime
+    /// follows the same rule (one whose next occurrence has passed already takes a slot only
+    /// if one is free at once). A `run_now` run and a retry of an at-least-once run, which
+    /// have no next occurrence of their own, wait until the fire time of the job's first
+    /// occurrence after the moment they hold the job's lock. If the schedule has no next
+    /// occurrence, the wait is one minute.
+    ///
+    /// The slot is a permit of a dlock [`dlock_core::Semaphore`] named
+    /// `sched-group:<group>` (keys `<prefix>{sched-group:<group>}:sem…`, never a job's), held
+    /// with the watchdog under the job's lease, `on_lost` and `max_run`, and given back with
+    /// the job's lock when the run ends. Losing it is losing the run's lease: under
+    /// [`OnLost::Cancel`] the handler is cancelled and the run recorded cancelled; under
+    /// [`OnLost::Signal`] the handler runs on ([`crate::JobContext::lost`] watches the job's
+    /// lock only). A run cancelled while it waits for a slot — a shutdown, its job's lease
+    /// lost, its attempt superseded — leaves the group's queue at once and is recorded
+    /// cancelled as any cancelled run (a superseded attempt records nothing).
+    ///
+    /// `build()` refuses a group that was not declared on the builder.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into().into());
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -298,6 +360,7 @@ impl fmt::Debug for Job {
             delivery,
             args,
             handler_name,
+            group,
         } = self;
         f.debug_struct("Job")
             .field("name", name)
@@ -311,6 +374,7 @@ impl fmt::Debug for Job {
             .field("delivery", delivery)
             .field("args", args)
             .field("handler_name", handler_name)
+            .field("group", group)
             .finish_non_exhaustive()
     }
 }

@@ -91,6 +91,10 @@ pub enum RunOutcome {
     /// The previous run of the job was still going, so this occurrence was skipped (overlap
     /// policy [`crate::Overlap::Skip`]).
     SkippedOverlap,
+    /// The job's group ([`crate::Job::group`]) had no free slot until the job's next
+    /// occurrence's fire time, so this run did not start. Not retried, also under at-least-once
+    /// delivery: the next occurrence does the work.
+    SkippedGroup,
     /// The replica that claimed the run disappeared (crashed, killed, paused past its lease)
     /// before recording an end. At most once, the occurrence is not run again; at least once,
     /// the next attempt follows ([`RunRecord::next_retry`]).
@@ -100,7 +104,7 @@ pub enum RunOutcome {
 impl RunOutcome {
     /// The outcome's code, as stored, as the `outcome` metric label and as `dlock runs --json`
     /// shows it: `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`,
-    /// `abandoned`.
+    /// `skipped_group`, `abandoned`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Running => "running",
@@ -108,6 +112,7 @@ impl RunOutcome {
             Self::Failed(_) => "failed",
             Self::Cancelled(_) => "cancelled",
             Self::SkippedOverlap => "skipped_overlap",
+            Self::SkippedGroup => "skipped_group",
             Self::Abandoned => "abandoned",
         }
     }
@@ -132,6 +137,7 @@ impl RunOutcome {
             "failed" => Self::Failed(text.to_owned()),
             "cancelled" => Self::Cancelled(text.to_owned()),
             "skipped_overlap" => Self::SkippedOverlap,
+            "skipped_group" => Self::SkippedGroup,
             "abandoned" => Self::Abandoned,
             _ => return None,
         })
@@ -539,6 +545,23 @@ mod tests {
             __private::base_key(&client, &keys.lock_name).unwrap(),
             "dlock:{sched:lottery}"
         );
+    }
+
+    #[test]
+    fn every_outcome_reads_back_from_its_code() {
+        for outcome in [
+            RunOutcome::Running,
+            RunOutcome::Succeeded,
+            RunOutcome::Failed("boom".into()),
+            RunOutcome::Cancelled("lease lost".into()),
+            RunOutcome::SkippedOverlap,
+            RunOutcome::SkippedGroup,
+            RunOutcome::Abandoned,
+        ] {
+            let (code, text) = outcome.encode();
+            assert_eq!(RunOutcome::decode(code, &text), Some(outcome));
+        }
+        assert_eq!(RunOutcome::SkippedGroup.to_string(), "skipped_group");
     }
 
     #[test]

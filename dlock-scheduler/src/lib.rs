@@ -48,6 +48,13 @@
 //!   lease is lost ([`dlock_core::OnLost`]). The lease is short ([`DEFAULT_RUN_LEASE`], 5 s)
 //!   and renewed every third of it, so a replica killed mid-run holds the job up for at most
 //!   one lease plus one renewal interval.
+//! * **Job groups.** [`SchedulerBuilder::group`] declares a group of at most `max` runs at
+//!   once across every replica, and [`Job::group`] puts a job in it (`max = 1`: the group's
+//!   jobs never overlap each other). A run of a grouped job, once it holds its job's lock,
+//!   waits for a slot — a permit of a dlock-core [`dlock_core::Semaphore`], FIFO across
+//!   replicas, held with the watchdog under the job's lease and released with the job's lock
+//!   — at most until its job's next occurrence's fire time; an occurrence that got none is
+//!   recorded [`RunOutcome::SkippedGroup`].
 //! * **Redis outages.** Occurrences that could not be claimed because Redis did not answer are
 //!   *missed*, and follow the job's [`MisfirePolicy`] once it answers again (by default one
 //!   catch-up run); a claim whose reply was lost is withdrawn first, so it is not lost either.
@@ -112,6 +119,7 @@
 //! | | `context`, `job`, `handler` | [`JobContext`], [`Replica`]; [`Job`], [`Overlap`], [`Delivery`]; handlers registered by name, [`HandlerOptions`] |
 //! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
 //! | | `validate` | job names and options, for `build()` and the control calls |
+//! | | `group` | job groups: declared groups checked, a job's semaphore of its group, waiting for a slot |
 //! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`, `schedule.lua`; `common.lua` (the run records' format) |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]: writing and reading the ledger |
 //! | | `runtime` | run-time schedules in Redis: keys, records ([`RuntimeSchedule`], format 1), `schedule.lua` |
@@ -137,6 +145,7 @@ mod context;
 mod control;
 mod error;
 mod follow;
+mod group;
 mod handler;
 mod jitter;
 mod job;

@@ -3,7 +3,7 @@
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
-//! | `dlock.scheduler.occurrences` | counter | `job`, `outcome` (`succeeded`, `failed`, `cancelled`, `skipped_overlap`) | runs that ended on this replica |
+//! | `dlock.scheduler.occurrences` | counter | `job`, `outcome` (`succeeded`, `failed`, `cancelled`, `skipped_overlap`, `skipped_group`) | runs that ended on this replica |
 //! | `dlock.scheduler.fire.delay` | histogram, s | `job` | from an occurrence's fire time (nominal + jitter) to its run's start (first attempts), by this replica's clock |
 //! | `dlock.scheduler.retries` | counter | `job`, `after` (`failed`, `cancelled`, `abandoned`) | attempts of at-least-once runs that this replica found failed or abandoned and scheduled again |
 //!

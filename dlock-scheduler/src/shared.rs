@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::clock::ServerClock;
 use crate::context::Replica;
 use crate::error::Error;
+use crate::group::Membership;
 use crate::handler::RegisteredHandler;
 use crate::job::{Job, Overlap};
 use crate::ledger::JobKeys;
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     pub(crate) jobs: Jobs,
     /// The handlers registered by name, for run-time schedules and one-off jobs.
     pub(crate) handlers: HashMap<Arc<str>, RegisteredHandler>,
+    /// The job groups declared on the builder, with their `max`.
+    pub(crate) groups: HashMap<Arc<str>, u32>,
     /// The keys of the run-time schedules.
     pub(crate) schedule_keys: ScheduleKeys,
     /// The run-time schedules this replica does not run, and why (for the job registry).
@@ -193,6 +196,8 @@ pub(crate) struct JobEntry {
     retry_due: AtomicI64,
     /// Notified when `retry_due` moved earlier.
     pub(crate) retry_hint: Notify,
+    /// The job's group, if it joined one ([`JobEntry::join_group`]).
+    pub(crate) group: Option<Membership>,
 }
 
 impl JobEntry {
@@ -231,7 +236,26 @@ impl JobEntry {
             retry_due: AtomicI64::new(i64::MAX),
             retry_hint: Notify::new(),
             loop_beat: LoopBeat::new(),
+            group: None,
         })
+    }
+
+    /// Gives the entry its group's slots, if the job joined a group (`build()`); `groups` are
+    /// the declared ones with their `max`. A slot is held under the options of the job's lock.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidJob`] for a group that was not declared.
+    pub(crate) fn join_group(
+        &mut self,
+        client: &Client,
+        groups: &HashMap<Arc<str>, u32>,
+    ) -> Result<(), Error> {
+        if let Some(group) = &self.job.group {
+            let options = self.options.clone();
+            let member = Membership::new(client, &self.job.name, group, groups, options)?;
+            self.group = Some(member);
+        }
+        Ok(())
     }
 
     /// The lock a run takes: the job's, or (overlap allowed) the run's own.

@@ -11,13 +11,31 @@ pub(crate) const MAX_JOB_NAME_LEN: usize = 500;
 /// Checks a job name: not empty, at most [`MAX_JOB_NAME_LEN`] bytes, no braces (they delimit
 /// the Redis Cluster hash tag) and no control characters.
 pub(crate) fn job_name(name: &str) -> Result<(), Error> {
-    named("job", "lottery", name)
+    checked_name(
+        "job",
+        name,
+        "name the job, e.g. \"lottery\" (its key in Redis: keep it stable)",
+    )
+}
+
+/// Checks a job group's name by the rules of job names ([`job_name`]): its semaphore
+/// `sched-group:<name>` is 12 bytes longer than the name, within dlock-core's 512 bytes too.
+pub(crate) fn group_name(name: &str) -> Result<(), Error> {
+    checked_name(
+        "group",
+        name,
+        "name the group, e.g. \"db-maintenance\" (its key in Redis: the same on every replica)",
+    )
 }
 
 /// Checks a handler's name (the rules of job names: it is stored with schedules and one-off
 /// jobs) and its options (those `build()` checks of a job, but the schedule's).
 pub(crate) fn handler(handler: &crate::handler::RegisteredHandler) -> Result<(), Error> {
-    named("handler", "send_report", &handler.name)?;
+    checked_name(
+        "handler",
+        &handler.name,
+        "name the handler, e.g. \"send_report\" (schedules and one-off jobs name it)",
+    )?;
     let options = &handler.options;
     let bad = if options.lease < MIN_RUN_LEASE {
         format!(
@@ -41,10 +59,10 @@ pub(crate) fn handler(handler: &crate::handler::RegisteredHandler) -> Result<(),
     )))
 }
 
-/// Checks the name of a `what` (job, handler, group): `example` is shown for an empty one.
-pub(crate) fn named(what: &str, example: &str, name: &str) -> Result<(), Error> {
+/// The rules of job, group and handler names; `what` names which, `example` says how to name one.
+fn checked_name(what: &str, name: &str, example: &str) -> Result<(), Error> {
     let problem = if name.is_empty() {
-        format!("is empty; name the {what}, e.g. \"{example}\" (its key in Redis: keep it stable)")
+        format!("is empty; {example}")
     } else if name.len() > MAX_JOB_NAME_LEN {
         format!(
             "is {} bytes long; the limit is {MAX_JOB_NAME_LEN} bytes",
@@ -153,5 +171,23 @@ mod tests {
                 .to_string()
                 .contains("control")
         );
+    }
+
+    #[test]
+    fn group_names_follow_the_rules_of_job_names() {
+        assert!(group_name("db-maintenance").is_ok());
+        assert!(group_name(&"x".repeat(MAX_JOB_NAME_LEN)).is_ok());
+        let empty = group_name("").unwrap_err().to_string();
+        assert!(
+            empty.contains("group name") && empty.contains("db-maintenance"),
+            "{empty}"
+        );
+        assert!(
+            group_name("a{b}")
+                .unwrap_err()
+                .to_string()
+                .contains("braces")
+        );
+        assert!(group_name(&"x".repeat(501)).is_err());
     }
 }

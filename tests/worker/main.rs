@@ -40,9 +40,10 @@
 //!   is lost print `lost <reason>`, keep it `after_lost_ms` longer (its record refresh still
 //!   running), then resign and print `resigned <outcome>`. A leader paused past its lease must
 //!   never write the leader record again (checked by the test, on the record).
-//! * `replica …`, `retry-replica …`, `schedule-replica …` — scheduler replicas (see
-//!   `replica.rs`, `retry_replica.rs`, `schedule_replica.rs`).
+//! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …` — scheduler
+//!   replicas (see `replica.rs`, `retry_replica.rs`, `schedule_replica.rs`, `group_replica.rs`).
 
+mod group_replica;
 mod replica;
 mod retry_replica;
 mod schedule_replica;
@@ -90,6 +91,7 @@ fn main() -> ExitCode {
             "replica" => replica::replica(&opts).await,
             "retry-replica" => retry_replica::retry_replica(&opts).await,
             "schedule-replica" => schedule_replica::schedule_replica(&opts).await,
+            "group-replica" => group_replica::group_replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
     });

@@ -11,7 +11,7 @@ use crate::args::{Given, Opt, Options, kw, option};
 use crate::errors::Errors;
 
 /// What each option takes, for error messages. The order is the documented one.
-pub(crate) const OPTIONS: [(&str, &str); 12] = [
+pub(crate) const OPTIONS: [(&str, &str); 13] = [
     (
         "name",
         "the job's name in quotes (its Redis key): `name = \"lottery\"`",
@@ -44,6 +44,10 @@ pub(crate) const OPTIONS: [(&str, &str); 12] = [
         "backoff",
         "a duration in quotes, before the second attempt (with `attempts`): `backoff = \"1s\"`",
     ),
+    (
+        "group",
+        "the name in quotes of a job group declared on the scheduler builder: `group = \"db-maintenance\"`",
+    ),
     ("crate", "a path in quotes: `crate = \"my_scheduler\"`"),
 ];
 
@@ -61,6 +65,7 @@ pub(crate) struct ScheduledArgs {
     pub(crate) on_lost: Option<Opt<LitStr>>,
     pub(crate) attempts: Option<Opt<LitInt>>,
     pub(crate) backoff: Option<Opt<LitStr>>,
+    pub(crate) group: Option<Opt<LitStr>>,
     pub(crate) krate: Option<Opt<LitStr>>,
     pub(crate) given: Given,
 }
@@ -82,6 +87,8 @@ impl Options for ScheduledArgs {
         ("delivery", "attempts"),
         ("retry_backoff", "backoff"),
         ("retry_delay", "backoff"),
+        ("job_group", "group"),
+        ("lock_group", "group"),
     ];
 
     fn one(&mut self, input: ParseStream<'_>, errors: &mut Errors) -> bool {
@@ -108,6 +115,8 @@ impl Options for ScheduledArgs {
             option::<kw::attempts, _>(input, o, "attempts", &mut args.attempts, e);
         } else if input.peek(kw::backoff) {
             option::<kw::backoff, _>(input, o, "backoff", &mut args.backoff, e);
+        } else if input.peek(kw::group) {
+            option::<kw::group, _>(input, o, "group", &mut args.group, e);
         } else if input.peek(Token![crate]) {
             option::<Token![crate], _>(input, o, "crate", &mut args.krate, e);
         } else {

@@ -182,5 +182,8 @@ fn setters(plan: &Plan, krate: &Path, private: &TokenStream) -> Vec<TokenStream>
         let backoff = duration(backoff);
         setters.push(quote!(.delivery(#krate::Delivery::at_least_once(#attempts, #backoff))));
     }
+    if let Some(group) = &plan.group {
+        setters.push(quote!(.group(#group)));
+    }
     setters
 }

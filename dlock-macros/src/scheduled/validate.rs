@@ -5,6 +5,8 @@
 //!   message (what is wrong, and the fix) is reported on the offending string.
 //! * `name` is checked like the lock name it becomes (`sched:<name>`): not empty, no braces
 //!   (they delimit the hash tag) or control characters, at most [`MAX_JOB_NAME_LEN`] bytes.
+//!   `group` (a job group's name, `sched-group:<group>`) by the same rules; whether the group
+//!   is declared on the builder is `build()`'s to check, at run time.
 //! * Durations use the strict grammar of `crate::duration`; `lease` must be a run lease the
 //!   scheduler accepts (1s ..= 24h).
 //!
@@ -85,6 +87,8 @@ pub(crate) struct Plan {
     pub(crate) on_lost_signal: Option<bool>,
     /// At-least-once delivery: attempts in all and the backoff.
     pub(crate) delivery: Option<(u32, Duration)>,
+    /// The job group the job joins.
+    pub(crate) group: Option<LitStr>,
     pub(crate) krate: Path,
 }
 
@@ -110,6 +114,7 @@ pub(crate) fn validate(args: &ScheduledArgs, errors: &mut Errors) -> Option<Plan
         choice(Some(opt), "on_lost", ["cancel", "signal"])
     }));
     let delivery = report.take(delivery(args));
+    let group = report.take(given(args.group.as_ref(), group));
     let krate = report.take(crate_path(
         args.krate.as_ref(),
         "dlock_scheduler",
@@ -132,6 +137,7 @@ pub(crate) fn validate(args: &ScheduledArgs, errors: &mut Errors) -> Option<Plan
         misfire: misfire?,
         on_lost_signal: on_lost_signal?,
         delivery: delivery?,
+        group: group?,
         krate: krate?,
     })
 }
@@ -203,10 +209,36 @@ fn job_name(args: &ScheduledArgs) -> Checked<Option<LitStr>> {
         ));
     };
     let lit = &opt.value;
-    let name = lit.value();
-    let at = format!("`name = {name:?}`");
-    let problem = if name.is_empty() {
-        Some("an empty job name; name the job, e.g. `name = \"lottery\"`".to_owned())
+    let problem = name_problem(
+        &lit.value(),
+        "name",
+        "job",
+        "name the job, e.g. `name = \"lottery\"`",
+    );
+    match problem {
+        Some(message) => Err((lit.span(), message)),
+        None => Ok(Some(lit.clone())),
+    }
+}
+
+/// `group`: a job group's name, by the rules of job names (its semaphore is
+/// `sched-group:<group>`, within dlock-core's name limit as `sched:<name>` is).
+fn group(opt: &Opt<LitStr>) -> Checked<LitStr> {
+    let lit = &opt.value;
+    let example = "name the group, e.g. `group = \"db-maintenance\"` (declared on the scheduler \
+                   builder with `.group(\"db-maintenance\", max)`), or remove `group`";
+    match name_problem(&lit.value(), "group", "group", example) {
+        Some(message) => Err((lit.span(), message)),
+        None => Ok(lit.clone()),
+    }
+}
+
+/// What is wrong with the job or group name `name`, given as `option = "…"`; `what` says
+/// which kind of name it is, `example` how to write one.
+fn name_problem(name: &str, option: &str, what: &str, example: &str) -> Option<String> {
+    let at = format!("`{option} = {name:?}`");
+    if name.is_empty() {
+        Some(format!("an empty {what} name; {example}"))
     } else if let Some(c) = name.chars().find(|c| matches!(c, '{' | '}')) {
         Some(format!(
             "`{c}` in {at}: braces are reserved in lock names (they delimit the hash tag); use \
@@ -214,20 +246,16 @@ fn job_name(args: &ScheduledArgs) -> Checked<Option<LitStr>> {
         ))
     } else if let Some(c) = name.chars().find(|c| c.is_control()) {
         Some(format!(
-            "the control character {c:?} in {at} cannot be part of a job name; use printable \
+            "the control character {c:?} in {at} cannot be part of a {what} name; use printable \
              characters"
         ))
     } else if name.len() > MAX_JOB_NAME_LEN {
         Some(format!(
-            "the job name is {} bytes long; the limit is {MAX_JOB_NAME_LEN} bytes",
+            "the {what} name is {} bytes long; the limit is {MAX_JOB_NAME_LEN} bytes",
             name.len()
         ))
     } else {
         None
-    };
-    match problem {
-        Some(message) => Err((lit.span(), message)),
-        None => Ok(Some(lit.clone())),
     }
 }
 
@@ -475,6 +503,32 @@ mod tests {
         assert!(check(quote!(name = #long, cron = "* * * * *")).is_ok());
         let long = "x".repeat(MAX_JOB_NAME_LEN + 1);
         assert!(error(quote!(name = #long, cron = "* * * * *")).contains("the limit is 500"));
+    }
+
+    #[test]
+    fn group_names_follow_the_rules_of_job_names() {
+        let plan = check(quote!(
+            name = "n",
+            cron = "* * * * *",
+            group = "db-maintenance"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            plan.group.map(|g| g.value()).as_deref(),
+            Some("db-maintenance")
+        );
+        let e = error(quote!(name = "n", cron = "* * * * *", group = ""));
+        assert!(
+            e.contains("empty group name") && e.contains(".group("),
+            "{e}"
+        );
+        let e = error(quote!(name = "n", cron = "* * * * *", group = "a}b"));
+        assert!(e.contains("braces") && e.contains("`group = "), "{e}");
+        let e = error(quote!(name = "n", cron = "* * * * *", group = "a\nb"));
+        assert!(e.contains("part of a group name"), "{e}");
+        let long = "x".repeat(MAX_JOB_NAME_LEN + 1);
+        let e = error(quote!(name = "n", cron = "* * * * *", group = #long));
+        assert!(e.contains("the group name is 501 bytes"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 -- ARGV[1]  run id
 -- ARGV[2]  the attempt's token (as in its claim record)
 -- ARGV[3]  outcome: "running" | "succeeded" | "failed" | "cancelled" | "skipped_overlap"
+--          | "skipped_group"
 -- ARGV[4]  fencing token of the attempt's lease ("" if none)
 -- ARGV[5]  error text ("" if none; no \31 or \30)
 -- ARGV[6]  retry: the base backoff in ms when this outcome is retried (at-least-once delivery,

@@ -40,7 +40,7 @@ small{display:block;color:#667}h2{font-size:16px;margin:22px 0 6px}\
 .active{background:#dcf3e3;color:#17652f}.paused{background:#fde8c8;color:#8a4b00}\
 .badge.stalled{background:#fbe0de;color:#b3261e}\
 .succeeded{color:#17652f}.failed{color:#b3261e}.running{color:#1d4fb3}\
-.cancelled,.abandoned{color:#8a4b00}.skipped_overlap{color:#667}\
+.cancelled,.abandoned{color:#8a4b00}.skipped_overlap,.skipped_group{color:#667}\
 form{display:flex;gap:6px;margin:0}button{font:inherit;padding:3px 10px;border-radius:4px;\
 border:1px solid #9aa3b0;background:#fff;cursor:pointer}button:hover{background:#eef1f5}\
 button.run{border-color:#1d4fb3;color:#1d4fb3}.warn{color:#8a4b00}.none{color:#889}";
@@ -325,6 +325,7 @@ fn outcome_code(run: &RunRecord) -> &'static str {
         RunOutcome::Failed(_) => "failed",
         RunOutcome::Cancelled(_) => "cancelled",
         RunOutcome::SkippedOverlap => "skipped_overlap",
+        RunOutcome::SkippedGroup => "skipped_group",
         RunOutcome::Abandoned => "abandoned",
     }
 }

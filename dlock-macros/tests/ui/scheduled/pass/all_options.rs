@@ -15,6 +15,7 @@ use dlock_scheduler::{JobContext, scheduled};
     on_lost = "signal",
     attempts = 3,
     backoff = "500ms",
+    group = "billing",
     crate = "::dlock_scheduler"
 )]
 async fn billing(ctx: JobContext) -> Result<(), String> {
@@ -58,6 +59,7 @@ fn main() {
         "on_lost: Signal",
         "max_run: Some(7200s)",
         "delivery: AtLeastOnce { attempts: 3, backoff: 500ms }",
+        "group: Some(\"billing\")",
     ] {
         assert!(debug.contains(expected), "{expected} in {debug}");
     }
@@ -67,6 +69,7 @@ fn main() {
         "{debug}"
     );
     assert!(debug.contains("delivery: AtMostOnce"), "{debug}");
+    assert!(debug.contains("group: None"), "{debug}");
     let debug = format!("{:?}", settle::job().unwrap());
     assert!(
         debug.contains("delivery: AtLeastOnce { attempts: 5, backoff: 1s }"),
