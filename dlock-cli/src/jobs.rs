@@ -83,7 +83,8 @@ struct RunJson {
     started_at: String,
     ended_at: Option<String>,
     duration_ms: Option<u64>,
-    /// `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`, `abandoned`.
+    /// `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`, `abandoned`,
+    /// `scheduled` (a one-off job waiting for its due time).
     outcome: &'static str,
     /// The error or cancellation text, if any.
     error: Option<String>,
@@ -123,6 +124,7 @@ fn outcome_json(outcome: &RunOutcome) -> (&'static str, Option<String>) {
         RunOutcome::Cancelled(why) => ("cancelled", Some(why.clone())),
         RunOutcome::SkippedOverlap => ("skipped_overlap", None),
         RunOutcome::Abandoned => ("abandoned", None),
+        RunOutcome::Scheduled => ("scheduled", None),
         other => ("unknown", Some(other.to_string())),
     }
 }

@@ -71,6 +71,8 @@ pub(crate) struct Attempt {
     pub(crate) stop: CancellationToken,
     /// Cancelled when the scheduler's drain deadline passes.
     pub(crate) cancel: CancellationToken,
+    /// The run's JSON arguments ([`JobContext::args`]): the job's, or a one-off job's own.
+    pub(crate) args: Option<Arc<str>>,
 }
 
 impl Attempt {
@@ -292,7 +294,7 @@ async fn perform(
         fence,
         attempt: attempt.number(),
         client: attempt.shared.client.clone(),
-        args: entry.job.args.clone(),
+        args: attempt.args.clone(),
     };
     // The handler is a closure that returns a future: either may panic.
     let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.job.handler)(ctx))) {

@@ -172,6 +172,8 @@ pub(crate) struct Retry {
     /// The run's occurrence (or a manual run's request time).
     pub(crate) occurrence: DateTime<Utc>,
     pub(crate) manual: bool,
+    /// The run's own JSON arguments (a one-off job's), if it has any.
+    pub(crate) args: Option<std::sync::Arc<str>>,
 }
 
 /// What `take_retry.lua` answered.
@@ -227,12 +229,17 @@ pub(crate) async fn take_retry(
             Value::Int(attempt),
             Value::Int(occurrence),
             Value::Int(manual),
+            args,
             ..,
         ] => Ok(Retries::Claimed(Retry {
             run_id: String::from_utf8_lossy(id).into_owned(),
             attempt: u32::try_from(*attempt).unwrap_or(u32::MAX),
             occurrence: time(*occurrence)?,
             manual: *manual == 1,
+            args: match args {
+                Value::BulkString(json) => Some(String::from_utf8_lossy(json).into()),
+                _ => None,
+            },
         })),
         [Value::Int(3), ..] => Ok(Retries::Again),
         [Value::Int(0), Value::Int(next), ..] if *next >= 0 => {
@@ -349,7 +356,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let scheduler = scheduler(&server.url(), "p", 3);
         let shared: Arc<Shared> = scheduler.shared.clone();
-        let entry = shared.jobs.all().next().unwrap().clone();
+        let entry = shared.jobs.all()[0].clone();
 
         claim_first(&shared, &entry, "A").await;
         assert_eq!(
@@ -422,7 +429,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let scheduler = scheduler(&server.url(), "q", 1);
         let shared: Arc<Shared> = scheduler.shared.clone();
-        let entry = shared.jobs.all().next().unwrap().clone();
+        let entry = shared.jobs.all()[0].clone();
         claim_first(&shared, &entry, "A").await;
         // Its lease lapses; with no attempt left the run ends abandoned, and nothing is due.
         loop {
@@ -448,7 +455,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let scheduler = scheduler(&server.url(), "v", 2);
         let shared: Arc<Shared> = scheduler.shared.clone();
-        let entry = shared.jobs.all().next().unwrap().clone();
+        let entry = shared.jobs.all()[0].clone();
         // A newer dlock's run, due now (written as that version would, during a deploy).
         let mut con = server.connection().unwrap();
         let newer = "2\x1fr\x1fh\x1f1\x1f0\x1f0\x1ftok\x1f1\x1fsomething new";

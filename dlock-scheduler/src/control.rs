@@ -132,7 +132,10 @@ impl Scheduler {
 
     /// Whether `job` (a valid name) is known: `Ok(Ok(()))`, or `Ok(Err(why))`.
     async fn known(&self, job: &str) -> Result<Result<(), Error>, Error> {
-        if self.shared.jobs.contains(job) {
+        let one_offs = job
+            .strip_prefix(crate::validate::ONE_OFF_PREFIX)
+            .is_some_and(|handler| self.shared.once.contains_key(handler));
+        if self.shared.jobs.contains(job) || one_offs {
             return Ok(Ok(()));
         }
         let registered: Vec<String> = self
@@ -234,7 +237,7 @@ impl Scheduler {
 
 /// Up to five of `names` close to `job` (a typo away: by edit distance, or one containing the
 /// other), closest first.
-fn close_names(job: &str, mut names: Vec<String>) -> Vec<String> {
+pub(crate) fn close_names(job: &str, mut names: Vec<String>) -> Vec<String> {
     names.sort_unstable();
     names.dedup();
     let limit = (job.chars().count() / 3).max(2);

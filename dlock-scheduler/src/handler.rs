@@ -128,7 +128,7 @@ impl RegisteredHandler {
     /// with its options.
     pub(crate) fn job(&self, name: &str, schedule: Schedule, args: Option<Arc<str>>) -> Job {
         let o = &self.options;
-        let mut job = Job::from_handler(name, schedule, self.handler.clone())
+        let mut job = Job::from_handler(name, Some(schedule), self.handler.clone())
             .overlap(o.overlap)
             .misfire(o.misfire)
             .jitter(o.jitter)

@@ -134,6 +134,8 @@ mod ledger;
 mod liveness;
 mod metrics;
 mod misfire;
+mod once;
+mod once_loop;
 mod overview;
 mod registry;
 #[cfg(test)]
@@ -147,8 +149,8 @@ mod wake;
 pub mod web;
 
 pub use builder::{
-    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
-    DEFAULT_TURN_GRACE, SchedulerBuilder,
+    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_ONE_OFF_CONCURRENCY,
+    DEFAULT_REQUEST_POLL, DEFAULT_TURN_GRACE, SchedulerBuilder,
 };
 pub use clock::{Clock, SkewedClock, SystemClock};
 pub use context::{JobContext, Replica};
@@ -162,6 +164,7 @@ pub use job::{
 };
 pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
+pub use once::OneOffId;
 pub use overview::{JobOverview, JobReplica};
 pub use registry::{RegisteredJob, RegisteredReplica};
 pub use scheduler::{Scheduler, ShutdownReport};

@@ -310,6 +310,7 @@ fn outcome_code(run: &RunRecord) -> &'static str {
         RunOutcome::Cancelled(_) => "cancelled",
         RunOutcome::SkippedOverlap => "skipped_overlap",
         RunOutcome::Abandoned => "abandoned",
+        RunOutcome::Scheduled => "scheduled",
     }
 }
 
