@@ -50,6 +50,7 @@ mod rwlock;
 mod scheduler_control;
 mod scheduler_crash;
 mod scheduler_exactly_once;
+mod scheduler_oneoff;
 mod scheduler_outage;
 mod scheduler_records;
 mod scheduler_registry;

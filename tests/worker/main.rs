@@ -40,9 +40,10 @@
 //!   is lost print `lost <reason>`, keep it `after_lost_ms` longer (its record refresh still
 //!   running), then resign and print `resigned <outcome>`. A leader paused past its lease must
 //!   never write the leader record again (checked by the test, on the record).
-//! * `replica …`, `retry-replica …` — scheduler replicas (see `replica.rs`,
-//!   `retry_replica.rs`).
+//! * `replica …`, `retry-replica …`, `oneoff-replica …` — scheduler replicas (see
+//!   `replica.rs`, `retry_replica.rs`, `oneoff_replica.rs`).
 
+mod oneoff_replica;
 mod replica;
 mod retry_replica;
 #[path = "../support/target.rs"]
@@ -88,6 +89,7 @@ fn main() -> ExitCode {
             "multi" => multi(&opts).await,
             "replica" => replica::replica(&opts).await,
             "retry-replica" => retry_replica::retry_replica(&opts).await,
+            "oneoff-replica" => oneoff_replica::oneoff_replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
     });
