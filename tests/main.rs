@@ -51,6 +51,7 @@ mod scheduler_control;
 mod scheduler_crash;
 mod scheduler_exactly_once;
 mod scheduler_group;
+mod scheduler_oneoff;
 mod scheduler_outage;
 mod scheduler_records;
 mod scheduler_registry;

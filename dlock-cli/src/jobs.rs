@@ -101,7 +101,7 @@ struct RunJson {
     ended_at: Option<String>,
     duration_ms: Option<u64>,
     /// `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`, `skipped_group`,
-    /// `abandoned`.
+    /// `abandoned`, `scheduled` (a one-off job waiting for its due time).
     outcome: &'static str,
     /// The error or cancellation text, if any.
     error: Option<String>,
@@ -142,6 +142,7 @@ fn outcome_json(outcome: &RunOutcome) -> (&'static str, Option<String>) {
         RunOutcome::SkippedOverlap => ("skipped_overlap", None),
         RunOutcome::SkippedGroup => ("skipped_group", None),
         RunOutcome::Abandoned => ("abandoned", None),
+        RunOutcome::Scheduled => ("scheduled", None),
         other => ("unknown", Some(other.to_string())),
     }
 }

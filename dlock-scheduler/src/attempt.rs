@@ -74,6 +74,8 @@ pub(crate) struct Attempt {
     pub(crate) stop: CancellationToken,
     /// Cancelled when the scheduler's drain deadline passes.
     pub(crate) cancel: CancellationToken,
+    /// The run's JSON arguments ([`JobContext::args`]): the job's, or a one-off job's own.
+    pub(crate) args: Option<Arc<str>>,
 }
 
 impl Attempt {
@@ -120,7 +122,7 @@ impl Attempt {
             Trigger::OnTime | Trigger::InOrder => self.occurrence,
             Trigger::Manual(_) | Trigger::Retry { .. } => clock.now(),
         };
-        let Some(next) = job.schedule.next_after(after) else {
+        let Some(next) = job.schedule.as_ref().and_then(|s| s.next_after(after)) else {
             return crate::group::WAIT_WITHOUT_NEXT;
         };
         let jitter = TimeDelta::from_std(jitter_for(&job.name, next, job.jitter));
@@ -334,7 +336,7 @@ async fn perform(
         fence,
         attempt: attempt.number(),
         client: attempt.shared.client.clone(),
-        args: entry.job.args.clone(),
+        args: attempt.args.clone(),
     };
     let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded).await;
     if record(attempt, run_id, &outcome, Some(fence.get())).await == Some(Recorded::Superseded) {

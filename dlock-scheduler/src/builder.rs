@@ -41,6 +41,12 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 /// the replica whose turn it is asks within milliseconds; the grace only delays an occurrence
 /// whose replica died and does not count as dead yet.
 pub const DEFAULT_TURN_GRACE: Duration = Duration::from_millis(500);
+/// How many one-off jobs ([`Scheduler::run_at`]) one replica runs at a time by default, over
+/// all its handlers: 64. A replica claims a due one-off only while it has a free slot, so a
+/// burst (10,000 due in the same second) is spread over the live replicas instead of being
+/// started at once by the first that looks.
+pub const DEFAULT_ONE_OFF_CONCURRENCY: usize = 64;
+
 /// Builds a [`Scheduler`]; start with [`Scheduler::builder`].
 pub struct SchedulerBuilder {
     client: Client,
@@ -57,6 +63,7 @@ pub struct SchedulerBuilder {
     turn_grace: Duration,
     shutdown_client: bool,
     loop_hook: Option<LoopHook>,
+    one_off_concurrency: usize,
 }
 
 impl SchedulerBuilder {
@@ -226,6 +233,14 @@ impl SchedulerBuilder {
         self
     }
 
+    /// How many one-off jobs ([`Scheduler::run_at`]) this replica runs at a time, over all its
+    /// handlers (default [`DEFAULT_ONE_OFF_CONCURRENCY`], at least 1). Due one-off jobs beyond
+    /// that wait for a free slot here, or are taken by the other replicas.
+    pub fn one_off_concurrency(mut self, runs: usize) -> Self {
+        self.one_off_concurrency = runs;
+        self
+    }
+
     /// Installs the test hook of `__private::on_loop_poll`.
     pub(crate) fn loop_hook(mut self, hook: LoopHook) -> Self {
         self.loop_hook = Some(hook);
@@ -236,23 +251,25 @@ impl SchedulerBuilder {
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidJob`] for a bad job name (empty, braces, control characters,
-    /// longer than 500 bytes), a name used twice, a lease shorter than [`crate::MIN_RUN_LEASE`]
+    /// longer than 500 bytes, or starting with `once:`, reserved for one-off jobs), a name
+    /// used twice, a handler name longer than 495 bytes, a lease shorter than [`crate::MIN_RUN_LEASE`]
     /// or beyond dlock's TTL range, a jitter not shorter than the schedule's shortest interval,
     /// a `max_run` not longer than the lease, a replica id with control characters, a zero
-    /// history, retention, poll or heartbeat interval, a job group with a bad name (the rules
-    /// of job names), a `max` of 0 or declared twice, or a job that joins a group not
-    /// declared with [`SchedulerBuilder::group`].
+    /// history, one-off concurrency, retention, poll or heartbeat interval, a job group with a
+    /// bad name (the rules of job names), a `max` of 0 or declared twice, or a job or handler
+    /// that joins a group not declared with [`SchedulerBuilder::group`].
     pub fn build(self) -> Result<Scheduler, Error> {
         crate::metrics::describe();
         let replica = Arc::new(replica(self.replica_id)?);
         if self.history == 0
+            || self.one_off_concurrency == 0
             || self.request_poll.is_zero()
             || self.retention.is_zero()
             || self.heartbeat.is_zero()
         {
             return Err(Error::invalid_job(
-                "history, claim retention, request poll and heartbeat intervals must be greater \
-                 than zero",
+                "history, one-off concurrency, claim retention, request poll and heartbeat \
+                 intervals must be greater than zero",
             ));
         }
         let mut handlers = HashMap::new();
@@ -277,6 +294,7 @@ impl SchedulerBuilder {
                 )));
             }
         }
+        let once = crate::once_loop::entries(&self.client, &handlers, &groups)?;
         let mut jobs = HashMap::new();
         for job in self.jobs {
             let mut entry = JobEntry::new(&self.client, job)?;
@@ -301,6 +319,11 @@ impl SchedulerBuilder {
                 groups,
                 schedule_keys,
                 unrunnable: std::sync::Mutex::new(Vec::new()),
+                once,
+                once_slots: Arc::new(tokio::sync::Semaphore::new(
+                    self.one_off_concurrency
+                        .min(tokio::sync::Semaphore::MAX_PERMITS),
+                )),
                 retention: self.retention,
                 history: self.history,
                 request_poll: self.request_poll,
@@ -327,6 +350,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("turn_grace", &self.turn_grace)
             .field("shutdown_client", &self.shutdown_client)
             .field("loop_hook", &self.loop_hook.is_some())
+            .field("one_off_concurrency", &self.one_off_concurrency)
             .finish_non_exhaustive()
     }
 }
@@ -375,6 +399,7 @@ impl Scheduler {
             turn_grace: DEFAULT_TURN_GRACE,
             shutdown_client: true,
             loop_hook: None,
+            one_off_concurrency: DEFAULT_ONE_OFF_CONCURRENCY,
         }
     }
 }

@@ -178,6 +178,8 @@ pub(crate) struct Retry {
     /// The run's occurrence (or a manual run's request time).
     pub(crate) occurrence: DateTime<Utc>,
     pub(crate) manual: bool,
+    /// The run's own JSON arguments (a one-off job's), if it has any.
+    pub(crate) args: Option<std::sync::Arc<str>>,
 }
 
 /// What `take_retry.lua` answered.
@@ -233,12 +235,17 @@ pub(crate) async fn take_retry(
             Value::Int(attempt),
             Value::Int(occurrence),
             Value::Int(manual),
+            args,
             ..,
         ] => Ok(Retries::Claimed(Retry {
             run_id: String::from_utf8_lossy(id).into_owned(),
             attempt: u32::try_from(*attempt).unwrap_or(u32::MAX),
             occurrence: time(*occurrence)?,
             manual: *manual == 1,
+            args: match args {
+                Value::BulkString(json) => Some(String::from_utf8_lossy(json).into()),
+                _ => None,
+            },
         })),
         [Value::Int(3), ..] => Ok(Retries::Again),
         [Value::Int(0), Value::Int(next), ..] if *next >= 0 => {

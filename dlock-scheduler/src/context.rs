@@ -70,7 +70,8 @@ impl JobContext {
         self.occurrence
     }
 
-    /// Whether the run was requested with `run_now` rather than scheduled.
+    /// Whether the run was requested with `run_now`, or is a one-off job
+    /// ([`crate::Scheduler::run_at`]), rather than scheduled.
     pub fn is_manual(&self) -> bool {
         self.manual
     }

@@ -132,7 +132,10 @@ impl Scheduler {
 
     /// Whether `job` (a valid name) is known: `Ok(Ok(()))`, or `Ok(Err(why))`.
     async fn known(&self, job: &str) -> Result<Result<(), Error>, Error> {
-        if self.shared.jobs.contains(job) {
+        let one_offs = job
+            .strip_prefix(crate::validate::ONE_OFF_PREFIX)
+            .is_some_and(|handler| self.shared.once.contains_key(handler));
+        if self.shared.jobs.contains(job) || one_offs {
             return Ok(Ok(()));
         }
         let registered: Vec<String> = self

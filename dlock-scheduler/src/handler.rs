@@ -103,8 +103,10 @@ impl HandlerOptions {
         self
     }
 
-    /// See [`Job::group`]: the runs of every run-time schedule that names the handler join the
-    /// group (declared with [`crate::SchedulerBuilder::group`]; `build()` refuses another).
+    /// See [`Job::group`]: the runs of every run-time schedule and one-off job that names the
+    /// handler join the group (declared with [`crate::SchedulerBuilder::group`]; `build()`
+    /// refuses another). A one-off job has no next occurrence: it waits for a slot at most a
+    /// minute, then is recorded `skipped_group`.
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = Some(group.into().into());
         self
@@ -137,7 +139,7 @@ impl RegisteredHandler {
     /// with its options.
     pub(crate) fn job(&self, name: &str, schedule: Schedule, args: Option<Arc<str>>) -> Job {
         let o = &self.options;
-        let mut job = Job::from_handler(name, schedule, self.handler.clone())
+        let mut job = Job::from_handler(name, Some(schedule), self.handler.clone())
             .overlap(o.overlap)
             .misfire(o.misfire)
             .jitter(o.jitter)

@@ -139,7 +139,9 @@ impl Delivery {
 /// ```
 pub struct Job {
     pub(crate) name: Arc<str>,
-    pub(crate) schedule: Schedule,
+    /// `None` only for the hidden job that runs a handler's one-off jobs (`once:<handler>`,
+    /// see `once_loop.rs`): they are due when enqueued, not on a calendar. Never handed out.
+    pub(crate) schedule: Option<Schedule>,
     pub(crate) handler: Handler,
     pub(crate) overlap: Overlap,
     pub(crate) misfire: MisfirePolicy,
@@ -200,13 +202,14 @@ impl Job {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: fmt::Display,
     {
-        Self::from_handler(name, schedule, boxed(handler))
+        Self::from_handler(name, Some(schedule), boxed(handler))
     }
 
-    /// A job with the defaults that runs a boxed handler.
+    /// A job with the defaults that runs a boxed handler (`schedule`: `None` for the hidden job
+    /// of a handler's one-off jobs).
     pub(crate) fn from_handler(
         name: impl Into<String>,
-        schedule: Schedule,
+        schedule: Option<Schedule>,
         handler: Handler,
     ) -> Self {
         Self {
@@ -339,9 +342,11 @@ impl Job {
         &self.name
     }
 
-    /// The job's schedule.
-    pub fn schedule(&self) -> &Schedule {
-        &self.schedule
+    /// The job's schedule: always `Some` for a job built with [`Job::new`],
+    /// [`Job::with_schedule`] or `#[scheduled]` (`None` is kept for the hidden jobs that run
+    /// one-off jobs, which are never handed out).
+    pub fn schedule(&self) -> Option<&Schedule> {
+        self.schedule.as_ref()
     }
 }
 

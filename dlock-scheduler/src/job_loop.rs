@@ -204,9 +204,11 @@ impl JobLoop {
     /// Works out what is due at `now` and starts or queues it.
     fn schedule(&mut self, now: DateTime<Utc>) {
         let job = &self.ctx.entry.job;
+        let Some(schedule) = &job.schedule else {
+            return;
+        };
         let grace = DEFAULT_GRACE + job.jitter;
-        let due =
-            due_occurrences_with_grace(&job.schedule, self.last_seen, now, job.misfire, grace);
+        let due = due_occurrences_with_grace(schedule, self.last_seen, now, job.misfire, grace);
         let more = due.len() == MAX_DUE;
         self.last_seen = if more { due.last().copied() } else { Some(now) }.max(self.last_seen);
         let on_time_from = TimeDelta::from_std(grace)
@@ -267,6 +269,7 @@ impl JobLoop {
             token,
             stop: self.ctx.stop.clone(),
             cancel: self.ctx.cancel_runs.clone(),
+            args: self.ctx.entry.job.args.clone(),
         }
     }
 
@@ -397,7 +400,8 @@ impl JobLoop {
                     .saturating_duration_since(Instant::now()),
             );
         }
-        match self.ctx.entry.job.schedule.next_after(shared.clock.now()) {
+        let schedule = self.ctx.entry.job.schedule.as_ref();
+        match schedule.and_then(|s| s.next_after(shared.clock.now())) {
             Some(next) => shared.clock.until(next).min(poll),
             None => poll,
         }

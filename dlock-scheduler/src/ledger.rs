@@ -11,13 +11,16 @@
 //! | `<prefix>{sched:<job>}` (+ `:queue`) | dlock mutex | held while a run is going |
 //! | `<prefix>{sched:<job>}:claims` | zset | claimed run ids, by claim time; kept for the retention |
 //! | `<prefix>{sched:<job>}:runs` | zset | run ids of the ledger, by occurrence |
-//! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim`, `<id>:end` and `<id>:attempts` records (format version 1, `scripts/common.lua`) |
+//! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim`, `<id>:end` and `<id>:attempts` records (format version 1, `scripts/common.lua`); a one-off job's `<id>:args` |
 //! | `<prefix>{sched:<job>}:retries` | zset | at-least-once runs not final yet, by when to look at them: the running attempt's lease deadline, or when the next attempt is due |
 //! | `<prefix>{sched:<job>}:paused` | string | present while paused |
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |
 //! | `<prefix>{sched:<job>}:replicas` | zset | live replicas of the job, by liveness deadline |
 //! | `<prefix>{sched:<job>}:turn` | string | scheduled claims so far: whose turn the next one is |
 //! | `<prefix>{sched:<job>}:wake` | channel | `run_now` wake-ups (message: the job's name); sharded pub/sub on a cluster |
+//!
+//! A handler's one-off jobs are runs of the hidden job `once:<handler>` (keys
+//! `{sched:once:<handler>}:…`, see `once_loop.rs`): pending in its `retries` by due time.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -99,12 +102,16 @@ pub enum RunOutcome {
     /// before recording an end. At most once, the occurrence is not run again; at least once,
     /// the next attempt follows ([`RunRecord::next_retry`]).
     Abandoned,
+    /// A one-off job ([`crate::Scheduler::run_at`]) waiting for its first attempt: due at
+    /// [`RunRecord::next_retry`]. Its record is attempt 0, claimed by the replica that
+    /// enqueued it at [`RunRecord::started_at`] (the enqueue time).
+    Scheduled,
 }
 
 impl RunOutcome {
     /// The outcome's code, as stored, as the `outcome` metric label and as `dlock runs --json`
     /// shows it: `running`, `succeeded`, `failed`, `cancelled`, `skipped_overlap`,
-    /// `skipped_group`, `abandoned`.
+    /// `skipped_group`, `abandoned`, `scheduled`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Running => "running",
@@ -114,6 +121,7 @@ impl RunOutcome {
             Self::SkippedOverlap => "skipped_overlap",
             Self::SkippedGroup => "skipped_group",
             Self::Abandoned => "abandoned",
+            Self::Scheduled => "scheduled",
         }
     }
 
@@ -139,6 +147,7 @@ impl RunOutcome {
             "skipped_overlap" => Self::SkippedOverlap,
             "skipped_group" => Self::SkippedGroup,
             "abandoned" => Self::Abandoned,
+            "scheduled" => Self::Scheduled,
             _ => return None,
         })
     }

@@ -87,6 +87,14 @@
 //!   registered it, no ledger entries, no pause record: a typo) is refused with close names
 //!   ([`ErrorKind::UnknownJob`]); [`Scheduler::force_pause`] and the other `force_` calls act
 //!   on any valid name.
+//! * **One-off jobs.** [`Scheduler::run_at`] / [`Scheduler::run_after`] (idempotent with
+//!   `_keyed`) store a job of a registered handler in Redis as a pending run of the hidden job
+//!   `once:<handler>`, due by the server's clock; on each replica that has the handler a loop
+//!   claims due ones (`take_retry.lua`, as a retry's first attempt) while the replica has a free
+//!   slot ([`SchedulerBuilder::one_off_concurrency`]), and runs them with the handler's
+//!   delivery. They survive the restart of every replica, wait while none has the handler, are
+//!   cancellable until claimed ([`Scheduler::cancel_one_off`]) and readable by id
+//!   ([`Scheduler::one_off`], [`OneOffId`]).
 //! * **Shutdown.** [`Scheduler::run_until`] stops claiming when its shutdown future resolves,
 //!   drains running jobs up to a deadline, then cancels and releases the rest, and shuts the
 //!   client down ([`dlock_core::Client::shutdown`]): a replica's graceful exit leaves no lock
@@ -120,7 +128,7 @@
 //! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
 //! | | `validate` | job names and options, for `build()` and the control calls |
 //! | | `group` | job groups: declared groups checked, a job's semaphore of its group, waiting for a slot |
-//! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`, `schedule.lua`; `common.lua` (the run records' format) |
+//! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`, `schedule.lua`, `once.lua`, `once_cancel.lua`, `once_trim.lua`; `common.lua` (the run records' format) |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]: writing and reading the ledger |
 //! | | `runtime` | run-time schedules in Redis: keys, records ([`RuntimeSchedule`], format 1), `schedule.lua` |
 //! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
@@ -128,7 +136,9 @@
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
 //! | | `follow` | following the run-time schedules: starting and stopping their jobs' loops |
+//! | | `once_loop` | per handler, the hidden job `once:<handler>` and the loop that claims and runs its due one-off jobs |
 //! | facade | `scheduler`, `builder`, `control`, `schedules` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history; adding and removing run-time schedules |
+//! | | `once` | [`Scheduler::run_at`] and the other one-off calls; [`OneOffId`] |
 //! | views | `overview` | [`Scheduler::overview`]: each job's schedule, next fire, state, replicas and ledger ([`JobOverview`]), for `dlock jobs` and the dashboard |
 //! | | `web` (feature `web`) | the dashboard: an axum `Router` to mount (`web::router`), its page and its POSTs' cross-site rule |
 //!
@@ -154,6 +164,8 @@ mod ledger;
 mod liveness;
 mod metrics;
 mod misfire;
+mod once;
+mod once_loop;
 mod overview;
 mod registry;
 mod runtime;
@@ -169,8 +181,8 @@ mod wake;
 pub mod web;
 
 pub use builder::{
-    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_REQUEST_POLL,
-    DEFAULT_TURN_GRACE, SchedulerBuilder,
+    DEFAULT_CLAIM_RETENTION, DEFAULT_HEARTBEAT, DEFAULT_HISTORY, DEFAULT_ONE_OFF_CONCURRENCY,
+    DEFAULT_REQUEST_POLL, DEFAULT_TURN_GRACE, SchedulerBuilder,
 };
 pub use clock::{Clock, SkewedClock, SystemClock};
 pub use context::{JobContext, Replica};
@@ -184,6 +196,7 @@ pub use job::{
 };
 pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
+pub use once::OneOffId;
 pub use overview::{JobOverview, JobReplica, NotRunBy};
 pub use registry::{RegisteredJob, RegisteredReplica};
 pub use runtime::{RuntimeSchedule, UnrunnableSchedule};

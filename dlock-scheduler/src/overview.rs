@@ -190,7 +190,9 @@ fn by_job(
         }
     }
     for entry in own.shared.jobs.all() {
-        let schedule = &entry.job.schedule;
+        let Some(schedule) = &entry.job.schedule else {
+            continue;
+        };
         jobs.entry(entry.job.name.to_string())
             .or_insert_with(|| Source {
                 cron: schedule.cron().to_owned(),

@@ -183,7 +183,9 @@ fn payload(shared: &Shared) -> String {
     let mut jobs: Vec<_> = shared.jobs.all();
     jobs.sort_by(|a, b| a.job.name.cmp(&b.job.name));
     for entry in jobs {
-        let schedule = &entry.job.schedule;
+        let Some(schedule) = &entry.job.schedule else {
+            continue;
+        };
         out.push_str("\nj\x1f");
         out.push_str(&clean(&entry.job.name));
         out.push('\x1f');

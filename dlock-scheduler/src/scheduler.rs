@@ -136,6 +136,21 @@ impl Scheduler {
             runs.clone(),
             cancel_runs.clone(),
         ));
+        for entry in self.shared.once.values() {
+            loops.spawn(crate::wake::listen(
+                self.shared.clone(),
+                entry.clone(),
+                stop.clone(),
+            ));
+            loops.spawn(crate::once_loop::once_loop(LoopCtx {
+                shared: self.shared.clone(),
+                entry: entry.clone(),
+                stop: stop.clone(),
+                runs: runs.clone(),
+                cancel_runs: cancel_runs.clone(),
+                start_after: None,
+            }));
+        }
         loops.close();
         shutdown.await;
         tracing::info!(replica = %self.shared.replica.id, "dlock-scheduler: shutting down; draining running jobs");

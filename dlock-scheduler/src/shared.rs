@@ -41,6 +41,13 @@ pub(crate) struct Shared {
     pub(crate) schedule_keys: ScheduleKeys,
     /// The run-time schedules this replica does not run, and why (for the job registry).
     pub(crate) unrunnable: std::sync::Mutex<Vec<UnrunnableSchedule>>,
+    /// Per registered handler (by its name), the hidden job whose runs are its one-off jobs
+    /// (`once:<handler>`, see `once_loop.rs`). Not in `jobs`: they have no schedule, no turns
+    /// and no heartbeat, and are not in the job registry.
+    pub(crate) once: HashMap<Arc<str>, Arc<JobEntry>>,
+    /// Free slots for one-off runs on this replica (all handlers together): a one-off loop
+    /// claims only while it holds one, so that the other replicas take the rest.
+    pub(crate) once_slots: Arc<tokio::sync::Semaphore>,
     pub(crate) retention: Duration,
     pub(crate) history: usize,
     pub(crate) request_poll: Duration,

@@ -8,6 +8,22 @@ use crate::job::{Delivery, Job, MAX_ATTEMPTS, MAX_BACKOFF, MIN_RUN_LEASE};
 /// dlock-core's 512 bytes (`dlock_core::MAX_NAME_LEN`). Same limit as `#[scheduled]`.
 pub(crate) const MAX_JOB_NAME_LEN: usize = 500;
 
+/// The prefix of the hidden jobs that run one-off jobs: `once:<handler>` (see `once_loop.rs`).
+pub(crate) const ONE_OFF_PREFIX: &str = "once:";
+
+/// Checks that a job with a schedule (in code, or a run-time schedule) does not take a name
+/// reserved for the hidden jobs of one-off jobs: its runs and theirs would share keys.
+pub(crate) fn not_reserved(name: &str) -> Result<(), Error> {
+    if let Some(handler) = name.strip_prefix(ONE_OFF_PREFIX) {
+        return Err(Error::invalid_job(format!(
+            "the job name {name:?} starts with `{ONE_OFF_PREFIX}`, which is reserved: the one-off \
+             jobs of handler `{handler}` are runs of a hidden job of that name, and would share \
+             its ledger and locks; rename the job (e.g. `once-{handler}`)"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a job name: not empty, at most [`MAX_JOB_NAME_LEN`] bytes, no braces (they delimit
 /// the Redis Cluster hash tag) and no control characters.
 pub(crate) fn job_name(name: &str) -> Result<(), Error> {
@@ -30,12 +46,17 @@ pub(crate) fn group_name(name: &str) -> Result<(), Error> {
 
 /// Checks a handler's name (the rules of job names: it is stored with schedules and one-off
 /// jobs) and its options (those `build()` checks of a job, but the schedule's).
-pub(crate) fn handler(handler: &crate::handler::RegisteredHandler) -> Result<(), Error> {
+pub(crate) fn handler_name(name: &str) -> Result<(), Error> {
     checked_name(
         "handler",
-        &handler.name,
+        name,
         "name the handler, e.g. \"send_report\" (schedules and one-off jobs name it)",
-    )?;
+    )
+}
+
+/// Checks a registered handler: its name ([`handler_name`]) and options.
+pub(crate) fn handler(handler: &crate::handler::RegisteredHandler) -> Result<(), Error> {
+    handler_name(&handler.name)?;
     let options = &handler.options;
     let bad = if options.lease < MIN_RUN_LEASE {
         format!(
@@ -87,6 +108,10 @@ fn checked_name(what: &str, name: &str, example: &str) -> Result<(), Error> {
 /// Checks what `build()` checks of one job, but the lock options (dlock-core checks those).
 pub(crate) fn job(job: &Job) -> Result<(), Error> {
     job_name(&job.name)?;
+    // Only the hidden job of a handler's one-off jobs has no schedule, and takes the name.
+    if job.schedule.is_some() {
+        not_reserved(&job.name)?;
+    }
     if job.lease < MIN_RUN_LEASE {
         return Err(Error::invalid_job(format!(
             "job `{}`: the run lease {:?} is shorter than {MIN_RUN_LEASE:?}; the watchdog renews \
@@ -95,7 +120,8 @@ pub(crate) fn job(job: &Job) -> Result<(), Error> {
         )));
     }
     if !job.jitter.is_zero()
-        && let Some(interval) = job.schedule.shortest_interval()
+        && let Some(schedule) = &job.schedule
+        && let Some(interval) = schedule.shortest_interval()
         && job.jitter >= interval
     {
         return Err(Error::invalid_job(format!(
@@ -104,7 +130,7 @@ pub(crate) fn job(job: &Job) -> Result<(), Error> {
              jitter",
             job.name,
             job.jitter,
-            job.schedule.cron()
+            schedule.cron()
         )));
     }
     if let Some(max_run) = job.max_run
@@ -165,6 +191,15 @@ mod tests {
                 .contains("500 bytes")
         );
         assert!(job_name("a{b}").unwrap_err().to_string().contains("braces"));
+        // Valid for the control calls (the hidden job of `report`'s one-off jobs), reserved for
+        // jobs with a schedule.
+        assert!(job_name("once:report").is_ok());
+        let reserved = not_reserved("once:report").unwrap_err().to_string();
+        assert!(
+            reserved.contains("reserved") && reserved.contains("once-report"),
+            "{reserved}"
+        );
+        assert!(not_reserved("once-report").is_ok());
         assert!(
             job_name("a\nb")
                 .unwrap_err()

@@ -63,12 +63,15 @@ async fn failing() -> Result<(), DrawError> {
 fn job_carries_the_attribute() {
     let job = lottery::job().unwrap();
     assert_eq!(job.name(), "macro-lottery");
-    assert_eq!(job.schedule().cron(), "* * * * * *");
-    assert_eq!(job.schedule().time_zone(), chrono_tz::Europe::Berlin);
+    assert_eq!(job.schedule().unwrap().cron(), "* * * * * *");
+    assert_eq!(
+        job.schedule().unwrap().time_zone(),
+        chrono_tz::Europe::Berlin
+    );
     let job = failing::job().unwrap();
     assert_eq!(job.name(), "macro-failing");
     // `tz` defaults to UTC.
-    assert_eq!(job.schedule().time_zone(), chrono_tz::UTC);
+    assert_eq!(job.schedule().unwrap().time_zone(), chrono_tz::UTC);
 }
 
 #[tokio::test]

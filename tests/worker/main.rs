@@ -40,10 +40,12 @@
 //!   is lost print `lost <reason>`, keep it `after_lost_ms` longer (its record refresh still
 //!   running), then resign and print `resigned <outcome>`. A leader paused past its lease must
 //!   never write the leader record again (checked by the test, on the record).
-//! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …` — scheduler
-//!   replicas (see `replica.rs`, `retry_replica.rs`, `schedule_replica.rs`, `group_replica.rs`).
+//! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …`,
+//!   `oneoff-replica …` — scheduler replicas (see `replica.rs`, `retry_replica.rs`,
+//!   `schedule_replica.rs`, `group_replica.rs`, `oneoff_replica.rs`).
 
 mod group_replica;
+mod oneoff_replica;
 mod replica;
 mod retry_replica;
 mod schedule_replica;
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
             "retry-replica" => retry_replica::retry_replica(&opts).await,
             "schedule-replica" => schedule_replica::schedule_replica(&opts).await,
             "group-replica" => group_replica::group_replica(&opts).await,
+            "oneoff-replica" => oneoff_replica::oneoff_replica(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
     });

@@ -10,9 +10,12 @@
 --                    withdraw it)
 --   "<id>:end"       "1\31<outcome>\31<ended_ms>\31<fence>\31<next_retry_ms>\31<text>"
 --                    how the current attempt ended ("running" while it runs, no end time);
---                    next_retry_ms is set while a retry is pending (at-least-once delivery)
+--                    next_retry_ms is set while a retry is pending (at-least-once delivery);
+--                    "scheduled" (with next_retry_ms = its due time) for a one-off job that
+--                    waits for its first attempt (once.lua: its claim is attempt 0, no token)
 --   "<id>:attempts"  the run's earlier attempts, oldest first, separated by \30, each
 --                    "1\31<attempt>\31<replica>\31<host>\31<pid>\31<claimed_ms>\31<ended_ms>\31<outcome>\31<fence>\31<text>"
+--   "<id>:args"      a one-off job's arguments (JSON), as given when it was enqueued
 -- A record of another version is never rewritten: the scripts answer as if it were another
 -- attempt's (nothing changes), and the readers refuse it by its version.
 

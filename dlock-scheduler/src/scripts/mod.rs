@@ -66,6 +66,25 @@ pub(crate) static TAKE_RETRY: LazyLock<Script> = LazyLock::new(|| {
 /// Adds, replaces or removes a run-time schedule and wakes the replicas.
 pub(crate) static SCHEDULE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("schedule.lua")));
+/// Enqueues a one-off job (a pending run of the handler's hidden job), waking the replicas.
+pub(crate) static ONCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("once.lua")
+    ))
+});
+
+/// Cancels a one-off job that has not started.
+pub(crate) static ONCE_CANCEL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("common.lua"),
+        include_str!("once_cancel.lua")
+    ))
+});
+
+/// Trims the ledger of a handler's one-off jobs to the runs it keeps.
+pub(crate) static ONCE_TRIM: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("once_trim.lua")));
 
 /// Registers a replica as live for a job (or unregisters it).
 pub(crate) static HEARTBEAT: LazyLock<Script> =

@@ -3,7 +3,10 @@
 --   * its attempt's lease ran out without an end (its replica was killed, paused or cut off):
 --     records that attempt abandoned and schedules the next one after the backoff (or records
 --     the run abandoned when no attempt is left);
---   * its next attempt is due: claims that attempt for the caller, with a new token.
+--   * its next attempt is due: claims that attempt for the caller, with a new token. A
+--     one-off job (once.lua) is a run whose attempt 0 is "scheduled": its first attempt is
+--     claimed here when it is due, and attempt 0 (which never ran) is not kept as an earlier
+--     attempt.
 --
 -- KEYS[1]  runs     zset (see claim.lua)
 -- KEYS[2]  ledger   hash (see common.lua)
@@ -15,8 +18,9 @@
 -- ARGV[5]  the attempt lease in ms (the job's lease)
 -- ARGV[6]  attempts in all   ARGV[7] the base backoff in ms
 --
--- Returns  {1, id, attempt, occurrence_ms, manual 0|1, now_ms}  the caller claimed attempt
---                                                   `attempt` of run `id` and must run it
+-- Returns  {1, id, attempt, occurrence_ms, manual 0|1, args, now_ms}  the caller claimed
+--                        attempt `attempt` of run `id` and must run it; args: the run's JSON
+--                        arguments ("<id>:args", a one-off job's), or nil
 --          {3, now_ms}           something was settled (an abandoned attempt): call again
 --          {0, next_ms, now_ms}  nothing due; the first run is due at next_ms (-1: none)
 --          {0, -2, now_ms}       the job is paused: pending attempts wait until it is resumed
@@ -74,10 +78,13 @@ if e[5] == '' then
   redis.call('ZREM', KEYS[4], id)
   return {3, now}
 end
-archive_attempt(KEYS[2], id, c, e)
+if attempt > 0 then
+  archive_attempt(KEYS[2], id, c, e)
+end
 redis.call('HSET', KEYS[2], id .. ':claim',
   claim_record(ARGV[1], ARGV[2], ARGV[3], now, c[6], ARGV[4], attempt + 1))
 redis.call('HDEL', KEYS[2], id .. ':end')
 redis.call('ZADD', KEYS[4], int(now + tonumber(ARGV[5])), id)
 local occurrence = redis.call('ZSCORE', KEYS[1], id)
-return {1, id, attempt + 1, tonumber(occurrence or now), tonumber(c[6]), now}
+local args = redis.call('HGET', KEYS[2], id .. ':args')
+return {1, id, attempt + 1, tonumber(occurrence or now), tonumber(c[6]), args, now}

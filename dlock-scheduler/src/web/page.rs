@@ -327,6 +327,7 @@ fn outcome_code(run: &RunRecord) -> &'static str {
         RunOutcome::SkippedOverlap => "skipped_overlap",
         RunOutcome::SkippedGroup => "skipped_group",
         RunOutcome::Abandoned => "abandoned",
+        RunOutcome::Scheduled => "scheduled",
     }
 }
 

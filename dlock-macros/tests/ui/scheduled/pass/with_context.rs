@@ -30,9 +30,9 @@ async fn lottery(ctx: JobContext) -> Result<(), DrawError> {
 fn main() {
     let job = lottery::job().unwrap();
     assert_eq!(job.name(), "lottery");
-    assert_eq!(job.schedule().cron(), "0 12 * * *");
+    assert_eq!(job.schedule().unwrap().cron(), "0 12 * * *");
     assert_eq!(
-        job.schedule().time_zone(),
+        job.schedule().unwrap().time_zone(),
         dlock_scheduler::chrono_tz::Europe::Berlin
     );
     let _ = lottery;

@@ -24,7 +24,7 @@ async fn compiled_out() -> Result<(), String> {
 fn main() {
     let job = heartbeat::job().unwrap();
     assert_eq!(job.name(), "heartbeat");
-    assert_eq!(job.schedule().cron(), "*/10 * * * * *");
-    assert_eq!(job.schedule().time_zone(), dlock_scheduler::chrono_tz::UTC);
-    assert_eq!(daily::job().unwrap().schedule().cron(), "@daily");
+    assert_eq!(job.schedule().unwrap().cron(), "*/10 * * * * *");
+    assert_eq!(job.schedule().unwrap().time_zone(), dlock_scheduler::chrono_tz::UTC);
+    assert_eq!(daily::job().unwrap().schedule().unwrap().cron(), "@daily");
 }

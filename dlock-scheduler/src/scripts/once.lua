@@ -1,0 +1,67 @@
+-- once.lua: enqueue a one-off job of a handler: a pending run of the handler's hidden job
+-- `once:<handler>`, due at a given time, that the replicas claim as its first attempt with
+-- take_retry.lua when it is due (by the server's clock).
+--
+-- KEYS[1]  claims   zset (see claim.lua): the run id, by enqueue time; kept for the retention
+-- KEYS[2]  runs     zset (see claim.lua): the run id, by due time (its "occurrence")
+-- KEYS[3]  ledger   hash (see common.lua); "<id>:args" holds the run's JSON arguments
+-- KEYS[4]  retries  zset (see take_retry.lua): the run id, by due time
+-- ARGV[1]  run id chosen by the caller ("o" + 16 hex digits), or "" with an idempotency key
+-- ARGV[2]  idempotency key, or "" for none: the run id is then "o" + the key's SHA-1 (hex)
+-- ARGV[3]  due time in ms (server clock; a time in the past means now), or "" to use ARGV[4]
+-- ARGV[4]  delay in ms from now (server clock), when ARGV[3] is ""
+-- ARGV[5]  replica id   ARGV[6] host   ARGV[7] pid   (who enqueued it)
+-- ARGV[8]  the arguments (JSON)
+-- ARGV[9]  claim retention in ms
+-- ARGV[10] the job's wake channel   ARGV[11] the message (the job's name)
+-- ARGV[12] "SPUBLISH" on a cluster, else "PUBLISH"
+--
+-- Returns  {1, id, due_ms, now_ms}  enqueued
+--          {0, id, due_ms, now_ms}  the idempotency key was used already (its run is pending,
+--                                   in the ledger, or was enqueued within the retention):
+--                                   nothing changed; due_ms is -1 when only the claim is left
+--          {2, id, -1, now_ms}      the caller's run id is taken (not expected): nothing
+--                                   changed, call again with another
+--
+-- The pending run's records (format version 1): a claim of attempt 0 by the enqueuing replica
+-- with no token (no attempt can record, renew or withdraw it), and an end record "scheduled"
+-- whose next_retry_ms is the due time. take_retry.lua claims attempt 1 over it and does not
+-- archive attempt 0 (it never ran). A new run due before every pending one is announced on the
+-- wake channel, so that replicas sleeping until a later due time look now (a hint: they also
+-- look at their fallback poll).
+-- Retry safety: with an idempotency key, a repeated call enqueues nothing; without one, a
+-- repeated call enqueues a second run.
+-- All keys share the job's hash tag.
+
+local now = server_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', int(now - tonumber(ARGV[9])))
+local id = ARGV[1]
+if ARGV[2] ~= '' then
+  id = 'o' .. redis.sha1hex(ARGV[2])
+  if redis.call('ZSCORE', KEYS[1], id) or redis.call('HEXISTS', KEYS[3], id .. ':claim') == 1 then
+    local due = redis.call('ZSCORE', KEYS[2], id)
+    return {0, id, tonumber(due or -1), now}
+  end
+elseif redis.call('ZSCORE', KEYS[1], id) or redis.call('HEXISTS', KEYS[3], id .. ':claim') == 1 then
+  return {2, id, -1, now}
+end
+local due = now + tonumber(ARGV[4])
+if ARGV[3] ~= '' then
+  due = math.max(tonumber(ARGV[3]), now)
+end
+local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+redis.call('ZADD', KEYS[1], int(now), id)
+redis.call('ZADD', KEYS[2], int(due), id)
+redis.call('ZADD', KEYS[4], int(due), id)
+redis.call('HSET', KEYS[3],
+  id .. ':claim', claim_record(ARGV[5], ARGV[6], ARGV[7], now, 1, '', 0),
+  id .. ':end', end_record('scheduled', '', '', int(due), ''),
+  id .. ':args', ARGV[8])
+if not first[2] or due < tonumber(first[2]) then
+  local publish = 'PUBLISH'
+  if ARGV[12] == 'SPUBLISH' then
+    publish = 'SPUBLISH'
+  end
+  redis.call(publish, ARGV[10], ARGV[11])
+end
+return {1, id, due, now}
