@@ -233,3 +233,90 @@ async fn a_schedule_added_at_run_time_fires_once_per_occurrence_where_its_handle
     }
     eprintln!("runs per replica: {by_replica:?}");
 }
+
+/// On a Redis Cluster: the schedules' keys share one slot (`{sched:}`), `schedule.lua`
+/// publishes with `SPUBLISH` on it and the replicas listen with `SSUBSCRIBE`; one-off jobs live
+/// in their handler's slot. The replica's heartbeat (and so its poll of the schedules) is a
+/// minute: only the wake-up can start and stop the schedule in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_time_schedules_and_one_off_jobs_work_on_a_cluster() {
+    use dlock_testkit::RedisCluster;
+    let cluster =
+        RedisCluster::start().unwrap_or_else(|e| panic!("could not start a cluster: {e}"));
+    let client = || Client::cluster_builder(cluster.urls()).build().unwrap();
+    let (ran, mut runs) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
+    let replica = Scheduler::builder(client())
+        .heartbeat(Duration::from_secs(60))
+        .handler("tick", move |ctx| {
+            let ran = ran.clone();
+            async move {
+                let mark: serde_json::Value = ctx.args()?;
+                let _ = ran.send((ctx.job().to_owned(), mark["mark"].to_string()));
+                Ok::<(), dlock_scheduler::Error>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let running = tokio::spawn({
+        let (replica, stop) = (replica.clone(), stop.clone());
+        async move {
+            replica
+                .run_until(stop.notified(), Duration::from_secs(5))
+                .await
+        }
+    });
+    let admin = Scheduler::builder(client())
+        .handler("tick", |_| async { Ok::<(), String>(()) })
+        .build()
+        .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the replica registered",
+        || async { (admin.registered_replicas().await.unwrap().len() == 1).then_some(()) },
+    )
+    .await;
+    admin
+        .add_schedule(
+            "sharded",
+            "tick",
+            "* * * * * *",
+            "UTC",
+            &json!({ "mark": "s" }),
+        )
+        .await
+        .unwrap();
+    let next = |runs: &mut tokio::sync::mpsc::UnboundedReceiver<(String, String)>| {
+        let got = runs.try_recv();
+        async move { got.ok() }
+    };
+    let first = eventually(Duration::from_secs(10), "the schedule fired", || {
+        next(&mut runs)
+    })
+    .await;
+    assert_eq!(first, ("sharded".to_owned(), "\"s\"".to_owned()));
+    let id = admin
+        .run_after("tick", Duration::ZERO, &json!({ "mark": "o" }))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "the one-off ran", || async {
+        let run = admin.one_off(&id).await.unwrap()?;
+        (run.outcome == dlock_scheduler::RunOutcome::Succeeded).then_some(())
+    })
+    .await;
+    assert!(admin.remove_schedule("sharded").await.unwrap());
+    // The replica's own overview lists its jobs (its registry entry is a minute old): the
+    // schedule leaves them once the replica has stopped its loop.
+    eventually(
+        Duration::from_secs(10),
+        "the replica stopped it",
+        || async {
+            let overview = replica.overview().await.unwrap();
+            overview.iter().all(|j| j.name != "sharded").then_some(())
+        },
+    )
+    .await;
+    stop.notify_one();
+    let report = running.await.unwrap();
+    assert_eq!(report.cancelled, 0, "{report:?}");
+}
