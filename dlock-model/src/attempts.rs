@@ -24,6 +24,12 @@
 //! * `no run left behind` — once the faults are over, the run is final within
 //!   [`settle_bound`] ticks: an attempt whose replica died or paused is settled and retried.
 //!
+//! **One-off jobs** (issue #31, `once.lua`) are the same protocol from another start:
+//! [`AttemptModel::one_off`] begins with the run pending — attempt 0, recorded `scheduled` with
+//! no token, due at tick [`ONE_OFF_DUE`] in `retries` — and `take_retry.lua` claims its first
+//! attempt when it is due (`claim.lua` has no part in it). Every property above holds from that
+//! start too.
+//!
 //! [`AttemptMutant`] applies one protocol bug at a time; tests/check.rs shows each caught by
 //! the property its doc names. Not modelled: several runs and the ledger's trimming, the claim
 //! retention, `run_now`, pause/resume of the job, Redis restarts and lost replies (the claim
@@ -40,6 +46,8 @@ pub const LEASE: u8 = 2;
 pub const BACKOFF: u8 = 1;
 /// The replicas.
 pub const REPLICAS: usize = 2;
+/// When a one-off job is due ([`AttemptModel::one_off`]).
+pub const ONE_OFF_DUE: u8 = 1;
 
 /// How many ticks after the last fault the run must be final by: per attempt, at most a lapse
 /// of the attempt's lease, the backoff, a lock held by a dead attempt running out, the lock
@@ -85,6 +93,8 @@ pub enum Outcome {
     Failed,
     /// The attempt's lease lapsed (its replica was killed or paused).
     Abandoned,
+    /// A one-off job's attempt 0: waiting for its due time (`once.lua`); it never runs.
+    Scheduled,
 }
 
 /// The run's end record.
@@ -223,6 +233,9 @@ pub struct AttemptModel {
     pub pauses: u8,
     /// The last tick explored.
     pub until: u8,
+    /// The run is a one-off job (`once.lua`): pending from the start, its first attempt taken
+    /// by `take_retry.lua`.
+    pub one_off: bool,
 }
 
 impl AttemptModel {
@@ -234,6 +247,16 @@ impl AttemptModel {
             kills: 1,
             pauses: 1,
             until: 2 * settle_bound(),
+            one_off: false,
+        }
+    }
+
+    /// The same for a one-off job: it starts pending, due at [`ONE_OFF_DUE`].
+    pub fn one_off(mutant: Option<AttemptMutant>) -> Self {
+        Self {
+            one_off: true,
+            until: 2 * settle_bound() + ONE_OFF_DUE,
+            ..Self::new(mutant)
         }
     }
 
@@ -245,6 +268,11 @@ impl AttemptModel {
             .filter(|p| p.expectation != stateright::Expectation::Sometimes)
             .map(|p| p.name)
             .collect()
+    }
+
+    /// When the run can first be claimed.
+    fn start(&self) -> u8 {
+        if self.one_off { ONE_OFF_DUE } else { 0 }
     }
 
     fn is(&self, mutant: AttemptMutant) -> bool {
@@ -321,15 +349,30 @@ impl Model for AttemptModel {
             paused: false,
             next_renew: 0,
         };
-        vec![AttemptState {
-            now: 0,
-            redis: Records {
+        // once.lua: attempt 0 by no token (tokens start at 1), "scheduled", due in `retries`.
+        let redis = if self.one_off {
+            Records {
+                claim: Some((0, 0)),
+                end: End::Ended {
+                    outcome: Outcome::Scheduled,
+                    next: Some(ONE_OFF_DUE),
+                },
+                retries: Some(ONE_OFF_DUE),
+                lock: None,
+                fence: 0,
+            }
+        } else {
+            Records {
                 claim: None,
                 end: End::None,
                 retries: None,
                 lock: None,
                 fence: 0,
-            },
+            }
+        };
+        vec![AttemptState {
+            now: 0,
+            redis,
             replicas: [idle; REPLICAS],
             next_token: 0,
             kills: 0,
@@ -551,7 +594,9 @@ impl Model for AttemptModel {
                 "no run left behind",
                 |m: &AttemptModel, s: &AttemptState| {
                     let calm = s.replicas.iter().all(|r| !r.paused);
-                    !(calm && s.now == m.until && s.now >= s.calm_since + settle_bound())
+                    !(calm
+                        && s.now == m.until
+                        && s.now >= s.calm_since.max(m.start()) + settle_bound())
                         || Self::is_final(s.redis.end)
                 },
             ),
@@ -581,7 +626,15 @@ mod tests {
 
     #[test]
     fn the_protocol_keeps_every_property() {
-        let model = AttemptModel::new(None);
+        keeps_every_property(AttemptModel::new(None));
+    }
+
+    #[test]
+    fn a_one_off_job_keeps_every_property() {
+        keeps_every_property(AttemptModel::one_off(None));
+    }
+
+    fn keeps_every_property(model: AttemptModel) {
         let checker = model.clone().checker().spawn_bfs().join();
         for property in model.properties() {
             let found = checker.discovery(property.name);
@@ -609,13 +662,22 @@ mod tests {
             (AttemptMutant::NoLapseSettling, "no run left behind"),
             (AttemptMutant::UnboundedAttempts, "within attempts"),
         ] {
-            let mut model = AttemptModel::new(Some(mutant));
-            if mutant == AttemptMutant::UnboundedAttempts {
-                // Attempts without end blow the state space up; a third attempt comes early.
-                model.until = settle_bound();
+            for mut model in [
+                AttemptModel::new(Some(mutant)),
+                AttemptModel::one_off(Some(mutant)),
+            ] {
+                if mutant == AttemptMutant::UnboundedAttempts {
+                    // Attempts without end blow the state space up; a third attempt comes
+                    // early.
+                    model.until = settle_bound() + model.start();
+                }
+                let one_off = model.one_off;
+                let broken = broken(model);
+                assert!(
+                    broken.contains(&property),
+                    "{mutant:?} (one-off {one_off}): {broken:?}"
+                );
             }
-            let broken = broken(model);
-            assert!(broken.contains(&property), "{mutant:?}: {broken:?}");
         }
     }
 }

@@ -73,18 +73,32 @@ fn deep_election() {
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_attempts() {
+    deep_attempts_from(dlock_model::attempts::AttemptModel::new(None), "attempts");
+}
+
+/// The same for a one-off job (it starts pending, `once.lua`).
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_one_off_attempts() {
+    deep_attempts_from(
+        dlock_model::attempts::AttemptModel::one_off(None),
+        "one-off attempts",
+    );
+}
+
+fn deep_attempts_from(start: dlock_model::attempts::AttemptModel, what: &str) {
     use dlock_model::attempts::{AttemptModel, settle_bound};
     let model = AttemptModel {
         kills: 2,
         pauses: 2,
-        until: 3 * settle_bound(),
-        ..AttemptModel::new(None)
+        until: 3 * settle_bound() + start.until - 2 * settle_bound(),
+        ..start
     };
     let names = model.must_hold();
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
     eprintln!(
-        "deep attempts: {} states ({} unique), depth {}, {:.1?}",
+        "deep {what}: {} states ({} unique), depth {}, {:.1?}",
         checker.state_count(),
         checker.unique_state_count(),
         checker.max_depth(),
@@ -93,7 +107,7 @@ fn deep_attempts() {
     for name in names {
         if let Some(path) = checker.discovery(name) {
             panic!(
-                "attempts: property `{name}` broken: {:#?}",
+                "{what}: property `{name}` broken: {:#?}",
                 path.into_actions()
             );
         }
