@@ -152,7 +152,10 @@ struct Observed {
 
 fn run_row(url: &str, counts: &Counts, jobs: u64) -> Result<ScaleRow, BoxError> {
     let runtime = current_thread_runtime()?;
-    let mut control = runtime.block_on(Control::fresh(url))?;
+    runtime.block_on(Control::fresh(url))?;
+    // No response timeout: a busy server may answer `INFO` late, and `SLOWLOG GET` of a whole
+    // profile window is a large reply.
+    let mut control = runtime.block_on(Control::patient(url))?;
     let idle_ms_per_s = runtime.block_on(idle_server_cpu_ms_per_s(&mut control, IDLE_SPAN))?;
     let mut replicas = Group::ready((0..SCHED_REPLICAS).map(|replica| {
         let replica = replica.to_string();

@@ -80,8 +80,9 @@ pub(crate) const SCHED_SCALE_HANDLER: &str = "scale_tick";
 pub(crate) const SCHED_SCALE_WARMUP: Duration = Duration::from_secs(3);
 /// Scheduler scale stage: the profile window after the measured one (whole seconds), in which
 /// redis-server logs every command with its duration (`SLOWLOG`, threshold 0) so that the time
-/// of `EVALSHA` is split by script.
-pub(crate) const SCHED_SCALE_PROFILE_S: u64 = 3;
+/// of `EVALSHA` is split by script. Five seconds: the `run_now` poll (`request_poll`, 5 s) of
+/// schedules added together comes in bursts, once per job and replica in any 5 s.
+pub(crate) const SCHED_SCALE_PROFILE_S: u64 = 5;
 
 /// A delivery mode of the scheduler's job, as the delivery comparison runs it (issue #30).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
