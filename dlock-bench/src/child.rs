@@ -137,6 +137,11 @@ impl Group {
         })
     }
 
+    /// Every child's process id, in start order.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(Child::pid).collect()
+    }
+
     /// Every child's result, in start order.
     pub(crate) fn results<T: DeserializeOwned>(self) -> Result<Vec<T>, BoxError> {
         self.0.into_iter().map(Child::result).collect()

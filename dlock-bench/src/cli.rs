@@ -13,7 +13,8 @@ pub(crate) const USAGE: &str = "\
 dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis floors, on its
 own redis-server
 
-usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched]
+usage: dlock-bench [--quick | --scale]
+                   [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale]
                    [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
@@ -27,7 +28,9 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,clust
                    --scale); w8 = many contended locks (10,000 names, 100,000 with --scale;
                    dlock only); cluster = W2 and W8 on a 3-master cluster beside the single
                    server (dlock only); sched = 3 scheduler replicas on a 1-second cron,
-                   then both delivery modes without faults and with replicas killed mid-run)
+                   then both delivery modes without faults and with replicas killed mid-run;
+                   sched-scale = 100, 300 and 1,000 run-time schedules on a 1-second cron
+                   across 3 replicas, 10 s each (--quick: 100, 3 s))
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -42,7 +45,7 @@ usage: dlock-bench [--quick | --scale] [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,clust
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
 handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, w8-worker, sched-replica
-([--delivery at-most-once|at-least-once] [--faults]).
+([--delivery at-most-once|at-least-once] [--faults]), sched-scale-replica (--process N).
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)
 [--fence no|read|warm] (read each holder's fence; warm: with the window's fence counters set
@@ -52,8 +55,19 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 11] = [
-    "w1", "w2", "w3", "w4", "w5", "mem", "w6", "w7", "w8", "cluster", "sched",
+pub(crate) const WORKLOADS: [&str; 12] = [
+    "w1",
+    "w2",
+    "w3",
+    "w4",
+    "w5",
+    "mem",
+    "w6",
+    "w7",
+    "w8",
+    "cluster",
+    "sched",
+    "sched-scale",
 ];
 
 /// What to do.

@@ -1,12 +1,13 @@
 //! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
-//! [--only w1,w2,w3,w4,w5,mem,w6,w7,sched] [--subjects LIST] [--json PATH]`).
+//! [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale] [--subjects LIST] [--json PATH]`).
 //!
 //! The benchmark of `/work/shared/WORKLOADS.md` (issues #3, #13): dlock through its ordinary
 //! public API beside rslock (the best Rust peer, pinned) and two raw-Redis floors (the `redis`
 //! crate's default connection settings, and dlock's `TCP_NODELAY` ones) measured in the same run,
 //! on a redis-server the benchmark starts itself (dlock-testkit: free loopback port, `--save ''
 //! --appendonly no`, nothing else connected). Two more workloads have no floor: W6, many locks held under the watchdog (issues #4, #29)
-//! and three dlock-scheduler replicas on a 1-second cron (issue #6). It prints one markdown
+//! and three dlock-scheduler replicas on a 1-second cron (issue #6), also with N run-time
+//! schedules (issue #31). It prints one markdown
 //! report on stdout and writes the figures as JSON.
 //!
 //! # Layout
@@ -25,6 +26,7 @@
 //! | `nodes` | the servers of a scale workload: one, or a cluster's masters; each node's counters, channels, keys, memory |
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
+//! | `sched_scale`, `sched_scale_replica`, `sched_scale_stats` | the scheduler at scale (issue #31): N run-time schedules on a 1-second cron across 3 replica processes; fire delay, exactly once, Redis and client CPU per occurrence, the script profile; its figures (pure) |
 //! | `sched_delivery` | the scheduler's delivery modes (issue #30): without faults, then replicas killed mid-run; its report |
 //! | `sched_kills` | the kill phase: kill the replica running a long run, start it again, read the ledger |
 //! | `sched`, `sched_replica`, `sched_stats` | scheduler replicas (child processes): fire delay, exactly once, cost per occurrence |
@@ -85,6 +87,9 @@ mod sched_delivery;
 mod sched_faults;
 mod sched_kills;
 mod sched_replica;
+mod sched_scale;
+mod sched_scale_replica;
+mod sched_scale_stats;
 mod sched_stats;
 mod spec;
 mod stats;
@@ -123,7 +128,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 17] = [
+const STAGES: [Stage; 18] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -141,13 +146,14 @@ const STAGES: [Stage; 17] = [
     ("cluster", "Cluster", cluster::run),
     ("sched", "scheduler", sched::run),
     ("sched", "scheduler delivery modes", sched_delivery::run),
+    ("sched-scale", "scheduler at scale", sched_scale::run),
 ];
 
 /// A subcommand: its name, and the `main` of the child process.
 type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 
 /// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
-const CHILDREN: [Child; 11] = [
+const CHILDREN: [Child; 12] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
     ("w3-worker", w3::child_main),
@@ -157,6 +163,7 @@ const CHILDREN: [Child; 11] = [
     ("mem", memory::child_main),
     ("w6", w6::child_main),
     ("sched-replica", sched_replica::child_main),
+    ("sched-scale-replica", sched_scale_replica::child_main),
     ("w7-worker", w7::child_main),
     ("w8-worker", w8::child_main),
 ];

@@ -71,6 +71,19 @@ pub(crate) const SCHED_KILL_AFTER: Duration = Duration::from_millis(400);
 /// restarted at once would look for retries on start and take most of them itself).
 pub(crate) const SCHED_RESTART_AFTER: Duration = Duration::from_secs(2);
 
+/// Scheduler scale stage (issue #31): the handler every replica registers, which the run-time
+/// schedules name (`Scheduler::add_schedule`), each on [`SCHED_CRON`] in [`SCHED_TZ`].
+pub(crate) const SCHED_SCALE_HANDLER: &str = "scale_tick";
+/// Scheduler scale stage: time from the last schedule added to the measured window (every
+/// replica picks the schedules up within a heartbeat, and runs them for two seconds or more
+/// before the window opens).
+pub(crate) const SCHED_SCALE_WARMUP: Duration = Duration::from_secs(3);
+/// Scheduler scale stage: the profile window after the measured one (whole seconds), in which
+/// redis-server logs every command with its duration (`SLOWLOG`, threshold 0) so that the time
+/// of `EVALSHA` is split by script. Five seconds: the `run_now` poll (`request_poll`, 5 s) of
+/// schedules added together comes in bursts, once per job and replica in any 5 s.
+pub(crate) const SCHED_SCALE_PROFILE_S: u64 = 5;
+
 /// A delivery mode of the scheduler's job, as the delivery comparison runs it (issue #30).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum SchedDelivery {
@@ -148,6 +161,11 @@ pub(crate) struct Counts {
     pub(crate) sched_occurrences: u64,
     /// Kills of a replica mid-run per delivery mode (the delivery comparison's kill phase).
     pub(crate) sched_kills: u32,
+    /// Scheduler scale stage (issue #31): numbers of run-time schedules on the 1-second cron,
+    /// one measured window each (0: not run).
+    pub(crate) sched_scale_jobs: [u64; 3],
+    /// Scheduler scale stage: seconds (= occurrences of each schedule) in each window.
+    pub(crate) sched_scale_window_s: u64,
     /// `--scale` (`make bench-scale`): the scale workloads (W6–W8, Cluster) at their full sizes.
     pub(crate) scale: bool,
     /// W6: numbers of locks one client holds under the watchdog, one run each (0: not run).
@@ -185,6 +203,8 @@ impl Counts {
         mem_held_locks: 100,
         sched_occurrences: 20,
         sched_kills: 6,
+        sched_scale_jobs: [100, 300, 1_000],
+        sched_scale_window_s: 10,
         scale: false,
         w6_locks: [10_000, 0, 0],
         w6_ttl_s: [3, 0],
@@ -214,6 +234,8 @@ impl Counts {
         mem_held_locks: 10,
         sched_occurrences: 5,
         sched_kills: 2,
+        sched_scale_jobs: [100, 0, 0],
+        sched_scale_window_s: 3,
         scale: false,
         w6_locks: [1_000, 0, 0],
         w6_ttl_s: [3, 0],
