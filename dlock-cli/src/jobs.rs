@@ -57,6 +57,36 @@ struct ReplicaJson {
     stalled: Option<&'static str>,
     /// Since when it has taken no turn of the job (server clock), `null` while it runs.
     stalled_since: Option<String>,
+    /// The job's delivery on this replica: `{"mode": "at_most_once"}` or `{"mode":
+    /// "at_least_once", "attempts", "backoff_ms"}`; `null` from a replica of an earlier version.
+    delivery: Option<DeliveryJson>,
+}
+
+/// A job's delivery, as a replica registered it.
+#[derive(Debug, Serialize)]
+struct DeliveryJson {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backoff_ms: Option<u64>,
+}
+
+impl DeliveryJson {
+    fn of(delivery: dlock_scheduler::Delivery) -> Self {
+        match delivery {
+            dlock_scheduler::Delivery::AtLeastOnce { attempts, backoff } => Self {
+                mode: "at_least_once",
+                attempts: Some(attempts),
+                backoff_ms: Some(millis(backoff)),
+            },
+            _ => Self {
+                mode: "at_most_once",
+                attempts: None,
+                backoff_ms: None,
+            },
+        }
+    }
 }
 
 impl ReplicaJson {
@@ -76,6 +106,7 @@ impl ReplicaJson {
             time_zone: r.time_zone.clone(),
             stalled,
             stalled_since: r.stalled_since().map(|t| json_time(utc(t))),
+            delivery: r.delivery.map(DeliveryJson::of),
         }
     }
 

@@ -85,6 +85,8 @@ pub struct JobReplica {
     /// How long its loop for this job had not run at its last heartbeat, when it is stalled
     /// while the process still heartbeats ([`crate::RegisteredJob::loop_stalled_for`]).
     pub loop_stalled_for: Option<Duration>,
+    /// The job's delivery on this replica; `None` from replicas of an earlier version.
+    pub delivery: Option<crate::Delivery>,
 }
 
 impl JobReplica {
@@ -186,6 +188,7 @@ fn by_job(
                 time_zone: job.time_zone,
                 stalled: replica.stalled,
                 loop_stalled_for: job.loop_stalled_for,
+                delivery: job.delivery,
             });
         }
     }

@@ -357,6 +357,22 @@ async fn runs_show_attempts_and_a_paused_job_holds_its_pending_retry() {
         Duration::from_secs(1),
     ));
     let (stop, replica) = start(scheduler(&url, "solo", vec![flaky]));
+    // The registry carries each job's delivery (format 3).
+    eventually(Duration::from_secs(20), "flaky registered", || async {
+        (!replicas_of(&url, "flaky").await.is_empty()).then_some(())
+    })
+    .await;
+    let listed = dlock(&["--url", &url, "jobs", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let job = &listed["jobs"][0];
+    assert_eq!(
+        job["replicas"][0]["delivery"],
+        serde_json::json!({"mode": "at_least_once", "attempts": 3, "backoff_ms": 1000}),
+        "{job:#}"
+    );
+    assert!(job["handler"].is_null() && !job["unrunnable"].as_bool().unwrap());
     dlock(&["--url", &url, "run-now", "flaky"]).await.expect(0);
 
     // The failed first attempt, with its next attempt pending; pausing holds it.

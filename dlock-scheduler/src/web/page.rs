@@ -392,6 +392,7 @@ mod tests {
             time_zone: "UTC".to_owned(),
             stalled,
             loop_stalled_for: loop_ms.map(Duration::from_millis),
+            delivery: None,
         };
         let job = JobOverview {
             name: "tick".to_owned(),
