@@ -14,7 +14,8 @@ dlock-bench: the WORKLOADS.md benchmark of dlock beside rslock and two raw-Redis
 own redis-server
 
 usage: dlock-bench [--quick | --scale]
-                   [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale]
+                   [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale,
+                           sched-oneoff]
                    [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
@@ -30,7 +31,9 @@ usage: dlock-bench [--quick | --scale]
                    server (dlock only); sched = 3 scheduler replicas on a 1-second cron,
                    then both delivery modes without faults and with replicas killed mid-run;
                    sched-scale = 100, 300 and 1,000 run-time schedules on a 1-second cron
-                   across 3 replicas, 10 s each (--quick: 100, 3 s))
+                   across 3 replicas, 10 s each (--quick: 100, 3 s); sched-oneoff =
+                   10,000 one-off jobs due at the same instant across 3 replicas
+                   (--quick: 1,000))
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -55,7 +58,7 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 12] = [
+pub(crate) const WORKLOADS: [&str; 13] = [
     "w1",
     "w2",
     "w3",
@@ -68,6 +71,7 @@ pub(crate) const WORKLOADS: [&str; 12] = [
     "cluster",
     "sched",
     "sched-scale",
+    "sched-oneoff",
 ];
 
 /// What to do.

@@ -211,7 +211,7 @@ fn run_row(url: &str, counts: &Counts, jobs: u64) -> Result<ScaleRow, BoxError> 
 /// The admin client: a `Scheduler` with the handler registered (`add_schedule` checks that the
 /// handler exists), never run, so it claims nothing. Called inside the runtime (the client
 /// spawns its tasks there).
-fn admin(url: &str) -> Result<Scheduler, BoxError> {
+pub(crate) fn admin(url: &str) -> Result<Scheduler, BoxError> {
     let noop = |_: JobContext| async { Ok::<(), BoxError>(()) };
     Ok(Scheduler::builder(client(url)?)
         .replica_id("admin")
@@ -243,7 +243,7 @@ async fn remove_all(admin: &Scheduler, jobs: u64) -> Result<(), BoxError> {
 }
 
 /// User + system CPU of each process so far, µs.
-fn cpu_of(pids: &[u32]) -> Result<Vec<u64>, BoxError> {
+pub(crate) fn cpu_of(pids: &[u32]) -> Result<Vec<u64>, BoxError> {
     pids.iter()
         .map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
@@ -256,18 +256,33 @@ fn cpu_of(pids: &[u32]) -> Result<Vec<u64>, BoxError> {
 /// The profile window: from the next edge, [`SCHED_SCALE_PROFILE_S`] seconds of every command
 /// in the slow log; returns its entries (the benchmark's own left out) and its length (ns).
 async fn profile_window(control: &mut Control) -> Result<(Vec<Logged>, u64), BoxError> {
-    config_set(control, "slowlog-max-len", "2000000").await?;
     let start_ms = next_edge(wall_ms()?, SCHED_EDGE_MS);
     tokio::time::sleep(Duration::from_millis(start_ms.saturating_sub(wall_ms()?))).await;
+    slowlog_everything(control).await?;
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_secs(SCHED_SCALE_PROFILE_S)).await;
+    // Before the collect: its `SLOWLOG GET` (a large reply) is not part of the window.
+    let profile_ns = elapsed_ns(start);
+    let logged = slowlog_collect(control).await?;
+    Ok((logged, profile_ns))
+}
+
+/// From now on, redis-server logs every command with its duration (`SLOWLOG`, threshold 0,
+/// room for 2,000,000 entries, emptied first).
+pub(crate) async fn slowlog_everything(control: &mut Control) -> Result<(), BoxError> {
+    config_set(control, "slowlog-max-len", "2000000").await?;
     config_set(control, "slowlog-log-slower-than", "0").await?;
     redis::cmd("SLOWLOG")
         .arg("RESET")
         .query_async::<()>(control.conn())
         .await?;
-    let start = Instant::now();
-    tokio::time::sleep(Duration::from_secs(SCHED_SCALE_PROFILE_S)).await;
+    Ok(())
+}
+
+/// Stops [`slowlog_everything`] (Redis' defaults back) and returns what was logged, the
+/// benchmark's own commands left out.
+pub(crate) async fn slowlog_collect(control: &mut Control) -> Result<Vec<Logged>, BoxError> {
     config_set(control, "slowlog-log-slower-than", SLOWLOG_DEFAULT_US).await?;
-    let profile_ns = elapsed_ns(start);
     let entries: Value = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(-1)
@@ -278,15 +293,14 @@ async fn profile_window(control: &mut Control) -> Result<(Vec<Logged>, u64), Box
         .query_async::<()>(control.conn())
         .await?;
     config_set(control, "slowlog-max-len", SLOWLOG_DEFAULT_LEN).await?;
-    let logged = parse_slowlog(&entries)?
+    Ok(parse_slowlog(&entries)?
         .into_iter()
         .filter(|e| {
             e.args
                 .first()
                 .is_some_and(|c| !OWN_COMMANDS.contains(&c.to_ascii_lowercase().as_str()))
         })
-        .collect();
-    Ok((logged, profile_ns))
+        .collect())
 }
 
 async fn config_set(control: &mut Control, name: &str, value: &str) -> Result<(), BoxError> {
@@ -326,7 +340,7 @@ fn parse_slowlog(reply: &Value) -> Result<Vec<Logged>, BoxError> {
 }
 
 /// SHA1 → script name, for every script dlock-core and dlock-scheduler send.
-fn script_names() -> HashMap<String, String> {
+pub(crate) fn script_names() -> HashMap<String, String> {
     let mut names: HashMap<String, String> = Source::ALL
         .into_iter()
         .map(|source| {
@@ -371,6 +385,9 @@ fn scheduler_scripts() -> Vec<(&'static str, String)> {
         script!(common "finish.lua"),
         script!(common "renew_attempt.lua"),
         script!(common "take_retry.lua"),
+        script!(common "once.lua"),
+        script!(common "once_cancel.lua"),
+        script!("once_trim.lua"),
         script!("request.lua"),
         script!("resume.lua"),
         script!("schedule.lua"),
@@ -456,12 +473,12 @@ impl Section for SchedScaleResult {
                 row.jobs,
                 row.profile_s,
                 row.profile_occurrences,
-                profile_line(row, &row.profile)
+                profile_line(&row.profile, row.profile_occurrences)
             );
             let _ = writeln!(
                 out,
                 "… and inside those scripts, by command: {}  ",
-                profile_line(row, &row.profile_in_scripts)
+                profile_line(&row.profile_in_scripts, row.profile_occurrences)
             );
         }
         out.push('\n');
@@ -493,22 +510,23 @@ impl Section for SchedScaleResult {
     }
 }
 
-/// The first [`PROFILE_ROWS`] entries of one of a row's profiles.
-fn profile_line(row: &ScaleRow, profile: &[(String, Cost)]) -> String {
+/// The first [`PROFILE_ROWS`] entries of a profile, per one of `per` (occurrences, one-off
+/// jobs): µs · calls · share of the total time.
+pub(crate) fn profile_line(profile: &[(String, Cost)], per: u64) -> String {
     let total: u64 = profile.iter().map(|(_, c)| c.usec).sum();
-    let per = |n: u64| ratio(n, row.profile_occurrences);
+    let each = |n: u64| ratio(n, per);
     let shown = profile.iter().take(PROFILE_ROWS);
     let parts: Vec<String> = shown
         .map(|(name, c)| {
             format!(
                 "{name} {:.1} · {:.2} · {:.0} %",
-                per(c.usec),
-                per(c.calls),
+                each(c.usec),
+                each(c.calls),
                 share_pct(c.usec, total)
             )
         })
         .collect();
-    format!("total {:.1} µs; {}", per(total), parts.join("; "))
+    format!("total {:.1} µs; {}", each(total), parts.join("; "))
 }
 
 /// Timing and correctness, a row per N.
@@ -571,13 +589,13 @@ const COSTS: [Col<ScaleRow>; 9] = [
 ];
 
 /// Wall-clock time, Unix ms: occurrences are wall-clock instants.
-fn wall_ms() -> Result<u64, BoxError> {
+pub(crate) fn wall_ms() -> Result<u64, BoxError> {
     Ok(u64::try_from(
         SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis(),
     )?)
 }
 
-fn sleep_until_wall(at_ms: u64) -> Result<(), BoxError> {
+pub(crate) fn sleep_until_wall(at_ms: u64) -> Result<(), BoxError> {
     let now = wall_ms()?;
     if at_ms > now {
         std::thread::sleep(Duration::from_millis(at_ms - now));

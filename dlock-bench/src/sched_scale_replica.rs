@@ -1,8 +1,10 @@
-//! A replica of the scheduler scale stage (`dlock-bench sched-scale-replica`), issue #31: one
+//! A replica of the scheduler scale stages (`dlock-bench sched-scale-replica`), issue #31: one
 //! `dlock_scheduler::Scheduler` with no job in code and one handler registered by name
-//! ([`SCHED_SCALE_HANDLER`]), default options, replica id `r<process>`. The parent's admin
-//! client adds the run-time schedules that name the handler (`scale:<i>`, 1-second cron); this
-//! replica follows them as every replica does.
+//! ([`SCHED_SCALE_HANDLER`]), default options, replica id `r<process>`. In `sched-scale` the
+//! parent's admin client adds the run-time schedules that name the handler (`scale:<i>`,
+//! 1-second cron); in `sched-oneoff` it enqueues one-off jobs of the handler (`run_at`, the
+//! argument is the job's index), which run as the hidden job `once:<handler>`
+//! ([`ONE_OFF_JOB`]). This replica follows and claims both as every replica does.
 //!
 //! The handler sends nothing to Redis, so the window's Redis figures are the scheduler's alone:
 //! its first act is to read the wall clock, and it keeps `(schedule i, occurrence s, start −
@@ -11,7 +13,8 @@
 //! start by the Redis server's clock − the nominal instant, at µs resolution (the ledger's
 //! `start_delay()` is the claim's time, ms resolution, before the lock and the ledger's
 //! "running" record). The parent merges the three replicas' runs: who ran each occurrence, how
-//! often.
+//! often. A one-off run is kept as its index, due time, and the handler's start and end by the
+//! wall clock ([`OneOffRun`]).
 //!
 //! Protocol: builds its client and scheduler (connection opened), prints `READY`, starts on
 //! `GO`, runs until `STOP` (graceful shutdown, drain up to 5 s), prints `RESULT` with its runs
@@ -36,6 +39,9 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// The prefix of every run-time schedule of the stage: `scale:<i>`, i = 0 … N − 1.
 pub(crate) const SCHEDULE_PREFIX: &str = "scale:";
 
+/// The hidden job whose runs are the handler's one-off jobs (`once:<handler>`).
+pub(crate) const ONE_OFF_JOB: &str = "once:scale_tick";
+
 /// The name of schedule `i`.
 pub(crate) fn schedule_name(i: u64) -> String {
     format!("{SCHEDULE_PREFIX}{i}")
@@ -45,13 +51,20 @@ pub(crate) fn schedule_name(i: u64) -> String {
 /// − the occurrence (µs, wall clock; negative = started early).
 pub(crate) type ScaleRun = (u32, i64, i64);
 
+/// One run of a one-off job: its index (the job's argument), its due time (Unix ms, the
+/// context's occurrence), and the handler's start and end by the wall clock (Unix µs).
+pub(crate) type OneOffRun = (u32, i64, u64, u64);
+
 /// What one replica reports to the parent.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct ScaleReplicaReport {
     pub(crate) id: String,
     /// Every scheduled run of its handler (manual runs: none are requested).
     pub(crate) runs: Vec<ScaleRun>,
-    /// Runs of a schedule whose name is not `scale:<i>` (0 expected).
+    /// Every run of a one-off job of the handler.
+    pub(crate) one_offs: Vec<OneOffRun>,
+    /// Runs of a schedule whose name is not `scale:<i>`, manual runs, and one-off runs whose
+    /// argument is not an index (0 expected).
     pub(crate) foreign: u64,
     /// Seconds from `GO` to the end of shutdown, and the process's CPU time over them.
     pub(crate) run_s: f64,
@@ -80,6 +93,7 @@ pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
     print_result(&ScaleReplicaReport {
         id: replica_id(replica),
         runs: recorded.runs,
+        one_offs: recorded.one_offs,
         foreign: recorded.foreign,
         run_s: ns_to_s(run_ns),
         cpu_us,
@@ -90,6 +104,7 @@ pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
 #[derive(Debug, Default)]
 struct Recorded {
     runs: Vec<ScaleRun>,
+    one_offs: Vec<OneOffRun>,
     foreign: u64,
 }
 
@@ -105,7 +120,19 @@ async fn set_up(
         let at_us = wall_us();
         let runs = runs.clone();
         async move {
-            let delay_us = i64::try_from(at_us?)? - ctx.occurrence().timestamp_micros();
+            let at_us = at_us?;
+            if ctx.job() == ONE_OFF_JOB {
+                let index = ctx.args::<u32>().ok();
+                let due_ms = ctx.occurrence().timestamp_millis();
+                let end_us = wall_us()?;
+                let mut recorded = runs.lock().unwrap_or_else(PoisonError::into_inner);
+                match index {
+                    Some(i) => recorded.one_offs.push((i, due_ms, at_us, end_us)),
+                    None => recorded.foreign += 1,
+                }
+                return Ok::<(), BoxError>(());
+            }
+            let delay_us = i64::try_from(at_us)? - ctx.occurrence().timestamp_micros();
             let index = ctx
                 .job()
                 .strip_prefix(SCHEDULE_PREFIX)

@@ -84,6 +84,19 @@ pub(crate) const SCHED_SCALE_WARMUP: Duration = Duration::from_secs(3);
 /// schedules added together comes in bursts, once per job and replica in any 5 s.
 pub(crate) const SCHED_SCALE_PROFILE_S: u64 = 5;
 
+/// One-off stage (issue #31, `sched-oneoff`): the due instant T of the burst is the first whole
+/// second at least this long after the enqueue starts, plus [`SCHED_ONEOFF_BUDGET_PER_JOB`] per
+/// one-off: room for the enqueue (one `run_at` after the other), so that it ends before T.
+pub(crate) const SCHED_ONEOFF_LEAD: Duration = Duration::from_secs(2);
+/// One-off stage: the enqueue time allowed per one-off when T is chosen (measured: well under).
+pub(crate) const SCHED_ONEOFF_BUDGET_PER_JOB: Duration = Duration::from_millis(1);
+/// One-off stage: the enqueue must end at least this long before T, or the stage fails (the
+/// burst would overlap the enqueue).
+pub(crate) const SCHED_ONEOFF_MARGIN: Duration = Duration::from_secs(1);
+/// One-off stage: the profile burst (`SLOWLOG`, after the measured one) is this fraction of the
+/// measured burst's size (1,000 of 10,000): its `SLOWLOG GET` stays a few tens of MB.
+pub(crate) const SCHED_ONEOFF_PROFILE_DIVISOR: u64 = 10;
+
 /// A delivery mode of the scheduler's job, as the delivery comparison runs it (issue #30).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum SchedDelivery {
@@ -166,6 +179,8 @@ pub(crate) struct Counts {
     pub(crate) sched_scale_jobs: [u64; 3],
     /// Scheduler scale stage: seconds (= occurrences of each schedule) in each window.
     pub(crate) sched_scale_window_s: u64,
+    /// Scheduler one-off stage (issue #31): one-off jobs due at the same instant.
+    pub(crate) sched_oneoff_jobs: u64,
     /// `--scale` (`make bench-scale`): the scale workloads (W6–W8, Cluster) at their full sizes.
     pub(crate) scale: bool,
     /// W6: numbers of locks one client holds under the watchdog, one run each (0: not run).
@@ -205,6 +220,7 @@ impl Counts {
         sched_kills: 6,
         sched_scale_jobs: [100, 300, 1_000],
         sched_scale_window_s: 10,
+        sched_oneoff_jobs: 10_000,
         scale: false,
         w6_locks: [10_000, 0, 0],
         w6_ttl_s: [3, 0],
@@ -236,6 +252,7 @@ impl Counts {
         sched_kills: 2,
         sched_scale_jobs: [100, 0, 0],
         sched_scale_window_s: 3,
+        sched_oneoff_jobs: 1_000,
         scale: false,
         w6_locks: [1_000, 0, 0],
         w6_ttl_s: [3, 0],
