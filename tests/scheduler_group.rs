@@ -270,7 +270,9 @@ async fn a_run_waiting_for_a_slot_at_shutdown_leaves_the_queue_and_is_recorded_c
         .await;
     };
     let stopped = scheduler.run_until(scenario, Duration::from_secs(5)).await;
-    assert_eq!(stopped.drained, 1, "{stopped:?}");
+    // The wait ends when the shutdown begins (not at the drain deadline): the run may have
+    // ended before the drain counted it, so only "not cancelled at the deadline" is certain.
+    assert_eq!(stopped.cancelled, 0, "{stopped:?}");
 
     let runs = scheduler.history("yearly").await.unwrap();
     let [run] = &runs[..] else {

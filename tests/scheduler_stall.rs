@@ -31,8 +31,9 @@ const EVERY_SECOND: &str = "* * * * * *";
 /// with several processes) a 300 ms heartbeat's stall once showed after 2.2 s.
 const HEARTBEAT: Duration = dlock_scheduler::DEFAULT_HEARTBEAT;
 /// What the test allows on top of the three heartbeats: its own polling of the registry (every
-/// 20 ms, one read each) and the processes' scheduling on a busy 2-core machine.
-const SLACK: Duration = Duration::from_millis(500);
+/// 20 ms, one read each) and the processes' scheduling on a busy 2-core machine, where `make
+/// test` runs multi-process scheduler tests beside this one (3.7 s was seen once with 500 ms).
+const SLACK: Duration = Duration::from_millis(1000);
 /// A no-fault fire delay is a few ms; a replica that waited for a stalled replica's turn starts
 /// at the turn grace (500 ms) or later.
 const NO_FAULT: Duration = Duration::from_millis(250);

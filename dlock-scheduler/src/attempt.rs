@@ -488,19 +488,32 @@ async fn record(
             dlock_core::__private::publish_command(&shared.client),
         ),
     };
-    match ledger::record(&shared.client, &entry.keys, &how, outcome).await {
-        Ok(Recorded::Retry(due)) => {
-            crate::metrics::retried(&entry.job.name, outcome.code());
-            tracing::info!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), %outcome, next_attempt_ms = due, "dlock-scheduler: attempt ended; the next attempt is scheduled");
-            Some(Recorded::Retry(due))
-        }
-        Ok(recorded) => Some(recorded),
-        Err(e) => {
-            tracing::warn!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
-            None
+    // finish.lua is retry-safe (the same record twice is one), so a request that timed out or
+    // lost its connection is sent once more: a record lost to one slow reply would leave the
+    // run looking abandoned once its lock is released.
+    let mut sent = 0;
+    loop {
+        sent += 1;
+        match ledger::record(&shared.client, &entry.keys, &how, outcome).await {
+            Ok(Recorded::Retry(due)) => {
+                crate::metrics::retried(&entry.job.name, outcome.code());
+                tracing::info!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), %outcome, next_attempt_ms = due, "dlock-scheduler: attempt ended; the next attempt is scheduled");
+                return Some(Recorded::Retry(due));
+            }
+            Ok(recorded) => return Some(recorded),
+            Err(e) if sent < RECORD_SENDS && (e.is_timeout() || e.is_connection()) => {
+                tracing::debug!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: recording the run failed; sending it once more");
+            }
+            Err(e) => {
+                tracing::warn!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not record the run");
+                return None;
+            }
         }
     }
 }
+
+/// How many times a run's record is sent at most when Redis does not answer in time.
+const RECORD_SENDS: u32 = 2;
 
 #[cfg(test)]
 mod tests {
