@@ -286,7 +286,7 @@ pub(crate) async fn renew_attempt(
 /// renew nor withdraw; a failed attempt is retried after its backoff; the last attempt's
 /// outcome is final.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -311,14 +311,16 @@ mod tests {
             .unwrap()
     }
 
-    async fn record(
+    /// Records `outcome` of run `run_id` for the attempt `token` (fence 7), as an attempt does.
+    pub(crate) async fn record(
         shared: &Shared,
         entry: &JobEntry,
+        run_id: &str,
         token: &str,
         outcome: &RunOutcome,
     ) -> Recorded {
         let how = Recording {
-            run_id: "1000",
+            run_id,
             token,
             fence: Some(7),
             delivery: entry.job.delivery,
@@ -331,7 +333,7 @@ mod tests {
 
     /// Asks `take_retry.lua` until it claims an attempt for `token`, sleeping until the first
     /// pending run is due (an attempt's lease deadline) as its replies say.
-    async fn retry_for(shared: &Shared, entry: &JobEntry, token: &str) -> Retry {
+    pub(crate) async fn retry_for(shared: &Shared, entry: &JobEntry, token: &str) -> Retry {
         for _ in 0..20 {
             match take_retry(shared, entry, token).await.unwrap() {
                 Retries::Claimed(retry) => return retry,
@@ -366,7 +368,7 @@ mod tests {
 
         claim_first(&shared, &entry, "A").await;
         assert_eq!(
-            record(&shared, &entry, "A", &RunOutcome::Running).await,
+            record(&shared, &entry, "1000", "A", &RunOutcome::Running).await,
             Recorded::Done
         );
         assert!(renew_attempt(&shared, &entry, "1000", "A").await.unwrap());
@@ -379,7 +381,7 @@ mod tests {
         assert!(!renew_attempt(&shared, &entry, "1000", "A").await.unwrap());
         let cancelled = RunOutcome::Cancelled("lost".into());
         assert_eq!(
-            record(&shared, &entry, "A", &cancelled).await,
+            record(&shared, &entry, "1000", "A", &cancelled).await,
             Recorded::Superseded
         );
         assert!(!withdraw(&shared, &entry, "1000", "A").await.unwrap());
@@ -393,18 +395,24 @@ mod tests {
         assert!(renew_attempt(&shared, &entry, "1000", "B").await.unwrap());
         let failed = RunOutcome::Failed("boom".into());
         assert!(matches!(
-            record(&shared, &entry, "B", &failed).await,
+            record(&shared, &entry, "1000", "B", &failed).await,
             Recorded::Retry(_)
         ));
         assert!(!renew_attempt(&shared, &entry, "1000", "B").await.unwrap());
         let third = retry_for(&shared, &entry, "C").await;
         assert_eq!(third.attempt, 3);
         let ok = RunOutcome::Succeeded;
-        assert_eq!(record(&shared, &entry, "C", &ok).await, Recorded::Done);
-        // Retry safety: the same outcome again changes nothing.
-        assert_eq!(record(&shared, &entry, "C", &ok).await, Recorded::Done);
         assert_eq!(
-            record(&shared, &entry, "B", &ok).await,
+            record(&shared, &entry, "1000", "C", &ok).await,
+            Recorded::Done
+        );
+        // Retry safety: the same outcome again changes nothing.
+        assert_eq!(
+            record(&shared, &entry, "1000", "C", &ok).await,
+            Recorded::Done
+        );
+        assert_eq!(
+            record(&shared, &entry, "1000", "B", &ok).await,
             Recorded::Superseded
         );
 

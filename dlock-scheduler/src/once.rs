@@ -458,10 +458,11 @@ mod tests {
     use dlock_testkit::RedisServer;
 
     use super::*;
-    use crate::claim::{self, Retries, Retry};
+    use crate::claim::tests::{record, retry_for};
+    use crate::claim::{self, Retries};
     use crate::handler::HandlerOptions;
     use crate::job::Delivery;
-    use crate::ledger::{self, Recorded, Recording};
+    use crate::ledger::Recorded;
     use crate::shared::{JobEntry, Shared};
 
     fn scheduler(url: &str, delivery: Delivery) -> Scheduler {
@@ -478,39 +479,6 @@ mod tests {
         let shared = scheduler.shared.clone();
         let entry = shared.once["send_report"].clone();
         (shared, entry)
-    }
-
-    async fn record(
-        shared: &Shared,
-        entry: &JobEntry,
-        retry: &Retry,
-        token: &str,
-        outcome: &RunOutcome,
-    ) -> Recorded {
-        let how = Recording {
-            run_id: &retry.run_id,
-            token,
-            fence: Some(7),
-            delivery: entry.job.delivery,
-            wake: (&entry.keys.wake, &entry.job.name, "PUBLISH"),
-        };
-        ledger::record(&shared.client, &entry.keys, &how, outcome)
-            .await
-            .unwrap()
-    }
-
-    /// Asks `take_retry.lua` until it claims a run for `token`, sleeping until the first
-    /// pending run is due as its replies say.
-    async fn claim_due(shared: &Shared, entry: &JobEntry, token: &str) -> Retry {
-        for _ in 0..20 {
-            match claim::take_retry(shared, entry, token).await.unwrap() {
-                Retries::Claimed(retry) => return retry,
-                Retries::Again => {}
-                Retries::Idle(Some(due)) => tokio::time::sleep(shared.clock.until(due)).await,
-                Retries::Idle(None) => panic!("no one-off is pending"),
-            }
-        }
-        panic!("no one-off became due");
     }
 
     #[tokio::test]
@@ -549,17 +517,17 @@ mod tests {
             _ => panic!("a one-off was claimed before it was due"),
         }
 
-        let retry = claim_due(&shared, &entry, "A").await;
+        let retry = retry_for(&shared, &entry, "A").await;
         assert_eq!((retry.run_id.as_str(), retry.attempt), (id.run_id(), 1));
         assert!(retry.manual);
         assert_eq!(retry.occurrence, pending.occurrence);
         assert_eq!(retry.args.as_deref(), Some(r#"{"tenant":"acme"}"#));
         assert_eq!(
-            record(&shared, &entry, &retry, "A", &RunOutcome::Running).await,
+            record(&shared, &entry, &retry.run_id, "A", &RunOutcome::Running).await,
             Recorded::Done
         );
         assert_eq!(
-            record(&shared, &entry, &retry, "A", &RunOutcome::Succeeded).await,
+            record(&shared, &entry, &retry.run_id, "A", &RunOutcome::Succeeded).await,
             Recorded::Done
         );
 
@@ -703,9 +671,9 @@ mod tests {
             .run_at("send_report", Utc::now(), &1)
             .await
             .unwrap();
-        let retry = claim_due(&shared, &entry, "A").await;
+        let retry = retry_for(&shared, &entry, "A").await;
         assert_eq!(
-            record(&shared, &entry, &retry, "A", &RunOutcome::Running).await,
+            record(&shared, &entry, &retry.run_id, "A", &RunOutcome::Running).await,
             Recorded::Done
         );
         // A is killed: it stops renewing. Once its lease lapses the run is settled abandoned,
@@ -735,16 +703,16 @@ mod tests {
             .run_at("send_report", Utc::now(), &1)
             .await
             .unwrap();
-        let first = claim_due(&shared, &entry, "A").await;
+        let first = retry_for(&shared, &entry, "A").await;
         assert_eq!(
-            record(&shared, &entry, &first, "A", &RunOutcome::Running).await,
+            record(&shared, &entry, &first.run_id, "A", &RunOutcome::Running).await,
             Recorded::Done
         );
-        let second = claim_due(&shared, &entry, "B").await;
+        let second = retry_for(&shared, &entry, "B").await;
         assert_eq!((second.run_id.as_str(), second.attempt), (id.run_id(), 2));
         assert_eq!(second.args.as_deref(), Some("1"));
         assert_eq!(
-            record(&shared, &entry, &second, "B", &RunOutcome::Succeeded).await,
+            record(&shared, &entry, &second.run_id, "B", &RunOutcome::Succeeded).await,
             Recorded::Done
         );
         let run = scheduler.one_off(&id).await.unwrap().unwrap();
@@ -780,8 +748,8 @@ mod tests {
             .await
             .unwrap();
         for _ in 0..4 {
-            let retry = claim_due(&shared, &entry, "A").await;
-            record(&shared, &entry, &retry, "A", &RunOutcome::Succeeded).await;
+            let retry = retry_for(&shared, &entry, "A").await;
+            record(&shared, &entry, &retry.run_id, "A", &RunOutcome::Succeeded).await;
         }
         let mut invocation = scripts::ONCE_TRIM.prepare_invoke();
         invocation
