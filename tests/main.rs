@@ -26,6 +26,7 @@ mod fencing;
 mod fifo_expiry;
 mod foreign_data;
 mod guard_drop;
+mod guarded_write;
 mod holder_crash;
 mod inspect;
 mod invalid_input;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::guarded::GuardedWrite;
 use crate::hold;
 use crate::hold::Hold;
 use crate::lease::{HoldRelease, Lease, LeaseCore, LeaseLost};
@@ -142,6 +143,12 @@ impl MutexGuard {
         Lease {
             core: self.lease_core().clone(),
         }
+    }
+
+    /// A batch of Redis writes applied only while this hold is still ours, checked in the same
+    /// atomic step; see [`GuardedWrite`].
+    pub fn guarded(&self) -> GuardedWrite {
+        GuardedWrite::new(self.lease_core().clone())
     }
 
     /// Resolves when the lease is lost; see [`Lease::lost`].
@@ -377,6 +384,15 @@ macro_rules! hold_api {
             /// A token cancelled when the lease is lost.
             pub fn cancellation_token(&self) -> tokio_util::sync::CancellationToken {
                 self.guard.cancellation_token()
+            }
+
+            #[doc = concat!(
+                "A batch of Redis writes applied only while this ", $what, " is still ours \
+                 (its record in the lock, by the server's clock), checked in the same atomic \
+                 step; see [`crate::GuardedWrite`]."
+            )]
+            pub fn guarded(&self) -> $crate::GuardedWrite {
+                self.guard.guarded()
             }
 
             #[doc = concat!(

@@ -197,6 +197,13 @@ impl LockKeys {
         self.lock.get(name_at..end).unwrap_or(&self.lock)
     }
 
+    /// The client's key prefix, which every key of dlock starts with.
+    pub(crate) fn prefix(&self) -> &str {
+        self.lock
+            .get(..(self.name_at as usize).saturating_sub(1))
+            .unwrap_or_default()
+    }
+
     /// The lock's Redis Cluster slot (that of its name: the hash tag).
     pub(crate) fn slot(&self) -> usize {
         slot(self.name())
@@ -206,10 +213,7 @@ impl LockKeys {
     /// allocation.
     pub(crate) fn counter(&self) -> FenceCounter<'_> {
         FenceCounter {
-            prefix: self
-                .lock
-                .get(..(self.name_at as usize).saturating_sub(1))
-                .unwrap_or_default(),
+            prefix: self.prefix(),
             tag: slot_tag(slot(self.name())),
         }
     }
@@ -234,6 +238,25 @@ const SLOTS: usize = 16384;
 /// The cluster slot of a key whose hash tag is `tag` (CRC16-XMODEM, as Redis computes it).
 fn slot(tag: &str) -> usize {
     usize::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS
+}
+
+/// The part of `key` that Redis Cluster hashes: what lies between the first `{` and the first
+/// `}` after it, when that is not empty; otherwise the whole key.
+pub(crate) fn hashed_part(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        let rest = &key[open + 1..];
+        if let Some(close) = rest.iter().position(|&b| b == b'}')
+            && close > 0
+        {
+            return &rest[..close];
+        }
+    }
+    key
+}
+
+/// The cluster slot of any key (its hash tag, or the whole key without one).
+pub(crate) fn key_slot(key: &[u8]) -> usize {
+    usize::from(crc16::State::<crc16::XMODEM>::calculate(hashed_part(key))) % SLOTS
 }
 
 /// A short hash tag of letters and digits that hashes to `slot`: for each slot, the first in
@@ -374,6 +397,12 @@ mod tests {
         assert_eq!(super::slot(tag), super::slot("order:42"));
         // Redis's own figure for this tag (`CLUSTER KEYSLOT order:42` is 8691).
         assert_eq!(super::slot("order:42"), 8691);
+        // Any key, by Redis's hash-tag rule: the first `{…}` that is not empty.
+        assert_eq!(super::key_slot(b"balance:{order:42}"), 8691);
+        assert_eq!(super::key_slot(b"order:42"), 8691);
+        assert_eq!(super::hashed_part(b"a{}b{c}"), b"a{}b{c}");
+        assert_eq!(super::hashed_part(b"a{b}{c}"), b"b");
+        assert_eq!(super::hashed_part(b"a{b"), b"a{b");
         assert_eq!(
             LockKeys::from_lock_key("{x}").counter().to_string(),
             LockKeys::new("", "x").counter().to_string()

@@ -87,10 +87,10 @@
 //!
 //! | floor | module | what lives there |
 //! |---|---|---|
-//! | facade | `client`, `quorum`, `inspect`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`QuorumMutex`], one lock over N independent masters (Redlock) on the clients' mutexes, with fences committed on a majority; [`HolderInfo`], [`Client::force_unlock`]; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
+//! | facade | `client`, `quorum`, `inspect`, `fenced`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`QuorumMutex`], one lock over N independent masters (Redlock) on the clients' mutexes, with fences committed on a majority; [`HolderInfo`], [`Client::force_unlock`]; [`Client::fenced_set`], a write refused to a smaller fencing token than the stored one; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
 //! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared`, `multilock`, `election` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once; [`MultiLock`], mutexes taken together in one canonical order; [`Election`], leadership as a watchdog-renewed mutex hold with an owner-checked leader record |
 //! | client state | `context` | what every handle and guard of a client shares |
-//! | holds | `guard`, `hold` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns) |
+//! | holds | `guard`, `hold`, `guarded` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns); [`GuardedWrite`], writes applied only while the hold is still ours |
 //! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], releasing and extending, the client's held leases; batched renewal with paced retries |
 //! | transport | `transport`, `wait`, `listen`, `durable`, `conn`, `sentinel`, `tls_probe` | the timed script call, background releases; waiters, wake channels, grants; other subscriptions on the client's connection (the scheduler's); replica acknowledgement of grants (`WAIT` on a connection of its own, coalesced); the connection (standalone, cluster, or the master the sentinels name), rebuilt when its runtime ends or the master changes; asking sentinels for the master and hearing `+switch-master`; errors that name the server, what its port speaks (a plain/TLS mix-up, not Redis) and what a permission refusal lacked |
 //! | ground | `scripts`, `options`, `timing`, `key`, `token`, `keypart`, `runtime`, `error` | one Lua file per state change with typed replies and the wire formats; [`MutexOptions`] and their validation; lease arithmetic; names → keys; owner and [`FencingToken`]s; [`KeyPart`]; background tasks; [`Error`] / [`ErrorKind`] |
@@ -111,7 +111,9 @@ mod durable;
 mod election;
 mod error;
 mod fence_epoch;
+mod fenced;
 mod guard;
+mod guarded;
 mod hold;
 mod inspect;
 mod key;
@@ -145,7 +147,9 @@ pub use client::{
 pub use conn::Connection;
 pub use election::{Election, Leader, Leadership};
 pub use error::{Error, ErrorKind, Result};
+pub use fenced::{Fenced, fence_key};
 pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
+pub use guarded::{Guarded, GuardedWrite, Refused};
 pub use inspect::{HeldLock, HeldLocks, HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder};
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;

@@ -245,6 +245,15 @@ impl MultiGuard {
         self.guards.iter().map(MutexGuard::name)
     }
 
+    /// Guarded writes are not possible under several locks: their holds live in several
+    /// cluster slots, which no one script reaches. The batch this returns fails at
+    /// [`crate::GuardedWrite::exec`] with [`crate::ErrorKind::InvalidInput`] saying so; guard
+    /// the write with one member's [`MutexGuard::guarded`], or check the members' fencing
+    /// tokens where the data is ([`crate::Client::fenced_set`]).
+    pub fn guarded(&self) -> crate::GuardedWrite {
+        crate::GuardedWrite::cannot("MultiGuard")
+    }
+
     /// One fencing token per member, in [`MultiGuard::names`] order (issued on demand, all in
     /// one go).
     ///

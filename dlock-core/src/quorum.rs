@@ -625,6 +625,14 @@ impl QuorumGuard {
         &self.name
     }
 
+    /// Guarded writes are not possible under a quorum lock: its holds live on several
+    /// independent servers, which no one script reaches. The batch this returns fails at
+    /// [`crate::GuardedWrite::exec`] with [`crate::ErrorKind::InvalidInput`] saying so; check
+    /// the fencing token where the data is ([`crate::Client::fenced_set`]).
+    pub fn guarded(&self) -> crate::GuardedWrite {
+        crate::GuardedWrite::cannot("QuorumGuard")
+    }
+
     /// The fencing token committed on a majority: larger than that of every earlier holder of
     /// this quorum lock (see the module documentation for the argument, and for how a node that
     /// restarted without its data is kept out for one TTL).

@@ -22,7 +22,9 @@
 //!   token to the list
 //!   `<name>:writes` (an unfenced store: only the holder's own check keeps it out); on loss
 //!   print `lost <reason>` and exit. A holder paused past its lease must notice the loss before
-//!   its next write.
+//!   its next write. With `guarded=1` it checks nothing itself: it appends with a guarded
+//!   write (`guard.guarded().rpush(…)`) to `{<name>}:writes` instead, and on a refusal prints
+//!   `refused <why>` and exits.
 //! * `wait url=… name=… ttl_ms=… [hold_ms=0]` — acquire (waiting), then print
 //!   `acquired fence=F inspect_fence=G remaining_ms=R held=B` (`G`: the holder's fence as the
 //!   server reports it right after), hold `hold_ms`, release and exit.
@@ -296,8 +298,22 @@ async fn write(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     report(&format!("acquired {fence}"));
     let period = Duration::from_millis(num(opts, "period_ms", 20)?);
     let mut con = target(opts)?.plain().await?;
+    let guarded = num(opts, "guarded", 0)? == 1;
     loop {
         tokio::time::sleep(period).await;
+        if guarded {
+            // No check of its own: the guarded write is the check, in Redis.
+            let outcome = guard
+                .guarded()
+                .rpush(format!("{{{name}}}:writes"), fence)
+                .exec()
+                .await?;
+            if let dlock_core::Guarded::Refused(why) = outcome {
+                report(&format!("refused {why:?}"));
+                return Ok(());
+            }
+            continue;
+        }
         // Check before every write: a pause may have outlived the lease.
         if !lease.is_held() {
             let lost = lease.lost().await;

@@ -154,7 +154,11 @@ fn loop_fault(
         }
         if panics {
             report("loop fault panic");
-            panic!("dlock-test-worker: the job loop panics (loop_fault=panic)");
+            // Unwinds like `panic!` without the panic hook: the expected fault prints no
+            // backtrace into the test's output, where CI's excerpt would lose the real failure.
+            std::panic::resume_unwind(Box::new(
+                "dlock-test-worker: the job loop panics (loop_fault=panic)",
+            ));
         }
         report("loop fault block");
         // The loop's task waits while the runtime goes on: `block_in_place` hands this

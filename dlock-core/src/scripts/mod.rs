@@ -50,11 +50,15 @@ pub enum Source {
     ElectionRead,
     /// `inspect.lua`.
     Inspect,
+    /// `guarded.lua` (with `common.lua` and `shared.lua`).
+    Guarded,
+    /// `fenced.lua`.
+    Fenced,
 }
 
 impl Source {
     /// Every script, once.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 15] = [
         Self::Acquire,
         Self::Release,
         Self::Fence,
@@ -68,6 +72,8 @@ impl Source {
         Self::Election,
         Self::ElectionRead,
         Self::Inspect,
+        Self::Guarded,
+        Self::Fenced,
     ];
 
     /// The script's text as it is loaded into Redis.
@@ -99,6 +105,10 @@ impl Source {
             Self::Election => include_str!("election.lua"),
             Self::ElectionRead => include_str!("election_read.lua"),
             Self::Inspect => include_str!("inspect.lua"),
+            Self::Guarded => {
+                return Cow::Owned(format!("{SHARED}{}", include_str!("guarded.lua")));
+            }
+            Self::Fenced => include_str!("fenced.lua"),
         };
         Cow::Borrowed(text)
     }
@@ -119,6 +129,8 @@ impl Source {
             Self::Election => &ELECTION,
             Self::ElectionRead => &ELECTION_READ,
             Self::Inspect => &INSPECT,
+            Self::Guarded => &GUARDED,
+            Self::Fenced => &FENCED,
         }
     }
 }
@@ -167,6 +179,12 @@ pub(crate) static ELECTION_READ: LazyLock<Script> = LazyLock::new(|| built(Sourc
 
 /// Reads the holder, fence and queue length of a lock.
 pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| built(Source::Inspect));
+
+/// A batch of writes run only while the caller's hold is its own (`guarded.rs`).
+pub(crate) static GUARDED: LazyLock<Script> = LazyLock::new(|| built(Source::Guarded));
+
+/// A write refused when a larger fencing token wrote before (`fenced.rs`).
+pub(crate) static FENCED: LazyLock<Script> = LazyLock::new(|| built(Source::Fenced));
 
 /// One script call: `EVALSHA <sha> <numkeys> <keys…> <args…>`.
 pub(crate) struct Call {
@@ -607,6 +625,16 @@ pub(crate) fn ints<const N: usize>(reply: &Value) -> Option<[i64; N]> {
         *slot = int(item)?;
     }
     Some(out)
+}
+
+/// A string reply (bulk or simple) as text; `None` for another reply or bytes that are not
+/// UTF-8.
+pub(crate) fn text(reply: &Value) -> Option<String> {
+    match reply {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// An integer reply (or an integer sent as a string).
