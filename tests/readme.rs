@@ -18,7 +18,7 @@ const README: &str = include_str!("../README.md");
 const BENCHMARKS: &str = include_str!("../BENCHMARKS.md");
 /// How long the benchmark report may grow (issue #28): one screen per workload, not a journal.
 const BENCHMARKS_MAX_LINES: usize = 400;
-const PROGRAMS: [(&str, &str); 6] = [
+const PROGRAMS: [(&str, &str); 7] = [
     (
         "quickstart",
         include_str!("../examples/readme/src/bin/quickstart.rs"),
@@ -35,6 +35,10 @@ const PROGRAMS: [(&str, &str); 6] = [
     (
         "leader",
         include_str!("../examples/readme/src/bin/leader.rs"),
+    ),
+    (
+        "ledger",
+        include_str!("../examples/readme/src/bin/ledger.rs"),
     ),
     (
         "lottery_job",
@@ -262,6 +266,9 @@ fn the_readme_programs_run_against_redis() {
     assert!(out.contains("leading with fencing token"), "{out}");
     assert!(out.contains("observers see the new leader"), "{out}");
     assert!(out.contains("resigned: Released"), "{out}");
+    let out = run(env!("CARGO_BIN_EXE_readme-ledger"), &url);
+    assert!(out.contains("balance 1250"), "{out}");
+    assert!(out.contains("statement written under fence"), "{out}");
     let out = run(env!("CARGO_BIN_EXE_readme-prices"), &url);
     assert!(out.contains("reading with fencing token"), "{out}");
     assert!(out.contains("upgraded: Released"), "{out}");
