@@ -116,7 +116,11 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, stop: CancellationToken) {
                 tracing::debug!(error = %e, "dlock-scheduler: could not renew the job registry entry");
             }
         };
-        tokio::join!(join_all(beats), registered);
+        // The beats first: once the entry says a loop stalled, its replica is already out of
+        // that job's turns (a reader of the registry never sees "stalled" while the others
+        // still wait for its turn). One round trip more per heartbeat, once a heartbeat.
+        join_all(beats).await;
+        registered.await;
         let asleep = Instant::now();
         let slept = stop.run_until_cancelled(tokio::time::sleep(shared.heartbeat));
         if slept.await.is_none() {
