@@ -15,7 +15,7 @@ own redis-server
 
 usage: dlock-bench [--quick | --scale]
                    [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale,
-                           sched-oneoff]
+                           sched-oneoff,guarded]
                    [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
@@ -33,7 +33,8 @@ usage: dlock-bench [--quick | --scale]
                    sched-scale = 100, 300 and 1,000 run-time schedules on a 1-second cron
                    across 3 replicas, 10 s each (--quick: 100, 3 s); sched-oneoff =
                    10,000 one-off jobs due at the same instant across 3 replicas
-                   (--quick: 1,000))
+                   (--quick: 1,000); guarded = a guarded write and fenced_set beside a
+                   plain SET, 20,000 writes each, one at a time (--quick: 2,000))
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -58,7 +59,7 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 13] = [
+pub(crate) const WORKLOADS: [&str; 14] = [
     "w1",
     "w2",
     "w3",
@@ -72,6 +73,7 @@ pub(crate) const WORKLOADS: [&str; 13] = [
     "sched",
     "sched-scale",
     "sched-oneoff",
+    "guarded",
 ];
 
 /// What to do.

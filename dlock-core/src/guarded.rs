@@ -557,15 +557,13 @@ mod tests {
     #[test]
     fn the_client_and_the_script_support_the_same_commands() {
         let lua = include_str!("scripts/guarded.lua");
-        let start = lua.find("local WRITES = {").expect("the table");
-        let end = start + lua[start..].find("\n}").expect("its end");
+        let start = lua.find("local WRITES = ").expect("the list");
+        let end = start + lua[start..].find("\n\n").expect("its end");
         let mut in_script: Vec<(String, String)> = lua[start..end]
-            .split([',', '\n'])
+            .split(|c: char| c.is_whitespace() || c == '\'')
             .filter_map(|entry| {
                 let (name, kind) = entry.split_once('=')?;
-                let name = name.trim();
-                let kind = kind.trim().trim_matches('\'');
-                (name.chars().all(|c| c.is_ascii_uppercase()) && !name.is_empty())
+                (!name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase()))
                     .then(|| (name.to_owned(), kind.to_owned()))
             })
             .collect();
