@@ -70,7 +70,7 @@ mod pay;
 mod routes;
 pub mod store;
 
-pub use cli::{Config, main, serve};
+pub use cli::{Config, StoreKind, main, serve};
 pub use error::PayError;
 pub use pay::Payments;
 pub use store::Receipt;
