@@ -416,7 +416,17 @@ pub(super) fn describe(e: &tokio_postgres::Error) -> String {
             }
             text
         }
-        None => e.to_string(),
+        None => {
+            // tokio-postgres's own text names the step ("error connecting to server"); the
+            // causes say what went wrong (no such socket, connection refused, a bad key).
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 
