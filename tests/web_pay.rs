@@ -461,6 +461,9 @@ pub(crate) async fn check_stale_tokens_are_refused(store: &Store, locks: &dlock_
     assert_eq!(store.claim(9, old_token).await.unwrap(), unpaid);
     assert_eq!(store.claim(9, new_token).await.unwrap(), unpaid);
     assert_eq!(store.claim(9, new_token).await.unwrap(), unpaid, "a retry");
+    // The old holder cannot take its claim back (its later write would then pass).
+    let claimed = Claimed::Stale { last: new_token };
+    assert_eq!(store.claim(9, old_token).await.unwrap(), claimed);
     // The old holder, paused past its lease, wakes up and writes: fenced out, although the
     // order is unpaid still.
     let stale = receipt(9, old_token, "old");

@@ -303,7 +303,14 @@ async fn a_store_that_cannot_connect_says_so() {
     };
     let wrong = format!("{} user=nobody_here", pg.url());
     let error = Store::postgres(&wrong).await.unwrap_err().to_string();
-    assert!(error.contains("nobody_here"), "{error}");
+    assert!(
+        error.contains("role \"nobody_here\" does not exist"),
+        "{error}"
+    );
+    let nowhere = "host=/nonexistent/dir port=5432 user=postgres";
+    let error = Store::postgres(nowhere).await.unwrap_err().to_string();
+    assert!(error.contains("error connecting to server: "), "{error}");
+    assert!(error.contains("No such file or directory"), "{error}");
 }
 
 /// The request mix of the figure: `orders` orders, each paid by one request, `clients` at a
