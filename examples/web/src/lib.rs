@@ -75,7 +75,7 @@
 //! | `cli` | configuration (flags or environment; [`Config`], [`StoreKind`]), start-up, graceful shutdown |
 //! | `routes` | the axum router and handlers: HTTP in, HTTP out |
 //! | `pay` | [`Payments::pay`], the function under `#[distributed_lock]`, and the simulated provider (its ledger in Redis) |
-//! | [`store`] | the orders, in Redis (`store/redis_store.rs` and its two Lua scripts) or PostgreSQL (`store/postgres_store.rs`); the fenced claim and record; the [`Receipt`] |
+//! | [`store`] | the orders, in Redis (`store/redis_store.rs` and its two Lua scripts) or PostgreSQL (`store/postgres_store.rs`); the fenced claim and record; what both answer in (`store/types.rs`: the [`Receipt`], the outcomes, the errors) |
 //! | `error` | [`PayError`] and its HTTP answers |
 //! | `log` | one log line at a time on stderr |
 

@@ -22,10 +22,11 @@ use std::time::Duration;
 use dlock_core::FencingToken;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::timeout;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
-use super::{Claimed, Order, Receipt, Recorded, StoreError, parse_fence};
+use super::types::{
+    Claimed, Order, Receipt, Recorded, StoreError, describe_postgres as describe, parse_fence,
+};
 use crate::log::log;
 
 /// Connections per replica: enough for a few payments in flight at once on a small machine.
@@ -400,45 +401,4 @@ impl OrderRow {
 fn parse_u64(id: u64, what: &str, text: &str) -> Result<u64, StoreError> {
     text.parse()
         .map_err(|_| StoreError::Corrupt(format!("order {id}: {what} {text:?}")))
-}
-
-/// The server's own words for a refused statement (severity, SQLSTATE, message, hint), else
-/// the client's error and its cause.
-pub(super) fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
-            if let Some(detail) = db.detail() {
-                text.push_str(&format!(" ({detail})"));
-            }
-            if let Some(hint) = db.hint() {
-                text.push_str(&format!("; hint: {hint}"));
-            }
-            text
-        }
-        None => {
-            // tokio-postgres's own text names the step ("error connecting to server"); the
-            // causes say what went wrong (no such socket, connection refused, a bad key).
-            let mut text = e.to_string();
-            let mut cause = std::error::Error::source(e);
-            while let Some(c) = cause {
-                text.push_str(&format!(": {c}"));
-                cause = c.source();
-            }
-            text
-        }
-    }
-}
-
-/// Connection trouble, a server shutting down or out of resources, a serialization failure
-/// or a deadlock: worth a retry. Anything else the server refused is not.
-pub(super) fn is_transient(e: &tokio_postgres::Error) -> bool {
-    let Some(code) = e.code() else {
-        // No SQLSTATE: the connection failed or closed.
-        return true;
-    };
-    let class = &code.code()[..2];
-    matches!(class, "08" | "53" | "57")
-        || *code == SqlState::T_R_SERIALIZATION_FAILURE
-        || *code == SqlState::T_R_DEADLOCK_DETECTED
 }

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 
 use dlock_core::FencingToken;
 
-use super::{Claimed, Order, Receipt, Recorded, StoreError, parse_fence};
+use super::types::{Claimed, Order, Receipt, Recorded, StoreError, parse_fence};
 
 /// Claims an unpaid order for a holder, fenced.
 static CLAIM_ORDER: LazyLock<redis::Script> =
