@@ -370,7 +370,9 @@ async fn pays_per_second_on_redis_and_postgres() {
         ("synchronous_commit", "on"),
         ("full_page_writes", "on"),
     ];
-    let stores: [(&str, Option<&[(&str, &str)]>); 3] = [
+    // A store's name, and the PostgreSQL settings it runs with (`None`: Redis).
+    type Variant<'a> = (&'a str, Option<&'a [(&'a str, &'a str)]>);
+    let stores: [Variant<'_>; 3] = [
         ("redis", None),
         ("postgres (fsync off)", Some(&[])),
         ("postgres (durable)", Some(&durable)),
