@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the tools the demo, tests and benchmark need are present on a Debian machine:
 # redis-server and redis-cli (installed with apt-get when missing), Chromium for the dashboard's
-# browser test (installed with apt-get when missing; without it that test is skipped with a
-# message), and the Rust toolchain with rustfmt and clippy. Safe to run repeatedly; does nothing
+# browser test and PostgreSQL 15 for the web example's PostgreSQL tests (each installed with
+# apt-get when missing; without it those tests are skipped with a message), and the Rust
+# toolchain with rustfmt and clippy. Safe to run repeatedly; does nothing
 # when everything is there.
 set -euo pipefail
 
@@ -55,6 +56,69 @@ if [ -z "${DLOCK_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
     echo "ensure-deps: chromium is missing and cannot be installed here (that needs root and apt-get):" >&2
     echo "  the dashboard's browser test will be skipped. Debian/Ubuntu (as root): apt-get install -y chromium," >&2
     echo "  or point DLOCK_CHROMIUM at a Chromium or Chrome binary." >&2
+  fi
+fi
+
+# PostgreSQL 15: tests/web_postgres.rs starts servers of its own (initdb + postgres in a temp
+# dir, dlock-testkit's PostgresServer), so only the programs are needed: the package must not
+# create or start a cluster. Not fatal when it cannot be had: those tests then say they are
+# skipped, and why. Looked for where the harness looks: $DLOCK_POSTGRES_BIN, Debian's
+# directory, `pg_config --bindir`.
+pg_found() {
+  local dir
+  for dir in "${DLOCK_POSTGRES_BIN:-}" /usr/lib/postgresql/15/bin \
+      "$(pg_config --bindir 2>/dev/null || true)"; do
+    if [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/postgres" ]; then
+      return 0
+    fi
+  done
+  return 1
+}
+if ! pg_found; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "ensure-deps: installing postgresql-15 (the web example's PostgreSQL tests) with apt-get, without a cluster" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    # postgresql-common reads this before the server package's postinst runs pg_createcluster:
+    # no main cluster (which would also be started). Kept on upgrades (UCF/dpkg: keep ours).
+    conf=/etc/postgresql-common/createcluster.conf
+    mkdir -p /etc/postgresql-common
+    if [ -f "$conf" ] && grep -q '^[[:space:]]*create_main_cluster' "$conf"; then
+      sed -i 's/^[[:space:]]*create_main_cluster.*/create_main_cluster = false/' "$conf"
+    else
+      echo 'create_main_cluster = false' >> "$conf"
+    fi
+    # And no service start during the install (invoke-rc.d asks policy-rc.d; 101 = refused),
+    # unless the machine already has a policy of its own.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy"
+      chmod 755 "$policy"
+      own_policy=1
+      trap 'rm -f "$policy"' EXIT
+    fi
+    online_before=$(pg_lsclusters --no-header 2>/dev/null | awk '$4 == "online" {print $1 "/" $2}' | tr '\n' ' ' || true)
+    if ! { apt-get update -qq && UCF_FORCE_CONFOLD=1 apt-get install -y -qq --no-install-recommends \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql-15 >/dev/null; }; then
+      echo "ensure-deps: could not install postgresql-15: the web example's PostgreSQL tests will be skipped." >&2
+    fi
+    if [ "$own_policy" = 1 ]; then
+      rm -f "$policy"
+      trap - EXIT
+    fi
+    # Nothing left running by the install: stop any cluster that came online during it.
+    for cluster in $(pg_lsclusters --no-header 2>/dev/null | awk '$4 == "online" {print $1 "/" $2}' || true); do
+      case " $online_before " in
+        *" $cluster "*) ;;
+        *) echo "ensure-deps: stopping PostgreSQL cluster $cluster, started by the install" >&2
+           pg_ctlcluster "${cluster%%/*}" "${cluster#*/}" stop || true ;;
+      esac
+    done
+  else
+    echo "ensure-deps: PostgreSQL 15 is missing and cannot be installed here (that needs root and apt-get):" >&2
+    echo "  the web example's PostgreSQL tests will be skipped. Debian/Ubuntu (as root):" >&2
+    echo "  apt-get install -y postgresql-15 (no cluster is needed), or point DLOCK_POSTGRES_BIN" >&2
+    echo "  at a directory holding initdb and postgres." >&2
   fi
 fi
 

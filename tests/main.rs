@@ -73,4 +73,5 @@ mod watchdog_limits;
 mod watchdog_outage;
 mod watchdog_pause;
 mod web_pay;
+mod web_postgres;
 mod with_lock;

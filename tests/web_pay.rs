@@ -28,7 +28,7 @@ use hyper_util::rt::TokioExecutor;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 use web::Receipt;
-use web::store::{Recorded, Store};
+use web::store::{Claimed, Recorded, Store};
 
 use crate::support::{client, eventually, raw, redis};
 
@@ -36,21 +36,45 @@ const ORDERS: u64 = 20;
 /// Per order, alternating between the two replicas.
 const REQUESTS_PER_ORDER: usize = 4;
 
-type Http = HttpClient<HttpConnector, Full<Bytes>>;
+pub(crate) type Http = HttpClient<HttpConnector, Full<Bytes>>;
 
 /// One replica of the service: a child process, killed on drop unless stopped before.
-struct Replica {
-    child: LineChild,
-    base: String,
+pub(crate) struct Replica {
+    pub(crate) child: LineChild,
+    pub(crate) base: String,
 }
 
 impl Replica {
     /// Starts a replica on a free port and waits for its `listening on http://…` line.
-    fn start(server: &RedisServer, name: &str, extra: &[&str]) -> Replica {
+    pub(crate) fn start(server: &RedisServer, name: &str, extra: &[&str]) -> Replica {
+        Self::spawn(server, name, extra, None)
+    }
+
+    /// As [`Replica::start`], with the replica's log (its stderr) written to `log` instead of
+    /// the test's stderr, for a test that awaits a line of it.
+    pub(crate) fn start_logged(
+        server: &RedisServer,
+        name: &str,
+        extra: &[&str],
+        log: &std::path::Path,
+    ) -> Replica {
+        let file = std::fs::File::create(log).expect("the replica's log file");
+        Self::spawn(server, name, extra, Some(file))
+    }
+
+    fn spawn(
+        server: &RedisServer,
+        name: &str,
+        extra: &[&str],
+        log: Option<std::fs::File>,
+    ) -> Replica {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlock-test-web"));
         cmd.args(["--redis-url", &server.url(), "--listen", "127.0.0.1:0"])
             .args(["--name", name])
             .args(extra);
+        if let Some(file) = log {
+            cmd.stderr(file);
+        }
         // Its stdout keeps being drained after the first line, so the replica never blocks on it.
         let child = LineChild::spawn(cmd).expect("spawn the web service");
         let line = child
@@ -64,7 +88,7 @@ impl Replica {
     }
 
     /// SIGTERM, then the exit status (graceful shutdown: the requests in flight finish first).
-    fn terminate(mut self) -> ExitStatus {
+    pub(crate) fn terminate(mut self) -> ExitStatus {
         let pid = i32::try_from(self.child.process().pid()).expect("pid");
         let pid = nix::unistd::Pid::from_raw(pid);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
@@ -76,17 +100,17 @@ impl Replica {
 
 /// One HTTP answer.
 #[derive(Debug)]
-struct Answer {
-    status: u16,
-    retry_after: Option<String>,
-    body: Value,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<String>,
+    pub(crate) body: Value,
 }
 
-fn http() -> Http {
+pub(crate) fn http() -> Http {
     HttpClient::builder(TokioExecutor::new()).build_http()
 }
 
-async fn call(http: &Http, method: Method, url: &str, body: Option<Value>) -> Answer {
+pub(crate) async fn call(http: &Http, method: Method, url: &str, body: Option<Value>) -> Answer {
     let mut request = hyper::Request::builder().method(method).uri(url);
     let body = match body {
         Some(json) => {
@@ -154,21 +178,21 @@ fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-async fn create_order(http: &Http, base: &str, id: u64, amount: u64) {
+pub(crate) async fn create_order(http: &Http, base: &str, id: u64, amount: u64) {
     let url = format!("{base}/orders/{id}");
     let created = call(http, Method::POST, &url, Some(json!({ "amount": amount }))).await;
     assert_eq!(created.status, 201, "{created:?}");
     assert_eq!(created.body["status"], "unpaid");
 }
 
-async fn pay(http: &Http, base: &str, id: u64) -> Answer {
+pub(crate) async fn pay(http: &Http, base: &str, id: u64) -> Answer {
     call(http, Method::POST, &format!("{base}/orders/{id}/pay"), None).await
 }
 
 /// The answers of one order's concurrent requests: exactly one 200, every other one a
 /// documented 409 (`already_paid` with the winner's receipt, or `in_progress` with
 /// `Retry-After`). Returns the winner's receipt.
-fn check_answers(id: u64, answers: &[Answer]) -> Value {
+pub(crate) fn check_answers(id: u64, answers: &[Answer]) -> Value {
     assert!(
         answers.iter().all(|a| a.status == 200 || a.status == 409),
         "order {id}: only 200 and 409 are expected: {answers:#?}"
@@ -407,7 +431,7 @@ async fn a_payment_slower_than_the_wait_answers_in_progress_and_survives_sigterm
 }
 
 /// A receipt of order `order_id` under `token`, for writing to the store directly.
-fn receipt(order_id: u64, token: FencingToken, by: &str) -> Receipt {
+pub(crate) fn receipt(order_id: u64, token: FencingToken, by: &str) -> Receipt {
     Receipt {
         order_id,
         amount: 900,
@@ -417,12 +441,12 @@ fn receipt(order_id: u64, token: FencingToken, by: &str) -> Receipt {
     }
 }
 
-#[tokio::test]
-async fn the_store_rejects_a_stale_fencing_token() {
-    let server = redis();
-    let locks = client(&server);
-    let store = Store::new(locks.connection());
-    // Two successive holds of the order's lock: the older token is smaller.
+/// The fence checks of a store, whatever its backend (`web_postgres.rs` runs them on
+/// PostgreSQL): two successive holds of order 9's lock, the older token smaller. The newer
+/// holder's claim refuses the older one's payment while the order is still unpaid (only the
+/// fence can refuse it then), and after the payment too; a retry of the recorded write is
+/// already paid, with its receipt.
+pub(crate) async fn check_stale_tokens_are_refused(store: &Store, locks: &dlock_core::Client) {
     let lock = locks.mutex("order:9").unwrap();
     let old = lock.acquire().await.unwrap();
     let old_token = old.fencing_token().await.unwrap();
@@ -432,34 +456,73 @@ async fn the_store_rejects_a_stale_fencing_token() {
     assert!(old_token < new_token);
 
     assert!(store.create(9, 900).await.unwrap());
+    assert!(!store.create(9, 901).await.unwrap(), "the id is taken");
+    let unpaid = Claimed::Unpaid { amount: 900 };
+    assert_eq!(store.claim(9, old_token).await.unwrap(), unpaid);
+    assert_eq!(store.claim(9, new_token).await.unwrap(), unpaid);
+    assert_eq!(store.claim(9, new_token).await.unwrap(), unpaid, "a retry");
+    // The old holder cannot take its claim back (its later write would then pass).
+    let claimed = Claimed::Stale { last: new_token };
+    assert_eq!(store.claim(9, old_token).await.unwrap(), claimed);
+    // The old holder, paused past its lease, wakes up and writes: fenced out, although the
+    // order is unpaid still.
+    let stale = receipt(9, old_token, "old");
+    let fenced = Recorded::Stale { last: new_token };
+    assert_eq!(store.record_payment(&stale).await.unwrap(), fenced);
+    let order = store.get(9).await.unwrap().unwrap();
+    assert_eq!((order.status.as_str(), order.payments), ("unpaid", 0));
+
     let newer = receipt(9, new_token, "new");
     assert_eq!(store.record_payment(&newer).await.unwrap(), Recorded::Done);
-    // The old holder, paused past its lease, wakes up and writes: fenced out.
-    let stale = receipt(9, old_token, "old");
+    assert_eq!(store.record_payment(&stale).await.unwrap(), fenced);
     assert_eq!(
-        store.record_payment(&stale).await.unwrap(),
-        Recorded::Stale { last: new_token }
+        store.claim(9, old_token).await.unwrap(),
+        Claimed::Stale { last: new_token }
     );
-    // A retry of the recorded write: already paid, with its receipt.
-    assert_eq!(
-        store.record_payment(&newer).await.unwrap(),
-        Recorded::AlreadyPaid(newer.clone())
-    );
+    // A retry of the recorded write, and a claim by its holder: already paid, with its receipt.
+    let paid = Recorded::AlreadyPaid(newer.clone());
+    assert_eq!(store.record_payment(&newer).await.unwrap(), paid);
+    let paid = Claimed::AlreadyPaid(newer.clone());
+    assert_eq!(store.claim(9, new_token).await.unwrap(), paid);
     let order = store.get(9).await.unwrap().unwrap();
+    assert_eq!(order.status, "paid");
+    assert_eq!(order.paid_by.as_deref(), Some("new"));
     assert_eq!((order.payments, order.receipt), (1, Some(newer)));
     new.release().await.unwrap();
+
+    assert_eq!(store.claim(404, new_token).await.unwrap(), Claimed::Missing);
+    let missing = store.record_payment(&receipt(404, new_token, "new")).await;
+    assert_eq!(missing.unwrap(), Recorded::Missing);
+    assert_eq!(store.get(404).await.unwrap(), None);
+}
+
+/// Tokens compare exactly across the whole u64 range: past 2^53 (where a double loses
+/// integers: Lua's numbers), and at the top (past i64, where a `bigint` column stops).
+pub(crate) async fn check_tokens_compare_exactly(store: &Store) {
+    for (id, top) in [(10, (1 << 53) + 1), (11, u64::MAX)] {
+        assert!(store.create(id, 900).await.unwrap());
+        let top = FencingToken::new(top);
+        let done = store.record_payment(&receipt(id, top, "top")).await;
+        assert_eq!(done.unwrap(), Recorded::Done);
+        let below = FencingToken::new(top.get() - 1);
+        let stale = store.record_payment(&receipt(id, below, "below")).await;
+        assert_eq!(stale.unwrap(), Recorded::Stale { last: top });
+        let order = store.get(id).await.unwrap().unwrap();
+        let fence = order.receipt.map(|r| r.fencing_token);
+        assert_eq!(fence, Some(top.get()), "kept exactly");
+    }
+}
+
+#[tokio::test]
+async fn the_store_rejects_a_stale_fencing_token() {
+    let server = redis();
+    let locks = client(&server);
+    check_stale_tokens_are_refused(&Store::new(locks.connection()), &locks).await;
 }
 
 #[tokio::test]
 async fn the_store_compares_tokens_exactly_past_2_pow_53() {
     // Lua's numbers are doubles: 2^53 + 1 and 2^53 would compare equal as numbers.
     let server = redis();
-    let store = Store::new(client(&server).connection());
-    assert!(store.create(10, 900).await.unwrap());
-    let top = FencingToken::new((1 << 53) + 1);
-    let done = store.record_payment(&receipt(10, top, "top")).await;
-    assert_eq!(done.unwrap(), Recorded::Done);
-    let below = FencingToken::new(1 << 53);
-    let stale = store.record_payment(&receipt(10, below, "below")).await;
-    assert_eq!(stale.unwrap(), Recorded::Stale { last: top });
+    check_tokens_compare_exactly(&Store::new(client(&server).connection())).await;
 }

@@ -27,6 +27,10 @@
 //!   make a TLS replica set (`tls-replication yes`, one CA), whose [`RedisSentinels`] get TLS
 //!   ports too ([`RedisSentinels::tls_urls`]), and a TLS cluster (`tls-cluster yes`,
 //!   [`RedisCluster::tls_urls`]). The harness itself keeps using the plain ports.
+//! - [`PostgresServer`]: one PostgreSQL server (Debian's PostgreSQL 15) listening only on a
+//!   Unix socket in its temp dir, run as the `postgres` OS user when the tests run as root,
+//!   stopped by pid on drop; [`PostgresServer::check_requirements`] says what is missing
+//!   where it cannot run, so that its tests can say they are skipped.
 //! - [`ChildGuard`]: any child process, killed and reaped on drop (multi-process tests).
 //! - [`LineChild`]: a child process that talks in lines on its stdin and stdout (test workers,
 //!   the benchmark's children), read with a time limit.
@@ -39,6 +43,11 @@
 //! `redis-server` and `redis-cli` (Redis 7): found through `DLOCK_REDIS_SERVER` /
 //! `DLOCK_REDIS_CLI`, else `PATH`, else `/usr/bin`. On Debian: `apt-get install -y redis-server
 //! redis-tools` (or `make deps`).
+//!
+//! PostgreSQL, only for [`PostgresServer`]: `initdb` and `postgres` in `$DLOCK_POSTGRES_BIN`,
+//! else `/usr/lib/postgresql/15/bin`, else `pg_config --bindir`. On Debian, as root:
+//! `apt-get install -y postgresql-15`, or `make deps`, which keeps the package from creating
+//! and starting a cluster of its own.
 //!
 //! # Example
 //!
@@ -89,6 +98,7 @@
 //! | `nodes` | [`RedisNodes`] |
 //! | `replicas` | [`RedisReplicaSet`], and reading `INFO replication` |
 //! | `sentinel` | [`RedisSentinels`]: config files, discovery, failover |
+//! | `postgres` | [`PostgresServer`]: finding the programs, the template cluster, start-up and stop |
 //! | `process` | [`ChildGuard`] and signals |
 //! | `lines` | [`LineChild`]: the line protocol over a child's stdin and stdout |
 
@@ -101,6 +111,7 @@ mod lines;
 mod nodes;
 mod options;
 mod port;
+mod postgres;
 mod process;
 mod replicas;
 mod sentinel;
@@ -116,6 +127,7 @@ pub use error::HarnessError;
 pub use lines::LineChild;
 pub use nodes::RedisNodes;
 pub use options::ServerOptions;
+pub use postgres::{POSTGRES_BIN_ENV, PostgresServer};
 pub use process::ChildGuard;
 pub use replicas::RedisReplicaSet;
 pub use sentinel::RedisSentinels;

@@ -216,7 +216,19 @@ impl ChildGuard {
         self.child.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn signal(&self, sig: Signal) -> Result<(), HarnessError> {
+    /// Sends `sig` to the child, if it was not reaped.
+    pub(crate) fn signal(&self, sig: Signal) -> Result<(), HarnessError> {
+        self.send(sig, false)
+    }
+
+    /// Sends `sig` to the child's process group (the child must lead one: spawned with
+    /// `process_group(0)`), if the child was not reaped: its pid, and so the group id, is
+    /// still its own.
+    pub(crate) fn signal_group(&self, sig: Signal) -> Result<(), HarnessError> {
+        self.send(sig, true)
+    }
+
+    fn send(&self, sig: Signal, group: bool) -> Result<(), HarnessError> {
         let mut child = self.lock();
         let context = || {
             format!(
@@ -237,8 +249,12 @@ impl ChildGuard {
         let pid = i32::try_from(self.pid)
             .map_err(|error| HarnessError::new(context()).with_source(error))?;
         // The lock is still held: the child cannot be reaped before the signal is sent.
-        signal::kill(Pid::from_raw(pid), sig)
-            .map_err(|error| HarnessError::new(context()).with_source(error))
+        let sent = if group {
+            signal::killpg(Pid::from_raw(pid), sig)
+        } else {
+            signal::kill(Pid::from_raw(pid), sig)
+        };
+        sent.map_err(|error| HarnessError::new(context()).with_source(error))
     }
 }
 

@@ -1,8 +1,10 @@
-//! Run with: `cargo run -p web -- [--redis-url URL] [--listen ADDR] [--name NAME]
-//! [--provider-latency-ms N]`; this is start-up and shutdown.
+//! Run with: `cargo run -p web -- [--redis-url URL] [--store redis|postgres] [--postgres-url
+//! URL] [--listen ADDR] [--name NAME] [--provider-latency-ms N] [--lock-ttl-ms N]`; this is
+//! start-up and shutdown.
 //!
-//! Configuration comes from flags, else from the environment (`DLOCK_REDIS_URL`, `LISTEN`,
-//! `INSTANCE_NAME`, `PROVIDER_LATENCY_MS`), else from defaults. Once bound, the service prints
+//! Configuration comes from flags, else from the environment (`DLOCK_REDIS_URL`, `STORE`,
+//! `POSTGRES_URL`, `LISTEN`, `INSTANCE_NAME`, `PROVIDER_LATENCY_MS`, `LOCK_TTL_MS`), else from
+//! defaults. Once bound, the service prints
 //! `listening on http://<addr>` on stdout (with `LISTEN=127.0.0.1:0`, the line tells a script or
 //! a test which port it got); everything else it logs goes to stderr. SIGTERM or Ctrl-C stops
 //! accepting connections, lets the requests in flight finish (and release their locks), and
@@ -26,38 +28,70 @@ use crate::store::Store;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str = "usage: web [--redis-url URL] [--listen ADDR] [--name NAME] \
-                     [--provider-latency-ms N]
-  --redis-url            or DLOCK_REDIS_URL      default redis://127.0.0.1:6379/
+const USAGE: &str = "usage: web [--redis-url URL] [--store redis|postgres] [--postgres-url URL] \
+                     [--listen ADDR] [--name NAME] [--provider-latency-ms N] [--lock-ttl-ms N]
+  --redis-url            or DLOCK_REDIS_URL      default redis://127.0.0.1:6379/ (the locks)
+  --store                or STORE                default redis: where the orders are kept
+  --postgres-url         or POSTGRES_URL         with --store postgres (required): a tokio-postgres
+                                                 connection string, e.g.
+                                                 'host=/var/run/postgresql user=web dbname=shop'
+                                                 or postgresql://web:PASSWORD@db.internal/shop
+                                                 (no TLS); the tables are created if missing
   --listen               or LISTEN               default 127.0.0.1:3000 (port 0: any free port)
   --name                 or INSTANCE_NAME        default the bound address; shown as paid_by
-  --provider-latency-ms  or PROVIDER_LATENCY_MS  default 50-200 ms, varying";
+  --provider-latency-ms  or PROVIDER_LATENCY_MS  default 50-200 ms, varying
+  --lock-ttl-ms          or LOCK_TTL_MS          default 10000: the order lock's lease, renewed
+                                                 while a payment runs (at least 100)";
+
+/// The lease of an order's lock when `--lock-ttl-ms` is not given.
+const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(10);
+
+/// Where the orders are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In the Redis of the locks (the default): no other server needed.
+    Redis,
+    /// In PostgreSQL, at `--postgres-url`.
+    Postgres,
+}
 
 /// The service's settings.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Config {
-    /// The Redis of the locks and the orders.
+    /// The Redis of the locks (and of the orders, with [`StoreKind::Redis`]).
     pub redis_url: String,
+    /// Where the orders are kept.
+    pub store: StoreKind,
+    /// The PostgreSQL connection string, with [`StoreKind::Postgres`] (required then, and
+    /// refused otherwise).
+    pub postgres_url: Option<String>,
     /// Where to listen, `host:port`.
     pub listen: String,
     /// This replica's name in receipts; the bound address when `None`.
     pub name: Option<String>,
     /// The simulated provider's answer time; 50–200 ms, varying, when `None`.
     pub provider_latency: Option<Duration>,
+    /// The lease of an order's lock (the lock client's default TTL).
+    pub lock_ttl: Duration,
 }
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self {
-            redis_url: _, // may carry a password
+            redis_url: _,    // may carry a password
+            postgres_url: _, // may carry a password
+            store,
             listen,
             name,
             provider_latency,
+            lock_ttl,
         } = self;
         f.debug_struct("Config")
+            .field("store", store)
             .field("listen", listen)
             .field("name", name)
             .field("provider_latency", provider_latency)
+            .field("lock_ttl", lock_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -66,8 +100,10 @@ impl Config {
     /// Reads flags from `args` (without the program name), falling back to `env`.
     ///
     /// # Errors
-    /// A message with the usage for an unknown flag, a flag without its value, or a latency
-    /// that is not a whole number of milliseconds.
+    /// A message with the usage for an unknown flag or a flag without its value; a message
+    /// saying what to change for a latency or lease that is not a whole number of milliseconds
+    /// (or a lease under 100 ms), a store other than `redis` or `postgres`, `--store postgres`
+    /// without `--postgres-url`, or a PostgreSQL URL with the Redis store.
     pub fn parse(
         args: impl IntoIterator<Item = String>,
         env: impl Fn(&str) -> Option<String>,
@@ -77,6 +113,9 @@ impl Config {
         while let Some(flag) = args.next() {
             let var = match flag.as_str() {
                 "--redis-url" => "DLOCK_REDIS_URL",
+                "--store" => "STORE",
+                "--postgres-url" => "POSTGRES_URL",
+                "--lock-ttl-ms" => "LOCK_TTL_MS",
                 "--listen" => "LISTEN",
                 "--name" => "INSTANCE_NAME",
                 "--provider-latency-ms" => "PROVIDER_LATENCY_MS",
@@ -94,11 +133,54 @@ impl Config {
             })?)),
             None => None,
         };
+        let lock_ttl = match get("LOCK_TTL_MS") {
+            Some(ms) => match ms.parse() {
+                Ok(ms) if ms >= 100 => Duration::from_millis(ms),
+                _ => {
+                    return Err(format!(
+                        "lock TTL {ms:?} (--lock-ttl-ms / LOCK_TTL_MS) is not a whole number of \
+                         milliseconds of at least 100 (the watchdog renews every third of it)"
+                    ));
+                }
+            },
+            None => DEFAULT_LOCK_TTL,
+        };
+        let postgres_url = get("POSTGRES_URL").filter(|url| !url.is_empty());
+        let store = match get("STORE").as_deref() {
+            None | Some("redis") => StoreKind::Redis,
+            Some("postgres") => StoreKind::Postgres,
+            Some(other) => {
+                return Err(format!(
+                    "unknown store {other:?} (--store / STORE): use redis or postgres"
+                ));
+            }
+        };
+        match (store, &postgres_url) {
+            (StoreKind::Postgres, None) => {
+                return Err(
+                    "--store postgres needs a connection string: --postgres-url (or \
+                            POSTGRES_URL), e.g. --postgres-url 'host=/var/run/postgresql \
+                            user=web dbname=shop'"
+                        .into(),
+                );
+            }
+            (StoreKind::Redis, Some(_)) => {
+                return Err(
+                    "a PostgreSQL URL is set (--postgres-url / POSTGRES_URL) but the \
+                            orders would go to Redis: add --store postgres (or unset it)"
+                        .into(),
+                );
+            }
+            _ => {}
+        }
         Ok(Self {
             redis_url: get("DLOCK_REDIS_URL").unwrap_or_else(|| "redis://127.0.0.1:6379/".into()),
+            store,
+            postgres_url,
             listen: get("LISTEN").unwrap_or_else(|| "127.0.0.1:3000".into()),
             name: get("INSTANCE_NAME"),
             provider_latency,
+            lock_ttl,
         })
     }
 }
@@ -132,11 +214,13 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Connects to Redis, binds, prints `listening on http://<addr>`, and serves until SIGTERM or
-/// Ctrl-C; then waits for the requests in flight.
+/// Connects to Redis (and to PostgreSQL with `--store postgres`, creating its tables if
+/// missing), binds, prints `listening on http://<addr>`, and serves until SIGTERM or Ctrl-C;
+/// then waits for the requests in flight.
 ///
 /// # Errors
-/// Redis does not answer at start-up, the address cannot be bound, or the server fails.
+/// Redis or PostgreSQL does not answer at start-up (or PostgreSQL refuses the login or the
+/// schema), the address cannot be bound, or the server fails.
 ///
 /// # Cancel safety
 /// Dropping the future stops the server at once, without waiting for requests in flight.
@@ -152,16 +236,23 @@ pub async fn serve(config: Config) -> Result<(), BoxError> {
         .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     let locks = Client::builder(config.redis_url.as_str())
+        .default_ttl(config.lock_ttl)
         .connect()
         .await
         .map_err(|e| format!("Redis (--redis-url / DLOCK_REDIS_URL) does not answer: {e}"))?;
+    let store = match (config.store, &config.postgres_url) {
+        (StoreKind::Postgres, Some(url)) => Store::postgres(url).await.map_err(|e| {
+            format!("PostgreSQL (--postgres-url / POSTGRES_URL) cannot be used: {e}")
+        })?,
+        _ => Store::new(locks.connection()),
+    };
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
     announce(addr);
     let instance = config.name.unwrap_or_else(|| addr.to_string());
-    let store = Store::new(locks.connection());
+    log(format_args!("orders in {}", store.kind()));
     let client = locks.clone();
     let payments = Payments::new(locks, store.clone(), instance, config.provider_latency);
     let state = AppState {
@@ -276,6 +367,65 @@ mod tests {
             let err = parse(args, &[]).err().unwrap_or_default();
             assert!(err.contains(needle), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_store_is_redis_unless_postgres_is_asked_for_with_its_url() {
+        let config = parse(&[], &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (config.store, config.postgres_url),
+            (StoreKind::Redis, None)
+        );
+        assert_eq!(config.lock_ttl, DEFAULT_LOCK_TTL);
+        let config = parse(
+            &["--store", "postgres", "--lock-ttl-ms", "1000"],
+            &[("POSTGRES_URL", "host=/tmp user=web")],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.store, StoreKind::Postgres);
+        assert_eq!(config.postgres_url.as_deref(), Some("host=/tmp user=web"));
+        assert_eq!(config.lock_ttl, Duration::from_secs(1));
+        for (args, env, needle) in [
+            (
+                &["--store", "postgres"][..],
+                &[][..],
+                "needs a connection string: --postgres-url",
+            ),
+            (
+                &["--store", "mysql"][..],
+                &[][..],
+                "unknown store \"mysql\"",
+            ),
+            (
+                &["--postgres-url", "host=/tmp"][..],
+                &[][..],
+                "add --store postgres",
+            ),
+            (
+                &[][..],
+                &[("STORE", "postgres")][..],
+                "--store postgres needs",
+            ),
+            (&["--lock-ttl-ms", "50"][..], &[][..], "at least 100"),
+        ] {
+            let err = parse(args, env).err().unwrap_or_default();
+            assert!(err.contains(needle), "{args:?} {env:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn debug_hides_the_urls() {
+        let config = parse(
+            &[
+                "--store",
+                "postgres",
+                "--postgres-url",
+                "postgresql://u:s3cret@h/db",
+            ],
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!format!("{config:?}").contains("s3cret"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Run with: `cargo run -p web` (see the crate docs); this is how failures become HTTP answers.
 //!
 //! [`PayError`]: every way `POST /orders/{id}/pay` can fail (also used by the other handlers for
-//! the failures they share: unknown order, Redis trouble). `From<dlock_core::Error>` is what
+//! the failures they share: unknown order, Redis or PostgreSQL trouble). `From<dlock_core::Error>` is what
 //! `#[distributed_lock]` needs to report a busy lock, a lost lease or a Redis error through the
 //! function's return type; `IntoResponse` is the HTTP contract of the crate docs.
 
@@ -26,7 +26,8 @@ pub enum PayError {
     /// Another request holds the order's lock, beyond the wait. → 409 `in_progress`
     InProgress(u64),
     /// The store holds a newer fencing token for the order: this holder's lease ran out and a
-    /// newer holder wrote. Nothing was recorded. → 409 `in_progress`
+    /// newer holder claimed or paid the order. Nothing was recorded. → 409 `in_progress` (the
+    /// log says "fenced out")
     Fenced {
         /// The order.
         order_id: u64,
@@ -38,7 +39,8 @@ pub enum PayError {
     /// The lock failed: busy (see [`PayError::for_order`]), lease lost, Redis unreachable or
     /// slow (→ 503), or a misuse (→ 500).
     Lock(dlock_core::Error),
-    /// The order store failed: Redis (→ 503) or unexpected data (→ 500).
+    /// The order store failed: Redis or PostgreSQL unreachable or too slow (→ 503), or a
+    /// statement refused (missing rights) or unexpected data (→ 500).
     Store(StoreError),
 }
 
@@ -145,8 +147,8 @@ impl PayError {
                 | ErrorKind::Redis => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
                 _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             },
-            Self::Store(StoreError::Redis(_)) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            Self::Store(StoreError::Corrupt(_)) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            Self::Store(e) if e.is_transient() => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Run with: `cargo run -p web -- --redis-url redis://127.0.0.1:6379/ --listen 127.0.0.1:3000`
-//! (flags or `DLOCK_REDIS_URL` / `LISTEN`; `--help` lists them all).
+//! (flags or `DLOCK_REDIS_URL` / `LISTEN`; `--help` lists them all, `--store postgres
+//! --postgres-url URL` among them).
 //!
 //! The `web` example: an axum service whose `POST /orders/{id}/pay` runs under
 //! `#[distributed_lock]`, so that each order is charged once however many replicas serve it.

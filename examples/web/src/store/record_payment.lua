@@ -8,11 +8,12 @@
 -- ARGV[3]  the replica that took the payment
 --
 -- Returns  {"ok"}                   recorded: status=paid, fence=ARGV[1], one record appended
---          {"stale", <last fence>}  a writer with a larger token wrote this order: nothing written
+--          {"stale", <last fence>}  a holder with a larger token claimed (claim_order.lua) or paid
+--                                   this order: nothing written
 --          {"paid", <receipt>}      already paid (under a token not larger): nothing written
 --          {"missing"}              no such order: nothing written
 --
--- The fence check comes first: a writer whose lease ran out and whose successor has written must
+-- The fence check comes first: a writer whose lease ran out and whose successor has claimed must
 -- learn that it was fenced out, whatever the state. Tokens are compared as decimal strings
 -- (longer is larger, then lexicographically), exact for every u64: Lua numbers are doubles.
 -- Safe to retry: a retry of a write that took effect finds the order paid and returns its receipt.
