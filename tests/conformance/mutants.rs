@@ -26,7 +26,7 @@ pub(crate) const ALL: &[Mutant] = &[
     },
     Mutant {
         name: "grant-above-limit",
-        what: "admit_from_head (shared.lua) admits the head whatever the permits held",
+        what: "admit_from_head (admission.lua) admits the head whatever the permits held",
         swaps: &[("if used + weight > limit then", "if weight > limit then")],
     },
     Mutant {
@@ -55,7 +55,7 @@ pub(crate) const ALL: &[Mutant] = &[
     },
     Mutant {
         name: "dead-head-blocks",
-        what: "admit_from_head (shared.lua) waits behind a head that does not fit although its client is gone (S2)",
+        what: "admit_from_head (admission.lua) waits behind a head that does not fit although its client is gone (S2)",
         swaps: &[(
             "if entry == caller_entry or listening(key, client, pub) then",
             "if true then",
@@ -63,7 +63,7 @@ pub(crate) const ALL: &[Mutant] = &[
     },
     Mutant {
         name: "limit-dropped-with-waiters",
-        what: "set_expiry (shared.lua) lets the stored limit and the queue go with the last holder although requests wait (S3)",
+        what: "set_expiry (admission.lua) lets the stored limit and the queue go with the last holder although requests wait (S3)",
         swaps: &[(
             "local waiting = now + 2 * tonumber(redis.call('HGET', key, 'qlease') or '0')",
             "local waiting = 0",

@@ -8,7 +8,7 @@
 --                     common.lua and scripts/wire.rs)
 -- Derived key (same hash tag as KEYS[1], hence the same cluster slot; declaring it would cost
 -- every call ~2k instructions, measured):
---          KEYS[1]..":queue"  waiter entries, oldest first (see common.lua)
+--          KEYS[1]..":queue"  waiter entries, oldest first (see lock_value.lua)
 -- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds

@@ -55,7 +55,7 @@ local function extend_shared(i, key, token, lease)
   redis.call('ZADD', key .. ':exp', 'XX', deadline, token)
   local last = redis.call('ZRANGE', key .. ':exp', -1, -1, 'WITHSCORES')
   if redis.call('EXISTS', key .. ':queue') == 1 then
-    -- Requests wait: never sooner than set_expiry (shared.lua) kept the three keys for them
+    -- Requests wait: never sooner than set_expiry (admission.lua) kept the three keys for them
     -- (GT), so they still expire together and never before a deadline K holds.
     redis.call('PEXPIREAT', key, last[2], 'GT')
     redis.call('PEXPIREAT', key .. ':exp', last[2], 'GT')

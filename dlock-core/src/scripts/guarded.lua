@@ -1,8 +1,9 @@
 -- guarded.lua: the caller's writes, applied only while its hold on a lock is still its own, the
--- check and the writes in one atomic step (GuardedWrite::exec, guarded.rs). common.lua and
--- shared.lua are prepended (foreign_error, unusable, shared_unusable, now_ms).
+-- check and the writes in one atomic step (GuardedWrite::exec, guarded.rs).
+-- lock_value.lua and shared.lua are prepended (read, unusable, foreign_error, shared_unusable,
+-- now_ms).
 --
--- KEYS[1]      the lock: a mutex's lock key (common.lua), or the hash K of a semaphore or
+-- KEYS[1]      the lock: a mutex's lock key (lock_value.lua), or the hash K of a semaphore or
 --              read-write lock (shared.lua)
 -- KEYS[2]      K..":exp" for a holder of a shared lock; for a mutex, the first target key
 -- KEYS[t..]    the target keys (t = 2 for a mutex, 3 for a shared lock), each once

@@ -24,23 +24,23 @@ use crate::error::Error;
 /// (`__private::conformance`) loads exactly what the client runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// `acquire.lua` (with `common.lua`).
+    /// `acquire.lua` (with `lock_value.lua` and `common.lua`).
     Acquire,
-    /// `release.lua` (with `common.lua` at its marker).
+    /// `release.lua` (with `lock_value.lua` and `common.lua` at its marker).
     Release,
-    /// `fence.lua` (with `common.lua`).
+    /// `fence.lua` (with `lock_value.lua` and `common.lua`).
     Fence,
     /// `fence_raise.lua`.
     FenceRaise,
     /// `extend.lua`.
     Extend,
-    /// `shared_acquire.lua` (with `common.lua` and `shared.lua`).
+    /// `shared_acquire.lua` (with `lock_value.lua`, `common.lua`, `shared.lua` and `admission.lua`).
     SharedAcquire,
-    /// `shared_release.lua` (with `common.lua` and `shared.lua`).
+    /// `shared_release.lua` (with `lock_value.lua`, `common.lua`, `shared.lua` and `admission.lua`).
     SharedRelease,
-    /// `shared_limit.lua` (with `common.lua` and `shared.lua`).
+    /// `shared_limit.lua` (with `lock_value.lua`, `common.lua`, `shared.lua` and `admission.lua`).
     SharedLimit,
-    /// `rw_change.lua` (with `common.lua` and `shared.lua`).
+    /// `rw_change.lua` (with `lock_value.lua`, `common.lua`, `shared.lua` and `admission.lua`).
     RwChange,
     /// `shared_inspect.lua`.
     SharedInspect,
@@ -50,7 +50,7 @@ pub enum Source {
     ElectionRead,
     /// `inspect.lua`.
     Inspect,
-    /// `guarded.lua` (with `common.lua` and `shared.lua`).
+    /// `guarded.lua` (with `lock_value.lua` and `shared.lua`).
     Guarded,
     /// `fenced.lua`.
     Fenced,
@@ -78,15 +78,33 @@ impl Source {
 
     /// The script's text as it is loaded into Redis.
     pub fn text(self) -> Cow<'static, str> {
-        const COMMON: &str = include_str!("common.lua");
-        const SHARED: &str = concat!(include_str!("common.lua"), include_str!("shared.lua"));
+        // What each script's text is made of: `lock_value.lua` (reading a mutex's value),
+        // `common.lua` (changing a mutex), `shared.lua` (a shared lock's layout and checks),
+        // `admission.lua` (its admission). A script carries only what it calls: each function
+        // its text defines is made anew on every call.
+        const COMMON: &str = concat!(include_str!("lock_value.lua"), include_str!("common.lua"));
+        const SHARED: &str = concat!(
+            include_str!("lock_value.lua"),
+            include_str!("common.lua"),
+            include_str!("shared.lua"),
+            include_str!("admission.lua")
+        );
+        const CHECKS: &str = concat!(include_str!("lock_value.lua"), include_str!("shared.lua"));
         let text: &'static str = match self {
-            Self::Acquire => concat!(include_str!("common.lua"), include_str!("acquire.lua")),
+            Self::Acquire => concat!(
+                include_str!("lock_value.lua"),
+                include_str!("common.lua"),
+                include_str!("acquire.lua")
+            ),
             // `common.lua` goes at the script's `--@common` marker, after its fast path.
             Self::Release => {
                 return Cow::Owned(include_str!("release.lua").replacen("--@common\n", COMMON, 1));
             }
-            Self::Fence => concat!(include_str!("common.lua"), include_str!("fence.lua")),
+            Self::Fence => concat!(
+                include_str!("lock_value.lua"),
+                include_str!("common.lua"),
+                include_str!("fence.lua")
+            ),
             Self::FenceRaise => include_str!("fence_raise.lua"),
             Self::Extend => include_str!("extend.lua"),
             Self::SharedAcquire => {
@@ -106,7 +124,7 @@ impl Source {
             Self::ElectionRead => include_str!("election_read.lua"),
             Self::Inspect => include_str!("inspect.lua"),
             Self::Guarded => {
-                return Cow::Owned(format!("{SHARED}{}", include_str!("guarded.lua")));
+                return Cow::Owned(format!("{CHECKS}{}", include_str!("guarded.lua")));
             }
             Self::Fenced => include_str!("fenced.lua"),
         };
@@ -827,8 +845,7 @@ mod tests {
     fn the_release_script_has_its_fast_path_before_the_shared_functions() {
         let code = RELEASE.get_hash();
         assert_eq!(code.len(), 40);
-        let text =
-            include_str!("release.lua").replacen("--@common\n", include_str!("common.lua"), 1);
+        let text = Source::Release.text();
         let fast = text.find("redis.call('DEL', lock)").unwrap();
         let shared = text.find("local function hand_off").unwrap();
         assert!(fast < shared);

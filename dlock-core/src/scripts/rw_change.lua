@@ -1,8 +1,8 @@
 -- rw_change.lua: changes the mode of one holder of a read-write lock (rwlock.rs), atomically:
 -- a writer becomes a reader (downgrade), or the sole reader becomes the writer (upgrade). The
 -- hold passes from the old token to a new one with a new lease and the next fence, so the
--- client's lease of each mode is its own. (Runs with common.lua and shared.lua prepended; the
--- layout of the keys is in shared.lua: a read-write lock is a shared lock whose reader weighs 1
+-- client's lease of each mode is its own. (Runs with lock_value.lua, common.lua, shared.lua and
+-- admission.lua prepended; the layout of the keys is in shared.lua: a read-write lock is a shared lock whose reader weighs 1
 -- and whose writer weighs the whole limit.)
 --
 -- KEYS[1]  the lock's hash K

@@ -2,7 +2,7 @@
 -- Takes them when they are free and nobody waits ahead of the caller; otherwise says how long
 -- until the nearest holder's lease ends and, in mode "wait", queues the caller, so that a
 -- release (or this script, run by anyone after a lease ran out) admits it. (Runs with
--- common.lua and shared.lua prepended; the layout of the keys is in shared.lua.)
+-- lock_value.lua, common.lua, shared.lua and admission.lua prepended; the layout of the keys is in shared.lua.)
 --
 -- KEYS[1]  the shared lock's hash K; K..":exp" and K..":queue" are derived (same hash tag)
 -- ARGV[1]  the caller's token: 32 hex digits, one per acquire call, the same for its retries

@@ -4,7 +4,7 @@
 -- of the keys is in shared.lua; this script does not need its functions.)
 --
 -- It runs with read rights only (the README's viewer user: no TIME, no write): the server clock
--- is read off K..":exp", which always has an expiry while it exists (shared.lua set_expiry), as
+-- is read off K..":exp", which always has an expiry while it exists (admission.lua set_expiry), as
 -- PEXPIRETIME - PTTL (both read at the script's one instant).
 --
 -- KEYS[1]  the shared lock's hash K

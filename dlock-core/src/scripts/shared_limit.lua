@@ -1,6 +1,6 @@
 -- shared_limit.lua: sets the limit of a shared lock (a semaphore's permits, semaphore.rs
 -- `set_limit`) and admits the waiters at the head of the queue that fit under it. (Runs with
--- common.lua and shared.lua prepended; the layout of the keys is in shared.lua.)
+-- lock_value.lua, common.lua, shared.lua and admission.lua prepended; the layout of the keys is in shared.lua.)
 --
 -- KEYS[1]  the shared lock's hash K
 -- ARGV[1]  the new limit, >= 1

@@ -1,6 +1,6 @@
 -- shared_release.lua: gives back the permits of one holder of a shared lock (semaphore.rs) and
--- admits the waiters at the head of the queue that now fit. (Runs with common.lua and shared.lua
--- prepended; the layout of the keys is in shared.lua.)
+-- admits the waiters at the head of the queue that now fit. (Runs with lock_value.lua,
+-- common.lua, shared.lua and admission.lua prepended; the layout of the keys is in shared.lua.)
 --
 -- KEYS[1]  the shared lock's hash K
 -- ARGV[1]  the holder's token (32 hex digits)
