@@ -1,20 +1,10 @@
 //! The scripts' contracts, driven directly: a request that runs twice (its first reply was lost)
 //! leaves the same state as running once, and release hands off only to live waiters.
 
+use dlock_core::__private::conformance::Source;
 use redis::AsyncCommands;
 
 use crate::support::{Backend, Plain, backend_tests};
-
-// As dlock-core builds them: common.lua (shared functions) prepended.
-const ACQUIRE: &str = concat!(
-    include_str!("../dlock-core/src/scripts/common.lua"),
-    include_str!("../dlock-core/src/scripts/acquire.lua")
-);
-const RELEASE: &str = concat!(
-    include_str!("../dlock-core/src/scripts/common.lua"),
-    include_str!("../dlock-core/src/scripts/release.lua")
-);
-const EXTEND: &str = include_str!("../dlock-core/src/scripts/extend.lua");
 
 /// The lock key, and the queue key the scripts derive from it.
 const KEYS: [&str; 2] = ["t:{r}", "t:{r}:queue"];
@@ -27,7 +17,7 @@ const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
 async fn acquire(con: &mut Plain, token: &str, mode: &str, entry: &str) -> Vec<i64> {
-    let script = redis::Script::new(ACQUIRE);
+    let script = redis::Script::new(&Source::Acquire.text());
     let mut call = script.key(KEYS[0]);
     call.arg(format!("{token}- host\x1f1\x1f"))
         .arg(10_000)
@@ -44,7 +34,7 @@ async fn acquire(con: &mut Plain, token: &str, mode: &str, entry: &str) -> Vec<i
 
 async fn release(con: &mut Plain, token: &str) -> i64 {
     // A hand-off answers {2, grant}; the other outcomes are bare integers.
-    match redis::Script::new(RELEASE)
+    match redis::Script::new(&Source::Release.text())
         .key(KEYS[0])
         .arg(token)
         .arg(counter())
@@ -113,7 +103,7 @@ backend_tests!(
             -1,
             "a partial token owns nothing"
         );
-        let extended: Vec<i64> = redis::Script::new(EXTEND)
+        let extended: Vec<i64> = redis::Script::new(&Source::Extend.text())
             .key(KEYS[0])
             .arg(A)
             .arg(60_000)

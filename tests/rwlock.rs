@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_core::__private::conformance::Source;
 use dlock_core::{Client, ErrorKind, MutexOptions, RwLock, Wait};
 use redis::AsyncCommands;
 use tokio::sync::Mutex as AsyncMutex;
@@ -477,23 +478,14 @@ backend_tests!(
     }
 );
 
-// The scripts run twice, as a retried request whose first reply was lost does.
-const SHARED_ACQUIRE: &str = concat!(
-    include_str!("../dlock-core/src/scripts/common.lua"),
-    include_str!("../dlock-core/src/scripts/shared.lua"),
-    include_str!("../dlock-core/src/scripts/shared_acquire.lua")
-);
-const RW_CHANGE: &str = concat!(
-    include_str!("../dlock-core/src/scripts/common.lua"),
-    include_str!("../dlock-core/src/scripts/shared.lua"),
-    include_str!("../dlock-core/src/scripts/rw_change.lua")
-);
+// The scripts run twice, as a retried request whose first reply was lost does (their text as
+// dlock-core builds it).
 const KEY: &str = "t:{retry}:rw";
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
 async fn take(con: &mut Plain, token: &str, weight: u64) -> Vec<i64> {
-    redis::Script::new(SHARED_ACQUIRE)
+    redis::Script::new(&Source::SharedAcquire.text())
         .key(KEY)
         .arg(token)
         .arg(weight)
@@ -510,7 +502,7 @@ async fn take(con: &mut Plain, token: &str, weight: u64) -> Vec<i64> {
 }
 
 async fn change(con: &mut Plain, old: &str, new: &str, direction: &str) -> Vec<i64> {
-    redis::Script::new(RW_CHANGE)
+    redis::Script::new(&Source::RwChange.text())
         .key(KEY)
         .arg(old)
         .arg(new)
