@@ -68,6 +68,7 @@ pub use step::apply;
 pub mod attempts;
 mod client;
 mod election;
+mod guarded;
 pub mod model;
 mod mutant;
 mod mutex;
@@ -80,4 +81,4 @@ mod step;
 
 pub use mutant::Mutant;
 
-pub use properties::EXCLUSIVE_AS_SEEN;
+pub use properties::{EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};

@@ -43,6 +43,16 @@ pub(crate) enum Norm {
         leads: bool,
         value: u8,
     },
+    /// guarded.lua `{1, …}`.
+    Applied,
+    /// guarded.lua `{0, "taken"}` / `{0, "gone"}`.
+    NotApplied {
+        taken: bool,
+    },
+    /// fenced.lua `{1}`.
+    Written,
+    /// fenced.lua `{0, stored}` (the stored fence compared by order).
+    Stale,
     Ok,
     Err(String),
 }
@@ -129,6 +139,10 @@ pub(crate) fn model_norm(op: &Op, reply: &Reply) -> (Norm, Vec<u64>) {
             },
         ),
         Reply::Ok => (Norm::Ok, vec![]),
+        Reply::Applied => (Norm::Applied, vec![]),
+        Reply::NotApplied { taken } => (Norm::NotApplied { taken }, vec![]),
+        Reply::Written => (Norm::Written, vec![]),
+        Reply::Stale { stored } => (Norm::Stale, vec![stored]),
         Reply::Multi {
             set,
             queued,
