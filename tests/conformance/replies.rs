@@ -312,6 +312,34 @@ pub(crate) fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), St
             }
             _ => return Err(odd()),
         },
+        // `{1, {1, <RPUSH's reply>}}`, or `{0, "taken" | "gone"}`.
+        Op::Guarded { .. } => match value {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(1), Value::Array(replies)] => match replies.as_slice() {
+                    [Value::Int(1), Value::Int(_)] => (Norm::Applied, vec![]),
+                    _ => return Err(odd()),
+                },
+                [Value::Int(0), Value::BulkString(why)] => match why.as_slice() {
+                    b"taken" => (Norm::NotApplied { taken: true }, vec![]),
+                    b"gone" => (Norm::NotApplied { taken: false }, vec![]),
+                    _ => return Err(odd()),
+                },
+                _ => return Err(odd()),
+            },
+            _ => return Err(odd()),
+        },
+        // `{1}`, or `{0, <stored fence>}`.
+        Op::FencedSet { .. } => match value {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(1)] => (Norm::Written, vec![]),
+                [Value::Int(0), stored] => {
+                    let stored = int(stored).ok_or_else(odd)?;
+                    (Norm::Stale, fence_list(stored))
+                }
+                _ => return Err(odd()),
+            },
+            _ => return Err(odd()),
+        },
         Op::Subscribe { .. } | Op::Unsubscribe { .. } | Op::Restart { .. } => (Norm::Ok, vec![]),
         _ => (Norm::Int(int(value).ok_or_else(odd)?), vec![]),
     })
