@@ -273,7 +273,7 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
             1 => (1..=2u32).prop_map(|held| vec![held, 3, 1]),
             1 => proptest::collection::vec(1..=3u32, 3),
         ],
-        0..9u8,
+        0..10u8,
     )
         .prop_map(|(lock, clients, weights, leave)| {
             let mut steps: Vec<Step> = clients
@@ -324,6 +324,18 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
                         lock,
                     },
                     Step::Guarded { client, lock },
+                ]),
+                // Every waiter dies first: no attempt purges the holder whose lease ended, and
+                // its record stays in a shared lock's `:exp` (kept by the dead queue) when it
+                // writes.
+                9 => steps.extend([
+                    Step::Crash { client },
+                    Step::Crash { client: clients[2] },
+                    Step::Advance { units: 1 },
+                    Step::Guarded {
+                        client: holder,
+                        lock,
+                    },
                 ]),
                 _ => {}
             }
