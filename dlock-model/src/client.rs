@@ -201,6 +201,15 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
                 changed: true,
             };
         }
+        (Op::Guarded { .. }, Reply::Applied) => {
+            restore(state, c, |_| {});
+        }
+        (Op::Guarded { .. }, _) => {
+            // Refused: the lease is reported lost (guarded.rs `fire_lost`); the caller stops
+            // and drops the guard, whose release changes nothing that is its own any more.
+            state.clients[usize::from(c)].held = None;
+            done(state, c);
+        }
         (Op::ElectionPublish { .. }, Reply::Err(_)) => {
             // E1: the campaign fails with an error naming the key; its guard is released.
             restore(state, c, |_| {});

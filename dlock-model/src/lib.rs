@@ -6,7 +6,10 @@
 //! their real atomicity: the uncontended pipeline's two commands (`SET NX PX GET`, then
 //! `EXISTS <queue>`: a pipeline is not atomic, other clients' commands run in between), the
 //! fenced `MULTI` with its connection epoch, the watchdog's batched extend.lua, pub/sub
-//! subscriptions and grants.
+//! subscriptions and grants. The data a hold protects is modelled too: guarded.lua (a holder's
+//! writes, applied only while its hold is still its own by the server's clock — a shared
+//! holder judged by its deadline, not by its record's presence) records each applied write in
+//! [`Data::written`]; fenced.lua's compare-and-set keeps [`Data::fenced`].
 //!
 //! # The step API (for the conformance test)
 //!
@@ -17,7 +20,7 @@
 //!   are taken with [`Server::drain_published`].
 //! * [`abstraction`]`(&server, now_ms)` says what the state means as an [`Abstract`]: holders,
 //!   queue order, the stored limit and who stored it, the relative order of fences, which
-//!   leases are alive. The conformance test decodes real Redis into the same type and compares.
+//!   leases are alive, the writers of each lock's guarded writes and each fenced key's value. The conformance test decodes real Redis into the same type and compares.
 //!
 //! Tokens, clients and names are small numbers ([`Token`], [`ClientId`], [`Name`]); the
 //! conformance test maps them to the real 32-digit tokens and keys. Fences are real values
@@ -38,9 +41,11 @@
 //!
 //! [`model::LockModel`] wraps the steps in a stateright [`Model`](stateright::Model): a few
 //! clients with one or two requests each, their client-side states (idle, waiting,
-//! granted-but-not-yet-returned, holding, lost, released), and the environment (the clock,
-//! pauses, lost and delayed pushes, lost replies, restarts). Its properties are in
-//! `properties`; [`Mutant`] applies one protocol bug at a time to show that each property
+//! granted-but-not-yet-returned, holding, lost, released; a holder's one guarded write, stale
+//! holders included), and the environment (the clock, pauses, lost and delayed pushes, lost
+//! replies, restarts). Its properties are in `properties` — among them `guarded write by the
+//! holder` and `guarded fences never decrease` (checked on `model::bounds::unit_guarded` and
+//! `deep_guarded`); [`Mutant`] applies one protocol bug at a time to show that each property
 //! catches the bug it names. ARCHITECTURE.md, section "The model", lists what is modelled and
 //! what is not.
 //!
@@ -68,6 +73,7 @@ pub use step::apply;
 pub mod attempts;
 mod client;
 mod election;
+mod guarded;
 pub mod model;
 mod mutant;
 mod mutex;
@@ -80,4 +86,4 @@ mod step;
 
 pub use mutant::Mutant;
 
-pub use properties::EXCLUSIVE_AS_SEEN;
+pub use properties::{EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};

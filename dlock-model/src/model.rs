@@ -35,6 +35,7 @@ impl LockModel {
         client.started += 1;
         client.held = None;
         client.stale = false;
+        client.wrote = false;
         client.epoch = state.server.epoch;
         let req = self.req(c, client);
         client.deadline = req.timeout.map(|t| state.now + t);
@@ -152,6 +153,27 @@ impl LockModel {
         );
     }
 
+    /// The holder's guarded write, with the fence it knows; a mutex holder without one asks
+    /// fence.lua first (`fencing_token()`), and writes at its next `Guard`.
+    fn guard(&self, state: &mut State, c: u8) {
+        let client = &mut state.clients[usize::from(c)];
+        let Phase::Holding { token, fence, .. } = client.phase else {
+            return;
+        };
+        let op = match fence {
+            None => Op::Fence { name: 0, token },
+            Some(fence) => {
+                client.wrote = true;
+                Op::Guarded {
+                    lock: self.kind.lock(),
+                    token,
+                    fence,
+                }
+            }
+        };
+        client::send(self, state, c, op);
+    }
+
     fn extend(&self, state: &mut State, c: u8) {
         let Phase::Holding { token, .. } = state.clients[usize::from(c)].phase else {
             return;
@@ -194,6 +216,7 @@ impl Model for LockModel {
                     stale: false,
                     epoch: 0,
                     floored: None,
+                    wrote: false,
                 }
             })
             .collect();
@@ -256,8 +279,16 @@ impl Model for LockModel {
                         actions.push(Action::Cancel(c));
                     }
                 }
-                Phase::Holding { changed, .. } => {
+                Phase::Holding { changed, until, .. } => {
                     actions.push(Action::Release(c));
+                    // A holder that believes it holds: its lease has not run out by its own
+                    // count, or it was paused (it cannot have noticed).
+                    if req.is_some_and(|r| r.guard)
+                        && !client.wrote
+                        && (state.now < *until || client.stale)
+                    {
+                        actions.push(Action::Guard(c));
+                    }
                     if req.is_some_and(|r| r.watchdog) {
                         actions.push(Action::Extend(c));
                     }
@@ -332,6 +363,7 @@ impl Model for LockModel {
             Action::Release(c) => self.release(&mut state, c),
             Action::Extend(c) => self.extend(&mut state, c),
             Action::Change(c) => self.change(&mut state, c),
+            Action::Guard(c) => self.guard(&mut state, c),
             Action::Deliver(i) => {
                 let push = state.pushes.remove(i);
                 client::deliver(self, &mut state, push);
@@ -538,6 +570,71 @@ pub mod bounds {
             Kind::Election => {
                 m.env.pauses = 1;
                 m.max_time = 5;
+            }
+        }
+        m
+    }
+
+    /// The guarded write's models for the unit run (issue 32): two requests that each make one
+    /// guarded write while they hold, and the environment that makes a holder stale — one
+    /// pause (a holder paused past its lease writes when it resumes; for a mutex, one lost
+    /// reply too: a write sent again), or for the fenced mutex one restart (a hold lost by a
+    /// restart, or brought back from the lagging replica). A semaphore of limit 2 (two holders
+    /// with different deadlines: one past its lease while `K:exp` lives), a RwLock writer and
+    /// a reader.
+    pub fn unit_guarded(kind: Kind) -> LockModel {
+        let two = vec![vec![Req::of(1).guard()], vec![Req::of(1).guard()]];
+        let mut m = match kind {
+            Kind::Semaphore => model(kind, 2, two, 4),
+            Kind::RwLock => model(
+                kind,
+                RW_LIMIT,
+                vec![vec![Req::of(RW_LIMIT).guard()], vec![Req::of(1).guard()]],
+                4,
+            ),
+            _ => model(kind, 1, two, 4),
+        };
+        m.env = match kind {
+            Kind::FencedMutex => Env {
+                restarts: 1,
+                ..Env::default()
+            },
+            Kind::Mutex | Kind::Election => Env {
+                pauses: 1,
+                lost_replies: 1,
+                ..Env::default()
+            },
+            Kind::Semaphore | Kind::RwLock => Env {
+                pauses: 1,
+                ..Env::default()
+            },
+        };
+        m
+    }
+
+    /// The guarded write's models at the deeper bounds of `make model`: [`unit_guarded()`] with
+    /// more of the environment — a mutex with a lost push and a clock up to 5, the fenced mutex
+    /// with 2 restarts and a lost reply, a semaphore with a request for both permits that
+    /// waits (its queue keeps `K:exp` alive) and a lost reply, a RwLock with a second reader and
+    /// a lost push.
+    pub fn deep_guarded(kind: Kind) -> LockModel {
+        let mut m = unit_guarded(kind);
+        match kind {
+            Kind::Mutex | Kind::Election => {
+                m.env.lost_pushes = 1;
+                m.max_time = 5;
+            }
+            Kind::FencedMutex => {
+                m.env.restarts = 2;
+                m.env.lost_replies = 1;
+            }
+            Kind::Semaphore => {
+                m.clients.push(vec![Req::of(2)]);
+                m.env.lost_replies = 1;
+            }
+            Kind::RwLock => {
+                m.clients.push(vec![Req::of(1).guard()]);
+                m.env.lost_pushes = 1;
             }
         }
         m

@@ -31,11 +31,21 @@ pub enum Mutant {
     /// election.lua overwrites another program's data at the leader record's key (the old
     /// E1 bug). Caught by `no foreign write`.
     ElectionOverwritesForeign,
+    /// guarded.lua takes a shared holder's record in `K:exp` as its hold, whatever its
+    /// deadline: a holder past its lease, not purged yet (no shared script ran since), writes.
+    /// Caught by `guarded write by the holder`. (Not by `guarded fences never decrease`: while
+    /// the record is unpurged no shared script ran, so no holder with a larger fence came in
+    /// since; a late write, not one out of order.)
+    GuardedIgnoresDeadline,
+    /// guarded.lua finds the mutex held and does not compare the owner: a holder whose lock was
+    /// taken over writes. Caught by `guarded write by the holder` (and, once the new holder
+    /// wrote first, by `guarded fences never decrease`).
+    GuardedSkipsOwner,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 11] = [
         Mutant::NewcomerTakesExpired,
         Mutant::NoReadmitOnLeave,
         Mutant::GrantAboveLimit,
@@ -45,5 +55,7 @@ impl Mutant {
         Mutant::LimitDroppedWithWaiters,
         Mutant::DeadHeadBlocks,
         Mutant::ElectionOverwritesForeign,
+        Mutant::GuardedIgnoresDeadline,
+        Mutant::GuardedSkipsOwner,
     ];
 }

@@ -35,9 +35,19 @@ const LEAVING_READMITS: u32 = 1 << 5;
 const DEAD_HOLDER: u32 = 1 << 6;
 /// A release left a dead client's entry at the head.
 const DEAD_HEAD: u32 = 1 << 7;
+/// A guarded write applied for a token that does not hold the lock on the server then.
+const GUARDED_BY_HOLDER: u32 = 1 << 8;
+/// A guarded write of an exclusive hold applied with a smaller fence than the data holds.
+const GUARDED_FENCES: u32 = 1 << 9;
 
 /// The name of the property a paused holder breaks, as README says (expected counterexample).
 pub const EXCLUSIVE_AS_SEEN: &str = "exclusive as seen by clients (expected to fail: pauses)";
+
+/// The name of the reachability check of the guarded write: some run reaches a refused one
+/// (a stale holder's), so that `guarded write by the holder` does not hold vacuously. A
+/// discovery is an example, not a counterexample; the runs with guarded writes and pauses or
+/// restarts require one.
+pub const GUARDED_REFUSED: &str = "a guarded write refused (reachable)";
 
 /// Every property, by name.
 pub(crate) fn all() -> Vec<Property<LockModel>> {
@@ -55,6 +65,9 @@ pub(crate) fn all() -> Vec<Property<LockModel>> {
         Property::always("dead holder handed on", dead_holder_handed_on),
         Property::always("dead head dropped", dead_head_dropped),
         Property::always("limit persists", limit_persists),
+        Property::always("guarded write by the holder", guarded_by_holder),
+        Property::always("guarded fences never decrease", guarded_fences),
+        Property::sometimes(GUARDED_REFUSED, guarded_refused),
     ]
 }
 
@@ -121,6 +134,28 @@ fn dead_holder_handed_on(_: &LockModel, state: &State) -> bool {
 /// that does not fit and whose client is gone is dropped). Holds under every action.
 fn dead_head_dropped(_: &LockModel, state: &State) -> bool {
     ok(state, DEAD_HEAD)
+}
+
+/// Safety: a guarded write is applied only for a holder that holds the lock on the server at
+/// that step, by the server's clock (a mutex's live value is its token; a shared holder's
+/// deadline is later than now). Holds under every action, pauses and restarts included: a
+/// holder paused past its lease, or whose hold a restart lost, writes nothing.
+fn guarded_by_holder(_: &LockModel, state: &State) -> bool {
+    ok(state, GUARDED_BY_HOLDER)
+}
+
+/// Safety, the consequence for the data: a guarded write of an exclusive hold (a mutex, a
+/// RwLock writer) carries a fence no smaller than any write the lock's data holds, so the
+/// fences a store receives from one lock's holders never decrease. (A semaphore's holders,
+/// and readers, write side by side in any order.) Holds under every action the model takes
+/// (a restart from a lagging copy takes the data back with the hold).
+fn guarded_fences(_: &LockModel, state: &State) -> bool {
+    ok(state, GUARDED_FENCES)
+}
+
+/// Reachability (an example is wanted, see [`GUARDED_REFUSED`]): a guarded write was refused.
+fn guarded_refused(_: &LockModel, state: &State) -> bool {
+    state.ghost.refused_write
 }
 
 /// The clients that hold by their own count now, and whether each is a writer. `as_seen`
@@ -352,6 +387,12 @@ pub(crate) fn observe_step(
         _ => false,
     };
     let released = matches!(op, Op::SharedRelease { .. });
+    if let (Op::Guarded { token, fence, .. }, Reply::Applied) = (op, reply) {
+        broken |= guarded_write(kind, before, now, *token, *fence);
+    }
+    if matches!((op, reply), (Op::Guarded { .. }, Reply::NotApplied { .. })) {
+        state.ghost.refused_write = true;
+    }
     state.ghost.broken |= broken;
     for fence in new_fences {
         observe_fence(state, fence, false);
@@ -369,6 +410,38 @@ pub(crate) fn observe_step(
     {
         state.ghost.broken |= DEAD_HEAD;
     }
+}
+
+/// An applied guarded write of `token` with `fence` on the model's lock, judged on the server
+/// as it was before the step (`before`, at `now`): the bits of the rules it broke.
+/// * safety `guarded write by the holder`: `token` holds the lock on the server now;
+/// * safety `guarded fences never decrease`: the write of an exclusive hold carries a fence no
+///   smaller than every fence the lock's data holds.
+fn guarded_write(kind: Kind, before: &Server, now: u64, token: Token, fence: u64) -> u32 {
+    let mut broken = 0;
+    if !live_holders(kind, before, now).iter().any(|h| h.0 == token) {
+        broken |= GUARDED_BY_HOLDER;
+    }
+    let exclusive = match kind {
+        Kind::Semaphore => false,
+        Kind::RwLock => before
+            .data
+            .shared
+            .get(&0)
+            .and_then(|l| l.holders.get(&token))
+            .is_some_and(|h| h.weight == RW_LIMIT),
+        Kind::Mutex | Kind::FencedMutex | Kind::Election => true,
+    };
+    let largest = before
+        .data
+        .written
+        .get(&kind.lock())
+        .and_then(|w| w.iter().map(|w| w.1).max())
+        .unwrap_or(0);
+    if exclusive && fence < largest {
+        broken |= GUARDED_FENCES;
+    }
+    broken
 }
 
 /// Before the clock moves (every client's due step taken):

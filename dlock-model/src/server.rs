@@ -152,6 +152,14 @@ pub struct Data {
     pub counter: u64,
     /// Keys that hold data dlock could not have written (another program's).
     pub foreign: BTreeSet<Key>,
+    /// The data guarded writes protect (guarded.lua's target keys, which no script of the
+    /// protocol reads), per lock: every guarded write applied, oldest first, as the writer's
+    /// token and the fence it wrote with its data (0: none known). Lost with the rest of the
+    /// data (a restart without persistence), and as lagging as the rest on a replica.
+    pub written: BTreeMap<LockRef, Vec<(Token, u64)>>,
+    /// fenced.lua's data keys, by number: the stored fence (the companion key) and the value of
+    /// the last write (the writer's token, in the model).
+    pub fenced: BTreeMap<Name, (u64, Token)>,
 }
 
 /// A message published on a client's wake channel.
@@ -475,6 +483,29 @@ pub enum Op {
         /// The election.
         name: Name,
     },
+    /// guarded.lua: a holder's batch of writes, applied only while its hold is still its own
+    /// (a mutex's value starts with its token; a shared holder's deadline in `K:exp` is later
+    /// than the server's clock, purged or not). The batch is abstracted to one write of the
+    /// lock's protected data ([`Data::written`]); its target keys' types are not modelled.
+    Guarded {
+        /// The lock (`Shared`: the owner is sent as `"S<token>"`).
+        lock: LockRef,
+        /// The holder's token.
+        token: Token,
+        /// The fence the writer writes with its data (what it knows of its hold's; 0: none).
+        /// Not read by the check: it is the batch's payload.
+        fence: u64,
+    },
+    /// fenced.lua "set" (`Client::fenced_set`): `value` written to the data key `key` only if
+    /// its stored fence is not larger than `fence`.
+    FencedSet {
+        /// Which data key.
+        key: Name,
+        /// The writer's fencing token.
+        fence: u64,
+        /// The value (the writer's token, in the model).
+        value: Token,
+    },
     /// `SUBSCRIBE <lock>:wake:<client>` (wait.rs: before the first attempt).
     Subscribe {
         /// The lock.
@@ -574,6 +605,21 @@ pub enum Reply {
         /// Its value (0 with no leader).
         value: u8,
     },
+    /// guarded.lua `{1, …}`: the hold was the caller's; the writes ran.
+    Applied,
+    /// guarded.lua `{0, "taken"}` (`taken`: another owner holds the mutex) or `{0, "gone"}`
+    /// (the hold ended, or a shared holder is past its deadline): nothing written.
+    NotApplied {
+        /// `"taken"` rather than `"gone"`.
+        taken: bool,
+    },
+    /// fenced.lua `{1}`: written, and the writer's fence stored.
+    Written,
+    /// fenced.lua `{0, stored}`: a larger fence wrote before; nothing written.
+    Stale {
+        /// The stored fence.
+        stored: u64,
+    },
     /// OK of a plain command (SUBSCRIBE, a restart…).
     Ok,
     /// An error reply.
@@ -616,6 +662,10 @@ pub struct Abstract {
     /// Live holds that carry a fence on the server, by increasing fence (the relative order
     /// is what the model and Redis agree on; the values differ).
     pub fence_order: Vec<(LockRef, Token)>,
+    /// Per lock with any, the writers of the guarded writes its data holds, oldest first.
+    pub written: BTreeMap<LockRef, Vec<Token>>,
+    /// Per fenced.lua data key written, the value of the last write (the writer's token).
+    pub fenced: BTreeMap<Name, Token>,
 }
 
 /// The meaning of `server`'s state at `now`: only what is alive then.
@@ -679,5 +729,11 @@ pub fn abstraction(server: &Server, now: Ms) -> Abstract {
         out.leaders.insert(name, (rank, record.value));
     }
     out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
+    out.written = data
+        .written
+        .iter()
+        .map(|(&lock, writes)| (lock, writes.iter().map(|w| w.0).collect()))
+        .collect();
+    out.fenced = data.fenced.iter().map(|(&k, v)| (k, v.1)).collect();
     out
 }

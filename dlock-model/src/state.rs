@@ -54,6 +54,10 @@ pub struct Req {
     pub change: bool,
     /// A watchdog renews the lease (extend.lua) while it is held.
     pub watchdog: bool,
+    /// The holder makes one guarded write (guarded.lua) while it believes it holds, a stale
+    /// holder (paused past its lease, or granted before a restart) included; a mutex holder
+    /// that knows no fence asks for it first (fence.lua), to write it with its data.
+    pub guard: bool,
 }
 
 impl Req {
@@ -65,6 +69,7 @@ impl Req {
             cancel: false,
             change: false,
             watchdog: false,
+            guard: false,
         }
     }
 
@@ -96,6 +101,14 @@ impl Req {
     pub const fn watchdog(self) -> Self {
         Self {
             watchdog: true,
+            ..self
+        }
+    }
+
+    /// The same, making one guarded write while held.
+    pub const fn guard(self) -> Self {
+        Self {
+            guard: true,
             ..self
         }
     }
@@ -229,6 +242,8 @@ pub struct Client {
     pub epoch: u32,
     /// The connection epoch on which this client floored the slot's counter (fence_epoch.rs).
     pub floored: Option<u32>,
+    /// The current request sent its guarded write (one per request: [`Req::guard`]).
+    pub wrote: bool,
 }
 
 /// Ghost state for the properties: the rules broken so far (bits of `properties.rs`) and the
@@ -241,6 +256,8 @@ pub struct Ghost {
     pub max_fence: u64,
     /// The limit in force (the handles', or the operator's once set).
     pub limit: u32,
+    /// A guarded write was refused (the reachability check [`crate::GUARDED_REFUSED`]).
+    pub refused_write: bool,
 }
 
 /// The whole system.
@@ -281,6 +298,8 @@ pub enum Action {
     Extend(u8),
     /// Client changes its RwLock mode.
     Change(u8),
+    /// Client makes its guarded write (or first asks for the fence it writes).
+    Guard(u8),
     /// A push reaches its client.
     Deliver(usize),
     /// A push is lost.

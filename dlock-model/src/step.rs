@@ -1,14 +1,20 @@
 //! [`apply`]: one atomic step, dispatched to the function that mirrors its script
-//! (`mutex.rs`, `shared.rs`, `election.rs`) or run here (pub/sub, foreign writes, replication,
-//! restarts).
+//! (`mutex.rs`, `shared.rs`, `election.rs`, `guarded.rs`) or run here (pub/sub, foreign writes,
+//! replication, restarts).
 
 use crate::server::{Data, Key, Ms, Op, Reply, Server};
-use crate::{election, mutex, shared};
+use crate::{election, guarded, mutex, shared};
 
 /// Runs one atomic step at server time `now` and returns its reply. Published messages
 /// collect in [`Server::published`].
+///
+/// What expired by `now` is dropped first (Redis expires keys by itself; the shared scripts
+/// purge expired holders as they begin), except for guarded.lua, which purges nothing: it reads
+/// a shared holder's record as the last step left it and judges it by its deadline.
 pub fn apply(server: &mut Server, now: Ms, op: Op) -> Reply {
-    server.expire(now);
+    if !matches!(op, Op::Guarded { .. }) {
+        server.expire(now);
+    }
     let reply = match op {
         Op::SetNxGet { name, token, lease } => mutex::set_nx_get(server, now, name, token, lease),
         Op::ExistsQueue { name } => Reply::Int(i64::from(server.data.queues.contains_key(&name))),
@@ -70,6 +76,8 @@ pub fn apply(server: &mut Server, now: Ms, op: Op) -> Reply {
         } => election::publish(server, now, name, token, fence, value),
         Op::ElectionResign { name, token, fence } => election::resign(server, name, token, fence),
         Op::ElectionRead { name } => election::read(server, name),
+        Op::Guarded { lock, token, fence } => guarded::guarded(server, now, lock, token, fence),
+        Op::FencedSet { key, fence, value } => guarded::fenced_set(server, key, fence, value),
         Op::Subscribe { lock, client } => {
             server.subscribed.insert((lock, client));
             Reply::Ok

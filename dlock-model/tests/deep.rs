@@ -8,18 +8,27 @@
 
 use std::time::Instant;
 
-use dlock_model::EXCLUSIVE_AS_SEEN;
-use dlock_model::model::{self, Kind, bounds};
+use dlock_model::model::{self, Kind, LockModel, bounds};
+use dlock_model::{EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
 use stateright::{Checker, Model};
 
 fn deep(kind: Kind) {
-    let model = bounds::deep(kind);
-    let pauses = model.env.pauses > 0;
+    deep_model(bounds::deep(kind), "");
+}
+
+fn deep_model(model: LockModel, what: &str) {
+    let kind = model.kind;
+    // `exclusive as seen` is about exclusive holds: a shared kind's is vacuous.
+    let pauses = model.env.pauses > 0 && !kind.shared();
+    // Guarded writes by holders that a pause or a restart can make stale: some must be
+    // refused, or `guarded write by the holder` holds vacuously.
+    let stale_writes = model.clients.iter().flatten().any(|r| r.guard)
+        && (model.env.pauses > 0 || model.env.restarts > 0);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
     eprintln!(
-        "deep {kind:?}: {} states ({} unique), depth {}, {:.1?}",
+        "deep {what}{kind:?}: {} states ({} unique), depth {}, {:.1?}",
         checker.state_count(),
         checker.unique_state_count(),
         checker.max_depth(),
@@ -28,6 +37,13 @@ fn deep(kind: Kind) {
     for name in names {
         if name == EXCLUSIVE_AS_SEEN && pauses {
             assert!(checker.discovery(name).is_some(), "{kind:?}: vacuous");
+            continue;
+        }
+        if name == GUARDED_REFUSED {
+            assert!(
+                !stale_writes || checker.discovery(name).is_some(),
+                "{kind:?}: no stale guarded write refused: vacuous"
+            );
             continue;
         }
         if let Some(path) = checker.discovery(name) {
@@ -67,6 +83,30 @@ fn deep_rwlock() {
 #[ignore = "deeper bounds: make model"]
 fn deep_election() {
     deep(Kind::Election);
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_guarded_mutex() {
+    deep_model(bounds::deep_guarded(Kind::Mutex), "guarded ");
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_guarded_fenced_mutex() {
+    deep_model(bounds::deep_guarded(Kind::FencedMutex), "guarded ");
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_guarded_semaphore() {
+    deep_model(bounds::deep_guarded(Kind::Semaphore), "guarded ");
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_guarded_rwlock() {
+    deep_model(bounds::deep_guarded(Kind::RwLock), "guarded ");
 }
 
 /// The scheduler's attempt protocol with two kills and two pauses.

@@ -140,8 +140,42 @@ fn an_election_overwrites_foreign_data_at_its_record_key() {
     );
 }
 
+/// A semaphore holder paused past its lease resumes while the other holder's later deadline
+/// keeps `K:exp` (and its record) alive, and writes.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_guarded_write_that_ignores_a_shared_holders_deadline() {
+    caught(
+        bounds::unit_guarded(Kind::Semaphore),
+        Mutant::GuardedIgnoresDeadline,
+        "guarded write by the holder",
+    );
+}
+
+/// A mutex holder paused past its lease writes although another holds the lock now.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_guarded_write_that_skips_the_mutex_owner_check() {
+    caught(
+        bounds::unit_guarded(Kind::Mutex),
+        Mutant::GuardedSkipsOwner,
+        "guarded write by the holder",
+    );
+}
+
+/// The same, after the new holder wrote: the data's fences go back.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_guarded_write_that_skips_the_owner_check_sends_the_fences_back() {
+    caught(
+        bounds::unit_guarded(Kind::Mutex),
+        Mutant::GuardedSkipsOwner,
+        "guarded fences never decrease",
+    );
+}
+
 /// Every mutant has its test above.
 #[test]
 fn every_mutant_is_checked() {
-    assert_eq!(Mutant::ALL.len(), 9);
+    assert_eq!(Mutant::ALL.len(), 11);
 }

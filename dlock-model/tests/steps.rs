@@ -3,8 +3,8 @@
 //! replies and the [`abstraction`].
 
 use dlock_model::{
-    Entry, ExtendItem, Key, LockRef, Mode, Op, Origin, RW_LIMIT, ReleaseHow, Reply, ScriptError,
-    Server, SharedEntry, abstraction, apply,
+    Entry, ExtendItem, Key, LockRef, Mode, Mutant, Op, Origin, RW_LIMIT, ReleaseHow, Reply,
+    ScriptError, Server, SharedEntry, abstraction, apply,
 };
 
 const LEASE: u64 = 10;
@@ -497,4 +497,105 @@ fn election_read_reports_a_record_only_while_its_fence_holds_the_lock() {
         }
     );
     assert_eq!(abstraction(&server, 11).leaders.len(), 1);
+}
+
+fn guarded(server: &mut Server, now: u64, lock: LockRef, token: u32, fence: u64) -> Reply {
+    apply(server, now, Op::Guarded { lock, token, fence })
+}
+
+#[test]
+fn a_guarded_write_lands_only_for_the_mutex_owner() {
+    let mut server = Server::new(None);
+    let m = LockRef::Mutex(0);
+    acquire(&mut server, 0, entry(1, 0), Mode::Wait);
+    assert_eq!(guarded(&mut server, 1, m, 1, 5), Reply::Applied);
+    // Another token: "taken", nothing written.
+    assert_eq!(
+        guarded(&mut server, 2, m, 2, 9),
+        Reply::NotApplied { taken: true }
+    );
+    // The lease ran out: "gone"; then the lock is another's: "taken".
+    assert_eq!(
+        guarded(&mut server, 10, m, 1, 5),
+        Reply::NotApplied { taken: false }
+    );
+    acquire(&mut server, 11, entry(2, 1), Mode::Wait);
+    assert_eq!(
+        guarded(&mut server, 12, m, 1, 5),
+        Reply::NotApplied { taken: true }
+    );
+    assert_eq!(guarded(&mut server, 12, m, 2, 9), Reply::Applied);
+    assert_eq!(abstraction(&server, 12).written[&m], vec![1, 2]);
+    assert_eq!(server.data.written[&m], vec![(1, 5), (2, 9)]);
+    // Another program's data at the lock key: an error, nothing written.
+    apply(&mut server, 13, Op::WriteForeign { key: Key::Lock(0) });
+    assert_eq!(
+        guarded(&mut server, 13, m, 2, 9),
+        Reply::Err(ScriptError::Foreign(Key::Lock(0)))
+    );
+    assert_eq!(server.data.written[&m].len(), 2);
+}
+
+/// A shared holder past its deadline is refused even while its record is still in `K:exp`
+/// (no shared script purged it, and another holder's later deadline keeps the key); the
+/// mutant that looks at the record alone lets it write.
+#[test]
+fn a_guarded_write_of_a_shared_holder_is_judged_by_its_deadline_not_its_record() {
+    for mutant in [None, Some(Mutant::GuardedIgnoresDeadline)] {
+        let mut server = Server::new(mutant);
+        let s = LockRef::Shared(0);
+        sem(&mut server, 0, shared(1, 0, 1), 2, Mode::Wait);
+        sem(&mut server, 5, shared(2, 1, 1), 2, Mode::Wait);
+        assert_eq!(guarded(&mut server, 9, s, 1, 1), Reply::Applied);
+        // At 10 holder 1's lease is over; its record is still there (the last step ran at 9).
+        assert!(server.data.shared[&0].holders.contains_key(&1));
+        let late = guarded(&mut server, 10, s, 1, 1);
+        if mutant.is_none() {
+            assert_eq!(late, Reply::NotApplied { taken: false });
+        } else {
+            assert_eq!(late, Reply::Applied, "the mutant writes");
+        }
+        // Purged now (the step's expiry): "gone" for both.
+        assert_eq!(
+            guarded(&mut server, 11, s, 1, 1),
+            Reply::NotApplied { taken: false }
+        );
+        assert_eq!(guarded(&mut server, 11, s, 2, 2), Reply::Applied);
+        // Past every deadline, K:exp expired with the latest: gone, mutant or not.
+        assert_eq!(
+            guarded(&mut server, 20, s, 2, 2),
+            Reply::NotApplied { taken: false }
+        );
+    }
+}
+
+/// fenced.lua's compare-and-set: an equal fence writes again, a smaller one is refused with
+/// the stored fence, exactly for fences around 2^53 (where a double rounds) and u64::MAX.
+#[test]
+fn a_fenced_set_keeps_the_largest_fence_exactly() {
+    let mut server = Server::new(None);
+    let set = |server: &mut Server, fence: u64, value: u32| {
+        apply(
+            server,
+            0,
+            Op::FencedSet {
+                key: 0,
+                fence,
+                value,
+            },
+        )
+    };
+    let big = 1_u64 << 53;
+    assert_eq!(set(&mut server, big + 1, 1), Reply::Written);
+    assert_eq!(set(&mut server, big, 2), Reply::Stale { stored: big + 1 });
+    assert_eq!(set(&mut server, big + 1, 3), Reply::Written);
+    assert_eq!(set(&mut server, u64::MAX - 1, 4), Reply::Written);
+    assert_eq!(
+        set(&mut server, 9, 5),
+        Reply::Stale {
+            stored: u64::MAX - 1
+        }
+    );
+    assert_eq!(set(&mut server, u64::MAX, 6), Reply::Written);
+    assert_eq!(abstraction(&server, 0).fenced[&0], 6);
 }

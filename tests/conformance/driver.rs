@@ -239,6 +239,47 @@ impl<'r> Case<'r> {
                 Some(at) => self.fence(at).map(|_| ()),
                 None => Ok(()),
             },
+            // The holder writes with the fence it knows (0: none; it does not ask fence.lua
+            // first, which would tell a stale holder that its hold is gone before it writes).
+            // A refused write reports the lease lost: the request is over.
+            Step::Guarded { client, lock } => match self.find(client, lock, State::Holding) {
+                Some(at) => {
+                    let r = &self.requests[at];
+                    let op = Op::Guarded {
+                        lock: lock_ref(lock),
+                        token: r.token,
+                        fence: r.fence.unwrap_or(0),
+                    };
+                    if self.exec(op)? != Reply::Applied {
+                        self.requests[at].state = State::Done;
+                    }
+                    Ok(())
+                }
+                None => Ok(()),
+            },
+            // A holder's `fenced_set` of its lock's data key with its fence (a mutex holder asks
+            // fence.lua when it knows none; a lost hold gets none and writes nothing).
+            Step::FencedSet { client, lock } => match self.find(client, lock, State::Holding) {
+                Some(at) => {
+                    let fence = if is_mutex(lock) {
+                        self.fence(at)?
+                    } else {
+                        self.requests[at].fence
+                    };
+                    let Some(fence) = fence else {
+                        return Ok(());
+                    };
+                    let key = match lock {
+                        Lock::Mutex => 0,
+                        Lock::Sem => 1,
+                        Lock::Rw => 2,
+                        Lock::Election => 3,
+                    };
+                    let value = self.requests[at].token;
+                    self.exec(Op::FencedSet { key, fence, value }).map(|_| ())
+                }
+                None => Ok(()),
+            },
             Step::SetLimit { limit } => self.exec(Op::SetLimit { name: 0, limit }).map(|_| ()),
             Step::Upgrade { client } => self.change(client, true),
             Step::Downgrade { client } => self.change(client, false),
@@ -577,6 +618,16 @@ impl<'r> Case<'r> {
                 name,
                 token,
                 fence: real(fence)?,
+            },
+            Op::Guarded { lock, token, fence } => Op::Guarded {
+                lock,
+                token,
+                fence: if fence == 0 { 0 } else { real(fence)? },
+            },
+            Op::FencedSet { key, fence, value } => Op::FencedSet {
+                key,
+                fence: real(fence)?,
+                value,
             },
             other => other,
         })

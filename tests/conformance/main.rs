@@ -19,6 +19,7 @@
 )]
 
 mod driver;
+mod fenced;
 mod mutants;
 mod redis_side;
 mod replies;
@@ -60,7 +61,23 @@ fn check(mutant: Option<Mutant>, cases: u32, seed: u64) -> Result<Counts, String
         Some(_) => Some(RefCell::new(Real::start(None)?)),
         None => None,
     };
-    let counts = Cell::new(Counts::default());
+    // fenced.lua's comparison for tokens beyond the fences a sequence meets (fenced.rs).
+    let pairs = match fenced::pairs(&mut real.borrow_mut()) {
+        Ok(pairs) => pairs,
+        Err(why) => {
+            if let Some(shipped) = &shipped {
+                fenced::pairs(&mut shipped.borrow_mut())
+                    .map_err(|e| format!("the shipped fenced.lua differs too: {e}"))?;
+            }
+            return Err(format!(
+                "fenced.lua and the model compare fences differently: {why}"
+            ));
+        }
+    };
+    let counts = Cell::new(Counts {
+        pairs,
+        ..Counts::default()
+    });
     let mut runner = TestRunner::new(Config {
         cases,
         rng_seed: RngSeed::Fixed(seed),
@@ -111,6 +128,8 @@ struct Counts {
     ops: usize,
     /// Sequences (with a mutant) that the shipped scripts fail too.
     shipped_differ: u32,
+    /// fenced.lua's token pairs checked (fenced.rs).
+    pairs: usize,
 }
 
 /// The sequences are drawn from a fixed seed, so that `make test` runs the same ones every
@@ -147,10 +166,11 @@ fn the_scripts_conform_to_the_model() {
                 let _ = writeln!(
                     std::io::stderr(),
                     "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps) \
-                     matched the model in {:.1} s",
+                     and {} fenced.lua token pairs matched the model in {:.1} s",
                     c.sequences,
                     c.steps,
                     c.ops,
+                    c.pairs,
                     started.elapsed().as_secs_f64()
                 );
             }

@@ -82,6 +82,27 @@ pub(crate) const ALL: &[Mutant] = &[
             "local floor = 0",
         )],
     },
+    Mutant {
+        name: "guarded-ignores-deadline",
+        what: "guarded.lua takes a shared holder's record in K:exp as its hold, whatever its deadline",
+        swaps: &[(
+            "if not deadline or tonumber(deadline) <= now_ms() then",
+            "if not deadline then",
+        )],
+    },
+    Mutant {
+        name: "guarded-skips-owner",
+        what: "guarded.lua writes for whoever asks while the mutex is held, without comparing the owner",
+        swaps: &[("if string.sub(value, 1, 32) ~= owner then", "if false then")],
+    },
+    Mutant {
+        name: "fenced-compares-numbers",
+        what: "fenced.lua compares the tokens as Lua numbers (doubles), which round above 2^53",
+        swaps: &[(
+            "  if #a ~= #b then\n    return #a > #b\n  end\n  return a > b\n",
+            "  return tonumber(a) > tonumber(b)\n",
+        )],
+    },
 ];
 
 /// Records which substitutions matched, across the scripts.

@@ -164,6 +164,18 @@ impl Real {
         self.counters.get(key).map_or("", String::as_str)
     }
 
+    /// The data a lock's guarded writes go to: a list, one `"<token> <fence>"` per write.
+    pub(crate) fn written_key(&self, lock: LockRef) -> String {
+        format!("{}:written", self.key(lock))
+    }
+
+    /// fenced.lua's data key number `n` and its fence key (`fence_key`, as the client names it).
+    pub(crate) fn fenced_keys(n: u8) -> Result<(String, String), String> {
+        let data = format!("fenced:{n}");
+        let fence = dlock_core::fence_key(&data).map_err(|e| e.to_string())?;
+        Ok((data, fence))
+    }
+
     /// The lock a wake channel belongs to.
     fn lock_of_channel(&self, channel: &str) -> Option<(LockRef, ClientId)> {
         let (key, client) = channel.rsplit_once(":wake:")?;
@@ -457,6 +469,35 @@ impl Real {
                 let record = format!("{key}:leader");
                 let args = [self.counter(&key).to_owned()];
                 self.call(Source::ElectionRead, &[&key, &record], &args)
+            }
+            // As `GuardedWrite::exec` sends it, with one command: `RPUSH <data> "<token> <fence>"`.
+            Op::Guarded { lock, token, fence } => {
+                let key = self.key(*lock).to_owned();
+                let data = self.written_key(*lock);
+                let (keys, owner, index) = match lock {
+                    LockRef::Mutex(_) => (vec![key, data], token_hex(*token), "2"),
+                    LockRef::Shared(_) => (
+                        vec![key.clone(), format!("{key}:exp"), data],
+                        format!("S{}", token_hex(*token)),
+                        "3",
+                    ),
+                };
+                let args = [
+                    owner,
+                    "1".into(),
+                    "RPUSH".into(),
+                    index.into(),
+                    "1".into(),
+                    format!("{} {fence}", token_hex(*token)),
+                ];
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                self.call(Source::Guarded, &keys, &args)
+            }
+            // As `Client::fenced_set` sends it.
+            Op::FencedSet { key, fence, value } => {
+                let (data, fence_key) = Self::fenced_keys(*key)?;
+                let args = [fence.to_string(), "set".into(), token_hex(*value)];
+                self.call(Source::Fenced, &[&data, &fence_key], &args)
             }
             Op::Subscribe { lock, client } => {
                 self.subscribe(*lock, *client)?;

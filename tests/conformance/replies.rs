@@ -43,6 +43,16 @@ pub(crate) enum Norm {
         leads: bool,
         value: u8,
     },
+    /// guarded.lua `{1, …}`.
+    Applied,
+    /// guarded.lua `{0, "taken"}` / `{0, "gone"}`.
+    NotApplied {
+        taken: bool,
+    },
+    /// fenced.lua `{1}`.
+    Written,
+    /// fenced.lua `{0, stored}` (the stored fence compared by order).
+    Stale,
     Ok,
     Err(String),
 }
@@ -129,6 +139,10 @@ pub(crate) fn model_norm(op: &Op, reply: &Reply) -> (Norm, Vec<u64>) {
             },
         ),
         Reply::Ok => (Norm::Ok, vec![]),
+        Reply::Applied => (Norm::Applied, vec![]),
+        Reply::NotApplied { taken } => (Norm::NotApplied { taken }, vec![]),
+        Reply::Written => (Norm::Written, vec![]),
+        Reply::Stale { stored } => (Norm::Stale, vec![stored]),
         Reply::Multi {
             set,
             queued,
@@ -296,6 +310,34 @@ pub(crate) fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), St
                     fence_list(lock),
                 )
             }
+            _ => return Err(odd()),
+        },
+        // `{1, {1, <RPUSH's reply>}}`, or `{0, "taken" | "gone"}`.
+        Op::Guarded { .. } => match value {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(1), Value::Array(replies)] => match replies.as_slice() {
+                    [Value::Int(1), Value::Int(_)] => (Norm::Applied, vec![]),
+                    _ => return Err(odd()),
+                },
+                [Value::Int(0), Value::BulkString(why)] => match why.as_slice() {
+                    b"taken" => (Norm::NotApplied { taken: true }, vec![]),
+                    b"gone" => (Norm::NotApplied { taken: false }, vec![]),
+                    _ => return Err(odd()),
+                },
+                _ => return Err(odd()),
+            },
+            _ => return Err(odd()),
+        },
+        // `{1}`, or `{0, <stored fence>}`.
+        Op::FencedSet { .. } => match value {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(1)] => (Norm::Written, vec![]),
+                [Value::Int(0), stored] => {
+                    let stored = int(stored).ok_or_else(odd)?;
+                    (Norm::Stale, fence_list(stored))
+                }
+                _ => return Err(odd()),
+            },
             _ => return Err(odd()),
         },
         Op::Subscribe { .. } | Op::Unsubscribe { .. } | Op::Restart { .. } => (Norm::Ok, vec![]),

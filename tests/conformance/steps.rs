@@ -67,6 +67,11 @@ pub(crate) enum Step {
     Extend { client: u8, lock: Lock, lease: u8 },
     /// A mutex holder asks for its fence (fence.lua).
     Fence { client: u8 },
+    /// A holding request's guarded write of its lock's data (guarded.lua: one `RPUSH`), with
+    /// the fence it knows.
+    Guarded { client: u8, lock: Lock },
+    /// A holding request's `fenced_set` of its lock's data key (fenced.lua) with its fence.
+    FencedSet { client: u8, lock: Lock },
     /// `Semaphore::set_limit`.
     SetLimit { limit: u32 },
     /// A reader of the read-write lock upgrades (rw_change.lua "up").
@@ -154,6 +159,22 @@ impl fmt::Debug for Step {
                 lock.label()
             ),
             Step::Fence { client } => write!(f, "client {}: fence of mutex", name(client)),
+            Step::Guarded { client, lock } => {
+                write!(
+                    f,
+                    "client {}: guarded write under {}",
+                    name(client),
+                    lock.label()
+                )
+            }
+            Step::FencedSet { client, lock } => {
+                write!(
+                    f,
+                    "client {}: fenced set of {}'s data",
+                    name(client),
+                    lock.label()
+                )
+            }
             Step::SetLimit { limit } => write!(f, "operator: set_limit(sem, {limit})"),
             Step::Upgrade { client } => write!(f, "client {}: upgrade rw", name(client)),
             Step::Downgrade { client } => write!(f, "client {}: downgrade rw", name(client)),
@@ -224,6 +245,8 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
         1 => (client(), lock(), 1..=2u8)
             .prop_map(|(client, lock, lease)| Step::Extend { client, lock, lease }),
         1 => client().prop_map(|client| Step::Fence { client }),
+        3 => (client(), lock()).prop_map(|(client, lock)| Step::Guarded { client, lock }),
+        2 => (client(), lock()).prop_map(|(client, lock)| Step::FencedSet { client, lock }),
         1 => (1..=3u32).prop_map(|limit| Step::SetLimit { limit }),
         1 => client().prop_map(|client| Step::Upgrade { client }),
         1 => client().prop_map(|client| Step::Downgrade { client }),
@@ -239,7 +262,8 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
 /// Three clients contending for one lock: the first takes it, the others wait behind it (the
 /// queues every interesting step needs, in three steps instead of a lucky draw); then, at
 /// times, the first waiter leaves (its wait times out, is cancelled, or its client dies, before
-/// the holder releases or its lease ends), which is where re-admission and hand-off matter.
+/// the holder releases or its lease ends), which is where re-admission and hand-off matter; or
+/// the holder's lease ends and it writes late (guarded, or fenced after the first waiter).
 fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
     (
         proptest::sample::select(locks),
@@ -249,7 +273,7 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
             1 => (1..=2u32).prop_map(|held| vec![held, 3, 1]),
             1 => proptest::collection::vec(1..=3u32, 3),
         ],
-        0..7u8,
+        0..10u8,
     )
         .prop_map(|(lock, clients, weights, leave)| {
             let mut steps: Vec<Step> = clients
@@ -283,6 +307,36 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
                     },
                 ]),
                 4 => steps.extend([Step::Crash { client }, Step::Advance { units: 1 }]),
+                // The holder's lease ends (the waiters' timers fire and one takes over); it
+                // writes late, as a paused holder does: guarded, or fenced after its successor.
+                7 => steps.extend([
+                    Step::Advance { units: 1 },
+                    Step::Guarded {
+                        client: holder,
+                        lock,
+                    },
+                ]),
+                8 => steps.extend([
+                    Step::Advance { units: 1 },
+                    Step::FencedSet { client, lock },
+                    Step::FencedSet {
+                        client: holder,
+                        lock,
+                    },
+                    Step::Guarded { client, lock },
+                ]),
+                // Every waiter dies first: no attempt purges the holder whose lease ended, and
+                // its record stays in a shared lock's `:exp` (kept by the dead queue) when it
+                // writes.
+                9 => steps.extend([
+                    Step::Crash { client },
+                    Step::Crash { client: clients[2] },
+                    Step::Advance { units: 1 },
+                    Step::Guarded {
+                        client: holder,
+                        lock,
+                    },
+                ]),
                 _ => {}
             }
             steps

@@ -127,6 +127,44 @@ impl Real {
             LeaderState::Foreign(raw) => return Err(format!("leader record {raw:?}")),
         }
         out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
+        // The data of the guarded writes, per lock; fenced.lua's values (the fences they were
+        // stored with are compared by order where a reply shows them).
+        let locks = [0u8, 1]
+            .into_iter()
+            .map(LockRef::Mutex)
+            .chain([0u8, 1].into_iter().map(LockRef::Shared));
+        for lock in locks {
+            let writes: Vec<String> = redis::cmd("LRANGE")
+                .arg(self.written_key(lock))
+                .arg(0)
+                .arg(-1)
+                .query(&mut self.con)
+                .map_err(io("LRANGE written"))?;
+            let writers = writes
+                .iter()
+                .map(|w| w.get(..32).and_then(token_of).ok_or_else(|| w.clone()))
+                .collect::<Result<Vec<Token>, String>>()
+                .map_err(|w| format!("a guarded write {w:?}"))?;
+            if !writers.is_empty() {
+                out.written.insert(lock, writers);
+            }
+        }
+        for n in 0..4u8 {
+            let (data, fence) = Real::fenced_keys(n)?;
+            let (value, stored): (Option<String>, Option<String>) = redis::pipe()
+                .get(&data)
+                .get(&fence)
+                .query(&mut self.con)
+                .map_err(io("fenced data"))?;
+            match (value, stored) {
+                (Some(value), Some(_)) => {
+                    let token = token_of(&value).ok_or_else(|| format!("fenced {value:?}"))?;
+                    out.fenced.insert(n, token);
+                }
+                (None, None) => {}
+                other => return Err(format!("fenced:{n}: the value and its fence {other:?}")),
+            }
+        }
         Ok(out)
     }
 }
