@@ -47,13 +47,18 @@ fn lock(client: &Client, ttl: Duration) -> dlock_core::Mutex {
         .unwrap()
 }
 
+/// The lock, taken by `client` for 30 s.
+async fn held(client: &Client) -> dlock_core::MutexGuard {
+    lock(client, Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap()
+}
+
 backend_tests!(
     async fn a_guarded_batch_applies_while_held_in_one_step(backend: Backend) {
         let client = backend.client();
-        let guard = lock(&client, Duration::from_secs(30))
-            .acquire()
-            .await
-            .unwrap();
+        let guard = held(&client).await;
         let outcome = batch(&guard, 120).await.unwrap();
         assert!(outcome.is_applied(), "{outcome:?}");
         assert_eq!(outcome.replies().unwrap().len(), 4);
@@ -83,10 +88,7 @@ backend_tests!(
         backend: Backend,
     ) {
         let client = backend.client();
-        let guard = lock(&client, Duration::from_secs(30))
-            .acquire()
-            .await
-            .unwrap();
+        let guard = held(&client).await;
         assert!(client.force_unlock(LOCK).await.unwrap());
         let outcome = batch(&guard, 50).await.unwrap();
         assert_eq!(outcome, Guarded::Refused(Refused::Lost));
@@ -226,10 +228,7 @@ backend_tests!(
         backend: Backend,
     ) {
         let client = backend.client();
-        let guard = lock(&client, Duration::from_secs(30))
-            .acquire()
-            .await
-            .unwrap();
+        let guard = held(&client).await;
         let mut con = backend.raw().await;
         let _: () = con.rpush(PROFILE, "a list").await.unwrap();
         // HSET on a list: refused as a whole, the INCR before it included.
@@ -283,10 +282,7 @@ backend_tests!(
 
     async fn misuse_is_refused_before_anything_is_sent(backend: Backend) {
         let client = backend.client();
-        let guard = lock(&client, Duration::from_secs(30))
-            .acquire()
-            .await
-            .unwrap();
+        let guard = held(&client).await;
         let refused = |e: dlock_core::Error, needle: &str| {
             assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
             assert!(e.to_string().contains(needle), "{needle:?} not in: {e}");

@@ -12,24 +12,11 @@
 -- The claim stores the holder's token in the order before the provider is called, so that a
 -- holder whose lease ran out while it was charging (paused past it) cannot record its payment
 -- once a newer holder has claimed the order, even if the newer holder has not recorded yet.
--- Same checks, in the same order, as record_payment.lua; tokens compared as decimal strings.
+-- The checks are order_checks.lua's, prepended, as in record_payment.lua.
 
-local function smaller(a, b)
-    if #a ~= #b then
-        return #a < #b
-    end
-    return a < b
-end
-
-if redis.call('EXISTS', KEYS[1]) == 0 then
-    return {'missing'}
-end
-local last = redis.call('HGET', KEYS[1], 'fence')
-if last and smaller(ARGV[1], last) then
-    return {'stale', last}
-end
-if redis.call('HGET', KEYS[1], 'status') == 'paid' then
-    return {'paid', redis.call('HGET', KEYS[1], 'receipt')}
+local refusal = refused(KEYS[1], ARGV[1])
+if refusal then
+    return refusal
 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1])
 return {'claimed', redis.call('HGET', KEYS[1], 'amount')}

@@ -13,27 +13,12 @@
 --          {"paid", <receipt>}      already paid (under a token not larger): nothing written
 --          {"missing"}              no such order: nothing written
 --
--- The fence check comes first: a writer whose lease ran out and whose successor has claimed must
--- learn that it was fenced out, whatever the state. Tokens are compared as decimal strings
--- (longer is larger, then lexicographically), exact for every u64: Lua numbers are doubles.
+-- The checks are order_checks.lua's, prepended, as in claim_order.lua (the fence first).
 -- Safe to retry: a retry of a write that took effect finds the order paid and returns its receipt.
 
-local function smaller(a, b)
-    if #a ~= #b then
-        return #a < #b
-    end
-    return a < b
-end
-
-if redis.call('EXISTS', KEYS[1]) == 0 then
-    return {'missing'}
-end
-local last = redis.call('HGET', KEYS[1], 'fence')
-if last and smaller(ARGV[1], last) then
-    return {'stale', last}
-end
-if redis.call('HGET', KEYS[1], 'status') == 'paid' then
-    return {'paid', redis.call('HGET', KEYS[1], 'receipt')}
+local refusal = refused(KEYS[1], ARGV[1])
+if refusal then
+    return refusal
 end
 redis.call('HSET', KEYS[1], 'status', 'paid', 'fence', ARGV[1], 'paid_by', ARGV[3], 'receipt', ARGV[2])
 redis.call('RPUSH', KEYS[2], ARGV[2])

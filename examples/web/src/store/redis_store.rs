@@ -14,12 +14,20 @@ use dlock_core::FencingToken;
 use super::types::{Claimed, Order, Receipt, Recorded, StoreError, parse_fence};
 
 /// Claims an unpaid order for a holder, fenced.
-static CLAIM_ORDER: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("claim_order.lua")));
+static CLAIM_ORDER: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("order_checks.lua"),
+        include_str!("claim_order.lua")
+    ))
+});
 
 /// Records a paid order, fenced.
-static RECORD_PAYMENT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("record_payment.lua")));
+static RECORD_PAYMENT: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(concat!(
+        include_str!("order_checks.lua"),
+        include_str!("record_payment.lua")
+    ))
+});
 
 /// Status of an unpaid order, as stored.
 const UNPAID: &str = "unpaid";
