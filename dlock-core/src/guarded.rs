@@ -401,37 +401,20 @@ impl GuardedWrite {
     fn call(&self, lease: &LeaseCore) -> Result<Call> {
         let lock: &str = &lease.keys.lock;
         let name = lease.keys.name();
-        let prefix = lease.keys.prefix();
-        let ours: Vec<String> = self
-            .commands
-            .iter()
-            .filter(|c| {
-                let key = c.key.as_slice();
-                (!prefix.is_empty() && key.starts_with(prefix.as_bytes()))
-                    || key == lock.as_bytes()
-                    || key.starts_with(format!("{lock}:").as_bytes())
-            })
-            .map(|c| String::from_utf8_lossy(&c.key).into_owned())
-            .collect();
+        let ours = self.keys_where(|key| lease.keys.is_dlocks(key));
         if !ours.is_empty() {
             return Err(Error::invalid(format!(
-                "guarded write under `{name}`: {} under the key prefix `{prefix}`, where dlock \
-                 keeps its own state; a guarded write never changes dlock's keys. Name your \
-                 data outside the prefix",
-                quoted(&ours)
+                "guarded write under `{name}`: {} where dlock keeps its own state (the key \
+                 prefix `{}`); a guarded write never changes dlock's keys. Name your data \
+                 outside it",
+                quoted(&ours),
+                lease.keys.prefix()
             )));
         }
         if lease.transport.slot().is_cluster() {
             let slot = lease.keys.slot();
-            let elsewhere: Vec<String> = self
-                .commands
-                .iter()
-                .filter(|c| key_slot(&c.key) != slot)
-                .map(|c| String::from_utf8_lossy(&c.key).into_owned())
-                .collect();
+            let elsewhere = self.keys_where(|key| key_slot(key) != slot);
             if !elsewhere.is_empty() {
-                let mut elsewhere = elsewhere;
-                elsewhere.dedup();
                 return Err(Error::invalid(format!(
                     "guarded write under `{name}`: {} not in the lock's cluster slot; one script \
                      reaches one slot. Give each key the lock name as hash tag, e.g. \
@@ -474,6 +457,18 @@ impl GuardedWrite {
             }
         }
         Ok(call)
+    }
+
+    /// The target keys for which `hit` holds, each once, in batch order, as text.
+    fn keys_where(&self, hit: impl Fn(&[u8]) -> bool) -> Vec<String> {
+        let mut keys: Vec<String> = Vec::new();
+        for command in self.commands.iter().filter(|c| hit(&c.key)) {
+            let key = String::from_utf8_lossy(&command.key).into_owned();
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
     }
 
     fn decode(&self, lease: &LeaseCore, reply: Value) -> Result<Guarded> {

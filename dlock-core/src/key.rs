@@ -204,6 +204,21 @@ impl LockKeys {
             .unwrap_or_default()
     }
 
+    /// Whether `key` is one that dlock keeps: anything under a non-empty key prefix; with an
+    /// empty prefix, the keys of this lock's name (`{<name>}` and what follows it, of every
+    /// kind) and the fence counter of its slot. A user's write must never change them.
+    pub(crate) fn is_dlocks(&self, key: &[u8]) -> bool {
+        let prefix = self.prefix();
+        if !prefix.is_empty() {
+            return key.starts_with(prefix.as_bytes());
+        }
+        let root = self
+            .lock
+            .get(..self.name_at as usize + self.name().len() + 1);
+        root.is_some_and(|root| key.starts_with(root.as_bytes()))
+            || key == self.counter().to_string().as_bytes()
+    }
+
     /// The lock's Redis Cluster slot (that of its name: the hash tag).
     pub(crate) fn slot(&self) -> usize {
         slot(self.name())
@@ -397,6 +412,15 @@ mod tests {
         assert_eq!(super::slot(tag), super::slot("order:42"));
         // Redis's own figure for this tag (`CLUSTER KEYSLOT order:42` is 8691).
         assert_eq!(super::slot("order:42"), 8691);
+        // dlock's own keys: under the prefix; without one, the name's keys and its counter.
+        let sem = LockKeys::of_kind(LockKind::Semaphore, "app:", "order:42");
+        assert!(sem.is_dlocks(b"app:anything") && !sem.is_dlocks(b"balance:{order:42}"));
+        let bare = LockKeys::of_kind(LockKind::Semaphore, "", "order:42");
+        for key in ["{order:42}", "{order:42}:sem:exp", "{order:42}:queue"] {
+            assert!(bare.is_dlocks(key.as_bytes()), "{key}");
+        }
+        assert!(bare.is_dlocks(bare.counter().to_string().as_bytes()));
+        assert!(!bare.is_dlocks(b"balance:{order:42}") && !bare.is_dlocks(b"{order:4}"));
         // Any key, by Redis's hash-tag rule: the first `{…}` that is not empty.
         assert_eq!(super::key_slot(b"balance:{order:42}"), 8691);
         assert_eq!(super::key_slot(b"order:42"), 8691);

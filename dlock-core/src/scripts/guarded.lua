@@ -87,7 +87,7 @@ else
   end
 end
 
--- The commands, read once: {name, key, args}.
+-- The commands, read once: {name, key, args, the type its key must hold}.
 local n = tonumber(ARGV[2])
 local commands = {}
 local at = 3
@@ -95,7 +95,8 @@ for i = 1, n do
   local name = ARGV[at]
   local index = tonumber(ARGV[at + 1])
   local count = tonumber(ARGV[at + 2])
-  if wants_of(name) == nil or index == nil or index < first_target or index > #KEYS
+  local wants = wants_of(name)
+  if wants == nil or index == nil or index < first_target or index > #KEYS
       or count == nil then
     return redis.error_reply('DLOCKGUARD command ' .. i .. ' (' .. tostring(name)
       .. ') is not one a guarded write runs')
@@ -104,7 +105,7 @@ for i = 1, n do
   for j = 1, count do
     args[j] = ARGV[at + 2 + j]
   end
-  commands[i] = {name, KEYS[index], args, wants_of(name)}
+  commands[i] = {name, KEYS[index], args, wants}
   at = at + 3 + count
 end
 
