@@ -15,7 +15,6 @@
 //! CPU. Target: a guarded write is one round trip, as a plain write.
 
 use std::fmt::Write as _;
-use std::time::Instant;
 
 use dlock_core::{Client, FencingToken};
 use redis::AsyncCommands;
@@ -144,13 +143,11 @@ async fn window(
     own_plain: &[&str],
     work: impl std::future::Future<Output = Result<(), BoxError>>,
 ) -> Result<WriteRun, BoxError> {
-    let start = Instant::now();
-    let ((), _, delta) = measure(control, work).await?;
-    let seconds = start.elapsed().as_secs_f64();
+    let ((), window_ns, delta) = measure(control, work).await?;
     Ok(WriteRun {
         label: label.to_owned(),
         writes,
-        writes_per_s: float(writes) / seconds,
+        writes_per_s: float(writes) / (float(window_ns) / 1e9),
         per_write: PerOp::of(&delta, writes, own_plain),
     })
 }
