@@ -12,7 +12,7 @@ use dlock_core::{
 };
 use redis::AsyncCommands;
 
-use crate::support::{Backend, Plain, Worker, backend_tests, eventually};
+use crate::support::{Backend, Plain, Worker, backend_tests, eventually, has_written};
 
 /// The lock every test here takes, and data keys in its slot (its name as hash tag).
 const LOCK: &str = "acct:7";
@@ -414,14 +414,7 @@ backend_tests!(
         let line = paused.line(Duration::from_secs(30));
         let old_fence: u64 = line["acquired ".len()..].parse().unwrap();
         let con = backend.raw().await;
-        eventually(Duration::from_secs(10), "the holder writes", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen("{paused}:writes").await.ok()?;
-                (n > 0).then_some(())
-            }
-        })
-        .await;
+        has_written(&con, "{paused}:writes").await;
         paused.child().stop().unwrap();
 
         let taker = backend.client().mutex("paused").unwrap();

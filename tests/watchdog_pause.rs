@@ -9,7 +9,7 @@ use std::time::Duration;
 use dlock_core::{LostReason, MutexOptions};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, Worker, backend_tests, eventually};
+use crate::support::{Backend, Worker, backend_tests, has_written};
 
 backend_tests!(
     async fn a_paused_holder_finds_its_lease_lost_before_writing_again(backend: Backend) {
@@ -26,14 +26,7 @@ backend_tests!(
         let old_fence: u64 = line["acquired ".len()..].parse().unwrap();
         let mut con = backend.raw().await;
         // It writes while it holds the lock; freeze it right after its first write.
-        eventually(Duration::from_secs(10), "the holder writes", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen("pause:writes").await.ok()?;
-                (n > 0).then_some(())
-            }
-        })
-        .await;
+        has_written(&con, "pause:writes").await;
         paused.child().stop().unwrap();
 
         let lock = backend.client().mutex("pause").unwrap();
@@ -77,14 +70,7 @@ backend_tests!(
         let line = paused.line(Duration::from_secs(30));
         assert!(line.starts_with("acquired "), "{line}");
         let con = backend.raw().await;
-        eventually(Duration::from_secs(10), "the holder writes", || {
-            let mut con = con.clone();
-            async move {
-                let n: usize = con.llen("stopped:writes").await.ok()?;
-                (n > 0).then_some(())
-            }
-        })
-        .await;
+        has_written(&con, "stopped:writes").await;
         paused.child().stop().unwrap();
 
         let lock = backend.client().mutex("stopped").unwrap();

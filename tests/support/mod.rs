@@ -263,6 +263,18 @@ pub(crate) async fn queue_reaches(con: &Plain, key: &str, n: usize) {
     .await;
 }
 
+/// Waits until the list `key` holds something: a worker's first write has landed.
+pub(crate) async fn has_written(con: &Plain, key: &str) {
+    eventually(Duration::from_secs(10), "the holder writes", || {
+        let mut con = con.clone();
+        async move {
+            let n: usize = con.llen(key).await.ok()?;
+            (n > 0).then_some(())
+        }
+    })
+    .await;
+}
+
 /// The observer of shared holds: one hash outside the lock, `r` readers (or holders of
 /// permits) and `w` writers inside right now, changed and read in one script by each holder as
 /// it enters and leaves (`tests/rwlock.rs`, `tests/macro_lock.rs`).
