@@ -307,6 +307,36 @@ backend_tests!(
             "EVAL",
         );
         refused(guard.guarded().exec().await.unwrap_err(), "no command");
+        // As many arguments as the script can spread (Lua's unpack stops at 8,000), and no more.
+        let most: Vec<u32> = (0..7_000).collect();
+        let outcome = guard.guarded().rpush(HISTORY, &most).exec().await.unwrap();
+        assert_eq!(outcome.reply::<usize>(0).unwrap(), 7_000);
+        let too_many: Vec<u32> = (0..7_001).collect();
+        refused(
+            guard
+                .guarded()
+                .rpush(HISTORY, &too_many)
+                .exec()
+                .await
+                .unwrap_err(),
+            "7001 arguments",
+        );
+        let fields: Vec<(u32, u32)> = (0..3_501).map(|i| (i, i)).collect();
+        refused(
+            client
+                .fenced_hset("wide:{acct:7}", FencingToken::new(1), &fields)
+                .await
+                .unwrap_err(),
+            "3501 fields",
+        );
+        let fields = &fields[..3_500];
+        assert!(
+            client
+                .fenced_hset("wide:{acct:7}", FencingToken::new(1), fields)
+                .await
+                .unwrap()
+                .is_written()
+        );
         // Keys of another slot: refused on a cluster, where one script reaches one slot.
         let elsewhere = guard
             .guarded()

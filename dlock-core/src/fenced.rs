@@ -15,6 +15,7 @@ use redis::{ToRedisArgs, Value};
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::guarded::MAX_ARGS;
 use crate::key::hashed_part;
 use crate::scripts::{self, Call, unexpected};
 use crate::token::FencingToken;
@@ -129,6 +130,14 @@ impl Client {
         if fields.is_empty() {
             return Err(Error::invalid(format!(
                 "fenced_hset of `{key}`: no fields to set"
+            )));
+        }
+        if fields.len() * 2 > MAX_ARGS {
+            return Err(Error::invalid(format!(
+                "fenced_hset of `{key}`: {} fields, more than the {} one write may carry; \
+                 split them over several writes with the same token",
+                fields.len(),
+                MAX_ARGS / 2
             )));
         }
         let mut call = fenced_call(key, fence, "hset")?;

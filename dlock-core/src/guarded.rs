@@ -75,6 +75,11 @@ const COMMANDS: [(&str, &str); 34] = [
     ("EXISTS", "any"),
 ];
 
+/// The most arguments one command of a guarded write or one fenced write may carry: the scripts
+/// spread them with Lua's `unpack`, which stops at 8,000 values (Redis's Lua 5.1); refused before
+/// anything is sent, so no script fails half-way over it.
+pub(crate) const MAX_ARGS: usize = 7_000;
+
 /// One command of the batch.
 struct Command {
     name: &'static str,
@@ -266,7 +271,18 @@ impl GuardedWrite {
         key: &impl ToRedisArgs,
         args: Vec<Vec<u8>>,
     ) -> &mut Self {
-        match key_bytes(key) {
+        let key = key_bytes(key).and_then(|key| {
+            if args.len() > MAX_ARGS {
+                Err(format!(
+                    "{} arguments, more than the {MAX_ARGS} one command of a guarded write \
+                     may carry; split it into several commands",
+                    args.len()
+                ))
+            } else {
+                Ok(key)
+            }
+        });
+        match key {
             Ok(key) => self.commands.push(Command { name, key, args }),
             Err(why) => {
                 self.invalid.get_or_insert_with(|| {
