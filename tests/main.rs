@@ -31,6 +31,7 @@ mod holder_crash;
 mod inspect;
 mod invalid_input;
 mod lease_lost;
+mod lease_suspect;
 mod leaving_waiters;
 mod lock_family;
 mod macro_lock;

@@ -1,7 +1,7 @@
 //! The watchdog through trouble: an outage is logged once (not once per failed call) and
-//! retried with backoff (not as fast as calls fail); a lease found gone after it could have run
-//! out is reported as expired, not as removed by someone; one lock key of another type in a
-//! renewal batch costs only that lock.
+//! retried with backoff (not as fast as calls fail); a lease whose Redis hangs past its
+//! safe-until is lost then, as unreachable, not later as removed by someone; one lock key of
+//! another type in a renewal batch costs only that lock.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -78,7 +78,13 @@ backend_tests!(
         }
     }
 
-    async fn a_lease_found_gone_after_it_could_have_expired_is_reported_expired(backend: Backend) {
+    /// Redis frozen for more than three leases, with a command timeout longer still: the lease
+    /// is declared lost at its safe-until, as unreachable, while its renewal is still awaited.
+    /// When Redis thaws, that renewal finds the key gone (it ran out on the server's clock):
+    /// nobody removed the lock, and the reason stays what was declared first.
+    async fn a_lease_past_its_safe_until_while_redis_hangs_is_unreachable_not_removed(
+        backend: Backend,
+    ) {
         let c = backend
             .builder()
             .command_timeout(Duration::from_secs(10))
@@ -94,17 +100,21 @@ backend_tests!(
             .unwrap();
         let guard = lock.try_acquire().await.unwrap().expect("free");
         let token = guard.cancellation_token();
-        // The fault: the lock's server (the node of its slot) frozen for more than three leases.
-        // A renewal sent in time reaches it only after the lease ran out on the server's clock:
-        // nobody removed the lock.
         let server = backend.server_of("dlock:{gone}");
         server.pause().unwrap();
-        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let paused_at = std::time::Instant::now();
+        let declared = tokio::time::timeout(Duration::from_secs(3), token.cancelled()).await;
+        // Frozen past the lock's expiry on the server's clock (its lease is 300 ms), so that the
+        // awaited renewal finds the key gone: nothing to await inside a frozen server.
+        tokio::time::sleep_until((paused_at + Duration::from_secs(1)).into()).await;
         server.resume().unwrap();
-        tokio::time::timeout(Duration::from_secs(10), token.cancelled())
-            .await
-            .expect("the watchdog reports the loss");
-        assert_eq!(guard.lost().await.reason(), LostReason::Expired);
+        declared.expect("the watchdog declares the loss while the renewal is awaited");
+        assert_eq!(guard.lost().await.reason(), LostReason::Unreachable);
+        // The late renewal's answer (the key gone) arrives now: it changes nothing.
+        let mut con = backend.raw().await;
+        let _: () = redis::cmd("PING").query_async(&mut con).await.unwrap();
+        assert_eq!(guard.lost().await.reason(), LostReason::Unreachable);
+        assert!(!guard.release().await.unwrap().was_held());
     }
 
     async fn a_key_of_another_type_in_a_batch_costs_only_its_own_lock(backend: Backend) {

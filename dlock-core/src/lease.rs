@@ -7,13 +7,24 @@
 //! when renewal stops (`max_hold`), or when `safe_until` passes without a successful renewal. Loss
 //! resolves every [`Lease::lost`] future, cancels the lease's [`CancellationToken`] and logs a
 //! `tracing` warning, no later than `safe_until`.
+//!
+//! Before that, a watchdog lease can be *suspect*: a renewal was sent one renewal interval ago
+//! and is still not acknowledged (Redis slow, paused, cut off), while `safe_until` is ahead.
+//! The lease still stands; the holder gets the time that is left to prepare. The next
+//! acknowledged renewal makes it *held* again (recovered). One state machine ([`LeaseState`]):
+//!
+//! ```text
+//! Held ──renewal unanswered for an interval──▶ Suspect ──renewal acknowledged──▶ Held
+//!   │                                            │
+//!   └───────────── lost (any reason) ────────────┴──▶ Lost(reason)   (final)
+//! ```
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use std::collections::HashMap;
@@ -114,6 +125,43 @@ impl fmt::Display for LeaseLost {
 
 impl std::error::Error for LeaseLost {}
 
+/// Where a lease stands: [`Lease::state`], [`Lease::states`].
+///
+/// `Held` and `Suspect` both mean the lease still stands (the holder is the owner until
+/// [`Lease::safe_until`]); `Lost` is final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// Held, and its last renewal (if any was sent) was acknowledged in time.
+    Held,
+    /// Still held, but in danger: a watchdog renewal sent one renewal interval ago has not been
+    /// acknowledged (Redis slow, paused, or cut off), while [`Lease::safe_until`] is ahead.
+    /// The next acknowledged renewal makes the lease `Held` again; if none comes before
+    /// `safe_until`, it becomes `Lost`. Only watchdog leases become suspect: a fixed lease sends
+    /// no renewals.
+    Suspect,
+    /// Lost, or ended by a release or a shutdown ([`LostReason::Released`],
+    /// [`LostReason::Shutdown`]): final.
+    Lost(LostReason),
+}
+
+impl LeaseState {
+    /// Whether the lease still stands (`Held` or `Suspect`).
+    pub fn is_held(self) -> bool {
+        !matches!(self, Self::Lost(_))
+    }
+}
+
+impl fmt::Display for LeaseState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Held => f.write_str("held"),
+            Self::Suspect => f.write_str("suspect: a renewal is not acknowledged yet"),
+            Self::Lost(reason) => write!(f, "lost: {reason}"),
+        }
+    }
+}
+
 impl LeaseLost {
     pub(crate) fn new(reason: LostReason) -> Self {
         Self { reason }
@@ -140,6 +188,11 @@ struct Times {
     safe_until: Instant,
     /// Where the watchdog's renewals stand, to tell a pause from an outage at the deadline.
     renewal: RenewalState,
+    /// When the oldest renewal not yet acknowledged was sent (the first of a run of failed or
+    /// awaited ones); `None` once one is acknowledged.
+    unacked_since: Option<Instant>,
+    /// The lease is suspect (see [`LeaseState::Suspect`]).
+    suspect: bool,
 }
 
 /// The watchdog's last renewal of a lease (see [`LeaseCore::deadline_reason`]).
@@ -180,6 +233,9 @@ pub(crate) struct LeaseCore {
     /// of the loss finds the token cancelled, and the reason decided before.
     lost_published: AtomicBool,
     lost_notify: Notify,
+    /// The lease's state for [`Lease::states`] receivers, made on the first call (most leases
+    /// are never watched, and a channel is an allocation).
+    states: OnceLock<watch::Sender<LeaseState>>,
     cancel: OnceLock<CancellationToken>,
     released: AtomicBool,
     /// The watchdog stopped renewing (`max_hold`): running out is then the expected end.
@@ -260,6 +316,8 @@ impl LeaseCore {
                 full_ttl: new.ttl,
                 safe_until: new.safe_until,
                 renewal: RenewalState::Answered,
+                unacked_since: None,
+                suspect: false,
             }),
             renewal_stopped: AtomicBool::new(false),
             exclusive: new.exclusive,
@@ -268,6 +326,7 @@ impl LeaseCore {
             lost: OnceLock::new(),
             lost_published: AtomicBool::new(false),
             lost_notify: Notify::new(),
+            states: OnceLock::new(),
             cancel: OnceLock::new(),
             released: AtomicBool::new(false),
             registration: new.registration.map(Box::new),
@@ -339,11 +398,26 @@ impl LeaseCore {
     }
 
     /// Records a successful renewal by the watchdog, measured by a request sent at `sent`.
-    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
-        let mut times = lock(&self.times);
-        times.ttl = ttl;
-        times.safe_until = safe_until(sent, ttl, ttl);
-        times.renewal = RenewalState::Answered;
+    /// Returns whether this ended a suspicion (the caller reports recoveries in one line).
+    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) -> bool {
+        let recovered = {
+            let mut times = lock(&self.times);
+            times.ttl = ttl;
+            times.safe_until = safe_until(sent, ttl, ttl);
+            times.renewal = RenewalState::Answered;
+            times.unacked_since = None;
+            // A lease declared lost meanwhile (its answer came after its safe-until) stays lost.
+            std::mem::replace(&mut times.suspect, false) && !self.is_settled()
+        };
+        if recovered {
+            metrics::suspicion(
+                self.keys.kind().metric_name(),
+                self.metric_label(),
+                metrics::Suspicion::Recovered,
+            );
+            self.publish_state();
+        }
+        recovered
     }
 
     /// Records that the watchdog sends a renewal now. Its answer or its failure comes within
@@ -351,7 +425,106 @@ impl LeaseCore {
     /// process runs.
     pub(crate) fn renewal_sent(&self, sent: Instant) {
         let settled_by = sent + self.transport.command_timeout().saturating_mul(2);
-        lock(&self.times).renewal = RenewalState::InFlight { settled_by };
+        let mut times = lock(&self.times);
+        times.renewal = RenewalState::InFlight { settled_by };
+        times.unacked_since.get_or_insert(sent);
+    }
+
+    /// The watchdog's renewal interval, for a watchdog lease.
+    fn renewal_interval(&self) -> Option<Duration> {
+        match self.renewal {
+            Renewal::Watchdog { interval, .. } => Some(interval),
+            Renewal::Fixed => None,
+        }
+    }
+
+    /// When the lease becomes suspect unless a renewal is acknowledged first: one renewal
+    /// interval after the oldest unacknowledged one was sent. `None` when no renewal is
+    /// awaited, or the lease is suspect already.
+    pub(crate) fn suspect_at(&self) -> Option<Instant> {
+        let interval = self.renewal_interval()?;
+        let times = lock(&self.times);
+        if times.suspect {
+            return None;
+        }
+        times.unacked_since.map(|sent| sent + interval)
+    }
+
+    /// Makes the lease suspect if a renewal has gone unacknowledged for one renewal interval by
+    /// `now` while `safe_until` is ahead (past it, the lease is lost instead). Returns whether
+    /// it became suspect now (the caller reports suspicions in one line).
+    pub(crate) fn check_suspect(&self, now: Instant) -> bool {
+        let Some(interval) = self.renewal_interval() else {
+            return false;
+        };
+        if self.is_settled() {
+            return false;
+        }
+        {
+            let mut times = lock(&self.times);
+            let overdue = times
+                .unacked_since
+                .is_some_and(|sent| now >= sent + interval);
+            if times.suspect || !overdue || now >= times.safe_until {
+                return false;
+            }
+            times.suspect = true;
+        }
+        metrics::suspicion(
+            self.keys.kind().metric_name(),
+            self.metric_label(),
+            metrics::Suspicion::Suspect,
+        );
+        self.publish_state();
+        true
+    }
+
+    /// Where the lease stands now.
+    pub(crate) fn state(&self) -> LeaseState {
+        if let Some(reason) = self.lost_reason() {
+            return LeaseState::Lost(reason);
+        }
+        if lock(&self.times).suspect {
+            LeaseState::Suspect
+        } else {
+            LeaseState::Held
+        }
+    }
+
+    /// Tells the [`Lease::states`] receivers (if any) the state as it is now. Every change
+    /// calls this after it is made, so the last value sent is always the current one.
+    fn publish_state(&self) {
+        if let Some(tx) = self.states.get() {
+            let now = self.state();
+            tx.send_if_modified(|state| std::mem::replace(state, now) != now);
+        }
+    }
+
+    /// A receiver of the lease's state changes (the channel is made on the first call).
+    pub(crate) fn states(&self) -> watch::Receiver<LeaseState> {
+        let tx = self.states.get_or_init(|| watch::channel(self.state()).0);
+        let rx = tx.subscribe();
+        // A change between making the channel and subscribing was published to nobody (or
+        // before the channel existed): send the current state.
+        self.publish_state();
+        rx
+    }
+
+    /// Resolves when the lease is no longer plainly held: suspect, or lost (whichever comes
+    /// first), with that state.
+    pub(crate) async fn trouble(&self) -> LeaseState {
+        let mut rx = self.states();
+        let suspect = async {
+            match rx.wait_for(|state| *state != LeaseState::Held).await {
+                Ok(state) => *state,
+                // The sender lives as long as the lease, which `self` keeps alive.
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            state = suspect => state,
+            lost = self.lost() => LeaseState::Lost(lost.reason()),
+        }
     }
 
     /// Records that the watchdog's renewal failed (it retries).
@@ -360,11 +533,30 @@ impl LeaseCore {
     }
 
     /// Records a successful explicit extension: the watchdog renews to this lease from now on.
+    /// An acknowledged extension ends a suspicion like a renewal does.
     pub(crate) fn extended(&self, sent: Instant, ttl: Duration) {
-        let mut times = lock(&self.times);
-        times.ttl = ttl;
-        times.full_ttl = ttl;
-        times.safe_until = safe_until(sent, ttl, ttl);
+        let recovered = {
+            let mut times = lock(&self.times);
+            times.ttl = ttl;
+            times.full_ttl = ttl;
+            times.safe_until = safe_until(sent, ttl, ttl);
+            if times.unacked_since.is_some_and(|unacked| unacked <= sent) {
+                times.unacked_since = None;
+            }
+            times.suspect && times.unacked_since.is_none() && {
+                times.suspect = false;
+                true
+            }
+        };
+        if recovered {
+            metrics::suspicion(
+                self.keys.kind().metric_name(),
+                self.metric_label(),
+                metrics::Suspicion::Recovered,
+            );
+            tracing::info!(lock = %self.keys.name(), "dlock: lease no longer suspect: an extension was acknowledged");
+            self.publish_state();
+        }
     }
 
     /// Whether the lease still stands: not lost, not released, not past its safe-until.
@@ -433,6 +625,7 @@ impl LeaseCore {
         }
         self.lost_published.store(true, Ordering::Release);
         self.lost_notify.notify_waiters();
+        self.publish_state();
         true
     }
 
@@ -779,6 +972,65 @@ impl Lease {
     /// to the work you want stopped.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.core.cancellation_token()
+    }
+
+    /// Resolves when the lease is in danger: [`LeaseState::Suspect`] once a watchdog renewal
+    /// has gone unacknowledged for one renewal interval while the lease still stands, or
+    /// [`LeaseState::Lost`] if the lease is lost without being suspect first (a renewal that
+    /// found the lock taken, a release). Resolves at once if the lease is suspect or lost now.
+    ///
+    /// Suspect is a warning, not a loss: the holder still owns the lock until
+    /// [`Lease::safe_until`]. Use it to stop starting new work, flush what can be flushed, or
+    /// log; then watch [`Lease::states`] for the recovery, or [`Lease::lost`] for the loss.
+    /// With the default lease (30 s, renewed every 10 s) a renewal that hangs makes the lease
+    /// suspect 10 s after it was sent, about 20 s before it could be lost. Fixed leases (no
+    /// watchdog) are never suspect.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: dlock_core::Mutex) -> Result<(), dlock_core::Error> {
+    /// let guard = lock.acquire().await?;
+    /// let lease = guard.lease();
+    /// tokio::select! {
+    ///     state = lease.suspect() => eprintln!("pausing new work: {state}"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn suspect(&self) -> LeaseState {
+        self.core.trouble().await
+    }
+
+    /// Where the lease stands now: held, suspect, or lost (and why).
+    pub fn state(&self) -> LeaseState {
+        self.core.state()
+    }
+
+    /// A [`tokio::sync::watch`] receiver of the lease's state: it sees each change
+    /// (`Held` → `Suspect` → `Held` on a recovery, then `Lost(reason)` once, for good). Like
+    /// any watch receiver it keeps the latest value: changes closer together than the receiver
+    /// looks are seen as the last of them.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: dlock_core::Mutex) -> Result<(), dlock_core::Error> {
+    /// use dlock_core::LeaseState;
+    /// let guard = lock.acquire().await?;
+    /// let mut states = guard.lease().states();
+    /// tokio::spawn(async move {
+    ///     while states.changed().await.is_ok() {
+    ///         let state = *states.borrow_and_update();
+    ///         eprintln!("lease: {state}");
+    ///         if let LeaseState::Lost(_) = state {
+    ///             break;
+    ///         }
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn states(&self) -> watch::Receiver<LeaseState> {
+        self.core.states()
     }
 }
 

@@ -153,7 +153,7 @@ pub use guarded::{Guarded, GuardedWrite, Refused};
 pub use inspect::{HeldLock, HeldLocks, HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder};
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;
-pub use lease::{Lease, LeaseLost, LostReason};
+pub use lease::{Lease, LeaseLost, LeaseState, LostReason};
 pub use multilock::{MultiGuard, MultiLock};
 pub use mutex::Mutex;
 pub use options::{Durability, MAX_LABEL_LEN, MutexOptions, OnLost, Wait};

@@ -18,6 +18,8 @@
 //! | `dlock.wait.duration` | histogram, s | `kind`, `lock` | time spent queued, for acquisitions that queued |
 //! | `dlock.hold.duration` | histogram, s | `kind`, `lock` | from the grant to the release or the loss |
 //! | `dlock.lease.lost` | counter | `kind`, `lock`, `reason` | leases lost (`expired`, `taken_over`, `removed`, `unreachable`, `paused`, `max_hold`) |
+//! | `dlock.lease.suspect` | counter | `kind`, `lock` | leases that became suspect: a watchdog renewal unacknowledged for one renewal interval while the lease still stood |
+//! | `dlock.lease.recovered` | counter | `kind`, `lock` | suspect leases whose renewal was then acknowledged (held again) |
 //! | `dlock.held` | gauge | `kind`, `lock` | leases held now (not yet released or lost) |
 //! | `dlock.waiting` | gauge | `kind`, `lock` | acquire calls queued now |
 //! | `dlock.wake.fallback` | counter | `kind`, `lock` | a waiter woke by its fallback timer, not by a push (a lost message, or a holder whose lease ran out) |
@@ -36,8 +38,8 @@
 //! zero, so that a scrape lists them and `rate()` has a starting point: `dlock.renewals`,
 //! `dlock.renewal.duration`, `dlock.renewal.margin`; for each `kind` with `lock="(none)"`:
 //! `dlock.acquire.duration` for each `outcome` (with the `contended` value that outcome
-//! usually has: `true` for `timeout`, else `false`), `dlock.lease.lost` for each `reason`, and
-//! the gauges `dlock.held` and `dlock.waiting`. Series of labelled locks appear with their
+//! usually has: `true` for `timeout`, else `false`), `dlock.lease.lost` for each `reason`,
+//! `dlock.lease.suspect`, `dlock.lease.recovered`, and the gauges `dlock.held` and `dlock.waiting`. Series of labelled locks appear with their
 //! first use.
 
 use std::time::Duration;
@@ -111,7 +113,7 @@ mod on {
     use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
     use metrics::{gauge, histogram};
 
-    use super::{KINDS, LOST_REASONS, NO_LABEL, Outcome, lock_label};
+    use super::{KINDS, LOST_REASONS, NO_LABEL, Outcome, Suspicion, lock_label};
 
     /// Describes every metric (unit and help text) to the installed recorder, and registers
     /// the series listed in the module's docs at zero; called by each client's build (cheap,
@@ -151,6 +153,9 @@ mod on {
                 counter!("dlock.lease.lost", "kind" => kind, "lock" => NO_LABEL, "reason" => reason)
                     .increment(0);
             }
+            for suspicion in [Suspicion::Suspect, Suspicion::Recovered] {
+                counter!(suspicion.metric(), "kind" => kind, "lock" => NO_LABEL).increment(0);
+            }
             gauge!("dlock.held", "kind" => kind, "lock" => NO_LABEL).increment(0.0);
             gauge!("dlock.waiting", "kind" => kind, "lock" => NO_LABEL).increment(0.0);
         }
@@ -170,6 +175,14 @@ mod on {
                 "From the grant to the release or the loss"
             );
             describe_counter!("dlock.lease.lost", "Leases lost, by reason");
+            describe_counter!(
+                "dlock.lease.suspect",
+                "Leases whose renewal went unacknowledged for a renewal interval"
+            );
+            describe_counter!(
+                "dlock.lease.recovered",
+                "Suspect leases whose renewal was then acknowledged"
+            );
             describe_gauge!("dlock.held", "Leases held now");
             describe_gauge!("dlock.waiting", "Acquire calls queued now");
             describe_counter!(
@@ -235,6 +248,10 @@ mod on {
         }
     }
 
+    pub(crate) fn suspicion(kind: &'static str, lock: &str, which: Suspicion) {
+        counter!(which.metric(), "kind" => kind, "lock" => lock_label(lock)).increment(1);
+    }
+
     pub(crate) fn renewed(margin: Duration) {
         counter!("dlock.renewals").increment(1);
         histogram!("dlock.renewal.margin").record(margin.as_secs_f64());
@@ -275,7 +292,7 @@ mod on {
 
 #[cfg(feature = "metrics")]
 pub(crate) use on::{
-    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled,
+    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled, suspicion,
 };
 
 #[cfg(not(feature = "metrics"))]
@@ -295,6 +312,8 @@ mod off {
     #[inline(always)]
     pub(crate) fn settled(_: &'static str, _: &str, _: Duration, _: Option<&'static str>) {}
     #[inline(always)]
+    pub(crate) fn suspicion(_: &'static str, _: &str, _: super::Suspicion) {}
+    #[inline(always)]
     pub(crate) fn renewed(_: Duration) {}
     #[inline(always)]
     pub(crate) fn renewal_request(_: Duration) {}
@@ -312,8 +331,27 @@ mod off {
 
 #[cfg(not(feature = "metrics"))]
 pub(crate) use off::{
-    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled,
+    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled, suspicion,
 };
+
+/// A change of a lease's suspicion, counted in `dlock.lease.suspect` / `dlock.lease.recovered`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Suspicion {
+    /// The lease became suspect.
+    Suspect,
+    /// A suspect lease's renewal was acknowledged.
+    Recovered,
+}
+
+impl Suspicion {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn metric(self) -> &'static str {
+        match self {
+            Self::Suspect => "dlock.lease.suspect",
+            Self::Recovered => "dlock.lease.recovered",
+        }
+    }
+}
 
 /// Whether a duration is worth measuring: computing `Instant::now()` costs ~20 ns, which the
 /// uncontended path does not pay without the feature.

@@ -17,6 +17,12 @@
 //! starts and once when renewals work again, with counts; leases that run out meanwhile are
 //! reported in one line per renewal round.
 //!
+//! A lease is *suspect* (see [`crate::lease`]) once a renewal sent for it has gone one interval
+//! without an acknowledgement — failed and retried, or still awaited — while its safe-until is
+//! ahead; the task looks at that instant even while the renewal round is still awaited. An
+//! acknowledged renewal makes it held again. Suspicions and recoveries are logged in one line
+//! per look, with counts.
+//!
 //! A lease is declared lost (see [`crate::lease`]) when a renewal finds the lock deleted or
 //! owned by another, when `safe_until` passes without a successful renewal (Redis unreachable),
 //! or when renewal stops at `max_hold`. The reason is what the server said: `Removed` only when
@@ -260,6 +266,38 @@ impl Inner {
         lock(&self.state).entries.remove(token);
     }
 
+    /// While a renewal round is awaited (Redis hangs: up to the command timeout), does what
+    /// `collect` does between rounds except renewing: makes suspect the leases whose renewal
+    /// has gone unacknowledged for an interval by `now`, and declares lost those past their
+    /// safe-until (their `lost()` futures fire at that instant anyway; this is for their
+    /// cancellation tokens and the log). Says when to look again: the next such instant.
+    fn look_during_round(&self, now: Instant) -> Option<Instant> {
+        let state = lock(&self.state);
+        let in_outage = state.outage.is_some();
+        let mut suspects = Suspects::default();
+        let mut overdue = 0usize;
+        let mut next: Option<Instant> = None;
+        for entry in state.entries.values() {
+            let Some(lease) = entry.lease.upgrade().filter(|l| !l.is_settled()) else {
+                continue;
+            };
+            let safe_until = lease.safe_until();
+            if now >= safe_until {
+                overdue += usize::from(declare_overdue(&lease, in_outage));
+                continue;
+            }
+            if lease.check_suspect(now) {
+                suspects.add(&lease, now);
+            }
+            let at = lease.suspect_at().map_or(safe_until, |s| s.min(safe_until));
+            next = Some(next.map_or(at, |n| n.min(at)));
+        }
+        drop(state);
+        suspects.report();
+        report_overdue(overdue);
+        next
+    }
+
     /// Picks the renewals due now, declares overdue leases lost, and says when to look again.
     /// `None` when nothing is left to watch (the task then ends).
     fn collect(&self, now: Instant) -> Option<(Vec<Due>, Instant)> {
@@ -267,6 +305,7 @@ impl Inner {
         let mut due = Vec::new();
         let mut wake: Option<Instant> = None;
         let mut overdue = 0usize;
+        let mut suspects = Suspects::default();
         let in_outage = state.outage.is_some();
         state.entries.retain(|_, entry| {
             // Not `is_live_at`: a lease past its safe-until must reach `fire_lost` below, so
@@ -276,15 +315,13 @@ impl Inner {
             };
             let safe_until = lease.safe_until();
             if now >= safe_until {
-                let reason = lease.deadline_reason();
-                if in_outage && reason == LostReason::Unreachable {
-                    lease.fire_lost_quietly(reason);
-                    overdue += 1;
-                } else {
-                    lease.fire_lost(reason);
-                }
+                overdue += usize::from(declare_overdue(&lease, in_outage));
                 return false;
             }
+            if lease.check_suspect(now) {
+                suspects.add(&lease, now);
+            }
+            let mut suspect_at = lease.suspect_at();
             if entry.is_due(now) {
                 let (ttl, last) = renewal_ttl(&lease, entry.renew_until, now);
                 if last {
@@ -294,6 +331,7 @@ impl Inner {
                 }
                 if let Some(ttl) = ttl {
                     lease.renewal_sent(now);
+                    suspect_at = lease.suspect_at();
                     due.push(Due {
                         lease,
                         ttl,
@@ -303,20 +341,19 @@ impl Inner {
                     entry.next_due = now + entry.interval;
                 }
             }
-            let next = if entry.winding_down {
+            let mut next = if entry.winding_down {
                 safe_until
             } else {
                 entry.next_due.min(safe_until)
             };
+            if let Some(suspect_at) = suspect_at {
+                next = next.min(suspect_at);
+            }
             wake = Some(wake.map_or(next, |w| w.min(next)));
             true
         });
-        if overdue > 0 {
-            tracing::warn!(
-                leases = overdue,
-                "dlock: leases lost: Redis could not be reached to renew them before they ran out"
-            );
-        }
+        suspects.report();
+        report_overdue(overdue);
         // Renewals to send mean the task looks again right after them.
         state.planned_wake = if due.is_empty() { wake } else { None };
         match wake {
@@ -407,6 +444,102 @@ impl Inner {
     }
 }
 
+/// Declares lost a lease past its safe-until, for the reason that means (see
+/// [`LeaseCore::deadline_reason`]). During an outage an unreachable lease is not logged one by
+/// one: `true` says it is to be counted in [`report_overdue`]'s line.
+fn declare_overdue(lease: &LeaseCore, in_outage: bool) -> bool {
+    let reason = lease.deadline_reason();
+    if in_outage && reason == LostReason::Unreachable {
+        lease.fire_lost_quietly(reason)
+    } else {
+        lease.fire_lost(reason);
+        false
+    }
+}
+
+/// The one line for the leases [`declare_overdue`] counted.
+fn report_overdue(overdue: usize) {
+    if overdue > 0 {
+        tracing::warn!(
+            leases = overdue,
+            "dlock: leases lost: Redis could not be reached to renew them before they ran out"
+        );
+    }
+}
+
+/// The leases that became suspect in one look, reported in one line: a hung Redis makes
+/// every lease of the client suspect at about the same time.
+#[derive(Default)]
+struct Suspects {
+    count: usize,
+    /// The first one's name, and how long it is still safe.
+    first: Option<(Arc<str>, Duration)>,
+}
+
+impl Suspects {
+    fn add(&mut self, lease: &LeaseCore, now: Instant) {
+        self.count += 1;
+        self.first.get_or_insert_with(|| {
+            (
+                Arc::from(lease.keys.name()),
+                lease.safe_until().saturating_duration_since(now),
+            )
+        });
+    }
+
+    fn report(self) {
+        let Some((name, safe_for)) = self.first else {
+            return;
+        };
+        if self.count == 1 {
+            tracing::warn!(
+                lock = %name,
+                ?safe_for,
+                "dlock: lease suspect: its renewal has gone unacknowledged for a renewal \
+                 interval; still held, retrying"
+            );
+        } else {
+            tracing::warn!(
+                leases = self.count,
+                first = %name,
+                ?safe_for,
+                "dlock: leases suspect: their renewals have gone unacknowledged for a renewal \
+                 interval; still held, retrying"
+            );
+        }
+    }
+}
+
+/// The leases whose suspicion one renewal round ended, reported in one line.
+#[derive(Default)]
+struct Recoveries {
+    count: usize,
+    first: Option<Arc<str>>,
+}
+
+impl Recoveries {
+    fn add(&mut self, lease: &LeaseCore) {
+        self.count += 1;
+        self.first
+            .get_or_insert_with(|| Arc::from(lease.keys.name()));
+    }
+
+    fn report(self) {
+        let Some(name) = self.first else {
+            return;
+        };
+        if self.count == 1 {
+            tracing::info!(lock = %name, "dlock: lease no longer suspect: its renewal was acknowledged");
+        } else {
+            tracing::info!(
+                leases = self.count,
+                first = %name,
+                "dlock: leases no longer suspect: their renewals were acknowledged"
+            );
+        }
+    }
+}
+
 /// The lease to set at `now` — the full lease, or what is left of `max_hold` (`None` when too
 /// little is left to renew) — and whether this is the last renewal.
 fn renewal_ttl(
@@ -440,7 +573,7 @@ async fn run(inner: Arc<Inner>) {
             return;
         };
         if !due.is_empty() {
-            renew(&inner, due).await;
+            renew(&inner, due, wake).await;
             continue;
         }
         let notified = inner.wake.notified();
@@ -466,8 +599,10 @@ enum Group {
 }
 
 /// Sends the due renewals, [`BATCH`] locks per script call (of one shard, or failing a shard
-/// map, one slot, on a cluster), all calls concurrently, and applies the answers.
-async fn renew(inner: &Inner, due: Vec<Due>) {
+/// map, one slot, on a cluster), all calls concurrently, and applies the answers. Leases whose
+/// renewal goes unanswered for an interval meanwhile are made suspect at that instant (the
+/// first such instant is no earlier than `look_at`, the task's next look).
+async fn renew(inner: &Inner, due: Vec<Due>, look_at: Instant) {
     let transport = &inner.transport;
     let shards = match &inner.shards {
         Some(shards) => shards.current(transport).await,
@@ -519,15 +654,31 @@ async fn renew(inner: &Inner, due: Vec<Due>) {
         });
         (chunk, statuses, received)
     });
+    let round = join_all(calls);
+    tokio::pin!(round);
+    let mut look_at = Some(look_at);
+    let replies = loop {
+        tokio::select! {
+            replies = &mut round => break replies,
+            () = sleep_until_some(look_at) => {
+                look_at = inner.look_during_round(Instant::now());
+            }
+        }
+    };
     let mut outcomes = Vec::new();
     let mut elsewhere = Vec::new();
-    for (chunk, reply, received) in join_all(calls).await {
+    let mut recoveries = Recoveries::default();
+    for (chunk, reply, received) in replies {
         let tokens: Vec<OwnerToken> = chunk.iter().map(|d| d.lease.token).collect();
         match reply {
             Ok(statuses) => {
                 for (d, status) in chunk.iter().zip(statuses) {
                     match status {
-                        Some(status) => apply(inner, d, status, sent, received),
+                        Some(status) => {
+                            if apply(inner, d, status, sent, received) {
+                                recoveries.add(&d.lease);
+                            }
+                        }
                         None => elsewhere.push(d.lease.token),
                     }
                 }
@@ -541,16 +692,26 @@ async fn renew(inner: &Inner, due: Vec<Due>) {
     {
         shards.invalidate();
     }
+    recoveries.report();
     inner.record_round(&outcomes);
     inner.retry_now(&elsewhere);
 }
 
-fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) {
+/// Sleeps until `at`, or forever when `None`.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Applies one lease's renewal answer; `true` when it ended the lease's suspicion.
+fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) -> bool {
     let lease = &due.lease;
     match status {
         ExtendStatus::Extended => {
             metrics::renewed(lease.safe_until().saturating_duration_since(sent));
-            lease.renewed(sent, due.ttl);
+            return lease.renewed(sent, due.ttl);
         }
         ExtendStatus::Gone => {
             lease.fire_lost(gone_reason(lease.safe_until(), received));
@@ -561,6 +722,7 @@ fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received
             inner.deregister(&lease.token);
         }
     }
+    false
 }
 
 /// Why a lock that a renewal found gone is gone. The renewal ran on the server before its answer
