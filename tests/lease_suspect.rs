@@ -190,3 +190,74 @@ async fn a_healthy_minute_of_renewals_is_never_suspect() {
         assert!(guard.release().await.unwrap().was_held());
     }
 }
+
+/// A scheduled run whose handler ends while its lease is suspect (Redis frozen under it) is
+/// recorded so: `RunRecord::finished_while_suspect`, shown by `dlock runs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ends_while_its_lease_is_suspect_is_recorded_so() {
+    use dlock_scheduler::{Job, JobContext, RunOutcome, Scheduler};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let server = Arc::new(redis());
+    let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<LeaseState>();
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let first = Arc::new(AtomicBool::new(true));
+    let job = Job::new(
+        "suspect-run",
+        "* * * * * *",
+        "UTC",
+        move |ctx: JobContext| {
+            let (ended, started, first) = (ended_tx.clone(), started_tx.clone(), first.clone());
+            async move {
+                if first.swap(false, Ordering::SeqCst) {
+                    let _ = started.send(());
+                    // Ends as soon as the lease is in danger.
+                    let _ = ended.send(ctx.suspect().await);
+                }
+                Ok::<(), String>(())
+            }
+        },
+    )
+    .unwrap()
+    .lease(Duration::from_secs(3));
+    let scheduler = Scheduler::builder(client(&server))
+        .job(job)
+        .build()
+        .unwrap();
+    let observer = scheduler.clone();
+    let freezer = server.clone();
+    let recorded = async move {
+        tokio::time::timeout(Duration::from_secs(20), started_rx.recv())
+            .await
+            .expect("the first run starts")
+            .unwrap();
+        freezer.pause().unwrap();
+        let state = tokio::time::timeout(Duration::from_secs(5), ended_rx.recv())
+            .await
+            .expect("the handler sees the lease suspect");
+        // The record of the run's end waits for Redis; thaw it.
+        freezer.resume().unwrap();
+        assert_eq!(state, Some(LeaseState::Suspect));
+        let record = eventually(
+            Duration::from_secs(10),
+            "the run's end recorded",
+            || async {
+                observer
+                    .history("suspect-run")
+                    .await
+                    .ok()?
+                    .into_iter()
+                    .find(|r| r.outcome == RunOutcome::Succeeded && r.finished_while_suspect)
+            },
+        )
+        .await;
+        assert!(record.fencing_token.is_some(), "{record:?}");
+    };
+    scheduler.run_until(recorded, Duration::from_secs(5)).await;
+    let others = scheduler.history("suspect-run").await.unwrap();
+    assert_eq!(
+        others.iter().filter(|r| r.finished_while_suspect).count(),
+        1,
+        "only the run that ended while suspect: {others:?}"
+    );
+}

@@ -144,6 +144,9 @@ struct RunJson {
     next_retry: Option<String>,
     /// The attempts before the current one, oldest first (at-least-once delivery).
     earlier_attempts: Vec<AttemptJson>,
+    /// The current attempt ended while its lease was suspect (a renewal unacknowledged for
+    /// a renewal interval).
+    finished_while_suspect: bool,
     /// The start, for the table (shown in the job's zone).
     #[serde(skip)]
     started: chrono::DateTime<Utc>,
@@ -213,6 +216,7 @@ impl RunJson {
             attempt: r.attempt,
             next_retry: r.next_retry.map(|t| json_time(utc(t))),
             earlier_attempts: r.earlier_attempts.iter().map(AttemptJson::of).collect(),
+            finished_while_suspect: r.finished_while_suspect,
             started: utc(r.started_at),
         }
     }
@@ -422,7 +426,7 @@ pub(crate) async fn runs(
                 r.replica.clone(),
                 r.host.clone(),
                 r.pid.to_string(),
-                r.outcome.to_string(),
+                outcome_cell(r),
                 duration(r).map_or_else(|| "-".into(), human_duration),
                 shown
                     .fencing_token
@@ -443,6 +447,16 @@ pub(crate) async fn runs(
             .exit(Exit::NotFound));
     }
     Ok(report)
+}
+
+/// The OUTCOME cell of `dlock runs`: the outcome, marked when the run ended while its lease was
+/// suspect: `succeeded (lease suspect)`.
+fn outcome_cell(r: &RunRecord) -> String {
+    if r.finished_while_suspect {
+        format!("{} (lease suspect)", r.outcome)
+    } else {
+        r.outcome.to_string()
+    }
 }
 
 /// The ATTEMPT cell of `dlock runs`: the attempt's number, the earlier attempts' outcomes, and

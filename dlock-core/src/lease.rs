@@ -515,8 +515,14 @@ impl LeaseCore {
     pub(crate) async fn trouble(&self) -> LeaseState {
         let mut rx = self.states();
         let suspect = async {
-            match rx.wait_for(|state| *state != LeaseState::Held).await {
-                Ok(state) => *state,
+            // Copied out at once: the borrow it comes in must not live across an await (the
+            // future stays `Send`).
+            let seen = rx
+                .wait_for(|state| *state != LeaseState::Held)
+                .await
+                .map(|s| *s);
+            match seen {
+                Ok(state) => state,
                 // The sender lives as long as the lease, which `self` keeps alive.
                 Err(_) => std::future::pending().await,
             }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use dlock_core::{Lease, MutexGuard, OnLost, Permit};
+use dlock_core::{Lease, LeaseState, MutexGuard, OnLost, Permit};
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
@@ -339,7 +339,12 @@ async fn perform(
         args: attempt.args.clone(),
     };
     let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded).await;
-    if record(attempt, run_id, &outcome, Some(fence.get())).await == Some(Recorded::Superseded) {
+    // Whether the lease was in danger as the handler ended: said in the record, for whoever
+    // checks the run's effects.
+    let suspect = lease.state() == LeaseState::Suspect;
+    if record_end(attempt, run_id, &outcome, Some(fence.get()), suspect).await
+        == Some(Recorded::Superseded)
+    {
         tracing::info!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), %outcome, "dlock-scheduler: this attempt was superseded; its outcome is not recorded");
     }
     if let Some(permit) = slot {
@@ -467,6 +472,17 @@ async fn record(
     outcome: &RunOutcome,
     fence: Option<u64>,
 ) -> Option<Recorded> {
+    record_end(attempt, run_id, outcome, fence, false).await
+}
+
+/// [`record`], saying whether the attempt's lease was suspect as the handler ended.
+async fn record_end(
+    attempt: &Attempt,
+    run_id: &str,
+    outcome: &RunOutcome,
+    fence: Option<u64>,
+    suspect: bool,
+) -> Option<Recorded> {
     let shared = &attempt.shared;
     let entry = &attempt.entry;
     if *outcome == RunOutcome::Running {
@@ -487,6 +503,7 @@ async fn record(
             &entry.job.name,
             dlock_core::__private::publish_command(&shared.client),
         ),
+        suspect,
     };
     // finish.lua is retry-safe (the same record twice is one), so a request that timed out or
     // lost its connection is sent once more: a record lost to one slow reply would leave the

@@ -325,6 +325,7 @@ pub(crate) mod tests {
             fence: Some(7),
             delivery: entry.job.delivery,
             wake: (&entry.keys.wake, &entry.job.name, "PUBLISH"),
+            suspect: false,
         };
         ledger::record(&shared.client, &entry.keys, &how, outcome)
             .await

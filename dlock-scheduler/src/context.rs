@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use dlock_core::{Client, FencingToken, Lease, LeaseLost};
+use dlock_core::{Client, FencingToken, Lease, LeaseLost, LeaseState};
 use tokio_util::sync::CancellationToken;
 
 /// Who runs a scheduler: an id (by default `<host>:<pid>`) with its host and process id.
@@ -142,6 +142,22 @@ impl JobContext {
     /// A token cancelled when the run's lease is lost.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.lease.cancellation_token()
+    }
+
+    /// Resolves when the run's lease is in danger: suspect (a renewal unacknowledged for a
+    /// renewal interval while the lease stands) or lost (see [`dlock_core::Lease::suspect`]).
+    /// A run that ends while its lease is suspect is recorded so
+    /// ([`crate::RunRecord::finished_while_suspect`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn suspect(&self) -> LeaseState {
+        self.lease.suspect().await
+    }
+
+    /// Where the run's lease stands now: held, suspect or lost.
+    pub fn lease_state(&self) -> LeaseState {
+        self.lease.state()
     }
 }
 

@@ -197,6 +197,11 @@ pub struct RunRecord {
     pub next_retry: Option<SystemTime>,
     /// The attempts before the current one, oldest first (at-least-once delivery).
     pub earlier_attempts: Vec<AttemptRecord>,
+    /// The current attempt ended while its lease was suspect: a renewal had gone
+    /// unacknowledged for a renewal interval (Redis slow, paused or cut off; see
+    /// [`dlock_core::LeaseState::Suspect`]). The lease still stood by this replica's clock, but
+    /// the run's effects deserve a look: check them against its fencing token.
+    pub finished_while_suspect: bool,
 }
 
 /// An earlier attempt of a run (at-least-once delivery): who made it, when, how it ended.
@@ -263,20 +268,25 @@ impl RunRecord {
         let manual = c.next().ok_or_else(bad)? == "1";
         let _token = c.next().ok_or_else(bad)?;
         let attempt = c.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-        let (outcome, ended_at, fencing_token, next_retry) = match end {
-            None => (RunOutcome::Running, None, None, None),
+        let (outcome, ended_at, fencing_token, next_retry, suspect) = match end {
+            None => (RunOutcome::Running, None, None, None, false),
             Some(end) => {
                 let mut e = versioned(end)?;
                 let code = e.next().ok_or_else(bad)?;
                 let ended = e.next().ok_or_else(bad)?;
                 let fence = e.next().ok_or_else(bad)?;
                 let next = e.next().ok_or_else(bad)?;
-                let text = e.collect::<Vec<_>>().join(" ");
+                let text = e.next().ok_or_else(bad)?;
+                let flags = e.next().unwrap_or_default();
+                if e.next().is_some() {
+                    return Err(bad());
+                }
                 (
-                    RunOutcome::decode(code, &text).ok_or_else(bad)?,
+                    RunOutcome::decode(code, text).ok_or_else(bad)?,
                     ended.parse().ok().map(millis),
                     fence_of(fence),
                     next.parse().ok().map(millis),
+                    flags.contains('s'),
                 )
             }
         };
@@ -304,6 +314,7 @@ impl RunRecord {
             attempt,
             next_retry,
             earlier_attempts,
+            finished_while_suspect: suspect,
         })
     }
 
@@ -367,6 +378,8 @@ pub(crate) struct Recording<'a> {
     pub(crate) delivery: crate::job::Delivery,
     /// The wake channel and message, and the publish command (announces a retry).
     pub(crate) wake: (&'a str, &'a str, &'static str),
+    /// The attempt's lease was suspect as it ended (kept with an end, not with "running").
+    pub(crate) suspect: bool,
 }
 
 /// Records that an attempt of a run is running (with its fencing token), or how it ended, in
@@ -397,7 +410,8 @@ pub(crate) async fn record(
         .arg(how.delivery.attempts())
         .arg(how.wake.0)
         .arg(how.wake.1)
-        .arg(how.wake.2);
+        .arg(how.wake.2)
+        .arg(if how.suspect { "s" } else { "" });
     let reply: Vec<i64> = __private::invoke(client, &invocation, "record a run").await?;
     Ok(match reply.as_slice() {
         [1, ..] => Recorded::Done,
@@ -596,6 +610,17 @@ mod tests {
         assert_eq!(first.fencing_token, Some(FencingToken::new(16)));
         // The run started with its first attempt.
         assert_eq!(failed.start_delay(), Some(Duration::from_millis(100)));
+        assert!(!failed.finished_while_suspect);
+        // Flags follow the text: "s", the lease was suspect as the attempt ended.
+        let suspect = "1\x1fsucceeded\x1f1700000001000\x1f17\x1f\x1f\x1fs";
+        let record = RunRecord::parse(0, claim, Some(suspect), None).unwrap();
+        assert_eq!(record.outcome, RunOutcome::Succeeded);
+        assert!(record.finished_while_suspect);
+        assert_eq!(
+            RunRecord::parse(0, claim, Some(&format!("{suspect}\x1fmore")), None),
+            Err(RecordError::Malformed),
+            "a field after the flags is not this version's"
+        );
         assert_eq!(
             RunRecord::parse(0, "garbage", None, None),
             Err(RecordError::Malformed)

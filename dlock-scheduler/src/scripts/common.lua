@@ -8,8 +8,11 @@
 --                    the run's current attempt: who claimed it, when, and the token that names
 --                    that one attempt of one replica process (only it may record, renew or
 --                    withdraw it)
---   "<id>:end"       "1\31<outcome>\31<ended_ms>\31<fence>\31<next_retry_ms>\31<text>"
+--   "<id>:end"       "1\31<outcome>\31<ended_ms>\31<fence>\31<next_retry_ms>\31<text>[\31<flags>]"
 --                    how the current attempt ended ("running" while it runs, no end time);
+--                    flags (absent when none): "s" when the attempt's lease was suspect as it
+--                    ended (a renewal unacknowledged for a renewal interval: it may have ended
+--                    after another took over);
 --                    next_retry_ms is set while a retry is pending (at-least-once delivery);
 --                    "scheduled" (with next_retry_ms = its due time) for a one-off job that
 --                    waits for its first attempt (once.lua: its claim is attempt 0, no token)
@@ -46,9 +49,13 @@ local function claim_record(replica, host, pid, claimed_ms, manual, token, attem
 end
 
 -- An end record of version 1.
-local function end_record(outcome, ended_ms, fence, next_retry_ms, text)
-  return '1\31' .. outcome .. '\31' .. ended_ms .. '\31' .. fence .. '\31' .. next_retry_ms
-    .. '\31' .. text
+local function end_record(outcome, ended_ms, fence, next_retry_ms, text, flags)
+  local record = '1\31' .. outcome .. '\31' .. ended_ms .. '\31' .. fence .. '\31'
+    .. next_retry_ms .. '\31' .. text
+  if flags and flags ~= '' then
+    record = record .. '\31' .. flags
+  end
+  return record
 end
 
 -- The delay before attempt `attempt + 1`: the base doubled per attempt after the first, at

@@ -15,6 +15,8 @@
 -- ARGV[7]  attempts in all (at-least-once delivery; ignored without ARGV[6])
 -- ARGV[8]  the job's wake channel   ARGV[9] the message (the job's name)
 -- ARGV[10] "SPUBLISH" on a cluster, else "PUBLISH"
+-- ARGV[11] the end record's flags ("" or "s": the lease was suspect as the attempt ended; see
+--          common.lua), kept with an end, not with "running"
 --
 -- Returns  1  recorded, final (ended_ms is the server time; "running" records no end time)
 --          2  recorded, and the next attempt is due at the returned time: {2, next_retry_ms}
@@ -57,7 +59,7 @@ local attempt = tonumber(c[8])
 if ARGV[6] ~= '' and attempt < tonumber(ARGV[7]) then
   local due = now + backoff(tonumber(ARGV[6]), attempt)
   redis.call('HSET', KEYS[1], ARGV[1] .. ':end',
-    end_record(ARGV[3], int(now), ARGV[4], int(due), ARGV[5]))
+    end_record(ARGV[3], int(now), ARGV[4], int(due), ARGV[5], ARGV[11]))
   redis.call('ZADD', KEYS[2], int(due), ARGV[1])
   local publish = 'PUBLISH'
   if ARGV[10] == 'SPUBLISH' then
@@ -66,6 +68,7 @@ if ARGV[6] ~= '' and attempt < tonumber(ARGV[7]) then
   redis.call(publish, ARGV[8], ARGV[9])
   return {2, due}
 end
-redis.call('HSET', KEYS[1], ARGV[1] .. ':end', end_record(ARGV[3], int(now), ARGV[4], '', ARGV[5]))
+redis.call('HSET', KEYS[1], ARGV[1] .. ':end',
+  end_record(ARGV[3], int(now), ARGV[4], '', ARGV[5], ARGV[11]))
 redis.call('ZREM', KEYS[2], ARGV[1])
 return {1}
