@@ -45,6 +45,7 @@ mod quorum;
 mod readme;
 mod redis_down;
 mod reentrancy;
+mod release_request;
 mod retry_safety;
 mod rolling_deploy;
 mod runtimes;

@@ -94,13 +94,19 @@ pub(crate) enum Command {
         #[arg(long, value_enum, default_value_t = KindArg::Any)]
         kind: KindArg,
     },
-    /// Force a mutex open whoever holds it; the oldest waiter, if any, gets it.
+    /// Force a mutex open whoever holds it; the oldest waiter, if any, gets it. With `--ask`,
+    /// ask its holders to give it back instead (any kind of lock; nothing is forced).
     Unlock {
-        /// The mutex's name.
+        /// The lock's name.
         name: String,
         /// Do not ask for confirmation (required when stdin is not a terminal).
         #[arg(long, short = 'y')]
         yes: bool,
+        /// Ask the holders to give the lock back instead of forcing it: they decide, and a
+        /// watchdog holder learns of it within one renewal interval. Asks the mutex of that
+        /// name, or, when none is held, the holders of the semaphore and the read-write lock.
+        #[arg(long)]
+        ask: bool,
     },
     /// List the scheduler's jobs: schedule, next occurrence, last run, paused, replicas.
     Jobs,

@@ -355,11 +355,14 @@ pub(crate) async fn unlock(
         #[derive(Serialize)]
         struct Unlocked {
             name: String,
+            /// `forced` (`--ask` says `asked`).
+            action: &'static str,
             was_held_by: HolderJson,
             now_held_by: Option<HolderJson>,
         }
         return Report::json(&Unlocked {
             name: name.to_owned(),
+            action: "forced",
             was_held_by: HolderJson::mutex(&before),
             now_held_by: after.as_ref().map(HolderJson::mutex),
         });
@@ -371,6 +374,64 @@ pub(crate) async fn unlock(
     Ok(Report::new(format!(
         "forced `{name}` open (was held by {}); {then}\n",
         describe(&before)
+    )))
+}
+
+/// `dlock unlock --ask`: asks the holders of the mutex `name` (or, when none is held, of the
+/// semaphore and the read-write lock of that name) to give it back. Nothing is forced, so no
+/// confirmation is asked for.
+pub(crate) async fn ask(client: &Client, name: &str, json: bool) -> Result<Report, Failure> {
+    let mut kind = "mutex";
+    let mut asked = client.request_release(name).await?;
+    if asked == 0 {
+        // The limit of a handle made only to ask is not used.
+        for (of_kind, holders) in [
+            (
+                "semaphore",
+                client.semaphore(name, 1)?.request_release().await?,
+            ),
+            (
+                "read-write lock",
+                client.rw_lock(name)?.request_release().await?,
+            ),
+        ] {
+            if holders > 0 {
+                kind = of_kind;
+                asked = holders;
+                break;
+            }
+        }
+    }
+    if asked == 0 {
+        return Ok(Report::new(String::new())
+            .note(format!("no lock `{name}` is held; nobody to ask"))
+            .exit(Exit::NotFound));
+    }
+    if json {
+        #[derive(Serialize)]
+        struct Asked<'a> {
+            name: &'a str,
+            /// `asked` (plain `dlock unlock` says `forced`).
+            action: &'static str,
+            kind: &'static str,
+            holders: usize,
+        }
+        return Report::json(&Asked {
+            name,
+            action: "asked",
+            kind,
+            holders: asked,
+        });
+    }
+    let whom = if asked == 1 {
+        "its holder".to_owned()
+    } else {
+        format!("its {asked} holders")
+    };
+    Ok(Report::new(format!(
+        "asked {whom} of the {kind} `{name}` to give it back (nothing was forced): a watchdog \
+         holder learns of it within one renewal interval and decides; `dlock unlock {name}` \
+         forces a mutex open\n"
     )))
 }
 

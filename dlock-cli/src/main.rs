@@ -96,7 +96,10 @@ async fn run(cli: &Cli, password: Option<String>) -> Result<Report, Failure> {
     match &cli.command {
         Command::Locks { pattern } => locks::locks(&client, pattern.as_deref(), json).await,
         Command::Inspect { name, kind } => locks::inspect(&client, name, *kind, json).await,
-        Command::Unlock { name, yes } => locks::unlock(&client, name, *yes, json).await,
+        Command::Unlock {
+            name, ask: true, ..
+        } => locks::ask(&client, name, json).await,
+        Command::Unlock { name, yes, .. } => locks::unlock(&client, name, *yes, json).await,
         Command::Jobs => jobs::jobs(&Target::admin(&client)?, json).await,
         Command::Runs { job, limit } => {
             let limit = usize::try_from(*limit).unwrap_or(usize::MAX);

@@ -299,7 +299,7 @@ async fn round(
     let con = conn.insert(fresh);
     let mut waits: Vec<(Durability, Result<(bool, u32)>)> = Vec::new();
     for (request, status) in batch.iter().zip(&statuses) {
-        if *status == ExtendStatus::Extended && !waits.iter().any(|(w, _)| *w == request.want) {
+        if status.is_extended() && !waits.iter().any(|(w, _)| *w == request.want) {
             let counted = wait(con, request.want, command_timeout).await;
             if counted.as_ref().is_err_and(Error::may_have_taken_effect) {
                 // A blocked reply may still come on this connection: start a fresh one.
@@ -317,7 +317,7 @@ async fn round(
             local: false,
             replicas: 0,
         };
-        if status != ExtendStatus::Extended {
+        if !status.is_extended() {
             return Ok(ack);
         }
         match waits.iter().find(|(w, _)| *w == request.want) {

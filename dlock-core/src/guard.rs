@@ -183,7 +183,7 @@ impl MutexGuard {
             Renewal::Watchdog { interval, .. } => watchdog_extension(ttl, interval)?,
         };
         let outcome = match self.lease_core().extend(ttl).await? {
-            ExtendStatus::Extended => ExtendOutcome::Extended,
+            ExtendStatus::Extended | ExtendStatus::Asked => ExtendOutcome::Extended,
             ExtendStatus::Gone => ExtendOutcome::Expired,
             ExtendStatus::Other => ExtendOutcome::TakenOver,
         };

@@ -240,6 +240,9 @@ pub(crate) struct LeaseCore {
     released: AtomicBool,
     /// The watchdog stopped renewing (`max_hold`): running out is then the expected end.
     renewal_stopped: AtomicBool,
+    /// Someone asked the holder to give the lock back (`ask.lua`, learnt from an extension);
+    /// [`Lease::release_requested`] waits on `lost_notify` for it.
+    asked: AtomicBool,
     /// Whether the holder excludes every other holder of the lock (a mutex's, a read-write
     /// lock's writer) or shares it (a reader, a semaphore's permits): an acquisition nested in
     /// a shared hold's body may only share it too (`rwlock.rs`).
@@ -320,6 +323,7 @@ impl LeaseCore {
                 suspect: false,
             }),
             renewal_stopped: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
             exclusive: new.exclusive,
             depths: AtomicU64::new(1),
             nested_permits: OnceLock::new(),
@@ -477,6 +481,35 @@ impl LeaseCore {
         );
         self.publish_state();
         true
+    }
+
+    /// Records that the holder was asked to give the lock back (an extension answered so);
+    /// the first time, wakes [`Lease::release_requested`] and logs it.
+    pub(crate) fn mark_asked(&self) {
+        if self.asked.swap(true, Ordering::AcqRel) || self.is_settled() {
+            return;
+        }
+        metrics::release_requested(self.keys.kind().metric_name(), self.metric_label());
+        tracing::info!(lock = %self.keys.name(), "dlock: the holder was asked to release the lock");
+        self.lost_notify.notify_waiters();
+    }
+
+    /// Whether the holder was asked to give the lock back.
+    pub(crate) fn is_asked(&self) -> bool {
+        self.asked.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the holder was asked to give the lock back; never, if nobody asks.
+    pub(crate) async fn asked(&self) {
+        loop {
+            let notified = self.lost_notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_asked() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Where the lease stands now.
@@ -809,6 +842,10 @@ impl LeaseCore {
         };
         match status {
             ExtendStatus::Extended => self.extended(sent, ttl),
+            ExtendStatus::Asked => {
+                self.extended(sent, ttl);
+                self.mark_asked();
+            }
             ExtendStatus::Gone => {
                 self.fire_lost(LostReason::Expired);
             }
@@ -1007,6 +1044,42 @@ impl Lease {
     /// Cancel safe: it only observes.
     pub async fn suspect(&self) -> LeaseState {
         self.core.trouble().await
+    }
+
+    /// Resolves once someone asked the holder to give the lock back
+    /// ([`crate::Client::request_release`], `dlock unlock --ask`); never, if nobody asks. The
+    /// holder decides: finish the current step and release, or ignore it and keep the lock
+    /// (nothing is taken away). A watchdog holder learns of a request with its next renewal,
+    /// within one renewal interval; a fixed-lease holder only when it calls `extend`.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: dlock_core::Mutex) -> Result<(), dlock_core::Error> {
+    /// let guard = lock.acquire().await?;
+    /// let lease = guard.lease();
+    /// loop {
+    ///     tokio::select! {
+    ///         () = lease.release_requested() => break, // someone needs it: stop at a step
+    ///         lost = lease.lost() => {
+    ///             eprintln!("stopping: {lost}");
+    ///             return Ok(());
+    ///         }
+    ///         () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {} // a step
+    ///     }
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn release_requested(&self) {
+        self.core.asked().await;
+    }
+
+    /// Whether someone asked the holder to give the lock back (see
+    /// [`Lease::release_requested`]).
+    pub fn is_release_requested(&self) -> bool {
+        self.core.is_asked()
     }
 
     /// Where the lease stands now: held, suspect, or lost (and why).

@@ -125,6 +125,7 @@ mod multilock;
 mod mutex;
 mod options;
 mod quorum;
+mod release_request;
 mod runtime;
 mod rwlock;
 mod scripts;

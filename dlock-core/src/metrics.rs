@@ -20,6 +20,7 @@
 //! | `dlock.lease.lost` | counter | `kind`, `lock`, `reason` | leases lost (`expired`, `taken_over`, `removed`, `unreachable`, `paused`, `max_hold`) |
 //! | `dlock.lease.suspect` | counter | `kind`, `lock` | leases that became suspect: a watchdog renewal unacknowledged for one renewal interval while the lease still stood |
 //! | `dlock.lease.recovered` | counter | `kind`, `lock` | suspect leases whose renewal was then acknowledged (held again) |
+//! | `dlock.release.requested` | counter | `kind`, `lock` | holders that learnt someone asked them to give the lock back ([`crate::Client::request_release`]) |
 //! | `dlock.held` | gauge | `kind`, `lock` | leases held now (not yet released or lost) |
 //! | `dlock.waiting` | gauge | `kind`, `lock` | acquire calls queued now |
 //! | `dlock.wake.fallback` | counter | `kind`, `lock` | a waiter woke by its fallback timer, not by a push (a lost message, or a holder whose lease ran out) |
@@ -39,7 +40,7 @@
 //! `dlock.renewal.duration`, `dlock.renewal.margin`; for each `kind` with `lock="(none)"`:
 //! `dlock.acquire.duration` for each `outcome` (with the `contended` value that outcome
 //! usually has: `true` for `timeout`, else `false`), `dlock.lease.lost` for each `reason`,
-//! `dlock.lease.suspect`, `dlock.lease.recovered`, and the gauges `dlock.held` and `dlock.waiting`. Series of labelled locks appear with their
+//! `dlock.lease.suspect`, `dlock.lease.recovered`, `dlock.release.requested`, and the gauges `dlock.held` and `dlock.waiting`. Series of labelled locks appear with their
 //! first use.
 
 use std::time::Duration;
@@ -153,6 +154,7 @@ mod on {
                 counter!("dlock.lease.lost", "kind" => kind, "lock" => NO_LABEL, "reason" => reason)
                     .increment(0);
             }
+            counter!("dlock.release.requested", "kind" => kind, "lock" => NO_LABEL).increment(0);
             for suspicion in [Suspicion::Suspect, Suspicion::Recovered] {
                 counter!(suspicion.metric(), "kind" => kind, "lock" => NO_LABEL).increment(0);
             }
@@ -178,6 +180,10 @@ mod on {
             describe_counter!(
                 "dlock.lease.suspect",
                 "Leases whose renewal went unacknowledged for a renewal interval"
+            );
+            describe_counter!(
+                "dlock.release.requested",
+                "Holders that learnt someone asked them to release the lock"
             );
             describe_counter!(
                 "dlock.lease.recovered",
@@ -248,6 +254,11 @@ mod on {
         }
     }
 
+    pub(crate) fn release_requested(kind: &'static str, lock: &str) {
+        counter!("dlock.release.requested", "kind" => kind, "lock" => lock_label(lock))
+            .increment(1);
+    }
+
     pub(crate) fn suspicion(kind: &'static str, lock: &str, which: Suspicion) {
         counter!(which.metric(), "kind" => kind, "lock" => lock_label(lock)).increment(1);
     }
@@ -292,7 +303,8 @@ mod on {
 
 #[cfg(feature = "metrics")]
 pub(crate) use on::{
-    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled, suspicion,
+    Waiting, acquire, describe, fallback_wake, held, release_requested, renewal_request, renewed,
+    settled, suspicion,
 };
 
 #[cfg(not(feature = "metrics"))]
@@ -311,6 +323,8 @@ mod off {
     pub(crate) fn held(_: &'static str, _: &str) {}
     #[inline(always)]
     pub(crate) fn settled(_: &'static str, _: &str, _: Duration, _: Option<&'static str>) {}
+    #[inline(always)]
+    pub(crate) fn release_requested(_: &'static str, _: &str) {}
     #[inline(always)]
     pub(crate) fn suspicion(_: &'static str, _: &str, _: super::Suspicion) {}
     #[inline(always)]
@@ -331,7 +345,8 @@ mod off {
 
 #[cfg(not(feature = "metrics"))]
 pub(crate) use off::{
-    Waiting, acquire, describe, fallback_wake, held, renewal_request, renewed, settled, suspicion,
+    Waiting, acquire, describe, fallback_wake, held, release_requested, renewal_request, renewed,
+    settled, suspicion,
 };
 
 /// A change of a lease's suspicion, counted in `dlock.lease.suspect` / `dlock.lease.recovered`.

@@ -394,8 +394,11 @@ impl Mutex {
             .confirm(self.keys.lock.clone(), lease.extend_owner(), ttl, want)
             .await?;
         let reason = match ack.status {
-            ExtendStatus::Extended => {
+            ExtendStatus::Extended | ExtendStatus::Asked => {
                 lease.renewed(ack.sent, ttl);
+                if ack.status == ExtendStatus::Asked {
+                    lease.mark_asked();
+                }
                 return match ack.shortfall(self.keys.name(), want) {
                     Some(e) => Err(e),
                     None => Ok(()),

@@ -59,7 +59,7 @@ const WRITER: u32 = 1 << 30;
 /// ```
 #[derive(Clone)]
 pub struct RwLock {
-    shared: Arc<SharedLock>,
+    pub(crate) shared: Arc<SharedLock>,
 }
 
 /// Read or write.

@@ -51,7 +51,7 @@ use crate::token::FencingToken;
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    shared: SharedLock,
+    pub(crate) shared: SharedLock,
 }
 
 impl Semaphore {

@@ -709,8 +709,11 @@ async fn sleep_until_some(at: Option<Instant>) {
 fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) -> bool {
     let lease = &due.lease;
     match status {
-        ExtendStatus::Extended => {
+        ExtendStatus::Extended | ExtendStatus::Asked => {
             metrics::renewed(lease.safe_until().saturating_duration_since(sent));
+            if status == ExtendStatus::Asked {
+                lease.mark_asked();
+            }
             return lease.renewed(sent, due.ttl);
         }
         ExtendStatus::Gone => {

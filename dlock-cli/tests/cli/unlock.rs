@@ -136,3 +136,54 @@ async fn unlock_on_a_terminal_asks_first() {
     assert_eq!(holder.inspect("asked").await.unwrap(), None);
     drop(guard);
 }
+
+/// `dlock unlock NAME --ask`: asks the holder without forcing anything (no confirmation
+/// needed); the watchdog holder learns of it and keeps the lock until it decides. The forced
+/// path says it forced (`"action": "forced"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_ask_asks_the_holder_and_forces_nothing() {
+    let server = redis();
+    let url = server.url();
+    let holder = client(&url);
+    let options = MutexOptions::new()
+        .ttl(Duration::from_millis(900))
+        .watchdog();
+    let guard = holder
+        .mutex_with("asked", options)
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    let lease = guard.lease();
+
+    let run = dlock(&["--url", &url, "unlock", "asked", "--ask", "--json"])
+        .await
+        .expect(0);
+    let doc = run.json();
+    assert_eq!(doc["action"], "asked", "{doc:#}");
+    assert_eq!(doc["kind"], "mutex", "{doc:#}");
+    assert_eq!(doc["holders"], 1, "{doc:#}");
+    tokio::time::timeout(Duration::from_secs(5), lease.release_requested())
+        .await
+        .expect("the holder learns of the request with its next renewal");
+    let still = holder.inspect("asked").await.unwrap().expect("still held");
+    assert_eq!(still.pid, std::process::id());
+
+    let text = dlock(&["--url", &url, "unlock", "asked", "--ask"])
+        .await
+        .expect(0);
+    assert!(text.stdout.contains("nothing was forced"), "{text:?}");
+
+    let forced = dlock(&["--url", &url, "unlock", "asked", "--yes", "--json"])
+        .await
+        .expect(0);
+    assert_eq!(forced.json()["action"], "forced");
+    assert!(!guard.release().await.unwrap().was_held());
+
+    // Nobody holds it any more: exit 3, nobody asked.
+    let run = dlock(&["--url", &url, "unlock", "asked", "--ask"])
+        .await
+        .expect(3);
+    assert!(run.stderr.contains("nobody to ask"), "{run:?}");
+}

@@ -13,6 +13,8 @@
 -- ARGV[2n+i-d]     lock key of the i-th lock, i > d
 --
 -- Returns  an array with, for each lock in order:
+--          2   extended, and someone asked this holder to give the lock back (ask.lua: the
+--              holder's token is in KEY..":ask"); the holder decides
 --          1   extended
 --          0   not held by anyone: the lease had expired or the key was deleted (nothing is
 --              re-created)
@@ -69,11 +71,24 @@ local function extend_shared(i, key, token, lease)
   return 1
 end
 
+-- 2 when the holder `token` of lock `key` was asked to give it back (ask.lua), else 1. Read
+-- with pcall: an ask key of another type (written by someone else) is no request.
+local function extended(key, token)
+  if redis.pcall('HEXISTS', key .. ':ask', token) == 1 then
+    return 2
+  end
+  return 1
+end
+
 for i = 1, n do
   local key = KEYS[i] or ARGV[2 * n + i - d]
   local owner = ARGV[2 * i - 1]
   if string.byte(owner, 1) == 83 then -- 'S': a holder of a shared lock
-    out[i] = extend_shared(i, key, string.sub(owner, 2), ARGV[2 * i])
+    local token = string.sub(owner, 2)
+    out[i] = extend_shared(i, key, token, ARGV[2 * i])
+    if out[i] == 1 then
+      out[i] = extended(key, token)
+    end
   else
     local held = redis.pcall('GET', key)
     if not held then
@@ -86,7 +101,7 @@ for i = 1, n do
       out[i] = -1
     else
       redis.call('PEXPIRE', key, ARGV[2 * i])
-      out[i] = 1
+      out[i] = extended(key, owner)
     end
   end
 end

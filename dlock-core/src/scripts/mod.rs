@@ -54,11 +54,13 @@ pub enum Source {
     Guarded,
     /// `fenced.lua`.
     Fenced,
+    /// `ask.lua` (with `lock_value.lua` and `shared.lua`).
+    Ask,
 }
 
 impl Source {
     /// Every script, once.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::Acquire,
         Self::Release,
         Self::Fence,
@@ -74,6 +76,7 @@ impl Source {
         Self::Inspect,
         Self::Guarded,
         Self::Fenced,
+        Self::Ask,
     ];
 
     /// The script's text as it is loaded into Redis.
@@ -127,6 +130,9 @@ impl Source {
                 return Cow::Owned(format!("{CHECKS}{}", include_str!("guarded.lua")));
             }
             Self::Fenced => include_str!("fenced.lua"),
+            Self::Ask => {
+                return Cow::Owned(format!("{CHECKS}{}", include_str!("ask.lua")));
+            }
         };
         Cow::Borrowed(text)
     }
@@ -149,6 +155,7 @@ impl Source {
             Self::Inspect => &INSPECT,
             Self::Guarded => &GUARDED,
             Self::Fenced => &FENCED,
+            Self::Ask => &ASK,
         }
     }
 }
@@ -203,6 +210,9 @@ pub(crate) static GUARDED: LazyLock<Script> = LazyLock::new(|| built(Source::Gua
 
 /// A write refused when a larger fencing token wrote before (`fenced.rs`).
 pub(crate) static FENCED: LazyLock<Script> = LazyLock::new(|| built(Source::Fenced));
+
+/// Asks the holders of a lock to give it back (`Client::request_release`); changes no hold.
+pub(crate) static ASK: LazyLock<Script> = LazyLock::new(|| built(Source::Ask));
 
 /// One script call: `EVALSHA <sha> <numkeys> <keys…> <args…>`.
 pub(crate) struct Call {
@@ -595,6 +605,8 @@ impl ReleaseReply {
 pub(crate) enum ExtendStatus {
     /// Extended.
     Extended,
+    /// Extended, and the holder was asked to give the lock back (`ask.lua`).
+    Asked,
     /// Nobody holds the lock.
     Gone,
     /// Another owner (or data dlock did not write) holds the key.
@@ -602,6 +614,11 @@ pub(crate) enum ExtendStatus {
 }
 
 impl ExtendStatus {
+    /// Whether the lease was extended (with or without a release request).
+    pub(crate) fn is_extended(self) -> bool {
+        matches!(self, Self::Extended | Self::Asked)
+    }
+
     /// The statuses of a batch of `expected` locks; `None` for a reply of another shape. A lock
     /// whose status is `None` was not renewed: the call reached a node that does not serve its
     /// key (an undeclared key of a shard batch whose slot has moved).
@@ -615,6 +632,7 @@ impl ExtendStatus {
         items
             .iter()
             .map(|item| match int(item)? {
+                2 => Some(Some(Self::Asked)),
                 1 => Some(Some(Self::Extended)),
                 0 => Some(Some(Self::Gone)),
                 -1 => Some(Some(Self::Other)),
