@@ -118,10 +118,7 @@ mod sentinel;
 mod server;
 mod tls;
 
-pub use binary::{
-    REDIS_CLI_ENV, REDIS_SERVER_ENV, redis_cli_binary, redis_cli_binary_from, redis_server_binary,
-    redis_server_binary_from,
-};
+pub use binary::{REDIS_CLI_ENV, REDIS_SERVER_ENV, redis_cli_binary, redis_server_binary};
 pub use cluster::RedisCluster;
 pub use error::HarnessError;
 pub use lines::LineChild;
