@@ -108,6 +108,7 @@ mod cluster;
 mod error;
 mod launch;
 mod lines;
+mod lock_keys;
 mod nodes;
 mod options;
 mod port;
@@ -122,6 +123,7 @@ pub use binary::{REDIS_CLI_ENV, REDIS_SERVER_ENV, redis_cli_binary, redis_server
 pub use cluster::RedisCluster;
 pub use error::HarnessError;
 pub use lines::LineChild;
+pub use lock_keys::DEFAULT_KEY_PREFIX;
 pub use nodes::RedisNodes;
 pub use options::ServerOptions;
 pub use postgres::{POSTGRES_BIN_ENV, PostgresServer};

@@ -1,0 +1,128 @@
+//! The faults a lock user injects, each against real servers and processes: a lock's keys
+//! removed (`expire_lock`, on a server and routed on a cluster).
+//!
+//! The keys here are written by hand in dlock's layout; `tests/testkit_faults.rs` (workspace)
+//! does the same against locks taken by dlock-core itself.
+
+// A panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashSet;
+
+use dlock_testkit::{DEFAULT_KEY_PREFIX, RedisCluster, RedisServer};
+
+fn exists(con: &mut redis::Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
+}
+
+fn run(con: &mut redis::Connection, args: &[&str]) {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query::<redis::Value>(con).unwrap();
+}
+
+#[test]
+fn expire_lock_removes_the_holders_of_every_kind_and_keeps_the_queues() {
+    assert_eq!(DEFAULT_KEY_PREFIX, "dlock:");
+    let server = RedisServer::start().unwrap();
+    let mut con = server.connection().unwrap();
+    // A mutex with a waiter, a semaphore with a kept limit, a read-write lock: dlock's layout.
+    run(&mut con, &["SET", "dlock:{m}", "owner", "PX", "60000"]);
+    run(&mut con, &["RPUSH", "dlock:{m}:queue", "waiter"]);
+    run(&mut con, &["HSET", "dlock:{s}:sem", "holder", "1"]);
+    run(&mut con, &["ZADD", "dlock:{s}:sem:exp", "1", "holder"]);
+    run(&mut con, &["SET", "dlock:{s}:sem:limit", "3"]);
+    run(&mut con, &["HSET", "dlock:{r}:rw", "reader", "1"]);
+    run(&mut con, &["ZADD", "dlock:{r}:rw:exp", "1", "reader"]);
+    run(&mut con, &["SET", "other", "data"]);
+
+    assert_eq!(server.expire_lock("m").unwrap(), 1);
+    assert_eq!(server.expire_lock("s").unwrap(), 2);
+    assert_eq!(server.expire_lock("r").unwrap(), 2);
+    for gone in [
+        "dlock:{m}",
+        "dlock:{s}:sem",
+        "dlock:{s}:sem:exp",
+        "dlock:{r}:rw",
+    ] {
+        assert!(!exists(&mut con, gone), "{gone} is still there");
+    }
+    for kept in ["dlock:{m}:queue", "dlock:{s}:sem:limit", "other"] {
+        assert!(exists(&mut con, kept), "{kept} was removed");
+    }
+
+    // Nothing left to remove: the test hears that its fault did not land.
+    let error = server.expire_lock("m").unwrap_err().to_string();
+    assert!(error.contains("no lock named `m`"), "{error}");
+    assert!(error.contains("dlock:{m}, dlock:{m}:sem"), "{error}");
+}
+
+#[test]
+fn expire_lock_with_prefix_reaches_only_that_prefix() {
+    let server = RedisServer::start().unwrap();
+    let mut con = server.connection().unwrap();
+    run(&mut con, &["SET", "billing:{job}", "owner"]);
+    run(&mut con, &["SET", "dlock:{job}", "owner"]);
+
+    assert_eq!(
+        server.expire_lock_with_prefix("billing:", "job").unwrap(),
+        1
+    );
+    assert!(!exists(&mut con, "billing:{job}"));
+    assert!(
+        exists(&mut con, "dlock:{job}"),
+        "another prefix's lock was removed"
+    );
+    assert!(server.expire_lock_with_prefix("billing:", "job").is_err());
+
+    // Names dlock refuses can have no keys; they are refused before anything is sent.
+    for (prefix, name) in [("dlock:", ""), ("dlock:", "a{b}"), ("pre{", "job")] {
+        let error = server
+            .expire_lock_with_prefix(prefix, name)
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("expire_lock: "), "{error}");
+    }
+    assert!(exists(&mut con, "dlock:{job}"));
+}
+
+#[test]
+fn a_cluster_expires_a_lock_on_the_node_that_serves_it() {
+    let cluster = RedisCluster::start().unwrap();
+    let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("job:{i}")).collect();
+    for name in &names {
+        let () = redis::cmd("SET")
+            .arg(format!("dlock:{{{name}}}"))
+            .arg("owner")
+            .query(&mut con)
+            .unwrap();
+    }
+    // The names are spread over the nodes, so most are not on the node asked first.
+    let holding: HashSet<u16> = cluster
+        .nodes()
+        .iter()
+        .filter(|node| {
+            let keys: i64 = redis::cmd("DBSIZE")
+                .query(&mut node.connection().unwrap())
+                .unwrap();
+            keys > 0
+        })
+        .map(RedisServer::port)
+        .collect();
+    assert!(holding.len() > 1, "every name is on one node: {holding:?}");
+
+    for name in &names {
+        assert_eq!(cluster.expire_lock(name).unwrap(), 1, "{name}");
+        let left: i64 = redis::cmd("EXISTS")
+            .arg(format!("dlock:{{{name}}}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(left, 0, "{name}");
+    }
+    let error = cluster.expire_lock("job:0").unwrap_err().to_string();
+    assert!(error.contains("no lock named `job:0`"), "{error}");
+}
