@@ -281,6 +281,29 @@ impl RedisCluster {
         keys.outcome(removed, &node.address())
     }
 
+    /// [`RedisServer::cut_connections`] on every running node (a killed node has none to
+    /// cut), and how many connections that cut in all. The cluster bus between the nodes is
+    /// not a client connection and stays up.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisServer::cut_connections`], for the first node that fails.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let cluster = dlock_testkit::RedisCluster::start()?;
+    /// let cut = cluster.cut_connections()?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn cut_connections(&self) -> Result<usize, HarnessError> {
+        self.nodes
+            .iter()
+            .filter(|node| node.pid().is_some())
+            .map(RedisServer::cut_connections)
+            .sum()
+    }
+
     /// The node that serves `key`'s slot, by the cluster's own answer: the first running node,
     /// or the one its `MOVED` names.
     fn node_serving(&self, key: &str) -> Result<&RedisServer, HarnessError> {

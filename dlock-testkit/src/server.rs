@@ -514,6 +514,47 @@ impl RedisServer {
         keys.outcome(removed, &self.address())
     }
 
+    /// Cuts every client connection to the server, as a network blip or a proxy restart would,
+    /// and returns how many it cut: `CLIENT KILL TYPE normal` and `TYPE pubsub`, skipping the
+    /// connection that sends them. The server keeps running and its data stays; replication
+    /// links to replicas are kept. A connection open before is broken: its next command fails
+    /// (a plain `redis::Connection`), or it reconnects (a `ConnectionManager`, as dlock's
+    /// client does); a subscriber loses its subscriptions until it resubscribes. Sentinels'
+    /// connections are cut too, and they reconnect.
+    ///
+    /// Pub/sub connections are cut as well because dlock's waiters learn of a release through
+    /// one: a real network fault does not spare them.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached (killed, paused) or refuses `CLIENT KILL` (an ACL
+    /// user without the right: the harness connects with the default user).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// let mut before = server.connection()?;
+    /// assert_eq!(server.cut_connections()?, 1);
+    /// assert!(redis::cmd("PING").query::<String>(&mut before).is_err());
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn cut_connections(&self) -> Result<usize, HarnessError> {
+        let mut con = self.connection()?;
+        let mut cut = 0;
+        for kind in ["normal", "pubsub"] {
+            let mut cmd = redis::cmd("CLIENT");
+            cmd.arg("KILL")
+                .arg("TYPE")
+                .arg(kind)
+                .arg("SKIPME")
+                .arg("yes");
+            let what = format!("cut_connections: CLIENT KILL TYPE {kind}");
+            cut += self.query_on::<usize>(&mut con, &cmd, &what)?;
+        }
+        Ok(cut)
+    }
+
     /// The content of the server's log file (all runs, if it was restarted); empty if unreadable.
     ///
     /// # Example

@@ -1,5 +1,5 @@
 //! The faults a lock user injects, each against real servers and processes: a lock's keys
-//! removed (`expire_lock`, on a server and routed on a cluster).
+//! removed (`expire_lock`, on a server and routed on a cluster), and client connections cut.
 //!
 //! The keys here are written by hand in dlock's layout; `tests/testkit_faults.rs` (workspace)
 //! does the same against locks taken by dlock-core itself.
@@ -8,8 +8,22 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashSet;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use dlock_testkit::{DEFAULT_KEY_PREFIX, RedisCluster, RedisServer};
+
+/// Polls `condition` every 10 ms until it holds; panics after 10 s, naming `what`.
+fn await_condition(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "still not true after 10 s: {what}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
 
 fn exists(con: &mut redis::Connection, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
@@ -125,4 +139,70 @@ fn a_cluster_expires_a_lock_on_the_node_that_serves_it() {
     }
     let error = cluster.expire_lock("job:0").unwrap_err().to_string();
     assert!(error.contains("no lock named `job:0`"), "{error}");
+}
+
+/// How many client connections `server` has, besides the one that asks. A client that closed
+/// its socket is listed until the server has read the close, hence the waits below.
+fn other_clients(server: &RedisServer) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    list.lines().count() - 1
+}
+
+#[test]
+fn cut_connections_breaks_every_client_connection_and_keeps_the_data() {
+    let server = RedisServer::start().unwrap();
+    let mut plain = server.connection().unwrap();
+    run(&mut plain, &["SET", "k", "v"]);
+    let mut subscriber = server.connection().unwrap();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.subscribe("wake").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    await_condition("2 clients", || other_clients(&server) == 2);
+
+    assert_eq!(server.cut_connections().unwrap(), 2);
+
+    assert!(
+        redis::cmd("PING").query::<String>(&mut plain).is_err(),
+        "a connection opened before the cut still works"
+    );
+    // Cut, not idle: the read ends with an error at once rather than at the 5 s timeout.
+    let started = Instant::now();
+    let error = pubsub.get_message().unwrap_err();
+    assert!(!error.is_timeout(), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{error}");
+
+    let mut after = server.connection().unwrap();
+    let value: String = redis::cmd("GET").arg("k").query(&mut after).unwrap();
+    assert_eq!(value, "v");
+    drop(after);
+    await_condition("no client", || other_clients(&server) == 0);
+    assert_eq!(server.cut_connections().unwrap(), 0, "nothing left to cut");
+}
+
+#[test]
+fn a_cluster_cuts_the_connections_of_every_node() {
+    let cluster = RedisCluster::start().unwrap();
+    let mut cons: Vec<_> = cluster
+        .nodes()
+        .iter()
+        .map(|node| node.connection().unwrap())
+        .collect();
+    for node in cluster.nodes() {
+        await_condition("1 client per node", || other_clients(node) == 1);
+    }
+    assert_eq!(cluster.cut_connections().unwrap(), 3);
+    for con in &mut cons {
+        assert!(redis::cmd("PING").query::<String>(con).is_err());
+    }
+    // The cluster bus is not a client connection: the cluster is still whole.
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut cluster.nodes()[0].connection().unwrap())
+        .unwrap();
+    assert!(info.contains("cluster_state:ok"), "{info}");
 }
