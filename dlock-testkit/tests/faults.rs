@@ -1,5 +1,6 @@
 //! The faults a lock user injects, each against real servers and processes: a lock's keys
-//! removed (`expire_lock`, on a server and routed on a cluster), and client connections cut.
+//! removed (`expire_lock`, on a server and routed on a cluster), client connections cut, and a
+//! holder process frozen and resumed — also when the test fails while it is frozen.
 //!
 //! The keys here are written by hand in dlock's layout; `tests/testkit_faults.rs` (workspace)
 //! does the same against locks taken by dlock-core itself.
@@ -8,10 +9,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dlock_testkit::{DEFAULT_KEY_PREFIX, RedisCluster, RedisServer};
+use dlock_testkit::{
+    ChildGuard, DEFAULT_KEY_PREFIX, RedisCluster, RedisServer, pause_process, redis_cli_binary,
+};
 
 /// Polls `condition` every 10 ms until it holds; panics after 10 s, naming `what`.
 fn await_condition(what: &str, mut condition: impl FnMut() -> bool) {
@@ -205,4 +210,76 @@ fn a_cluster_cuts_the_connections_of_every_node() {
         .query(&mut cluster.nodes()[0].connection().unwrap())
         .unwrap();
     assert!(info.contains("cluster_state:ok"), "{info}");
+}
+
+/// A lease holder as a separate process: `redis-cli` renewing `holder` (a 400 ms lease) every
+/// 50 ms until it is killed.
+fn holder(server: &RedisServer) -> ChildGuard {
+    let mut cmd = Command::new(redis_cli_binary().unwrap());
+    cmd.args(["-p", &server.port().to_string(), "-r", "-1", "-i", "0.05"])
+        .args(["SET", "holder", "me", "PX", "400"])
+        .stdout(Stdio::null());
+    ChildGuard::spawn(cmd).unwrap()
+}
+
+/// The process's state letter in `/proc/<pid>/stat` (`T`: stopped).
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    after_name.trim_start().chars().next().unwrap()
+}
+
+#[test]
+fn a_paused_holder_loses_its_lease_and_renews_once_resumed() {
+    let server = RedisServer::start().unwrap();
+    let mut con = server.connection().unwrap();
+    let holder = holder(&server);
+    await_condition("the holder holds", || exists(&mut con, "holder"));
+
+    let paused = holder.pause().unwrap();
+    assert_eq!(paused.pid(), holder.pid());
+    await_condition("the holder is stopped", || state(holder.pid()) == 'T');
+    await_condition("the frozen holder's lease ran out", || {
+        !exists(&mut con, "holder")
+    });
+
+    paused.resume().unwrap();
+    await_condition("the holder renews again", || exists(&mut con, "holder"));
+    assert_ne!(state(holder.pid()), 'T');
+}
+
+#[test]
+fn a_test_that_fails_while_a_holder_is_paused_resumes_it() {
+    let server = RedisServer::start().unwrap();
+    let mut con = server.connection().unwrap();
+    let holder = holder(&server);
+    await_condition("the holder holds", || exists(&mut con, "holder"));
+
+    let failed = catch_unwind(AssertUnwindSafe(|| {
+        let _paused = holder.pause().unwrap();
+        await_condition("the holder is stopped", || state(holder.pid()) == 'T');
+        panic!("the test fails while the holder is frozen");
+    }));
+    assert!(failed.is_err());
+    await_condition("the holder runs again", || state(holder.pid()) != 'T');
+    run(&mut con, &["DEL", "holder"]);
+    await_condition("the holder renews again", || exists(&mut con, "holder"));
+}
+
+#[test]
+fn pause_process_freezes_a_process_the_harness_did_not_spawn() {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id();
+    let paused = pause_process(pid).unwrap();
+    assert_eq!(paused.pid(), pid);
+    await_condition("the process is stopped", || state(pid) == 'T');
+    drop(paused);
+    await_condition("the process runs again", || state(pid) != 'T');
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+
+    for refused in [0, std::process::id(), u32::MAX] {
+        let error = pause_process(refused).unwrap_err().to_string();
+        assert!(error.starts_with("pause_process: "), "{refused}: {error}");
+    }
 }
