@@ -1,7 +1,7 @@
-//! The README's code compiles and runs as written: every `rust` block of README.md is one of
-//! the programs in `examples/readme/src/bin/` or one of the tests in `examples/readme/tests/`
-//! (verbatim); each program runs against a real Redis here, and each test starts its own under
-//! `cargo test` (`make test`).
+//! The README's code compiles and runs as written: every `rust` block of README.md (and of
+//! dlock-testkit's README) is one of the programs in `examples/readme/src/bin/` or one of the
+//! tests in `examples/readme/tests/` (verbatim); each program runs against a real Redis here,
+//! and each test starts its own under `cargo test` (`make test`).
 //! One server only: the programs take one URL (`DLOCK_REDIS_URL`), and one is the scheduler's.
 //! The README's "Benchmarks" section points to the benchmark report, which stays short: the
 //! runs' full reports live in `docs/benchmarks/`, one file per run (issue #28).
@@ -17,6 +17,7 @@ use nix::unistd::Pid;
 use crate::support::redis;
 
 const README: &str = include_str!("../README.md");
+const TESTKIT_README: &str = include_str!("../dlock-testkit/README.md");
 const BENCHMARKS: &str = include_str!("../BENCHMARKS.md");
 /// How long the benchmark report may grow (issue #28): one screen per workload, not a journal.
 const BENCHMARKS_MAX_LINES: usize = 400;
@@ -99,6 +100,20 @@ fn every_readme_block_is_a_program_that_ci_builds() {
         assert!(
             blocks.iter().any(|b| b.trim_end() == source.trim_end()),
             "examples/readme/{path} is not in the README (or differs from it)"
+        );
+    }
+}
+
+/// The test kit's README shows the README's test of a lost lease, which CI runs.
+#[test]
+fn the_testkit_readme_shows_only_code_that_ci_runs() {
+    let blocks = rust_blocks(TESTKIT_README);
+    assert!(!blocks.is_empty(), "dlock-testkit/README.md shows code");
+    for block in &blocks {
+        assert!(
+            is_a_program(block),
+            "a block of dlock-testkit/README.md is not one of examples/readme/src/bin/*.rs or \
+             tests/*.rs (copy it there, verbatim):\n{block}"
         );
     }
 }
