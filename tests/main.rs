@@ -67,6 +67,7 @@ mod secrets;
 mod semaphore;
 mod sentinel;
 mod stale_handoff;
+mod testkit_faults;
 mod tls;
 mod wake_on_release;
 mod watchdog_batch;

@@ -1,5 +1,7 @@
-//! The README's code compiles and runs as written: every `rust` block of README.md is one of
-//! the programs in `examples/readme/src/bin/` (verbatim), and each runs against a real Redis.
+//! The README's code compiles and runs as written: every `rust` block of README.md (and of
+//! dlock-testkit's README) is one of the programs in `examples/readme/src/bin/` or one of the
+//! tests in `examples/readme/tests/` (verbatim); each program runs against a real Redis here,
+//! and each test starts its own under `cargo test` (`make test`).
 //! One server only: the programs take one URL (`DLOCK_REDIS_URL`), and one is the scheduler's.
 //! The README's "Benchmarks" section points to the benchmark report, which stays short: the
 //! runs' full reports live in `docs/benchmarks/`, one file per run (issue #28).
@@ -15,42 +17,51 @@ use nix::unistd::Pid;
 use crate::support::redis;
 
 const README: &str = include_str!("../README.md");
+const TESTKIT_README: &str = include_str!("../dlock-testkit/README.md");
 const BENCHMARKS: &str = include_str!("../BENCHMARKS.md");
 /// How long the benchmark report may grow (issue #28): one screen per workload, not a journal.
 const BENCHMARKS_MAX_LINES: usize = 400;
-const PROGRAMS: [(&str, &str); 7] = [
+/// The files the README blocks are copies of, by path in `examples/readme/`.
+const PROGRAMS: [(&str, &str); 8] = [
     (
-        "quickstart",
+        "src/bin/quickstart.rs",
         include_str!("../examples/readme/src/bin/quickstart.rs"),
     ),
-    ("pay", include_str!("../examples/readme/src/bin/pay.rs")),
     (
-        "prices",
+        "src/bin/pay.rs",
+        include_str!("../examples/readme/src/bin/pay.rs"),
+    ),
+    (
+        "src/bin/prices.rs",
         include_str!("../examples/readme/src/bin/prices.rs"),
     ),
     (
-        "exports",
+        "src/bin/exports.rs",
         include_str!("../examples/readme/src/bin/exports.rs"),
     ),
     (
-        "leader",
+        "src/bin/leader.rs",
         include_str!("../examples/readme/src/bin/leader.rs"),
     ),
     (
-        "ledger",
+        "src/bin/ledger.rs",
         include_str!("../examples/readme/src/bin/ledger.rs"),
     ),
     (
-        "lottery_job",
+        "src/bin/lottery_job.rs",
         include_str!("../examples/readme/src/bin/lottery_job.rs"),
+    ),
+    (
+        "tests/lease_lost.rs",
+        include_str!("../examples/readme/tests/lease_lost.rs"),
     ),
 ];
 
-/// The `rust` code blocks of the README.
-fn rust_blocks() -> Vec<String> {
+/// The `rust` code blocks of a markdown document.
+fn rust_blocks(doc: &str) -> Vec<String> {
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;
-    for line in README.lines() {
+    for line in doc.lines() {
         match &mut current {
             None if line.trim_start().starts_with("```rust") => current = Some(String::new()),
             Some(block) if line.trim_start().starts_with("```") => {
@@ -67,23 +78,42 @@ fn rust_blocks() -> Vec<String> {
     blocks
 }
 
+/// Whether `block` is one of the files of `examples/readme/`, verbatim.
+fn is_a_program(block: &str) -> bool {
+    PROGRAMS
+        .iter()
+        .any(|(_, source)| source.trim_end() == block.trim_end())
+}
+
 #[test]
 fn every_readme_block_is_a_program_that_ci_builds() {
-    let blocks = rust_blocks();
+    let blocks = rust_blocks(README);
     assert!(!blocks.is_empty(), "the README shows code");
     for block in &blocks {
         assert!(
-            PROGRAMS
-                .iter()
-                .any(|(_, source)| source.trim_end() == block.trim_end()),
-            "a README block is not one of examples/readme/src/bin/*.rs (copy it there, \
-             verbatim):\n{block}"
+            is_a_program(block),
+            "a README block is not one of examples/readme/src/bin/*.rs or tests/*.rs (copy it \
+             there, verbatim):\n{block}"
         );
     }
-    for (name, source) in PROGRAMS {
+    for (path, source) in PROGRAMS {
         assert!(
             blocks.iter().any(|b| b.trim_end() == source.trim_end()),
-            "examples/readme/src/bin/{name}.rs is not in the README (or differs from it)"
+            "examples/readme/{path} is not in the README (or differs from it)"
+        );
+    }
+}
+
+/// The test kit's README shows the README's test of a lost lease, which CI runs.
+#[test]
+fn the_testkit_readme_shows_only_code_that_ci_runs() {
+    let blocks = rust_blocks(TESTKIT_README);
+    assert!(!blocks.is_empty(), "dlock-testkit/README.md shows code");
+    for block in &blocks {
+        assert!(
+            is_a_program(block),
+            "a block of dlock-testkit/README.md is not one of examples/readme/src/bin/*.rs or \
+             tests/*.rs (copy it there, verbatim):\n{block}"
         );
     }
 }

@@ -4,9 +4,9 @@
 //! `/usr/bin`. A variable that is set but wrong is an error, not a silent fallback: a developer who
 //! pointed the tests at a particular build must not unknowingly test another one.
 //!
-//! The `*_from` variants take the variable's value as a parameter, so the lookup can be tested
-//! without mutating the process environment (which is process-global and racy in a
-//! multi-threaded test binary).
+//! `locate` takes the variable's value and `PATH` as parameters, so the lookup is tested without
+//! mutating the process environment (which is process-global and racy in a multi-threaded test
+//! binary).
 
 use std::env;
 use std::ffi::OsStr;
@@ -47,8 +47,8 @@ const CLI: Tool = Tool {
 /// # Errors
 ///
 /// When no executable is found, or `DLOCK_REDIS_SERVER` is set but names no executable file. The
-/// message reads "redis-server not found: run \`make deps\` (Debian: apt-get install -y
-/// redis-server redis-tools) or set DLOCK_REDIS_SERVER".
+/// message reads "redis-server not found: install Redis 7 (Debian: apt-get install -y
+/// redis-server redis-tools; in the dlock repository: make deps) or set DLOCK_REDIS_SERVER".
 ///
 /// # Example
 ///
@@ -58,25 +58,7 @@ const CLI: Tool = Tool {
 /// # Ok::<(), dlock_testkit::HarnessError>(())
 /// ```
 pub fn redis_server_binary() -> Result<PathBuf, HarnessError> {
-    redis_server_binary_from(env::var_os(REDIS_SERVER_ENV).as_deref())
-}
-
-/// Like [`redis_server_binary`], with the value of `DLOCK_REDIS_SERVER` passed in (`None` or
-/// empty: unset) instead of read from the environment.
-///
-/// # Errors
-///
-/// As [`redis_server_binary`].
-///
-/// # Example
-///
-/// ```no_run
-/// let error = dlock_testkit::redis_server_binary_from(Some("/nonexistent".as_ref()))
-///     .unwrap_err();
-/// assert!(error.to_string().contains("or set DLOCK_REDIS_SERVER"));
-/// ```
-pub fn redis_server_binary_from(value: Option<&OsStr>) -> Result<PathBuf, HarnessError> {
-    locate(&SERVER, value, env::var_os("PATH").as_deref())
+    locate_from_env(&SERVER)
 }
 
 /// Finds the `redis-cli` binary: `$DLOCK_REDIS_CLI`, else `PATH`, else `/usr/bin/redis-cli`.
@@ -84,8 +66,8 @@ pub fn redis_server_binary_from(value: Option<&OsStr>) -> Result<PathBuf, Harnes
 /// # Errors
 ///
 /// When no executable is found, or `DLOCK_REDIS_CLI` is set but names no executable file. The
-/// message reads "redis-cli not found: run \`make deps\` (Debian: apt-get install -y
-/// redis-server redis-tools) or set DLOCK_REDIS_CLI".
+/// message reads "redis-cli not found: install Redis 7 (Debian: apt-get install -y
+/// redis-server redis-tools; in the dlock repository: make deps) or set DLOCK_REDIS_CLI".
 ///
 /// # Example
 ///
@@ -95,24 +77,16 @@ pub fn redis_server_binary_from(value: Option<&OsStr>) -> Result<PathBuf, Harnes
 /// # Ok::<(), dlock_testkit::HarnessError>(())
 /// ```
 pub fn redis_cli_binary() -> Result<PathBuf, HarnessError> {
-    redis_cli_binary_from(env::var_os(REDIS_CLI_ENV).as_deref())
+    locate_from_env(&CLI)
 }
 
-/// Like [`redis_cli_binary`], with the value of `DLOCK_REDIS_CLI` passed in (`None` or empty:
-/// unset) instead of read from the environment.
-///
-/// # Errors
-///
-/// As [`redis_cli_binary`].
-///
-/// # Example
-///
-/// ```no_run
-/// let error = dlock_testkit::redis_cli_binary_from(Some("/nonexistent".as_ref())).unwrap_err();
-/// assert!(error.to_string().contains("or set DLOCK_REDIS_CLI"));
-/// ```
-pub fn redis_cli_binary_from(value: Option<&OsStr>) -> Result<PathBuf, HarnessError> {
-    locate(&CLI, value, env::var_os("PATH").as_deref())
+/// `tool`, looked up with the process's environment.
+fn locate_from_env(tool: &Tool) -> Result<PathBuf, HarnessError> {
+    locate(
+        tool,
+        env::var_os(tool.env_var).as_deref(),
+        env::var_os("PATH").as_deref(),
+    )
 }
 
 fn locate(
@@ -144,8 +118,8 @@ fn locate(
 
 fn not_found_message(tool: &Tool) -> String {
     format!(
-        "{} not found: run `make deps` (Debian: apt-get install -y redis-server redis-tools) \
-         or set {}",
+        "{} not found: install Redis 7 (Debian: apt-get install -y redis-server redis-tools; in \
+         the dlock repository: make deps) or set {}",
         tool.file_name, tool.env_var
     )
 }
@@ -179,8 +153,9 @@ mod tests {
         assert_eq!(
             error.as_deref(),
             Some(
-                "dlock-no-such-tool not found: run `make deps` (Debian: apt-get install -y \
-                 redis-server redis-tools) or set DLOCK_NO_SUCH_TOOL"
+                "dlock-no-such-tool not found: install Redis 7 (Debian: apt-get install -y \
+                 redis-server redis-tools; in the dlock repository: make deps) or set \
+                 DLOCK_NO_SUCH_TOOL"
             )
         );
     }
@@ -191,8 +166,18 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(error.starts_with("redis-server not found: run `make deps`"));
+        assert!(error.starts_with("redis-server not found: install Redis 7 (Debian: "));
         assert!(error.ends_with("DLOCK_REDIS_SERVER=/nonexistent is not an executable file"));
+
+        let error = locate(&CLI, Some(OsStr::new("/nonexistent")), None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.starts_with(
+            "redis-cli not found: install Redis 7 (Debian: apt-get install -y redis-server \
+             redis-tools; in the dlock repository: make deps) or set DLOCK_REDIS_CLI"
+        ));
+        assert!(error.ends_with("DLOCK_REDIS_CLI=/nonexistent is not an executable file"));
     }
 
     #[test]

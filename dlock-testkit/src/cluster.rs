@@ -13,6 +13,7 @@ use tempfile::TempDir;
 
 use std::sync::Arc;
 
+use crate::lock_keys::{DEFAULT_KEY_PREFIX, HolderKeys};
 use crate::options::NODES_CONF_FILE;
 use crate::tls::{Authority, TlsMaterial};
 use crate::{ChildGuard, HarnessError, RedisServer, ServerOptions, redis_cli_binary};
@@ -237,6 +238,117 @@ impl RedisCluster {
     pub fn restart_node(&mut self, index: usize) -> Result<(), HarnessError> {
         self.nodes[index].restart_keeping(&[NODES_CONF_FILE])?;
         self.wait_converged(&format!("(not run: restart of node {index})"))
+    }
+
+    /// The lease is lost now: [`RedisServer::expire_lock`] on the node that serves the lock
+    /// `name` (default key prefix `dlock:`). The first running node is asked; one that does not
+    /// serve the name's slot answers `MOVED`, and the node it names is asked instead.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisServer::expire_lock`]; also when the node that serves the name is down (the
+    /// error names it).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let cluster = dlock_testkit::RedisCluster::start()?;
+    /// // ... the code under test holds the lock "invoice:7" on the cluster ...
+    /// assert_eq!(cluster.expire_lock("invoice:7")?, 1);
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn expire_lock(&self, name: &str) -> Result<usize, HarnessError> {
+        self.expire_lock_with_prefix(DEFAULT_KEY_PREFIX, name)
+    }
+
+    /// [`expire_lock`](Self::expire_lock) for a dlock client whose key prefix is `prefix`.
+    ///
+    /// # Errors
+    ///
+    /// As [`expire_lock`](Self::expire_lock) and [`RedisServer::expire_lock_with_prefix`].
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let cluster = dlock_testkit::RedisCluster::start()?;
+    /// cluster.expire_lock_with_prefix("billing:locks:", "invoice:7")?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn expire_lock_with_prefix(&self, prefix: &str, name: &str) -> Result<usize, HarnessError> {
+        let keys = HolderKeys::new(prefix, name)?;
+        let node = self.node_serving(keys.first())?;
+        let removed = node.query(&keys.delete(), "expire_lock: DEL")?;
+        keys.outcome(removed, &node.address())
+    }
+
+    /// [`RedisServer::cut_connections`] on every running node (a killed node has none to
+    /// cut), and how many connections that cut in all. The cluster bus between the nodes is
+    /// not a client connection and stays up.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisServer::cut_connections`], for the first node that fails.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let cluster = dlock_testkit::RedisCluster::start()?;
+    /// let cut = cluster.cut_connections()?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn cut_connections(&self) -> Result<usize, HarnessError> {
+        self.nodes
+            .iter()
+            .filter(|node| node.pid().is_some())
+            .map(RedisServer::cut_connections)
+            .sum()
+    }
+
+    /// The node that serves `key`'s slot, by the cluster's own answer: the first running node,
+    /// or the one its `MOVED` names.
+    fn node_serving(&self, key: &str) -> Result<&RedisServer, HarnessError> {
+        let first = self
+            .nodes
+            .iter()
+            .find(|node| node.pid().is_some())
+            .ok_or_else(|| HarnessError::new("every node of the cluster was killed"))?;
+        // `CLUSTER KEYSLOT` would need the slot map as well; a command on the key is routed by
+        // the node itself. `EXISTS` changes nothing, wherever it runs.
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(key);
+        let mut con = first.connection()?;
+        let error = match cmd.query::<i64>(&mut con) {
+            Ok(_) => return Ok(first),
+            Err(error) => error,
+        };
+        // `redirect_node` is `(address, slot)`, the address as the node wrote it: `host:port`.
+        let port = error
+            .redirect_node()
+            .and_then(|(address, _)| address.rsplit_once(':'))
+            .and_then(|(_, port)| port.parse::<u16>().ok());
+        let Some(port) = port else {
+            return Err(HarnessError::new(format!(
+                "EXISTS {key} failed on redis-server {}",
+                first.address()
+            ))
+            .with_source(error));
+        };
+        let node = self
+            .nodes
+            .iter()
+            .find(|node| node.port() == port || node.tls_port() == Some(port))
+            .ok_or_else(|| {
+                HarnessError::new(format!(
+                    "the cluster sends `{key}` to port {port}, which is none of its nodes"
+                ))
+            })?;
+        if node.pid().is_none() {
+            return Err(HarnessError::new(format!(
+                "`{key}` is served by node {}, which was killed",
+                node.address()
+            )));
+        }
+        Ok(node)
     }
 
     /// Runs `redis-cli` to completion, its output captured through a file (a pipe could fill

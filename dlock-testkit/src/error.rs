@@ -110,9 +110,8 @@ impl HarnessError {
     /// # Example
     ///
     /// ```no_run
-    /// let error = dlock_testkit::redis_server_binary_from(Some("/nonexistent".as_ref()))
-    ///     .unwrap_err();
-    /// assert!(error.message().starts_with("redis-server not found"));
+    /// let error = dlock_testkit::RedisServer::start().unwrap_err();
+    /// eprintln!("{}", error.message()); // e.g. "redis-server not found: install Redis 7 …"
     /// ```
     pub fn message(&self) -> &str {
         &self.message

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::launch::{LaunchError, launch, server_url, wipe_data};
+use crate::lock_keys::{DEFAULT_KEY_PREFIX, HolderKeys};
 use crate::options::LOG_FILE;
 use crate::port::free_port;
 use crate::tls::TlsMaterial;
@@ -451,6 +452,109 @@ impl RedisServer {
         }
     }
 
+    /// The lease is lost now: removes the keys that say who holds the lock `name` of a dlock
+    /// client with the default key prefix ([`DEFAULT_KEY_PREFIX`], `dlock:`), whatever the
+    /// lock's kind, and returns how many keys went. The holder learns it at its next renewal,
+    /// which finds the lock gone: with the watchdog, within one renewal interval (a third of the
+    /// lease by default), its `lease.lost()` resolves and its cancellation token fires (dlock
+    /// reports `LostReason::Removed`, or `Expired` if that renewal's answer came after the
+    /// lease could have ended); without it, its next `extend` or `release` finds the lock gone.
+    /// Anyone may acquire the lock at once, as after a lease that ran out.
+    ///
+    /// The keys (see `dlock-core/src/key.rs`): `dlock:{name}` for a mutex, `dlock:{name}:sem`
+    /// and `:sem:exp` for a semaphore, `dlock:{name}:rw` and `:rw:exp` for a read-write lock —
+    /// every holder of the name loses its lease. The waiters' queues and a semaphore's kept
+    /// limit stay, as they do when a lease runs out.
+    ///
+    /// For a client built with `key_prefix(…)`, use
+    /// [`expire_lock_with_prefix`](Self::expire_lock_with_prefix); on a cluster,
+    /// [`RedisCluster::expire_lock`](crate::RedisCluster::expire_lock), which finds the node
+    /// that serves the name.
+    ///
+    /// # Errors
+    ///
+    /// When no such key exists (the lock is not held, its lease already ran out, or the client
+    /// uses another key prefix): the fault did not land, and the error lists the keys it
+    /// looked for. Also when the name is one dlock refuses (empty, braces, control
+    /// characters), or the server cannot be reached or refuses the `DEL` (killed, paused, a
+    /// cluster node that does not serve the name).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// // ... the code under test holds the lock "invoice:7" on `server` ...
+    /// assert_eq!(server.expire_lock("invoice:7")?, 1); // a mutex: one key
+    /// // ... now check that it stops working under the lock ...
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn expire_lock(&self, name: &str) -> Result<usize, HarnessError> {
+        self.expire_lock_with_prefix(DEFAULT_KEY_PREFIX, name)
+    }
+
+    /// [`expire_lock`](Self::expire_lock) for a dlock client whose key prefix is `prefix` (the
+    /// value it was given with `key_prefix(…)`; `Client::key_prefix()` returns it).
+    ///
+    /// # Errors
+    ///
+    /// As [`expire_lock`](Self::expire_lock); also when the prefix has braces or control
+    /// characters (dlock refuses them).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// // The client under test was built with `.key_prefix("billing:locks:")`.
+    /// server.expire_lock_with_prefix("billing:locks:", "invoice:7")?;
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn expire_lock_with_prefix(&self, prefix: &str, name: &str) -> Result<usize, HarnessError> {
+        let keys = HolderKeys::new(prefix, name)?;
+        let removed = self.query(&keys.delete(), "expire_lock: DEL")?;
+        keys.outcome(removed, &self.address())
+    }
+
+    /// Cuts every client connection to the server, as a network blip or a proxy restart would,
+    /// and returns how many it cut: `CLIENT KILL TYPE normal` and `TYPE pubsub`, skipping the
+    /// connection that sends them. The server keeps running and its data stays; replication
+    /// links to replicas are kept. A connection open before is broken: its next command fails
+    /// (a plain `redis::Connection`), or it reconnects (a `ConnectionManager`, as dlock's
+    /// client does); a subscriber loses its subscriptions until it resubscribes. Sentinels'
+    /// connections are cut too, and they reconnect.
+    ///
+    /// Pub/sub connections are cut as well because dlock's waiters learn of a release through
+    /// one: a real network fault does not spare them.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached (killed, paused) or refuses `CLIENT KILL` (an ACL
+    /// user without the right: the harness connects with the default user).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # let server = dlock_testkit::RedisServer::start()?;
+    /// let mut before = server.connection()?;
+    /// assert_eq!(server.cut_connections()?, 1);
+    /// assert!(redis::cmd("PING").query::<String>(&mut before).is_err());
+    /// # Ok::<(), dlock_testkit::HarnessError>(())
+    /// ```
+    pub fn cut_connections(&self) -> Result<usize, HarnessError> {
+        let mut con = self.connection()?;
+        let mut cut = 0;
+        for kind in ["normal", "pubsub"] {
+            let mut cmd = redis::cmd("CLIENT");
+            cmd.arg("KILL")
+                .arg("TYPE")
+                .arg(kind)
+                .arg("SKIPME")
+                .arg("yes");
+            let what = format!("cut_connections: CLIENT KILL TYPE {kind}");
+            cut += self.query_on::<usize>(&mut con, &cmd, &what)?;
+        }
+        Ok(cut)
+    }
+
     /// The content of the server's log file (all runs, if it was restarted); empty if unreadable.
     ///
     /// # Example
@@ -483,6 +587,32 @@ impl RedisServer {
     /// The options the server was started with (a replica set reads the password from them).
     pub(crate) fn options(&self) -> &ServerOptions {
         &self.options
+    }
+
+    /// `127.0.0.1:<port>`, for messages.
+    pub(crate) fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `cmd` on a new connection; the error says `what` failed, and where.
+    pub(crate) fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        what: &str,
+    ) -> Result<T, HarnessError> {
+        self.query_on(&mut self.connection()?, cmd, what)
+    }
+
+    fn query_on<T: redis::FromRedisValue>(
+        &self,
+        con: &mut redis::Connection,
+        cmd: &redis::Cmd,
+        what: &str,
+    ) -> Result<T, HarnessError> {
+        cmd.query(con).map_err(|error| {
+            HarnessError::new(format!("{what} failed on redis-server {}", self.address()))
+                .with_source(error)
+        })
     }
 
     fn log_path(&self) -> PathBuf {

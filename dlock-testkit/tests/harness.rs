@@ -8,10 +8,7 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use dlock_testkit::{
-    ChildGuard, RedisCluster, RedisNodes, RedisServer, ServerOptions, redis_cli_binary_from,
-    redis_server_binary_from,
-};
+use dlock_testkit::{ChildGuard, RedisCluster, RedisNodes, RedisServer, ServerOptions};
 use redis::Value;
 
 /// PING on a new connection; panics with the harness's full report on failure.
@@ -209,30 +206,6 @@ fn nodes_are_independent_servers_on_distinct_ports() {
     assert!(nodes.nodes()[0].connection().is_err());
     assert_eq!(ping(&nodes.nodes()[1]), "PONG");
     assert!(RedisNodes::start(0).is_err());
-}
-
-#[test]
-fn missing_binaries_give_the_helpful_error() {
-    let error = redis_server_binary_from(Some("/nonexistent".as_ref()))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.starts_with(
-            "redis-server not found: run `make deps` (Debian: apt-get install -y redis-server \
-             redis-tools) or set DLOCK_REDIS_SERVER"
-        ),
-        "{error}"
-    );
-    assert!(error.contains("/nonexistent"), "{error}");
-
-    let error = redis_cli_binary_from(Some("/nonexistent".as_ref()))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.starts_with("redis-cli not found: run `make deps`"),
-        "{error}"
-    );
-    assert!(error.contains("set DLOCK_REDIS_CLI"), "{error}");
 }
 
 #[test]
