@@ -277,6 +277,12 @@ fn run_row(out: &mut String, run: &RunRecord, zone: Tz) {
     if !detail.is_empty() {
         *out += &format!("<small>{}</small>", Esc(detail));
     }
+    if run.finished_while_suspect {
+        out.push_str(
+            "<small class=\"suspect\" title=\"a renewal of its lease had gone unanswered for a \
+             renewal interval when it ended\">lease suspect</small>",
+        );
+    }
     *out += &format!(
         "</td><td>{}</td><td class=\"fence\">{}</td><td>{}</td>",
         duration(run),
@@ -460,6 +466,20 @@ mod tests {
             "<small class=\"warn\">web-1: the handler `export` is not registered on this \
              replica</small>"
         ));
+    }
+
+    #[test]
+    fn a_run_that_ended_while_its_lease_was_suspect_is_marked() {
+        let claim = "1\x1freplica-a\x1fweb-1\x1f7\x1f1700000000500\x1f0\x1ftok\x1f1";
+        let end = |flags: &str| format!("1\x1fsucceeded\x1f1700000001000\x1f9\x1f\x1f{flags}");
+        let row = |end: &str| {
+            let run = RunRecord::parse(1_700_000_000_000, claim, Some(end), None).unwrap();
+            let mut out = String::new();
+            run_row(&mut out, &run, chrono_tz::UTC);
+            out
+        };
+        assert!(row(&end("\x1fs")).contains("lease suspect"));
+        assert!(!row(&end("")).contains("lease suspect"));
     }
 
     #[test]
