@@ -212,6 +212,40 @@ fn a_scripted_sequence_gives_the_right_numbers() {
             );
             assert!(!seen.histogram("dlock.renewal.duration{}").is_empty());
 
+            // A release request heard with a renewal; a renewal unanswered for an interval
+            // (Redis frozen), then answered: one suspicion, one recovery.
+            let asked = client
+                .mutex_with(
+                    "order:4",
+                    options.clone().ttl(Duration::from_secs(3)).watchdog(),
+                )
+                .unwrap()
+                .acquire()
+                .await
+                .unwrap();
+            assert_eq!(client.request_release("order:4").await.unwrap(), 1);
+            until(&mut seen, &snapshotter, "the request heard", |s| {
+                s.counter("dlock.release.requested{kind=mutex,lock=billing}") == 1.0
+            })
+            .await;
+            server.pause().unwrap();
+            until(&mut seen, &snapshotter, "a suspicion", |s| {
+                s.counter("dlock.lease.suspect{kind=mutex,lock=billing}") == 1.0
+            })
+            .await;
+            server.resume().unwrap();
+            until(&mut seen, &snapshotter, "a recovery", |s| {
+                s.counter("dlock.lease.recovered{kind=mutex,lock=billing}") == 1.0
+            })
+            .await;
+            assert!(asked.release().await.unwrap().was_held());
+            seen.update(&snapshotter);
+            assert_eq!(
+                seen.counter("dlock.lease.suspect{kind=mutex,lock=billing}"),
+                1.0,
+                "one suspicion"
+            );
+
             // A semaphore permit, under its own kind.
             let sem = client.semaphore_with("exports", 2, options.clone()).unwrap();
             sem.with_permits(1, Wait::Forever, |_| async {}).await.unwrap();
@@ -228,7 +262,7 @@ fn a_scripted_sequence_gives_the_right_numbers() {
     });
     // Lock names never become labels.
     for name in seen.names() {
-        for lock in ["order:1", "order:2", "order:3", "exports"] {
+        for lock in ["order:1", "order:2", "order:3", "order:4", "exports"] {
             assert!(!name.contains(lock), "{name} carries the lock name {lock}");
         }
     }
@@ -319,6 +353,9 @@ fn series_exist_before_traffic_and_an_unlabelled_lock_is_none() {
                 "dlock.held{kind=mutex,lock=(none)}",
                 "dlock.waiting{kind=rwlock,lock=(none)}",
                 "dlock.lease.lost{kind=semaphore,lock=(none),reason=expired}",
+                "dlock.lease.suspect{kind=mutex,lock=(none)}",
+                "dlock.lease.recovered{kind=rwlock,lock=(none)}",
+                "dlock.release.requested{kind=semaphore,lock=(none)}",
                 "dlock.acquire.duration{contended=false,kind=mutex,lock=(none),outcome=acquired}",
                 "dlock.acquire.duration{contended=true,kind=mutex,lock=(none),outcome=timeout}",
             ] {
