@@ -659,6 +659,9 @@ async fn renew(inner: &Inner, due: Vec<Due>, look_at: Instant) {
     let mut look_at = Some(look_at);
     let replies = loop {
         tokio::select! {
+            // An answer that is ready wins over the timer (a process that resumes from a
+            // pause finds both ready: the renewal was answered, nothing is suspect).
+            biased;
             replies = &mut round => break replies,
             () = sleep_until_some(look_at) => {
                 look_at = inner.look_during_round(Instant::now());
