@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::ask::Asked;
 use crate::mutant::Mutant;
 
 /// Server clock in ms.
@@ -43,6 +44,8 @@ pub enum Key {
     Counter,
     /// An election's leader record `<lock>:leader`.
     Leader(Name),
+    /// A lock's release requests `<lock>:ask` (a hash; K`:ask` for a shared lock's hash K).
+    Ask(LockRef),
 }
 
 /// The value of a mutex's lock key: `"<token><flag>1 <meta>[\x1f<fence>]"` with `PX`.
@@ -160,6 +163,9 @@ pub struct Data {
     /// fenced.lua's data keys, by number: the stored fence (the companion key) and the value of
     /// the last write (the writer's token, in the model).
     pub fenced: BTreeMap<Name, (u64, Token)>,
+    /// ask.lua's release requests, per lock with a live `<lock>:ask`: the tokens asked and the
+    /// key's expiry. extend.lua reads it; no script of the protocol deletes it.
+    pub asked: BTreeMap<LockRef, Asked>,
 }
 
 /// A message published on a client's wake channel.
@@ -274,6 +280,7 @@ impl Server {
     pub(crate) fn expire(&mut self, now: Ms) {
         self.data.locks.retain(|_, h| now < h.deadline);
         self.data.leaders.retain(|_, r| now < r.deadline);
+        self.data.asked.retain(|_, a| now < a.until);
         let mutant = self.mutant;
         for lock in self.data.shared.values_mut() {
             lock.holders.retain(|_, h| now < h.deadline);
@@ -506,6 +513,13 @@ pub enum Op {
         /// The value (the writer's token, in the model).
         value: Token,
     },
+    /// ask.lua (`Client::request_release`, `Semaphore::request_release`,
+    /// `RwLock::request_release`): the lock's live holders recorded as asked to give it back,
+    /// in `<lock>:ask`; no hold changes. Replies [`Reply::Int`], the number of holders asked.
+    Ask {
+        /// The lock (`Mutex`: ARGV "M"; `Shared`: "S").
+        lock: LockRef,
+    },
     /// `SUBSCRIBE <lock>:wake:<client>` (wait.rs: before the first attempt).
     Subscribe {
         /// The lock.
@@ -550,6 +564,9 @@ pub enum ScriptError {
     AboveLimit(u32),
     /// `DLOCKMODE`: the holder does not hold in the mode it changes from.
     Mode,
+    /// A plain `WRONGTYPE` error: a command of the script met a key of another type (ask.lua
+    /// at a shared lock's `K:exp` or at the ask key) and the script stopped before any write.
+    WrongType(Key),
 }
 
 /// A step's reply, per script (the Lua return values, decoded).
@@ -559,7 +576,8 @@ pub enum Reply {
     /// that token (`Some(None)`: by a value dlock did not write).
     SetNx(Option<Option<Token>>),
     /// An integer reply: EXISTS, release.lua's 1/0/-1, fence.lua's 0/-1, election.lua's 1/0/-1,
-    /// shared_release.lua's 1/0, shared_limit.lua's previous limit.
+    /// shared_release.lua's 1/0, shared_limit.lua's previous limit, ask.lua's count of holders
+    /// asked.
     Int(i64),
     /// The caller holds the lock now or already: acquire.lua `fence` / `{1, fence, pttl}`,
     /// shared_acquire.lua and rw_change.lua `{1, fence, pttl}`, fence.lua `fence`.
@@ -587,7 +605,8 @@ pub enum Reply {
         /// `CLIENT GETNAME`: the epoch of the connection it ran on.
         epoch: u32,
     },
-    /// extend.lua: per item 1 / 0 / -1.
+    /// extend.lua: per item 2 (extended, and the holder was asked to give the lock back:
+    /// ask.lua), 1 (extended), 0 (nobody holds it), -1 (another owner, or foreign data).
     Extended(Vec<i64>),
     /// rw_change.lua `{-1, used, waiting}`: an upgrade refused.
     Refused {
@@ -666,6 +685,8 @@ pub struct Abstract {
     pub written: BTreeMap<LockRef, Vec<Token>>,
     /// Per fenced.lua data key written, the value of the last write (the writer's token).
     pub fenced: BTreeMap<Name, Token>,
+    /// Per lock with a live `<lock>:ask`, the tokens asked to give it back.
+    pub asked: BTreeMap<LockRef, BTreeSet<Token>>,
 }
 
 /// The meaning of `server`'s state at `now`: only what is alive then.
@@ -735,5 +756,10 @@ pub fn abstraction(server: &Server, now: Ms) -> Abstract {
         .map(|(&lock, writes)| (lock, writes.iter().map(|w| w.0).collect()))
         .collect();
     out.fenced = data.fenced.iter().map(|(&k, v)| (k, v.1)).collect();
+    out.asked = data
+        .asked
+        .iter()
+        .map(|(&lock, asked)| (lock, asked.tokens.clone()))
+        .collect();
     out
 }

@@ -1,0 +1,95 @@
+//! Polite release requests: ask.lua (the holders of a lock recorded as asked in
+//! `<lock>:ask`, with an expiry no earlier than their leases) and what extend.lua reads of it
+//! (an asked holder's renewal answers 2), each one atomic step over [`Server`]. The comments
+//! follow ask.lua's order. A request changes no hold: nothing here touches a lock's keys.
+
+use std::collections::BTreeSet;
+
+use crate::server::{Key, LockRef, Ms, Reply, ScriptError, Server, Token};
+
+/// The hash `<lock>:ask` (ask.lua): the tokens of the holders asked to give the lock back, and
+/// when the key expires. The server time of each request (the fields' values) is not kept:
+/// no script reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Asked {
+    /// The tokens asked (hash fields): a mutex holder's token, a shared holder's token as in
+    /// `K:exp`.
+    pub tokens: BTreeSet<Token>,
+    /// When the key expires (`PEXPIRE` only ever moves it later): at the latest deadline of the
+    /// holds it named when they were asked.
+    pub until: Ms,
+}
+
+/// ask.lua on `lock` at server time `now`: every live holder's token recorded as asked, the
+/// key kept at least until that holder's deadline; the reply is the number of holders asked.
+///
+/// Refused before any write, as the script is: foreign data at the lock key (`DLOCKFOREIGN`,
+/// from `unusable` or `shared_unusable`); a shared lock's `K:exp`, or the ask key, of another
+/// type (a plain `WRONGTYPE` error of `ZRANGE` or `HSET`: the contract names only the lock
+/// key, and the client reports both as `ErrorKind::WrongType`).
+pub(crate) fn ask(server: &mut Server, now: Ms, lock: LockRef) -> Reply {
+    // The holders asked, with their deadlines.
+    let holders: Vec<(Token, Ms)> = match lock {
+        LockRef::Mutex(name) => {
+            // read(KEYS[1]): absent (released, expired) is 0 asked; then unusable().
+            if let Some(key) = server.foreign(&[Key::Lock(name)]) {
+                return Reply::Err(ScriptError::Foreign(key));
+            }
+            let Some(hold) = server.data.locks.get(&name) else {
+                return Reply::Int(0);
+            };
+            // `string.sub(value, 1, 32)`, kept for the lock's PTTL.
+            vec![(hold.token, hold.deadline)]
+        }
+        LockRef::Shared(name) => {
+            if let Some(key) = server.foreign(&[Key::Shared(name)]) {
+                return Reply::Err(ScriptError::Foreign(key));
+            }
+            // `ZRANGE K:exp (now +inf BYSCORE`: a key of another type fails the script.
+            if let Some(key) = server.foreign(&[Key::SharedExp(name)]) {
+                return Reply::Err(ScriptError::WrongType(key));
+            }
+            let Some(state) = server.data.shared.get(&name) else {
+                return Reply::Int(0);
+            };
+            state
+                .holders
+                .iter()
+                .filter(|(_, h)| now < h.deadline)
+                .map(|(&t, h)| (t, h.deadline))
+                .collect()
+        }
+    };
+    if holders.is_empty() {
+        return Reply::Int(0);
+    }
+    // `record`: HSET fails on an ask key of another type, before anything is written.
+    if let Some(key) = server.foreign(&[Key::Ask(lock)]) {
+        return Reply::Err(ScriptError::WrongType(key));
+    }
+    let count = i64::try_from(holders.len()).unwrap_or(i64::MAX);
+    server.write(Key::Ask(lock));
+    let asked = server.data.asked.entry(lock).or_default();
+    for (token, deadline) in holders {
+        // keep_ms: the lock's PTTL (a mutex), `deadline - now` (a shared holder); > 0 here.
+        let keep = deadline.saturating_sub(now);
+        asked.tokens.insert(token);
+        // `if PTTL(ask) < keep_ms then PEXPIRE ask keep_ms`: only ever later.
+        asked.until = asked.until.max(now + keep);
+    }
+    Reply::Int(count)
+}
+
+/// extend.lua's `extended`: whether the holder `token` of `lock` was asked to give it back
+/// (`redis.pcall('HEXISTS', key .. ':ask', token) == 1`; an ask key of another type is read
+/// with pcall, and is no request). Called for a hold the step has just renewed.
+pub(crate) fn told(server: &Server, lock: LockRef, token: Token) -> bool {
+    if server.foreign(&[Key::Ask(lock)]).is_some() {
+        return false;
+    }
+    server
+        .data
+        .asked
+        .get(&lock)
+        .is_some_and(|asked| asked.tokens.contains(&token))
+}
