@@ -49,9 +49,12 @@
 //! holders included), and the environment (the clock, pauses, lost and delayed pushes, lost
 //! replies, restarts). Its properties are in `properties` — among them `guarded write by the
 //! holder` and `guarded fences never decrease` (checked on `model::bounds::unit_guarded` and
-//! `deep_guarded`); [`Mutant`] applies one protocol bug at a time to show that each property
-//! catches the bug it names. ARCHITECTURE.md, section "The model", lists what is modelled and
-//! what is not.
+//! `deep_guarded`), and the release request's `a release request changes no hold`, `only an
+//! asked holder is told`, `an asked holder keeps its lease` and `an asked holder is told at its
+//! next renewal` (on `model::bounds::unit_ask` and `deep_ask`, where holders renewed by a
+//! watchdog ignore a request or give the lock back); [`Mutant`] applies one protocol bug at a
+//! time to show that each property catches the bug it names. ARCHITECTURE.md, section "The
+//! model", lists what is modelled and what is not.
 //!
 //! # The scheduler's attempts
 //!
@@ -92,4 +95,4 @@ mod step;
 
 pub use mutant::Mutant;
 
-pub use properties::{EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
+pub use properties::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
