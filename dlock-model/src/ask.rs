@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::mutant::Mutant;
 use crate::server::{Key, LockRef, Ms, Reply, ScriptError, Server, Token};
 
 /// The hash `<lock>:ask` (ask.lua): the tokens of the holders asked to give the lock back, and
@@ -28,8 +29,8 @@ pub struct Asked {
 /// type (a plain `WRONGTYPE` error of `ZRANGE` or `HSET`: the contract names only the lock
 /// key, and the client reports both as `ErrorKind::WrongType`).
 pub(crate) fn ask(server: &mut Server, now: Ms, lock: LockRef) -> Reply {
-    // The holders asked, with their deadlines.
-    let holders: Vec<(Token, Ms)> = match lock {
+    // The holders asked, with their deadlines; the queue head too, for the mutant.
+    let (holders, head): (Vec<(Token, Ms)>, Option<Token>) = match lock {
         LockRef::Mutex(name) => {
             // read(KEYS[1]): absent (released, expired) is 0 asked; then unusable().
             if let Some(key) = server.foreign(&[Key::Lock(name)]) {
@@ -38,8 +39,9 @@ pub(crate) fn ask(server: &mut Server, now: Ms, lock: LockRef) -> Reply {
             let Some(hold) = server.data.locks.get(&name) else {
                 return Reply::Int(0);
             };
+            let head = server.data.queues.get(&name).and_then(|q| q.first());
             // `string.sub(value, 1, 32)`, kept for the lock's PTTL.
-            vec![(hold.token, hold.deadline)]
+            (vec![(hold.token, hold.deadline)], head.map(|e| e.token))
         }
         LockRef::Shared(name) => {
             if let Some(key) = server.foreign(&[Key::Shared(name)]) {
@@ -52,12 +54,13 @@ pub(crate) fn ask(server: &mut Server, now: Ms, lock: LockRef) -> Reply {
             let Some(state) = server.data.shared.get(&name) else {
                 return Reply::Int(0);
             };
-            state
+            let holders = state
                 .holders
                 .iter()
                 .filter(|(_, h)| now < h.deadline)
                 .map(|(&t, h)| (t, h.deadline))
-                .collect()
+                .collect();
+            (holders, state.queue.first().map(|e| e.token))
         }
     };
     if holders.is_empty() {
@@ -68,16 +71,47 @@ pub(crate) fn ask(server: &mut Server, now: Ms, lock: LockRef) -> Reply {
         return Reply::Err(ScriptError::WrongType(key));
     }
     let count = i64::try_from(holders.len()).unwrap_or(i64::MAX);
+    let mut records = holders.clone();
+    if server.is(Mutant::AskRecordsNextWaiter)
+        && let (Some(head), Some(&(_, deadline))) = (head, holders.first())
+    {
+        records.push((head, deadline));
+    }
+    let early = server.is(Mutant::AskExpiresEarly);
     server.write(Key::Ask(lock));
     let asked = server.data.asked.entry(lock).or_default();
-    for (token, deadline) in holders {
+    for (token, deadline) in records {
         // keep_ms: the lock's PTTL (a mutex), `deadline - now` (a shared holder); > 0 here.
         let keep = deadline.saturating_sub(now);
+        let keep = if early { keep / 2 } else { keep };
         asked.tokens.insert(token);
         // `if PTTL(ask) < keep_ms then PEXPIRE ask keep_ms`: only ever later.
         asked.until = asked.until.max(now + keep);
     }
+    if server.is(Mutant::AskShortensLease) {
+        shorten(server, now, lock);
+    }
     Reply::Int(count)
+}
+
+/// The mutant [`Mutant::AskShortensLease`]: every live hold of `lock` keeps half the lease it
+/// had left (rounded down: a hold with one tick left ends now).
+fn shorten(server: &mut Server, now: Ms, lock: LockRef) {
+    let half = |deadline: Ms| now + deadline.saturating_sub(now) / 2;
+    match lock {
+        LockRef::Mutex(name) => {
+            if let Some(hold) = server.data.locks.get_mut(&name) {
+                hold.deadline = half(hold.deadline);
+            }
+        }
+        LockRef::Shared(name) => {
+            if let Some(state) = server.data.shared.get_mut(&name) {
+                for holder in state.holders.values_mut() {
+                    holder.deadline = half(holder.deadline);
+                }
+            }
+        }
+    }
 }
 
 /// extend.lua's `extended`: whether the holder `token` of `lock` was asked to give it back
@@ -87,9 +121,11 @@ pub(crate) fn told(server: &Server, lock: LockRef, token: Token) -> bool {
     if server.foreign(&[Key::Ask(lock)]).is_some() {
         return false;
     }
-    server
-        .data
-        .asked
-        .get(&lock)
-        .is_some_and(|asked| asked.tokens.contains(&token))
+    server.data.asked.get(&lock).is_some_and(|asked| {
+        if server.is(Mutant::ExtendAnswersAnyToken) {
+            !asked.tokens.is_empty()
+        } else {
+            asked.tokens.contains(&token)
+        }
+    })
 }

@@ -350,6 +350,7 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
     for item in items {
         // The ask key is not touched by the renewal: read before it, the same answer.
         let told = ask::told(server, item.lock, item.token);
+        let renew = !(told && server.is(Mutant::ExtendSkipsAskedRenewal));
         let extended = if told { 2 } else { 1 };
         let result = match item.lock {
             LockRef::Mutex(name) => {
@@ -360,7 +361,9 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                         None => 0,
                         Some(h) if h.token != item.token => -1,
                         Some(h) => {
-                            h.deadline = now + item.lease;
+                            if renew {
+                                h.deadline = now + item.lease;
+                            }
                             extended
                         }
                     }
@@ -375,7 +378,9 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                 } else {
                     match server.data.shared.get_mut(&name) {
                         Some(lock) if lock.holders.contains_key(&item.token) => {
-                            if let Some(h) = lock.holders.get_mut(&item.token) {
+                            if let Some(h) = lock.holders.get_mut(&item.token)
+                                && renew
+                            {
                                 h.deadline = now + item.lease;
                             }
                             // extend.lua: while requests wait, the hash and the queue are kept

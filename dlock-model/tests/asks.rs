@@ -1,9 +1,11 @@
 //! The release request's steps (ask.lua, and extend.lua's answer to an asked holder), one
 //! scenario per rule of its contract, driven through [`apply`] as the conformance test drives
-//! them.
+//! them; and each model mutant of the request, shown on the step it breaks.
+
+use std::collections::BTreeSet;
 
 use dlock_model::{
-    Entry, ExtendItem, Key, LockRef, Mode, Op, Reply, ScriptError, Server, SharedEntry,
+    Entry, ExtendItem, Key, LockRef, Mode, Mutant, Op, Reply, ScriptError, Server, SharedEntry,
     abstraction, apply,
 };
 
@@ -187,4 +189,51 @@ fn foreign_data_is_refused_and_a_foreign_ask_key_is_no_request() {
     );
     let refused = ScriptError::Foreign(Key::Shared(0));
     assert_eq!(ask(&mut server, 0, S), Reply::Err(refused));
+}
+
+/// Each model mutant of the request, on the step where it differs from dlock's protocol.
+#[test]
+fn the_mutants_differ_where_they_say() {
+    let mutant = |m| Server::new(Some(m));
+
+    let mut server = mutant(Mutant::AskShortensLease);
+    take(&mut server, 0, 1);
+    ask(&mut server, 2, M);
+    assert_eq!(server.data.locks[&0].deadline, 6, "half of the 8 ms left");
+
+    let mut server = mutant(Mutant::AskRecordsNextWaiter);
+    take(&mut server, 0, 1);
+    let entry = entry(2, 1);
+    apply(
+        &mut server,
+        1,
+        Op::Acquire {
+            name: 0,
+            entry,
+            mode: Mode::Wait,
+        },
+    );
+    assert_eq!(ask(&mut server, 2, M), Reply::Int(1));
+    assert_eq!(asked(&server, 2, M), vec![1, 2], "the waiter too");
+
+    let mut server = mutant(Mutant::ExtendAnswersAnyToken);
+    take(&mut server, 0, 1);
+    ask(&mut server, 1, M);
+    release(&mut server, 2, 1);
+    take(&mut server, 3, 2);
+    assert_eq!(extend(&mut server, 4, M, 2), Reply::Extended(vec![2]));
+
+    let mut server = mutant(Mutant::AskExpiresEarly);
+    take(&mut server, 0, 1);
+    ask(&mut server, 2, M);
+    assert_eq!(server.data.asked[&M].until, 6);
+    assert_eq!(extend(&mut server, 7, M, 1), Reply::Extended(vec![1]));
+
+    let mut server = mutant(Mutant::ExtendSkipsAskedRenewal);
+    take(&mut server, 0, 1);
+    ask(&mut server, 1, M);
+    assert_eq!(extend(&mut server, 5, M, 1), Reply::Extended(vec![2]));
+    assert_eq!(server.data.locks[&0].deadline, LEASE, "not renewed");
+    let tokens: BTreeSet<u32> = server.data.asked[&M].tokens.clone();
+    assert_eq!(tokens, BTreeSet::from([1]));
 }
