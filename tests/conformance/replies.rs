@@ -343,7 +343,10 @@ pub(crate) fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), St
             },
             _ => return Err(odd()),
         },
-        Op::Subscribe { .. } | Op::Unsubscribe { .. } | Op::Restart { .. } => (Norm::Ok, vec![]),
+        Op::Subscribe { .. }
+        | Op::Unsubscribe { .. }
+        | Op::Restart { .. }
+        | Op::WriteForeign { .. } => (Norm::Ok, vec![]),
         _ => (Norm::Int(int(value).ok_or_else(odd)?), vec![]),
     })
 }
