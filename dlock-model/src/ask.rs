@@ -3,23 +3,8 @@
 //! (an asked holder's renewal answers 2), each one atomic step over [`Server`]. The comments
 //! follow ask.lua's order. A request changes no hold: nothing here touches a lock's keys.
 
-use std::collections::BTreeSet;
-
 use crate::mutant::Mutant;
 use crate::server::{Key, LockRef, Ms, Reply, ScriptError, Server, Token};
-
-/// The hash `<lock>:ask` (ask.lua): the tokens of the holders asked to give the lock back, and
-/// when the key expires. The server time of each request (the fields' values) is not kept:
-/// no script reads it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Asked {
-    /// The tokens asked (hash fields): a mutex holder's token, a shared holder's token as in
-    /// `K:exp`.
-    pub tokens: BTreeSet<Token>,
-    /// When the key expires (`PEXPIRE` only ever moves it later): at the latest deadline of the
-    /// holds it named when they were asked.
-    pub until: Ms,
-}
 
 /// ask.lua on `lock` at server time `now`: every live holder's token recorded as asked, the
 /// key kept at least until that holder's deadline; the reply is the number of holders asked.

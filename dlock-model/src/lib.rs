@@ -70,11 +70,10 @@
 //! one without the handler never runs it, and every replica converges within a heartbeat of the
 //! last change.
 
-pub use ask::Asked;
 pub use server::{
-    Abstract, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode, Ms,
-    MutexView, Name, Op, Origin, Push, RW_LIMIT, Record, ReleaseHow, Reply, ScriptError, Server,
-    SharedEntry, SharedLock, SharedView, Token, abstraction,
+    Abstract, Asked, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode,
+    Ms, MutexView, Name, Op, Origin, Push, RW_LIMIT, Record, ReleaseHow, Reply, ScriptError,
+    Server, SharedEntry, SharedLock, SharedView, Token, abstraction,
 };
 pub use step::apply;
 

@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::ask::Asked;
 use crate::mutant::Mutant;
 
 /// Server clock in ms.
@@ -138,6 +137,19 @@ pub struct Record {
     pub value: u8,
     /// The record's expiry.
     pub deadline: Ms,
+}
+
+/// The hash `<lock>:ask` (ask.lua): the tokens of the holders asked to give the lock back, and
+/// when the key expires. The server time of each request (the fields' values) is not kept:
+/// no script reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Asked {
+    /// The tokens asked (hash fields): a mutex holder's token, a shared holder's token as in
+    /// `K:exp`.
+    pub tokens: BTreeSet<Token>,
+    /// When the key expires (`PEXPIRE` only ever moves it later): at the latest deadline of the
+    /// holds it named when they were asked.
+    pub until: Ms,
 }
 
 /// Every key's content (what a restart from an AOF or a replica's copy carries).
