@@ -183,11 +183,19 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
         ),
         (Op::Release { .. } | Op::SharedRelease { .. }, _) => done(state, c),
         (Op::Extend { .. }, Reply::Extended(results)) => {
-            restore(state, c, |h| {
-                if results.first() == Some(&1) {
+            // 2: extended, and someone asked the holder to give the lock back (ask.lua).
+            let result = results.first().copied();
+            let held = restore(state, c, |h| {
+                if matches!(result, Some(1 | 2)) {
                     h.until = sent + LEASE;
                 }
             });
+            let client = &state.clients[usize::from(c)];
+            if held && result == Some(2) && model.req(c, client).yields {
+                // `Lease::release_requested` resolved: this holder gives the lock back.
+                properties::observe_yield(state);
+                release_now(model, state, c);
+            }
         }
         (Op::RwChange { new, up, .. }, Reply::Holds { fence, pttl }) => {
             properties::observe_return(model, state, c, new);

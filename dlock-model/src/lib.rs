@@ -9,7 +9,9 @@
 //! subscriptions and grants. The data a hold protects is modelled too: guarded.lua (a holder's
 //! writes, applied only while its hold is still its own by the server's clock — a shared
 //! holder judged by its deadline, not by its record's presence) records each applied write in
-//! [`Data::written`]; fenced.lua's compare-and-set keeps [`Data::fenced`].
+//! [`Data::written`]; fenced.lua's compare-and-set keeps [`Data::fenced`]. A polite release
+//! request (ask.lua) records the holders it asks in [`Data::asked`] (an [`Asked`] per lock), and
+//! extend.lua answers 2 instead of 1 to a renewed holder found there.
 //!
 //! # The step API (for the conformance test)
 //!
@@ -20,7 +22,9 @@
 //!   are taken with [`Server::drain_published`].
 //! * [`abstraction`]`(&server, now_ms)` says what the state means as an [`Abstract`]: holders,
 //!   queue order, the stored limit and who stored it, the relative order of fences, which
-//!   leases are alive, the writers of each lock's guarded writes and each fenced key's value. The conformance test decodes real Redis into the same type and compares.
+//!   leases are alive, the writers of each lock's guarded writes, each fenced key's value and
+//!   the tokens each lock's release requests name. The conformance test decodes real Redis
+//!   into the same type and compares.
 //!
 //! Tokens, clients and names are small numbers ([`Token`], [`ClientId`], [`Name`]); the
 //! conformance test maps them to the real 32-digit tokens and keys. Fences are real values
@@ -45,9 +49,12 @@
 //! holders included), and the environment (the clock, pauses, lost and delayed pushes, lost
 //! replies, restarts). Its properties are in `properties` — among them `guarded write by the
 //! holder` and `guarded fences never decrease` (checked on `model::bounds::unit_guarded` and
-//! `deep_guarded`); [`Mutant`] applies one protocol bug at a time to show that each property
-//! catches the bug it names. ARCHITECTURE.md, section "The model", lists what is modelled and
-//! what is not.
+//! `deep_guarded`), and the release request's `a release request changes no hold`, `only an
+//! asked holder is told`, `an asked holder keeps its lease` and `an asked holder is told at its
+//! next renewal` (on `model::bounds::unit_ask` and `deep_ask`, where holders renewed by a
+//! watchdog ignore a request or give the lock back); [`Mutant`] applies one protocol bug at a
+//! time to show that each property catches the bug it names. ARCHITECTURE.md, section "The
+//! model", lists what is modelled and what is not.
 //!
 //! # The scheduler's attempts
 //!
@@ -64,12 +71,13 @@
 //! last change.
 
 pub use server::{
-    Abstract, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode, Ms,
-    MutexView, Name, Op, Origin, Push, RW_LIMIT, Record, ReleaseHow, Reply, ScriptError, Server,
-    SharedEntry, SharedLock, SharedView, Token, abstraction,
+    Abstract, Asked, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode,
+    Ms, MutexView, Name, Op, Origin, Push, RW_LIMIT, Record, ReleaseHow, Reply, ScriptError,
+    Server, SharedEntry, SharedLock, SharedView, Token, abstraction,
 };
 pub use step::apply;
 
+mod ask;
 pub mod attempts;
 mod client;
 mod election;
@@ -86,4 +94,4 @@ mod step;
 
 pub use mutant::Mutant;
 
-pub use properties::{EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
+pub use properties::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};

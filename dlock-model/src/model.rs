@@ -322,6 +322,9 @@ impl Model for LockModel {
         if state.budget.foreign_record {
             actions.push(Action::WriteForeign);
         }
+        if state.budget.asks > 0 {
+            actions.push(Action::Ask);
+        }
         if state.budget.restarts > 0 || state.budget.rollbacks > 0 {
             actions.push(Action::Replicate);
         }
@@ -415,6 +418,15 @@ impl Model for LockModel {
                     }
                 }
             }
+            Action::Ask => {
+                state.budget.asks -= 1;
+                let before = state.server.clone();
+                let op = Op::Ask {
+                    lock: self.kind.lock(),
+                };
+                let reply = apply(&mut state.server, state.now, op.clone());
+                properties::observe_step(self, &mut state, &before, &op, &reply);
+            }
             Action::WriteForeign => {
                 state.budget.foreign_record = false;
                 let op = Op::WriteForeign {
@@ -430,6 +442,7 @@ impl Model for LockModel {
                 state.now += 1;
                 // Not a step of the API: no connection notices it (the epoch stays).
                 state.server.data = state.server.replica.clone().unwrap_or_default();
+                properties::observe_lost_data(&mut state);
             }
             Action::Restart(from_replica) => {
                 state.budget.restarts -= 1;
@@ -437,6 +450,7 @@ impl Model for LockModel {
                 // before it (common.lua next_fence's floor argument).
                 state.now += 1;
                 apply(&mut state.server, state.now, Op::Restart { from_replica });
+                properties::observe_lost_data(&mut state);
                 // Every connection dropped: a waiter retries right after a disconnect (wait.rs).
                 let now = state.now;
                 for client in &mut state.clients {
@@ -640,6 +654,63 @@ pub mod bounds {
         m
     }
 
+    /// The release request's models for the unit run: holders renewed by a watchdog, one that
+    /// ignores a request and one that gives the lock back when told, and a request by someone
+    /// else at any time. A mutex with a lost reply (a renewal or an acquire sent again); a
+    /// semaphore of limit 2 with a third request (it is admitted in the place of a holder that
+    /// gave back, while the other holder's request keeps the ask key alive, and must not be
+    /// told), clock up to 3; a RwLock writer that gives back when told or downgrades (a new
+    /// token, which the request does not follow) and a reader that ignores it, two requests.
+    pub fn unit_ask(kind: Kind) -> LockModel {
+        let ignores = Req::of(1).watchdog();
+        let yields = Req::of(1).watchdog().yields();
+        let mut m = match kind {
+            Kind::Semaphore => model(kind, 2, vec![vec![ignores], vec![yields], vec![ignores]], 3),
+            Kind::RwLock => model(
+                kind,
+                RW_LIMIT,
+                vec![
+                    vec![Req::of(RW_LIMIT).watchdog().yields().change()],
+                    vec![ignores],
+                ],
+                4,
+            ),
+            _ => model(kind, 1, vec![vec![ignores], vec![yields]], 4),
+        };
+        m.env = match kind {
+            Kind::RwLock => Env {
+                asks: 2,
+                ..Env::default()
+            },
+            Kind::Semaphore => Env {
+                asks: 1,
+                ..Env::default()
+            },
+            _ => Env {
+                asks: 1,
+                lost_replies: 1,
+                ..Env::default()
+            },
+        };
+        m
+    }
+
+    /// The release request's models at the deeper bounds of `make model`: [`unit_ask()`] with
+    /// a pause (a holder paused past its lease is not asked, and its late renewal is not
+    /// told); for the mutex and the RwLock also a lost push, and for the mutex a second
+    /// request.
+    pub fn deep_ask(kind: Kind) -> LockModel {
+        let mut m = unit_ask(kind);
+        m.env.pauses = 1;
+        if kind != Kind::Semaphore {
+            m.env.lost_pushes = 1;
+        }
+        if !kind.shared() {
+            m.env.asks = 2;
+        }
+        m
+    }
+
     /// A second mutex model for the unit run: three clients, one of them crashing, one
     /// cancelling its wait, one renewed by a watchdog (no pauses or lost replies, which
     /// [`unit()`] covers with two clients).
@@ -701,6 +772,9 @@ fn summary(state: &State) -> String {
     }
     if let Some(leader) = view.leaders.get(&0) {
         parts.push(format!("leader {leader:?}"));
+    }
+    for asked in view.asked.values() {
+        parts.push(format!("asked {asked:?}"));
     }
     if parts.is_empty() {
         parts.push("nothing held".into());

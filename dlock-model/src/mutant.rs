@@ -41,11 +41,30 @@ pub enum Mutant {
     /// taken over writes. Caught by `guarded write by the holder` (and, once the new holder
     /// wrote first, by `guarded fences never decrease`).
     GuardedSkipsOwner,
+    /// ask.lua cuts the leases of the holders it asks to half what they had left (a hold with
+    /// one tick left ends). Caught by `a release request changes no hold`.
+    AskShortensLease,
+    /// ask.lua records the first queued request's token beside the holder's (a mutex's next
+    /// holder; a shared lock's next admitted): once the lock passes to it, its renewals are
+    /// told of a request made to its predecessor. Caught by `only an asked holder is told`.
+    AskRecordsNextWaiter,
+    /// extend.lua answers "asked" to any holder while the ask key lives (`EXISTS` instead of
+    /// `HEXISTS`): the next holder of a lock given back on request is told too. Caught by
+    /// `only an asked holder is told`.
+    ExtendAnswersAnyToken,
+    /// ask.lua keeps the ask key for half the lease the holder had left: a holder that renews
+    /// on time, in the second half, is never told. Caught by `an asked holder is told at its
+    /// next renewal`.
+    AskExpiresEarly,
+    /// extend.lua answers an asked holder 2 without renewing its lease: the holder that
+    /// ignores the request loses the lock at its old deadline. Caught by `an asked holder
+    /// keeps its lease`.
+    ExtendSkipsAskedRenewal,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 11] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::NewcomerTakesExpired,
         Mutant::NoReadmitOnLeave,
         Mutant::GrantAboveLimit,
@@ -57,5 +76,10 @@ impl Mutant {
         Mutant::ElectionOverwritesForeign,
         Mutant::GuardedIgnoresDeadline,
         Mutant::GuardedSkipsOwner,
+        Mutant::AskShortensLease,
+        Mutant::AskRecordsNextWaiter,
+        Mutant::ExtendAnswersAnyToken,
+        Mutant::AskExpiresEarly,
+        Mutant::ExtendSkipsAskedRenewal,
     ];
 }

@@ -2,6 +2,7 @@
 //! release.lua, fence.lua and extend.lua, each one atomic step over [`Server`]. Every function
 //! names the Lua it mirrors; the comments follow the script's order.
 
+use crate::ask;
 use crate::mutant::Mutant;
 use crate::server::{
     Entry, ExtendItem, Grant, Hold, Key, LockRef, Mode, Ms, Name, Push, ReleaseHow, Reply,
@@ -342,10 +343,15 @@ pub(crate) fn fence(server: &mut Server, now: Ms, name: Name, token: Token) -> R
 }
 
 /// extend.lua: new leases, counted from now, for the locks the caller owns (the watchdog's
-/// batch). Owner-checked per item; nothing is re-created.
+/// batch). Owner-checked per item; nothing is re-created. A renewed holder that ask.lua
+/// recorded as asked is answered 2 instead of 1 (`extended`, read after the renewal).
 pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Reply {
     let mut out = Vec::with_capacity(items.len());
     for item in items {
+        // The ask key is not touched by the renewal: read before it, the same answer.
+        let told = ask::told(server, item.lock, item.token);
+        let renew = !(told && server.is(Mutant::ExtendSkipsAskedRenewal));
+        let extended = if told { 2 } else { 1 };
         let result = match item.lock {
             LockRef::Mutex(name) => {
                 if server.foreign(&[Key::Lock(name)]).is_some() {
@@ -355,8 +361,10 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                         None => 0,
                         Some(h) if h.token != item.token => -1,
                         Some(h) => {
-                            h.deadline = now + item.lease;
-                            1
+                            if renew {
+                                h.deadline = now + item.lease;
+                            }
+                            extended
                         }
                     }
                 }
@@ -370,7 +378,9 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                 } else {
                     match server.data.shared.get_mut(&name) {
                         Some(lock) if lock.holders.contains_key(&item.token) => {
-                            if let Some(h) = lock.holders.get_mut(&item.token) {
+                            if let Some(h) = lock.holders.get_mut(&item.token)
+                                && renew
+                            {
                                 h.deadline = now + item.lease;
                             }
                             // extend.lua: while requests wait, the hash and the queue are kept
@@ -380,7 +390,7 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                                     lock.holders.values().map(|h| h.deadline).max().unwrap_or(0);
                                 lock.until = lock.until.max(latest);
                             }
-                            1
+                            extended
                         }
                         _ => 0,
                     }

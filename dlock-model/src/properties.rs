@@ -16,7 +16,7 @@
 
 use stateright::Property;
 
-use crate::server::{LockRef, Op, RW_LIMIT, Reply, Server, Token};
+use crate::server::{Data, ExtendItem, LockRef, Ms, Op, RW_LIMIT, Reply, Server, Token};
 use crate::state::{Kind, LockModel, Phase, State};
 
 /// A grant above the limit in force.
@@ -39,6 +39,14 @@ const DEAD_HEAD: u32 = 1 << 7;
 const GUARDED_BY_HOLDER: u32 = 1 << 8;
 /// A guarded write of an exclusive hold applied with a smaller fence than the data holds.
 const GUARDED_FENCES: u32 = 1 << 9;
+/// A release request changed a hold, a deadline, a queue, a fence or the protected data.
+const ASK_NO_HOLD_CHANGED: u32 = 1 << 10;
+/// A renewal answered "asked" to a token that held the lock at no release request.
+const ASK_TOLD_ONLY_ASKED: u32 = 1 << 11;
+/// A renewal of an asked holder that held the lock did not renew it.
+const ASK_KEEPS_LEASE: u32 = 1 << 12;
+/// The first renewal of an asked holder since the request did not answer "asked".
+const ASK_TOLD_NEXT: u32 = 1 << 13;
 
 /// The name of the property a paused holder breaks, as README says (expected counterexample).
 pub const EXCLUSIVE_AS_SEEN: &str = "exclusive as seen by clients (expected to fail: pauses)";
@@ -48,6 +56,17 @@ pub const EXCLUSIVE_AS_SEEN: &str = "exclusive as seen by clients (expected to f
 /// discovery is an example, not a counterexample; the runs with guarded writes and pauses or
 /// restarts require one.
 pub const GUARDED_REFUSED: &str = "a guarded write refused (reachable)";
+
+/// The name of a reachability check of the release request: some renewal answers "asked", so
+/// that `only an asked holder is told`, `an asked holder keeps its lease` and `an asked holder
+/// is told at its next renewal` do not hold vacuously. The runs with requests and renewals
+/// require one.
+pub const ASK_TOLD: &str = "a renewal answered asked (reachable)";
+
+/// The name of the other reachability check of the release request: a holder told it was
+/// asked gives the lock back, and the lock goes on to others (whom the request must not
+/// reach). The runs with a holder that yields require one.
+pub const ASK_YIELDED: &str = "an asked holder gave the lock back (reachable)";
 
 /// Every property, by name.
 pub(crate) fn all() -> Vec<Property<LockModel>> {
@@ -68,6 +87,15 @@ pub(crate) fn all() -> Vec<Property<LockModel>> {
         Property::always("guarded write by the holder", guarded_by_holder),
         Property::always("guarded fences never decrease", guarded_fences),
         Property::sometimes(GUARDED_REFUSED, guarded_refused),
+        Property::always("a release request changes no hold", ask_changes_no_hold),
+        Property::always("only an asked holder is told", told_only_if_asked),
+        Property::always("an asked holder keeps its lease", asked_keeps_lease),
+        Property::always(
+            "an asked holder is told at its next renewal",
+            asked_told_next,
+        ),
+        Property::sometimes(ASK_TOLD, ask_told),
+        Property::sometimes(ASK_YIELDED, ask_yielded),
     ]
 }
 
@@ -156,6 +184,72 @@ fn guarded_fences(_: &LockModel, state: &State) -> bool {
 /// Reachability (an example is wanted, see [`GUARDED_REFUSED`]): a guarded write was refused.
 fn guarded_refused(_: &LockModel, state: &State) -> bool {
     state.ghost.refused_write
+}
+
+/// Safety: a release request (ask.lua) changes no hold: every holder, deadline, queue entry,
+/// fence, stored limit and protected write is as it was; only the lock's ask key changes.
+/// Holds under every action.
+fn ask_changes_no_hold(_: &LockModel, state: &State) -> bool {
+    ok(state, ASK_NO_HOLD_CHANGED)
+}
+
+/// Safety: only a holder that was asked is told: a renewal answers "asked" only to a token that
+/// held the lock on the server when some release request ran. A later holder of the same lock
+/// (a new token: a hand-off, a new acquire, a RwLock mode change) is never told by an earlier
+/// request. Holds under every action, restarts from a lagging copy included.
+fn told_only_if_asked(_: &LockModel, state: &State) -> bool {
+    ok(state, ASK_TOLD_ONLY_ASKED)
+}
+
+/// Safety: an asked holder keeps its lease. A client whose hold was asked, and which believes it
+/// holds by its own count (its lease, counted from when it sent the call that granted or
+/// renewed it, has not run out), holds the lock on the server: a holder that ignores the
+/// request, renewing on time or not at all, keeps the lock to the end of its lease. And each
+/// renewal of an asked token, sent while it holds on the server, renews it (answers 1 or 2, and
+/// its lease runs from then). Holds under every action the release request's models take,
+/// pauses and lost replies included (a paused holder's own count runs out with its lease);
+/// not under a rollback, which takes holds away under open connections.
+fn asked_keeps_lease(model: &LockModel, state: &State) -> bool {
+    ok(state, ASK_KEEPS_LEASE) && asked_believers_hold(model, state)
+}
+
+/// Every client that believes it holds a token that was asked holds the lock on the server.
+/// (A RwLock mode change in flight is left out: its old token's hold ends with the step.)
+fn asked_believers_hold(model: &LockModel, state: &State) -> bool {
+    if state.ghost.asked.is_empty() {
+        return true;
+    }
+    let live = live_holders(model.kind, &state.server, state.now);
+    state.clients.iter().all(|c| {
+        let (token, until) = match (&c.phase, c.held) {
+            (Phase::Holding { token, until, .. }, _) => (*token, *until),
+            (Phase::InFlight { op, .. }, Some(held)) if !matches!(op, Op::RwChange { .. }) => {
+                (held.token, held.until)
+            }
+            _ => return true,
+        };
+        let believes = !c.dead && c.epoch == state.server.epoch && state.now < until;
+        !believes || !state.ghost.asked.contains(&token) || live.iter().any(|h| h.0 == token)
+    })
+}
+
+/// Liveness (bounded: one renewal): an asked holder is told at its next renewal — the first
+/// renewal of its hold after the request answers "asked" (the request outlives the lease it
+/// found, and a renewal on time comes before that lease ends). Holds under every action but
+/// restarts and rollbacks, which may lose the request with the data (a pending request is
+/// forgotten there), and foreign data at the ask key (not among the model's actions).
+fn asked_told_next(_: &LockModel, state: &State) -> bool {
+    ok(state, ASK_TOLD_NEXT)
+}
+
+/// Reachability (an example is wanted, see [`ASK_TOLD`]).
+fn ask_told(_: &LockModel, state: &State) -> bool {
+    state.ghost.told
+}
+
+/// Reachability (an example is wanted, see [`ASK_YIELDED`]).
+fn ask_yielded(_: &LockModel, state: &State) -> bool {
+    state.ghost.yielded
 }
 
 /// The clients that hold by their own count now, and whether each is a writer. `as_seen`
@@ -394,6 +488,8 @@ pub(crate) fn observe_step(
         state.ghost.refused_write = true;
     }
     state.ghost.broken |= broken;
+    let live: Vec<Token> = old.iter().map(|h| h.0).collect();
+    observe_ask(kind, state, &live, before, (op, reply));
     for fence in new_fences {
         observe_fence(state, fence, false);
     }
@@ -442,6 +538,123 @@ fn guarded_write(kind: Kind, before: &Server, now: u64, token: Token, fence: u64
         broken |= GUARDED_FENCES;
     }
     broken
+}
+
+/// The release request's rules on one step (`before` → `state.server`, at `state.now`):
+/// * safety `a release request changes no hold`: ask.lua leaves every key but the ask key as
+///   it found it (what expired by now aside);
+/// * safety `only an asked holder is told`: a renewal answers "asked" only to a token that
+///   held the lock when a request ran;
+/// * safety `an asked holder keeps its lease`: the renewal of an asked token that holds is a
+///   renewal;
+/// * liveness `an asked holder is told at its next renewal`: the first renewal of an asked
+///   hold answers "asked".
+///
+/// `live`: the holders before the step. A hold that ended (by the server's clock) before this
+/// step is no longer owed an answer.
+fn observe_ask(
+    kind: Kind,
+    state: &mut State,
+    live: &[Token],
+    before: &Server,
+    step: (&Op, &Reply),
+) {
+    let (op, reply) = step;
+    let now = state.now;
+    state.ghost.pending.retain(|t| live.contains(t));
+    match (op, reply) {
+        (Op::Ask { .. }, _) => {
+            let mut found = before.clone();
+            found.expire(now);
+            if !same_but_asked(&found.data, &state.server.data) {
+                state.ghost.broken |= ASK_NO_HOLD_CHANGED;
+            }
+            if matches!(reply, Reply::Int(_)) {
+                state.ghost.asked.extend(live.iter().copied());
+                state.ghost.pending.extend(live.iter().copied());
+            }
+        }
+        (Op::Extend { items }, Reply::Extended(results)) => {
+            for (item, &result) in items.iter().zip(results) {
+                let held = live.contains(&item.token);
+                state.ghost.broken |= renewal(kind, state, item, result, held);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One renewal of `item` answered `result`, by a token that held before the step (`held`):
+/// the bits of the rules it broke; the ghost learns who was told.
+fn renewal(kind: Kind, state: &mut State, item: &ExtendItem, result: i64, held: bool) -> u32 {
+    let ghost = &mut state.ghost;
+    let token = item.token;
+    let mut broken = 0;
+    if result == 2 {
+        ghost.told = true;
+        if !ghost.asked.contains(&token) {
+            broken |= ASK_TOLD_ONLY_ASKED;
+        }
+    }
+    if result == 1 && ghost.pending.contains(&token) {
+        broken |= ASK_TOLD_NEXT;
+    }
+    if matches!(result, 1 | 2) {
+        ghost.pending.remove(&token);
+    }
+    if held && ghost.asked.contains(&token) {
+        let deadline = deadline(kind, &state.server, token);
+        if !matches!(result, 1 | 2) || deadline != Some(state.now + item.lease) {
+            broken |= ASK_KEEPS_LEASE;
+        }
+    }
+    broken
+}
+
+/// The deadline of `token`'s hold of the model's lock on `server`, if it holds.
+fn deadline(kind: Kind, server: &Server, token: Token) -> Option<Ms> {
+    if kind.shared() {
+        let lock = server.data.shared.get(&0)?;
+        lock.holders.get(&token).map(|h| h.deadline)
+    } else {
+        let hold = server.data.locks.get(&0)?;
+        (hold.token == token).then_some(hold.deadline)
+    }
+}
+
+/// Whether `a` and `b` hold the same, the release requests apart.
+fn same_but_asked(a: &Data, b: &Data) -> bool {
+    let Data {
+        locks,
+        queues,
+        shared,
+        leaders,
+        counter,
+        foreign,
+        written,
+        fenced,
+        asked: _,
+    } = a;
+    *locks == b.locks
+        && *queues == b.queues
+        && *shared == b.shared
+        && *leaders == b.leaders
+        && *counter == b.counter
+        && *foreign == b.foreign
+        && *written == b.written
+        && *fenced == b.fenced
+}
+
+/// A holder told it was asked gives the lock back (reachability [`ASK_YIELDED`]).
+pub(crate) fn observe_yield(state: &mut State) {
+    state.ghost.yielded = true;
+}
+
+/// A restart or a rollback may lose release requests with the rest of the data (no
+/// durability, or a lagging copy): what was owed an answer is not any more. Whom a request
+/// reached stays recorded (`only an asked holder is told` holds across them).
+pub(crate) fn observe_lost_data(state: &mut State) {
+    state.ghost.pending.clear();
 }
 
 /// Before the clock moves (every client's due step taken):

@@ -43,6 +43,8 @@ pub enum Key {
     Counter,
     /// An election's leader record `<lock>:leader`.
     Leader(Name),
+    /// A lock's release requests `<lock>:ask` (a hash; K`:ask` for a shared lock's hash K).
+    Ask(LockRef),
 }
 
 /// The value of a mutex's lock key: `"<token><flag>1 <meta>[\x1f<fence>]"` with `PX`.
@@ -137,6 +139,19 @@ pub struct Record {
     pub deadline: Ms,
 }
 
+/// The hash `<lock>:ask` (ask.lua): the tokens of the holders asked to give the lock back, and
+/// when the key expires. The server time of each request (the fields' values) is not kept:
+/// no script reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Asked {
+    /// The tokens asked (hash fields): a mutex holder's token, a shared holder's token as in
+    /// `K:exp`.
+    pub tokens: BTreeSet<Token>,
+    /// When the key expires (`PEXPIRE` only ever moves it later): at the latest deadline of the
+    /// holds it named when they were asked.
+    pub until: Ms,
+}
+
 /// Every key's content (what a restart from an AOF or a replica's copy carries).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Data {
@@ -160,6 +175,9 @@ pub struct Data {
     /// fenced.lua's data keys, by number: the stored fence (the companion key) and the value of
     /// the last write (the writer's token, in the model).
     pub fenced: BTreeMap<Name, (u64, Token)>,
+    /// ask.lua's release requests, per lock with a live `<lock>:ask`: the tokens asked and the
+    /// key's expiry. extend.lua reads it; no script of the protocol deletes it.
+    pub asked: BTreeMap<LockRef, Asked>,
 }
 
 /// A message published on a client's wake channel.
@@ -274,6 +292,7 @@ impl Server {
     pub(crate) fn expire(&mut self, now: Ms) {
         self.data.locks.retain(|_, h| now < h.deadline);
         self.data.leaders.retain(|_, r| now < r.deadline);
+        self.data.asked.retain(|_, a| now < a.until);
         let mutant = self.mutant;
         for lock in self.data.shared.values_mut() {
             lock.holders.retain(|_, h| now < h.deadline);
@@ -506,6 +525,13 @@ pub enum Op {
         /// The value (the writer's token, in the model).
         value: Token,
     },
+    /// ask.lua (`Client::request_release`, `Semaphore::request_release`,
+    /// `RwLock::request_release`): the lock's live holders recorded as asked to give it back,
+    /// in `<lock>:ask`; no hold changes. Replies [`Reply::Int`], the number of holders asked.
+    Ask {
+        /// The lock (`Mutex`: ARGV "M"; `Shared`: "S").
+        lock: LockRef,
+    },
     /// `SUBSCRIBE <lock>:wake:<client>` (wait.rs: before the first attempt).
     Subscribe {
         /// The lock.
@@ -550,6 +576,9 @@ pub enum ScriptError {
     AboveLimit(u32),
     /// `DLOCKMODE`: the holder does not hold in the mode it changes from.
     Mode,
+    /// A plain `WRONGTYPE` error: a command of the script met a key of another type (ask.lua
+    /// at a shared lock's `K:exp` or at the ask key) and the script stopped before any write.
+    WrongType(Key),
 }
 
 /// A step's reply, per script (the Lua return values, decoded).
@@ -559,7 +588,8 @@ pub enum Reply {
     /// that token (`Some(None)`: by a value dlock did not write).
     SetNx(Option<Option<Token>>),
     /// An integer reply: EXISTS, release.lua's 1/0/-1, fence.lua's 0/-1, election.lua's 1/0/-1,
-    /// shared_release.lua's 1/0, shared_limit.lua's previous limit.
+    /// shared_release.lua's 1/0, shared_limit.lua's previous limit, ask.lua's count of holders
+    /// asked.
     Int(i64),
     /// The caller holds the lock now or already: acquire.lua `fence` / `{1, fence, pttl}`,
     /// shared_acquire.lua and rw_change.lua `{1, fence, pttl}`, fence.lua `fence`.
@@ -587,7 +617,8 @@ pub enum Reply {
         /// `CLIENT GETNAME`: the epoch of the connection it ran on.
         epoch: u32,
     },
-    /// extend.lua: per item 1 / 0 / -1.
+    /// extend.lua: per item 2 (extended, and the holder was asked to give the lock back:
+    /// ask.lua), 1 (extended), 0 (nobody holds it), -1 (another owner, or foreign data).
     Extended(Vec<i64>),
     /// rw_change.lua `{-1, used, waiting}`: an upgrade refused.
     Refused {
@@ -666,6 +697,8 @@ pub struct Abstract {
     pub written: BTreeMap<LockRef, Vec<Token>>,
     /// Per fenced.lua data key written, the value of the last write (the writer's token).
     pub fenced: BTreeMap<Name, Token>,
+    /// Per lock with a live `<lock>:ask`, the tokens asked to give it back.
+    pub asked: BTreeMap<LockRef, BTreeSet<Token>>,
 }
 
 /// The meaning of `server`'s state at `now`: only what is alive then.
@@ -735,5 +768,10 @@ pub fn abstraction(server: &Server, now: Ms) -> Abstract {
         .map(|(&lock, writes)| (lock, writes.iter().map(|w| w.0).collect()))
         .collect();
     out.fenced = data.fenced.iter().map(|(&k, v)| (k, v.1)).collect();
+    out.asked = data
+        .asked
+        .iter()
+        .map(|(&lock, asked)| (lock, asked.tokens.clone()))
+        .collect();
     out
 }

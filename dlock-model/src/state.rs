@@ -2,6 +2,8 @@
 //! ghost state of the properties, and the actions. The behaviour is in `model.rs` (the
 //! environment) and `client.rs` (the clients).
 
+use std::collections::BTreeSet;
+
 use crate::mutant::Mutant;
 use crate::server::{Entry, LockRef, Ms, Op, Push, Reply, Server, SharedEntry, Token};
 
@@ -58,6 +60,10 @@ pub struct Req {
     /// holder (paused past its lease, or granted before a restart) included; a mutex holder
     /// that knows no fence asks for it first (fence.lua), to write it with its data.
     pub guard: bool,
+    /// Told by a renewal that someone asked it to give the lock back (extend.lua answers 2),
+    /// the holder releases at once; without it, the holder ignores the request and keeps
+    /// renewing.
+    pub yields: bool,
 }
 
 impl Req {
@@ -70,6 +76,7 @@ impl Req {
             change: false,
             watchdog: false,
             guard: false,
+            yields: false,
         }
     }
 
@@ -112,6 +119,14 @@ impl Req {
             ..self
         }
     }
+
+    /// The same, giving the lock back once a renewal says it was asked to.
+    pub const fn yields(self) -> Self {
+        Self {
+            yields: true,
+            ..self
+        }
+    }
 }
 
 /// Which environment actions the checker may take, and how often (a budget per run keeps the
@@ -136,6 +151,9 @@ pub struct Env {
     pub set_limit: Option<u32>,
     /// Another program writes its data at the election's leader record key (once).
     pub foreign_record: bool,
+    /// Release requests (ask.lua) by another client or an operator, at any time: one atomic
+    /// step each, whose reply (a count) decides nothing.
+    pub asks: u8,
 }
 
 /// The checked model of one lock kind.
@@ -258,6 +276,18 @@ pub struct Ghost {
     pub limit: u32,
     /// A guarded write was refused (the reachability check [`crate::GUARDED_REFUSED`]).
     pub refused_write: bool,
+    /// Every token that held the lock on the server when a release request ran (the holders
+    /// ask.lua must have recorded, judged by the model's state, not by the script).
+    pub asked: BTreeSet<Token>,
+    /// Of those, the holders asked and not told yet, whose hold has lasted since: their next
+    /// renewal must answer "asked". A token leaves when it is told, when its hold ends, or
+    /// when a restart or rollback may have lost the request.
+    pub pending: BTreeSet<Token>,
+    /// A renewal answered "asked" (the reachability check [`crate::ASK_TOLD`]).
+    pub told: bool,
+    /// A holder told it was asked gave the lock back (the reachability check
+    /// [`crate::ASK_YIELDED`]).
+    pub yielded: bool,
 }
 
 /// The whole system.
@@ -325,6 +355,8 @@ pub enum Action {
     /// The server's data goes back to the replica's copy under open connections (a tick
     /// passes; the connection epoch stays).
     Rollback,
+    /// Someone asks the lock's holders to give it back (ask.lua).
+    Ask,
 }
 
 impl LockModel {

@@ -1,9 +1,9 @@
 //! [`apply`]: one atomic step, dispatched to the function that mirrors its script
-//! (`mutex.rs`, `shared.rs`, `election.rs`, `guarded.rs`) or run here (pub/sub, foreign writes,
-//! replication, restarts).
+//! (`mutex.rs`, `shared.rs`, `election.rs`, `guarded.rs`, `ask.rs`) or run here (pub/sub,
+//! foreign writes, replication, restarts).
 
 use crate::server::{Data, Key, Ms, Op, Reply, Server};
-use crate::{election, guarded, mutex, shared};
+use crate::{ask, election, guarded, mutex, shared};
 
 /// Runs one atomic step at server time `now` and returns its reply. Published messages
 /// collect in [`Server::published`].
@@ -78,6 +78,7 @@ pub fn apply(server: &mut Server, now: Ms, op: Op) -> Reply {
         Op::ElectionRead { name } => election::read(server, name),
         Op::Guarded { lock, token, fence } => guarded::guarded(server, now, lock, token, fence),
         Op::FencedSet { key, fence, value } => guarded::fenced_set(server, key, fence, value),
+        Op::Ask { lock } => ask::ask(server, now, lock),
         Op::Subscribe { lock, client } => {
             server.subscribed.insert((lock, client));
             Reply::Ok
@@ -137,6 +138,9 @@ fn write_foreign(server: &mut Server, key: Key) {
         Key::Counter => data.counter = 0,
         Key::Leader(n) => {
             data.leaders.remove(&n);
+        }
+        Key::Ask(lock) => {
+            data.asked.remove(&lock);
         }
     }
     data.foreign.insert(key);

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use dlock_model::model::{self, Kind, LockModel, bounds};
-use dlock_model::{EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
+use dlock_model::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
 use stateright::{Checker, Model};
 
 fn check(model: LockModel) -> (usize, usize) {
@@ -22,6 +22,10 @@ fn check(model: LockModel) -> (usize, usize) {
     // refused, or `guarded write by the holder` holds vacuously.
     let stale_writes = model.clients.iter().flatten().any(|r| r.guard)
         && (model.env.pauses > 0 || model.env.restarts > 0);
+    // Release requests to holders that renew: some renewal must answer "asked", and a holder
+    // that yields must give the lock back, or the request's properties hold vacuously.
+    let asked = model.env.asks > 0 && model.clients.iter().flatten().any(|r| r.watchdog);
+    let yields = asked && model.clients.iter().flatten().any(|r| r.yields);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
@@ -47,6 +51,14 @@ fn check(model: LockModel) -> (usize, usize) {
                 !stale_writes || checker.discovery(name).is_some(),
                 "{kind:?}: no stale guarded write was refused: `guarded write by the holder` \
                  is vacuous"
+            );
+            continue;
+        }
+        if name == ASK_TOLD || name == ASK_YIELDED {
+            let wanted = if name == ASK_TOLD { asked } else { yields };
+            assert!(
+                !wanted || checker.discovery(name).is_some(),
+                "{kind:?}: `{name}` not reached: the release request's properties are vacuous"
             );
             continue;
         }
@@ -114,6 +126,21 @@ fn guarded_semaphore() {
 #[test]
 fn guarded_rwlock() {
     check(bounds::unit_guarded(Kind::RwLock));
+}
+
+#[test]
+fn ask_mutex() {
+    check(bounds::unit_ask(Kind::Mutex));
+}
+
+#[test]
+fn ask_semaphore() {
+    check(bounds::unit_ask(Kind::Semaphore));
+}
+
+#[test]
+fn ask_rwlock() {
+    check(bounds::unit_ask(Kind::RwLock));
 }
 
 /// The model's assumption, shown: data rolled back under an open connection (README, "What

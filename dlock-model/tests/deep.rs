@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use dlock_model::model::{self, Kind, LockModel, bounds};
-use dlock_model::{EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
+use dlock_model::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
 use stateright::{Checker, Model};
 
 fn deep(kind: Kind) {
@@ -24,6 +24,10 @@ fn deep_model(model: LockModel, what: &str) {
     // refused, or `guarded write by the holder` holds vacuously.
     let stale_writes = model.clients.iter().flatten().any(|r| r.guard)
         && (model.env.pauses > 0 || model.env.restarts > 0);
+    // Release requests to holders that renew: some renewal must answer "asked", and a holder
+    // that yields must give the lock back, or the request's properties hold vacuously.
+    let asked = model.env.asks > 0 && model.clients.iter().flatten().any(|r| r.watchdog);
+    let yields = asked && model.clients.iter().flatten().any(|r| r.yields);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
@@ -43,6 +47,14 @@ fn deep_model(model: LockModel, what: &str) {
             assert!(
                 !stale_writes || checker.discovery(name).is_some(),
                 "{kind:?}: no stale guarded write refused: vacuous"
+            );
+            continue;
+        }
+        if name == ASK_TOLD || name == ASK_YIELDED {
+            let wanted = if name == ASK_TOLD { asked } else { yields };
+            assert!(
+                !wanted || checker.discovery(name).is_some(),
+                "{kind:?}: `{name}` not reached: vacuous"
             );
             continue;
         }
@@ -107,6 +119,24 @@ fn deep_guarded_semaphore() {
 #[ignore = "deeper bounds: make model"]
 fn deep_guarded_rwlock() {
     deep_model(bounds::deep_guarded(Kind::RwLock), "guarded ");
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_ask_mutex() {
+    deep_model(bounds::deep_ask(Kind::Mutex), "ask ");
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_ask_semaphore() {
+    deep_model(bounds::deep_ask(Kind::Semaphore), "ask ");
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_ask_rwlock() {
+    deep_model(bounds::deep_ask(Kind::RwLock), "ask ");
 }
 
 /// The scheduler's attempt protocol with two kills and two pauses.

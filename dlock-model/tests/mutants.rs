@@ -174,8 +174,110 @@ fn a_guarded_write_that_skips_the_owner_check_sends_the_fences_back() {
     );
 }
 
+/// A request that cuts the holder's lease: the step itself changes a hold.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_release_request_that_shortens_the_lease() {
+    caught(
+        bounds::unit_ask(Kind::Mutex),
+        Mutant::AskShortensLease,
+        "a release request changes no hold",
+    );
+}
+
+/// The same, seen by the holder: it ignores the request, believes it holds to the end of the
+/// lease it was granted, and the server's ends sooner.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_release_request_that_shortens_the_lease_takes_the_lock_from_its_holder() {
+    caught(
+        bounds::unit_ask(Kind::Mutex),
+        Mutant::AskShortensLease,
+        "an asked holder keeps its lease",
+    );
+}
+
+/// The mutex's next holder was recorded with its predecessor: once the lock is handed to it,
+/// its renewal is told.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_release_request_that_records_the_next_waiter() {
+    caught(
+        bounds::unit_ask(Kind::Mutex),
+        Mutant::AskRecordsNextWaiter,
+        "only an asked holder is told",
+    );
+}
+
+/// The same on a semaphore: the request admitted in the place of a holder that gave back.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_release_request_that_records_the_next_waiter_of_a_semaphore() {
+    caught(
+        bounds::unit_ask(Kind::Semaphore),
+        Mutant::AskRecordsNextWaiter,
+        "only an asked holder is told",
+    );
+}
+
+/// A semaphore's newcomer renews while the other holder's request keeps the ask key alive.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_renewal_told_whenever_the_ask_key_lives() {
+    caught(
+        bounds::unit_ask(Kind::Semaphore),
+        Mutant::ExtendAnswersAnyToken,
+        "only an asked holder is told",
+    );
+}
+
+/// The same on a RwLock: its next holder (a writer after the asked reader, a reader after a
+/// downgrade) is told.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_renewal_told_whenever_the_ask_key_lives_on_a_rwlock() {
+    caught(
+        bounds::unit_ask(Kind::RwLock),
+        Mutant::ExtendAnswersAnyToken,
+        "only an asked holder is told",
+    );
+}
+
+/// The ask key gone before the holder's next renewal on time.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_release_request_that_expires_before_the_next_renewal() {
+    caught(
+        bounds::unit_ask(Kind::Mutex),
+        Mutant::AskExpiresEarly,
+        "an asked holder is told at its next renewal",
+    );
+}
+
+/// An asked holder's renewal answered without renewing.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_renewal_of_an_asked_holder_that_does_not_renew() {
+    caught(
+        bounds::unit_ask(Kind::Mutex),
+        Mutant::ExtendSkipsAskedRenewal,
+        "an asked holder keeps its lease",
+    );
+}
+
+/// The same for a semaphore's holder.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_renewal_of_an_asked_shared_holder_that_does_not_renew() {
+    caught(
+        bounds::unit_ask(Kind::Semaphore),
+        Mutant::ExtendSkipsAskedRenewal,
+        "an asked holder keeps its lease",
+    );
+}
+
 /// Every mutant has its test above.
 #[test]
 fn every_mutant_is_checked() {
-    assert_eq!(Mutant::ALL.len(), 11);
+    assert_eq!(Mutant::ALL.len(), 16);
 }

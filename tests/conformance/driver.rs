@@ -1,8 +1,10 @@
 //! Runs one sequence on both sides in lockstep. Each [`Step`] becomes the protocol steps the
 //! client library takes ([`Op`]s: one script or one plain command each, decided from the
 //! replies as the client decides); each `Op` is applied to the model and sent to Redis, and
-//! then compared: the replies, the grants each client's subscription received, and the whole
-//! state as an [`Abstract`] (holders, queue order, stored limit, order of fences, live leases).
+//! then compared: the replies, the grants each client's subscription received, the whole
+//! state as an [`Abstract`] (holders, queue order, stored limit, order of fences, live leases,
+//! the tokens of release requests), and the time left of every hold and release request
+//! ([`Leases`], in whole lease units).
 //! Fence values differ between the sides (the model's clock is not the server's): every fence
 //! seen is paired with its counterpart, and each new pair must order like every earlier one.
 
@@ -14,7 +16,7 @@ use dlock_model::{
     Server, SharedEntry, Token, abstraction, apply,
 };
 
-use crate::redis_side::{Real, UNIT, token_of};
+use crate::redis_side::{Leases, Real, UNIT, token_of};
 use crate::replies::{model_norm, real_norm, show, units};
 use crate::steps::{CLIENTS, Lock, Step};
 
@@ -227,8 +229,9 @@ impl<'r> Case<'r> {
                         token: r.token,
                         lease: u64::from(lease) * UNIT,
                     };
+                    // 2: extended, and the holder was asked to give the lock back (it keeps it).
                     let reply = self.exec(Op::Extend { items: vec![item] })?;
-                    if reply != Reply::Extended(vec![1]) {
+                    if !matches!(&reply, Reply::Extended(r) if r == &[1] || r == &[2]) {
                         self.requests[at].state = State::Done;
                     }
                     Ok(())
@@ -281,6 +284,11 @@ impl<'r> Case<'r> {
                 None => Ok(()),
             },
             Step::SetLimit { limit } => self.exec(Op::SetLimit { name: 0, limit }).map(|_| ()),
+            Step::Ask { lock } => self
+                .exec(Op::Ask {
+                    lock: lock_ref(lock),
+                })
+                .map(|_| ()),
             Step::Upgrade { client } => self.change(client, true),
             Step::Downgrade { client } => self.change(client, false),
             Step::Publish { client } => match self.find(client, Lock::Election, State::Holding) {
@@ -693,6 +701,14 @@ impl<'r> Case<'r> {
         if model != real {
             return Err(format!(
                 "the states differ:\n    model: {model:?}\n    redis: {real:?}"
+            ));
+        }
+        let model = Leases::of_model(&self.model, self.now);
+        let real = self.real.leases()?;
+        if model != real {
+            return Err(format!(
+                "the time left differs (whole lease units):\n    model: {model:?}\n    \
+                 redis: {real:?}"
             ));
         }
         Ok(())

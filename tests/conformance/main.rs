@@ -10,6 +10,8 @@
 //! sequences every run).
 //! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
 //! passes only if the test catches it (`make model-mutants`).
+//! Before the sequences: fenced.lua's comparison on token pairs (`fenced.rs`) and the release
+//! request's scenarios (`ask.rs`).
 
 #![allow(
     clippy::print_stderr,
@@ -18,6 +20,7 @@
     clippy::panic
 )]
 
+mod ask;
 mod driver;
 mod fenced;
 mod mutants;
@@ -74,8 +77,22 @@ fn check(mutant: Option<Mutant>, cases: u32, seed: u64) -> Result<Counts, String
             ));
         }
     };
+    // The release request's scenarios, whatever the sequences draw (ask.rs).
+    let asks = match ask::run(&mut real.borrow_mut()) {
+        Ok(asks) => asks,
+        Err(why) => {
+            if let Some(shipped) = &shipped {
+                ask::run(&mut shipped.borrow_mut())
+                    .map_err(|e| format!("the shipped scripts fail a scenario too: {e}"))?;
+            }
+            return Err(format!(
+                "the release request's scripts and the model differ: {why}"
+            ));
+        }
+    };
     let counts = Cell::new(Counts {
         pairs,
+        asks,
         ..Counts::default()
     });
     let mut runner = TestRunner::new(Config {
@@ -130,6 +147,8 @@ struct Counts {
     shipped_differ: u32,
     /// fenced.lua's token pairs checked (fenced.rs).
     pairs: usize,
+    /// The release request's scenarios run (ask.rs).
+    asks: usize,
 }
 
 /// The sequences are drawn from a fixed seed, so that `make test` runs the same ones every
@@ -165,12 +184,14 @@ fn the_scripts_conform_to_the_model() {
             Ok(c) => {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps) \
-                     and {} fenced.lua token pairs matched the model in {:.1} s",
+                    "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps), \
+                     {} fenced.lua token pairs and {} release request scenarios matched the \
+                     model in {:.1} s",
                     c.sequences,
                     c.steps,
                     c.ops,
                     c.pairs,
+                    c.asks,
                     started.elapsed().as_secs_f64()
                 );
             }

@@ -96,6 +96,72 @@ pub(crate) const ALL: &[Mutant] = &[
         swaps: &[("if string.sub(value, 1, 32) ~= owner then", "if false then")],
     },
     Mutant {
+        name: "ask-shortens-lease",
+        what: "ask.lua halves the lease left of the mutex holder it asks",
+        swaps: &[(
+            "  record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
+            "  redis.call('PEXPIRE', KEYS[1], math.floor(redis.call('PTTL', KEYS[1]) / 2))\n  \
+             record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
+        )],
+    },
+    Mutant {
+        name: "ask-records-next-waiter",
+        what: "ask.lua records the mutex's first waiter beside its holder: told once it holds",
+        swaps: &[(
+            "  record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
+            "  local head = redis.call('LINDEX', KEYS[1] .. ':queue', 0)\n  \
+             if head then\n    record(string.match(head, '^1 (%x+) '), redis.call('PTTL', KEYS[1]))\n  \
+             end\n  record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
+        )],
+    },
+    Mutant {
+        name: "ask-expires-early",
+        what: "ask.lua keeps the request for half the lease it found: a renewal on time misses it",
+        swaps: &[(
+            "redis.call('PEXPIRE', ask, keep_ms)",
+            "redis.call('PEXPIRE', ask, math.floor(keep_ms / 2))",
+        )],
+    },
+    Mutant {
+        name: "ask-asks-expired-holders",
+        what: "ask.lua asks every holder in K:exp, those past their deadline and not purged too",
+        swaps: &[("'(' .. now, '+inf', 'BYSCORE'", "'-inf', '+inf', 'BYSCORE'")],
+    },
+    Mutant {
+        name: "ask-skips-foreign-check",
+        what: "ask.lua records whatever the mutex key holds, another program's value too",
+        swaps: &[(
+            "  local refused = unusable(KEYS[1], value)\n  if refused then\n    return refused\n  \
+             end\n  record(",
+            "  record(",
+        )],
+    },
+    Mutant {
+        name: "extend-ignores-ask",
+        what: "extend.lua never answers 2: an asked holder is not told",
+        swaps: &[(
+            "if redis.pcall('HEXISTS', key .. ':ask', token) == 1 then",
+            "if false then",
+        )],
+    },
+    Mutant {
+        name: "extend-answers-any-token",
+        what: "extend.lua answers 2 to any holder while the lock's ask key exists",
+        swaps: &[(
+            "redis.pcall('HEXISTS', key .. ':ask', token) == 1",
+            "redis.pcall('EXISTS', key .. ':ask') == 1",
+        )],
+    },
+    Mutant {
+        name: "extend-skips-asked-renewal",
+        what: "extend.lua answers an asked mutex holder 2 without renewing its lease",
+        swaps: &[(
+            "      redis.call('PEXPIRE', key, ARGV[2 * i])\n      out[i] = extended(key, owner)\n",
+            "      out[i] = extended(key, owner)\n      if out[i] == 1 then\n        \
+             redis.call('PEXPIRE', key, ARGV[2 * i])\n      end\n",
+        )],
+    },
+    Mutant {
         name: "fenced-compares-numbers",
         what: "fenced.lua compares the tokens as Lua numbers (doubles), which round above 2^53",
         swaps: &[(

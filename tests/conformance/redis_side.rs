@@ -13,13 +13,15 @@ use std::time::Duration;
 use dlock_core::__private::conformance::{
     KeyKind, Source, fence_counter, lock_key, lock_value, mutex_entry, shared_entry, wake_channel,
 };
-use dlock_model::{ClientId, LockRef, Mode, Op, ReleaseHow, Token};
+use dlock_model::{ClientId, Key, LockRef, Mode, Op, ReleaseHow, Token};
 use dlock_testkit::{RedisServer, ServerOptions};
 use redis::Value;
 
 use crate::mutants::Mutant;
 
 mod state;
+pub(crate) use state::Leases;
+
 use crate::steps::CLIENTS;
 
 /// One lease unit in ms: every lease is a whole number of them, and the clock moves in them.
@@ -169,6 +171,22 @@ impl Real {
         format!("{}:written", self.key(lock))
     }
 
+    /// A lock's release requests (ask.lua): `<lock>:ask`.
+    pub(crate) fn ask_key(&self, lock: LockRef) -> String {
+        format!("{}:ask", self.key(lock))
+    }
+
+    /// The Redis key of a model key (those the conformance test writes foreign data at).
+    fn key_of(&self, key: Key) -> Result<String, String> {
+        Ok(match key {
+            Key::Lock(n) => self.key(LockRef::Mutex(n)).to_owned(),
+            Key::Shared(n) => self.key(LockRef::Shared(n)).to_owned(),
+            Key::SharedExp(n) => format!("{}:exp", self.key(LockRef::Shared(n))),
+            Key::Ask(lock) => self.ask_key(lock),
+            other => return Err(format!("the conformance test writes nothing at {other:?}")),
+        })
+    }
+
     /// fenced.lua's data key number `n` and its fence key (`fence_key`, as the client names it).
     pub(crate) fn fenced_keys(n: u8) -> Result<(String, String), String> {
         let data = format!("fenced:{n}");
@@ -205,6 +223,11 @@ impl Real {
 
     fn command(&mut self, cmd: &redis::Cmd) -> Result<Answer, String> {
         answer(cmd.query::<Value>(&mut self.con))
+    }
+
+    /// A plain command's reply (a read of what a scenario left).
+    pub(crate) fn raw(&mut self, cmd: &redis::Cmd) -> Result<Value, String> {
+        cmd.query(&mut self.con).map_err(io("command"))
     }
 
     /// Sends `op` as the client does.
@@ -498,6 +521,20 @@ impl Real {
                 let (data, fence_key) = Self::fenced_keys(*key)?;
                 let args = [fence.to_string(), "set".into(), token_hex(*value)];
                 self.call(Source::Fenced, &[&data, &fence_key], &args)
+            }
+            // As `request_release` sends it.
+            Op::Ask { lock } => {
+                let key = self.key(*lock).to_owned();
+                let kind = match lock {
+                    LockRef::Mutex(_) => "M",
+                    LockRef::Shared(_) => "S",
+                };
+                self.call(Source::Ask, &[&key], &[kind.into()])
+            }
+            // Another program's value, a string, replacing whatever the key held.
+            Op::WriteForeign { key } => {
+                let key = self.key_of(*key)?;
+                self.command(redis::cmd("SET").arg(key).arg("not written by dlock"))
             }
             Op::Subscribe { lock, client } => {
                 self.subscribe(*lock, *client)?;

@@ -76,6 +76,7 @@ fn model_error(e: ScriptError) -> String {
         // Both are DLOCKWEIGHT: heavier than the limit in force.
         ScriptError::Weight | ScriptError::AboveLimit(_) => "weight".into(),
         ScriptError::Mode => "mode".into(),
+        ScriptError::WrongType(_) => "wrongtype".into(),
     }
 }
 
@@ -85,6 +86,8 @@ fn real_error(code: &str, detail: &str) -> String {
         "DLOCKLIMIT" => format!("limit {}", detail.rsplit(' ').next().unwrap_or("")),
         "DLOCKWEIGHT" => "weight".into(),
         "DLOCKMODE" => "mode".into(),
+        // A plain error of a command inside a script (its detail names the script's line).
+        "WRONGTYPE" => "wrongtype".into(),
         other => format!("{other} {detail}"),
     }
 }
@@ -340,7 +343,10 @@ pub(crate) fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), St
             },
             _ => return Err(odd()),
         },
-        Op::Subscribe { .. } | Op::Unsubscribe { .. } | Op::Restart { .. } => (Norm::Ok, vec![]),
+        Op::Subscribe { .. }
+        | Op::Unsubscribe { .. }
+        | Op::Restart { .. }
+        | Op::WriteForeign { .. } => (Norm::Ok, vec![]),
         _ => (Norm::Int(int(value).ok_or_else(odd)?), vec![]),
     })
 }

@@ -74,6 +74,8 @@ pub(crate) enum Step {
     FencedSet { client: u8, lock: Lock },
     /// `Semaphore::set_limit`.
     SetLimit { limit: u32 },
+    /// Someone asks the lock's holders to give it back (`request_release`, ask.lua).
+    Ask { lock: Lock },
     /// A reader of the read-write lock upgrades (rw_change.lua "up").
     Upgrade { client: u8 },
     /// The writer of the read-write lock downgrades (rw_change.lua "down").
@@ -176,6 +178,7 @@ impl fmt::Debug for Step {
                 )
             }
             Step::SetLimit { limit } => write!(f, "operator: set_limit(sem, {limit})"),
+            Step::Ask { lock } => write!(f, "operator: request_release({})", lock.label()),
             Step::Upgrade { client } => write!(f, "client {}: upgrade rw", name(client)),
             Step::Downgrade { client } => write!(f, "client {}: downgrade rw", name(client)),
             Step::Publish { client } => write!(f, "client {}: publish leadership", name(client)),
@@ -248,6 +251,7 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
         3 => (client(), lock()).prop_map(|(client, lock)| Step::Guarded { client, lock }),
         2 => (client(), lock()).prop_map(|(client, lock)| Step::FencedSet { client, lock }),
         1 => (1..=3u32).prop_map(|limit| Step::SetLimit { limit }),
+        2 => lock().prop_map(|lock| Step::Ask { lock }),
         1 => client().prop_map(|client| Step::Upgrade { client }),
         1 => client().prop_map(|client| Step::Downgrade { client }),
         1 => client().prop_map(|client| Step::Publish { client }),
@@ -263,7 +267,9 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
 /// queues every interesting step needs, in three steps instead of a lucky draw); then, at
 /// times, the first waiter leaves (its wait times out, is cancelled, or its client dies, before
 /// the holder releases or its lease ends), which is where re-admission and hand-off matter; or
-/// the holder's lease ends and it writes late (guarded, or fenced after the first waiter).
+/// the holder's lease ends and it writes late (guarded, or fenced after the first waiter); or
+/// someone asks the holder to give the lock back, it is told by its renewal and releases, and
+/// the first waiter that takes over renews (not told: the request was not for it).
 fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
     (
         proptest::sample::select(locks),
@@ -273,7 +279,7 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
             1 => (1..=2u32).prop_map(|held| vec![held, 3, 1]),
             1 => proptest::collection::vec(1..=3u32, 3),
         ],
-        0..10u8,
+        0..11u8,
     )
         .prop_map(|(lock, clients, weights, leave)| {
             let mut steps: Vec<Step> = clients
@@ -335,6 +341,23 @@ fn contention(locks: Vec<Lock>) -> impl Strategy<Value = Vec<Step>> {
                     Step::Guarded {
                         client: holder,
                         lock,
+                    },
+                ]),
+                10 => steps.extend([
+                    Step::Ask { lock },
+                    Step::Extend {
+                        client: holder,
+                        lock,
+                        lease: 2,
+                    },
+                    Step::Release {
+                        client: holder,
+                        lock,
+                    },
+                    Step::Extend {
+                        client,
+                        lock,
+                        lease: 1,
                     },
                 ]),
                 _ => {}

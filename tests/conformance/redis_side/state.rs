@@ -1,14 +1,57 @@
 //! The state in Redis read back and decoded (`__private::conformance`, one decoder per key
 //! layout) into the model's [`Abstract`], and what the keys must hold that the model's view
-//! does not show.
+//! does not show: invariants of a shared lock's keys, and the time left of every live hold and
+//! of every lock's release requests ([`Leases`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dlock_core::__private::conformance::{LeaderState, MutexState, SharedState};
-use dlock_model::{Abstract, LockRef, MutexView, SharedView, Token};
+use dlock_model::{Abstract, LockRef, MutexView, Server, SharedView, Token};
 use redis::Value;
 
 use super::{Real, io, token_of};
+use crate::replies::units;
+
+/// The locks of a sequence, by their model names.
+const LOCKS: [LockRef; 4] = [
+    LockRef::Mutex(0),
+    LockRef::Mutex(1),
+    LockRef::Shared(0),
+    LockRef::Shared(1),
+];
+
+/// Whole lease units left (rounded up, as replies are compared) of what the model's
+/// [`Abstract`] shows without its time: every live hold, and every lock's ask key (ask.lua
+/// keeps it no sooner than the leases it found; a request changes no lease).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Leases {
+    /// Per live hold: `(lock, token)` → units left.
+    pub holds: BTreeMap<(LockRef, Token), u64>,
+    /// Per lock with a live ask key: units until it expires.
+    pub asks: BTreeMap<LockRef, u64>,
+}
+
+impl Leases {
+    /// The model's, at `now`.
+    pub(crate) fn of_model(server: &Server, now: u64) -> Self {
+        let left = |deadline: u64| units(deadline - now);
+        let mut out = Self::default();
+        for (&n, hold) in server.data.locks.iter().filter(|(_, h)| now < h.deadline) {
+            out.holds
+                .insert((LockRef::Mutex(n), hold.token), left(hold.deadline));
+        }
+        for (&n, lock) in &server.data.shared {
+            for (&token, h) in lock.holders.iter().filter(|(_, h)| now < h.deadline) {
+                out.holds
+                    .insert((LockRef::Shared(n), token), left(h.deadline));
+            }
+        }
+        for (&lock, asked) in server.data.asked.iter().filter(|(_, a)| now < a.until) {
+            out.asks.insert(lock, left(asked.until));
+        }
+        out
+    }
+}
 
 impl Real {
     /// The state in Redis, as the model's [`Abstract`]; also checks what the model does not
@@ -149,6 +192,21 @@ impl Real {
                 out.written.insert(lock, writers);
             }
         }
+        // The release requests: the tokens each lock's ask key names.
+        let mut pipe = redis::pipe();
+        for lock in LOCKS {
+            pipe.cmd("HKEYS").arg(self.ask_key(lock));
+        }
+        let asked: Vec<Vec<String>> = pipe.query(&mut self.con).map_err(io("HKEYS ask"))?;
+        for (lock, fields) in LOCKS.into_iter().zip(asked) {
+            let tokens = fields
+                .iter()
+                .map(|t| token_of(t).ok_or_else(|| format!("asked {t:?}")))
+                .collect::<Result<BTreeSet<Token>, String>>()?;
+            if !tokens.is_empty() {
+                out.asked.insert(lock, tokens);
+            }
+        }
         for n in 0..4u8 {
             let (data, fence) = Real::fenced_keys(n)?;
             let (value, stored): (Option<String>, Option<String>) = redis::pipe()
@@ -163,6 +221,103 @@ impl Real {
                 }
                 (None, None) => {}
                 other => return Err(format!("fenced:{n}: the value and its fence {other:?}")),
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Real {
+    /// The time left of every live hold and ask key, in whole lease units (see [`Leases`]).
+    pub(crate) fn leases(&mut self) -> Result<Leases, String> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME");
+        for key in &self.mutex_keys {
+            pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+        }
+        for key in &self.shared_keys {
+            pipe.cmd("ZRANGE")
+                .arg(format!("{key}:exp"))
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES");
+        }
+        for lock in LOCKS {
+            pipe.cmd("PTTL").arg(self.ask_key(lock));
+        }
+        let replies: Vec<Value> = pipe.query(&mut self.con).map_err(io("leases")).map(items)?;
+        let odd = |what: &str, v: &Value| format!("leases: {what} {v:?}");
+        let int = |v: &Value| match v {
+            Value::Int(n) => Some(*n),
+            Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+            _ => None,
+        };
+        let [time, rest @ ..] = replies.as_slice() else {
+            return Err("leases: no reply".into());
+        };
+        let now_ms = match time {
+            Value::Array(t) if t.len() == 2 => int(&t[0])
+                .zip(int(&t[1]))
+                .map(|(s, us)| s * 1000 + us / 1000)
+                .ok_or_else(|| odd("TIME", time))?,
+            _ => return Err(odd("TIME", time)),
+        };
+        let left = |ms: i64| units(ms.max(0).unsigned_abs());
+        let mut out = Leases::default();
+        let (mutexes, rest) = rest.split_at(4);
+        for (n, pair) in (0u8..).zip(mutexes.chunks(2)) {
+            let [value, pttl] = pair else {
+                return Err("leases: mutex".into());
+            };
+            let Value::BulkString(value) = value else {
+                continue;
+            };
+            let token = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.get(..32))
+                .and_then(token_of)
+                .ok_or_else(|| odd("lock value", &Value::BulkString(value.clone())))?;
+            let pttl = int(pttl).ok_or_else(|| odd("PTTL", pttl))?;
+            if pttl < 0 {
+                return Err(format!("lock {n}: a value without expiry (PTTL {pttl})"));
+            }
+            out.holds.insert((LockRef::Mutex(n), token), left(pttl));
+        }
+        let (shared, asks) = rest.split_at(2);
+        for (n, exp) in (0u8..).zip(shared) {
+            let Value::Array(pairs) = exp else {
+                return Err(odd(":exp", exp));
+            };
+            for pair in pairs.chunks(2) {
+                let [Value::BulkString(member), score] = pair else {
+                    return Err(odd(":exp", exp));
+                };
+                let score: f64 = match score {
+                    Value::BulkString(b) => {
+                        std::str::from_utf8(b).ok().and_then(|s| s.parse().ok())
+                    }
+                    Value::Double(d) => Some(*d),
+                    _ => None,
+                }
+                .ok_or_else(|| odd("score", score))?;
+                let deadline = score as i64;
+                if deadline > now_ms {
+                    let token = std::str::from_utf8(member)
+                        .ok()
+                        .and_then(token_of)
+                        .ok_or_else(|| odd("holder", exp))?;
+                    out.holds
+                        .insert((LockRef::Shared(n), token), left(deadline - now_ms));
+                }
+            }
+        }
+        for (lock, pttl) in LOCKS.into_iter().zip(asks) {
+            match int(pttl).ok_or_else(|| odd("PTTL", pttl))? {
+                -2 => {}
+                -1 => return Err(format!("{}: kept without expiry", self.ask_key(lock))),
+                ms => {
+                    out.asks.insert(lock, left(ms));
+                }
             }
         }
         Ok(out)
