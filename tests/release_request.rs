@@ -147,3 +147,26 @@ backend_tests!(
         assert!(!asks, "nothing recorded");
     }
 );
+
+/// A mutex whose expiry someone removed (`PERSIST`) cannot be asked: the request could not
+/// expire with the hold. Refused by name, nothing recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_without_an_expiry_is_refused_and_nothing_recorded() {
+    let backend = Backend::single();
+    let c = backend.client();
+    let guard = c
+        .mutex("ask:persisted")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free");
+    let mut con = backend.raw().await;
+    let _: bool = con.persist("dlock:{ask:persisted}").await.unwrap();
+    let err = c.request_release("ask:persisted").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+    assert!(err.to_string().contains("without an expiry"), "{err}");
+    let asks: bool = con.exists("dlock:{ask:persisted}:ask").await.unwrap();
+    assert!(!asks, "nothing recorded");
+    assert!(guard.release().await.unwrap().was_held());
+}

@@ -11,7 +11,9 @@
 //!   third of the lease by default, so 10 s for the default 30 s lease), plus a round trip.
 //! - A **fixed-lease** holder renews nothing: it learns it only when it calls `extend`.
 //! - **Shared locks**: every holder of a semaphore's permits, or every reader (or the writer)
-//!   of a read-write lock, at the time of asking is asked; holders that come later are not.
+//!   of a read-write lock, at the time of asking is asked; holders that come later are not. A
+//!   read-write hold that changes mode (`downgrade`, `upgrade`) becomes a new hold with a new
+//!   token: a request it had not heard before the change is not carried over (ask again).
 //!
 //! A holder that ignores the request keeps the lock: nothing is released or shortened. The
 //! forced path stays [`Client::force_unlock`].

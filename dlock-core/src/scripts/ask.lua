@@ -17,7 +17,8 @@
 --
 -- Returns  n >= 0  the number of holders asked (0: nobody holds the lock)
 --          error   DLOCKFOREIGN when KEYS[1] holds data dlock did not write, or a lock of a
---                  newer format version (nothing changed)
+--                  newer format version, or a mutex without an expiry (someone's PERSIST: the
+--                  request could not expire with the hold) (nothing changed)
 -- Retry safety: asking twice asks the same holders again, with the later time: the same state
 -- but for the time.
 
@@ -41,7 +42,12 @@ if ARGV[1] == 'M' then
   if refused then
     return refused
   end
-  record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then
+    return foreign_error(KEYS[1], 'holds a lock without an expiry (was it PERSISTed?); its '
+      .. 'holder cannot be asked')
+  end
+  record(string.sub(value, 1, 32), pttl)
   return 1
 end
 
