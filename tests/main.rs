@@ -42,6 +42,7 @@ mod mutex_exclusion;
 mod mutex_release;
 mod queue_reask;
 mod quorum;
+mod rate_limiter;
 mod readme;
 mod redis_down;
 mod reentrancy;

@@ -56,11 +56,13 @@ pub enum Source {
     Fenced,
     /// `ask.lua` (with `lock_value.lua` and `shared.lua`).
     Ask,
+    /// `rate.lua`.
+    Rate,
 }
 
 impl Source {
     /// Every script, once.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::Acquire,
         Self::Release,
         Self::Fence,
@@ -77,6 +79,7 @@ impl Source {
         Self::Guarded,
         Self::Fenced,
         Self::Ask,
+        Self::Rate,
     ];
 
     /// The script's text as it is loaded into Redis.
@@ -133,6 +136,7 @@ impl Source {
             Self::Ask => {
                 return Cow::Owned(format!("{CHECKS}{}", include_str!("ask.lua")));
             }
+            Self::Rate => include_str!("rate.lua"),
         };
         Cow::Borrowed(text)
     }
@@ -156,6 +160,7 @@ impl Source {
             Self::Guarded => &GUARDED,
             Self::Fenced => &FENCED,
             Self::Ask => &ASK,
+            Self::Rate => &RATE,
         }
     }
 }
@@ -213,6 +218,9 @@ pub(crate) static FENCED: LazyLock<Script> = LazyLock::new(|| built(Source::Fenc
 
 /// Asks the holders of a lock to give it back (`Client::request_release`); changes no hold.
 pub(crate) static ASK: LazyLock<Script> = LazyLock::new(|| built(Source::Ask));
+
+/// One decision of a rate limiter (GCRA on the server's clock, `rate_limiter.rs`).
+pub(crate) static RATE: LazyLock<Script> = LazyLock::new(|| built(Source::Rate));
 
 /// One script call: `EVALSHA <sha> <numkeys> <keys…> <args…>`.
 pub(crate) struct Call {

@@ -1,0 +1,201 @@
+//! The rate limiter (GCRA on the server's clock): a burst then the steady rate; no window of
+//! the decisions' server times admits more than rate × window + burst; keyed budgets apart,
+//! each key gone once its bucket is full again; a dropped `acquire` gives its slot back; bad
+//! quotas and cell counts are `InvalidInput`; data dlock did not write is refused; Redis down
+//! is `Err` (closed) or `Unchecked` (open).
+
+use std::time::{Duration, SystemTime};
+
+use dlock_core::{Decision, ErrorKind, Quota};
+use redis::AsyncCommands;
+
+use crate::support::{Backend, backend_tests, eventually};
+
+fn server_time(decision: &Decision) -> SystemTime {
+    match decision {
+        Decision::Allowed { decided_at, .. } | Decision::Limited { decided_at, .. } => *decided_at,
+        other => panic!("no server time in {other:?}"),
+    }
+}
+
+backend_tests!(
+    async fn a_burst_then_the_steady_rate(backend: Backend) {
+        let c = backend.client();
+        let limiter = c
+            .rate_limiter("rl:burst", Quota::per_second(10).burst(5))
+            .unwrap();
+        for left in (0..5).rev() {
+            match limiter.try_acquire(1).await.unwrap() {
+                Decision::Allowed { remaining, .. } => assert_eq!(remaining, left),
+                other => panic!("the burst admits 5: {other:?}"),
+            }
+        }
+        let limited = limiter.try_acquire(1).await.unwrap();
+        let Decision::Limited { wait, .. } = limited else {
+            panic!("the sixth waits: {limited:?}");
+        };
+        assert!(wait <= Duration::from_millis(100), "{wait:?}");
+        // `acquire` reserves the next slot and sleeps until it: one interval after the burst.
+        let admitted = limiter.acquire(1).await.unwrap();
+        let gap = server_time(&admitted)
+            .duration_since(server_time(&limited))
+            .unwrap();
+        assert!(gap <= Duration::from_millis(110), "{gap:?}");
+        assert!(
+            !limiter.try_acquire(1).await.unwrap().is_allowed(),
+            "the next slot is taken"
+        );
+    }
+
+    /// Four tasks ask as fast as they can for 2 s; on the decisions' own server times, no
+    /// 1-second window admits more than rate + burst, and the whole run admits the quota.
+    async fn no_window_admits_more_than_rate_plus_burst(backend: Backend) {
+        const RATE: u32 = 50;
+        const BURST: u32 = 10;
+        let c = backend.client();
+        let limiter = c
+            .rate_limiter("rl:window", Quota::per_second(RATE).burst(BURST))
+            .unwrap();
+        let until = tokio::time::Instant::now() + Duration::from_secs(2);
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    let mut admitted = Vec::new();
+                    while tokio::time::Instant::now() < until {
+                        let d = limiter.try_acquire(1).await.unwrap();
+                        if d.is_allowed() {
+                            admitted.push(server_time(&d));
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut times = Vec::new();
+        for task in tasks {
+            times.extend(task.await.unwrap());
+        }
+        times.sort();
+        let window = Duration::from_secs(1);
+        for (i, start) in times.iter().enumerate() {
+            let inside = times[i..]
+                .iter()
+                .take_while(|t| t.duration_since(*start).unwrap() < window)
+                .count();
+            assert!(
+                inside <= (RATE + BURST) as usize,
+                "{inside} admitted in one second from {start:?}"
+            );
+        }
+        let span = times.last().unwrap().duration_since(times[0]).unwrap();
+        let quota = BURST as f64 + span.as_secs_f64() * f64::from(RATE);
+        let admitted = times.len() as f64;
+        assert!(
+            (admitted - quota).abs() <= 2.0,
+            "{admitted} admitted over {span:?}, the quota allows {quota:.1}"
+        );
+    }
+
+    async fn keyed_budgets_are_apart_and_an_idle_key_leaves_nothing(backend: Backend) {
+        let c = backend.client();
+        let per_user = c
+            .keyed_rate_limiter("rl:users", Quota::per_second(20).burst(2))
+            .unwrap();
+        assert!(per_user.try_acquire("ann", 2).await.unwrap().is_allowed());
+        assert!(!per_user.try_acquire("ann", 1).await.unwrap().is_allowed());
+        assert!(
+            per_user.try_acquire("bob", 2).await.unwrap().is_allowed(),
+            "bob's own budget"
+        );
+        let mut con = backend.raw().await;
+        let key = "dlock:rl:{rl:users:ann}";
+        let pttl: i64 = con.pttl(key).await.unwrap();
+        assert!(
+            (1..=100).contains(&pttl),
+            "expires when the bucket is full again: {pttl}"
+        );
+        eventually(Duration::from_secs(5), "the idle key gone", || {
+            let mut con = con.clone();
+            async move {
+                let exists: bool = con.exists(key).await.ok()?;
+                (!exists).then_some(())
+            }
+        })
+        .await;
+        assert!(
+            per_user.try_acquire("ann", 2).await.unwrap().is_allowed(),
+            "full again"
+        );
+    }
+
+    async fn a_dropped_acquire_gives_its_slot_back(backend: Backend) {
+        let c = backend.client();
+        // One cell per 10 s: a slot given back is told apart from one kept by seconds.
+        let limiter = c
+            .rate_limiter("rl:refund", Quota::per_minute(6).burst(1))
+            .unwrap();
+        assert!(limiter.try_acquire(1).await.unwrap().is_allowed());
+        // Reserves the slot 10 s away, then is dropped while it sleeps.
+        let dropped = tokio::time::timeout(Duration::from_millis(50), limiter.acquire(1)).await;
+        assert!(dropped.is_err(), "still sleeping");
+        // The refund runs in the background: the next slot is the one given back (~10 s),
+        // not the one after it (~20 s).
+        eventually(Duration::from_secs(2), "the slot given back", || async {
+            match limiter.try_acquire(1).await.ok()? {
+                Decision::Limited { wait, .. } if wait <= Duration::from_secs(11) => Some(()),
+                _ => None,
+            }
+        })
+        .await;
+    }
+
+    async fn bad_input_is_refused_and_foreign_data_left_alone(backend: Backend) {
+        let c = backend.client();
+        for (quota, says) in [
+            (Quota::per_second(0), "rate is 0"),
+            (Quota::per_second(5).burst(0), "burst is 0"),
+            (Quota::per(1, Duration::ZERO), "period is 0"),
+            (Quota::per_second(2_000_000), "microsecond"),
+        ] {
+            let err = c.rate_limiter("rl:bad", quota).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            assert!(err.to_string().contains(says), "{err}");
+        }
+        let limiter = c
+            .rate_limiter("rl:n", Quota::per_second(5).burst(3))
+            .unwrap();
+        for n in [0, 4] {
+            let err = limiter.try_acquire(n).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        }
+        let mut con = backend.raw().await;
+        let _: () = con.set("dlock:rl:{rl:foreign}", "mine").await.unwrap();
+        let foreign = c.rate_limiter("rl:foreign", Quota::per_second(5)).unwrap();
+        let err = foreign.try_acquire(1).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        let kept: String = con.get("dlock:rl:{rl:foreign}").await.unwrap();
+        assert_eq!(kept, "mine");
+    }
+);
+
+/// Redis down: a closed limiter answers `Err` within the command timeout; an open one admits
+/// without a decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_fails_closed_by_default_and_open_on_request() {
+    let mut backend = Backend::single();
+    let c = backend.client();
+    let closed = c.rate_limiter("rl:down", Quota::per_second(5)).unwrap();
+    let open = closed.clone().fail_open(true);
+    assert!(closed.try_acquire(1).await.unwrap().is_allowed());
+    backend.kill("dlock:rl:{rl:down}");
+    let started = std::time::Instant::now();
+    let err = closed.try_acquire(1).await.unwrap_err();
+    assert!(err.is_connection() || err.is_timeout(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(open.try_acquire(1).await.unwrap(), Decision::Unchecked);
+}
