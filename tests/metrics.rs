@@ -246,6 +246,19 @@ fn a_scripted_sequence_gives_the_right_numbers() {
                 "one suspicion"
             );
 
+            // A rate limiter: cells admitted and refused under the limiter's name (never a key).
+            let limiter = client
+                .keyed_rate_limiter("api", dlock_core::Quota::per_minute(2))
+                .unwrap();
+            assert!(limiter.try_acquire("user:7", 2).await.unwrap().is_allowed());
+            assert!(!limiter.try_acquire("user:7", 1).await.unwrap().is_allowed());
+            seen.update(&snapshotter);
+            assert_eq!(
+                seen.counter("dlock.rate.allowed{limiter=api,unchecked=false}"),
+                2.0
+            );
+            assert_eq!(seen.counter("dlock.rate.limited{limiter=api}"), 1.0);
+
             // A semaphore permit, under its own kind.
             let sem = client.semaphore_with("exports", 2, options.clone()).unwrap();
             sem.with_permits(1, Wait::Forever, |_| async {}).await.unwrap();
@@ -262,7 +275,9 @@ fn a_scripted_sequence_gives_the_right_numbers() {
     });
     // Lock names never become labels.
     for name in seen.names() {
-        for lock in ["order:1", "order:2", "order:3", "order:4", "exports"] {
+        for lock in [
+            "order:1", "order:2", "order:3", "order:4", "exports", "user:7",
+        ] {
             assert!(!name.contains(lock), "{name} carries the lock name {lock}");
         }
     }

@@ -21,6 +21,9 @@
 //! | `dlock.lease.suspect` | counter | `kind`, `lock` | leases that became suspect: a watchdog renewal unacknowledged for one renewal interval while the lease still stood |
 //! | `dlock.lease.recovered` | counter | `kind`, `lock` | suspect leases whose renewal was then acknowledged (held again) |
 //! | `dlock.release.requested` | counter | `kind`, `lock` | holders that learnt someone asked them to give the lock back ([`crate::Client::request_release`]) |
+//! | `dlock.rate.allowed` | counter | `limiter` | cells admitted by a rate limiter (also without a decision, failing open: `unchecked="true"`) |
+//! | `dlock.rate.limited` | counter | `limiter` | cells refused (a `try_acquire` limited, an `acquire_timeout` whose slot was too far) |
+//! | `dlock.rate.wait` | histogram, s | `limiter` | how long an `acquire` slept until its slot |
 //! | `dlock.held` | gauge | `kind`, `lock` | leases held now (not yet released or lost) |
 //! | `dlock.waiting` | gauge | `kind`, `lock` | acquire calls queued now |
 //! | `dlock.wake.fallback` | counter | `kind`, `lock` | a waiter woke by its fallback timer, not by a push (a lost message, or a holder whose lease ran out) |
@@ -114,7 +117,7 @@ mod on {
     use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
     use metrics::{gauge, histogram};
 
-    use super::{KINDS, LOST_REASONS, NO_LABEL, Outcome, Suspicion, lock_label};
+    use super::{KINDS, LOST_REASONS, NO_LABEL, Outcome, RateOutcome, Suspicion, lock_label};
 
     /// Describes every metric (unit and help text) to the installed recorder, and registers
     /// the series listed in the module's docs at zero; called by each client's build (cheap,
@@ -180,6 +183,13 @@ mod on {
             describe_counter!(
                 "dlock.lease.suspect",
                 "Leases whose renewal went unacknowledged for a renewal interval"
+            );
+            describe_counter!("dlock.rate.allowed", "Cells admitted by a rate limiter");
+            describe_counter!("dlock.rate.limited", "Cells refused by a rate limiter");
+            describe_histogram!(
+                "dlock.rate.wait",
+                Unit::Seconds,
+                "How long an acquire slept until its slot"
             );
             describe_counter!(
                 "dlock.release.requested",
@@ -254,6 +264,21 @@ mod on {
         }
     }
 
+    pub(crate) fn rate(limiter: &str, outcome: RateOutcome, cells: u32) {
+        match outcome {
+            RateOutcome::Allowed => counter!("dlock.rate.allowed", "limiter" => limiter.to_owned(), "unchecked" => "false")
+                .increment(u64::from(cells)),
+            RateOutcome::Unchecked => counter!("dlock.rate.allowed", "limiter" => limiter.to_owned(), "unchecked" => "true")
+                .increment(u64::from(cells)),
+            RateOutcome::Limited => counter!("dlock.rate.limited", "limiter" => limiter.to_owned())
+                .increment(u64::from(cells)),
+        }
+    }
+
+    pub(crate) fn rate_wait(limiter: &str, waited: Duration) {
+        histogram!("dlock.rate.wait", "limiter" => limiter.to_owned()).record(waited.as_secs_f64());
+    }
+
     pub(crate) fn release_requested(kind: &'static str, lock: &str) {
         counter!("dlock.release.requested", "kind" => kind, "lock" => lock_label(lock))
             .increment(1);
@@ -303,8 +328,8 @@ mod on {
 
 #[cfg(feature = "metrics")]
 pub(crate) use on::{
-    Waiting, acquire, describe, fallback_wake, held, release_requested, renewal_request, renewed,
-    settled, suspicion,
+    Waiting, acquire, describe, fallback_wake, held, rate, rate_wait, release_requested,
+    renewal_request, renewed, settled, suspicion,
 };
 
 #[cfg(not(feature = "metrics"))]
@@ -323,6 +348,10 @@ mod off {
     pub(crate) fn held(_: &'static str, _: &str) {}
     #[inline(always)]
     pub(crate) fn settled(_: &'static str, _: &str, _: Duration, _: Option<&'static str>) {}
+    #[inline(always)]
+    pub(crate) fn rate(_: &str, _: super::RateOutcome, _: u32) {}
+    #[inline(always)]
+    pub(crate) fn rate_wait(_: &str, _: Duration) {}
     #[inline(always)]
     pub(crate) fn release_requested(_: &'static str, _: &str) {}
     #[inline(always)]
@@ -345,9 +374,20 @@ mod off {
 
 #[cfg(not(feature = "metrics"))]
 pub(crate) use off::{
-    Waiting, acquire, describe, fallback_wake, held, release_requested, renewal_request, renewed,
-    settled, suspicion,
+    Waiting, acquire, describe, fallback_wake, held, rate, rate_wait, release_requested,
+    renewal_request, renewed, settled, suspicion,
 };
+
+/// What a rate limiter decided, counted in `dlock.rate.allowed` / `dlock.rate.limited`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RateOutcome {
+    /// Admitted by the server.
+    Allowed,
+    /// Admitted without a decision (failing open).
+    Unchecked,
+    /// Refused.
+    Limited,
+}
 
 /// A change of a lease's suspicion, counted in `dlock.lease.suspect` / `dlock.lease.recovered`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use crate::context::Context;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::validate_name;
+use crate::metrics::{self, RateOutcome};
 use crate::runtime::spawn_detached;
 use crate::scripts::{self, Call, unexpected};
 
@@ -236,6 +237,19 @@ impl Limiter {
 
     async fn try_acquire(&self, sub: Option<&str>, n: u32) -> Result<Decision> {
         self.check_n(n)?;
+        let decision = self.decide(sub, n).await;
+        if let Ok(decision) = &decision {
+            let outcome = match decision {
+                Decision::Allowed { .. } => RateOutcome::Allowed,
+                Decision::Limited { .. } => RateOutcome::Limited,
+                Decision::Unchecked => RateOutcome::Unchecked,
+            };
+            metrics::rate(&self.name, outcome, n);
+        }
+        decision
+    }
+
+    async fn decide(&self, sub: Option<&str>, n: u32) -> Result<Decision> {
         match self.run(sub, "try", n, Duration::ZERO).await {
             Ok(r) if r.admitted => Ok(Decision::Allowed {
                 remaining: r.remaining,
@@ -253,9 +267,14 @@ impl Limiter {
         self.check_n(n)?;
         let reply = match self.run(sub, "reserve", n, max_wait).await {
             Ok(reply) => reply,
-            Err(e) => return self.failed(e),
+            Err(e) => {
+                let decision = self.failed(e)?;
+                metrics::rate(&self.name, RateOutcome::Unchecked, n);
+                return Ok(decision);
+            }
         };
         if !reply.admitted {
+            metrics::rate(&self.name, RateOutcome::Limited, n);
             return Err(Error::new(
                 ErrorKind::Busy,
                 format!(
@@ -275,6 +294,8 @@ impl Limiter {
             tokio::time::sleep(reply.wait).await;
             pending.limiter = None;
         }
+        metrics::rate(&self.name, RateOutcome::Allowed, n);
+        metrics::rate_wait(&self.name, reply.wait);
         Ok(Decision::Allowed {
             remaining: reply.remaining,
             decided_at: reply.decided_at + reply.wait,
