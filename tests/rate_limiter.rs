@@ -199,3 +199,78 @@ async fn redis_down_fails_closed_by_default_and_open_on_request() {
     );
     assert_eq!(open.try_acquire(1).await.unwrap(), Decision::Unchecked);
 }
+
+/// The decisions of four tasks asking as fast as they can in bursts for 2 s (200/s, burst
+/// 20), in the order of their server times, replayed through governor's GCRA on its fake clock at the same
+/// instants: the same decisions, but for at most one cell at a boundary (decisions in the same
+/// microsecond are compared as a group: their order inside it is not known).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decisions_match_governor_replayed_on_the_same_instants() {
+    use governor::clock::FakeRelativeClock;
+    use std::num::NonZeroU32;
+
+    const RATE: u32 = 200;
+    const BURST: u32 = 20;
+    let backend = Backend::single();
+    let c = backend.client();
+    let limiter = c
+        .rate_limiter("rl:governor", Quota::per_second(RATE).burst(BURST))
+        .unwrap();
+    // Bursts of asking (150 ms) and quiet spells (120 ms, the bucket partly refills), so the
+    // trace crosses the burst boundary many times, not only at the start.
+    let began = tokio::time::Instant::now();
+    let until = began + Duration::from_secs(2);
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while tokio::time::Instant::now() < until {
+                    let phase = began.elapsed().as_millis() % 270;
+                    if phase >= 150 {
+                        let quiet = u64::try_from(270 - phase).unwrap();
+                        tokio::time::sleep(Duration::from_millis(quiet)).await;
+                        continue;
+                    }
+                    let d = limiter.try_acquire(1).await.unwrap();
+                    seen.push((server_time(&d), d.is_allowed()));
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut decisions = Vec::new();
+    for task in tasks {
+        decisions.extend(task.await.unwrap());
+    }
+    decisions.sort();
+    let start = decisions[0].0;
+
+    let clock = FakeRelativeClock::default();
+    let quota = governor::Quota::per_second(NonZeroU32::new(RATE).unwrap())
+        .allow_burst(NonZeroU32::new(BURST).unwrap());
+    let replay = governor::RateLimiter::direct_with_clock(quota, clock.clone());
+    let mut at = Duration::ZERO;
+    let (mut ours_total, mut theirs_total, mut differ) = (0usize, 0usize, 0usize);
+    for group in decisions.chunk_by(|a, b| a.0 == b.0) {
+        let offset = group[0].0.duration_since(start).unwrap();
+        clock.advance(offset - at);
+        at = offset;
+        let ours = group.iter().filter(|(_, allowed)| *allowed).count();
+        let theirs = group.iter().filter(|_| replay.check().is_ok()).count();
+        differ += ours.abs_diff(theirs);
+        ours_total += ours;
+        theirs_total += theirs;
+    }
+    assert!(
+        decisions.len() > 1_000,
+        "{} decisions only",
+        decisions.len()
+    );
+    assert!(
+        differ <= 1,
+        "{differ} decisions differ from governor's ({ours_total} admitted here, {theirs_total} \
+         there, of {})",
+        decisions.len()
+    );
+}
