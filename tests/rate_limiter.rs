@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use dlock_core::{Decision, ErrorKind, Quota};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, backend_tests, eventually};
+use crate::support::{Backend, Worker, backend_tests, eventually};
 
 fn server_time(decision: &Decision) -> SystemTime {
     match decision {
@@ -274,3 +274,63 @@ async fn the_decisions_match_governor_replayed_on_the_same_instants() {
         decisions.len()
     );
 }
+
+/// Four processes ask one limiter (200/s, burst 20) as fast as answers come for 5 s: on the
+/// admitted cells' own server times, the count is the quota within 1 % (burst + rate × span),
+/// and no 1-second window admits more than rate + burst.
+fn four_processes_share_one_budget_exactly(backend: Backend) {
+    const RATE: u32 = 200;
+    const BURST: u32 = 20;
+    let start = SystemTime::now() + Duration::from_millis(1_500);
+    let start_us = start
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let args = vec![
+        "rate".to_owned(),
+        backend.worker_arg(),
+        "name=rl:accuracy".to_owned(),
+        format!("rate={RATE}"),
+        format!("burst={BURST}"),
+        format!("start_us={start_us}"),
+        "ms=5000".to_owned(),
+    ];
+    let workers: Vec<Worker> = (0..4).map(|_| Worker::spawn(&args)).collect();
+    let mut times: Vec<u64> = Vec::new();
+    for worker in &workers {
+        let summary = worker.line(Duration::from_secs(60));
+        assert!(summary.starts_with("admitted "), "{summary}");
+        let line = worker.line(Duration::from_secs(10));
+        let list = line.strip_prefix("times ").expect("the admitted times");
+        times.extend(
+            list.split(',')
+                .filter(|t| !t.is_empty())
+                .map(|t| t.parse::<u64>().unwrap()),
+        );
+    }
+    times.sort_unstable();
+    let span_us = times.last().unwrap() - times[0];
+    let quota = f64::from(BURST) + span_us as f64 / 1e6 * f64::from(RATE);
+    let admitted = times.len() as f64;
+    assert!(
+        (admitted - quota).abs() <= quota * 0.01,
+        "{admitted} admitted in {span_us} µs; the quota allows {quota:.1} (±1 %)"
+    );
+    for (i, from) in times.iter().enumerate() {
+        let inside = times[i..]
+            .iter()
+            .take_while(|t| **t - from < 1_000_000)
+            .count();
+        assert!(
+            inside <= (RATE + BURST) as usize,
+            "{inside} admitted in the second from {from} µs"
+        );
+    }
+}
+
+backend_tests!(
+    /// Four processes, one budget: see [`four_processes_share_one_budget_exactly`].
+    fn four_processes_at_200_per_second_for_5_seconds(backend: Backend) {
+        four_processes_share_one_budget_exactly(backend);
+    }
+);

@@ -42,6 +42,11 @@
 //!   is lost print `lost <reason>`, keep it `after_lost_ms` longer (its record refresh still
 //!   running), then resign and print `resigned <outcome>`. A leader paused past its lease must
 //!   never write the leader record again (checked by the test, on the record).
+//! * `rate url=… name=… rate=200 burst=20 start_us=… ms=5000 [tasks=2]` — waits until the
+//!   wall clock reaches `start_us` (µs since the epoch, so that the processes start together),
+//!   then `tasks` tasks ask the rate limiter `name` (`rate` per second, `burst`) for one cell
+//!   at a time, as fast as answers come, for `ms`; prints `admitted <n> limited <n>` and
+//!   then `times <µs,µs,…>`: the server time of every admitted cell.
 //! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …`,
 //!   `oneoff-replica …` — scheduler replicas (see `replica.rs`, `retry_replica.rs`,
 //!   `schedule_replica.rs`, `group_replica.rs`, `oneoff_replica.rs`).
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
             "macro-count" => macro_count(&opts).await,
             "shared" => shared(&opts).await,
             "multi" => multi(&opts).await,
+            "rate" => rate(&opts).await,
             "replica" => replica::replica(&opts).await,
             "retry-replica" => retry_replica::retry_replica(&opts).await,
             "schedule-replica" => schedule_replica::schedule_replica(&opts).await,
@@ -166,6 +172,48 @@ fn target(opts: &HashMap<String, String>) -> Result<Target, BoxError> {
 /// A dlock client of the run's Redis, with dlock's defaults.
 fn client(opts: &HashMap<String, String>) -> Result<Client, BoxError> {
     Ok(target(opts)?.builder().build()?)
+}
+
+async fn rate(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let client = client(opts)?;
+    let rate = u32::try_from(num(opts, "rate", 200)?)?;
+    let burst = u32::try_from(num(opts, "burst", 20)?)?;
+    let limiter = client.rate_limiter(
+        opt(opts, "name")?,
+        dlock_core::Quota::per_second(rate).burst(burst),
+    )?;
+    let start = std::time::UNIX_EPOCH + Duration::from_micros(num(opts, "start_us", 0)?);
+    if let Ok(ahead) = start.duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(ahead).await;
+    }
+    let until = tokio::time::Instant::now() + Duration::from_millis(num(opts, "ms", 5_000)?);
+    let tasks: Vec<_> = (0..num(opts, "tasks", 2)?)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let (mut admitted, mut limited) = (Vec::new(), 0u64);
+                while tokio::time::Instant::now() < until {
+                    match limiter.try_acquire(1).await? {
+                        dlock_core::Decision::Allowed { decided_at, .. } => {
+                            admitted.push(decided_at.duration_since(std::time::UNIX_EPOCH)?);
+                        }
+                        _ => limited += 1,
+                    }
+                }
+                Ok::<_, BoxError>((admitted, limited))
+            })
+        })
+        .collect();
+    let (mut admitted, mut limited) = (Vec::new(), 0);
+    for task in tasks {
+        let (a, l) = task.await??;
+        admitted.extend(a);
+        limited += l;
+    }
+    report(&format!("admitted {} limited {limited}", admitted.len()));
+    let times: Vec<String> = admitted.iter().map(|t| t.as_micros().to_string()).collect();
+    report(&format!("times {}", times.join(",")));
+    Ok(())
 }
 
 async fn count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
