@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use dlock_core::{Decision, ErrorKind, Quota};
 use redis::AsyncCommands;
 
-use crate::support::{Backend, Worker, backend_tests, eventually};
+use crate::support::{Backend, LogCapture, Worker, backend_tests, eventually};
 
 fn server_time(decision: &Decision) -> SystemTime {
     match decision {
@@ -180,9 +180,11 @@ backend_tests!(
 );
 
 /// Redis down: a closed limiter answers `Err` within the command timeout; an open one admits
-/// without a decision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// without a decision, and says so once per outage. (Current-thread: the log capture is
+/// per thread.)
+#[tokio::test]
 async fn redis_down_fails_closed_by_default_and_open_on_request() {
+    let logs = LogCapture::start();
     let mut backend = Backend::single();
     let c = backend.client();
     let closed = c.rate_limiter("rl:down", Quota::per_second(5)).unwrap();
@@ -197,7 +199,15 @@ async fn redis_down_fails_closed_by_default_and_open_on_request() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(open.try_acquire(1).await.unwrap(), Decision::Unchecked);
+    for _ in 0..3 {
+        assert_eq!(open.try_acquire(1).await.unwrap(), Decision::Unchecked);
+    }
+    assert_eq!(open.acquire(1).await.unwrap(), Decision::Unchecked);
+    assert_eq!(
+        logs.matching("admitting without a decision").len(),
+        1,
+        "one line per outage"
+    );
 }
 
 /// The decisions of four tasks asking as fast as they can in bursts for 2 s (200/s, burst
@@ -334,3 +344,72 @@ backend_tests!(
         four_processes_share_one_budget_exactly(backend);
     }
 );
+
+/// 100,000 keyed limiters touched once each: Redis holds their keys while their buckets
+/// refill, and its memory returns to the baseline once they are idle (each key expires at its
+/// TAT: nothing is left behind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_idle_keys_leave_nothing_behind() {
+    const KEYS: usize = 100_000;
+    let backend = Backend::single();
+    let c = backend.client();
+    let mut con = backend.raw().await;
+    let used = |con: &mut crate::support::Plain| {
+        let mut con = con.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("memory")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("used_memory:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap()
+        }
+    };
+    // One cell of 10/s, burst 10: each key refills (and expires) 100 ms after its touch.
+    let per_user = c
+        .keyed_rate_limiter("rl:many", Quota::per_second(10))
+        .unwrap();
+    assert!(
+        per_user
+            .try_acquire("warm-up", 1)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    let baseline = used(&mut con).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|task| {
+            let per_user = per_user.clone();
+            tokio::spawn(async move {
+                let mut peak_keys = 0;
+                for i in (task..KEYS).step_by(64) {
+                    let d = per_user.try_acquire(&format!("user:{i}"), 1).await.unwrap();
+                    assert!(d.is_allowed());
+                    peak_keys += 1;
+                }
+                peak_keys
+            })
+        })
+        .collect();
+    let mut touched = 0;
+    for task in tasks {
+        touched += task.await.unwrap();
+    }
+    assert_eq!(touched, KEYS);
+    eventually(Duration::from_secs(30), "the idle keys expired", || {
+        let mut con = con.clone();
+        async move {
+            let keys: u64 = redis::cmd("DBSIZE").query_async(&mut con).await.ok()?;
+            (keys == 0).then_some(())
+        }
+    })
+    .await;
+    let after = used(&mut con).await;
+    assert!(
+        after <= baseline + 64 * 1024,
+        "used_memory {after} B after the keys expired, {baseline} B before"
+    );
+}
