@@ -87,6 +87,7 @@
 //!
 //! | floor | module | what lives there |
 //! |---|---|---|
+//! | rate limits | `rate_limiter` | [`RateLimiter`], [`KeyedRateLimiter`], [`Quota`], [`Decision`]: GCRA on the server's clock (`rate.lua`) |
 //! | facade | `client`, `quorum`, `inspect`, `release_request`, `fenced`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`QuorumMutex`], one lock over N independent masters (Redlock) on the clients' mutexes, with fences committed on a majority; [`HolderInfo`], [`Client::force_unlock`]; [`Client::request_release`] (ask, not force); [`Client::fenced_set`], a write refused to a smaller fencing token than the stored one; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
 //! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared`, `multilock`, `election` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once; [`MultiLock`], mutexes taken together in one canonical order; [`Election`], leadership as a watchdog-renewed mutex hold with an owner-checked leader record |
 //! | client state | `context` | what every handle and guard of a client shares |
