@@ -141,15 +141,15 @@ pub mod bounds {
         }
     }
 
-    /// The deep target (`make model`): t = 2, burst 3, three clients, seven calls, twelve
-    /// ticks, one restart.
+    /// The deep target (`make model`): t = 2, burst 3, two clients, six calls, ten ticks,
+    /// one restart.
     pub fn deep_rate() -> RateModel {
         RateModel {
             quota: Quota { t: 2, burst: 3 },
             max_wait: 4,
-            clients: 3,
-            calls: 7,
-            until: 12,
+            clients: 2,
+            calls: 6,
+            until: 10,
             restarts: 1,
             mutant: None,
         }
