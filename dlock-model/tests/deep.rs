@@ -184,7 +184,7 @@ fn deep_attempts_from(start: dlock_model::attempts::AttemptModel, what: &str) {
     }
 }
 
-/// The rate limiter at `deep_rate`: two clients, burst 3, six calls, ten ticks, one restart.
+/// The rate limiter at `deep_rate`: two clients, burst 3, six calls, nine ticks, one restart.
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_rate() {
