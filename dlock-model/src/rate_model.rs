@@ -127,14 +127,14 @@ pub struct RateModel {
 pub mod bounds {
     use super::{Quota, RateModel};
 
-    /// Cheap (in `cargo test`): t = 2, burst 2, two clients, five calls, eight ticks, one
+    /// Cheap (in `cargo test`): t = 2, burst 2, two clients, four calls, eight ticks, one
     /// restart.
     pub fn unit_rate() -> RateModel {
         RateModel {
             quota: Quota { t: 2, burst: 2 },
             max_wait: 2,
             clients: 2,
-            calls: 5,
+            calls: 4,
             until: 8,
             restarts: 1,
             mutant: None,
