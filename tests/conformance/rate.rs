@@ -12,6 +12,12 @@
 //! at now, a refill after idle, several cells at once), then a fixed pseudo-random sequence of
 //! tries, reservations, refunds and clock jumps, then another program's data and a limiter of
 //! a newer format version, which must be refused with the key unchanged.
+//!
+//! Two values are left out because the shipped rate.lua disagrees with its contract there (an
+//! open report, not something this test should hide): a version-1 value whose TAT is dots and
+//! digits but no number (`"1 ."`, `"1 1.2.3"`) fails the script with a Lua error from
+//! `math.max` instead of `DLOCKFOREIGN`; and a newer version whose body is not one number
+//! (`"2 123 456"`) is refused as data dlock did not write, not as a newer limiter.
 
 use dlock_model::rate::{Quota, RateMode, RateOp, RateReply, RateServer, Stored, rate};
 use redis::Value;
