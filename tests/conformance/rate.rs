@@ -10,8 +10,10 @@
 //!
 //! Set scenarios first (a burst then a refusal, a reservation and its refund, a refund floored
 //! at now, a refill after idle, several cells at once), then a fixed pseudo-random sequence of
-//! tries, reservations, refunds and clock jumps, then another program's data and a limiter of
-//! a newer format version, which must be refused with the key unchanged.
+//! tries, reservations, refunds and clock jumps — both at one cell a second and at 333333.25 µs
+//! a cell (the model in quarter microseconds, so the fraction is exact on both sides) — then
+//! another program's data and a limiter of a newer format version, which must be refused with
+//! the key unchanged.
 //!
 //! Two values are left out because the shipped rate.lua disagrees with its contract there (an
 //! open report, not something this test should hide): a version-1 value whose TAT is dots and
@@ -48,10 +50,20 @@ pub(crate) struct Seen {
 struct Both<'r> {
     real: &'r mut Real,
     model: RateServer,
+    /// The quota in model ticks.
+    quota: Quota,
+    /// Model ticks per microsecond: 1, or 4 for an emission interval with a fraction (every
+    /// value then a multiple of 0.25 µs, which a double holds exactly at today's epoch times).
+    scale: u64,
     seen: Seen,
 }
 
-fn args(op: RateOp) -> Vec<String> {
+/// `ticks` in microseconds, as the client formats a quota (`333333.25`).
+fn micros(ticks: u64, scale: u64) -> String {
+    format!("{}", ticks as f64 / scale as f64)
+}
+
+fn args(op: RateOp, quota: Quota, scale: u64) -> Vec<String> {
     let mode = match op.mode {
         RateMode::Try => "try",
         RateMode::Reserve { .. } => "reserve",
@@ -60,8 +72,8 @@ fn args(op: RateOp) -> Vec<String> {
     let mut out = vec![
         mode.to_owned(),
         op.n.to_string(),
-        Q.t.to_string(),
-        Q.tau().to_string(),
+        micros(quota.t, scale),
+        micros(quota.tau(), scale),
     ];
     if let RateMode::Reserve { max_wait } = op.mode {
         out.push(max_wait.to_string());
@@ -78,10 +90,17 @@ fn int(value: &Value) -> Option<u64> {
 
 impl<'r> Both<'r> {
     fn start(real: &'r mut Real) -> Result<Self, String> {
+        Self::start_with(real, Q, 1)
+    }
+
+    /// Ticks are `1 / scale` µs; `quota` in ticks.
+    fn start_with(real: &'r mut Real, quota: Quota, scale: u64) -> Result<Self, String> {
         real.reset()?;
         Ok(Self {
             real,
-            model: RateServer::new(1_000, None),
+            model: RateServer::new(1_000 * scale, None),
+            quota,
+            scale,
             seen: Seen::default(),
         })
     }
@@ -89,7 +108,7 @@ impl<'r> Both<'r> {
     /// One call on both sides, compared.
     fn call(&mut self, op: RateOp) -> Result<(), String> {
         let before = self.model;
-        let answer = self.real.rate(KEY, &args(op))?;
+        let answer = self.real.rate(KEY, &args(op, self.quota, self.scale))?;
         self.seen.calls += 1;
         let (now, real) = match &answer {
             Ok(Value::Array(items)) if items.len() == 4 => {
@@ -117,15 +136,43 @@ impl<'r> Both<'r> {
             }
             other => return Err(format!("{op:?}: an unexpected answer {other:?}")),
         };
-        let model = rate(&mut self.model, now, Q, op);
+        // The op's max wait in ticks; the reply in microseconds (a wait rounded up, as
+        // rate.lua's `math.ceil`).
+        let scale = self.scale;
+        let mode = match op.mode {
+            RateMode::Reserve { max_wait } => RateMode::Reserve {
+                max_wait: max_wait * scale,
+            },
+            mode => mode,
+        };
+        let ticked = RateOp { mode, n: op.n };
+        let model = match rate(&mut self.model, now * scale, self.quota, ticked) {
+            RateReply::Decision {
+                admitted,
+                wait,
+                now,
+                remaining,
+            } => RateReply::Decision {
+                admitted,
+                wait: wait.div_ceil(scale),
+                now: now / scale,
+                remaining,
+            },
+            other => other,
+        };
         if model != real {
             return Err(format!(
                 "{op:?} at {now} µs on {:?}: real {real:?}, model {model:?}",
                 before.key
             ));
         }
-        self.count(op, real, before.tat(now), self.model.tat(now));
-        self.compare_key(now)
+        self.count(
+            op,
+            real,
+            before.tat(now * scale),
+            self.model.tat(now * scale),
+        );
+        self.compare_key(now * scale)
             .map_err(|e| format!("{op:?} at {now} µs (reply {real:?}): {e}"))
     }
 
@@ -143,7 +190,7 @@ impl<'r> Both<'r> {
         }
     }
 
-    /// The key on both sides after a decision at `now`.
+    /// The key on both sides after a decision at `now` (ticks).
     fn compare_key(&mut self, now: u64) -> Result<(), String> {
         let value: Option<String> = self
             .real
@@ -165,20 +212,22 @@ impl<'r> Both<'r> {
                 if value
                     .strip_prefix("1 ")
                     .and_then(|v| v.parse::<f64>().ok())
-                    .is_some_and(|tat| tat <= now as f64) =>
+                    .is_some_and(|tat| tat * self.scale as f64 <= now as f64) =>
             {
                 Ok(())
             }
-            (Some(Stored::Limiter { tat, .. }), None) if tat <= now + SLACK_US => Ok(()),
+            (Some(Stored::Limiter { tat, .. }), None) if tat <= now + SLACK_US * self.scale => {
+                Ok(())
+            }
             (Some(Stored::Limiter { tat, expires }), Some(value)) => {
                 let stored = value
                     .strip_prefix("1 ")
                     .and_then(|v| v.parse::<f64>().ok())
                     .ok_or_else(|| format!("the key holds {value:?}"))?;
-                if stored != tat as f64 {
+                if stored * self.scale as f64 != tat as f64 {
                     return Err(format!("stored TAT {value:?}, model {tat}"));
                 }
-                let model_ms = i64::try_from(expires / 1_000).unwrap_or(i64::MAX);
+                let model_ms = i64::try_from(expires / (1_000 * self.scale)).unwrap_or(i64::MAX);
                 if (expiry_ms - model_ms).abs() > 1 {
                     return Err(format!(
                         "the key expires at {expiry_ms} ms, the model's at {model_ms} ms"
@@ -347,6 +396,21 @@ pub(crate) fn run(real: &mut Real) -> Result<Seen, String> {
     }
     let mut both = Both::start(real)?;
     steps(&mut both, &sequence(80)).map_err(|e| format!("rate sequence (seed 27): {e}"))?;
+    add(both.seen);
+    // An emission interval with a fraction: 333333.25 µs a cell (quarter-microsecond ticks).
+    let fraction = Quota {
+        t: 1_333_333,
+        burst: 3,
+    };
+    for (name, list) in scenarios() {
+        let mut both = Both::start_with(real, fraction, 4)?;
+        steps(&mut both, &list)
+            .map_err(|e| format!("rate scenario \"{name}\", t 333333.25: {e}"))?;
+        add(both.seen);
+    }
+    let mut both = Both::start_with(real, fraction, 4)?;
+    steps(&mut both, &sequence(80))
+        .map_err(|e| format!("rate sequence (seed 27), t 333333.25: {e}"))?;
     add(both.seen);
     let mut both = Both::start(real)?;
     foreign(&mut both).map_err(|e| format!("rate refusals: {e}"))?;
