@@ -69,6 +69,15 @@
 //! every heartbeat): a replica that has read the current revision runs exactly what is stored,
 //! one without the handler never runs it, and every replica converges within a heartbeat of the
 //! last change.
+//!
+//! # The rate limiter
+//!
+//! [`rate`] states rate.lua (one GCRA decision on the server's clock) as a step over the one
+//! key a limiter owns; [`rate_model::RateModel`] checks clients that try, reserve and refund
+//! on one limiter across clock ticks and restarts, with its own properties (no window admits
+//! more than rate x window + burst, a refused try changes nothing, a refilled bucket admits a
+//! try, a refund keeps the TAT at or after now, a reservation waits at most its max wait) and
+//! mutants ([`rate::RateMutant`]).
 
 pub use server::{
     Abstract, Asked, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode,
@@ -86,6 +95,8 @@ pub mod model;
 mod mutant;
 mod mutex;
 mod properties;
+pub mod rate;
+pub mod rate_model;
 pub mod schedules;
 mod server;
 mod shared;

@@ -10,6 +10,8 @@ use std::collections::BTreeSet;
 
 use dlock_model::Mutant;
 use dlock_model::model::{self, Kind, LockModel, Req, bounds};
+use dlock_model::rate::RateMutant;
+use dlock_model::rate_model::{self, RateModel, bounds as rate_bounds};
 use stateright::{Checker, HasDiscoveries, Model};
 
 /// Checks `base` without and with `mutant` for `property`.
@@ -280,4 +282,96 @@ fn a_renewal_of_an_asked_shared_holder_that_does_not_renew() {
 #[test]
 fn every_mutant_is_checked() {
     assert_eq!(Mutant::ALL.len(), 16);
+}
+
+/// Checks the rate limiter's `unit_rate` without and with `mutant` for `property`.
+fn rate_caught(mutant: RateMutant, property: &'static str) {
+    let base = rate_bounds::unit_rate();
+    assert!(
+        base.properties().iter().any(|p| p.name == property),
+        "no property named `{property}`"
+    );
+    let clean = base.clone().checker().threads(2).spawn_bfs().join();
+    if let Some(path) = clean.discovery(property) {
+        panic!(
+            "`{property}` is broken without the mutant:\n{}",
+            rate_model::trace(path)
+        );
+    }
+    let mutated = RateModel {
+        mutant: Some(mutant),
+        ..base
+    };
+    let checker = mutated
+        .checker()
+        .threads(2)
+        .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([property])))
+        .spawn_bfs()
+        .join();
+    match checker.discovery(property) {
+        Some(path) => eprintln!(
+            "{mutant:?} caught by `{property}` ({} states):\n{}",
+            checker.state_count(),
+            rate_model::trace(path)
+        ),
+        None => panic!(
+            "{mutant:?} not caught by `{property}` ({} states explored)",
+            checker.state_count()
+        ),
+    }
+}
+
+/// A TAT left in the past, in a key kept past it: more than a burst after an idle spell.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_rate_limiter_that_keeps_a_stale_tat() {
+    rate_caught(RateMutant::StaleTatKept, rate_model::WINDOW);
+}
+
+/// A tolerance of a whole burst: burst + 1 cells at once.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_rate_limiter_with_one_cell_too_many() {
+    rate_caught(RateMutant::ToleranceWholeBurst, rate_model::WINDOW);
+}
+
+/// A refund not floored at now.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_refund_below_now() {
+    rate_caught(RateMutant::RefundBelowNow, rate_model::REFUND_FLOOR);
+}
+
+/// A reservation made whatever its wait.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_reservation_past_its_max_wait() {
+    rate_caught(RateMutant::ReserveIgnoresMaxWait, rate_model::RESERVE_WAIT);
+}
+
+/// A limiter's key gone before its TAT.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_rate_key_that_expires_early() {
+    rate_caught(RateMutant::ExpiresEarly, rate_model::WINDOW);
+}
+
+/// A refused try that moves the TAT.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_refused_try_that_stores() {
+    rate_caught(RateMutant::RefusedTryStores, rate_model::REFUSED_TRY);
+}
+
+/// Cells that conform one cell late.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn cells_that_conform_one_cell_late() {
+    rate_caught(RateMutant::ConformsOneCellLate, rate_model::REFILLED);
+}
+
+/// Every rate limiter mutant has its test above.
+#[test]
+fn every_rate_mutant_is_checked() {
+    assert_eq!(RateMutant::ALL.len(), 7);
 }

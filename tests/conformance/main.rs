@@ -11,7 +11,7 @@
 //! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
 //! passes only if the test catches it (`make model-mutants`).
 //! Before the sequences: fenced.lua's comparison on token pairs (`fenced.rs`) and the release
-//! request's scenarios (`ask.rs`).
+//! request's scenarios (`ask.rs`), and the rate limiter's scenarios and sequence (`rate.rs`).
 
 #![allow(
     clippy::print_stderr,
@@ -24,6 +24,7 @@ mod ask;
 mod driver;
 mod fenced;
 mod mutants;
+mod rate;
 mod redis_side;
 mod replies;
 mod steps;
@@ -90,9 +91,21 @@ fn check(mutant: Option<Mutant>, cases: u32, seed: u64) -> Result<Counts, String
             ));
         }
     };
+    // The rate limiter's scenarios and sequence (rate.rs).
+    let rates = match rate::run(&mut real.borrow_mut()) {
+        Ok(seen) => seen.calls,
+        Err(why) => {
+            if let Some(shipped) = &shipped {
+                rate::run(&mut shipped.borrow_mut())
+                    .map_err(|e| format!("the shipped rate.lua fails too: {e}"))?;
+            }
+            return Err(format!("rate.lua and the model differ: {why}"));
+        }
+    };
     let counts = Cell::new(Counts {
         pairs,
         asks,
+        rates,
         ..Counts::default()
     });
     let mut runner = TestRunner::new(Config {
@@ -149,6 +162,8 @@ struct Counts {
     pairs: usize,
     /// The release request's scenarios run (ask.rs).
     asks: usize,
+    /// rate.lua's calls compared (rate.rs).
+    rates: usize,
 }
 
 /// The sequences are drawn from a fixed seed, so that `make test` runs the same ones every
@@ -185,13 +200,14 @@ fn the_scripts_conform_to_the_model() {
                 let _ = writeln!(
                     std::io::stderr(),
                     "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps), \
-                     {} fenced.lua token pairs and {} release request scenarios matched the \
-                     model in {:.1} s",
+                     {} fenced.lua token pairs, {} release request scenarios and {} rate.lua \
+                     calls matched the model in {:.1} s",
                     c.sequences,
                     c.steps,
                     c.ops,
                     c.pairs,
                     c.asks,
+                    c.rates,
                     started.elapsed().as_secs_f64()
                 );
             }

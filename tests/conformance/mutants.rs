@@ -169,6 +169,78 @@ pub(crate) const ALL: &[Mutant] = &[
             "  return tonumber(a) > tonumber(b)\n",
         )],
     },
+    Mutant {
+        name: "rate-stale-tat-kept",
+        what: "rate.lua keeps its key a minute past the TAT and reads the TAT without raising it to now",
+        swaps: &[
+            (
+                "    tat = math.max(tonumber(value), now)\n",
+                "    tat = tonumber(value)\n",
+            ),
+            ("'PX', ms)", "'PX', ms + 60000)"),
+        ],
+    },
+    Mutant {
+        name: "rate-tolerance-whole-burst",
+        what: "rate.lua takes a tolerance one cell too large: a full bucket admits burst + 1",
+        swaps: &[(
+            "local tau = tonumber(ARGV[4])",
+            "local tau = tonumber(ARGV[4]) + t",
+        )],
+    },
+    Mutant {
+        name: "rate-refund-below-now",
+        what: "rate.lua's refund moves the TAT back by n cells without flooring it at now",
+        swaps: &[("math.max(tat - t * n, now)", "tat - t * n")],
+    },
+    Mutant {
+        name: "rate-reserve-ignores-max-wait",
+        what: "rate.lua reserves whatever the wait",
+        swaps: &[(
+            "if mode == 'reserve' and wait <= tonumber(ARGV[5]) then",
+            "if mode == 'reserve' then",
+        )],
+    },
+    Mutant {
+        name: "rate-expires-early",
+        what: "rate.lua's key expires halfway to its TAT: the bucket refills early",
+        swaps: &[(
+            "local ms = math.ceil((at - now) / 1000)",
+            "local ms = math.ceil((at - now) / 2000)",
+        )],
+    },
+    Mutant {
+        name: "rate-refused-try-stores",
+        what: "rate.lua moves the TAT on a refusal as if it had admitted",
+        swaps: &[(
+            "return {0, wait, now, remaining(tat)}",
+            "store(tat + t * n)\nreturn {0, wait, now, remaining(tat)}",
+        )],
+    },
+    Mutant {
+        name: "rate-conforms-late",
+        what: "rate.lua takes n cells to conform one cell later than they do",
+        swaps: &[(
+            "local wait = tat + t * (n - 1) - tau - now",
+            "local wait = tat + t * n - tau - now",
+        )],
+    },
+    Mutant {
+        name: "rate-reads-newer-version",
+        what: "rate.lua reads a limiter of any format version as its own",
+        swaps: &[(
+            "if version == '1' then\n    tat = math.max(",
+            "if version then\n    tat = math.max(",
+        )],
+    },
+    Mutant {
+        name: "rate-overwrites-foreign",
+        what: "rate.lua takes another program's value as a full bucket and overwrites it",
+        swaps: &[(
+            "    return redis.error_reply('DLOCKFOREIGN ' .. key .. ' holds a value dlock did not write')\n",
+            "    tat = now\n",
+        )],
+    },
 ];
 
 /// Records which substitutions matched, across the scripts.

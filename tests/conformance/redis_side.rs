@@ -620,6 +620,18 @@ impl Real {
             .map_err(|e| format!("jump_clock: {e}"))
     }
 
+    /// Moves the server clock `ms` milliseconds (the rate limiter's scenarios, `rate.rs`).
+    pub(crate) fn jump_ms(&mut self, ms: u64) -> Result<(), String> {
+        self.server
+            .jump_clock(Duration::from_millis(ms))
+            .map_err(|e| format!("jump_clock: {e}"))
+    }
+
+    /// rate.lua (as loaded: mutated, with a mutant) on `key` with `args`.
+    pub(crate) fn rate(&mut self, key: &str, args: &[String]) -> Result<Answer, String> {
+        self.call(Source::Rate, &[key], args)
+    }
+
     /// The messages every live subscription received since the last drain:
     /// `(lock, client, payload)`, in arrival order per client. A `PING` on each subscription
     /// marks the end: everything published before it arrives before its reply.
