@@ -14,12 +14,9 @@
 //! a cell (the model in quarter microseconds, so the fraction is exact on both sides) — then
 //! another program's data and a limiter of a newer format version, which must be refused with
 //! the key unchanged.
-//!
-//! Two values are left out because the shipped rate.lua disagrees with its contract there (an
-//! open report, not something this test should hide): a version-1 value whose TAT is dots and
-//! digits but no number (`"1 ."`, `"1 1.2.3"`) fails the script with a Lua error from
-//! `math.max` instead of `DLOCKFOREIGN`; and a newer version whose body is not one number
-//! (`"2 123 456"`) is refused as data dlock did not write, not as a newer limiter.
+//! Among them a version-1 value that only looks numeric (`"1 ."`, `"1 1.2.3"`: refused as
+//! foreign, once a Lua error) and a newer version whose body is not one number (`"2 123 456"`:
+//! refused as newer, once as foreign).
 
 use dlock_model::rate::{Quota, RateMode, RateOp, RateReply, RateServer, Stored, rate};
 use redis::Value;
@@ -347,10 +344,14 @@ fn steps(both: &mut Both<'_>, steps: &[Step]) -> Result<(), String> {
 
 /// Another program's data, and a limiter of a newer dlock: refused, the key left as found.
 fn foreign(both: &mut Both<'_>) -> Result<(), String> {
-    let cases: [(&str, Stored); 4] = [
+    let cases: [(&str, Stored); 8] = [
         ("hello", Stored::Foreign),
         ("1 abc", Stored::Foreign),
+        ("1 .", Stored::Foreign),
+        ("1 1.2.3", Stored::Foreign),
         ("2 123.000", Stored::Newer { version: 2 }),
+        ("2 123 456", Stored::Newer { version: 2 }),
+        ("2 abc", Stored::Newer { version: 2 }),
         ("17 1", Stored::Newer { version: 17 }),
     ];
     for (value, stored) in cases {

@@ -45,9 +45,11 @@ local tat = now
 if type(stored) == 'table' then
   return redis.error_reply('DLOCKFOREIGN ' .. key .. ' holds another Redis type')
 elseif stored then
-  local version, value = string.match(stored, '^(%d+) ([%d%.]+)$')
-  if version == '1' then
-    tat = math.max(tonumber(value), now)
+  -- The version first, whatever follows it: a newer format may lay out its value otherwise.
+  local version, value = string.match(stored, '^(%d+) (.*)$')
+  local stored_tat = version == '1' and string.match(value, '^%d+%.?%d*$') and tonumber(value)
+  if stored_tat then
+    tat = math.max(stored_tat, now)
   elseif version and tonumber(version) > 1 then
     return redis.error_reply('DLOCKFOREIGN ' .. key .. ' holds a rate limiter of a newer dlock '
       .. '(format version ' .. version .. '); upgrade this client')
