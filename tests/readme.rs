@@ -22,7 +22,7 @@ const BENCHMARKS: &str = include_str!("../BENCHMARKS.md");
 /// How long the benchmark report may grow (issue #28): one screen per workload, not a journal.
 const BENCHMARKS_MAX_LINES: usize = 400;
 /// The files the README blocks are copies of, by path in `examples/readme/`.
-const PROGRAMS: [(&str, &str); 8] = [
+const PROGRAMS: [(&str, &str); 9] = [
     (
         "src/bin/quickstart.rs",
         include_str!("../examples/readme/src/bin/quickstart.rs"),
@@ -46,6 +46,10 @@ const PROGRAMS: [(&str, &str); 8] = [
     (
         "src/bin/ledger.rs",
         include_str!("../examples/readme/src/bin/ledger.rs"),
+    ),
+    (
+        "src/bin/rate.rs",
+        include_str!("../examples/readme/src/bin/rate.rs"),
     ),
     (
         "src/bin/lottery_job.rs",
@@ -299,6 +303,12 @@ fn the_readme_programs_run_against_redis() {
     let out = run(env!("CARGO_BIN_EXE_readme-ledger"), &url);
     assert!(out.contains("balance 1250"), "{out}");
     assert!(out.contains("statement written under fence"), "{out}");
+    let out = run(env!("CARGO_BIN_EXE_readme-rate"), &url);
+    assert!(
+        out.contains("sent 25 calls within the partner's quota"),
+        "{out}"
+    );
+    assert!(out.contains("user:7's sixth upload: refused"), "{out}");
     let out = run(env!("CARGO_BIN_EXE_readme-prices"), &url);
     assert!(out.contains("reading with fencing token"), "{out}");
     assert!(out.contains("upgraded: Released"), "{out}");
