@@ -59,7 +59,7 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 14] = [
+pub(crate) const WORKLOADS: [&str; 15] = [
     "w1",
     "w2",
     "w3",
@@ -74,6 +74,7 @@ pub(crate) const WORKLOADS: [&str; 14] = [
     "sched-scale",
     "sched-oneoff",
     "guarded",
+    "rate",
 ];
 
 /// What to do.

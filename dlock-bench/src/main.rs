@@ -1,5 +1,5 @@
 //! Run with: `make bench` (or `cargo run --release -p dlock-bench -- [--quick]
-//! [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale,sched-oneoff,guarded] [--subjects LIST] [--json PATH]`).
+//! [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale,sched-oneoff,guarded,rate] [--subjects LIST] [--json PATH]`).
 //!
 //! The benchmark of `/work/shared/WORKLOADS.md` (issues #3, #13): dlock through its ordinary
 //! public API beside rslock (the best Rust peer, pinned) and two raw-Redis floors (the `redis`
@@ -26,6 +26,7 @@
 //! | `nodes` | the servers of a scale workload: one, or a cluster's masters; each node's counters, channels, keys, memory |
 //! | `family`, `family_stats` | what W4 and W5 share: worker processes, the observer of who is inside; their figures (pure) |
 //! | `memory` | client RSS and Redis memory per held guard and per waiting task (child processes) |
+//! | `rate` | W9, the rate limiter beside a fixed-window `INCR` + `EXPIRE` floor (issue #34): decisions/s with 1 and 64 connections; round trips, commands, server and client CPU per decision |
 //! | `guarded` | guarded writes and `fenced_set` beside a plain `SET` (issue #32): one write at a time; round trips, commands, server time, Redis and client CPU per write |
 //! | `sched_oneoff`, `sched_oneoff_stats` | the scheduler's one-off jobs (issue #31): 10,000 due at the same instant across the scale stage's 3 replicas; time until the last ran, exactly once, share, Redis and client CPU per one-off, the script profile; its figures (pure) |
 //! | `sched_scale`, `sched_scale_replica`, `sched_scale_stats` | the scheduler at scale (issue #31): N run-time schedules on a 1-second cron across 3 replica processes; fire delay, exactly once, Redis and client CPU per occurrence, the script profile; its figures (pure) |
@@ -81,6 +82,7 @@ mod handoff_floor;
 mod memory;
 mod nodes;
 mod pairs;
+mod rate;
 mod redis_stats;
 mod report;
 mod rslock;
@@ -133,7 +135,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 20] = [
+const STAGES: [Stage; 21] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -154,6 +156,7 @@ const STAGES: [Stage; 20] = [
     ("sched-scale", "scheduler at scale", sched_scale::run),
     ("sched-oneoff", "scheduler one-off burst", sched_oneoff::run),
     ("guarded", "guarded writes", guarded::run),
+    ("rate", "W9 rate limiter", rate::run),
 ];
 
 /// A subcommand: its name, and the `main` of the child process.
