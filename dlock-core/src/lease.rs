@@ -414,12 +414,7 @@ impl LeaseCore {
             std::mem::replace(&mut times.suspect, false) && !self.is_settled()
         };
         if recovered {
-            metrics::suspicion(
-                self.keys.kind().metric_name(),
-                self.metric_label(),
-                metrics::Suspicion::Recovered,
-            );
-            self.publish_state();
+            self.suspicion_changed(metrics::Suspicion::Recovered);
         }
         recovered
     }
@@ -474,12 +469,7 @@ impl LeaseCore {
             }
             times.suspect = true;
         }
-        metrics::suspicion(
-            self.keys.kind().metric_name(),
-            self.metric_label(),
-            metrics::Suspicion::Suspect,
-        );
-        self.publish_state();
+        self.suspicion_changed(metrics::Suspicion::Suspect);
         true
     }
 
@@ -510,6 +500,12 @@ impl LeaseCore {
             }
             notified.await;
         }
+    }
+
+    /// Counts a suspicion's start or end and tells the state's receivers (after the change).
+    fn suspicion_changed(&self, which: metrics::Suspicion) {
+        metrics::suspicion(self.keys.kind().metric_name(), self.metric_label(), which);
+        self.publish_state();
     }
 
     /// Where the lease stands now.
@@ -588,13 +584,8 @@ impl LeaseCore {
             }
         };
         if recovered {
-            metrics::suspicion(
-                self.keys.kind().metric_name(),
-                self.metric_label(),
-                metrics::Suspicion::Recovered,
-            );
             tracing::info!(lock = %self.keys.name(), "dlock: lease no longer suspect: an extension was acknowledged");
-            self.publish_state();
+            self.suspicion_changed(metrics::Suspicion::Recovered);
         }
     }
 
