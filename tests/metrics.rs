@@ -17,6 +17,12 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
 use crate::support::client;
 
+/// One search per user per minute.
+#[dlock_core::rate_limited(key = "search:{user}", rate = "1/m", client = client)]
+async fn per_user(client: &dlock_core::Client, user: u64) -> Result<u64, dlock_core::Error> {
+    Ok(user)
+}
+
 /// Everything recorded so far. A snapshot of the debugging recorder *consumes* what it reports
 /// (counters and gauges start again from 0, histograms empty), so the deltas are summed here;
 /// dlock only ever increments and decrements its gauges.
@@ -258,6 +264,20 @@ fn a_scripted_sequence_gives_the_right_numbers() {
                 2.0
             );
             assert_eq!(seen.counter("dlock.rate.limited{limiter=api}"), 1.0);
+            // `#[rate_limited]` counts under its key template, never the rendered key.
+            assert!(per_user(&client, 7).await.is_ok());
+            assert!(per_user(&client, 7).await.unwrap_err().is_rate_limited());
+            assert!(per_user(&client, 8).await.is_ok());
+            seen.update(&snapshotter);
+            assert_eq!(
+                seen.counter("dlock.rate.allowed{limiter=search:{user},unchecked=false}"),
+                2.0
+            );
+            assert_eq!(seen.counter("dlock.rate.limited{limiter=search:{user}}"), 1.0);
+            assert!(
+                seen.values.keys().all(|series| !series.contains("search:7")),
+                "a rendered key is never a label"
+            );
 
             // A semaphore permit, under its own kind.
             let sem = client.semaphore_with("exports", 2, options.clone()).unwrap();

@@ -2,14 +2,48 @@
 //! the decisions' server times admits more than rate × window + burst; keyed budgets apart,
 //! each key gone once its bucket is full again; a dropped `acquire` gives its slot back; bad
 //! quotas and cell counts are `InvalidInput`; data dlock did not write is refused; Redis down
-//! is `Err` (closed) or `Unchecked` (open).
+//! is `Err` (closed) or `Unchecked` (open). `#[rate_limited]` on the same budgets: a limited
+//! call is `RateLimited` with its `retry_after` and its body never runs; a waiting one sleeps
+//! until its slot within its bound and reserves nothing beyond it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use dlock_core::{Decision, ErrorKind, Quota};
+use dlock_core::{Client, Decision, Error, ErrorKind, Quota, rate_limited};
 use redis::AsyncCommands;
 
 use crate::support::{Backend, LogCapture, Worker, backend_tests, eventually};
+
+/// Two calls at once per user, then one every 100 ms; `ran` counts the bodies that ran.
+#[rate_limited(key = "rl:macro:{user}", rate = "10/s", burst = 2, client = client)]
+async fn per_user(client: &Client, user: u64, ran: &AtomicUsize) -> Result<u64, Error> {
+    ran.fetch_add(1, Ordering::SeqCst);
+    Ok(user)
+}
+
+/// One at a time, one every 100 ms; waits up to 1 s for its slot.
+#[rate_limited(key = "rl:macro-wait", rate = "10/s", burst = 1, on_limited = "wait", wait = "1s", client = client)]
+async fn patient(client: &Client) -> Result<(), Error> {
+    Ok(())
+}
+
+/// The same budget as `patient`, but waits at most 20 ms.
+#[rate_limited(key = "rl:macro-wait", rate = "10/s", burst = 1, on_limited = "wait", wait = "20ms", client = client)]
+async fn hurried(client: &Client) -> Result<(), Error> {
+    Ok(())
+}
+
+/// Closed (the default) and open, on a budget of one a second.
+#[rate_limited(key = "rl:macro-down", rate = "1/s", client = client)]
+async fn closed(client: &Client) -> Result<(), Error> {
+    Ok(())
+}
+
+#[rate_limited(key = "rl:macro-down", rate = "1/s", fail_open = true, client = client)]
+async fn open(client: &Client, ran: &AtomicUsize) -> Result<(), Error> {
+    ran.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
 
 fn server_time(decision: &Decision) -> SystemTime {
     match decision {
@@ -19,6 +53,68 @@ fn server_time(decision: &Decision) -> SystemTime {
 }
 
 backend_tests!(
+    /// The burst runs, the next call is `RateLimited` with the wait until its slot and its body
+    /// does not run; another user's budget is apart; the budget is the one a `RateLimiter`
+    /// named like the rendered key uses.
+    async fn the_attribute_limits_before_the_body_runs(backend: Backend) {
+        let c = backend.client();
+        let ran = AtomicUsize::new(0);
+        assert_eq!(per_user(&c, 1, &ran).await.unwrap(), 1);
+        assert_eq!(per_user(&c, 1, &ran).await.unwrap(), 1);
+        let err = per_user(&c, 1, &ran).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::RateLimited, "{err}");
+        let retry = err
+            .retry_after()
+            .expect("a limited call says when to retry");
+        assert!(
+            !retry.is_zero() && retry <= Duration::from_millis(100),
+            "{retry:?}"
+        );
+        assert!(err.to_string().contains("rl:macro:1"), "{err}");
+        assert_eq!(ran.load(Ordering::SeqCst), 2, "the limited body never ran");
+        assert_eq!(per_user(&c, 2, &ran).await.unwrap(), 2, "user 2 is apart");
+        let same = c
+            .rate_limiter("rl:macro:1", Quota::per_second(10).burst(2))
+            .unwrap();
+        assert!(
+            !same.try_acquire(1).await.unwrap().is_allowed(),
+            "one budget"
+        );
+    }
+
+    /// `on_limited = "wait"`: the second call sleeps until its slot (one interval after the
+    /// first); a call whose slot is beyond its `wait` fails at once and reserves nothing, so
+    /// the slot after it is still free once its `retry_after` has passed.
+    async fn the_attribute_waits_within_its_bound_and_reserves_nothing_beyond(backend: Backend) {
+        let c = backend.client();
+        patient(&c).await.unwrap();
+        let started = std::time::Instant::now();
+        patient(&c).await.unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(50),
+            "the second call waited for its slot: {:?}",
+            started.elapsed()
+        );
+        let started = std::time::Instant::now();
+        let err = hurried(&c).await.unwrap_err();
+        assert!(err.is_rate_limited(), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_millis(90),
+            "refused at once, not after a wait: {:?}",
+            started.elapsed()
+        );
+        let retry = err.retry_after().unwrap();
+        assert!(retry > Duration::from_millis(20), "{retry:?}");
+        tokio::time::sleep(retry).await;
+        let budget = c
+            .rate_limiter("rl:macro-wait", Quota::per_second(10).burst(1))
+            .unwrap();
+        assert!(
+            budget.try_acquire(1).await.unwrap().is_allowed(),
+            "the refused call reserved nothing"
+        );
+    }
+
     async fn a_burst_then_the_steady_rate(backend: Backend) {
         let c = backend.client();
         let limiter = c
@@ -203,6 +299,35 @@ async fn redis_down_fails_closed_by_default_and_open_on_request() {
         assert_eq!(open.try_acquire(1).await.unwrap(), Decision::Unchecked);
     }
     assert_eq!(open.acquire(1).await.unwrap(), Decision::Unchecked);
+    assert_eq!(
+        logs.matching("admitting without a decision").len(),
+        1,
+        "one line per outage"
+    );
+}
+
+/// `#[rate_limited]` with Redis down: closed by default (`Err` within the command timeout,
+/// the body not run), open with `fail_open = true` (the body runs, one log line per outage).
+#[tokio::test]
+async fn the_attribute_fails_closed_by_default_and_open_as_written() {
+    let logs = LogCapture::start();
+    let mut backend = Backend::single();
+    let c = backend.client();
+    let ran = AtomicUsize::new(0);
+    closed(&c).await.unwrap();
+    backend.kill("dlock:rl:{rl:macro-down}");
+    let started = std::time::Instant::now();
+    let err = closed(&c).await.unwrap_err();
+    assert!(err.is_connection() || err.is_timeout(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    for _ in 0..3 {
+        open(&c, &ran).await.unwrap();
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
     assert_eq!(
         logs.matching("admitting without a decision").len(),
         1,

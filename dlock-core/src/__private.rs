@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use redis::FromRedisValue;
@@ -15,11 +16,13 @@ use crate::error::{Error, ErrorKind};
 use crate::key::{LockKeys, validate_name};
 use crate::lease::Lease;
 use crate::options::{MutexOptions, OnLost, Wait};
+use crate::rate_limiter::{Decision, Limiter, Quota};
 
 pub use crate::keypart::KeyPart;
 pub use crate::listen::{Heard, Subscription};
 pub use crate::runtime::lock;
 pub use std::string::String;
+pub use std::sync::atomic::AtomicBool as StdAtomicBool;
 pub use std::time::Duration as StdDuration;
 
 static DEFAULT_CLIENT: OnceLock<Client> = OnceLock::new();
@@ -121,7 +124,7 @@ pub fn default_client() -> Result<&'static Client, Error> {
     DEFAULT_CLIENT.get().ok_or_else(|| {
         Error::invalid(
             "no default dlock client: call dlock_core::set_default_client(client) at start-up, \
-             or pass `client = <expr>` to #[distributed_lock]",
+             or pass `client = <expr>` to the attribute (#[distributed_lock], #[rate_limited])",
         )
     })
 }
@@ -216,6 +219,75 @@ impl<T, E: From<Error>> SkipOutput for Result<Option<T>, E> {
 
     fn from_lock_error(error: Error) -> Self {
         Err(E::from(error))
+    }
+}
+
+/// Return types that can report a limited call as an error: `Result<T, E>` with
+/// `E: From<dlock_core::Error>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot report a rate-limited call",
+    label = "the return type of a #[rate_limited] function",
+    note = "return `Result<T, E>` where `E: From<dlock_core::Error>`: `Result<T, dlock_core::Error>`, `anyhow::Result<T>`, or your own error type with `impl From<dlock_core::Error>` (`String` and `std::io::Error` have none); a limited call is `Err` with `ErrorKind::RateLimited` and `Error::retry_after`"
+)]
+pub trait LimitedOutput: Sized {
+    fn from_limit_error(error: Error) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T, E: From<Error>> LimitedOutput for Result<T, E> {
+    fn from_limit_error(error: Error) -> Self {
+        Err(E::from(error))
+    }
+}
+
+/// The quota and the behaviour of one `#[rate_limited]` function, fixed at compile time; a
+/// `static` of its expansion (its outage flag is shared by every call).
+#[derive(Debug)]
+pub struct RateSpec {
+    /// The metrics' `limiter` label: the key template, or `label = "…"`.
+    pub label: &'static str,
+    /// `count` cells per `per`, with a bucket of `burst`.
+    pub count: u32,
+    pub per: Duration,
+    pub burst: u32,
+    /// Cells one call takes (the macro checked `1 <= cost <= burst`).
+    pub cost: u32,
+    /// `None`: a limited call is `Err` at once (`on_limited = "error"`); `Some(wait)`: it
+    /// waits for a slot within `wait` (`on_limited = "wait"`).
+    pub wait: Option<Duration>,
+    pub fail_open: bool,
+    pub outage: AtomicBool,
+}
+
+/// Runs `body` once the budget `key` admits `spec.cost` cells; a limited call, or a Redis
+/// error (unless failing open), becomes `R`'s error and `body` is dropped unpolled.
+pub async fn rate_limited<R, Fut>(
+    client: &Client,
+    key: &str,
+    spec: &'static RateSpec,
+    body: Fut,
+) -> R
+where
+    R: LimitedOutput,
+    Fut: Future<Output = R>,
+{
+    match admit(client, key, spec).await {
+        Ok(()) => body.await,
+        Err(e) => R::from_limit_error(e),
+    }
+}
+
+async fn admit(client: &Client, key: &str, spec: &'static RateSpec) -> Result<(), Error> {
+    let quota = Quota::per(spec.count, spec.per).burst(spec.burst);
+    let limiter = Limiter::for_site(client, key, spec.label, quota, spec.fail_open, &spec.outage)?;
+    match spec.wait {
+        Some(wait) => limiter.acquire(None, spec.cost, wait).await.map(drop),
+        None => match limiter.try_acquire(None, spec.cost).await? {
+            Decision::Limited { wait, .. } => {
+                Err(limiter.limited(None, spec.cost, wait, Duration::ZERO))
+            }
+            _ => Ok(()),
+        },
     }
 }
 

@@ -87,6 +87,11 @@ pub enum ErrorKind {
     /// and the sentinels' URLs) against the server's `requirepass` or `ACL SETUSER` line.
     /// Retrying with the same credentials cannot help.
     Authentication,
+    /// A rate limiter did not admit the call: its cells conform only later than the call was
+    /// willing to wait ([`crate::RateLimiter::acquire_timeout`], `#[rate_limited]`). Nothing
+    /// was reserved. [`Error::retry_after`] says how long until they would conform (for an
+    /// HTTP `Retry-After`); retry then, or report "too many requests" upstream.
+    RateLimited,
 }
 
 impl ErrorKind {
@@ -107,6 +112,7 @@ impl ErrorKind {
             Self::NotDurable => "not durable",
             Self::Permission => "permission denied",
             Self::Authentication => "authentication failed",
+            Self::RateLimited => "rate limited",
         }
     }
 }
@@ -326,6 +332,42 @@ impl Error {
         self.kind == ErrorKind::NotDurable
     }
 
+    /// A rate limiter did not admit the call within its wait; see [`ErrorKind::RateLimited`].
+    pub fn is_rate_limited(&self) -> bool {
+        self.kind == ErrorKind::RateLimited
+    }
+
+    /// For [`ErrorKind::RateLimited`]: how long, from the server's decision, until the cells
+    /// would conform if nobody else takes them first. `None` for every other kind.
+    ///
+    /// ```
+    /// fn status(err: &dlock_core::Error) -> (u16, Option<u64>) {
+    ///     match err.retry_after() {
+    ///         Some(wait) => (429, Some(wait.as_secs() + 1)), // Retry-After, in whole seconds
+    ///         None => (503, None),
+    ///     }
+    /// }
+    /// # let _ = status;
+    /// ```
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        if self.kind != ErrorKind::RateLimited {
+            return None;
+        }
+        self.source
+            .as_deref()
+            .and_then(|source| source.downcast_ref::<RetryAfter>())
+            .map(|retry| retry.0)
+    }
+
+    /// [`ErrorKind::RateLimited`], with the wait that [`Error::retry_after`] returns.
+    pub(crate) fn rate_limited(message: String, wait: std::time::Duration) -> Self {
+        Self {
+            kind: ErrorKind::RateLimited,
+            message: message.into(),
+            source: Some(Box::new(RetryAfter(wait))),
+        }
+    }
+
     /// A copy with the same kind and message, without the source (one failure reported to
     /// several callers).
     pub(crate) fn duplicate(&self) -> Self {
@@ -339,6 +381,18 @@ impl Error {
         matches!(self.kind, ErrorKind::Timeout | ErrorKind::Connection)
     }
 }
+
+/// The source of a [`ErrorKind::RateLimited`] error: the wait until the cells conform.
+#[derive(Debug)]
+struct RetryAfter(std::time::Duration);
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the cells conform in {:?}", self.0)
+    }
+}
+
+impl std::error::Error for RetryAfter {}
 
 /// A command a script ran was refused by the user's ACL: Redis reports it as a plain error of
 /// the script ("The user executing the script can't run this command …", "… No permissions to

@@ -36,18 +36,26 @@ pub const MAX_PREFIX_LEN: usize = 128;
 
 /// Checks a lock name; the error says what is wrong and how to fix it.
 pub(crate) fn validate_name(name: &str) -> Result<()> {
+    validate_named(
+        "lock name",
+        "give the lock a name such as \"order:42\"",
+        name,
+    )
+}
+
+/// Checks a name that goes inside a key's hash tag (`what` in the messages, `example` the fix
+/// for an empty one): a lock name, a rate limiter's name or key.
+pub(crate) fn validate_named(what: &str, example: &str, name: &str) -> Result<()> {
     if name.is_empty() {
-        return Err(Error::invalid(
-            "lock name is empty; give the lock a name such as \"order:42\"",
-        ));
+        return Err(Error::invalid(format!("{what} is empty; {example}")));
     }
     if name.len() > MAX_NAME_LEN {
         return Err(Error::invalid(format!(
-            "lock name is {} bytes long; the limit is {MAX_NAME_LEN} bytes (hash long identifiers)",
+            "{what} is {} bytes long; the limit is {MAX_NAME_LEN} bytes (hash long identifiers)",
             name.len()
         )));
     }
-    check_chars("lock name", name)
+    check_chars(what, name)
 }
 
 /// Checks a key prefix (it may be empty).

@@ -99,7 +99,7 @@
 //! # Features
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `macros` | yes | `#[distributed_lock]` (re-exported from `dlock-macros`): run an `async fn` under a lock, checked at compile time |
+//! | `macros` | yes | `#[distributed_lock]` and `#[rate_limited]` (re-exported from `dlock-macros`): run an `async fn` under a lock, or only as often as a budget admits, checked at compile time |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -169,9 +169,9 @@ pub use timing::{MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL};
 pub use token::FencingToken;
 
 #[cfg(feature = "macros")]
-pub use dlock_macros::distributed_lock;
+pub use dlock_macros::{distributed_lock, rate_limited};
 
-/// Sets the client that `#[distributed_lock]` functions use when they are not given
+/// Sets the client that `#[distributed_lock]` and `#[rate_limited]` functions use when they are not given
 /// `client = …`. Call it once, at start-up.
 ///
 /// ```no_run

@@ -9,9 +9,12 @@
 //! Trade-offs, written down:
 //! - **No FIFO across processes.** [`RateLimiter::acquire`] reserves the next conforming slot
 //!   and sleeps until it; callers are served in the order their reservations reached Redis, not
-//!   in the order they started waiting. A dropped `acquire` gives its slot back in the
-//!   background (`refund`), which is approximate when later reservations were made meanwhile:
-//!   the budget returns, not that exact instant.
+//!   in the order they started waiting. An `acquire` dropped while it sleeps gives its slot back
+//!   in the background (`refund`), which is approximate when later reservations were made
+//!   meanwhile: the budget returns, not that exact instant. One dropped while its reservation
+//!   is still on the way to Redis gives nothing back: it cannot know whether the reservation
+//!   was made, and giving back one that was not would admit more than the quota. Its slot
+//!   passes unused (the safe side).
 //! - **Redis down: closed by default.** A decision that cannot be asked is `Err` within the
 //!   command timeout; [`RateLimiter::fail_open`] admits instead ([`Decision::Unchecked`]) and
 //!   logs once per outage.
@@ -23,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::context::Context;
-use crate::error::{Error, ErrorKind, Result};
-use crate::key::validate_name;
+use crate::error::{Error, Result};
+use crate::key::validate_named;
 use crate::metrics::{self, RateOutcome};
 use crate::runtime::spawn_detached;
 use crate::scripts::{self, Call, unexpected};
@@ -158,14 +161,48 @@ struct Reply {
 
 /// What one limiter (or one key of a keyed limiter) shares: where it lives and its quota.
 #[derive(Clone)]
-struct Limiter {
+pub(crate) struct Limiter {
     ctx: Arc<Context>,
+    /// The name in the key, `<prefix>rl:{<name>[:<key>]}`.
     name: Arc<str>,
+    /// The metrics' `limiter` label: the name, or the template of `#[rate_limited]` (never a
+    /// user's key).
+    label: Arc<str>,
     quota: Quota,
     fail_open: bool,
     /// An outage is logged once, when failing open.
-    outage: Arc<AtomicBool>,
+    outage: Outage,
 }
+
+/// Whether an outage was logged: the limiter's own flag, or the one of a `#[rate_limited]`
+/// function (a `static` of its expansion, shared by every call).
+#[derive(Clone)]
+enum Outage {
+    Own(Arc<AtomicBool>),
+    Site(&'static AtomicBool),
+}
+
+impl std::ops::Deref for Outage {
+    type Target = AtomicBool;
+
+    fn deref(&self) -> &AtomicBool {
+        match self {
+            Self::Own(flag) => flag,
+            Self::Site(flag) => flag,
+        }
+    }
+}
+
+/// The name of a limiter, and of a `#[rate_limited]` budget.
+const NAME: (&str, &str) = (
+    "rate limiter name",
+    "give the limiter a name such as \"partner-api\"",
+);
+/// The key of a keyed limiter.
+const KEY: (&str, &str) = (
+    "rate limiter key",
+    "give each budget a key such as the user's id",
+);
 
 impl Limiter {
     fn key(&self, sub: Option<&str>) -> String {
@@ -174,6 +211,28 @@ impl Limiter {
             None => format!("{prefix}rl:{{{}}}", self.name),
             Some(sub) => format!("{prefix}rl:{{{}:{sub}}}", self.name),
         }
+    }
+
+    /// The limiter of a `#[rate_limited]` call: the budget `name` (the key template filled in),
+    /// counted in the metrics under `label` (the template).
+    pub(crate) fn for_site(
+        client: &crate::Client,
+        name: &str,
+        label: &'static str,
+        quota: Quota,
+        fail_open: bool,
+        outage: &'static AtomicBool,
+    ) -> Result<Self> {
+        validate_named(NAME.0, NAME.1, name)?;
+        quota.validate()?;
+        Ok(Self {
+            ctx: client.ctx.clone(),
+            name: name.into(),
+            label: label.into(),
+            quota,
+            fail_open,
+            outage: Outage::Site(outage),
+        })
     }
 
     fn check_n(&self, n: u32) -> Result<()> {
@@ -218,7 +277,7 @@ impl Limiter {
             })
         };
         if self.outage.swap(false, Ordering::AcqRel) {
-            tracing::warn!(limiter = %self.name, "dlock: rate limiter reaches Redis again; decisions are checked again");
+            tracing::warn!(limiter = %self.label, "dlock: rate limiter reaches Redis again; decisions are checked again");
         }
         decode().ok_or_else(|| unexpected("rate limit", &reply))
     }
@@ -228,14 +287,14 @@ impl Limiter {
         let unreachable = error.is_timeout() || error.is_connection();
         if self.fail_open && unreachable {
             if !self.outage.swap(true, Ordering::AcqRel) {
-                tracing::warn!(limiter = %self.name, %error, "dlock: rate limiter cannot reach Redis; admitting without a decision (fail open) until it can");
+                tracing::warn!(limiter = %self.label, %error, "dlock: rate limiter cannot reach Redis; admitting without a decision (fail open) until it can");
             }
             return Ok(Decision::Unchecked);
         }
         Err(error)
     }
 
-    async fn try_acquire(&self, sub: Option<&str>, n: u32) -> Result<Decision> {
+    pub(crate) async fn try_acquire(&self, sub: Option<&str>, n: u32) -> Result<Decision> {
         self.check_n(n)?;
         let decision = self.decide(sub, n).await;
         if let Ok(decision) = &decision {
@@ -244,7 +303,7 @@ impl Limiter {
                 Decision::Limited { .. } => RateOutcome::Limited,
                 Decision::Unchecked => RateOutcome::Unchecked,
             };
-            metrics::rate(&self.name, outcome, n);
+            metrics::rate(&self.label, outcome, n);
         }
         decision
     }
@@ -263,26 +322,26 @@ impl Limiter {
         }
     }
 
-    async fn acquire(&self, sub: Option<&str>, n: u32, max_wait: Duration) -> Result<Decision> {
+    /// Reserves the next slot within `max_wait` and sleeps until it. `Duration::MAX` waits
+    /// as long as it takes (sent as `u64::MAX` µs, which the script compares as a number).
+    pub(crate) async fn acquire(
+        &self,
+        sub: Option<&str>,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Decision> {
         self.check_n(n)?;
         let reply = match self.run(sub, "reserve", n, max_wait).await {
             Ok(reply) => reply,
             Err(e) => {
                 let decision = self.failed(e)?;
-                metrics::rate(&self.name, RateOutcome::Unchecked, n);
+                metrics::rate(&self.label, RateOutcome::Unchecked, n);
                 return Ok(decision);
             }
         };
         if !reply.admitted {
-            metrics::rate(&self.name, RateOutcome::Limited, n);
-            return Err(Error::new(
-                ErrorKind::Busy,
-                format!(
-                    "rate limiter `{}`: {n} cells would conform in {:?}, later than the {:?} \
-                     this call waits",
-                    self.name, reply.wait, max_wait
-                ),
-            ));
+            metrics::rate(&self.label, RateOutcome::Limited, n);
+            return Err(self.limited(sub, n, reply.wait, max_wait));
         }
         if !reply.wait.is_zero() {
             // Given back if this call is dropped before its slot.
@@ -294,12 +353,39 @@ impl Limiter {
             tokio::time::sleep(reply.wait).await;
             pending.limiter = None;
         }
-        metrics::rate(&self.name, RateOutcome::Allowed, n);
-        metrics::rate_wait(&self.name, reply.wait);
+        metrics::rate(&self.label, RateOutcome::Allowed, n);
+        metrics::rate_wait(&self.label, reply.wait);
         Ok(Decision::Allowed {
             remaining: reply.remaining,
             decided_at: reply.decided_at + reply.wait,
         })
+    }
+
+    /// `RateLimited`: `n` cells conform in `wait`, later than the `max_wait` of the call.
+    pub(crate) fn limited(
+        &self,
+        sub: Option<&str>,
+        n: u32,
+        wait: Duration,
+        max_wait: Duration,
+    ) -> Error {
+        let budget = match sub {
+            None => format!("`{}`", self.name),
+            Some(sub) => format!("`{}` for key `{sub}`", self.name),
+        };
+        let waits = if max_wait.is_zero() {
+            "this call does not wait".to_owned()
+        } else {
+            format!("this call waits at most {max_wait:?}")
+        };
+        Error::rate_limited(
+            format!(
+                "rate limiter {budget}: {n} cells conform in {wait:?} ({} per {:?}, burst {}); \
+                 {waits}",
+                self.quota.rate, self.quota.per, self.quota.burst
+            ),
+            wait,
+        )
     }
 }
 
@@ -307,6 +393,7 @@ impl std::fmt::Debug for Limiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimiter")
             .field("name", &self.name)
+            .field("label", &self.label)
             .field("quota", &self.quota)
             .field("fail_open", &self.fail_open)
             .finish_non_exhaustive()
@@ -331,7 +418,7 @@ impl Drop for Refund {
                 .run(sub.as_deref(), "refund", n, Duration::ZERO)
                 .await
             {
-                tracing::debug!(limiter = %limiter.name, error = %e, "dlock: a dropped reservation could not be given back; it passes with its slot");
+                tracing::debug!(limiter = %limiter.label, error = %e, "dlock: a dropped reservation could not be given back; it passes with its slot");
             }
         });
     }
@@ -383,7 +470,8 @@ impl RateLimiter {
     /// As [`RateLimiter::acquire`], but reserves only a slot within `max_wait`.
     ///
     /// # Errors
-    /// `Busy` when the slot is further away than `max_wait` (nothing reserved); otherwise as
+    /// `RateLimited` when the slot is further away than `max_wait` (nothing reserved;
+    /// [`Error::retry_after`] says how far); otherwise as
     /// [`RateLimiter::try_acquire`].
     ///
     /// # Cancel safety
@@ -422,13 +510,13 @@ impl KeyedRateLimiter {
     /// As [`RateLimiter::try_acquire`], for `key`'s budget.
     ///
     /// # Errors
-    /// As [`RateLimiter::try_acquire`]; `InvalidInput` for a key that is empty, too long or
-    /// has braces.
+    /// As [`RateLimiter::try_acquire`]; `InvalidInput` for a key that is empty, longer than
+    /// 512 bytes, or has braces or control characters (the message says "rate limiter key").
     ///
     /// # Cancel safety
     /// As [`RateLimiter::try_acquire`].
     pub async fn try_acquire(&self, key: &str, n: u32) -> Result<Decision> {
-        validate_name(key)?;
+        validate_named(KEY.0, KEY.1, key)?;
         self.inner.try_acquire(Some(key), n).await
     }
 
@@ -440,7 +528,7 @@ impl KeyedRateLimiter {
     /// # Cancel safety
     /// As [`RateLimiter::acquire`].
     pub async fn acquire(&self, key: &str, n: u32) -> Result<Decision> {
-        validate_name(key)?;
+        validate_named(KEY.0, KEY.1, key)?;
         self.inner.acquire(Some(key), n, Duration::MAX).await
     }
 
@@ -452,7 +540,7 @@ impl KeyedRateLimiter {
     /// # Cancel safety
     /// As [`RateLimiter::acquire`].
     pub async fn acquire_timeout(&self, key: &str, n: u32, max_wait: Duration) -> Result<Decision> {
-        validate_name(key)?;
+        validate_named(KEY.0, KEY.1, key)?;
         self.inner.acquire(Some(key), n, max_wait).await
     }
 
@@ -486,14 +574,16 @@ impl crate::Client {
     }
 
     fn limiter(&self, name: &str, quota: Quota) -> Result<Limiter> {
-        validate_name(name)?;
+        validate_named(NAME.0, NAME.1, name)?;
         quota.validate()?;
+        let name: Arc<str> = name.into();
         Ok(Limiter {
             ctx: self.ctx.clone(),
-            name: name.into(),
+            label: name.clone(),
+            name,
             quota,
             fail_open: false,
-            outage: Arc::default(),
+            outage: Outage::Own(Arc::default()),
         })
     }
 }

@@ -8,7 +8,7 @@
 //! The machinery ([`parse`], [`option`], unknown-option suggestions) is shared by both attributes
 //! through the [`Options`] trait; the keywords of both are declared once, in [`kw`]. This file
 //! also holds `#[distributed_lock]`'s options ([`Args`]); `#[scheduled]`'s are in
-//! `scheduled/args.rs`.
+//! `scheduled/args.rs`, `#[rate_limited]`'s in `rate_limited/args.rs`.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::parse::{Parse, ParseStream, Parser};
@@ -47,6 +47,12 @@ pub(crate) mod kw {
     syn::custom_keyword!(attempts);
     syn::custom_keyword!(backoff);
     syn::custom_keyword!(group);
+    // #[rate_limited] (it shares `key`, `wait`, `label`, `client` and `crate`)
+    syn::custom_keyword!(rate);
+    syn::custom_keyword!(burst);
+    syn::custom_keyword!(cost);
+    syn::custom_keyword!(on_limited);
+    syn::custom_keyword!(fail_open);
 }
 
 /// An attribute's set of options: which names it knows, what each takes, where each goes.

@@ -62,6 +62,17 @@ use crate::validate::{KeyPiece, KeyValue, Plan, Wait};
 
 /// The function with its body run under the lock.
 pub(crate) fn expand(function: &Function<'_>, output: &Type, plan: &Plan) -> TokenStream {
+    wrap(function, output, |body| locked(output, plan, body))
+}
+
+/// The function with its body (an `async fn`'s block, or an `#[async_trait]` body's async
+/// block) replaced by `run(body)`: the code of an attribute that runs the body under a
+/// condition (a lock, a rate limit).
+pub(crate) fn wrap(
+    function: &Function<'_>,
+    output: &Type,
+    run: impl Fn(TokenStream) -> TokenStream,
+) -> TokenStream {
     let item = function.item;
     let (outer, inner): (Vec<_>, Vec<_>) = item
         .attrs
@@ -69,9 +80,9 @@ pub(crate) fn expand(function: &Function<'_>, output: &Type, plan: &Plan) -> Tok
         .partition(|attr| matches!(attr.style, AttrStyle::Outer));
     let (vis, sig) = (&item.vis, &item.sig);
     let body = match &function.body {
-        Body::AsyncFn => async_fn_body(item, output, plan),
+        Body::AsyncFn => async_fn_body(item, output, &run),
         Body::AsyncTrait { stmt, call, block } => {
-            async_trait_body(item, output, plan, (*stmt, call, block))
+            async_trait_body(item, &run, (*stmt, call, block))
         }
     };
     quote! {
@@ -83,7 +94,11 @@ pub(crate) fn expand(function: &Function<'_>, output: &Type, plan: &Plan) -> Tok
     }
 }
 
-fn async_fn_body(item: &ItemFn, output: &Type, plan: &Plan) -> TokenStream {
+fn async_fn_body(
+    item: &ItemFn,
+    output: &Type,
+    run: &impl Fn(TokenStream) -> TokenStream,
+) -> TokenStream {
     let mut erased = output.clone();
     erase_impl_trait(&mut erased);
     let ret = Ident::new("__dlock_ret", Span::mixed_site());
@@ -95,7 +110,7 @@ fn async_fn_body(item: &ItemFn, output: &Type, plan: &Plan) -> TokenStream {
         }
         #block
     };
-    locked(output, plan, body)
+    run(body)
 }
 
 /// The function's block, as the tail of the `async move` block.
@@ -118,8 +133,7 @@ fn marked_block(block: &Block) -> TokenStream {
 /// Keeps every statement of an `#[async_trait]` body and runs its async block under the lock.
 fn async_trait_body(
     item: &ItemFn,
-    output: &Type,
-    plan: &Plan,
+    run: &impl Fn(TokenStream) -> TokenStream,
     (index, call, block): (usize, &ExprCall, &ExprAsync),
 ) -> TokenStream {
     let stmts = item.block.stmts.iter().enumerate().map(|(i, stmt)| {
@@ -130,8 +144,8 @@ fn async_trait_body(
         let attrs = &block.attrs;
         let capture = &block.capture;
         let inner = &block.block.stmts;
-        let locked = locked(output, plan, quote!(#(#inner)*));
-        quote!(#func(#(#attrs)* async #capture { #locked }))
+        let wrapped = run(quote!(#(#inner)*));
+        quote!(#func(#(#attrs)* async #capture { #wrapped }))
     });
     quote!(#(#stmts)*)
 }
@@ -175,7 +189,14 @@ fn locked(output: &Type, plan: &Plan, body: TokenStream) -> TokenStream {
             let bind_client = given_client(expr, krate, &client);
             quote!(#bind_client #build_key #call)
         }
-        None => default_client(plan, at, &client, quote!(#build_key #call)),
+        None => {
+            let output_trait = if plan.skip {
+                quote!(SkipOutput::from_lock_error)
+            } else {
+                quote!(ErrorOutput::from_lock_error)
+            };
+            default_client(krate, output_trait, at, &client, quote!(#build_key #call))
+        }
     };
     quote! {
         const #spec_name: #private::Spec = #spec;
@@ -229,7 +250,7 @@ impl ReturnSpans {
 /// `client = expr`: evaluated without an expected type (so `if`/`match` expressions work), then
 /// deref-coerced from `&Client`, `&&Client` or `&Arc<Client>` and cloned (see the module docs).
 /// A type error belongs to the expression, so the call is spanned there.
-fn given_client(expr: &syn::Expr, krate: &syn::Path, client: &Ident) -> TokenStream {
+pub(crate) fn given_client(expr: &syn::Expr, krate: &syn::Path, client: &Ident) -> TokenStream {
     let span = expr.span();
     let expr = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
     let given = Ident::new("__dlock_given", Span::mixed_site().located_at(span));
@@ -241,18 +262,19 @@ fn given_client(expr: &syn::Expr, krate: &syn::Path, client: &Ident) -> TokenStr
 }
 
 /// `locked` with the process-wide default client; without one, the call returns the error
-/// through `R`. The conversion comes after `locked` (a `match`, not an early `return`): rustc
-/// checks the `run` call first, and drops the conversion's error on a wrong return type as a
-/// duplicate of that one.
-fn default_client(plan: &Plan, at: Span, client: &Ident, locked: TokenStream) -> TokenStream {
-    let krate = &plan.krate;
+/// through `R`, with `from_error` (`ErrorOutput::from_lock_error`, a path in `__private`).
+/// The conversion comes after `locked` (a `match`, not an early `return`): rustc checks the
+/// `run` call first, and drops the conversion's error on a wrong return type as a duplicate of
+/// that one.
+pub(crate) fn default_client(
+    krate: &syn::Path,
+    from_error: TokenStream,
+    at: Span,
+    client: &Ident,
+    locked: TokenStream,
+) -> TokenStream {
     let private = quote!(#krate::__private);
-    let output_trait = if plan.skip {
-        quote!(SkipOutput)
-    } else {
-        quote!(ErrorOutput)
-    };
-    let from_lock_error = respan(quote!(#private::#output_trait::from_lock_error), at);
+    let from_lock_error = respan(quote!(#private::#from_error), at);
     let error = Ident::new("__dlock_error", Span::mixed_site());
     let lock_error = quote_spanned!(at=> #from_lock_error(#error));
     quote! {
@@ -321,7 +343,7 @@ fn spec(plan: &Plan) -> TokenStream {
 }
 
 /// Statements that build the lock name in `key`.
-fn key_code(parts: &[KeyPiece], private: &TokenStream, key: &Ident) -> TokenStream {
+pub(crate) fn key_code(parts: &[KeyPiece], private: &TokenStream, key: &Ident) -> TokenStream {
     let has_values = parts.iter().any(|p| matches!(p, KeyPiece::Value(_)));
     let (first, rest) = match parts.split_first() {
         Some((KeyPiece::Text(text), rest)) => (quote!(#private::String::from(#text)), rest),

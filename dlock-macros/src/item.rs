@@ -35,6 +35,22 @@ pub(crate) struct Param {
     pub(crate) is_ref: bool,
 }
 
+/// What an attribute says about the functions it goes on, in the messages of [`Function::read`].
+pub(crate) struct Wording {
+    /// `#[distributed_lock]`.
+    pub(crate) attribute: &'static str,
+    /// Why the function cannot return `()`, and what to return.
+    pub(crate) unit_return: &'static str,
+}
+
+/// `#[distributed_lock]`'s wording.
+pub(crate) const LOCK: Wording = Wording {
+    attribute: "#[distributed_lock]",
+    unit_return: "a `#[distributed_lock]` function reports a busy or lost lock through \
+    its return type; return `Result<T, E>` with `E: From<dlock_core::Error>` (e.g. \
+    `-> Result<(), dlock_core::Error>`), or `Result<Option<T>, E>` with `on_busy = \"skip\"`",
+};
+
 /// What the macro needs to know about the function.
 pub(crate) struct Function<'a> {
     pub(crate) item: &'a ItemFn,
@@ -50,17 +66,23 @@ pub(crate) struct Function<'a> {
 
 impl<'a> Function<'a> {
     /// Reads `item`; `None` (with an error) when it has neither accepted shape.
-    pub(crate) fn read(item: &'a ItemFn, errors: &mut Errors) -> Option<Self> {
+    pub(crate) fn read(item: &'a ItemFn, wording: &Wording, errors: &mut Errors) -> Option<Self> {
         let sig = &item.sig;
         let (body, output) = if sig.asyncness.is_some() {
-            (Body::AsyncFn, async_fn_output(item, errors))
+            (Body::AsyncFn, async_fn_output(item, wording, errors))
         } else if let Some((body, output)) = async_trait_shape(item) {
-            (body, unit_checked(output, sig.ident.span(), errors))
+            (
+                body,
+                unit_checked(output, sig.ident.span(), wording, errors),
+            )
         } else {
             errors.push(
                 sig.fn_token.span,
-                "`#[distributed_lock]` needs an `async fn`; add `async` (for a trait method, \
-                 use native `async fn` in traits or put `#[async_trait]` on the impl block)",
+                format!(
+                    "`{}` needs an `async fn`; add `async` (for a trait method, use native \
+                     `async fn` in traits or put `#[async_trait]` on the impl block)",
+                    wording.attribute
+                ),
             );
             return None;
         };
@@ -101,23 +123,28 @@ impl<'a> Function<'a> {
 }
 
 /// The return type of an `async fn`, or `None` with an error when it is `()`.
-fn async_fn_output<'a>(item: &'a ItemFn, errors: &mut Errors) -> Option<&'a Type> {
+fn async_fn_output<'a>(
+    item: &'a ItemFn,
+    wording: &Wording,
+    errors: &mut Errors,
+) -> Option<&'a Type> {
     match &item.sig.output {
         ReturnType::Default => {
-            errors.push(item.sig.paren_token.span.close(), UNIT_RETURN);
+            errors.push(item.sig.paren_token.span.close(), wording.unit_return);
             None
         }
-        ReturnType::Type(_, ty) => unit_checked(ty, ty.span(), errors),
+        ReturnType::Type(_, ty) => unit_checked(ty, ty.span(), wording, errors),
     }
 }
 
-const UNIT_RETURN: &str = "a `#[distributed_lock]` function reports a busy or lost lock through \
-    its return type; return `Result<T, E>` with `E: From<dlock_core::Error>` (e.g. \
-    `-> Result<(), dlock_core::Error>`), or `Result<Option<T>, E>` with `on_busy = \"skip\"`";
-
-fn unit_checked<'a>(ty: &'a Type, span: Span, errors: &mut Errors) -> Option<&'a Type> {
+fn unit_checked<'a>(
+    ty: &'a Type,
+    span: Span,
+    wording: &Wording,
+    errors: &mut Errors,
+) -> Option<&'a Type> {
     if matches!(ty, Type::Tuple(tuple) if tuple.elems.is_empty()) {
-        errors.push(span, UNIT_RETURN);
+        errors.push(span, wording.unit_return);
         return None;
     }
     Some(ty)

@@ -1,6 +1,9 @@
 //! Attribute macros for dlock:
 //! * [`macro@distributed_lock`]: run an `async fn` under a distributed lock on Redis. Use it
 //!   through `dlock-core` (its default `macros` feature re-exports it).
+//! * [`macro@rate_limited`]: run an `async fn` only as often as a budget on the server's clock
+//!   admits (GCRA, per key), checked at compile time like `#[distributed_lock]`. Also through
+//!   `dlock-core`.
 //! * [`#[scheduled]`][scheduled-attr]: turn an `async fn` into a cron job that runs exactly
 //!   once per occurrence across replicas, with the cron expression and time zone checked at
 //!   compile time. Use it through `dlock-scheduler`, which turns on this crate's `scheduled`
@@ -94,6 +97,24 @@
 //!
 #![doc = include_str!("scheduled/reference.md")]
 //!
+//! # `#[rate_limited]`: a budget per key
+//!
+//! ```no_run
+//! use dlock_core::{rate_limited, Error};
+//!
+//! /// 100 searches a second per user, 20 at once after a quiet spell; a caller over the budget
+//! /// waits up to 2 s for a slot, then gets `ErrorKind::RateLimited`.
+//! #[rate_limited(key = "search:{user_id}", rate = "100/s", burst = 20, on_limited = "wait", wait = "2s")]
+//! async fn search(user_id: u64, query: &str) -> Result<usize, Error> {
+//!     Ok(query.len())
+//! }
+//! # let _ = search;
+//! ```
+//!
+//! The reference below is also on the attribute itself ([`rate_limited`]).
+//!
+#![doc = include_str!("rate_limited/reference.md")]
+//!
 //! # Features
 //! | feature | default | what it adds |
 //! |---|---|---|
@@ -114,7 +135,8 @@
 //! | `limits` | dlock-core's limits (lease lengths, name and label sizes), duplicated and pinned by a test |
 //! | `expand` | code generation |
 //! | `errors` | collecting every error of one attribute |
-//! | `pipeline` | parse → check → expand, and on error the function unchanged: written once for both attributes |
+//! | `pipeline` | parse → check → expand, and on error the function unchanged: written once for every attribute |
+//! | `rate_limited` | `#[rate_limited]`: its `args`, `validate` and `expand`, sharing the modules above |
 //! | `scheduled` | `#[scheduled]` (feature `scheduled`): its `args`, `item`, `validate` and `expand`, sharing the modules above |
 
 mod args;
@@ -125,6 +147,7 @@ mod item;
 mod kind;
 mod limits;
 mod pipeline;
+mod rate_limited;
 #[cfg(feature = "scheduled")]
 mod scheduled;
 mod template;
@@ -155,6 +178,38 @@ use crate::pipeline::{Attribute, attribute};
 #[proc_macro_attribute]
 pub fn distributed_lock(attr: TokenStream, item: TokenStream) -> TokenStream {
     attribute::<DistributedLock>(attr.into(), item.into()).into()
+}
+
+/// Runs an `async fn` only as often as a budget on the Redis server's clock admits.
+///
+/// ```no_run
+/// use dlock_core::{rate_limited, Error};
+///
+/// struct Api {
+///     locks: dlock_core::Client,
+/// }
+///
+/// impl Api {
+///     /// 10 exports a minute per tenant, one at a time after a quiet spell.
+///     #[rate_limited(key = "export:{tenant}", rate = "10/m", burst = 1, client = self.locks)]
+///     async fn export(&self, tenant: &str) -> Result<String, Error> {
+///         Ok(format!("export of {tenant}"))
+///     }
+/// }
+///
+/// # async fn demo(api: Api) {
+/// match api.export("acme").await {
+///     Ok(file) => println!("{file}"),
+///     Err(e) if e.is_rate_limited() => println!("retry in {:?}", e.retry_after()),
+///     Err(e) => println!("{e}"),
+/// }
+/// # }
+/// ```
+///
+#[doc = include_str!("rate_limited/reference.md")]
+#[proc_macro_attribute]
+pub fn rate_limited(attr: TokenStream, item: TokenStream) -> TokenStream {
+    attribute::<rate_limited::RateLimited>(attr.into(), item.into()).into()
 }
 
 /// Turns an `async fn` into a cron job of dlock-scheduler: each occurrence runs on exactly one
@@ -210,7 +265,7 @@ impl Attribute for DistributedLock {
     type Plan<'f> = Locked<'f>;
 
     fn check<'f>(args: &Args, func: &'f ItemFn, errors: &mut Errors) -> Option<Locked<'f>> {
-        let function = Function::read(func, errors)?;
+        let function = Function::read(func, &item::LOCK, errors)?;
         let plan = validate::validate(args, &function, errors)?;
         Some(Locked {
             output: function.output?,

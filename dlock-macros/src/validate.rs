@@ -73,7 +73,12 @@ pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors
         failed: false,
     };
     let kind = report.take_all(lock_kind(args));
-    let key = report.take(resolve_key(args, function));
+    let key = report.take(resolve_key(
+        args.key.as_ref(),
+        args.given.contains("key"),
+        "name the lock, e.g. `#[distributed_lock(key = \"order:{order_id}\")]`",
+        function,
+    ));
     let ttl = report.take(opt_duration(args.ttl.as_ref(), "ttl"));
     let max_hold = report.take(opt_duration(args.max_hold.as_ref(), "max_hold"));
     let wait = report.take(parse_wait(args.wait.as_ref()));
@@ -83,7 +88,11 @@ pub(crate) fn validate(args: &Args, function: &Function<'_>, errors: &mut Errors
         "on_lost",
         ["cancel", "signal"],
     ));
-    let label = report.take(label(args.label.as_ref(), function));
+    let label = report.take(label(
+        args.label.as_ref(),
+        function.item.sig.ident.unraw().to_string(),
+        "omit it to use the function's name",
+    ));
     let krate = report.take(crate_path(args.krate.as_ref(), "dlock_core", "my_dlock"));
     let watchdog = args.watchdog.as_ref().is_none_or(|w| w.value.value);
     if let (Some(ttl), Some(max_hold)) = (ttl, max_hold) {
@@ -153,18 +162,20 @@ impl Report<'_> {
     }
 }
 
-/// The key's pieces; `Ok(None)` when `key` was written with a value that is not a string
-/// literal (already reported by `args`: it is not missing too).
-fn resolve_key(args: &Args, function: &Function<'_>) -> Checked<Option<Vec<KeyPiece>>> {
-    let Some(key) = &args.key else {
-        if args.given.contains("key") {
+/// The key's pieces; `Ok(None)` when `key` was written (`given`) with a value that is not a
+/// string literal (already reported by `args`: it is not missing too). `missing` says what to
+/// write when it is missing.
+pub(crate) fn resolve_key(
+    key: Option<&Opt<LitStr>>,
+    given: bool,
+    missing: &str,
+    function: &Function<'_>,
+) -> Checked<Option<Vec<KeyPiece>>> {
+    let Some(key) = key else {
+        if given {
             return Ok(None);
         }
-        return Err((
-            Span::call_site(),
-            "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"order:{order_id}\")]`"
-                .to_owned(),
-        ));
+        return Err((Span::call_site(), format!("missing `key`: {missing}")));
     };
     let lit = &key.value;
     let template = lit.value();
@@ -275,17 +286,15 @@ pub(crate) fn choice(opt: Option<&Opt<LitStr>>, name: &str, choices: [&str; 2]) 
     }
 }
 
-fn label(opt: Option<&Opt<LitStr>>, function: &Function<'_>) -> Checked<String> {
+/// `label = "…"`, or `default`; `omit` says what omitting it does (for an empty one).
+pub(crate) fn label(opt: Option<&Opt<LitStr>>, default: String, omit: &str) -> Checked<String> {
     let Some(opt) = opt else {
-        return Ok(function.item.sig.ident.unraw().to_string());
+        return Ok(default);
     };
     let label = opt.value.value();
     let span = opt.value.span();
     if label.is_empty() {
-        return Err((
-            span,
-            "empty `label`; omit it to use the function's name".to_owned(),
-        ));
+        return Err((span, format!("empty `label`; {omit}")));
     }
     if label.len() > MAX_LABEL_LEN {
         return Err((

@@ -1,4 +1,5 @@
-//! Compile-time behaviour of `#[distributed_lock]` and `#[scheduled]`, through trybuild:
+//! Compile-time behaviour of `#[distributed_lock]`, `#[scheduled]` and `#[rate_limited]`,
+//! through trybuild:
 //! `ui/pass` must compile under `#![deny(warnings)]` (and run: their `main` only builds futures
 //! or jobs, it never polls them),
 //! `ui/fail` must fail with exactly the golden `.stderr` next to each file — one file per
@@ -18,4 +19,12 @@ fn scheduled() {
     let cases = trybuild::TestCases::new();
     cases.pass("tests/ui/scheduled/pass/*.rs");
     cases.compile_fail("tests/ui/scheduled/fail/*.rs");
+}
+
+/// `#[rate_limited]`: the same rules, under `ui/rate_limited/{pass,fail}`.
+#[test]
+fn rate_limited() {
+    let cases = trybuild::TestCases::new();
+    cases.pass("tests/ui/rate_limited/pass/*.rs");
+    cases.compile_fail("tests/ui/rate_limited/fail/*.rs");
 }

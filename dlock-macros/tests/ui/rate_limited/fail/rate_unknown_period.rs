@@ -1,0 +1,18 @@
+use dlock_core::{rate_limited, Error};
+
+#[rate_limited(key = "user:{id}", rate = "100/fortnight")]
+async fn f(id: u64) -> Result<u64, Error> {
+    Ok(id)
+}
+
+#[rate_limited(key = "user:{id}", rate = "100/min")]
+async fn g(id: u64) -> Result<u64, Error> {
+    Ok(id)
+}
+
+#[rate_limited(key = "user:{id}", rate = "100")]
+async fn h(id: u64) -> Result<u64, Error> {
+    Ok(id)
+}
+
+fn main() {}
