@@ -308,7 +308,10 @@ fn the_readme_programs_run_against_redis() {
         out.contains("sent 25 calls within the partner's quota"),
         "{out}"
     );
-    assert!(out.contains("user:7's sixth upload: refused"), "{out}");
+    assert!(
+        out.contains("user 7's sixth upload: refused, retry in Some("),
+        "{out}"
+    );
     let out = run(env!("CARGO_BIN_EXE_readme-prices"), &url);
     assert!(out.contains("reading with fencing token"), "{out}");
     assert!(out.contains("upgraded: Released"), "{out}");

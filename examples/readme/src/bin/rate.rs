@@ -1,12 +1,17 @@
 //! Run with: `cargo run -p readme --bin rate` (Redis at `DLOCK_REDIS_URL`, default
 //! redis://127.0.0.1:6379/)
 #![allow(clippy::print_stdout)] // an example reports on stdout
-use std::time::Duration;
+use dlock_core::{Client, Decision, Error, Quota, rate_limited};
 
-use dlock_core::{Client, Decision, Quota};
+/// 5 uploads a minute per user; a caller over it waits up to 1 s for a slot, then gets
+/// `ErrorKind::RateLimited`. Checked at compile time: the rate, the placeholders, the wait.
+#[rate_limited(key = "uploads:{user}", rate = "5/m", on_limited = "wait", wait = "1s", client = client)]
+async fn upload(client: &Client, user: u64, bytes: &[u8]) -> Result<usize, Error> {
+    Ok(bytes.len()) // store the file here
+}
 
 #[tokio::main]
-async fn main() -> Result<(), dlock_core::Error> {
+async fn main() -> Result<(), Error> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
     let client = Client::open(url.as_str())?;
     // One budget for every replica: 20 calls at once, then 100 a second, by Redis's clock.
@@ -20,23 +25,17 @@ async fn main() -> Result<(), dlock_core::Error> {
         }
     }
     println!("sent {sent} calls within the partner's quota");
-    // One budget per user: 5 a minute each, waiting at most 1 s for a slot.
-    let per_user = client.keyed_rate_limiter("uploads", Quota::per_minute(5))?;
     for _ in 0..5 {
-        per_user
-            .acquire_timeout("user:7", 1, Duration::from_secs(1))
-            .await?;
+        upload(&client, 7, b"photo").await?;
     }
-    let sixth = per_user
-        .acquire_timeout("user:7", 1, Duration::from_secs(1))
-        .await;
-    println!(
-        "user:7's sixth upload: {}",
-        if sixth.is_err() {
-            "refused"
-        } else {
-            "admitted"
+    match upload(&client, 7, b"photo").await {
+        Err(e) if e.is_rate_limited() => {
+            println!(
+                "user 7's sixth upload: refused, retry in {:?}",
+                e.retry_after()
+            )
         }
-    );
+        other => println!("user 7's sixth upload: {other:?}"),
+    }
     Ok(())
 }
