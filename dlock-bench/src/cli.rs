@@ -48,7 +48,7 @@ usage: dlock-bench [--quick | --scale]
   --json PATH      where to write the results as JSON (default target/bench/results.json)
 
 Subcommands started by the benchmark itself: w1-pinned, w3-worker, w4-worker, w5-worker,
-handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, w8-worker, sched-replica
+handoff-floor, mem, w6 (--locks N --ttl-s S), w7-worker, w8-worker, rate-worker, sched-replica
 ([--delivery at-most-once|at-least-once] [--faults]), sched-scale-replica (--process N).
 For profiling one subject: dlock-bench w1-one --url URL --subject NAME [--quick]
 [--runtime current_thread|multi_thread] (W1's runtime; current_thread unless given)

@@ -163,7 +163,7 @@ const STAGES: [Stage; 21] = [
 type Child = (&'static str, fn(&ChildArgs) -> Result<(), BoxError>);
 
 /// The subcommands this binary runs as a child process of itself (and `w1-one`, for profiling).
-const CHILDREN: [Child; 12] = [
+const CHILDREN: [Child; 13] = [
     ("w1-pinned", w1::pinned_child),
     ("w1-one", w1::one_child),
     ("w3-worker", w3::child_main),
@@ -176,6 +176,7 @@ const CHILDREN: [Child; 12] = [
     ("sched-scale-replica", sched_scale_replica::child_main),
     ("w7-worker", w7::child_main),
     ("w8-worker", w8::child_main),
+    ("rate-worker", rate::worker_main),
 ];
 
 fn main() -> ExitCode {

@@ -358,7 +358,7 @@ impl Results {
         if self.targets.is_empty() {
             return;
         }
-        let _ = writeln!(out, "### Targets (issues #3, #4, #6, #13, #14)\n");
+        let _ = writeln!(out, "### Targets (issues #3, #4, #6, #13, #14, #34)\n");
         let rows = self.targets.iter().map(|t| {
             let met = if t.met { "yes" } else { "**no**" };
             vec![
