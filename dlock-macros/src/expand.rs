@@ -285,23 +285,34 @@ pub(crate) fn default_client(
     }
 }
 
+/// `d` as a `const` expression: `StdDuration::from_millis(ms)` through `private` (every
+/// duration of the grammar is whole milliseconds), and `None`/`Some(…)` of one.
+pub(crate) fn duration(private: &TokenStream, d: std::time::Duration) -> TokenStream {
+    let ms = Literal::u64_unsuffixed(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    quote!(#private::StdDuration::from_millis(#ms))
+}
+
+/// As [`duration`], for an optional one.
+pub(crate) fn option_duration(
+    private: &TokenStream,
+    d: Option<std::time::Duration>,
+) -> TokenStream {
+    match d {
+        Some(d) => {
+            let d = duration(private, d);
+            quote!(::core::option::Option::Some(#d))
+        }
+        None => quote!(::core::option::Option::None),
+    }
+}
+
 /// The `Spec` literal.
 fn spec(plan: &Plan) -> TokenStream {
     let krate = &plan.krate;
     let private = quote!(#krate::__private);
-    let duration = |d: std::time::Duration| {
-        let ms = Literal::u64_unsuffixed(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        quote!(#private::StdDuration::from_millis(#ms))
-    };
-    let option = |d: Option<std::time::Duration>| match d {
-        Some(d) => {
-            let d = duration(d);
-            quote!(::core::option::Option::Some(#d))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let ttl = option(plan.ttl);
-    let max_hold = option(plan.max_hold);
+    let duration = |d: std::time::Duration| duration(&private, d);
+    let ttl = option_duration(&private, plan.ttl);
+    let max_hold = option_duration(&private, plan.max_hold);
     let wait = match plan.wait {
         Wait::No => quote!(#krate::Wait::No),
         Wait::AtMost(d) => {

@@ -24,7 +24,9 @@ use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::{Ident, Type};
 
-use crate::expand::{ReturnSpans, default_client, given_client, key_code, respan, wrap};
+use crate::expand::{
+    ReturnSpans, default_client, duration, given_client, key_code, option_duration, respan, wrap,
+};
 use crate::item::Function;
 use crate::rate_limited::validate::Plan;
 
@@ -76,18 +78,8 @@ fn limited(output: &Type, plan: &Plan, body: TokenStream) -> TokenStream {
 fn spec(plan: &Plan) -> TokenStream {
     let krate = &plan.krate;
     let private = quote!(#krate::__private);
-    let duration = |d: std::time::Duration| {
-        let ms = Literal::u64_unsuffixed(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        quote!(#private::StdDuration::from_millis(#ms))
-    };
-    let per = duration(plan.per);
-    let wait = match plan.wait {
-        Some(wait) => {
-            let wait = duration(wait);
-            quote!(::core::option::Option::Some(#wait))
-        }
-        None => quote!(::core::option::Option::None),
-    };
+    let per = duration(&private, plan.per);
+    let wait = option_duration(&private, plan.wait);
     let (count, burst, cost) = (
         Literal::u32_unsuffixed(plan.count),
         Literal::u32_unsuffixed(plan.burst),
