@@ -201,6 +201,13 @@ fn foreign(real: &mut Real) -> Result<usize, String> {
             Some(m),
         ),
         (
+            // Another program's value that expires: refused as foreign, not merely as a lock
+            // without an expiry.
+            "foreign data with an expiry at the mutex key",
+            vec![foreign(Key::Lock(0)), Op::Ask { lock: m }],
+            Some(m),
+        ),
+        (
             "foreign data at the shared lock's hash",
             vec![foreign(Key::Shared(0)), Op::Ask { lock: sh }],
             Some(sh),
@@ -240,7 +247,14 @@ fn foreign(real: &mut Real) -> Result<usize, String> {
             log: Vec::new(),
         };
         for op in ops {
+            let foreign_written = matches!(op, Op::WriteForeign { .. });
             both.exec(op).map_err(|e| format!("{name}: {e}"))?;
+            if foreign_written && name.contains("with an expiry") {
+                let key = both.real.key(m).to_owned();
+                both.real
+                    .raw(redis::cmd("PEXPIRE").arg(key).arg(100_000))
+                    .map_err(|e| format!("{name}: {e}"))?;
+            }
         }
         // Nothing written: no ask key where the lock's was refused; the foreign ask key kept.
         let (key, want) = match untouched {

@@ -99,19 +99,19 @@ pub(crate) const ALL: &[Mutant] = &[
         name: "ask-shortens-lease",
         what: "ask.lua halves the lease left of the mutex holder it asks",
         swaps: &[(
-            "  record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
-            "  redis.call('PEXPIRE', KEYS[1], math.floor(redis.call('PTTL', KEYS[1]) / 2))\n  \
-             record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
+            "  record(string.sub(value, 1, 32), pttl)\n",
+            "  redis.call('PEXPIRE', KEYS[1], math.floor(pttl / 2))\n  \
+             record(string.sub(value, 1, 32), math.floor(pttl / 2))\n",
         )],
     },
     Mutant {
         name: "ask-records-next-waiter",
         what: "ask.lua records the mutex's first waiter beside its holder: told once it holds",
         swaps: &[(
-            "  record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
+            "  record(string.sub(value, 1, 32), pttl)\n",
             "  local head = redis.call('LINDEX', KEYS[1] .. ':queue', 0)\n  \
-             if head then\n    record(string.match(head, '^1 (%x+) '), redis.call('PTTL', KEYS[1]))\n  \
-             end\n  record(string.sub(value, 1, 32), redis.call('PTTL', KEYS[1]))\n",
+             if head then\n    record(string.match(head, '^1 (%x+) '), pttl)\n  \
+             end\n  record(string.sub(value, 1, 32), pttl)\n",
         )],
     },
     Mutant {
@@ -132,8 +132,8 @@ pub(crate) const ALL: &[Mutant] = &[
         what: "ask.lua records whatever the mutex key holds, another program's value too",
         swaps: &[(
             "  local refused = unusable(KEYS[1], value)\n  if refused then\n    return refused\n  \
-             end\n  record(",
-            "  record(",
+             end\n  local pttl",
+            "  local pttl",
         )],
     },
     Mutant {
@@ -174,8 +174,8 @@ pub(crate) const ALL: &[Mutant] = &[
         what: "rate.lua keeps its key a minute past the TAT and reads the TAT without raising it to now",
         swaps: &[
             (
-                "    tat = math.max(tonumber(value), now)\n",
-                "    tat = tonumber(value)\n",
+                "    tat = math.max(stored_tat, now)\n",
+                "    tat = stored_tat\n",
             ),
             ("'PX', ms)", "'PX', ms + 60000)"),
         ],
@@ -229,8 +229,8 @@ pub(crate) const ALL: &[Mutant] = &[
         name: "rate-reads-newer-version",
         what: "rate.lua reads a limiter of any format version as its own",
         swaps: &[(
-            "if version == '1' then\n    tat = math.max(",
-            "if version then\n    tat = math.max(",
+            "local stored_tat = version == '1' and ",
+            "local stored_tat = version and ",
         )],
     },
     Mutant {
@@ -263,6 +263,24 @@ impl Mutant {
             }
         }
         Ok(text)
+    }
+
+    /// Fails unless each of its substitutions matches the text of some shipped script
+    /// (checked before the mutant is run: a stale mutant is not a caught one).
+    pub(crate) fn applies(&self) -> Result<(), String> {
+        for (from, _) in self.swaps {
+            let found = Source::ALL
+                .iter()
+                .any(|source| source.text().contains(from));
+            if !found {
+                return Err(format!(
+                    "mutant {}: {from:?} is in no script any more; update \
+                     tests/conformance/mutants.rs",
+                    self.name
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Fails unless every substitution matched some script.

@@ -155,7 +155,7 @@ impl Real {
         Ok(())
     }
 
-    fn key(&self, lock: LockRef) -> &str {
+    pub(crate) fn key(&self, lock: LockRef) -> &str {
         match lock {
             LockRef::Mutex(n) => &self.mutex_keys[usize::from(n)],
             LockRef::Shared(n) => &self.shared_keys[usize::from(n)],
