@@ -21,7 +21,7 @@ pub(crate) fn ask(server: &mut Server, now: Ms, lock: LockRef) -> Reply {
             if let Some(key) = server.foreign(&[Key::Lock(name)]) {
                 return Reply::Err(ScriptError::Foreign(key));
             }
-            let Some(hold) = server.data.locks.get(&name) else {
+            let Some(hold) = server.live_hold(name, now) else {
                 return Reply::Int(0);
             };
             let head = server.data.queues.get(&name).and_then(|q| q.first());
@@ -87,6 +87,9 @@ fn shorten(server: &mut Server, now: Ms, lock: LockRef) {
         LockRef::Mutex(name) => {
             if let Some(hold) = server.data.locks.get_mut(&name) {
                 hold.deadline = half(hold.deadline);
+                if !hold.waiting {
+                    hold.expires = hold.deadline;
+                }
             }
         }
         LockRef::Shared(name) => {

@@ -67,44 +67,32 @@ fn done(state: &mut State, c: u8) {
     client.deadline = None;
 }
 
-/// The uncontended pipeline's `EXISTS` runs, and the client decides on both replies
-/// (mutex.rs `fast_attempt`): a lock taken while callers were queued is handed to them.
-pub(crate) fn exists(model: &LockModel, state: &mut State, c: u8) {
-    let Phase::Pipelined { sent, ahead, set } = state.clients[usize::from(c)].phase else {
-        return;
-    };
-    let before = state.server.clone();
-    let op = Op::ExistsQueue { name: 0 };
-    let queued = apply(&mut state.server, state.now, op.clone()) == Reply::Int(1);
-    properties::observe_step(model, state, &before, &op, &Reply::Int(i64::from(queued)));
-    let token = LockModel::token(c, state.clients[usize::from(c)].started - 1);
+/// The uncontended acquire's `SET NX PX GET` answered (mutex.rs `fast_attempt`): taken, or
+/// held (by another, or kept for the queue) and the caller waits. `ahead`: the clients queued
+/// when the `SET` ran. A `SET` that took the lock ahead of a waiter that has run since its
+/// last attempt (neither crashed nor paused) broke `queue head first`: such a waiter asks
+/// again by the holder's deadline, within the key's keep. One paused meanwhile may be
+/// overtaken: the key kept for it may be gone (issue #35's trade-off, documented).
+pub(crate) fn fast(
+    model: &LockModel,
+    state: &mut State,
+    c: u8,
+    token: Token,
+    set: Option<Option<Token>>,
+    ahead: &[u8],
+) {
     match set {
-        None if !queued || model.mutant == Some(Mutant::NewcomerTakesExpired) => {
-            let still = |t: Token| {
-                state
-                    .server
-                    .data
-                    .queues
-                    .get(&0)
-                    .is_some_and(|q| q.iter().any(|e| e.token == t))
-            };
-            if ahead.is_some_and(still) {
-                // A caller queued when the SET took the lock still waits: it was theirs first.
+        None => {
+            let overtaken = ahead.iter().any(|&w| {
+                let waiter = &state.clients[usize::from(w)];
+                !waiter.dead && !waiter.paused && !waiter.paused_since_ask
+            });
+            if overtaken {
                 properties::barged(state);
             }
-            hold(model, state, c, token, None, sent + LEASE);
+            let now = state.now;
+            hold(model, state, c, token, None, now + LEASE);
         }
-        None => send(
-            model,
-            state,
-            c,
-            Op::Release {
-                name: 0,
-                token,
-                leaving: None,
-                how: ReleaseHow::Handoff,
-            },
-        ),
         Some(_) => attempt(model, state, c, Mode::Join),
     }
 }
@@ -120,24 +108,8 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
         return;
     };
     match (op, reply) {
-        (
-            Op::FencedFast { token, incr, .. },
-            Reply::Multi {
-                set,
-                queued,
-                fence,
-                epoch,
-            },
-        ) => {
-            fenced(
-                model,
-                state,
-                c,
-                token,
-                incr,
-                (set, queued, fence, epoch),
-                sent,
-            );
+        (Op::FencedFast { token, incr, .. }, Reply::Multi { set, fence, epoch }) => {
+            fenced(model, state, c, token, incr, (set, fence, epoch), sent);
         }
         (Op::Fence { token, .. }, Reply::Int(fence)) if fence > 0 => {
             let fence = u64::try_from(fence).unwrap_or(0);
@@ -240,23 +212,12 @@ fn fenced(
     c: u8,
     token: Token,
     incr: bool,
-    (set, queued, fence, epoch): (Option<Option<Token>>, bool, i64, u32),
+    (set, fence, epoch): (Option<Option<Token>>, i64, u32),
     sent: Ms,
 ) {
     let client = &mut state.clients[usize::from(c)];
     match set {
         Some(_) => attempt(model, state, c, Mode::Join),
-        None if queued => send(
-            model,
-            state,
-            c,
-            Op::Release {
-                name: 0,
-                token,
-                leaving: None,
-                how: ReleaseHow::Handoff,
-            },
-        ),
         None => {
             let value = u64::try_from(fence).unwrap_or(0);
             let trusted = if incr {
@@ -372,6 +333,9 @@ pub(crate) fn send(model: &LockModel, state: &mut State, c: u8, op: Op) {
         }
     }
     let client = &mut state.clients[usize::from(c)];
+    if matches!(op, Op::Acquire { .. }) {
+        client.paused_since_ask = false;
+    }
     let releasing = matches!(
         op,
         Op::Release { .. } | Op::SharedRelease { .. } | Op::ElectionResign { .. }

@@ -39,6 +39,7 @@ pub(crate) fn publish(
         .data
         .locks
         .get(&name)
+        .filter(|h| h.live(now))
         .map_or(0, |h| h.deadline.saturating_sub(now));
     if pttl == 0 {
         return Reply::Int(-1);

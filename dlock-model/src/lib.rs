@@ -3,9 +3,9 @@
 //! dlock's guarantees live in its Lua scripts. This crate states each script as **one atomic
 //! step** over the state Redis holds ([`Server`]), written as a plain Rust function that
 //! follows the Lua closely (each names its file), plus the steps that are not scripts with
-//! their real atomicity: the uncontended pipeline's two commands (`SET NX PX GET`, then
-//! `EXISTS <queue>`: a pipeline is not atomic, other clients' commands run in between), the
-//! fenced `MULTI` with its connection epoch, the watchdog's batched extend.lua, pub/sub
+//! their real atomicity: the uncontended acquire's `SET NX PX GET` (alone since issue #35: a
+//! lock key is kept one lease past its holder's deadline while callers wait, so it fails
+//! whenever anyone is queued), the fenced `MULTI` with its connection epoch, the watchdog's batched extend.lua, pub/sub
 //! subscriptions and grants. The data a hold protects is modelled too: guarded.lua (a holder's
 //! writes, applied only while its hold is still its own by the server's clock — a shared
 //! holder judged by its deadline, not by its record's presence) records each applied write in
@@ -105,4 +105,4 @@ mod step;
 
 pub use mutant::Mutant;
 
-pub use properties::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
+pub use properties::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED, KEPT_REFUSED};

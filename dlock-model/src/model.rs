@@ -22,7 +22,7 @@ impl LockModel {
             return false;
         }
         match &c.phase {
-            Phase::InFlight { .. } | Phase::Pipelined { .. } => true,
+            Phase::InFlight { .. } => true,
             Phase::Waiting { timer, .. } => {
                 *timer <= state.now || c.deadline.is_some_and(|d| d <= state.now)
             }
@@ -42,31 +42,39 @@ impl LockModel {
         let token = Self::token(c, client.started - 1);
         match self.kind {
             Kind::Mutex | Kind::Election => {
-                // The pipeline's first command; its second (EXISTS) is the client's next step,
-                // and other clients' steps may come in between. (Its reply is not lost in the
-                // model: a lost pipeline reply is an error the caller sees.)
+                // The uncontended acquire: `SET NX PX GET` alone (issue #35: while callers
+                // wait the lock key is kept, so it fails whenever anyone is queued).
                 let before = state.server.clone();
                 let op = Op::SetNxGet {
                     name: 0,
                     token,
                     lease: LEASE,
                 };
+                // The clients queued when the `SET` ran (for `queue head first`).
+                let ahead: Vec<u8> = state
+                    .server
+                    .data
+                    .queues
+                    .get(&0)
+                    .map(|q| q.iter().map(|e| e.client).collect())
+                    .unwrap_or_default();
+                let now = state.now;
+                let kept = state
+                    .server
+                    .data
+                    .locks
+                    .get(&0)
+                    .is_some_and(|h| !h.live(now) && now < h.expires);
                 let reply = apply(&mut state.server, state.now, op.clone());
                 properties::observe_step(self, state, &before, &op, &reply);
                 let set = match reply {
                     Reply::SetNx(set) => set,
                     _ => Some(None),
                 };
-                state.clients[usize::from(c)].phase = Phase::Pipelined {
-                    sent: state.now,
-                    ahead: state
-                        .server
-                        .data
-                        .queues
-                        .get(&0)
-                        .and_then(|q| q.first().map(|e| e.token)),
-                    set,
-                };
+                if kept && matches!(set, Some(Some(_))) {
+                    state.ghost.kept_refused = true;
+                }
+                client::fast(self, state, c, token, set, &ahead);
             }
             Kind::FencedMutex => {
                 let incr = client.floored.is_some() || self.mutant == Some(Mutant::FenceNotFloored);
@@ -217,6 +225,7 @@ impl Model for LockModel {
                     epoch: 0,
                     floored: None,
                     wrote: false,
+                    paused_since_ask: false,
                 }
             })
             .collect();
@@ -268,7 +277,6 @@ impl Model for LockModel {
                         actions.push(Action::LoseReply(c));
                     }
                 }
-                Phase::Pipelined { .. } => actions.push(Action::Exists(c)),
                 Phase::Waiting { timer, .. } => {
                     if client.deadline.is_some_and(|d| d <= state.now) {
                         actions.push(Action::GiveUp(c));
@@ -304,11 +312,7 @@ impl Model for LockModel {
             // waiter's slot (wait.rs) until the reply is read: it stays in flight here.
             let current = client.started > 0
                 && push.token == LockModel::token(push.client, client.started - 1);
-            let reading = current
-                && matches!(
-                    client.phase,
-                    Phase::InFlight { .. } | Phase::Pipelined { .. }
-                );
+            let reading = current && matches!(client.phase, Phase::InFlight { .. });
             if !client.paused && !reading {
                 actions.push(Action::Deliver(i));
             }
@@ -347,7 +351,6 @@ impl Model for LockModel {
         match action {
             Action::Start(c) => self.start(&mut state, c),
             Action::Receive(c) => client::receive(self, &mut state, c),
-            Action::Exists(c) => client::exists(self, &mut state, c),
             Action::Retry(c) => {
                 // A waiter whose last attempt made sure it is queued, and which nothing reached
                 // since, re-asks without the queue scan (at most once in a row).
@@ -390,6 +393,7 @@ impl Model for LockModel {
                 let client = &mut state.clients[usize::from(c)];
                 client.paused = true;
                 client.stale = true;
+                client.paused_since_ask = true;
             }
             Action::Resume(c) => state.clients[usize::from(c)].paused = false,
             Action::Crash(c) => {
@@ -460,6 +464,7 @@ impl Model for LockModel {
                 }
             }
         }
+        properties::observe_kept(&mut state);
         Some(state)
     }
 

@@ -6,9 +6,12 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mutant {
     /// A newcomer takes an expired lock although callers are queued (acquire.lua without its
-    /// hand-off, the uncontended acquire ignoring `EXISTS <queue>`). Caught by
-    /// `queue head first`.
+    /// hand-off). Caught by `queue head first`.
     NewcomerTakesExpired,
+    /// The scripts that queue a caller set the `w` flag but forget to keep the lock key past
+    /// its holder's deadline (issue #35): the key expires with the lease, and a newcomer's
+    /// plain `SET NX` takes it ahead of the queue. Caught by `queue head first`.
+    EnqueueForgetsKeep,
     /// A request whose wait timed out leaves the queue without re-admitting what fits behind
     /// it (the old shared_acquire.lua "last"). Caught by `leaving re-admits`.
     NoReadmitOnLeave,
@@ -64,8 +67,9 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 17] = [
         Mutant::NewcomerTakesExpired,
+        Mutant::EnqueueForgetsKeep,
         Mutant::NoReadmitOnLeave,
         Mutant::GrantAboveLimit,
         Mutant::FenceNotFloored,

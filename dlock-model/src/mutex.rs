@@ -1,4 +1,4 @@
-//! The mutex's steps: the uncontended pipeline's commands, the fenced `MULTI`, acquire.lua,
+//! The mutex's steps: the uncontended `SET NX PX GET`, the fenced `MULTI`, acquire.lua,
 //! release.lua, fence.lua and extend.lua, each one atomic step over [`Server`]. Every function
 //! names the Lua it mirrors; the comments follow the script's order.
 
@@ -58,6 +58,45 @@ fn pop(server: &mut Server, name: Name) -> Option<Entry> {
     entry
 }
 
+/// common.lua `keep` (issue #35), after every step that changes a mutex's queue or hold: while
+/// callers wait, the `w` flag is set and the key lives one lease (the longest queued) past the
+/// holder's deadline, so that a newcomer's plain `SET NX` fails until the queue's head has had
+/// its turn (a live waiter asks again at the deadline, by its fallback timer); with nobody
+/// waiting the flag is cleared and the key expires with the lease, and a key kept past its
+/// deadline for callers who all left is deleted.
+fn keep(server: &mut Server, now: Ms, name: Name) {
+    let margin = server
+        .data
+        .queues
+        .get(&name)
+        .and_then(|q| q.iter().map(|e| e.lease).max());
+    let Some(hold) = server.data.locks.get(&name).cloned() else {
+        return;
+    };
+    let mut kept = hold.clone();
+    match margin {
+        Some(margin) => {
+            kept.waiting = true;
+            if !server.is(Mutant::EnqueueForgetsKeep) {
+                kept.expires = kept.expires.max(kept.deadline + margin);
+            }
+        }
+        None => {
+            kept.waiting = false;
+            kept.expires = kept.deadline;
+        }
+    }
+    if kept == hold {
+        return;
+    }
+    server.write(Key::Lock(name));
+    if kept.live(now) {
+        server.data.locks.insert(name, kept);
+    } else {
+        server.data.locks.remove(&name);
+    }
+}
+
 /// common.lua `hand_off`: the lock goes to the oldest live waiter; a publish that reaches
 /// nobody means that waiter is gone, and the next entry is tried.
 fn hand_off(server: &mut Server, now: Ms, name: Name, caller: Option<Token>) -> HandOff {
@@ -67,17 +106,12 @@ fn hand_off(server: &mut Server, now: Ms, name: Name, caller: Option<Token>) -> 
             return HandOff::Nobody;
         };
         let fence = server.next_fence(now);
-        let waiting = queue_len(server, name) > 0;
         server.write(Key::Lock(name));
-        server.data.locks.insert(
-            name,
-            Hold {
-                token: entry.token,
-                waiting,
-                fence: Some(fence),
-                deadline: now + entry.lease,
-            },
-        );
+        server
+            .data
+            .locks
+            .insert(name, Hold::new(entry.token, Some(fence), now, entry.lease));
+        keep(server, now, name);
         if caller == Some(entry.token) {
             return HandOff::Caller(fence);
         }
@@ -97,8 +131,8 @@ fn hand_off(server: &mut Server, now: Ms, name: Name, caller: Option<Token>) -> 
     }
 }
 
-/// The uncontended pipeline's `SET <lock> <value> NX PX <lease> GET` (mutex.rs
-/// `fast_attempt_once`).
+/// The uncontended acquire, `SET <lock> <value> NX PX <lease> GET` (mutex.rs
+/// `fast_attempt_once`): refused by any key, a kept one too (issue #35).
 pub(crate) fn set_nx_get(
     server: &mut Server,
     now: Ms,
@@ -112,20 +146,15 @@ pub(crate) fn set_nx_get(
     if let Some(held) = server.data.locks.get(&name) {
         return Reply::SetNx(Some(Some(held.token)));
     }
-    server.data.locks.insert(
-        name,
-        Hold {
-            token,
-            waiting: false,
-            fence: None,
-            deadline: now + lease,
-        },
-    );
+    server
+        .data
+        .locks
+        .insert(name, Hold::new(token, None, now, lease));
     Reply::SetNx(None)
 }
 
 /// The fenced uncontended acquire's `MULTI … EXEC` (mutex.rs `fast_attempt_once` with a ticket,
-/// fence_epoch.rs): `SET NX PX GET`, `EXISTS <queue>`, then a plain `INCR` of the slot's
+/// fence_epoch.rs): `SET NX PX GET`, then a plain `INCR` of the slot's
 /// counter (`incr`: the client trusts this slot as floored on its connection) or fence.lua,
 /// then `CLIENT GETNAME` (the epoch).
 pub(crate) fn fenced_fast(
@@ -140,7 +169,6 @@ pub(crate) fn fenced_fast(
         Reply::SetNx(set) => set,
         _ => Some(None),
     };
-    let queued = queue_len(server, name) > 0;
     let fence = if incr {
         server.write(Key::Counter);
         server.data.counter += 1;
@@ -153,7 +181,6 @@ pub(crate) fn fenced_fast(
     };
     Reply::Multi {
         set,
-        queued,
         fence,
         epoch: server.epoch,
     }
@@ -169,17 +196,13 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
     }
     // ARGV[4] is sent in modes "wait" and "last" only.
     let own = (mode != Mode::Single).then_some(entry.token);
-    let mut taken = !server.data.locks.contains_key(&name);
+    // Free: no key, or a key kept past its holder's deadline (issue #35), which is nobody's.
+    let mut taken = server.live_hold(name, now).is_none();
     if taken {
-        server.data.locks.insert(
-            name,
-            Hold {
-                token: entry.token,
-                waiting: false,
-                fence: None,
-                deadline: now + entry.lease,
-            },
-        );
+        server
+            .data
+            .locks
+            .insert(name, Hold::new(entry.token, None, now, entry.lease));
     }
     if taken && queue_len(server, name) > 0 && !server.is(Mutant::NewcomerTakesExpired) {
         // Free, but callers wait: the oldest live one comes first (possibly this caller).
@@ -192,15 +215,10 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             }
             HandOff::Granted(_) => taken = false,
             HandOff::Nobody => {
-                server.data.locks.insert(
-                    name,
-                    Hold {
-                        token: entry.token,
-                        waiting: false,
-                        fence: None,
-                        deadline: now + entry.lease,
-                    },
-                );
+                server
+                    .data
+                    .locks
+                    .insert(name, Hold::new(entry.token, None, now, entry.lease));
             }
         }
     }
@@ -209,23 +227,23 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
         if own.is_some() {
             remove_entry(server, name, entry.token);
         }
-        let waiting = queue_len(server, name) > 0;
         if let Some(hold) = server.data.locks.get_mut(&name) {
             hold.fence = Some(fence);
-            hold.waiting = waiting;
         }
+        keep(server, now, name);
         return Reply::Holds {
             fence,
             pttl: entry.lease,
         };
     }
-    let Some(held) = server.data.locks.get(&name).cloned() else {
+    let Some(held) = server.live_hold(name, now).cloned() else {
         return Reply::Int(0);
     };
     let pttl = held.deadline.saturating_sub(now);
     if held.token == entry.token {
         if own.is_some() {
             remove_entry(server, name, entry.token);
+            keep(server, now, name);
         }
         return Reply::Holds {
             fence: held.fence.unwrap_or(0),
@@ -237,9 +255,7 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             if !queued(server, name, entry.token) {
                 server.data.queues.entry(name).or_default().push(entry);
             }
-            if let Some(hold) = server.data.locks.get_mut(&name) {
-                hold.waiting = true;
-            }
+            keep(server, now, name);
         }
         Mode::Join => {
             // Looked for among the last JOIN_SCAN entries only (from the tail).
@@ -248,19 +264,18 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             if !queue[tail..].iter().any(|e| e.token == entry.token) {
                 queue.push(entry);
             }
-            if let Some(hold) = server.data.locks.get_mut(&name) {
-                hold.waiting = true;
-            }
+            keep(server, now, name);
         }
         Mode::Again => {
             if queue_len(server, name) == 0 {
                 server.data.queues.entry(name).or_default().push(entry);
             }
-            if let Some(hold) = server.data.locks.get_mut(&name) {
-                hold.waiting = true;
-            }
+            keep(server, now, name);
         }
-        Mode::Last => remove_entry(server, name, entry.token),
+        Mode::Last => {
+            remove_entry(server, name, entry.token);
+            keep(server, now, name);
+        }
         Mode::Single => {}
     }
     Reply::Busy { wait: pttl }
@@ -291,6 +306,9 @@ pub(crate) fn release(
         && server.foreign(&[Key::Queue(name)]).is_none()
     {
         remove_entry(server, name, entry.token);
+        if server.foreign(&[Key::Lock(name)]).is_none() {
+            keep(server, now, name);
+        }
     }
     if server.foreign(&[Key::Lock(name)]).is_some() {
         return if how == ReleaseHow::Force {
@@ -302,6 +320,15 @@ pub(crate) fn release(
     let Some(held) = server.data.locks.get(&name).cloned() else {
         return Reply::Int(0);
     };
+    if !held.live(now) {
+        // Kept past its deadline for the queue (issue #35): nobody's, the caller's lease
+        // included. Its head takes it now, as any script that finds it free hands it on.
+        if let Some(key) = server.foreign(&[Key::Queue(name), Key::Counter]) {
+            return Reply::Err(ScriptError::Foreign(key));
+        }
+        hand_off(server, now, name, None);
+        return Reply::Int(0);
+    }
     if how != ReleaseHow::Force && held.token != token {
         return Reply::Int(-1);
     }
@@ -323,7 +350,7 @@ pub(crate) fn fence(server: &mut Server, now: Ms, name: Name, token: Token) -> R
     if server.foreign(&[Key::Lock(name)]).is_some() {
         return Reply::Int(-1);
     }
-    let Some(held) = server.data.locks.get(&name).cloned() else {
+    let Some(held) = server.live_hold(name, now).cloned() else {
         return Reply::Int(0);
     };
     if held.token != token {
@@ -358,12 +385,16 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                     -1
                 } else {
                     match server.data.locks.get_mut(&name) {
+                        // A key kept past its deadline for the queue is nobody's: lost.
+                        Some(h) if !h.live(now) => 0,
                         None => 0,
                         Some(h) if h.token != item.token => -1,
                         Some(h) => {
                             if renew {
                                 h.deadline = now + item.lease;
+                                h.expires = h.expires.max(h.deadline);
                             }
+                            keep(server, now, name);
                             extended
                         }
                     }

@@ -17,7 +17,7 @@
 use stateright::Property;
 
 use crate::server::{Data, ExtendItem, LockRef, Ms, Op, RW_LIMIT, Reply, Server, Token};
-use crate::state::{Kind, LockModel, Phase, State};
+use crate::state::{Kind, LEASE, LockModel, Phase, State};
 
 /// A grant above the limit in force.
 const WITHIN_LIMIT: u32 = 1;
@@ -47,6 +47,8 @@ const ASK_TOLD_ONLY_ASKED: u32 = 1 << 11;
 const ASK_KEEPS_LEASE: u32 = 1 << 12;
 /// The first renewal of an asked holder since the request did not answer "asked".
 const ASK_TOLD_NEXT: u32 = 1 << 13;
+/// Safety `a kept key outlives its holder by at most one lease` broken (issue #35).
+const KEPT_KEY_BOUNDED: u32 = 1 << 14;
 
 /// The name of the property a paused holder breaks, as README says (expected counterexample).
 pub const EXCLUSIVE_AS_SEEN: &str = "exclusive as seen by clients (expected to fail: pauses)";
@@ -83,6 +85,8 @@ pub(crate) fn all() -> Vec<Property<LockModel>> {
         Property::always("leaving re-admits", leaving_readmits),
         Property::always("dead holder handed on", dead_holder_handed_on),
         Property::always("dead head dropped", dead_head_dropped),
+        Property::always(KEPT_KEY, kept_key_bounded),
+        Property::sometimes(KEPT_REFUSED, kept_refused),
         Property::always("limit persists", limit_persists),
         Property::always("guarded write by the holder", guarded_by_holder),
         Property::always("guarded fences never decrease", guarded_fences),
@@ -97,6 +101,49 @@ pub(crate) fn all() -> Vec<Property<LockModel>> {
         Property::sometimes(ASK_TOLD, ask_told),
         Property::sometimes(ASK_YIELDED, ask_yielded),
     ]
+}
+
+/// The name of the kept key's property (issue #35).
+pub(crate) const KEPT_KEY: &str = "a kept key outlives its holder by at most one lease";
+
+/// The name of the kept key's reachability check (issue #35): a newcomer's `SET NX` is refused
+/// by a key kept past its holder's deadline, so that `a kept key outlives its holder by at most
+/// one lease` and `queue head first` are not met only because no key was ever kept. The mutex
+/// runs with three requests or more require one.
+pub const KEPT_REFUSED: &str = "a kept key refused a newcomer (reachable)";
+
+fn kept_refused(_: &LockModel, state: &State) -> bool {
+    state.ghost.kept_refused
+}
+
+/// Safety (issue #35): a mutex's lock key whose holder's lease ran out exists only while
+/// callers are queued, and Redis drops it at most one lease (the model's) past the holder's
+/// deadline; a live hold's key expires with its lease, or, while callers wait, at most one
+/// lease later. So a key kept for callers who all died or left is gone one lease after the
+/// lease it outlived. Checked after every step (`observe_kept`), since a key expires between
+/// steps.
+fn kept_key_bounded(_: &LockModel, state: &State) -> bool {
+    ok(state, KEPT_KEY_BOUNDED)
+}
+
+/// Records a break of [`KEPT_KEY`] in the server as it is now.
+pub(crate) fn observe_kept(state: &mut State) {
+    let now = state.now;
+    let server = &state.server;
+    let queued = server.data.queues.get(&0).is_some_and(|q| !q.is_empty());
+    let bounded = server
+        .data
+        .locks
+        .get(&0)
+        .filter(|h| now < h.expires)
+        .is_none_or(|h| {
+            let within = h.expires <= h.deadline + LEASE;
+            let flagged = h.waiting || h.expires == h.deadline;
+            within && flagged && (h.live(now) || queued)
+        });
+    if !bounded {
+        state.ghost.broken |= KEPT_KEY_BOUNDED;
+    }
 }
 
 fn ok(state: &State, bit: u32) -> bool {
@@ -412,8 +459,8 @@ pub(crate) fn barged(state: &mut State) {
 ///   force (holds under every action);
 /// * safety `fences increase`: every fence newly kept with a hold exceeds all before;
 /// * `queue head first`: nobody is granted ahead of an older queued request (holds under
-///   every action; the uncontended pipeline is checked where the client decides, see
-///   client.rs `exists`);
+///   every action; the uncontended `SET NX` is checked where the client decides, see
+///   client.rs `fast`);
 /// * liveness `leaving re-admits`: after a request leaves the queue (its last attempt, or a
 ///   cancel), the head that remains does not fit (holds under every action);
 /// * liveness `dead head dropped`: after a release, no gone client's entry heads the queue.

@@ -47,17 +47,40 @@ pub enum Key {
     Ask(LockRef),
 }
 
-/// The value of a mutex's lock key: `"<token><flag>1 <meta>[\x1f<fence>]"` with `PX`.
+/// The value of a mutex's lock key: `"<token>-1 <meta>[\x1f<fence>]"` with `PX` = the lease,
+/// or while callers wait `"<token>w2 <deadline> <meta>[\x1f<fence>]"`, kept up to one lease past
+/// the deadline (issue #35: a newcomer's plain `SET NX` fails whenever callers wait).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Hold {
     /// The owner token.
     pub token: Token,
-    /// The `w` flag: callers wait in the queue (release must hand off).
+    /// The `w` flag: callers wait in the queue (release must hand off), and the key is kept.
     pub waiting: bool,
     /// The fence kept with the hold (issued by a script), if any.
     pub fence: Option<u64>,
-    /// End of the lease (server clock).
+    /// End of the lease (server clock): the holder holds only before it.
     pub deadline: Ms,
+    /// When Redis drops the key: the deadline, or while callers wait, later (`keep`).
+    pub expires: Ms,
+}
+
+impl Hold {
+    /// A hold of `token` for `lease` from `now`, nobody waiting: the key expires with it.
+    pub(crate) fn new(token: Token, fence: Option<u64>, now: Ms, lease: Ms) -> Self {
+        Self {
+            token,
+            waiting: false,
+            fence,
+            deadline: now + lease,
+            expires: now + lease,
+        }
+    }
+
+    /// Whether its lease runs at `now`. A key kept past its deadline is held by nobody: every
+    /// script reads it as free (and the first to run hands it to the queue's head).
+    pub fn live(&self, now: Ms) -> bool {
+        now < self.deadline
+    }
 }
 
 /// A mutex queue entry `"1 <token> <client> <lease_ms> <pub> <meta>"`.
@@ -288,9 +311,14 @@ impl Server {
         fence
     }
 
+    /// The live hold of mutex `name` at `now` (a kept key past its deadline is none).
+    pub(crate) fn live_hold(&self, name: Name, now: Ms) -> Option<&Hold> {
+        self.data.locks.get(&name).filter(|h| h.live(now))
+    }
+
     /// Drops what expired by `now` (Redis's lazy and active expiry, seen from outside: the same).
     pub(crate) fn expire(&mut self, now: Ms) {
-        self.data.locks.retain(|_, h| now < h.deadline);
+        self.data.locks.retain(|_, h| now < h.expires);
         self.data.leaders.retain(|_, r| now < r.deadline);
         self.data.asked.retain(|_, a| now < a.until);
         let mutant = self.mutant;
@@ -376,9 +404,9 @@ pub struct ExtendItem {
 /// One atomic step: a script run, or one plain command of a pipeline.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
-    /// The uncontended acquire's first command, `SET <lock> <value> NX PX <lease> GET`
-    /// (mutex.rs `fast_attempt_once`). The pipeline's second command is [`Op::ExistsQueue`], a
-    /// separate step: other clients' commands can run in between.
+    /// The uncontended acquire, `SET <lock> <value> NX PX <lease> GET` alone (mutex.rs
+    /// `fast_attempt_once`): the lock key is kept while callers wait (issue #35), so it fails
+    /// whenever anyone is queued.
     SetNxGet {
         /// The lock.
         name: Name,
@@ -387,12 +415,13 @@ pub enum Op {
         /// The lease.
         lease: Ms,
     },
-    /// `EXISTS <lock>:queue`, the uncontended pipeline's second command.
+    /// `EXISTS <lock>:queue`: the uncontended pipeline's second command before issue #35; kept
+    /// for the conformance test's reads.
     ExistsQueue {
         /// The lock.
         name: Name,
     },
-    /// The fenced uncontended acquire: `MULTI; SET NX PX GET; EXISTS <queue>; INCR <counter>`
+    /// The fenced uncontended acquire: `MULTI; SET NX PX GET; INCR <counter>`
     /// (when `incr`, the slot was floored on this connection's epoch as the client believes)
     /// or `fence.lua` (otherwise); `CLIENT GETNAME; EXEC` — one atomic step (fence_epoch.rs).
     FencedFast {
@@ -610,8 +639,6 @@ pub enum Reply {
     Multi {
         /// The `SET … NX GET` reply (see [`Reply::SetNx`]).
         set: Option<Option<Token>>,
-        /// `EXISTS <queue>`.
-        queued: bool,
         /// `INCR`'s value, or fence.lua's reply (a fence, 0 or -1).
         fence: i64,
         /// `CLIENT GETNAME`: the epoch of the connection it ran on.

@@ -14,8 +14,7 @@ pub const LEASE: Ms = 2;
 /// Which lock kind a model checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
-    /// A mutex taken by the uncontended pipeline first (`SET NX PX GET`, `EXISTS`), then by
-    /// waiting (acquire.lua).
+    /// A mutex taken by the uncontended `SET NX PX GET` first, then by waiting (acquire.lua).
     Mutex,
     /// A mutex with `fenced()`: the uncontended `MULTI` with its connection epoch.
     FencedMutex,
@@ -187,15 +186,6 @@ pub enum Phase {
         /// Its reply, once the server ran it (`None`: lost).
         reply: Option<Reply>,
     },
-    /// The uncontended pipeline's `SET` ran; its `EXISTS` runs next.
-    Pipelined {
-        /// When it was sent.
-        sent: Ms,
-        /// The oldest caller queued when the `SET` ran (for the property `queue head first`).
-        ahead: Option<Token>,
-        /// The `SET`'s reply.
-        set: Option<Option<Token>>,
-    },
     /// Waiting for a grant (queued), or for the fallback timer.
     Waiting {
         /// The fallback timer.
@@ -262,6 +252,9 @@ pub struct Client {
     pub floored: Option<u32>,
     /// The current request sent its guarded write (one per request: [`Req::guard`]).
     pub wrote: bool,
+    /// Paused since its last waiting attempt ran on the server: a key kept for it may have
+    /// expired meanwhile, and a newcomer may overtake it (issue #35's trade-off).
+    pub paused_since_ask: bool,
 }
 
 /// Ghost state for the properties: the rules broken so far (bits of `properties.rs`) and the
@@ -288,6 +281,9 @@ pub struct Ghost {
     /// A holder told it was asked gave the lock back (the reachability check
     /// [`crate::ASK_YIELDED`]).
     pub yielded: bool,
+    /// A newcomer's `SET NX` was refused by a key kept past its holder's deadline for the
+    /// queue (the reachability check [`crate::KEPT_REFUSED`], issue #35).
+    pub kept_refused: bool,
 }
 
 /// The whole system.
@@ -314,8 +310,6 @@ pub enum Action {
     Start(u8),
     /// Client takes its reply (or sends a lost call again).
     Receive(u8),
-    /// The uncontended pipeline's `EXISTS` runs.
-    Exists(u8),
     /// Client's fallback timer fires: it tries again.
     Retry(u8),
     /// Client's wait timed out: its last attempt.

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use dlock_model::model::{self, Kind, LockModel, bounds};
-use dlock_model::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED};
+use dlock_model::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED, KEPT_REFUSED};
 use stateright::{Checker, Model};
 
 fn check(model: LockModel) -> (usize, usize) {
@@ -26,6 +26,8 @@ fn check(model: LockModel) -> (usize, usize) {
     // that yields must give the lock back, or the request's properties hold vacuously.
     let asked = model.env.asks > 0 && model.clients.iter().flatten().any(|r| r.watchdog);
     let yields = asked && model.clients.iter().flatten().any(|r| r.yields);
+    // A mutex with three requests or more: some newcomer must meet a key kept for a waiter.
+    let kept = kind == Kind::Mutex && model.clients.iter().flatten().count() >= 3;
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
@@ -51,6 +53,13 @@ fn check(model: LockModel) -> (usize, usize) {
                 !stale_writes || checker.discovery(name).is_some(),
                 "{kind:?}: no stale guarded write was refused: `guarded write by the holder` \
                  is vacuous"
+            );
+            continue;
+        }
+        if name == KEPT_REFUSED {
+            assert!(
+                !kept || checker.discovery(name).is_some(),
+                "{kind:?}: no newcomer met a kept key: the kept key's properties are vacuous"
             );
             continue;
         }

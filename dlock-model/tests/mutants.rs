@@ -62,6 +62,20 @@ fn newcomer_takes_expired_lock_ahead_of_waiters() {
     caught(base, Mutant::NewcomerTakesExpired, "queue head first");
 }
 
+/// Issue #35: the enqueue that forgets to keep the lock key lets a newcomer's plain `SET NX`
+/// take the lock ahead of a running waiter once the holder's lease is over.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn an_enqueue_that_forgets_to_keep_the_lock_key() {
+    let base = model::model(
+        Kind::Mutex,
+        1,
+        vec![vec![Req::of(1)], vec![Req::of(1)], vec![Req::of(1)]],
+        4,
+    );
+    caught(base, Mutant::EnqueueForgetsKeep, "queue head first");
+}
+
 #[test]
 #[ignore = "the mutation check: make model-mutants"]
 fn no_readmission_after_a_timed_out_request() {
@@ -281,7 +295,7 @@ fn a_renewal_of_an_asked_shared_holder_that_does_not_renew() {
 /// Every mutant has its test above.
 #[test]
 fn every_mutant_is_checked() {
-    assert_eq!(Mutant::ALL.len(), 16);
+    assert_eq!(Mutant::ALL.len(), 17);
 }
 
 /// Checks the rate limiter's `unit_rate` without and with `mutant` for `property`.

@@ -125,43 +125,108 @@ fn an_expired_lock_goes_to_the_queue_head_not_to_the_newcomer() {
     assert_eq!((view.holder, view.queue.clone()), (Some(2), vec![3]));
 }
 
+fn set_nx(server: &mut Server, now: u64, token: u32) -> Reply {
+    apply(
+        server,
+        now,
+        Op::SetNxGet {
+            name: 0,
+            token,
+            lease: LEASE,
+        },
+    )
+}
+
+fn extend(server: &mut Server, now: u64, token: u32) -> Reply {
+    apply(
+        server,
+        now,
+        Op::Extend {
+            items: vec![ExtendItem {
+                lock: LockRef::Mutex(0),
+                token,
+                lease: LEASE,
+            }],
+        },
+    )
+}
+
+/// Issue #35: while a caller waits, the lock key outlives its holder's lease by one lease, so
+/// the uncontended `SET NX` (alone, no `EXISTS`) fails; the first script to find it hands it
+/// to the queue's head.
 #[test]
-fn the_uncontended_pipeline_is_two_steps_and_hands_off_when_it_finds_a_queue() {
+fn a_kept_key_refuses_the_newcomer_and_goes_to_the_queue_head() {
     let mut server = Server::new(None);
     subscribe_mutex(&mut server, 1);
     acquire(&mut server, 0, entry(1, 0), Mode::Wait);
     acquire(&mut server, 1, entry(2, 1), Mode::Wait);
-    // Lease over: the SET takes the free key, EXISTS then shows the queue.
+    // The holder's lease is over at 10; the key is kept (to 20) for the waiter.
+    assert_eq!(set_nx(&mut server, 12, 3), Reply::SetNx(Some(Some(1))));
+    assert_eq!(abstraction(&server, 12).mutexes[&0].holder, None);
+    // The late holder renews nothing and releases nothing of its own; its release hands on.
+    assert_eq!(extend(&mut server, 12, 1), Reply::Extended(vec![0]));
     assert_eq!(
         apply(
             &mut server,
             12,
-            Op::SetNxGet {
+            Op::Release {
                 name: 0,
-                token: 3,
-                lease: LEASE
-            }
+                token: 1,
+                leaving: None,
+                how: ReleaseHow::Own,
+            },
         ),
-        Reply::SetNx(None)
+        Reply::Int(0)
     );
+    let view = &abstraction(&server, 12).mutexes[&0];
+    assert_eq!((view.holder, view.queue.clone()), (Some(2), vec![]));
+    // Nobody waits now: the new holder's key is a plain one again, gone with its lease.
+    assert_eq!(set_nx(&mut server, 22, 4), Reply::SetNx(None));
+}
+
+/// A kept key whose waiters all died is gone one lease after the lease it outlived; one whose
+/// waiters all left is deleted by the last one's leaving.
+#[test]
+fn a_kept_key_lives_at_most_one_lease_past_its_holder() {
+    let mut server = Server::new(None);
+    acquire(&mut server, 0, entry(1, 0), Mode::Wait);
+    acquire(&mut server, 1, entry(2, 1), Mode::Wait);
+    assert_eq!(set_nx(&mut server, 19, 3), Reply::SetNx(Some(Some(1))));
+    assert_eq!(set_nx(&mut server, 20, 3), Reply::SetNx(None));
+
+    // The waiter gives up while the lease runs: the key is a plain one again, gone at 10.
+    let mut server = Server::new(None);
+    acquire(&mut server, 0, entry(1, 0), Mode::Wait);
+    acquire(&mut server, 1, entry(2, 1), Mode::Wait);
     assert_eq!(
-        apply(&mut server, 12, Op::ExistsQueue { name: 0 }),
-        Reply::Int(1)
+        acquire(&mut server, 5, entry(2, 1), Mode::Last),
+        Reply::Busy { wait: 5 }
     );
-    let reply = apply(
-        &mut server,
-        12,
-        Op::Release {
-            name: 0,
-            token: 3,
-            leaving: None,
-            how: ReleaseHow::Handoff,
-        },
-    );
-    assert!(
-        matches!(reply, Reply::Handed(p) if p.token == 2),
-        "{reply:?}"
-    );
+    assert_eq!(set_nx(&mut server, 10, 3), Reply::SetNx(None));
+
+    // A waiter cancelled after the lease (its release as it leaves): the kept key goes at once.
+    let mut server = Server::new(None);
+    acquire(&mut server, 0, entry(1, 0), Mode::Wait);
+    acquire(&mut server, 1, entry(2, 1), Mode::Wait);
+    let leave = Op::Release {
+        name: 0,
+        token: 2,
+        leaving: Some(entry(2, 1)),
+        how: ReleaseHow::Own,
+    };
+    assert_eq!(apply(&mut server, 12, leave), Reply::Int(0));
+    assert_eq!(set_nx(&mut server, 12, 3), Reply::SetNx(None));
+}
+
+/// The mutant of issue #35: queueing flags the lock but does not keep its key, so a
+/// newcomer's `SET NX` takes it ahead of the queue right after the lease.
+#[test]
+fn the_enqueue_that_forgets_to_keep_the_key_lets_a_newcomer_in() {
+    let mut server = Server::new(Some(Mutant::EnqueueForgetsKeep));
+    subscribe_mutex(&mut server, 1);
+    acquire(&mut server, 0, entry(1, 0), Mode::Wait);
+    acquire(&mut server, 1, entry(2, 1), Mode::Wait);
+    assert_eq!(set_nx(&mut server, 10, 3), Reply::SetNx(None));
 }
 
 #[test]
@@ -203,7 +268,6 @@ fn the_fenced_multi_reports_its_connection_epoch() {
         reply,
         Reply::Multi {
             set: None,
-            queued: false,
             fence: 3000,
             epoch: 0
         }
