@@ -1,8 +1,10 @@
 //! FIFO also when a holder's lease runs out: with waiters queued across processes, a holder
 //! that is SIGKILLed (its lease expires, nothing is published) is followed by the oldest
-//! waiter, then the next, in queue order — and a newcomer that tries the moment the lock key
-//! disappears (the waiters paused, so that it certainly comes first) is told "busy" while the
-//! head wins.
+//! waiter, then the next, in queue order — and a newcomer that tries the moment the lease is
+//! over (the waiters paused, so that it certainly comes first) is told "busy" while the head
+//! wins. The lock key outlives the lease for the queue (issue #35: a version-2 value, kept one
+//! lease past its deadline), so the newcomer's plain `SET NX` fails and its script hands the
+//! lock to the head.
 
 use std::time::Duration;
 
@@ -53,25 +55,27 @@ backend_tests!(
         }
         holder.child_mut().kill();
         let mut probe = con.clone();
+        let newcomers = backend.client();
         eventually(
             Duration::from_secs(10),
             "the holder's lease ran out",
             || {
-                let mut probe = probe.clone();
+                let newcomers = newcomers.clone();
                 async move {
-                    let present: bool = probe.exists("dlock:{fifo-exp}").await.ok()?;
-                    (!present).then_some(())
+                    let held = newcomers.inspect("fifo-exp").await.ok()?;
+                    held.is_none().then_some(())
                 }
             },
         )
         .await;
+        let kept: bool = probe.exists("dlock:{fifo-exp}").await.unwrap();
+        assert!(kept, "the lock key outlives the lease while callers wait");
         let queued: usize = probe.llen("dlock:{fifo-exp}:queue").await.unwrap();
         assert_eq!(
             queued, WAITERS,
             "precondition: the waiters are still queued"
         );
 
-        let newcomers = backend.client();
         let newcomer = newcomers.mutex("fifo-exp").unwrap();
         if let Some(guard) = newcomer.try_acquire().await.unwrap() {
             panic!(
@@ -79,12 +83,24 @@ backend_tests!(
                 guard.fencing_token().await.unwrap()
             );
         }
-        // The newcomer found the lock free and handed it to the head of the queue.
-        let handed = newcomers
-            .inspect("fifo-exp")
-            .await
-            .unwrap()
-            .expect("the lock is held by the head of the queue");
+        // The newcomer's SET NX met the kept key and it did not wait: nothing of it is queued,
+        // and the head takes the lock when it runs again (its fallback timer is past due).
+        let queued: usize = probe.llen("dlock:{fifo-exp}:queue").await.unwrap();
+        assert_eq!(queued, WAITERS, "the newcomer queued nothing");
+        // A newcomer that waits runs the script: it finds the kept lock free, hands it to the
+        // head of the queue (paused, but subscribed: the grant waits for it), and queues last.
+        let patient = newcomers.mutex("fifo-exp").unwrap();
+        let behind = tokio::spawn(async move {
+            let guard = patient.acquire_timeout(Duration::from_secs(30)).await?;
+            let fence = guard.fencing_token().await?;
+            guard.release().await?;
+            Ok::<_, dlock_core::Error>(fence)
+        });
+        let handed = eventually(Duration::from_secs(10), "handed to the head", || {
+            let newcomers = newcomers.clone();
+            async move { newcomers.inspect("fifo-exp").await.ok()? }
+        })
+        .await;
         assert_eq!(handed.pid, waiters[0].child().pid(), "handed to the head");
         for waiter in &waiters {
             waiter.child().cont().unwrap();
@@ -94,9 +110,10 @@ backend_tests!(
         for waiter in &waiters[1..] {
             fences.push(field(&waiter.line(Duration::from_secs(10)), "fence"));
         }
+        fences.push(behind.await.unwrap().unwrap().get());
         assert!(
             fences.windows(2).all(|w| w[0] < w[1]),
-            "served out of queue order: fences {fences:?}"
+            "served out of queue order (the waiting newcomer last): fences {fences:?}"
         );
         let mut con = con.clone();
         let left: usize = con.llen("dlock:{fifo-exp}:queue").await.unwrap();

@@ -45,7 +45,7 @@ impl HolderInfo {
     /// Reads the lock value (see `scripts/wire.rs`), which carries the hold's fence once a
     /// script issued one (see `fence.lua`).
     fn parse(value: &str, remaining: Duration, waiters: usize) -> Option<Self> {
-        let holder = parse_lock_value(value).filter(|h| h.version <= wire::VERSION)?;
+        let holder = parse_lock_value(value).filter(|h| h.version <= wire::READ_VERSION)?;
         Some(Self {
             host: holder.host.to_owned(),
             pid: holder.pid,

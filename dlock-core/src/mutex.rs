@@ -624,10 +624,10 @@ impl Mutex {
     /// The fence the fenced fast path's `MULTI` issued (see `fence_epoch.rs`): its plain
     /// `INCR`, if no floor applies ([`wire::counted_fence`]) and it ran on the connection the
     /// slot's counter was floored on, or the one `fence.lua` issued in it. `None` sends the
-    /// acquire to `fence.lua` in a round trip of its own. `replies`: `SET`, `EXISTS`, then
-    /// what `ticket` added (`INCR` or `fence.lua`; `CLIENT GETNAME`; `CLIENT SETNAME`).
+    /// acquire to `fence.lua` in a round trip of its own. `replies`: `SET`, then what
+    /// `ticket` added (`INCR` or `fence.lua`; `CLIENT GETNAME`; `CLIENT SETNAME`).
     fn counted_fence(&self, ticket: &Ticket, replies: &[Value]) -> Option<u64> {
-        let mut added = replies.get(2..)?.iter();
+        let mut added = replies.get(1..)?.iter();
         // What issued the fence: the plain INCR, or fence.lua.
         let issued = if ticket.trusted() {
             Ok(added.next()?)
@@ -696,18 +696,19 @@ impl Mutex {
         AcquireReply::decode(&reply).ok_or_else(|| unexpected("acquire", &reply))
     }
 
-    /// The uncontended acquire, in one round trip of plain commands: `SET <lock> <value> NX PX
-    /// <ttl> GET` takes a free lock, `EXISTS <queue>` tells whether callers were queued for it
-    /// (then its holder's lease ran out ahead of them, and it is theirs first: it is handed to
-    /// the oldest right away). A held lock's value comes back with `GET`, so data dlock did not
-    /// write is reported, never taken.
+    /// The uncontended acquire, in one round trip of one plain command: `SET <lock> <value> NX
+    /// PX <ttl> GET` takes a free lock. While callers wait, the lock key is kept up to one lease
+    /// past its holder's deadline (a version-2 value, `lock_value.lua`), so the `SET` fails and
+    /// the caller queues behind them: FIFO holds when a holder's lease runs out with callers
+    /// queued, without a look at the queue here. A held lock's value comes back with `GET`, so
+    /// data dlock did not write is reported, never taken.
     ///
     /// With `fenced`, the same round trip issues the hold's fence: the commands run in a `MULTI`
     /// (so the fence is taken at the instant the lock is, and fences stay in holding order)
     /// with `INCR` of the slot's fence counter — on a connection on which the slot's counter
     /// was floored at the server clock before — or else with `fence.lua`, which floors it;
     /// `CLIENT GETNAME` tells which connection it ran on (`fence_epoch.rs`). A warm acquire is
-    /// thus `MULTI`, `SET`, `EXISTS`, `INCR`, `CLIENT GETNAME`, `EXEC`. When a floor applies
+    /// thus `MULTI`, `SET`, `INCR`, `CLIENT GETNAME`, `EXEC`. When a floor applies
     /// after all (a counter made anew), `fence.lua` issues the fence in a round trip of its
     /// own. A busy attempt's `INCR` leaves a gap in the counter, which is harmless.
     async fn fast_attempt(&self, token: OwnerToken) -> Result<Fast> {
@@ -727,7 +728,7 @@ impl Mutex {
         let label = self.settings.label.as_deref().unwrap_or_default();
         // Each command's buffer is sized for it up front: grown from empty, argument by
         // argument, it was a third of the client's cost of writing the request (callgrind).
-        let mut pipe = redis::Pipeline::with_capacity(if self.settings.fenced { 5 } else { 2 });
+        let mut pipe = redis::Pipeline::with_capacity(if self.settings.fenced { 4 } else { 1 });
         pipe.ignore_errors();
         let holder = &self.ctx.transport.holder;
         let mut set = Cmd::with_capacity(7, lock.len() + holder.len() + label.len() + 64);
@@ -743,9 +744,6 @@ impl Mutex {
             .arg(timing::millis(self.settings.ttl))
             .arg("GET");
         pipe.add_command(set);
-        let mut exists = Cmd::with_capacity(2, lock.len() + 16);
-        exists.arg("EXISTS").arg(wire::DerivedKey::queue(lock));
-        pipe.add_command(exists);
         let ticket = self
             .settings
             .fenced
@@ -800,11 +798,11 @@ impl Mutex {
             return Err(self.ctx.transport.explain("acquire", name, e).await);
         }
         let reply = replies
-            .get(..2)
+            .get(..1)
             .and_then(FastReply::decode)
             .ok_or_else(|| unexpected("acquire", &Value::Array(replies.clone())))?;
         match reply {
-            FastReply::Taken { waited: false } => {
+            FastReply::Taken => {
                 let fence = match counted {
                     Some(fence) => Some(fence),
                     None if !self.settings.fenced => None,
@@ -825,23 +823,10 @@ impl Mutex {
                 };
                 Ok(Fast::Taken { fence })
             }
-            FastReply::Taken { waited: true } => {
-                // A lock expired under waiters: theirs first. Hand it to the oldest.
-                let mut call = Call::new(&scripts::RELEASE, 1);
-                call.arg(lock)
-                    .arg(token)
-                    .arg(self.keys.counter())
-                    .arg("")
-                    .arg("handoff");
-                let reply = Box::pin(self.ctx.transport.run(&call, "acquire", name)).await?;
-                self.ctx.transport.release_reply(&reply);
-                tracing::debug!(lock = %name, "dlock: took an expired lock ahead of its queue; handed it to the oldest waiter");
-                Ok(Fast::Busy)
-            }
             FastReply::Held(value) => {
                 let value = String::from_utf8_lossy(&value);
                 match wire::parse_lock_value(&value) {
-                    Some(holder) if holder.version <= wire::VERSION => {
+                    Some(holder) if holder.version <= wire::READ_VERSION => {
                         if holder.token == token.hex().as_str() {
                             return Err(Error::protocol(format!(
                                 "{}: the lock already held this acquisition's own token",

@@ -70,7 +70,19 @@ if type(waiting) ~= 'number' then
   return foreign_error(queue, 'holds another Redis type (dlock keeps the queue of ' .. lock
     .. ' there)')
 end
+-- Free: no key, or a key kept past its holder's deadline for the queue (version 2, see
+-- lock_value.lua), which is nobody's.
+local now = clock_ms()
 local taken = redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
+local held = nil
+if not taken then
+  held = read(lock)
+  if type(held) == 'string' and not unusable(lock, held) and not holds(held, now) then
+    redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
+    taken = true
+    held = nil
+  end
+end
 if taken and waiting > 0 then
   -- Free, but callers wait: the oldest live one comes first (possibly this caller).
   local who, fence = hand_off(lock, counter, entry)
@@ -81,6 +93,7 @@ if taken and waiting > 0 then
     return fence
   elseif who == 'grant' then
     taken = false
+    held = nil
   else
     -- Nobody in the queue was alive (hand_off emptied it and deleted the key).
     redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
@@ -93,19 +106,18 @@ if taken then
     redis.call('DEL', lock)
     return refused
   end
-  local flag = '-'
   if entry then
     redis.call('LREM', queue, 1, entry)
-    if redis.call('LLEN', queue) > 0 then
-      flag = 'w'
-    end
   end
-  redis.call('SET', lock, string.sub(ARGV[1], 1, 32) .. flag .. string.sub(ARGV[1], 34) .. '\31'
-    .. fence, 'KEEPTTL')
+  local value = string.sub(ARGV[1], 1, 32) .. '-' .. string.sub(ARGV[1], 34) .. '\31' .. fence
+  redis.call('SET', lock, value, 'KEEPTTL')
+  keep(lock, value, now, tonumber(ARGV[2]))
   return tonumber(fence)
 end
 
-local held = read(lock)
+if not held then
+  held = read(lock)
+end
 local refused = unusable(lock, held)
 if refused then
   return refused
@@ -114,9 +126,14 @@ local pttl = redis.call('PTTL', lock)
 if pttl < 0 then
   return foreign_error(lock, 'has no expiry (dlock never writes a lock without a lease)')
 end
+local deadline = deadline_of(held)
+if deadline then
+  pttl = deadline - now
+end
 if string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then
   if entry then
     redis.call('LREM', queue, 1, entry)
+    keep(lock, held, now, tonumber(ARGV[2]))
   end
   local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
   return {1, tonumber(issued) or 0, pttl}
@@ -135,11 +152,9 @@ if mode == 'wait' or mode == 'again' or mode == 'join' then
   if not queued then
     redis.call('RPUSH', queue, entry)
   end
-  if string.byte(held, 33) ~= 119 then -- 'w'
-    redis.call('SETRANGE', lock, 32, 'w')
-  end
+  keep(lock, held, now, tonumber(ARGV[2]))
 elseif mode == 'last' then
   redis.call('LREM', queue, 1, entry)
+  keep(lock, held, now, tonumber(ARGV[2]))
 end
-local now = redis.call('TIME')
-return {0, pttl, tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)}
+return {0, pttl, now}

@@ -47,6 +47,16 @@ if ARGV[1] == 'M' then
     return foreign_error(KEYS[1], 'holds a lock without an expiry (was it PERSISTed?); its '
       .. 'holder cannot be asked')
   end
+  -- Version 2 (callers wait): the hold lasts to the deadline in the value, not to the key's
+  -- expiry, which is kept a lease longer; past it, nobody holds the lock.
+  local deadline = deadline_of(value)
+  if deadline then
+    local now = clock_ms()
+    if deadline <= now then
+      return 0
+    end
+    pttl = deadline - now
+  end
   record(string.sub(value, 1, 32), pttl)
   return 1
 end

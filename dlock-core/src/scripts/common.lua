@@ -38,13 +38,41 @@ local function next_fence(counter)
   return string.format('%.0f', fence)
 end
 
+-- The lock value and expiry that follow a step which changed the queue or the hold of `lock`,
+-- whose usable value is `value` (issue #35). While callers wait: version 2 with the holder's
+-- deadline, the key kept until one lease (`lease`, the lease of the request the step served)
+-- past the deadline, never shortened (GT). Nobody waits: version 1 "-", expiring at the
+-- deadline; a key kept past its deadline is deleted. `now` is the server clock in ms.
+local function keep(lock, value, now, lease)
+  local deadline = deadline_of(value)
+  if not deadline then
+    deadline = now + redis.call('PTTL', lock)
+  end
+  local token, body = string.sub(value, 1, 32), body_of(value)
+  if redis.call('LLEN', lock .. ':queue') > 0 then
+    local kept = token .. 'w2 ' .. string.format('%.0f', deadline) .. ' ' .. body
+    if kept ~= value then
+      redis.call('SET', lock, kept, 'KEEPTTL')
+    end
+    redis.call('PEXPIREAT', lock, string.format('%.0f', deadline + lease), 'GT')
+  elseif deadline <= now then
+    redis.call('DEL', lock)
+  else
+    local plain = token .. '-1 ' .. body
+    if plain ~= value then
+      redis.call('SET', lock, plain, 'PXAT', string.format('%.0f', deadline))
+    end
+  end
+end
+
 -- Hands the lock to the oldest live waiter of its queue, replacing whatever the lock key holds
 -- (it must be free, or held by the caller who gives it up). `counter` is the slot's fence
 -- counter (next_fence).
 --
 -- For each entry popped, oldest first: a new fence is issued (next_fence),
--- the lock is set to "<token><flag>1 <meta>\x1f<fence>" PX <lease_ms> (flag "w" if more entries
--- wait; the fence kept with the hold, see fence.lua), and
+-- the lock is set to "<token>-1 <meta>\x1f<fence>" PX <lease_ms>, or while more entries wait to
+-- "<token>w2 <deadline_ms> <meta>\x1f<fence>" PX twice the lease (kept, see keep above; the
+-- fence kept with the hold, see fence.lua), and
 --   * the entry is `caller_entry` (an acquire whose own entry is at the head): returns
 --     'caller', fence — the lock is the caller's;
 --   * otherwise "<token> <fence> <now_ms> <lease_ms> 1" is published (PUBLISH or SPUBLISH, as
@@ -74,21 +102,23 @@ local function hand_off(lock, counter, caller_entry)
         redis.call('LPUSH', queue, entry)
         return 'error', refused
       end
-      local flag = '-'
-      if redis.call('LLEN', queue) > 0 then
-        flag = 'w'
+      if not now_ms then
+        now_ms = string.format('%.0f', clock_ms())
       end
-      redis.call('SET', lock, token .. flag .. '1 ' .. meta .. '\31' .. fence_s, 'PX', lease)
+      if redis.call('LLEN', queue) > 0 then
+        -- More wait: version 2, kept one lease past the deadline (keep above).
+        local deadline = string.format('%.0f', tonumber(now_ms) + tonumber(lease))
+        redis.call('SET', lock, token .. 'w2 ' .. deadline .. ' ' .. meta .. '\31' .. fence_s,
+          'PX', 2 * tonumber(lease))
+      else
+        redis.call('SET', lock, token .. '-1 ' .. meta .. '\31' .. fence_s, 'PX', lease)
+      end
       if entry == caller_entry then
         return 'caller', tonumber(fence_s)
       end
       local publish = 'PUBLISH'
       if pub == 'S' then
         publish = 'SPUBLISH'
-      end
-      if not now_ms then
-        local now = redis.call('TIME')
-        now_ms = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
       end
       local grant = token .. ' ' .. fence_s .. ' ' .. now_ms .. ' ' .. lease .. ' 1'
       if redis.call(publish, lock .. ':wake:' .. client, grant) > 0 then

@@ -17,7 +17,7 @@
 --              holder's token is in KEY..":ask"); the holder decides
 --          1   extended
 --          0   not held by anyone: the lease had expired or the key was deleted (nothing is
---              re-created)
+--              re-created); also a key kept past its holder's deadline for the queue
 --          -1  held by another owner, or the key holds something dlock did not write (another
 --              type, another format) or a lock of a newer format version: left untouched
 --          -2  not served by this node (its slot moved): not renewed, send it again
@@ -97,11 +97,30 @@ for i = 1, n do
         and not string.find(held.err, '^WRONGTYPE') then
       out[i] = -2
     elseif type(held) ~= 'string' or string.sub(held, 1, 32) ~= owner
-        or not string.find(held, '^%x+[%-w]1? ') then
+        or not string.find(held, '^%x+[%-w][12]? ') then
       out[i] = -1
     else
-      redis.call('PEXPIRE', key, ARGV[2 * i])
-      out[i] = extended(key, owner)
+      -- Version 2 (callers wait, the key is kept past the deadline: see lock_value.lua): the
+      -- deadline in the value moves, and the keep with it (one lease past it, never shorter).
+      local deadline, rest = string.match(held, '^%x+w2 (%d+) (.*)$')
+      if deadline then
+        if not now then
+          local t = redis.call('TIME')
+          now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        end
+        if tonumber(deadline) <= now then
+          out[i] = 0
+        else
+          local lease = tonumber(ARGV[2 * i])
+          local moved = string.format('%.0f', now + lease)
+          redis.call('SET', key, owner .. 'w2 ' .. moved .. ' ' .. rest, 'KEEPTTL')
+          redis.call('PEXPIREAT', key, string.format('%.0f', now + 2 * lease), 'GT')
+          out[i] = extended(key, owner)
+        end
+      else
+        redis.call('PEXPIRE', key, ARGV[2 * i])
+        out[i] = extended(key, owner)
+      end
     end
   end
 end

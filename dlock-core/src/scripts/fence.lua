@@ -28,6 +28,10 @@ end
 if type(held) ~= 'string' or string.sub(held, 1, 32) ~= ARGV[1] then
   return -1
 end
+if not holds(held, clock_ms()) then
+  -- Kept past its deadline for the queue: the caller's lease is over.
+  return 0
+end
 local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
 if issued then
   return tonumber(issued)

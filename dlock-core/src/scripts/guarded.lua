@@ -85,6 +85,10 @@ else
   if string.sub(value, 1, 32) ~= owner then
     return {0, 'taken'}
   end
+  -- A key kept past its holder's deadline for the queue (version 2) holds for nobody.
+  if not holds(value, clock_ms()) then
+    return {0, 'gone'}
+  end
 end
 
 -- The commands, read once: {name, key, args, the type its key must hold}.

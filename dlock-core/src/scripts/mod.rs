@@ -345,26 +345,23 @@ impl RwChangeReply {
     }
 }
 
-/// What the uncontended acquire (`SET <lock> <value> NX PX <ttl> GET`, `EXISTS <queue>`)
-/// answered.
+/// What the uncontended acquire (`SET <lock> <value> NX PX <ttl> GET`) answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum FastReply {
-    /// The lock was free and is the caller's now. `waited`: callers were queued for it (its
-    /// previous holder's lease ran out ahead of them), so it must go to them first.
-    Taken { waited: bool },
-    /// The lock holds this value: another holder's, the caller's own (a retry), or data dlock
-    /// did not write.
+    /// The lock was free and is the caller's now. Nobody waited for it: while callers wait, the
+    /// lock key is kept (a version-2 value, see `lock_value.lua`), so the `SET` fails.
+    Taken,
+    /// The lock holds this value: another holder's (or one kept past its deadline for the
+    /// queue), the caller's own (a retry), or data dlock did not write.
     Held(Vec<u8>),
 }
 
 impl FastReply {
-    /// Reads the replies of the two commands.
+    /// Reads the `SET`'s reply.
     pub(crate) fn decode(replies: &[Value]) -> Option<Self> {
         match replies {
-            [Value::Nil, queued] => Some(Self::Taken {
-                waited: int(queued)? > 0,
-            }),
-            [Value::BulkString(value), _] => Some(Self::Held(value.clone())),
+            [Value::Nil] => Some(Self::Taken),
+            [Value::BulkString(value)] => Some(Self::Held(value.clone())),
             _ => None,
         }
     }
@@ -745,18 +742,12 @@ mod tests {
 
     #[test]
     fn fast_acquire_and_fence_replies_are_typed() {
+        assert_eq!(FastReply::decode(&[Value::Nil]), Some(FastReply::Taken));
         assert_eq!(
-            FastReply::decode(&[Value::Nil, Value::Int(0)]),
-            Some(FastReply::Taken { waited: false })
-        );
-        assert_eq!(
-            FastReply::decode(&[Value::Nil, Value::Int(1)]),
-            Some(FastReply::Taken { waited: true })
-        );
-        assert_eq!(
-            FastReply::decode(&[Value::BulkString(b"v".to_vec()), Value::Int(0)]),
+            FastReply::decode(&[Value::BulkString(b"v".to_vec())]),
             Some(FastReply::Held(b"v".to_vec()))
         );
+        assert_eq!(FastReply::decode(&[Value::Nil, Value::Int(1)]), None);
         assert_eq!(FastReply::decode(&[Value::Okay]), None);
         assert_eq!(
             FenceReply::decode(&Value::Int(17)),

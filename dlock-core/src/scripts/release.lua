@@ -16,7 +16,8 @@
 --          {2, grant}  released and handed to the next waiter; its client was told on its wake
 --              channel, and grant = "<token> <fence> <now_ms> <lease_ms> 1" is the same message, so
 --              that a releaser in the waiter's own process can wake it without the pub/sub trip
---          0   not held by anyone: the caller's lease had expired
+--          0   not held by anyone: the caller's lease had expired (a key kept past its
+--              holder's deadline for the queue is handed to the queue's head first)
 --          -1  held by another owner: the caller's lease expired and someone else took the lock
 --              (also when the key holds data dlock did not write, of any type: left untouched)
 --          error DLOCKFOREIGN  "force" on a key that holds a value dlock did not write, or a lock
@@ -78,7 +79,24 @@ if refused then
   end
   return -1
 end
+local now = clock_ms()
+if not holds(held, now) then
+  -- Kept past its deadline for the queue (version 2): nobody's, the caller's lease included
+  -- (0). Its head takes it now, as every script that finds it free hands it on.
+  if type(redis.pcall('LLEN', queue)) ~= 'number' then
+    return foreign_queue()
+  end
+  local who, grant = hand_off(lock, ARGV[2], nil)
+  if who == 'error' then
+    return grant
+  end
+  return 0
+end
 if mode ~= 'force' and string.sub(held, 1, 32) ~= token then
+  if entry and entry ~= '' then
+    -- The caller left the queue of a lock someone else holds: the flag and the keep follow.
+    keep(lock, held, now, 0)
+  end
   return -1
 end
 if string.byte(held, 33) ~= 119 and mode ~= 'handoff' then -- 'w': somebody waits

@@ -3,7 +3,7 @@
 //!
 //! | format | version 1 (written) | version 0 (read: dlock before format versions) |
 //! |---|---|---|
-//! | lock value | `<token><flag>1 <host>\x1f<pid>\x1f<label>[\x1f<fence>]` | `<token><flag> <host>\x1f<pid>\x1f<label>` |
+//! | lock value | `<token>-1 <host>\x1f<pid>\x1f<label>[\x1f<fence>]`; while callers wait, version 2: `<token>w2 <deadline_ms> <host>\x1f<pid>\x1f<label>[\x1f<fence>]` | `<token><flag> <host>\x1f<pid>\x1f<label>` |
 //! | queue entry | `1 <token> <client> <lease_ms> <pub> <host>\x1f<pid>\x1f<label>` | `<token> <client> <lease_ms> <pub> <meta>` |
 //! | grant (published) | `<token> <fence> <now_ms> <lease_ms> 1`; `<token> 0 0 0 1` is a nudge (no grant: ask the server again; `shared_limit.lua`) | `<token> <fence> <now_ms> <lease_ms>` |
 //! | semaphore limit set by `set_limit` | the decimal limit at `<lock key>:limit` (no expiry) | — |
@@ -12,7 +12,11 @@
 //! | leader notice (on the channel `<lock key>:leader`) | `1 L <fence> <value>`, `1 V <fence>` (resigned) | — |
 //!
 //! `token` is 32 lowercase hex digits, `flag` is `w` while callers wait (release must hand off)
-//! or `-`, `client` is the 16-hex-digit id of a client, `pub` is `P` (`PUBLISH`) or `S`
+//! or `-`. A version-2 lock value (issue #35, written by the scripts only, while callers wait)
+//! carries the holder's deadline by the server clock, and its key is kept up to one lease past
+//! it, so that a newcomer's plain `SET NX` fails whenever callers wait; past the deadline the
+//! hold is nobody's. A dlock that reads version 1 only refuses it by name (a newer format).
+//! Version 1 with `w` (a dlock before the kept key) is still read: `client` is the 16-hex-digit id of a client, `pub` is `P` (`PUBLISH`) or `S`
 //! (`SPUBLISH`, cluster). `fence` is the hold's fencing token once one was issued to it
 //! (`fence.lua`, or at a hand-off): the value is written by a plain `SET` first, without it.
 //!
@@ -29,8 +33,13 @@ use redis::{RedisWrite, ToRedisArgs, Value};
 
 use crate::token::OwnerToken;
 
-/// The format version this dlock writes.
+/// The format version of the lock values this dlock writes from the client (and of queue
+/// entries and grants).
 pub(crate) const VERSION: u8 = 1;
+
+/// The newest lock value version this dlock reads: 2, the kept key's (written by the scripts
+/// while callers wait).
+pub(crate) const READ_VERSION: u8 = 2;
 
 /// A lock value as the acquire script sets it (`<token>-1 <holder>\x1f<label>`), written
 /// straight into the command. `holder` is `<host>\x1f<pid>`.
@@ -63,10 +72,12 @@ pub(crate) struct Holder<'a> {
     pub(crate) label: &'a str,
     /// The fence issued to the hold, if any.
     pub(crate) fence: Option<u64>,
+    /// Version 2: the holder's deadline, ms of the server clock (the key outlives it).
+    pub(crate) deadline: Option<u64>,
 }
 
-/// Reads a lock value of version 0 or 1 (and the head of a newer one, whose `version` then says
-/// so: its meta may mean something else); `None` for anything else.
+/// Reads a lock value of version 0, 1 or 2 (and the head of a newer one, whose `version` then
+/// says so: its meta may mean something else); `None` for anything else.
 pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
     let (head, meta) = value.split_once(' ')?;
     let token = head.get(..32)?;
@@ -80,6 +91,12 @@ pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
         b'w' => true,
         b'-' => false,
         _ => return None,
+    };
+    let (deadline, meta) = if version == 2 {
+        let (deadline, meta) = meta.split_once(' ')?;
+        (Some(deadline.parse().ok()?), meta)
+    } else {
+        (None, meta)
     };
     let mut meta = meta.splitn(4, '\x1f');
     let host = meta.next()?;
@@ -97,32 +114,8 @@ pub(crate) fn parse_lock_value(value: &str) -> Option<Holder<'_>> {
         pid,
         label,
         fence,
+        deadline,
     })
-}
-
-/// A key the scripts derive from a lock key, `<lock key><suffix>`, written straight into a
-/// command (no allocation): [`DerivedKey::queue`].
-pub(crate) struct DerivedKey<'a> {
-    lock: &'a str,
-    suffix: &'static str,
-}
-
-impl<'a> DerivedKey<'a> {
-    /// `<lock key>:queue`, the waiters' queue.
-    pub(crate) fn queue(lock: &'a str) -> Self {
-        Self {
-            lock,
-            suffix: ":queue",
-        }
-    }
-}
-
-impl ToRedisArgs for DerivedKey<'_> {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        let mut arg = out.writer_for_next_arg();
-        let _ = arg.write_all(self.lock.as_bytes());
-        let _ = arg.write_all(self.suffix.as_bytes());
-    }
 }
 
 /// A fence counter below this was lost and made anew by `INCR` (fences start at the server
@@ -279,6 +272,7 @@ mod tests {
                 pid: 4242,
                 label: "pay",
                 fence: None,
+                deadline: None,
             }
         );
         // With the fence issued to the hold.
@@ -291,9 +285,23 @@ mod tests {
         let old = format!("{}w web-2\x1f7\x1f", t.hex().as_str());
         let holder = parse_lock_value(&old).unwrap();
         assert_eq!((holder.version, holder.waiting, holder.pid), (0, true, 7));
+        // Version 2, written by the scripts while callers wait: the holder's deadline first.
+        let kept = format!(
+            "{}w2 1763000000123 web-3\x1f9\x1fpay\x1f42",
+            t.hex().as_str()
+        );
+        let holder = parse_lock_value(&kept).unwrap();
+        assert_eq!(
+            (holder.version, holder.waiting, holder.deadline, holder.host),
+            (2, true, Some(1_763_000_000_123), "web-3")
+        );
+        assert_eq!(
+            (holder.pid, holder.label, holder.fence),
+            (9, "pay", Some(42))
+        );
         // A newer version: its head is read so that callers can refuse it by name.
-        let newer = format!("{}-2 h\x1f1\x1f", t.hex().as_str());
-        assert!(parse_lock_value(&newer).unwrap().version > VERSION);
+        let newer = format!("{}-3 h\x1f1\x1f", t.hex().as_str());
+        assert!(parse_lock_value(&newer).unwrap().version > READ_VERSION);
         // Not dlock's at all.
         assert_eq!(parse_lock_value("hello"), None);
         assert_eq!(
