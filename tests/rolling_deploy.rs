@@ -74,7 +74,7 @@ backend_tests!(
 
     async fn a_lock_of_a_newer_format_is_refused_by_name(backend: Backend) {
         let mut con = backend.raw().await;
-        let value = format!("{OLD_TOKEN}-2 newhost\x1f5\x1f");
+        let value = format!("{OLD_TOKEN}-3 newhost\x1f5\x1f");
         let () = con.pset_ex("dlock:{rd-new}", &value, 10_000).await.unwrap();
         let c = backend.client();
         let err = c.mutex("rd-new").unwrap().try_acquire().await.unwrap_err();

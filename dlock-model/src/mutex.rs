@@ -59,17 +59,14 @@ fn pop(server: &mut Server, name: Name) -> Option<Entry> {
 }
 
 /// common.lua `keep` (issue #35), after every step that changes a mutex's queue or hold: while
-/// callers wait, the `w` flag is set and the key lives one lease (the longest queued) past the
-/// holder's deadline, so that a newcomer's plain `SET NX` fails until the queue's head has had
-/// its turn (a live waiter asks again at the deadline, by its fallback timer); with nobody
-/// waiting the flag is cleared and the key expires with the lease, and a key kept past its
-/// deadline for callers who all left is deleted.
-fn keep(server: &mut Server, now: Ms, name: Name) {
-    let margin = server
-        .data
-        .queues
-        .get(&name)
-        .and_then(|q| q.iter().map(|e| e.lease).max());
+/// callers wait, the `w` flag is set and the key lives one lease (`lease`: the lease of the
+/// request the step served) past the holder's deadline, never shorter, so that a newcomer's
+/// plain `SET NX` fails until the queue's head has had its turn (a live waiter asks again at
+/// the deadline, by its fallback timer); with nobody waiting the flag is cleared and the key
+/// expires with the lease, and a key kept past its deadline for callers who all left is
+/// deleted.
+fn keep(server: &mut Server, now: Ms, name: Name, lease: Ms) {
+    let margin = (queue_len(server, name) > 0).then_some(lease);
     let Some(hold) = server.data.locks.get(&name).cloned() else {
         return;
     };
@@ -111,7 +108,7 @@ fn hand_off(server: &mut Server, now: Ms, name: Name, caller: Option<Token>) -> 
             .data
             .locks
             .insert(name, Hold::new(entry.token, Some(fence), now, entry.lease));
-        keep(server, now, name);
+        keep(server, now, name, entry.lease);
         if caller == Some(entry.token) {
             return HandOff::Caller(fence);
         }
@@ -230,7 +227,7 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
         if let Some(hold) = server.data.locks.get_mut(&name) {
             hold.fence = Some(fence);
         }
-        keep(server, now, name);
+        keep(server, now, name, entry.lease);
         return Reply::Holds {
             fence,
             pttl: entry.lease,
@@ -243,7 +240,7 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
     if held.token == entry.token {
         if own.is_some() {
             remove_entry(server, name, entry.token);
-            keep(server, now, name);
+            keep(server, now, name, entry.lease);
         }
         return Reply::Holds {
             fence: held.fence.unwrap_or(0),
@@ -255,7 +252,7 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             if !queued(server, name, entry.token) {
                 server.data.queues.entry(name).or_default().push(entry);
             }
-            keep(server, now, name);
+            keep(server, now, name, entry.lease);
         }
         Mode::Join => {
             // Looked for among the last JOIN_SCAN entries only (from the tail).
@@ -264,17 +261,17 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             if !queue[tail..].iter().any(|e| e.token == entry.token) {
                 queue.push(entry);
             }
-            keep(server, now, name);
+            keep(server, now, name, entry.lease);
         }
         Mode::Again => {
             if queue_len(server, name) == 0 {
                 server.data.queues.entry(name).or_default().push(entry);
             }
-            keep(server, now, name);
+            keep(server, now, name, entry.lease);
         }
         Mode::Last => {
             remove_entry(server, name, entry.token);
-            keep(server, now, name);
+            keep(server, now, name, entry.lease);
         }
         Mode::Single => {}
     }
@@ -307,7 +304,7 @@ pub(crate) fn release(
     {
         remove_entry(server, name, entry.token);
         if server.foreign(&[Key::Lock(name)]).is_none() {
-            keep(server, now, name);
+            keep(server, now, name, 0);
         }
     }
     if server.foreign(&[Key::Lock(name)]).is_some() {
@@ -394,7 +391,7 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                                 h.deadline = now + item.lease;
                                 h.expires = h.expires.max(h.deadline);
                             }
-                            keep(server, now, name);
+                            keep(server, now, name, item.lease);
                             extended
                         }
                     }

@@ -347,13 +347,13 @@ impl<'r> Case<'r> {
         }
     }
 
-    /// The mutex's uncontended pipeline (`SET NX PX GET`, `EXISTS <queue>`; with `fenced`, the
-    /// `MULTI` that also issues the fence) and, when it took a lock that callers were queued
-    /// for, its hand-off to the oldest. Whether it holds now.
+    /// The mutex's uncontended acquire (`SET NX PX GET` alone: callers who wait keep the lock
+    /// key, issue #35; with `fenced`, the `MULTI` that also issues the fence). Whether it holds
+    /// now.
     fn fast_path(&mut self, at: usize, fenced: bool) -> Result<bool, String> {
         let r = self.requests[at].clone();
         let name = name_of(r.lock);
-        let (taken, queued, fence) = if fenced {
+        let (taken, fence) = if fenced {
             self.fenced_attempt(&r)?
         } else {
             let set = self.exec(Op::SetNxGet {
@@ -361,38 +361,25 @@ impl<'r> Case<'r> {
                 token: r.token,
                 lease: r.lease,
             })?;
-            if set != Reply::SetNx(None) {
-                return Ok(false);
-            }
-            let queued = self.exec(Op::ExistsQueue { name })? != Reply::Int(0);
-            (true, queued, None)
+            (set == Reply::SetNx(None), None)
         };
         if !taken {
             return Ok(false);
         }
-        if !queued {
-            self.requests[at].state = State::Holding;
-            self.requests[at].fence = fence;
-            if fenced && fence.is_none() {
-                // The INCR was not trusted: fence.lua issues the hold's fence.
-                self.fence(at)?;
-            }
-            return Ok(true);
+        self.requests[at].state = State::Holding;
+        self.requests[at].fence = fence;
+        if fenced && fence.is_none() {
+            // The INCR was not trusted: fence.lua issues the hold's fence.
+            self.fence(at)?;
         }
-        self.exec(Op::Release {
-            name,
-            token: r.token,
-            leaving: None,
-            how: ReleaseHow::Handoff,
-        })?;
-        Ok(false)
+        Ok(true)
     }
 
     /// The fenced uncontended `MULTI` as fence_epoch.rs runs it: a plain `INCR` only for a slot
     /// this client floored on its connection's current epoch, fence.lua otherwise; the
-    /// connection name read back says which epoch it ran on. Whether it took the lock, whether
-    /// callers were queued, and the fence when it can be trusted.
-    fn fenced_attempt(&mut self, r: &Request) -> Result<(bool, bool, Option<u64>), String> {
+    /// connection name read back says which epoch it ran on. Whether it took the lock, and the
+    /// fence when it can be trusted.
+    fn fenced_attempt(&mut self, r: &Request) -> Result<(bool, Option<u64>), String> {
         let name = name_of(r.lock);
         let client = usize::from(r.client);
         let incr = self.known[client].1.contains(&name);
@@ -402,14 +389,8 @@ impl<'r> Case<'r> {
             lease: r.lease,
             incr,
         })?;
-        let Reply::Multi {
-            set,
-            queued,
-            fence,
-            epoch,
-        } = reply
-        else {
-            return Ok((false, false, None));
+        let Reply::Multi { set, fence, epoch } = reply else {
+            return Ok((false, None));
         };
         let same = epoch == self.known[client].0;
         if !same {
@@ -419,7 +400,7 @@ impl<'r> Case<'r> {
             self.known[client].1.insert(name);
         }
         let trusted = (same || !incr) && fence > 0;
-        Ok((set.is_none(), queued, trusted.then(|| fence.unsigned_abs())))
+        Ok((set.is_none(), trusted.then(|| fence.unsigned_abs())))
     }
 
     /// One waiting acquire's attempt (acquire.lua / shared_acquire.lua) in `mode`.

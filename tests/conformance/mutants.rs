@@ -25,6 +25,15 @@ pub(crate) const ALL: &[Mutant] = &[
         swaps: &[("if taken and waiting > 0 then", "if taken and false then")],
     },
     Mutant {
+        name: "enqueue-forgets-keep",
+        what: "keep (common.lua) flags the lock for its waiters but does not keep the key past \
+               its holder's deadline: a newcomer's SET NX takes it ahead of the queue",
+        swaps: &[(
+            "    redis.call('PEXPIREAT', lock, string.format('%.0f', deadline + lease), 'GT')\n",
+            "",
+        )],
+    },
+    Mutant {
         name: "grant-above-limit",
         what: "admit_from_head (admission.lua) admits the head whatever the permits held",
         swaps: &[("if used + weight > limit then", "if weight > limit then")],
@@ -156,9 +165,9 @@ pub(crate) const ALL: &[Mutant] = &[
         name: "extend-skips-asked-renewal",
         what: "extend.lua answers an asked mutex holder 2 without renewing its lease",
         swaps: &[(
-            "      redis.call('PEXPIRE', key, ARGV[2 * i])\n      out[i] = extended(key, owner)\n",
-            "      out[i] = extended(key, owner)\n      if out[i] == 1 then\n        \
-             redis.call('PEXPIRE', key, ARGV[2 * i])\n      end\n",
+            "        redis.call('PEXPIRE', key, ARGV[2 * i])\n        out[i] = extended(key, owner)\n",
+            "        out[i] = extended(key, owner)\n        if out[i] == 1 then\n          \
+             redis.call('PEXPIRE', key, ARGV[2 * i])\n        end\n",
         )],
     },
     Mutant {

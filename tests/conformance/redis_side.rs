@@ -278,7 +278,6 @@ impl Real {
                     .arg("PX")
                     .arg(lease)
                     .arg("GET");
-                pipe.cmd("EXISTS").arg(format!("{key}:queue"));
                 if *incr {
                     pipe.cmd("INCR").arg(&counter);
                 } else {

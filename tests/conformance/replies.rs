@@ -26,11 +26,10 @@ pub(crate) enum Norm {
         units: u64,
     },
     Extended(Vec<i64>),
-    /// The fenced `MULTI`: the `SET` reply, `EXISTS`, the third command's reply when it is no
-    /// fence (a fence is compared by order), and the connection's epoch.
+    /// The fenced `MULTI`: the `SET` reply, the second command's reply when it is no fence (a
+    /// fence is compared by order), and the connection's epoch.
     Multi {
         set: Option<Option<Token>>,
-        queued: bool,
         no_fence: Option<i64>,
         epoch: u32,
     },
@@ -146,15 +145,9 @@ pub(crate) fn model_norm(op: &Op, reply: &Reply) -> (Norm, Vec<u64>) {
         Reply::NotApplied { taken } => (Norm::NotApplied { taken }, vec![]),
         Reply::Written => (Norm::Written, vec![]),
         Reply::Stale { stored } => (Norm::Stale, vec![stored]),
-        Reply::Multi {
-            set,
-            queued,
-            fence,
-            epoch,
-        } => (
+        Reply::Multi { set, fence, epoch } => (
             Norm::Multi {
                 set,
-                queued,
                 no_fence: (fence <= 0).then_some(fence),
                 epoch,
             },
@@ -220,7 +213,7 @@ pub(crate) fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), St
             _ => return Err(odd()),
         },
         Op::FencedFast { .. } => match value {
-            Value::Array(items) if items.len() == 4 => {
+            Value::Array(items) if items.len() == 3 => {
                 let set = match &items[0] {
                     Value::Nil => None,
                     Value::BulkString(bytes) => {
@@ -228,13 +221,11 @@ pub(crate) fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), St
                     }
                     _ => return Err(odd()),
                 };
-                let queued = int(&items[1]).ok_or_else(odd)? > 0;
-                let fence = int(&items[2]).ok_or_else(odd)?;
-                let epoch = epoch_of(&items[3]).ok_or_else(odd)?;
+                let fence = int(&items[1]).ok_or_else(odd)?;
+                let epoch = epoch_of(&items[2]).ok_or_else(odd)?;
                 (
                     Norm::Multi {
                         set,
-                        queued,
                         no_fence: (fence <= 0).then_some(fence),
                         epoch,
                     },

@@ -76,6 +76,12 @@ if mode == 'resign' then
 end
 
 local pttl = redis.call('PTTL', lock)
+-- Version 2 (candidates wait, issue #35): the lease ends at the deadline in the value, the key
+-- a lease later.
+local deadline = tonumber(string.match(held, '^%x+w2 (%d+) '))
+if deadline and pttl > 0 then
+  pttl = deadline - (redis.call('PEXPIRETIME', lock) - pttl)
+end
 if pttl <= 0 then
   return -1
 end

@@ -27,6 +27,17 @@ if type(held) == 'string' then
   lock_fence = tonumber(string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')) or 0
 end
 local lease = redis.call('PTTL', KEYS[1])
+-- Version 2 (candidates wait, issue #35): the leader's lease ends at the deadline in the value;
+-- the key is kept a lease longer. The clock without TIME: the key's expiry, absolute and
+-- relative. Past the deadline nobody leads.
+local deadline = type(held) == 'string' and tonumber(string.match(held, '^%x+w2 (%d+) '))
+if deadline then
+  lease = deadline - (redis.call('PEXPIRETIME', KEYS[1]) - lease)
+  if lease <= 0 then
+    lease = -2
+    lock_fence = 0
+  end
+end
 local record = redis.pcall('GET', KEYS[2])
 if lock_fence > 0 and type(record) == 'string' then
   local fence, value = string.match(record, '^1 (%d+) (.*)$')

@@ -25,12 +25,15 @@ local held = redis.pcall('GET', lock)
 if not held then
   return 0
 end
-if type(held) ~= 'string' or string.sub(held, 1, 32) ~= ARGV[1] then
+if type(held) ~= 'string' then
   return -1
 end
-if not holds(held, clock_ms()) then
-  -- Kept past its deadline for the queue: the caller's lease is over.
+if deadline_of(held) and not holds(held, clock_ms()) then
+  -- Kept past its deadline for the queue: nobody holds it.
   return 0
+end
+if string.sub(held, 1, 32) ~= ARGV[1] then
+  return -1
 end
 local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
 if issued then

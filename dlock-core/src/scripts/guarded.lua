@@ -82,12 +82,12 @@ else
   if bad then
     return bad
   end
+  -- A key kept past its holder's deadline for the queue (version 2) holds for nobody.
+  if deadline_of(value) and not holds(value, clock_ms()) then
+    return {0, 'gone'}
+  end
   if string.sub(value, 1, 32) ~= owner then
     return {0, 'taken'}
-  end
-  -- A key kept past its holder's deadline for the queue (version 2) holds for nobody.
-  if not holds(value, clock_ms()) then
-    return {0, 'gone'}
   end
 end
 

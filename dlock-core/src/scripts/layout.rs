@@ -86,6 +86,8 @@ pub struct MutexValue {
     pub pid: u32,
     /// The holder's label.
     pub label: String,
+    /// Version 2 (callers wait, the key kept past it): the holder's deadline, server ms.
+    pub deadline_ms: Option<u64>,
 }
 
 /// What a mutex (or an election's mutex) holds in Redis: the lock key and its `:queue`.
@@ -97,10 +99,12 @@ pub struct MutexState {
     pub pttl_ms: i64,
     /// The queue entries, oldest first (entries dlock could not read are kept as `Err(raw)`).
     pub queue: Vec<Result<QueueEntry, String>>,
+    /// The server clock when read, ms.
+    pub now_ms: u64,
 }
 
 impl MutexState {
-    /// The reads: `GET <lock>`, `PTTL <lock>`, `LRANGE <lock>:queue 0 -1`.
+    /// The reads: `GET <lock>`, `PTTL <lock>`, `LRANGE <lock>:queue 0 -1`, `TIME`.
     pub fn reads(lock: &str) -> Pipeline {
         let mut pipe = redis::pipe();
         pipe.cmd("GET").arg(lock);
@@ -109,7 +113,16 @@ impl MutexState {
             .arg(format!("{lock}:queue"))
             .arg(0)
             .arg(-1);
+        pipe.cmd("TIME");
         pipe
+    }
+
+    /// The holder whose lease runs: a version-2 value past its deadline (a key kept for the
+    /// queue, issue #35) holds for nobody.
+    pub fn live_holder(&self) -> Option<&MutexValue> {
+        self.holder
+            .as_ref()
+            .filter(|h| h.deadline_ms.is_none_or(|d| self.now_ms < d))
     }
 
     /// Decodes the replies of [`MutexState::reads`].
@@ -117,9 +130,19 @@ impl MutexState {
     /// # Errors
     /// What could not be read (a lock value dlock did not write, a reply of another shape).
     pub fn decode(replies: &[Value]) -> Result<Self, String> {
-        let [value, pttl, queue] = replies else {
-            return Err(format!("mutex state: expected 3 replies, got {replies:?}"));
+        let [value, pttl, queue, time] = replies else {
+            return Err(format!("mutex state: expected 4 replies, got {replies:?}"));
         };
+        let now_ms = match time {
+            Value::Array(t) if t.len() == 2 => {
+                let part = |v: &Value| text(v).ok().flatten()?.parse::<u64>().ok();
+                part(&t[0])
+                    .zip(part(&t[1]))
+                    .map(|(s, us)| s * 1000 + us / 1000)
+            }
+            _ => None,
+        }
+        .ok_or_else(|| format!("mutex state: TIME answered {time:?}"))?;
         let holder = match text(value)? {
             None => None,
             Some(value) => {
@@ -133,6 +156,7 @@ impl MutexState {
                     host: held.host.to_owned(),
                     pid: held.pid,
                     label: held.label.to_owned(),
+                    deadline_ms: held.deadline,
                 })
             }
         };
@@ -140,6 +164,7 @@ impl MutexState {
             holder,
             pttl_ms: integer(pttl)?,
             queue: entries(queue, false)?,
+            now_ms,
         })
     }
 }

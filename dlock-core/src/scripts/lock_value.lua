@@ -71,7 +71,8 @@ local function deadline_of(value)
 end
 
 -- Whether the (usable) lock value `value` still holds at `now` (ms): a version-2 value kept past
--- its deadline holds for nobody, its own token included.
+-- its deadline holds for nobody, its own token included. (A value without a deadline holds:
+-- callers read the clock only when deadline_of finds one.)
 local function holds(value, now)
   local deadline = deadline_of(value)
   return deadline == nil or now < deadline

@@ -79,8 +79,9 @@ if refused then
   end
   return -1
 end
-local now = clock_ms()
-if not holds(held, now) then
+-- The clock is read only for a value that carries a deadline (version 2).
+local now = deadline_of(held) and clock_ms()
+if now and not holds(held, now) then
   -- Kept past its deadline for the queue (version 2): nobody's, the caller's lease included
   -- (0). Its head takes it now, as every script that finds it free hands it on.
   if type(redis.pcall('LLEN', queue)) ~= 'number' then
@@ -95,7 +96,7 @@ end
 if mode ~= 'force' and string.sub(held, 1, 32) ~= token then
   if entry and entry ~= '' then
     -- The caller left the queue of a lock someone else holds: the flag and the keep follow.
-    keep(lock, held, now, 0)
+    keep(lock, held, now or clock_ms(), 0)
   end
   return -1
 end

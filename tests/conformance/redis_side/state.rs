@@ -29,6 +29,9 @@ pub(crate) struct Leases {
     pub holds: BTreeMap<(LockRef, Token), u64>,
     /// Per lock with a live ask key: units until it expires.
     pub asks: BTreeMap<LockRef, u64>,
+    /// Per mutex key present: units until Redis drops it. Past the hold's deadline while
+    /// callers wait (issue #35: the key kept for the queue, its deadline in the value).
+    pub keeps: BTreeMap<u8, u64>,
 }
 
 impl Leases {
@@ -36,9 +39,12 @@ impl Leases {
     pub(crate) fn of_model(server: &Server, now: u64) -> Self {
         let left = |deadline: u64| units(deadline - now);
         let mut out = Self::default();
-        for (&n, hold) in server.data.locks.iter().filter(|(_, h)| now < h.deadline) {
-            out.holds
-                .insert((LockRef::Mutex(n), hold.token), left(hold.deadline));
+        for (&n, hold) in server.data.locks.iter().filter(|(_, h)| now < h.expires) {
+            if hold.live(now) {
+                out.holds
+                    .insert((LockRef::Mutex(n), hold.token), left(hold.deadline));
+            }
+            out.keeps.insert(n, left(hold.expires));
         }
         for (&n, lock) in &server.data.shared {
             for (&token, h) in lock.holders.iter().filter(|(_, h)| now < h.deadline) {
@@ -66,7 +72,7 @@ impl Real {
                 .map_err(io("mutex state"))
                 .map(items)?;
             let state = MutexState::decode(&replies)?;
-            let holder = match &state.holder {
+            let holder = match state.live_holder() {
                 Some(h) => Some((token_of(&h.token).ok_or("foreign token")?, h)),
                 None => None,
             };
@@ -281,7 +287,24 @@ impl Real {
             if pttl < 0 {
                 return Err(format!("lock {n}: a value without expiry (PTTL {pttl})"));
             }
-            out.holds.insert((LockRef::Mutex(n), token), left(pttl));
+            out.keeps.insert(n, left(pttl));
+            // Version 2: the hold ends at the deadline in the value, the key a lease later.
+            let deadline = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.get(32..))
+                .and_then(|v| v.strip_prefix("w2 "))
+                .and_then(|v| v.split(' ').next())
+                .and_then(|d| d.parse::<i64>().ok());
+            match deadline {
+                Some(deadline) if deadline > now_ms => {
+                    out.holds
+                        .insert((LockRef::Mutex(n), token), left(deadline - now_ms));
+                }
+                Some(_) => {}
+                None => {
+                    out.holds.insert((LockRef::Mutex(n), token), left(pttl));
+                }
+            }
         }
         let (shared, asks) = rest.split_at(2);
         for (n, exp) in (0u8..).zip(shared) {
