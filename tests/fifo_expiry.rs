@@ -119,4 +119,84 @@ backend_tests!(
         let left: usize = con.llen("dlock:{fifo-exp}:queue").await.unwrap();
         assert_eq!(left, 0);
     }
+
+    /// The keep is bounded (the model's `a kept key outlives its holder by at most one lease`):
+    /// a holder and its only waiter both SIGKILLed, the key is kept while nobody holds it, and
+    /// is gone about one lease after the lease it outlived; a newcomer then takes the lock at
+    /// once, although the dead waiter's entry is still queued.
+    async fn a_key_kept_for_a_dead_waiter_is_gone_one_lease_later(backend: Backend) {
+        let mut holder = Worker::spawn(&[
+            "hold".into(),
+            backend.worker_arg(),
+            "name=fifo-dead".into(),
+            "ttl_ms=1000".into(),
+        ]);
+        assert!(
+            holder
+                .line(Duration::from_secs(30))
+                .starts_with("acquired ")
+        );
+        let con = backend.raw().await;
+        let mut waiter = Worker::spawn(&[
+            "wait".into(),
+            backend.worker_arg(),
+            "name=fifo-dead".into(),
+            "ttl_ms=1000".into(),
+            "hold_ms=20".into(),
+        ]);
+        eventually(Duration::from_secs(10), "waiter queued", || {
+            let mut con = con.clone();
+            async move {
+                let n: usize = con.llen("dlock:{fifo-dead}:queue").await.ok()?;
+                (n == 1).then_some(())
+            }
+        })
+        .await;
+        waiter.child_mut().kill();
+        holder.child_mut().kill();
+        let client = backend.client();
+        eventually(
+            Duration::from_secs(10),
+            "the holder's lease ran out",
+            || {
+                let client = client.clone();
+                async move {
+                    client
+                        .inspect("fifo-dead")
+                        .await
+                        .ok()?
+                        .is_none()
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+        let over = std::time::Instant::now();
+        let mut probe = con.clone();
+        let kept: bool = probe.exists("dlock:{fifo-dead}").await.unwrap();
+        assert!(kept, "kept for the queued (dead) waiter");
+        eventually(Duration::from_secs(10), "the kept key expired", || {
+            let mut probe = probe.clone();
+            async move {
+                let present: bool = probe.exists("dlock:{fifo-dead}").await.ok()?;
+                (!present).then_some(())
+            }
+        })
+        .await;
+        assert!(
+            over.elapsed() <= Duration::from_millis(1_500),
+            "kept {:?} past the lease, more than one lease (1 s) and a margin",
+            over.elapsed()
+        );
+        let queued: usize = probe.llen("dlock:{fifo-dead}:queue").await.unwrap();
+        assert_eq!(queued, 1, "the dead waiter's entry is still queued");
+        let guard = client
+            .mutex("fifo-dead")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("the newcomer takes the lock the dead queue no longer keeps");
+        guard.release().await.unwrap();
+    }
 );

@@ -16,8 +16,8 @@
 //!
 //! # What dlock guarantees
 //! * **Mutual exclusion while the lease lasts.** Every state change is one atomic command or
-//!   Lua script: an uncontended acquire is a plain `SET NX PX` (with `GET`, and an `EXISTS` of
-//!   the queue in the same round trip), the rest are scripts. Release and extend check a 128-bit
+//!   Lua script: an uncontended acquire is a plain `SET NX PX GET` (while callers wait, the lock
+//!   key is kept past its holder's lease, so it fails and FIFO holds), the rest are scripts. Release and extend check a 128-bit
 //!   owner token drawn from a CSPRNG, so nothing ever releases or extends a lock it does not own.
 //! * **Retries are safe.** The token names the acquisition: a retried acquire never queues
 //!   twice and a retried fence request returns the same fence; release and extend are

@@ -164,11 +164,26 @@ pub(crate) const ALL: &[Mutant] = &[
     Mutant {
         name: "extend-skips-asked-renewal",
         what: "extend.lua answers an asked mutex holder 2 without renewing its lease",
-        swaps: &[(
-            "        redis.call('PEXPIRE', key, ARGV[2 * i])\n        out[i] = extended(key, owner)\n",
-            "        out[i] = extended(key, owner)\n        if out[i] == 1 then\n          \
+        swaps: &[
+            (
+                "        redis.call('PEXPIRE', key, ARGV[2 * i])\n        out[i] = extended(key, owner)\n",
+                "        out[i] = extended(key, owner)\n        if out[i] == 1 then\n          \
              redis.call('PEXPIRE', key, ARGV[2 * i])\n        end\n",
-        )],
+            ),
+            (
+                // The kept key's branch (callers wait: version 2) too.
+                "          redis.call('SET', key, owner .. 'w2 ' .. moved .. ' ' .. rest, 'KEEPTTL')\n",
+                "          if extended(key, owner) == 1 then\n            \
+             redis.call('SET', key, owner .. 'w2 ' .. moved .. ' ' .. rest, 'KEEPTTL')\n          \
+             end\n",
+            ),
+            (
+                "          redis.call('PEXPIREAT', key, string.format('%.0f', now + 2 * lease), 'GT')\n",
+                "          if extended(key, owner) == 1 then\n            \
+             redis.call('PEXPIREAT', key, string.format('%.0f', now + 2 * lease), 'GT')\n          \
+             end\n",
+            ),
+        ],
     },
     Mutant {
         name: "fenced-compares-numbers",
