@@ -223,15 +223,32 @@ impl Limiter {
         fail_open: bool,
         outage: &'static AtomicBool,
     ) -> Result<Self> {
+        let limiter = Self::new(client, name, Some(label), quota, Outage::Site(outage))?;
+        Ok(Self {
+            fail_open,
+            ..limiter
+        })
+    }
+
+    /// A limiter `name` (checked, as its quota) of `client`, counted in the metrics under
+    /// `label`, or under its name when `None`.
+    fn new(
+        client: &crate::Client,
+        name: &str,
+        label: Option<&'static str>,
+        quota: Quota,
+        outage: Outage,
+    ) -> Result<Self> {
         validate_named(NAME.0, NAME.1, name)?;
         quota.validate()?;
+        let name: Arc<str> = name.into();
         Ok(Self {
             ctx: client.ctx.clone(),
-            name: name.into(),
-            label: label.into(),
+            label: label.map_or_else(|| name.clone(), Arc::from),
+            name,
             quota,
-            fail_open,
-            outage: Outage::Site(outage),
+            fail_open: false,
+            outage,
         })
     }
 
@@ -574,16 +591,6 @@ impl crate::Client {
     }
 
     fn limiter(&self, name: &str, quota: Quota) -> Result<Limiter> {
-        validate_named(NAME.0, NAME.1, name)?;
-        quota.validate()?;
-        let name: Arc<str> = name.into();
-        Ok(Limiter {
-            ctx: self.ctx.clone(),
-            label: name.clone(),
-            name,
-            quota,
-            fail_open: false,
-            outage: Outage::Own(Arc::default()),
-        })
+        Limiter::new(self, name, None, quota, Outage::Own(Arc::default()))
     }
 }
