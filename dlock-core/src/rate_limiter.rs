@@ -112,6 +112,14 @@ impl Quota {
                 self.rate, self.per
             )));
         }
+        // The script keeps the TAT in µs as a Lua number and the key's expiry in ms: a full
+        // bucket's span must stay exact (2^53 µs, about 285 years) and a valid expiry.
+        if self.interval_us * f64::from(self.burst) > MAX_SPAN_US {
+            return Err(Error::invalid(format!(
+                "rate limiter quota: {} per {:?} with a burst of {} takes longer than 285 years                  to refill; use a shorter period or a smaller burst",
+                self.rate, self.per, self.burst
+            )));
+        }
         Ok(())
     }
 
@@ -120,6 +128,10 @@ impl Quota {
         self.interval_us * f64::from(self.burst - 1)
     }
 }
+
+/// The longest time a bucket may take to refill, µs: 2^53, the largest integer a Lua number
+/// (a double) holds exactly.
+const MAX_SPAN_US: f64 = 9_007_199_254_740_992.0;
 
 /// One decision of a limiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,15 +235,32 @@ impl Limiter {
         fail_open: bool,
         outage: &'static AtomicBool,
     ) -> Result<Self> {
+        let limiter = Self::new(client, name, Some(label), quota, Outage::Site(outage))?;
+        Ok(Self {
+            fail_open,
+            ..limiter
+        })
+    }
+
+    /// A limiter `name` (checked, as its quota) of `client`, counted in the metrics under
+    /// `label`, or under its name when `None`.
+    fn new(
+        client: &crate::Client,
+        name: &str,
+        label: Option<&'static str>,
+        quota: Quota,
+        outage: Outage,
+    ) -> Result<Self> {
         validate_named(NAME.0, NAME.1, name)?;
         quota.validate()?;
+        let name: Arc<str> = name.into();
         Ok(Self {
             ctx: client.ctx.clone(),
-            name: name.into(),
-            label: label.into(),
+            label: label.map_or_else(|| name.clone(), Arc::from),
+            name,
             quota,
-            fail_open,
-            outage: Outage::Site(outage),
+            fail_open: false,
+            outage,
         })
     }
 
@@ -574,16 +603,36 @@ impl crate::Client {
     }
 
     fn limiter(&self, name: &str, quota: Quota) -> Result<Limiter> {
-        validate_named(NAME.0, NAME.1, name)?;
-        quota.validate()?;
-        let name: Arc<str> = name.into();
-        Ok(Limiter {
-            ctx: self.ctx.clone(),
-            label: name.clone(),
-            name,
-            quota,
-            fail_open: false,
-            outage: Outage::Own(Arc::default()),
-        })
+        Limiter::new(self, name, None, quota, Outage::Own(Arc::default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Quota;
+
+    #[test]
+    fn a_quota_refused_at_build_says_why() {
+        let refused = |quota: Quota| quota.validate().unwrap_err().to_string();
+        assert!(refused(Quota::per_second(0)).contains("rate is 0"));
+        assert!(refused(Quota::per_second(10).burst(0)).contains("burst is 0"));
+        assert!(refused(Quota::per(1, Duration::ZERO)).contains("period is 0"));
+        assert!(refused(Quota::per_second(2_000_000)).contains("one cell per microsecond"));
+        let endless = Quota::per(1, Duration::from_secs(u64::MAX));
+        assert!(
+            refused(endless).contains("285 years"),
+            "{}",
+            refused(endless)
+        );
+        let long = Quota::per(1, Duration::from_secs(200 * 365 * 86_400)).burst(2);
+        assert!(refused(long).contains("285 years"));
+        assert!(
+            Quota::per(1, Duration::from_secs(200 * 365 * 86_400))
+                .validate()
+                .is_ok()
+        );
+        assert!(Quota::per_hour(1_000).burst(50_000).validate().is_ok());
     }
 }

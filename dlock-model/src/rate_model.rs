@@ -42,6 +42,33 @@ pub const REFUND_FLOOR: &str = "a refund keeps the TAT at or after now";
 /// `a reservation waits at most its max wait`.
 pub const RESERVE_WAIT: &str = "a reservation waits at most its max wait";
 
+/// The checks that must be reached (`sometimes`), so that none of the properties is vacuous.
+pub const REACHABLE: [&str; 4] = [
+    "a try is admitted",
+    "a try is limited",
+    "a reservation waits",
+    "a refund gives cells back",
+];
+
+/// The verdict of a finished check: `Err` with the trace of the first broken property, or
+/// naming a check of [`REACHABLE`] that was not reached.
+///
+/// # Errors
+/// As above.
+pub fn verdict(checker: &impl stateright::Checker<RateModel>) -> Result<(), String> {
+    for property in checker.model().properties() {
+        let found = checker.discovery(property.name);
+        if REACHABLE.contains(&property.name) {
+            if found.is_none() {
+                return Err(format!("`{}` not reached: vacuous", property.name));
+            }
+        } else if let Some(path) = found {
+            return Err(format!("`{}` broken:\n{}", property.name, trace(path)));
+        }
+    }
+    Ok(())
+}
+
 /// One admitted cell group: `n` cells at server time `at`, decided in restart epoch `epoch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cells {
@@ -323,13 +350,13 @@ impl Model for RateModel {
                     _ => true,
                 })
             }),
-            Property::sometimes("a try is admitted", |_, s: &RateState| {
+            Property::sometimes(REACHABLE[0], |_, s: &RateState| {
                 s.last.is_some_and(|l| {
                     l.op.mode == RateMode::Try
                         && matches!(l.reply, RateReply::Decision { admitted: true, .. })
                 })
             }),
-            Property::sometimes("a try is limited", |_, s: &RateState| {
+            Property::sometimes(REACHABLE[1], |_, s: &RateState| {
                 s.last.is_some_and(|l| {
                     l.op.mode == RateMode::Try
                         && matches!(
@@ -341,13 +368,13 @@ impl Model for RateModel {
                         )
                 })
             }),
-            Property::sometimes("a reservation waits", |_, s: &RateState| {
+            Property::sometimes(REACHABLE[2], |_, s: &RateState| {
                 s.last.is_some_and(|l| {
                     matches!(l.op.mode, RateMode::Reserve { .. })
                         && matches!(l.reply, RateReply::Decision { admitted: true, wait, .. } if wait > 0)
                 })
             }),
-            Property::sometimes("a refund gives cells back", |_, s: &RateState| {
+            Property::sometimes(REACHABLE[3], |_, s: &RateState| {
                 s.last.is_some_and(|l| {
                     let tat = |key| match key {
                         Some(Stored::Limiter { tat, .. }) => tat.max(s.now),
