@@ -18,6 +18,7 @@ use std::marker::PhantomData;
 
 use dlock_core::{Client, ErrorKind, FencingToken, Mutex, MutexGuard, MutexOptions};
 
+use crate::redis_stats::Plain;
 use crate::rt::BoxError;
 use crate::spec::{ACQUIRE_WAIT, TTL};
 use crate::subject::Subject;
@@ -124,10 +125,14 @@ impl<V: Variant> Subject for Dlock<V> {
     const LABEL: &'static str = V::LABEL;
     const WAITS: bool = true;
     const FENCES: bool = true;
-    /// The uncontended acquire sends `SET` and `EXISTS` of the queue in one round trip: every
-    /// `EXISTS` is one (no mutex script calls it), which the `SET` of a script's would not tell.
-    /// With `fenced()` the two are in a `MULTI`, and its `EXEC` counts the trip.
-    const OWN_PLAIN: &'static [&'static str] = if V::FENCED { &[] } else { &["exists"] };
+    /// Every acquire sends one plain `SET NX` first (the uncontended acquire is that `SET`
+    /// alone), and dlock's scripts write with `SET` too: the client's `SET`s are the
+    /// acquisitions. With `fenced()` the `SET` is in a `MULTI`, and its `EXEC` counts the trip.
+    const OWN_PLAIN: Plain = if V::FENCED {
+        Plain::NONE
+    } else {
+        Plain::once_per_op("set")
+    };
     type Lock<'a> = Mutex;
     type Guard<'a> = MutexGuard;
 
@@ -165,8 +170,9 @@ mod tests {
 
     #[test]
     fn the_uncontended_acquire_counts_as_one_round_trip() {
-        assert_eq!(<Dlock<Defaults> as Subject>::OWN_PLAIN, ["exists"]);
-        assert_eq!(<Dlock<Nodelay> as Subject>::OWN_PLAIN, ["exists"]);
-        assert!(<Dlock<Fenced> as Subject>::OWN_PLAIN.is_empty());
+        let one_set = Plain::once_per_op("set");
+        assert_eq!(<Dlock<Defaults> as Subject>::OWN_PLAIN, one_set);
+        assert_eq!(<Dlock<Nodelay> as Subject>::OWN_PLAIN, one_set);
+        assert_eq!(<Dlock<Fenced> as Subject>::OWN_PLAIN, Plain::NONE);
     }
 }

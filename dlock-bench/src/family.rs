@@ -38,7 +38,7 @@ use crate::child::{GO, Group, args, print_result, ready_then_wait_for_go};
 use crate::cli::ChildArgs;
 use crate::control::{Control, raw_connection};
 use crate::family_stats::{Hold, HoldFigures, Inside, Op, Role, lost_updates};
-use crate::redis_stats::{PerCommand, PerOp, Snapshot, WindowDelta};
+use crate::redis_stats::{PerCommand, PerOp, Plain, Snapshot, WindowDelta};
 use crate::report::CommandRow;
 use crate::rt::{BoxError, current_thread_runtime, elapsed_ns, monotonic_ns, multi_thread_runtime};
 use crate::spec::{Counts, FAMILY_PROCESSES, FAMILY_TASKS, W3_PAUSE};
@@ -269,7 +269,7 @@ fn summarize(
         expected_counter,
         final_counter,
         lost_updates: lost_updates(expected_counter, final_counter),
-        per_op: PerOp::of(&window, holds, &[]).server_side(),
+        per_op: PerOp::of(&window, holds, Plain::NONE).server_side(),
         commands: window.commands,
     }
 }

@@ -20,6 +20,7 @@ use redis::Script;
 use redis::aio::MultiplexedConnection;
 
 use crate::control::raw_connection;
+use crate::redis_stats::Plain;
 use crate::rt::BoxError;
 use crate::spec::TTL_MS;
 use crate::subject::Subject;
@@ -102,7 +103,7 @@ impl<C: Connect> Subject for Floor<C> {
     const NAME: &'static str = C::NAME;
     const LABEL: &'static str = C::LABEL;
     const WAITS: bool = false;
-    const OWN_PLAIN: &'static [&'static str] = &["set"];
+    const OWN_PLAIN: Plain = Plain::client_only(&["set"]);
     type Lock<'a> = FloorLock<'a, C>;
     type Guard<'a> = FloorGuard<'a>;
 

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, raw_connection};
 use crate::dlock::client;
-use crate::redis_stats::{PerOp, measure};
+use crate::redis_stats::{PerOp, Plain, measure};
 use crate::report::{Check, Entry, Section, Target, checked};
 use crate::rt::{BoxError, current_thread_runtime};
 use crate::stats::float;
@@ -70,16 +70,22 @@ async fn measure_all(url: &str, writes: u64) -> Result<Vec<WriteRun>, BoxError> 
 
     let mut runs = Vec::new();
     runs.push(
-        window(&mut control, "plain SET", writes, &["set"], async {
-            for i in 0..writes {
-                let _: () = plain.set(VALUE_KEY, i).await?;
-            }
-            Ok(())
-        })
+        window(
+            &mut control,
+            "plain SET",
+            writes,
+            Plain::client_only(&["set"]),
+            async {
+                for i in 0..writes {
+                    let _: () = plain.set(VALUE_KEY, i).await?;
+                }
+                Ok(())
+            },
+        )
         .await?,
     );
     runs.push(
-        window(&mut control, "guarded SET", writes, &[], async {
+        window(&mut control, "guarded SET", writes, Plain::NONE, async {
             for i in 0..writes {
                 applied(guard.guarded().set(VALUE_KEY, i).exec().await?)?;
             }
@@ -88,25 +94,31 @@ async fn measure_all(url: &str, writes: u64) -> Result<Vec<WriteRun>, BoxError> 
         .await?,
     );
     runs.push(
-        window(&mut control, "guarded 3 writes", writes, &[], async {
-            for i in 0..writes {
-                let batch = guard
-                    .guarded()
-                    .incr("guarded:{bench}:n", 1)
-                    .rpush("guarded:{bench}:log", i)
-                    .ltrim("guarded:{bench}:log", -10, -1)
-                    .hset("guarded:{bench}:h", "last", i)
-                    .exec()
-                    .await?;
-                applied(batch)?;
-            }
-            Ok(())
-        })
+        window(
+            &mut control,
+            "guarded 3 writes",
+            writes,
+            Plain::NONE,
+            async {
+                for i in 0..writes {
+                    let batch = guard
+                        .guarded()
+                        .incr("guarded:{bench}:n", 1)
+                        .rpush("guarded:{bench}:log", i)
+                        .ltrim("guarded:{bench}:log", -10, -1)
+                        .hset("guarded:{bench}:h", "last", i)
+                        .exec()
+                        .await?;
+                    applied(batch)?;
+                }
+                Ok(())
+            },
+        )
         .await?,
     );
     let fenced_key = "fenced:{bench}:v";
     runs.push(
-        window(&mut control, "fenced_set", writes, &[], async {
+        window(&mut control, "fenced_set", writes, Plain::NONE, async {
             for i in 0..writes {
                 written(&client, fenced_key, fence, i).await?;
             }
@@ -140,7 +152,7 @@ async fn window(
     control: &mut Control,
     label: &str,
     writes: u64,
-    own_plain: &[&str],
+    own_plain: Plain,
     work: impl std::future::Future<Output = Result<(), BoxError>>,
 ) -> Result<WriteRun, BoxError> {
     let ((), window_ns, delta) = measure(control, work).await?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::redis_stats::{PerCommand, PerOp, WindowDelta};
+use crate::redis_stats::{PerCommand, PerOp, Plain, WindowDelta};
 use crate::report::{Column, CommandRow, Entry, Figure, Section, Target};
 use crate::rt::{BoxError, elapsed_ns};
 use crate::stats::{count, ns_to_s, p50_p99_us, per_second};
@@ -65,7 +65,7 @@ impl PairResult {
     /// counters; `own_plain` is the subject's [`Subject::OWN_PLAIN`].
     pub(crate) fn new(
         subject: Kind,
-        own_plain: &[&str],
+        own_plain: Plain,
         latencies: &mut [u64],
         window_ns: u64,
         window: WindowDelta,
@@ -245,7 +245,7 @@ mod tests {
         let window = WindowDelta::default();
         PairResult {
             pairs_per_s,
-            ..PairResult::new(subject, &[], &mut latencies, 1, window)
+            ..PairResult::new(subject, Plain::NONE, &mut latencies, 1, window)
         }
     }
 

@@ -26,7 +26,7 @@ use crate::child::{GO, Group, args, print_result, ready_then_wait_for_go};
 use crate::cli::ChildArgs;
 use crate::control::{Control, raw_connection};
 use crate::dlock::client;
-use crate::redis_stats::{PerOp, measure};
+use crate::redis_stats::{PerOp, Plain, measure};
 use crate::report::{Entry, Section, Target};
 use crate::rt::{BoxError, current_thread_runtime, multi_thread_runtime};
 use crate::stats::float;
@@ -207,7 +207,7 @@ async fn measure_all(url: &str, decisions: u64) -> Result<Vec<RateRun>, BoxError
             &mut control,
             "fixed window, 1 connection",
             decisions,
-            &["incr", "expire"],
+            Plain::client_only(&["incr", "expire"]),
             async {
                 let plain = &mut plains[0];
                 for _ in 0..decisions {
@@ -219,12 +219,18 @@ async fn measure_all(url: &str, decisions: u64) -> Result<Vec<RateRun>, BoxError
         .await?,
     );
     runs.push(
-        window(&mut control, "dlock, 1 connection", decisions, &[], async {
-            for _ in 0..decisions {
-                one.try_acquire(1).await?;
-            }
-            Ok(())
-        })
+        window(
+            &mut control,
+            "dlock, 1 connection",
+            decisions,
+            Plain::NONE,
+            async {
+                for _ in 0..decisions {
+                    one.try_acquire(1).await?;
+                }
+                Ok(())
+            },
+        )
         .await?,
     );
     let each = decisions / TASKS;
@@ -234,7 +240,7 @@ async fn measure_all(url: &str, decisions: u64) -> Result<Vec<RateRun>, BoxError
             &mut control,
             "fixed window, 64 connections",
             each * TASKS,
-            &["incr", "expire"],
+            Plain::client_only(&["incr", "expire"]),
             all_at_once(cons, move |mut con| async move {
                 for _ in 0..each {
                     fixed_window(&mut con).await?;
@@ -250,7 +256,7 @@ async fn measure_all(url: &str, decisions: u64) -> Result<Vec<RateRun>, BoxError
             &mut control,
             "dlock, 64 connections",
             each * TASKS,
-            &[],
+            Plain::NONE,
             all_at_once(handles, move |limiter| async move {
                 for _ in 0..each {
                     limiter.try_acquire(1).await?;
@@ -298,7 +304,7 @@ async fn window(
     control: &mut Control,
     label: &str,
     decisions: u64,
-    own_plain: &[&str],
+    own_plain: Plain,
     work: impl std::future::Future<Output = Result<(), BoxError>>,
 ) -> Result<RateRun, BoxError> {
     let ((), window_ns, delta) = measure(control, work).await?;

@@ -266,17 +266,69 @@ pub(crate) struct PerOp {
     pub(crate) client_alloc_bytes: Option<f64>,
 }
 
+/// The plain (non-script) commands a subject's client sends itself, which `INFO commandstats`
+/// cannot tell apart from the same commands called inside a script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plain {
+    /// Commands no script of the subject calls: every call is one the client sent (the `SET NX`
+    /// of the floor and of rslock).
+    pub(crate) client_only: &'static [&'static str],
+    /// A command the client sends exactly once per operation, which its scripts call too
+    /// (dlock's uncontended acquire is a plain `SET NX`, and its scripts write with `SET`): its
+    /// client calls are the operations, and its server time the share of them.
+    pub(crate) once_per_op: Option<&'static str>,
+}
+
+impl Plain {
+    /// No plain command: scripts and client-only commands (`EVALSHA`, `EXEC`, pub/sub) only.
+    pub(crate) const NONE: Plain = Plain::client_only(&[]);
+
+    /// Plain commands that no script of the subject calls.
+    pub(crate) const fn client_only(names: &'static [&'static str]) -> Plain {
+        Plain {
+            client_only: names,
+            once_per_op: None,
+        }
+    }
+
+    /// One plain `name` per operation, a command the subject's scripts call too.
+    pub(crate) const fn once_per_op(name: &'static str) -> Plain {
+        Plain {
+            client_only: &[],
+            once_per_op: Some(name),
+        }
+    }
+}
+
 impl PerOp {
-    /// The costs of `ops` operations in `window`, whose client sent every call of the plain
-    /// commands `own_plain` itself (the `SET NX` of the floor and of rslock: no script of theirs
-    /// calls `SET`).
-    pub(crate) fn of(window: &WindowDelta, ops: u64, own_plain: &[&str]) -> PerOp {
+    /// The costs of `ops` operations in `window`, whose client sent the plain commands `plain`
+    /// says it sent.
+    pub(crate) fn of(window: &WindowDelta, ops: u64, plain: Plain) -> PerOp {
         let per_op = |n: u64| ratio(n, ops);
-        let own_plain_calls = own_plain.iter().map(|name| window.commands.get(name)).sum();
+        let client_only_calls: u64 = plain
+            .client_only
+            .iter()
+            .map(|name| window.commands.get(name))
+            .sum();
+        // The client's share of a command its scripts call too: its calls are the operations,
+        // and its time that share of the command's time (the same command, the same cost).
+        let (shared_calls, shared_usec) = plain.once_per_op.map_or((0, 0.0), |name| {
+            let calls = window.commands.get(name);
+            let sent = ops.min(calls);
+            (
+                sent,
+                float(window.usec.get(name)) * ratio(sent, calls.max(1)),
+            )
+        });
         PerOp {
             commands: per_op(window.commands.total()),
-            round_trips: per_op(window.commands.round_trips(own_plain_calls)),
-            server_us: per_op(window.usec.client_usec(own_plain)),
+            round_trips: per_op(
+                window
+                    .commands
+                    .round_trips(client_only_calls + shared_calls),
+            ),
+            server_us: (float(window.usec.client_usec(plain.client_only)) + shared_usec)
+                / float(ops),
             server_cpu_us: per_op(window.server_cpu_us),
             client_cpu_us: Some(per_op(window.client_cpu_us)),
             client_allocs: Some(per_op(window.client_allocs)),
@@ -371,7 +423,7 @@ mod tests {
         };
         window.commands = PerCommand::parse(SAMPLE, "calls=");
         window.usec = PerCommand::parse(SAMPLE, "usec=");
-        let per_op = PerOp::of(&window, 10, &["set"]);
+        let per_op = PerOp::of(&window, 10, Plain::client_only(&["set"]));
         assert!((per_op.commands - 2.0).abs() < 1e-9);
         // 5 client-only calls and 10 own SETs in 10 operations.
         assert!((per_op.round_trips - 1.5).abs() < 1e-9);
@@ -379,6 +431,13 @@ mod tests {
         assert_eq!(per_op.client_cpu_us, Some(20.0));
         assert_eq!(per_op.client_allocs, Some(35.0));
         assert_eq!(per_op.client_alloc_bytes, Some(4_000.0));
+        // The same window with `SET` shared with scripts, one client SET per operation: 4 of
+        // the 10 operations' SETs came from the client, 6 from scripts.
+        let shared = PerOp::of(&window, 4, Plain::once_per_op("set"));
+        // 5 client-only calls and 4 plain SETs in 4 operations.
+        assert!((shared.round_trips - 9.0 / 4.0).abs() < 1e-9);
+        // EVALSHA 90 + SCRIPT LOAD 9 + 4/10 of SET's 12 µs.
+        assert!((shared.server_us - (99.0 + 4.8) / 4.0).abs() < 1e-9);
         let server_side = per_op.server_side();
         assert_eq!(server_side.client_allocs, None);
         assert_eq!(server_side.client_cpu_us, None);

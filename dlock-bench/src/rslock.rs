@@ -20,6 +20,7 @@
 
 use rslock::{LockGuard, LockManager};
 
+use crate::redis_stats::Plain;
 use crate::rt::BoxError;
 use crate::spec::{ACQUIRE_WAIT, TTL};
 use crate::subject::Subject;
@@ -43,7 +44,7 @@ impl Subject for Rslock {
     const NAME: &'static str = "rslock";
     const LABEL: &'static str = "rslock 0.10.0";
     const WAITS: bool = true;
-    const OWN_PLAIN: &'static [&'static str] = &["set"];
+    const OWN_PLAIN: Plain = Plain::client_only(&["set"]);
     type Lock<'a> = RslockLock<'a>;
     type Guard<'a> = LockGuard;
 

@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::ops::Range;
 
+use crate::redis_stats::Plain;
 use crate::rt::BoxError;
 
 /// A lock implementation under test. Every lock it takes has a lease of
@@ -23,10 +24,10 @@ pub(crate) trait Subject: Sized + Send + Sync + 'static {
     const WAITS: bool;
     /// Whether a holder can read a fencing token (W2-fence reads it in every hold).
     const FENCES: bool = false;
-    /// Plain (non-script) commands that only the subject's client sends, never its scripts, and
-    /// that `INFO commandstats` cannot tell apart from Lua-internal calls (the `SET NX` of the
-    /// floor and of rslock): every call of one is a client round trip.
-    const OWN_PLAIN: &'static [&'static str] = &[];
+    /// The plain (non-script) commands the subject's client sends itself, which `INFO
+    /// commandstats` cannot tell apart from Lua-internal calls (the `SET NX` of the floor and of
+    /// rslock, dlock's uncontended `SET NX`): each is a client round trip.
+    const OWN_PLAIN: Plain = Plain::NONE;
 
     /// A handle on one lock name (what the user keeps between acquisitions).
     type Lock<'a>: Send + Sync;

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::redis_stats::Plain;
 use crate::rt::BoxError;
 // The trait whose constants `with_subject!` reads.
 use crate::subject::Subject as _;
@@ -125,7 +126,7 @@ impl Kind {
     /// The plain commands only the subject's client sends ([`Subject::OWN_PLAIN`]).
     ///
     /// [`Subject::OWN_PLAIN`]: crate::subject::Subject::OWN_PLAIN
-    pub(crate) fn own_plain(self) -> &'static [&'static str] {
+    pub(crate) fn own_plain(self) -> Plain {
         with_subject!(self, S => S::OWN_PLAIN)
     }
 

@@ -722,14 +722,67 @@ impl Mutex {
         }
     }
 
+    /// The fenced uncontended attempt: `set` in a `MULTI` with the fence's commands (see
+    /// [`Mutex::fast_attempt`]). Returns the `SET`'s reply and the fence the `MULTI` issued, if
+    /// the epoch trusts it.
+    async fn fenced_attempt(&self, set: Cmd, token: &OwnerToken) -> Result<(Value, Option<u64>)> {
+        let lock = &*self.keys.lock;
+        let name = self.keys.name();
+        let ticket = self.ctx.fence_epochs.ticket(self.keys.slot());
+        let mut pipe = redis::Pipeline::with_capacity(4);
+        pipe.ignore_errors();
+        pipe.atomic();
+        pipe.add_command(set);
+        // A plain INCR on a connection on which this slot's counter was floored, else the
+        // floor itself (`fence.lua`, `next_fence` at the server clock): see fence_epoch.rs.
+        // Then which connection this ran on.
+        if ticket.trusted() {
+            let mut incr = Cmd::with_capacity(2, lock.len() + 48);
+            incr.arg("INCR").arg(self.keys.counter());
+            pipe.add_command(incr);
+        } else {
+            let mut call = Call::new(&scripts::FENCE, 1);
+            call.arg(lock).arg(token).arg(self.keys.counter());
+            pipe.add_command(call.cmd);
+        }
+        if ticket.reads_name() {
+            let mut getname = Cmd::with_capacity(2, 16);
+            getname.arg("CLIENT").arg("GETNAME");
+            pipe.add_command(getname);
+        }
+        if let Some(set) = ticket.set_name() {
+            pipe.cmd("CLIENT").arg("SETNAME").arg(set);
+        }
+        let replies = match self.ctx.transport.pipeline(&pipe, "acquire", name).await {
+            Ok(replies) => replies,
+            Err(e) => {
+                ticket.failed(&self.ctx.fence_epochs);
+                return Err(e);
+            }
+        };
+        // Read for every outcome: the epoch learns whether its name was set.
+        let counted = self.counted_fence(&ticket, &replies);
+        match replies.into_iter().next() {
+            Some(Value::ServerError(e)) => {
+                ticket.failed(&self.ctx.fence_epochs);
+                let e: redis::RedisError = e.into();
+                if e.code() == Some("WRONGTYPE") {
+                    let context = format!("acquire `{name}`");
+                    return Err(Error::foreign(&context, lock, "holds another Redis type"));
+                }
+                Err(self.ctx.transport.explain("acquire", name, e).await)
+            }
+            Some(reply) => Ok((reply, counted)),
+            None => Err(unexpected("acquire", &Value::Array(Vec::new()))),
+        }
+    }
+
     /// One uncontended attempt: see [`Mutex::fast_attempt`].
     async fn fast_attempt_once(&self, token: OwnerToken) -> Result<Fast> {
         let lock = &*self.keys.lock;
         let label = self.settings.label.as_deref().unwrap_or_default();
         // Each command's buffer is sized for it up front: grown from empty, argument by
         // argument, it was a third of the client's cost of writing the request (callgrind).
-        let mut pipe = redis::Pipeline::with_capacity(if self.settings.fenced { 4 } else { 1 });
-        pipe.ignore_errors();
         let holder = &self.ctx.transport.holder;
         let mut set = Cmd::with_capacity(7, lock.len() + holder.len() + label.len() + 64);
         set.arg("SET")
@@ -743,64 +796,21 @@ impl Mutex {
             .arg("PX")
             .arg(timing::millis(self.settings.ttl))
             .arg("GET");
-        pipe.add_command(set);
-        let ticket = self
-            .settings
-            .fenced
-            .then(|| self.ctx.fence_epochs.ticket(self.keys.slot()));
-        if let Some(ticket) = &ticket {
-            pipe.atomic();
-            // A plain INCR on a connection on which this slot's counter was floored, else
-            // the floor itself (`fence.lua`, `next_fence` at the server clock): see
-            // fence_epoch.rs. Then which connection this ran on.
-            if ticket.trusted() {
-                let mut incr = Cmd::with_capacity(2, lock.len() + 48);
-                incr.arg("INCR").arg(self.keys.counter());
-                pipe.add_command(incr);
-            } else {
-                let mut call = Call::new(&scripts::FENCE, 1);
-                call.arg(lock).arg(token).arg(self.keys.counter());
-                pipe.add_command(call.cmd);
-            }
-            if ticket.reads_name() {
-                let mut getname = Cmd::with_capacity(2, 16);
-                getname.arg("CLIENT").arg("GETNAME");
-                pipe.add_command(getname);
-            }
-            if let Some(set) = ticket.set_name() {
-                pipe.cmd("CLIENT").arg("SETNAME").arg(set);
-            }
-        }
         let name = self.keys.name();
-        let failed = || {
-            if let Some(ticket) = &ticket {
-                ticket.failed(&self.ctx.fence_epochs);
-            }
-        };
-        let replies = match self.ctx.transport.pipeline(&pipe, "acquire", name).await {
-            Ok(replies) => replies,
-            Err(e) => {
-                failed();
-                return Err(e);
-            }
-        };
-        // Read for every outcome: the epoch learns whether its name was set.
-        let counted = ticket
-            .as_ref()
-            .and_then(|ticket| self.counted_fence(ticket, &replies));
         let context = || format!("acquire `{name}`");
-        if let Some(Value::ServerError(e)) = replies.first() {
-            failed();
-            let e: redis::RedisError = e.clone().into();
-            if e.code() == Some("WRONGTYPE") {
-                return Err(Error::foreign(&context(), lock, "holds another Redis type"));
+        let (reply, counted) = if self.settings.fenced {
+            self.fenced_attempt(set, &token).await?
+        } else {
+            // One command, not a pipeline of one: no reply vector, no second buffer.
+            match self.ctx.transport.command(&set, "acquire", name).await {
+                Ok(reply) => (reply, None),
+                Err(e) if e.kind() == ErrorKind::WrongType => {
+                    return Err(Error::foreign(&context(), lock, "holds another Redis type"));
+                }
+                Err(e) => return Err(e),
             }
-            return Err(self.ctx.transport.explain("acquire", name, e).await);
-        }
-        let reply = replies
-            .get(..1)
-            .and_then(FastReply::decode)
-            .ok_or_else(|| unexpected("acquire", &Value::Array(replies.clone())))?;
+        };
+        let reply = FastReply::decode(&reply).ok_or_else(|| unexpected("acquire", &reply))?;
         match reply {
             FastReply::Taken => {
                 let fence = match counted {

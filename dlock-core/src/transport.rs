@@ -205,6 +205,15 @@ impl Transport {
         self.timed(request, limit, op, name).await
     }
 
+    /// Sends one plain command of `op` on the lock `name` under the command timeout. A server
+    /// error is explained as a failed request's is (a `WRONGTYPE` is `ErrorKind::WrongType`).
+    pub(crate) async fn command(&self, cmd: &redis::Cmd, op: &str, name: &str) -> Result<Value> {
+        let limit = self.settle().await?;
+        let (mut conn, _) = self.conn()?;
+        self.timed(cmd.query_async::<Value>(&mut conn), limit, op, name)
+            .await
+    }
+
     /// Sends one command under the command timeout and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, what: &str) -> Result<T> {
         let limit = self.settle().await?;

@@ -358,10 +358,10 @@ pub(crate) enum FastReply {
 
 impl FastReply {
     /// Reads the `SET`'s reply.
-    pub(crate) fn decode(replies: &[Value]) -> Option<Self> {
-        match replies {
-            [Value::Nil] => Some(Self::Taken),
-            [Value::BulkString(value)] => Some(Self::Held(value.clone())),
+    pub(crate) fn decode(reply: &Value) -> Option<Self> {
+        match reply {
+            Value::Nil => Some(Self::Taken),
+            Value::BulkString(value) => Some(Self::Held(value.clone())),
             _ => None,
         }
     }
@@ -742,13 +742,13 @@ mod tests {
 
     #[test]
     fn fast_acquire_and_fence_replies_are_typed() {
-        assert_eq!(FastReply::decode(&[Value::Nil]), Some(FastReply::Taken));
+        assert_eq!(FastReply::decode(&Value::Nil), Some(FastReply::Taken));
         assert_eq!(
-            FastReply::decode(&[Value::BulkString(b"v".to_vec())]),
+            FastReply::decode(&Value::BulkString(b"v".to_vec())),
             Some(FastReply::Held(b"v".to_vec()))
         );
-        assert_eq!(FastReply::decode(&[Value::Nil, Value::Int(1)]), None);
-        assert_eq!(FastReply::decode(&[Value::Okay]), None);
+        assert_eq!(FastReply::decode(&Value::Int(1)), None);
+        assert_eq!(FastReply::decode(&Value::Okay), None);
         assert_eq!(
             FenceReply::decode(&Value::Int(17)),
             Some(FenceReply::Fence(17))
