@@ -44,9 +44,9 @@ PORT=$(free_port)
 taskset -c $CPU redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
   --daemonize yes --pidfile "$OUT/redis.pid" --logfile "$OUT/redis.log"
 CG_PORT=$(free_port)
-# Names uncompressed: each dump (redis-cg.out.N) then names its functions itself, and
-# callgrind_annotate reads it alone. Debian's redis-server has no symbols; for a per-function
-# profile put a redis-server built from the same version's source first on PATH.
+# Names uncompressed, so that each dump (redis-cg.out.N) names its functions itself:
+# scripts/callgrind-diff.py compares two of them per function. Debian's redis-server has no
+# symbols; for that, put a redis-server built from the same version's source first on PATH.
 valgrind --tool=callgrind --compress-strings=no --callgrind-out-file="$OUT/redis-cg.out" \
   redis-server --port "$CG_PORT" --bind 127.0.0.1 --save '' --appendonly no \
   >"$OUT/redis-cg.log" 2>&1 &
