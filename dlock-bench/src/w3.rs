@@ -159,7 +159,7 @@ fn summarize(
     let mut events: Vec<_> = reports.into_iter().flat_map(|r| r.events).collect();
     let contention = contention(&mut events, counts.w3_workers());
     let acquisitions = contention.acquisitions;
-    let per_acq = PerOp::of(&window, acquisitions, subject.own_plain()).server_side();
+    let per_acq = PerOp::of(&window, acquisitions, subject.own_plain().contended()).server_side();
     let window_ns = end.saturating_sub(start);
     W3Result {
         subject,

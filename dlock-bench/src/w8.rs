@@ -325,7 +325,7 @@ pub(crate) fn run_on(nodes: &Nodes, counts: &Counts) -> Result<W8Result, BoxErro
     let mut events: Vec<W8Event> = reports.into_iter().flat_map(|r| r.events).collect();
     let handoffs = handoffs(&mut events);
     let acquisitions = handoffs.acquisitions;
-    let own_plain = <Dlock as Subject>::OWN_PLAIN;
+    let own_plain = <Dlock as Subject>::OWN_PLAIN.contended();
     Ok(W8Result {
         cluster: nodes.is_cluster(),
         nodes: nodes.urls().len(),
