@@ -462,7 +462,7 @@ pub(crate) async fn history(
         };
         let end = ledger.get(&format!("{id}:end")).map(String::as_str);
         let attempts = ledger.get(&format!("{id}:attempts")).map(String::as_str);
-        let mut record =
+        let parse = |end: Option<&str>, attempts: Option<&str>| {
             RunRecord::parse(occurrence_ms, claim, end, attempts).map_err(|e| match e {
                 RecordError::Version(v) => Error::protocol(format!(
                     "the ledger of job `{job}` holds run records of format version {v}, written by \
@@ -471,7 +471,9 @@ pub(crate) async fn history(
                 RecordError::Malformed => Error::protocol(format!(
                     "the ledger of job `{job}` holds a record dlock did not write: {claim:?}"
                 )),
-            })?;
+            })
+        };
+        let mut record = parse(end, attempts)?;
         if record.outcome == RunOutcome::Running {
             let going = match retries.get(&id) {
                 // At least once: the attempt's lease in the ledger says.
@@ -479,7 +481,24 @@ pub(crate) async fn history(
                 None => still_running(client, &keys, &id, &record).await?,
             };
             if !going {
-                record.outcome = RunOutcome::Abandoned;
+                // A run records its end, then releases its lock: one that ended between the
+                // read of the ledger above and the look at its lock has its end recorded now.
+                // Only a run still recorded as running is abandoned.
+                let mut cmd = redis::cmd("HMGET");
+                cmd.arg(&keys.ledger)
+                    .arg(format!("{id}:end"))
+                    .arg(format!("{id}:attempts"));
+                let (ended, attempts): (Option<String>, Option<String>) =
+                    __private::query(client, &cmd, "read the run ledger").await?;
+                if let Some(ended) = ended {
+                    let now_recorded = parse(Some(&ended), attempts.as_deref())?;
+                    if now_recorded.outcome != RunOutcome::Running {
+                        record = now_recorded;
+                    }
+                }
+                if record.outcome == RunOutcome::Running {
+                    record.outcome = RunOutcome::Abandoned;
+                }
             }
         }
         records.push(record);
