@@ -153,6 +153,24 @@ backend_tests!(
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
         assert!(err.to_string().contains("another program"), "{err}");
+        assert!(
+            err.to_string().contains("`dlock:{typed}`"),
+            "names the key: {err}"
+        );
+        // The same with the fence taken in the acquire's own MULTI.
+        let err = backend
+            .client()
+            .mutex_with("typed", MutexOptions::new().fenced())
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        assert!(err.to_string().contains("another program"), "{err}");
+        assert!(
+            err.to_string().contains("`dlock:{typed}`"),
+            "names the key: {err}"
+        );
 
         // The fence counter of another type: the lock is taken (fences are issued on demand),
         // and asking for the fence says what is wrong, naming the counter.

@@ -724,7 +724,8 @@ impl Mutex {
 
     /// The fenced uncontended attempt: `set` in a `MULTI` with the fence's commands (see
     /// [`Mutex::fast_attempt`]). Returns the `SET`'s reply and the fence the `MULTI` issued, if
-    /// the epoch trusts it.
+    /// the epoch trusts it; a command's error is explained (`ErrorKind::WrongType` for the
+    /// `SET`'s, which the caller names).
     async fn fenced_attempt(&self, set: Cmd, token: &OwnerToken) -> Result<(Value, Option<u64>)> {
         let lock = &*self.keys.lock;
         let name = self.keys.name();
@@ -765,12 +766,7 @@ impl Mutex {
         match replies.into_iter().next() {
             Some(Value::ServerError(e)) => {
                 ticket.failed(&self.ctx.fence_epochs);
-                let e: redis::RedisError = e.into();
-                if e.code() == Some("WRONGTYPE") {
-                    let context = format!("acquire `{name}`");
-                    return Err(Error::foreign(&context, lock, "holds another Redis type"));
-                }
-                Err(self.ctx.transport.explain("acquire", name, e).await)
+                Err(self.ctx.transport.explain("acquire", name, e.into()).await)
             }
             Some(reply) => Ok((reply, counted)),
             None => Err(unexpected("acquire", &Value::Array(Vec::new()))),
@@ -798,17 +794,20 @@ impl Mutex {
             .arg("GET");
         let name = self.keys.name();
         let context = || format!("acquire `{name}`");
-        let (reply, counted) = if self.settings.fenced {
-            self.fenced_attempt(set, &token).await?
+        let sent = if self.settings.fenced {
+            self.fenced_attempt(set, &token).await
         } else {
             // One command, not a pipeline of one: no reply vector, no second buffer.
-            match self.ctx.transport.command(&set, "acquire", name).await {
-                Ok(reply) => (reply, None),
-                Err(e) if e.kind() == ErrorKind::WrongType => {
-                    return Err(Error::foreign(&context(), lock, "holds another Redis type"));
-                }
-                Err(e) => return Err(e),
+            let reply = self.ctx.transport.command(&set, "acquire", name).await;
+            reply.map(|reply| (reply, None))
+        };
+        let (reply, counted) = match sent {
+            Ok(sent) => sent,
+            // The `SET`'s `WRONGTYPE`: the lock key holds another type, named as foreign data.
+            Err(e) if e.kind() == ErrorKind::WrongType => {
+                return Err(Error::foreign(&context(), lock, "holds another Redis type"));
             }
+            Err(e) => return Err(e),
         };
         let reply = FastReply::decode(&reply).ok_or_else(|| unexpected("acquire", &reply))?;
         match reply {
