@@ -82,12 +82,15 @@ pub(crate) fn resign(server: &mut Server, name: Name, token: Token, fence: u64) 
     }
 }
 
-/// election_read.lua: the lock's fence, and the record only while its fence is the lock's.
-pub(crate) fn read(server: &Server, name: Name) -> Reply {
+/// election_read.lua: the lock's fence, and the record only while its fence is the lock's. A
+/// lock key kept past its holder's deadline for the candidates who wait (issue #35) is held
+/// by nobody: its fence is no leader's, as the script reads it (0).
+pub(crate) fn read(server: &Server, now: Ms, name: Name) -> Reply {
     let lock_fence = server
         .data
         .locks
         .get(&name)
+        .filter(|h| h.live(now))
         .and_then(|h| h.fence)
         .unwrap_or(0);
     match server.data.leaders.get(&name) {

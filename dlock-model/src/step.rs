@@ -75,7 +75,7 @@ pub fn apply(server: &mut Server, now: Ms, op: Op) -> Reply {
             value,
         } => election::publish(server, now, name, token, fence, value),
         Op::ElectionResign { name, token, fence } => election::resign(server, name, token, fence),
-        Op::ElectionRead { name } => election::read(server, name),
+        Op::ElectionRead { name } => election::read(server, now, name),
         Op::Guarded { lock, token, fence } => guarded::guarded(server, now, lock, token, fence),
         Op::FencedSet { key, fence, value } => guarded::fenced_set(server, key, fence, value),
         Op::Ask { lock } => ask::ask(server, now, lock),

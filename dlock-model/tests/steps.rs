@@ -563,6 +563,32 @@ fn election_read_reports_a_record_only_while_its_fence_holds_the_lock() {
     assert_eq!(abstraction(&server, 11).leaders.len(), 1);
 }
 
+/// A leader's lease ran out while candidates wait (the key kept for them, issue #35) and none
+/// of them asked again: nobody leads, and election_read.lua reports no fence (found by
+/// `DLOCK_CONFORMANCE_SEED=99`: the model reported the expired holder's fence).
+#[test]
+fn election_read_reports_no_fence_for_a_key_kept_past_its_holder() {
+    let mut server = Server::new(None);
+    subscribe_mutex(&mut server, 1);
+    assert!(matches!(
+        acquire(&mut server, 0, entry(1, 0), Mode::Wait),
+        Reply::Holds { .. }
+    ));
+    acquire(&mut server, 1, entry(2, 1), Mode::Wait);
+    let read = |server: &mut Server, now| apply(server, now, Op::ElectionRead { name: 0 });
+    assert!(matches!(read(&mut server, 5), Reply::Leader { lock_fence, .. } if lock_fence > 0));
+    // Past the deadline (10), the key is kept (to 20) for the waiter, who has not asked again.
+    assert_eq!(
+        read(&mut server, 12),
+        Reply::Leader {
+            lock_fence: 0,
+            leader_fence: 0,
+            value: 0
+        }
+    );
+    assert_eq!(abstraction(&server, 12).mutexes[&0].queue, vec![2]);
+}
+
 fn guarded(server: &mut Server, now: u64, lock: LockRef, token: u32, fence: u64) -> Reply {
     apply(server, now, Op::Guarded { lock, token, fence })
 }
