@@ -50,6 +50,60 @@ async fn scans_after_the_holder_dies(
 }
 
 backend_tests!(
+    /// Issue #44: a waiting acquire's first attempt ("join") queues its new entry without a
+    /// scan, for a mutex and a semaphore alike: 20 waiters of each queue behind a holder and no
+    /// `LPOS` runs. (A mutex's join scanned the last 128 entries, and a semaphore's first
+    /// attempt the whole queue, which made filling it quadratic.)
+    async fn waiters_join_the_queue_without_scanning(backend: Backend) {
+        let holders = backend.client();
+        let held = holders.mutex("join-scan").unwrap().acquire().await.unwrap();
+        let permit = holders
+            .semaphore("join-scan", 1)
+            .unwrap()
+            .acquire(1)
+            .await
+            .unwrap();
+        let before = backend.calls("lpos").await;
+        let waiters = backend.client();
+        let lock = waiters.mutex("join-scan").unwrap();
+        let sem = waiters.semaphore("join-scan", 1).unwrap();
+        let mut tasks: Vec<JoinHandle<dlock_core::Result<()>>> = Vec::new();
+        for _ in 0..WAITERS {
+            let lock = lock.clone();
+            tasks.push(tokio::spawn(async move {
+                let guard = lock.acquire_timeout(Duration::from_secs(30)).await?;
+                guard.release().await.map(|_| ())
+            }));
+            let sem = sem.clone();
+            tasks.push(tokio::spawn(async move {
+                let permit = sem.acquire_timeout(1, Duration::from_secs(30)).await?;
+                permit.release().await.map(|_| ())
+            }));
+        }
+        let limit = Duration::from_secs(10);
+        queue_reaches(
+            &backend,
+            "dlock:{join-scan}:queue",
+            WAITERS,
+            limit,
+            "mutex waiters queued",
+        )
+        .await;
+        let queue = "dlock:{join-scan}:sem:queue";
+        queue_reaches(&backend, queue, WAITERS, limit, "semaphore requests queued").await;
+        let scans = backend.calls("lpos").await - before;
+        held.release().await.unwrap();
+        permit.release().await.unwrap();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(
+            scans, 0,
+            "{scans} queue scans (LPOS) by {WAITERS} mutex waiters and {WAITERS} semaphore \
+             requests joining their queues"
+        );
+    }
+
     /// 20 waiters queue behind a holder, which dies (its lease of 1.5 s is not renewed): the
     /// re-asks when every waiter's fallback timer fires as that lease runs out run no `LPOS`
     /// ("again"; the old "wait" ran one scan per re-ask).

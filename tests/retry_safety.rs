@@ -32,6 +32,35 @@ async fn acquire(con: &mut Plain, token: &str, mode: &str, entry: &str) -> Vec<i
     }
 }
 
+/// A semaphore `t:{s}:sem` of 1 permit: shared_acquire.lua's attempt of `token` (weight 1,
+/// lease 10 s) in `mode` with its queue `entry`; the reply's first item (1: holds, 0: not now).
+async fn shared(con: &mut Plain, token: &str, mode: &str, entry: &str) -> i64 {
+    let counter = dlock_core::__private::fence_counter_key("t:", "s").unwrap();
+    let reply: Vec<i64> = redis::Script::new(&Source::SharedAcquire.text())
+        .key(SEM[0])
+        .arg(token)
+        .arg(1)
+        .arg(1)
+        .arg("keep")
+        .arg(10_000)
+        .arg(mode)
+        .arg(entry)
+        .arg(counter)
+        .arg("host\x1f2\x1f")
+        .invoke_async(con)
+        .await
+        .unwrap();
+    reply[0]
+}
+
+/// The semaphore's hash and queue.
+const SEM: [&str; 2] = ["t:{s}:sem", "t:{s}:sem:queue"];
+
+/// A 32-digit token of its own for each `i`.
+fn token(i: usize) -> String {
+    format!("{i:032x}")
+}
+
 async fn release(con: &mut Plain, token: &str) -> i64 {
     // A hand-off answers {2, grant}; the other outcomes are bare integers.
     match redis::Script::new(&Source::Release.text())
@@ -80,6 +109,95 @@ backend_tests!(
         assert_eq!(reply[0], 0);
         let queued: usize = con.llen(KEYS[1]).await.unwrap();
         assert_eq!(queued, 0, "the last attempt leaves the queue");
+    }
+
+    /// Issue #44: a waiting acquire's first attempt ("join") resent after more than 128 others
+    /// joined (a cluster client resends a request whose reply it lost) queues once. It looked
+    /// for its entry among the last 128 only, and queued a second one.
+    async fn a_join_resent_after_many_others_queues_once(backend: Backend) {
+        let mut con = backend.raw().await;
+        let publish = backend.publish_mode();
+        let entry = |token: &str| format!("1 {token} 00ff 10000 {publish} host\x1f2\x1f");
+        assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+        assert_eq!(acquire(&mut con, B, "join", &entry(B)).await[0], 0);
+        for i in 0..200 {
+            let other = token(i);
+            assert_eq!(
+                acquire(&mut con, &other, "join", &entry(&other)).await[0],
+                0
+            );
+        }
+        assert_eq!(acquire(&mut con, B, "join", &entry(B)).await[0], 0);
+        let queued: Vec<String> = con.lrange(KEYS[1], 0, -1).await.unwrap();
+        assert_eq!(queued.len(), 201, "B and the 200 others, once each");
+        assert_eq!(queued[0], entry(B), "B keeps its place");
+    }
+
+    /// The same for a semaphore's request (shared_acquire.lua "join", new in issue #44): a
+    /// request queued twice would be admitted twice.
+    async fn a_shared_join_resent_after_many_others_queues_once(backend: Backend) {
+        let mut con = backend.raw().await;
+        let publish = backend.publish_mode();
+        let entry = |token: &str| format!("1 {token} 00ff 10000 {publish} 1 host\x1f2\x1f");
+        // The requests' client listens: a head whose client is gone would be dropped.
+        let _listener = backend.subscribe("t:{s}:sem:wake:00ff").await;
+        assert_eq!(shared(&mut con, A, "", "").await, 1);
+        assert_eq!(shared(&mut con, B, "join", &entry(B)).await, 0);
+        for i in 0..200 {
+            let other = token(i);
+            assert_eq!(shared(&mut con, &other, "join", &entry(&other)).await, 0);
+        }
+        assert_eq!(shared(&mut con, B, "join", &entry(B)).await, 0);
+        let queued: Vec<String> = con.lrange(SEM[1], 0, -1).await.unwrap();
+        assert_eq!(queued.len(), 201, "B and the 200 others, once each");
+        assert_eq!(queued[0], entry(B), "B keeps its place");
+    }
+
+    /// Issue #44: the mutex queue expires with the key kept for it (it had no expiry: the
+    /// entries of waiters that all died stayed forever), and each step that keeps the key keeps
+    /// the queue as long: a waiter's attempt, the holder's renewal.
+    async fn the_queue_expires_with_the_key_kept_for_it(backend: Backend) {
+        let mut con = backend.raw().await;
+        let publish = backend.publish_mode();
+        let expiry = |con: &mut Plain, key: &'static str| {
+            let mut con = con.clone();
+            async move {
+                let at: i64 = redis::cmd("PEXPIRETIME")
+                    .arg(key)
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+                at
+            }
+        };
+        assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+        let entry = format!("1 {B} 00ff 10000 {publish} host\x1f2\x1f");
+        assert_eq!(acquire(&mut con, B, "join", &entry).await[0], 0);
+        let kept = expiry(&mut con, KEYS[0]).await;
+        assert!(kept > 0, "the key is kept for the waiter");
+        assert_eq!(
+            expiry(&mut con, KEYS[1]).await,
+            kept,
+            "the queue expires with it"
+        );
+        let extended: Vec<i64> = redis::Script::new(&Source::Extend.text())
+            .key(KEYS[0])
+            .arg(A)
+            .arg(60_000)
+            .invoke_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(extended, vec![1]);
+        let renewed = expiry(&mut con, KEYS[0]).await;
+        assert!(
+            renewed > kept,
+            "the renewal keeps the key a lease past its new deadline"
+        );
+        assert_eq!(
+            expiry(&mut con, KEYS[1]).await,
+            renewed,
+            "and the queue with it"
+        );
     }
 
     async fn a_repeated_release_never_touches_the_next_owner(backend: Backend) {

@@ -585,6 +585,8 @@ mod tests {
         );
         for aux in [
             "dlock:{order:42}:queue",
+            "dlock:{order:42}:joined:0123456789abcdef0123456789abcdef",
+            "dlock:{jobs}:sem:joined:0123456789abcdef0123456789abcdef",
             "dlock:{jobs}:sem:exp",
             "dlock:{jobs}:sem:queue",
             "dlock:{jobs}:sem:limit",

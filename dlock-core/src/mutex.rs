@@ -69,8 +69,8 @@ enum Mode {
     /// the caller queued, with nothing heard since: the entry is trusted to be queued still, and
     /// appended only to an empty queue (no scan; see acquire.lua).
     Again,
-    /// The first attempt of a waiting acquire: its entry is new, so it is looked for among the
-    /// last 128 entries only (see acquire.lua).
+    /// The first attempt of a waiting acquire: its entry is new, so it queues without a scan;
+    /// a resend of it finds the mark of its first run and scans instead (see acquire.lua).
     Join,
     /// The wait is over: leave the queue whatever the outcome.
     Last,

@@ -42,10 +42,13 @@ pub(crate) struct SharedLock {
 enum Mode {
     Once,
     Wait,
-    /// The re-ask after the fallback timer that follows a `Wait` which found the caller
-    /// queued, nothing heard since: no scan of the queue (see `shared_acquire.lua`). (No
-    /// "join": a request queued twice would be admitted twice.)
+    /// The re-ask after the fallback timer that follows a `Wait` or `Join` which found the
+    /// caller queued, nothing heard since: no scan of the queue (see `shared_acquire.lua`).
     Again,
+    /// The first attempt of a waiting request: its entry is new, so it queues without a scan;
+    /// a resend of it finds the mark of its first run and scans instead, so the request is
+    /// never queued twice (see `shared_acquire.lua`, issue #44).
+    Join,
     Last,
 }
 
@@ -55,6 +58,7 @@ impl Mode {
             Self::Once => "",
             Self::Wait => "wait",
             Self::Again => "again",
+            Self::Join => "join",
             Self::Last => "last",
         }
     }
@@ -152,9 +156,10 @@ impl SharedLock {
         let _waiting = metrics::Waiting::start(self.keys.kind().metric_name(), label);
         // Since when the attempts fail (a Sentinel client rides out a failover).
         let mut failing = None;
-        // The mode of the next attempt unless the wait is over: `Again` (no scan) once after a
-        // `Wait` that found this request queued with nothing heard since, `Wait` otherwise.
-        let mut next = Mode::Wait;
+        // The mode of the next attempt unless the wait is over: `Join` first (the entry is
+        // new: no scan); `Again` (no scan) once after an attempt that found this request queued
+        // with nothing heard since; `Wait` (a scan) otherwise.
+        let mut next = Mode::Join;
         loop {
             if self.ctx.is_closed() {
                 return Err(self.ctx.closed_error(self.keys.name()));
@@ -190,7 +195,7 @@ impl SharedLock {
                     wait: until_free,
                     server_ms,
                 } => {
-                    if matches!(mode, Mode::Wait) {
+                    if matches!(mode, Mode::Wait | Mode::Join) {
                         next = Mode::Again;
                     }
                     (Seen { sent, server_ms }, until_free)

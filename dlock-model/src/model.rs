@@ -90,7 +90,7 @@ impl LockModel {
                     },
                 );
             }
-            Kind::Semaphore | Kind::RwLock => client::attempt(self, state, c, Mode::Wait),
+            Kind::Semaphore | Kind::RwLock => client::attempt(self, state, c, Mode::Join),
         }
     }
 

@@ -63,11 +63,15 @@ pub enum Mutant {
     /// ignores the request loses the lock at its old deadline. Caught by `an asked holder
     /// keeps its lease`.
     ExtendSkipsAskedRenewal,
+    /// The mutex queue is given no expiry (before issue #44): the entries of waiters that all
+    /// died stay after the key kept for them is gone. Caught by `a mutex queue never outlives
+    /// its kept key`.
+    QueueNeverExpires,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 17] = [
+    pub const ALL: [Mutant; 18] = [
         Mutant::NewcomerTakesExpired,
         Mutant::EnqueueForgetsKeep,
         Mutant::NoReadmitOnLeave,
@@ -85,5 +89,6 @@ impl Mutant {
         Mutant::ExtendAnswersAnyToken,
         Mutant::AskExpiresEarly,
         Mutant::ExtendSkipsAskedRenewal,
+        Mutant::QueueNeverExpires,
     ];
 }

@@ -44,6 +44,7 @@ fn remove_entry(server: &mut Server, name: Name, token: Token) {
         }
         if queue.is_empty() {
             server.data.queues.remove(&name);
+            server.data.queue_expires.remove(&name);
         }
     }
 }
@@ -54,8 +55,19 @@ fn pop(server: &mut Server, name: Name) -> Option<Entry> {
     let entry = (!queue.is_empty()).then(|| queue.remove(0));
     if queue.is_empty() {
         server.data.queues.remove(&name);
+        server.data.queue_expires.remove(&name);
     }
     entry
+}
+
+/// common.lua `expire_queue` (issue #44): the queue expires no sooner than `at` — a new queue
+/// gets its first expiry, one that has an expiry is never shortened.
+fn expire_queue(server: &mut Server, name: Name, at: Ms) {
+    if server.is(Mutant::QueueNeverExpires) || !server.data.queues.contains_key(&name) {
+        return;
+    }
+    let until = server.data.queue_expires.entry(name).or_insert(at);
+    *until = (*until).max(at);
 }
 
 /// common.lua `keep` (issue #35), after every step that changes a mutex's queue or hold: while
@@ -66,6 +78,12 @@ fn pop(server: &mut Server, name: Name) -> Option<Entry> {
 /// expires with the lease, and a key kept past its deadline for callers who all left is
 /// deleted.
 fn keep(server: &mut Server, now: Ms, name: Name, lease: Ms) {
+    if queue_len(server, name) > 0
+        && let Some(hold) = server.data.locks.get(&name)
+    {
+        let at = hold.deadline + lease;
+        expire_queue(server, name, at);
+    }
     let margin = (queue_len(server, name) > 0).then_some(lease);
     let Some(hold) = server.data.locks.get(&name).cloned() else {
         return;
@@ -109,6 +127,13 @@ fn hand_off(server: &mut Server, now: Ms, name: Name, caller: Option<Token>) -> 
             .locks
             .insert(name, Hold::new(entry.token, Some(fence), now, entry.lease));
         keep(server, now, name, entry.lease);
+        // hand_off sets the queue's expiry anew with the key's (`PEXPIRE <queue> 2 * lease`).
+        if server.data.queues.contains_key(&name) && !server.is(Mutant::QueueNeverExpires) {
+            server
+                .data
+                .queue_expires
+                .insert(name, now + 2 * entry.lease);
+        }
         if caller == Some(entry.token) {
             return HandOff::Caller(fence);
         }
@@ -183,9 +208,6 @@ pub(crate) fn fenced_fast(
     }
 }
 
-/// How many entries from the tail acquire.lua mode "join" looks at (`LPOS … RANK -1 MAXLEN`).
-pub(crate) const JOIN_SCAN: usize = 128;
-
 /// acquire.lua: the waiting acquire's attempt.
 pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mode: Mode) -> Reply {
     if let Some(key) = server.foreign(&keys(name)) {
@@ -255,11 +277,11 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             keep(server, now, name, entry.lease);
         }
         Mode::Join => {
-            // Looked for among the last JOIN_SCAN entries only (from the tail).
-            let queue = server.data.queues.entry(name).or_default();
-            let tail = queue.len().saturating_sub(JOIN_SCAN);
-            if !queue[tail..].iter().any(|e| e.token == entry.token) {
-                queue.push(entry);
+            // The first run of this token's join queues without a scan; a resend finds its
+            // mark (`<lock>:joined:<token>`, a minute: longer than any run of the model) and
+            // scans: either way the entry is queued once, as by "wait" (issue #44).
+            if !queued(server, name, entry.token) {
+                server.data.queues.entry(name).or_default().push(entry);
             }
             keep(server, now, name, entry.lease);
         }

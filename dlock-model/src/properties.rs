@@ -49,6 +49,8 @@ const ASK_KEEPS_LEASE: u32 = 1 << 12;
 const ASK_TOLD_NEXT: u32 = 1 << 13;
 /// Safety `a kept key outlives its holder by at most one lease` broken (issue #35).
 const KEPT_KEY_BOUNDED: u32 = 1 << 14;
+/// Safety `a mutex queue never outlives its kept key` broken (issue #44).
+const QUEUE_BOUNDED: u32 = 1 << 15;
 
 /// The name of the property a paused holder breaks, as README says (expected counterexample).
 pub const EXCLUSIVE_AS_SEEN: &str = "exclusive as seen by clients (expected to fail: pauses)";
@@ -86,6 +88,7 @@ pub(crate) fn all() -> Vec<Property<LockModel>> {
         Property::always("dead holder handed on", dead_holder_handed_on),
         Property::always("dead head dropped", dead_head_dropped),
         Property::always(KEPT_KEY, kept_key_bounded),
+        Property::always(QUEUE_KEPT, queue_bounded),
         Property::sometimes(KEPT_REFUSED, kept_refused),
         Property::always("limit persists", limit_persists),
         Property::always("guarded write by the holder", guarded_by_holder),
@@ -126,7 +129,19 @@ fn kept_key_bounded(_: &LockModel, state: &State) -> bool {
     ok(state, KEPT_KEY_BOUNDED)
 }
 
-/// Records a break of [`KEPT_KEY`] in the server as it is now.
+/// The name of the mutex queue's bound (issue #44).
+pub(crate) const QUEUE_KEPT: &str = "a mutex queue never outlives its kept key";
+
+/// Safety (issue #44): a mutex queue has an expiry, and lives only while the lock key kept for
+/// it does, no longer (so, by [`KEPT_KEY`], at most one lease past its holder's deadline): the
+/// entries of waiters that all died go with the key instead of staying forever. A live waiter
+/// keeps both by asking again. Holds under every action. Checked after every step
+/// (`observe_kept`).
+fn queue_bounded(_: &LockModel, state: &State) -> bool {
+    ok(state, QUEUE_BOUNDED)
+}
+
+/// Records a break of [`KEPT_KEY`] or [`QUEUE_KEPT`] in the server as it is now.
 pub(crate) fn observe_kept(state: &mut State) {
     let now = state.now;
     let server = &state.server;
@@ -143,6 +158,16 @@ pub(crate) fn observe_kept(state: &mut State) {
         });
     if !bounded {
         state.ghost.broken |= KEPT_KEY_BOUNDED;
+    }
+    let queue_expires = server.data.queue_expires.get(&0).copied();
+    let live_queue = queued && queue_expires.is_none_or(|at| now < at);
+    let key = server.data.locks.get(&0).filter(|h| now < h.expires);
+    let within = match (queue_expires, key) {
+        (Some(at), Some(hold)) => at <= hold.expires,
+        _ => false,
+    };
+    if live_queue && !within {
+        state.ghost.broken |= QUEUE_BOUNDED;
     }
 }
 
@@ -674,6 +699,7 @@ fn same_but_asked(a: &Data, b: &Data) -> bool {
     let Data {
         locks,
         queues,
+        queue_expires,
         shared,
         leaders,
         counter,
@@ -684,6 +710,7 @@ fn same_but_asked(a: &Data, b: &Data) -> bool {
     } = a;
     *locks == b.locks
         && *queues == b.queues
+        && *queue_expires == b.queue_expires
         && *shared == b.shared
         && *leaders == b.leaders
         && *counter == b.counter

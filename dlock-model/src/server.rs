@@ -182,6 +182,9 @@ pub struct Data {
     pub locks: BTreeMap<Name, Hold>,
     /// Mutex queues (absent when empty).
     pub queues: BTreeMap<Name, Vec<Entry>>,
+    /// When each mutex queue expires (issue #44: with the key kept for it, never shortened but
+    /// by a hand-off, which sets both anew), present exactly while its queue is.
+    pub queue_expires: BTreeMap<Name, Ms>,
     /// Shared locks (absent when nothing is stored).
     pub shared: BTreeMap<Name, SharedLock>,
     /// Election leader records.
@@ -319,6 +322,14 @@ impl Server {
     /// Drops what expired by `now` (Redis's lazy and active expiry, seen from outside: the same).
     pub(crate) fn expire(&mut self, now: Ms) {
         self.data.locks.retain(|_, h| now < h.expires);
+        let queues = &mut self.data.queues;
+        self.data.queue_expires.retain(|name, &mut at| {
+            let live = now < at;
+            if !live {
+                queues.remove(name);
+            }
+            live
+        });
         self.data.leaders.retain(|_, r| now < r.deadline);
         self.data.asked.retain(|_, a| now < a.until);
         let mutant = self.mutant;

@@ -184,8 +184,8 @@ pub(crate) fn acquire(
         };
     }
     match mode {
-        // The semaphore and the read-write lock never send "join" (a second entry of one
-        // request would be admitted twice): treated as "wait".
+        // "join" queues a new entry without a scan, and a resend of it finds the mark of its
+        // first run and scans (issue #44): as "wait", the entry is queued once.
         Mode::Wait | Mode::Again | Mode::Join => {
             let state = lock(server, name);
             // "again" trusts the entry to be queued: it appends only to an empty queue.

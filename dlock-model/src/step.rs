@@ -118,6 +118,7 @@ fn write_foreign(server: &mut Server, key: Key) {
         }
         Key::Queue(n) => {
             data.queues.remove(&n);
+            data.queue_expires.remove(&n);
         }
         Key::Shared(n) => {
             if let Some(lock) = data.shared.get_mut(&n) {

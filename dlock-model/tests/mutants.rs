@@ -50,6 +50,20 @@ fn caught(base: LockModel, mutant: Mutant, property: &'static str) {
     }
 }
 
+/// Issue #44: a mutex queue without an expiry keeps the entry of a waiter that died after the
+/// key kept for it is gone.
+#[test]
+#[ignore = "the mutation check: make model-mutants"]
+fn a_queue_that_never_expires() {
+    let mut base = model::model(Kind::Mutex, 1, vec![vec![Req::of(1)], vec![Req::of(1)]], 6);
+    base.env.crashes = 1;
+    caught(
+        base,
+        Mutant::QueueNeverExpires,
+        "a mutex queue never outlives its kept key",
+    );
+}
+
 #[test]
 #[ignore = "the mutation check: make model-mutants"]
 fn newcomer_takes_expired_lock_ahead_of_waiters() {
@@ -295,7 +309,7 @@ fn a_renewal_of_an_asked_shared_holder_that_does_not_renew() {
 /// Every mutant has its test above.
 #[test]
 fn every_mutant_is_checked() {
-    assert_eq!(Mutant::ALL.len(), 17);
+    assert_eq!(Mutant::ALL.len(), 18);
 }
 
 /// Checks the rate limiter's `unit_rate` without and with `mutant` for `property`.

@@ -191,13 +191,8 @@ impl<'r> Case<'r> {
                 if !wait && is_mutex(lock) {
                     return Ok(());
                 }
-                // A waiting mutex acquire's first attempt looks for its new entry near the tail
-                // only ("join").
-                let mode = match (wait, is_mutex(lock)) {
-                    (true, true) => Mode::Join,
-                    (true, false) => Mode::Wait,
-                    (false, _) => Mode::Single,
-                };
+                // A waiting acquire's first attempt queues its new entry without a scan ("join").
+                let mode = if wait { Mode::Join } else { Mode::Single };
                 self.attempt(at, mode)
             }
             Step::Retry { client, lock } => match self.find(client, lock, State::Queued) {

@@ -395,8 +395,7 @@ impl Real {
                     Mode::Single => ("", String::new()),
                     Mode::Wait => ("wait", queued),
                     Mode::Again => ("again", queued),
-                    // Only a mutex waiter sends "join" (shared_acquire.lua has no such mode).
-                    Mode::Join => return Err("mode \"join\" sent to shared_acquire.lua".into()),
+                    Mode::Join => ("join", queued),
                     Mode::Last => ("last", queued),
                 };
                 let args = [

@@ -8,7 +8,10 @@
 --                     common.lua and scripts/wire.rs)
 -- Derived key (same hash tag as KEYS[1], hence the same cluster slot; declaring it would cost
 -- every call ~2k instructions, measured):
---          KEYS[1]..":queue"  waiter entries, oldest first (see lock_value.lua)
+--          KEYS[1]..":queue"  waiter entries, oldest first (see lock_value.lua); expires with
+--                             the key kept for them (keep in common.lua)
+--          KEYS[1]..":joined:<token>"  mode "join": the mark of a token's first attempt
+--                             (first_join in common.lua)
 -- ARGV[1]  the lock value to set: "<token>-1 <meta>" (token = 32 hex digits, one per acquire
 --          call, the same for each of its retries)
 -- ARGV[2]  lease in milliseconds
@@ -22,12 +25,14 @@
 --                        it only if the waiter was paused past a grant's lease or the queue was
 --                        deleted by someone else; the empty-queue rule and the next attempt (a
 --                        "wait" again) bring it back.
---                "join"  as "wait", but ARGV[4] is looked for among the last 128 entries only
---                        (LPOS from the tail): a waiting acquire's first attempt, whose token is
---                        new, so a full scan reads the whole queue to find nothing (queueing
---                        10,000 waiters cost 1.9 s of Redis time). The same call run twice (a
---                        cluster client resends a request whose reply it lost) finds its entry
---                        near the tail. Its later attempts are "wait" or "again".
+--                "join"  as "wait", but without a scan the first time this token joins: a
+--                        waiting acquire's first attempt, whose token is new, so a scan reads the
+--                        whole queue to find nothing (queueing 10,000 waiters cost 1.9 s of
+--                        Redis time). The same call run again (a cluster client resends a
+--                        request whose reply it lost) finds the mark of its first run and scans
+--                        the queue from the tail (first_join in common.lua: derived key
+--                        KEYS[1]..":joined:<token>", a minute). Its later attempts are "wait" or
+--                        "again".
 --                "last"  drop ARGV[4] from the queue whatever the outcome (the wait is over)
 --                absent  leave the queue alone (a single attempt that does not wait)
 -- ARGV[4]  the caller's queue entry (modes "wait", "again", "join" and "last")
@@ -145,7 +150,8 @@ if mode == 'wait' or mode == 'again' or mode == 'join' then
   if mode == 'again' then
     queued = redis.call('LLEN', queue) > 0
   elseif mode == 'join' then
-    queued = redis.call('LPOS', queue, entry, 'RANK', -1, 'MAXLEN', 128)
+    queued = not first_join(lock, string.sub(ARGV[1], 1, 32), ARGV[2])
+      and redis.call('LPOS', queue, entry, 'RANK', -1)
   else
     queued = redis.call('LPOS', queue, entry)
   end

@@ -38,11 +38,36 @@ local function next_fence(counter)
   return string.format('%.0f', fence)
 end
 
+-- Sets the expiry of the mutex queue `queue` no sooner than `at` (ms, server clock): a new queue
+-- has none yet (NX), a queue that has one is never shortened (GT). The queue goes with the key
+-- kept for it (keep below; issue #44): a queue whose callers all died is gone one lease after
+-- its holder's deadline, as the key is, instead of staying forever. A live waiter asks again by
+-- that deadline (its fallback timer is the holder's remaining lease) and so keeps it.
+local function expire_queue(queue, at)
+  local ms = string.format('%.0f', at)
+  if redis.call('PEXPIREAT', queue, ms, 'GT') == 0 then
+    redis.call('PEXPIREAT', queue, ms, 'NX')
+  end
+end
+
+-- Whether a waiting acquire's first attempt (mode "join" of acquire.lua and shared_acquire.lua)
+-- at the queue of `key` runs for the first time: it marks "<key>:joined:<token>" (issue #44).
+-- The mark lives a minute, or two leases if longer: longer than a client takes to send again a
+-- call whose reply it lost (a cluster client resends within its request timeout). So a first
+-- attempt queues without a scan of the queue (filling a queue of n waiters by scans cost O(n^2)),
+-- and a resent one scans it, from the tail where its entry is, instead of queueing twice however
+-- many others joined in between. A mark of someone else's, of any type, only costs that scan.
+local function first_join(key, token, lease)
+  local ms = string.format('%.0f', math.max(60000, 2 * tonumber(lease)))
+  return redis.call('SET', key .. ':joined:' .. token, '1', 'NX', 'PX', ms) ~= false
+end
+
 -- The lock value and expiry that follow a step which changed the queue or the hold of `lock`,
 -- whose usable value is `value` (issue #35). While callers wait: version 2 with the holder's
 -- deadline, the key kept until one lease (`lease`, the lease of the request the step served)
--- past the deadline, never shortened (GT). Nobody waits: version 1 "-", expiring at the
--- deadline; a key kept past its deadline is deleted. `now` is the server clock in ms.
+-- past the deadline, never shortened (GT), and the queue with it (expire_queue). Nobody waits:
+-- version 1 "-", expiring at the deadline; a key kept past its deadline is deleted. `now` is
+-- the server clock in ms.
 local function keep(lock, value, now, lease)
   local deadline = deadline_of(value)
   if not deadline then
@@ -55,6 +80,7 @@ local function keep(lock, value, now, lease)
       redis.call('SET', lock, kept, 'KEEPTTL')
     end
     redis.call('PEXPIREAT', lock, string.format('%.0f', deadline + lease), 'GT')
+    expire_queue(lock .. ':queue', deadline + lease)
   elseif deadline <= now then
     redis.call('DEL', lock)
   else
@@ -71,8 +97,8 @@ end
 --
 -- For each entry popped, oldest first: a new fence is issued (next_fence),
 -- the lock is set to "<token>-1 <meta>\x1f<fence>" PX <lease_ms>, or while more entries wait to
--- "<token>w2 <deadline_ms> <meta>\x1f<fence>" PX twice the lease (kept, see keep above; the
--- fence kept with the hold, see fence.lua), and
+-- "<token>w2 <deadline_ms> <meta>\x1f<fence>" PX twice the lease, the queue expiring with it
+-- (kept, see keep above; the fence kept with the hold, see fence.lua), and
 --   * the entry is `caller_entry` (an acquire whose own entry is at the head): returns
 --     'caller', fence — the lock is the caller's;
 --   * otherwise "<token> <fence> <now_ms> <lease_ms> 1" is published (PUBLISH or SPUBLISH, as
@@ -100,6 +126,8 @@ local function hand_off(lock, counter, caller_entry)
       local fence_s, refused = next_fence(counter)
       if not fence_s then
         redis.call('LPUSH', queue, entry)
+        -- Its last entry popped, the queue was deleted and is new again: it expires as before.
+        redis.call('PEXPIRE', queue, 2 * tonumber(lease), 'NX')
         return 'error', refused
       end
       if not now_ms then
@@ -110,6 +138,8 @@ local function hand_off(lock, counter, caller_entry)
         local deadline = string.format('%.0f', tonumber(now_ms) + tonumber(lease))
         redis.call('SET', lock, token .. 'w2 ' .. deadline .. ' ' .. meta .. '\31' .. fence_s,
           'PX', 2 * tonumber(lease))
+        -- The queue expires with the key kept for it (expire_queue above), from this hold on.
+        redis.call('PEXPIRE', queue, 2 * tonumber(lease))
       else
         redis.call('SET', lock, token .. '-1 ' .. meta .. '\31' .. fence_s, 'PX', lease)
       end

@@ -115,6 +115,8 @@ for i = 1, n do
           local moved = string.format('%.0f', now + lease)
           redis.call('SET', key, owner .. 'w2 ' .. moved .. ' ' .. rest, 'KEEPTTL')
           redis.call('PEXPIREAT', key, string.format('%.0f', now + 2 * lease), 'GT')
+          -- The queue expires with the key kept for it (keep and expire_queue in common.lua).
+          redis.call('PEXPIREAT', key .. ':queue', string.format('%.0f', now + 2 * lease), 'GT')
           out[i] = extended(key, owner)
         end
       else

@@ -12,6 +12,8 @@
 --   K..":exp"    zset  holder token -> the end of its lease (server clock, ms)
 --   K..":queue"  list  waiter entries, oldest first:
 --                      "1 <token> <client> <lease_ms> <pub> <weight> <meta>"
+--   K..":joined:<token>"  string  the mark of a waiting request's first attempt (mode "join",
+--                      first_join in common.lua), for a minute
 --   K..":limit"  string  the limit set by set_limit (shared_limit.lua), without expiry: in force
 --                      for every handle, whatever limit it was built with (K's "limit" follows it)
 --   K..":wake:<client>"  channel of a client's waiters; a grant is published there as the

@@ -17,10 +17,16 @@
 --                        when the queue is empty, no scan (the one re-ask after the fallback
 --                        timer that follows a "wait" which found the caller queued, with no
 --                        grant, nudge or disconnection heard since; see acquire.lua)
+--                "join"  as "wait", but without a scan the first time this token joins: a
+--                        waiting request's first attempt, whose token is new (filling a queue of
+--                        n requests by scans cost O(n^2)); run again (a resend of a call whose
+--                        reply was lost), it finds the mark of its first run and scans the queue
+--                        from the tail, so the request is never queued twice (first_join in
+--                        common.lua, issue #44: a request queued twice would be admitted twice)
 --                "last"  drop ARGV[7] from the queue whatever the outcome (the wait is over)
 --                ""      leave the queue alone (a single attempt that does not wait)
 -- ARGV[7]  the caller's queue entry "1 <token> <client> <lease_ms> <pub> <weight> <meta>"
---          (modes "wait", "again" and "last"; "" otherwise)
+--          (modes "wait", "again", "join" and "last"; "" otherwise)
 -- ARGV[8]  the fence counter of K's slot (see next_fence in common.lua)
 -- ARGV[9]  <meta> of the caller: "<host>\x1f<pid>\x1f<label>"
 --
@@ -112,10 +118,12 @@ if fence then
   return {1, tonumber(fence), tonumber(lease)}
 end
 
-if mode == 'wait' or mode == 'again' then
+if mode == 'wait' or mode == 'again' or mode == 'join' then
   local queued
   if mode == 'again' then
     queued = redis.call('LLEN', queue) > 0
+  elseif mode == 'join' then
+    queued = not first_join(key, token, lease) and redis.call('LPOS', queue, entry, 'RANK', -1)
   else
     queued = redis.call('LPOS', queue, entry)
   end

@@ -32,6 +32,8 @@ pub(crate) struct Leases {
     /// Per mutex key present: units until Redis drops it. Past the hold's deadline while
     /// callers wait (issue #35: the key kept for the queue, its deadline in the value).
     pub keeps: BTreeMap<u8, u64>,
+    /// Per mutex queue present: units until Redis drops it (issue #44: with the kept key).
+    pub queues: BTreeMap<u8, u64>,
 }
 
 impl Leases {
@@ -45,6 +47,16 @@ impl Leases {
                     .insert((LockRef::Mutex(n), hold.token), left(hold.deadline));
             }
             out.keeps.insert(n, left(hold.expires));
+        }
+        for (&n, &at) in server
+            .data
+            .queue_expires
+            .iter()
+            .filter(|(_, at)| now < **at)
+        {
+            if server.data.queues.contains_key(&n) {
+                out.queues.insert(n, left(at));
+            }
         }
         for (&n, lock) in &server.data.shared {
             for (&token, h) in lock.holders.iter().filter(|(_, h)| now < h.deadline) {
@@ -239,7 +251,12 @@ impl Real {
         let mut pipe = redis::pipe();
         pipe.cmd("TIME");
         for key in &self.mutex_keys {
-            pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+            pipe.cmd("GET")
+                .arg(key)
+                .cmd("PTTL")
+                .arg(key)
+                .cmd("PTTL")
+                .arg(format!("{key}:queue"));
         }
         for key in &self.shared_keys {
             pipe.cmd("ZRANGE")
@@ -270,11 +287,18 @@ impl Real {
         };
         let left = |ms: i64| units(ms.max(0).unsigned_abs());
         let mut out = Leases::default();
-        let (mutexes, rest) = rest.split_at(4);
-        for (n, pair) in (0u8..).zip(mutexes.chunks(2)) {
-            let [value, pttl] = pair else {
+        let (mutexes, rest) = rest.split_at(6);
+        for (n, reads) in (0u8..).zip(mutexes.chunks(3)) {
+            let [value, pttl, queue] = reads else {
                 return Err("leases: mutex".into());
             };
+            match int(queue).ok_or_else(|| odd("PTTL", queue))? {
+                -2 => {}
+                -1 => return Err(format!("mutex {n}: a queue without expiry")),
+                ms => {
+                    out.queues.insert(n, left(ms));
+                }
+            }
             let Value::BulkString(value) = value else {
                 continue;
             };
