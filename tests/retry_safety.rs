@@ -153,6 +153,51 @@ backend_tests!(
         assert_eq!(queued[0], entry(B), "B keeps its place");
     }
 
+    /// Issue #44: a first attempt's mark (`<lock>:joined:<token>`) goes when its entry leaves
+    /// the queue — handed the lock, or by the request's last attempt — so a request that ends
+    /// leaves nothing behind; a mutex's and a semaphore's alike.
+    async fn a_request_that_leaves_the_queue_leaves_no_join_mark(backend: Backend) {
+        let mut con = backend.raw().await;
+        let publish = backend.publish_mode();
+        let _mutex_listener = backend.subscribe("t:{r}:wake:00ff").await;
+        let _sem_listener = backend.subscribe("t:{s}:sem:wake:00ff").await;
+        let mark = |key: &str, token: &str| format!("{key}:joined:{token}");
+        let marks = |con: &mut Plain, keys: Vec<String>| {
+            let mut con = con.clone();
+            async move {
+                let n: usize = con.exists(keys).await.unwrap();
+                n
+            }
+        };
+        let entry = |token: &str| format!("1 {token} 00ff 10000 {publish} host\x1f2\x1f");
+        let c = token(1);
+        assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
+        assert_eq!(acquire(&mut con, B, "join", &entry(B)).await[0], 0);
+        assert_eq!(acquire(&mut con, &c, "join", &entry(&c)).await[0], 0);
+        let both = vec![mark(KEYS[0], B), mark(KEYS[0], &c)];
+        assert_eq!(marks(&mut con, both.clone()).await, 2, "each join marked");
+        assert_eq!(release(&mut con, A).await, 2, "handed to B");
+        assert_eq!(acquire(&mut con, &c, "last", &entry(&c)).await[0], 0);
+        assert_eq!(marks(&mut con, both).await, 0, "B handed the lock, C gone");
+
+        let entry = |token: &str| format!("1 {token} 00ff 10000 {publish} 1 host\x1f2\x1f");
+        assert_eq!(shared(&mut con, A, "", "").await, 1);
+        assert_eq!(shared(&mut con, B, "join", &entry(B)).await, 0);
+        assert_eq!(shared(&mut con, &c, "join", &entry(&c)).await, 0);
+        let both = vec![mark(SEM[0], B), mark(SEM[0], &c)];
+        assert_eq!(marks(&mut con, both.clone()).await, 2, "each join marked");
+        assert_eq!(shared(&mut con, &c, "last", &entry(&c)).await, 0);
+        let released: i64 = redis::Script::new(&Source::SharedRelease.text())
+            .key(SEM[0])
+            .arg(A)
+            .arg(dlock_core::__private::fence_counter_key("t:", "s").unwrap())
+            .invoke_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(released, 1, "A's permit goes to B");
+        assert_eq!(marks(&mut con, both).await, 0, "B admitted, C gone");
+    }
+
     /// Issue #44: the mutex queue expires with the key kept for it (it had no expiry: the
     /// entries of waiters that all died stayed forever), and each step that keeps the key keeps
     /// the queue as long: a waiter's attempt, the holder's renewal.

@@ -9,7 +9,7 @@
 //! |------------------------------------|--------|-------------------------------------------|
 //! | `<prefix>{<name>}`                 | string | while held; `PX` = the lease              |
 //! | `<prefix>{<name>}:queue`           | list   | while someone waits; expires with the key kept for it, one lease past the holder's deadline unless a waiter asks again |
-//! | `<prefix>{<name>}:joined:<token>`  | string | a waiting acquire's first attempt, a minute: a resend of it finds its entry instead of queueing twice (also `…:sem:joined:<token>`, `…:rw:joined:<token>`) |
+//! | `<prefix>{<name>}:joined:<token>`  | string | from a waiting acquire's first attempt until its entry leaves the queue (a minute at most): a resend of that attempt finds its entry instead of queueing twice (also `…:sem:joined:<token>`, `…:rw:joined:<token>`) |
 //! | `<prefix>{<name>}:wake:<client>`   | channel| one per client process with local waiters |
 //! | `<prefix>fence:{<tag>}`            | string | the slot's fence counter; no expiry       |
 //! | `<prefix>quorum:since` (a cluster: `<prefix>quorum:since:{<tag>}`, per slot) | string | a quorum node's record of when its data began, by its clock (ms); no expiry (`fence_raise.lua`) |

@@ -58,8 +58,8 @@ pub(crate) const ALL: &[Mutant] = &[
         name: "no-readmit-after-timeout",
         what: "shared_acquire.lua mode \"last\" leaves without admitting what fits behind it (S1)",
         swaps: &[(
-            "redis.call('LREM', queue, 1, entry)\n  local _, failed = admit_from_head(key, counter, now, nil)",
-            "redis.call('LREM', queue, 1, entry)\n  local failed = nil",
+            "forget_join(key, token)\n  local _, failed = admit_from_head(key, counter, now, nil)",
+            "forget_join(key, token)\n  local failed = nil",
         )],
     },
     Mutant {

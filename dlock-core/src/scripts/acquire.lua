@@ -113,6 +113,7 @@ if taken then
   end
   if entry then
     redis.call('LREM', queue, 1, entry)
+    forget_join(lock, string.sub(ARGV[1], 1, 32))
   end
   local value = string.sub(ARGV[1], 1, 32) .. '-' .. string.sub(ARGV[1], 34) .. '\31' .. fence
   redis.call('SET', lock, value, 'KEEPTTL')
@@ -138,6 +139,7 @@ end
 if string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then
   if entry then
     redis.call('LREM', queue, 1, entry)
+    forget_join(lock, string.sub(ARGV[1], 1, 32))
     keep(lock, held, now, tonumber(ARGV[2]))
   end
   local issued = string.match(held, '^[^ ]* [^\31]*\31[^\31]*\31[^\31]*\31(%d+)$')
@@ -161,6 +163,7 @@ if mode == 'wait' or mode == 'again' or mode == 'join' then
   keep(lock, held, now, tonumber(ARGV[2]))
 elseif mode == 'last' then
   redis.call('LREM', queue, 1, entry)
+  forget_join(lock, string.sub(ARGV[1], 1, 32))
   keep(lock, held, now, tonumber(ARGV[2]))
 end
 return {0, pttl, now}

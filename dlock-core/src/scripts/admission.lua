@@ -122,8 +122,10 @@ local function admit_from_head(key, counter, now, caller_entry)
         break
       end
       redis.call('LPOP', queue)
+      forget_join(key, token)
     else
       redis.call('LPOP', queue)
+      forget_join(key, token)
       local fence, refused = admit(key, counter, token, weight, lease, now, meta)
       if not fence then
         redis.call('LPUSH', queue, entry)

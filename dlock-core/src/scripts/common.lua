@@ -62,6 +62,15 @@ local function first_join(key, token, lease)
   return redis.call('SET', key .. ':joined:' .. token, '1', 'NX', 'PX', ms) ~= false
 end
 
+-- Drops the mark first_join left for `token` once its entry left the queue of `key` (handed the
+-- lock or admitted, dropped as gone, or taken out by the request's own last attempt, cancel or
+-- success): a resend of that first attempt can then only find the request holding, which
+-- returns before any queueing, or over. So a request that ends leaves no mark behind; the mark
+-- of one whose client died expires with its minute.
+local function forget_join(key, token)
+  redis.call('DEL', key .. ':joined:' .. token)
+end
+
 -- The lock value and expiry that follow a step which changed the queue or the hold of `lock`,
 -- whose usable value is `value` (issue #35). While callers wait: version 2 with the holder's
 -- deadline, the key kept until one lease (`lease`, the lease of the request the step served)
@@ -123,6 +132,7 @@ local function hand_off(lock, counter, caller_entry)
       token, client, lease, pub, meta = string.match(entry, '^(%x+) (%x+) (%d+) ([PS]) (.*)$')
     end
     if token and #token == 32 then
+      forget_join(lock, token)
       local fence_s, refused = next_fence(counter)
       if not fence_s then
         redis.call('LPUSH', queue, entry)

@@ -67,6 +67,7 @@ if entry and entry ~= '' then
   if type(redis.pcall('LREM', queue, 1, entry)) ~= 'number' then
     return foreign_queue()
   end
+  forget_join(lock, token)
   held = read(lock)
 end
 if not held then

@@ -68,6 +68,7 @@ local mine = redis.call('HGET', key, token)
 if mine then
   if entry ~= '' then
     redis.call('LREM', queue, 1, entry)
+    forget_join(key, token)
   end
   readmit(key, counter, now)
   local fence = string.match(mine, '^%d+ (%d+)')
@@ -88,6 +89,7 @@ elseif stored and tonumber(stored) ~= limit then
 end
 if weight > limit then
   if entry ~= '' and redis.call('LREM', queue, 1, entry) > 0 then
+    forget_join(key, token)
     admit_from_head(key, counter, now, nil)
   end
   set_expiry(key, now)
@@ -138,6 +140,7 @@ elseif mode == 'last' then
   -- The caller leaves the queue: whatever now fits behind it is admitted at once, instead of
   -- waiting for an unrelated lease to end.
   redis.call('LREM', queue, 1, entry)
+  forget_join(key, token)
   local _, failed = admit_from_head(key, counter, now, nil)
   if failed then
     set_expiry(key, now)

@@ -40,6 +40,7 @@ for _, entry in ipairs(redis.call('LRANGE', queue, 0, -1)) do
   local token, client, pub, weight = string.match(entry, '^1 (%x+) (%x+) %d+ ([PS]) (%d+) ')
   if token and tonumber(weight) > limit then
     redis.call('LREM', queue, 1, entry)
+    forget_join(key, token)
     local publish = 'PUBLISH'
     if pub == 'S' then
       publish = 'SPUBLISH'

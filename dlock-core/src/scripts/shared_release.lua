@@ -25,6 +25,7 @@ if not now then
 end
 if ARGV[3] then
   redis.call('LREM', key .. ':queue', 1, ARGV[3])
+  forget_join(key, ARGV[1])
 end
 local held = 0
 if dismiss(key, ARGV[1]) then
