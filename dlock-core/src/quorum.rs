@@ -75,7 +75,8 @@
 //!
 //! # Floor
 //! Facade, next to `client`: it is written on [`Client`] and [`Mutex`]'s API, plus one script
-//! call on a node guard's lease (round 2).
+//! call on a node guard's lease (round 2) and the leases' loss signal (`lease/loss.rs`), which
+//! makes the guard's own loss known in the same order as a lease's.
 
 use std::fmt;
 use std::sync::Arc;
