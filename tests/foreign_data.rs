@@ -1,9 +1,10 @@
 //! dlock never writes to data it did not create. A lock key holding a value in another format
-//! (or of another type, or a lock without expiry) is reported by name, and left as it was.
+//! (or of another type, or a lock without expiry) is reported by name, and left as it was; so is
+//! a fence key of a fenced write that holds anything but a fence as dlock writes it.
 
 use std::time::Duration;
 
-use dlock_core::{ErrorKind, ExtendOutcome, ReleaseOutcome};
+use dlock_core::{ErrorKind, ExtendOutcome, Fenced, FencingToken, ReleaseOutcome};
 use redis::AsyncCommands;
 
 use crate::support::{Backend, backend_tests};
@@ -186,5 +187,72 @@ backend_tests!(
         assert_eq!(field, "theirs", "the foreign queue was modified");
         let err = c.force_unlock("h").await.unwrap_err();
         assert_names_the_key(&err, queue);
+    }
+);
+
+backend_tests!(
+    /// A fence key is read only in the form dlock writes it: a decimal u64 without sign or
+    /// leading zeros. Another program's digit string is not a fence: `"0005"` is not fence 5
+    /// (it would refuse a write with fence 999 as stale), and a number above `u64::MAX` is
+    /// not a fence either (it was answered as a protocol error). Both, and every other
+    /// non-canonical string, are refused by name, and nothing is written.
+    async fn a_fence_key_holding_foreign_digits_is_refused_by_name(backend: Backend) {
+        let c = backend.client();
+        let mut con = backend.raw().await;
+        let (key, fence_key) = ("data:{fd}", "data:{fd}:fence");
+        let foreign = [
+            "0005",
+            "00",
+            "+5",
+            "-1",
+            " 5",
+            "5 ",
+            "5.0",
+            "1e3",
+            "",
+            "18446744073709551616",
+            "99999999999999999999",
+            "123456789012345678901",
+            "018446744073709551615",
+        ];
+        for stored in foreign {
+            let () = con.set(fence_key, stored).await.unwrap();
+            let () = con.set(key, "theirs").await.unwrap();
+            let err = c
+                .fenced_set(key, FencingToken::new(999), "mine")
+                .await
+                .expect_err(&format!("a fence key holding {stored:?} is refused"));
+            assert_names_the_key(&err, fence_key);
+            let () = con.del(key).await.unwrap();
+            let err = c
+                .fenced_hset(key, FencingToken::new(999), &[("f", "mine")])
+                .await
+                .expect_err(&format!("a fence key holding {stored:?} is refused (hset)"));
+            assert_names_the_key(&err, fence_key);
+            let left: String = con.get(fence_key).await.unwrap();
+            assert_eq!(left, stored, "the foreign fence key was modified");
+            let exists: bool = con.exists(key).await.unwrap();
+            assert!(!exists, "data written under a foreign fence ({stored:?})");
+        }
+
+        // The canonical forms at both ends are fences: 0 is below 999, u64::MAX above it.
+        let () = con.set(fence_key, "0").await.unwrap();
+        assert_eq!(
+            c.fenced_set(key, FencingToken::new(999), "mine")
+                .await
+                .unwrap(),
+            Fenced::Written
+        );
+        let () = con.set(fence_key, u64::MAX.to_string()).await.unwrap();
+        assert_eq!(
+            c.fenced_set(key, FencingToken::new(999), "late")
+                .await
+                .unwrap(),
+            Fenced::Stale {
+                stored: FencingToken::new(u64::MAX)
+            }
+        );
+        let value: String = con.get(key).await.unwrap();
+        assert_eq!(value, "mine");
     }
 );

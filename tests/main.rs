@@ -34,6 +34,7 @@ mod lease_lost;
 mod lease_suspect;
 mod leaving_waiters;
 mod lock_family;
+mod lost_signals;
 mod macro_lock;
 mod makefile;
 mod metrics;

@@ -306,6 +306,35 @@ async fn redis_down_fails_closed_by_default_and_open_on_request() {
     );
 }
 
+/// A hung Redis (SIGSTOP): an open limiter answers `Unchecked` for the first call of the
+/// outage within the command timeout, not after the port probe that explains the failure
+/// (which waits up to 500 ms for a port that accepts and never answers). The old answer came
+/// after both, never before 200 ms + 500 ms (timers do not fire early): the bound is one it
+/// could not meet, with 500 ms to spare for a loaded machine, not a speed claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_redis_is_unchecked_within_the_command_timeout_when_open() {
+    let server = crate::support::redis();
+    let c = Client::builder(server.url().as_str())
+        .command_timeout(Duration::from_millis(200))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let open = c
+        .rate_limiter("rl:hung", Quota::per_second(5))
+        .unwrap()
+        .fail_open(true);
+    assert!(open.try_acquire(1).await.unwrap().is_allowed());
+    server.pause().unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(open.try_acquire(1).await.unwrap(), Decision::Unchecked);
+    let took = started.elapsed();
+    server.resume().unwrap();
+    assert!(
+        took < Duration::from_millis(700),
+        "Unchecked after {took:?}, the command timeout is 200 ms: it waited for the port probe"
+    );
+}
+
 /// `#[rate_limited]` with Redis down: closed by default (`Err` within the command timeout,
 /// the body not run), open with `fail_open = true` (the body runs, one log line per outage).
 #[tokio::test]

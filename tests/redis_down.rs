@@ -1,11 +1,16 @@
 //! Redis down: every call fails with a clear error within the command timeout instead of
-//! hanging, waiting acquires end, and the same client works again once Redis is back.
+//! hanging, waiting acquires end, and the same client works again once Redis is back. A hung
+//! server (SIGSTOP) answers the first request of the outage within the command timeout too: the
+//! diagnosis that looks at the port waits in the background, not in the request.
 
 use std::time::{Duration, Instant};
 
+use dlock_core::Client;
 use redis::AsyncCommands;
 
-use crate::support::{Backend, acquired_within, backend_tests, eventually, take_and_release};
+use crate::support::{
+    Backend, acquired_within, backend_tests, eventually, redis, take_and_release,
+};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -79,3 +84,53 @@ backend_tests!(
         assert!(err.is_connection() || err.is_timeout(), "{err}");
     }
 );
+
+/// The command timeout of [`the_first_request_to_a_hung_server_errs_within_the_timeout`].
+const SHORT: Duration = Duration::from_millis(200);
+/// How long the port probe that explains a failure waits for a port that accepts and says
+/// nothing — a hung server: the client's connect timeout, at most 500 ms (`tls_probe.rs`).
+const PROBE_WAIT: Duration = Duration::from_millis(500);
+
+/// The first request of an outage against a hung server (SIGSTOP: the kernel still accepts
+/// connections, nobody answers) errs within the command timeout, both when the connection was
+/// up and when it must be made. The probe that looks at the port for the error's text waited
+/// for it first: the error came after the timeout *and* the probe's wait — never before
+/// `SHORT + PROBE_WAIT`, as timers do not fire early. So the bound below is one the old code
+/// could not meet on any machine, while the new one meets it with `PROBE_WAIT` to spare for a
+/// loaded machine's scheduling; it is not a speed claim. Standalone only: a cluster client
+/// names no server, so it never probes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_request_to_a_hung_server_errs_within_the_timeout() {
+    let server = redis();
+    let build = || {
+        Client::builder(server.url().as_str())
+            .command_timeout(SHORT)
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap()
+    };
+    let connected = build();
+    let lock = connected.mutex("hung").unwrap();
+    take_and_release(&lock).await;
+    let fresh = build();
+    server.pause().unwrap();
+    for (what, client) in [("connected", &connected), ("connecting", &fresh)] {
+        let started = Instant::now();
+        let err = client
+            .mutex("hung")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap_err();
+        let took = started.elapsed();
+        assert!(err.is_timeout() || err.is_connection(), "{what}: {err}");
+        assert!(
+            took < SHORT + PROBE_WAIT,
+            "{what}: the first error of the outage took {took:?}, the command timeout is \
+             {SHORT:?}: it waited for the port probe ({err})"
+        );
+    }
+    server.resume().unwrap();
+    let guard = acquired_within(&lock, Duration::from_secs(10), "the client recovers").await;
+    guard.release().await.unwrap();
+}

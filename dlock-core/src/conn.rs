@@ -488,12 +488,17 @@ impl ConnSlot {
     /// A standalone or Sentinel client's error names the server (`host:port`), what its port
     /// speaks when plain and TLS are mixed up or it is not Redis, and what a refused permission
     /// lacked (see `conn/explain.rs`). The cluster client only says "no connections found"
-    /// when it could not reach any node; this asks the seed nodes one by one (each within
-    /// `timeout`) and names one that does not speak the Redis protocol, is a standalone server
-    /// or refuses the user (ACL, credentials), or says why none could be reached (each seed's
-    /// address, and what its port speaks when that explains it). A refused permission on a
-    /// cluster is explained as on one server; any other cluster error, or a seed that answers
-    /// as a cluster node, is reported as the `redis` crate put it.
+    /// when it could not reach any node; this asks the seed nodes one by one and names one
+    /// that does not speak the Redis protocol, is a standalone server or refuses the user
+    /// (ACL, credentials), or says why none could be reached (each seed's address, and what
+    /// its port speaks when that explains it). A refused permission on a cluster is explained
+    /// as on one server; any other cluster error, or a seed that answers as a cluster node, is
+    /// reported as the `redis` crate put it.
+    ///
+    /// Everything it learns, it learns by `by`, the failed request's deadline (the end of its
+    /// command timeout): the error is never later for being explained. What is not known by
+    /// then is left out (a seed not asked is named so; a port probe goes on in the background,
+    /// for the next error of the failure streak).
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -502,14 +507,14 @@ impl ConnSlot {
         context: &str,
         name: &str,
         error: redis::RedisError,
-        timeout: Duration,
+        by: Instant,
     ) -> Error {
         let Factory::Cluster(_, seeds) = &self.factory else {
-            return self.explain_standalone(context, name, error).await;
+            return self.explain_standalone(context, name, error, by).await;
         };
         if error.kind() != redis::ErrorKind::ClusterConnectionNotFound {
             // A refused permission is explained as on one server (no address to name here).
-            return self.explain_standalone(context, name, error).await;
+            return self.explain_standalone(context, name, error, by).await;
         }
         let cached = lock(&self.explained)
             .as_ref()
@@ -518,8 +523,11 @@ impl ConnSlot {
         let found = match cached {
             Some(found) => found,
             None => {
-                let found = self.explain_seeds(seeds, timeout).await;
-                *lock(&self.explained) = Some((Instant::now(), found.clone()));
+                let mut complete = true;
+                let found = self.explain_seeds(seeds, by, &mut complete).await;
+                if complete {
+                    *lock(&self.explained) = Some((Instant::now(), found.clone()));
+                }
                 found
             }
         };
@@ -563,18 +571,27 @@ impl ConnSlot {
 }
 
 impl ConnSlot {
-    /// Asks each seed node, as a standalone server, what it is. `None` once one answers as a
-    /// cluster node. A seed that could not be asked is named with its reason, and with what its
-    /// port speaks when plain and TLS are mixed up or it is not Redis (one probe per seed per
-    /// failure streak).
+    /// Asks each seed node, as a standalone server, what it is, by `by`. `None` once one
+    /// answers as a cluster node. A seed that could not be asked is named with its reason, and
+    /// with what its port speaks when plain and TLS are mixed up or it is not Redis (one probe
+    /// per seed per failure streak, as far as it answered by `by`). `complete` is cleared when
+    /// `by` came before a seed could be asked (such an explanation is not kept for the next
+    /// error).
     async fn explain_seeds(
         &self,
         seeds: &[redis::ConnectionInfo],
-        timeout: Duration,
+        by: Instant,
+        complete: &mut bool,
     ) -> Explanation {
         let mut unreachable = Vec::new();
         for seed in seeds {
             let addr = seed.addr().to_string();
+            let timeout = by.saturating_duration_since(Instant::now());
+            if timeout.is_zero() {
+                unreachable.push(format!("{addr}: not asked within the command timeout"));
+                *complete = false;
+                continue;
+            }
             let asked = tokio::time::timeout(timeout, async {
                 let client = redis::Client::open(seed.clone())?;
                 let mut con = client.get_multiplexed_async_connection().await?;
@@ -630,11 +647,11 @@ impl ConnSlot {
                     unreachable.push(format!("{addr}: {e}, is Redis running there?"));
                 }
                 Ok(Err(e)) => {
-                    unreachable.push(self.seed_failure(seed, format!("{addr}: {e}")).await)
+                    unreachable.push(self.seed_failure(seed, format!("{addr}: {e}"), by).await)
                 }
                 Err(_) => {
                     let why = format!("{addr}: no answer within {timeout:?}");
-                    unreachable.push(self.seed_failure(seed, why).await);
+                    unreachable.push(self.seed_failure(seed, why, by).await);
                 }
             }
         }
@@ -647,12 +664,13 @@ impl ConnSlot {
         ))
     }
 
-    /// `why` a seed could not be asked, with what its port speaks when that explains it.
-    async fn seed_failure(&self, seed: &redis::ConnectionInfo, why: String) -> String {
+    /// `why` a seed could not be asked, with what its port speaks when that explains it (as
+    /// far as it is known by `by`).
+    async fn seed_failure(&self, seed: &redis::ConnectionInfo, why: String, by: Instant) -> String {
         let Some(endpoint) = crate::tls_probe::Endpoint::of(seed.addr()) else {
             return why;
         };
-        match crate::tls_probe::hint(&endpoint, &self.answer(&endpoint).await) {
+        match crate::tls_probe::hint(&endpoint, &self.answer(&endpoint, by).await) {
             Some(hint) => format!("{why}: {hint}"),
             None => why,
         }

@@ -7,7 +7,10 @@
 //! each write carries the holder's token, the store keeps the largest it has seen next to the
 //! data, and a writer whose token is smaller than that wrote too late and is refused. The
 //! fence lives in a key of its own beside the data, in the data's cluster slot
-//! ([`fence_key`]), so the data stays a plain string or hash for every reader.
+//! ([`fence_key`]), so the data stays a plain string or hash for every reader. The fence is
+//! read only in the form dlock writes it (a decimal `u64` without sign or leading zeros):
+//! anything else there was written by another program and is refused by name (`WrongType`),
+//! never read as a number.
 
 use std::fmt;
 
@@ -94,7 +97,10 @@ impl Client {
     /// # Errors
     /// * [`ErrorKind::InvalidInput`]: a key with braces but no hash tag ([`fence_key`]).
     /// * [`ErrorKind::Redis`]: `key` holds another type than a string; nothing written.
-    /// * [`ErrorKind::WrongType`]: the fence key holds something that is not a fence.
+    /// * [`ErrorKind::WrongType`]: the fence key holds something dlock did not write —
+    ///   another type, or a string that is not a fence as dlock writes it (a decimal `u64`
+    ///   without sign or leading zeros: another program's `"0005"` or a number above
+    ///   `u64::MAX` is not one); the message names the key. Nothing is written.
     /// * Connection errors and [`ErrorKind::Timeout`]: the write may have taken effect; it is
     ///   safe to send again with the same token and value.
     ///

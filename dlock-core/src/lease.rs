@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use std::collections::HashMap;
@@ -41,6 +41,10 @@ use crate::timing::{self, safe_until};
 use crate::token::{ExtendOwner, FencingToken, OwnerToken};
 use crate::transport::{ReleaseOnDrop, Transport, release_call};
 use crate::wait::Registration;
+
+mod loss;
+
+pub(crate) use loss::{LossSignal, watch_group};
 
 /// Why a lease was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -227,21 +231,17 @@ pub(crate) struct LeaseCore {
     /// The turn that acquisitions nested directly in the first hold's body take (`hold.rs`):
     /// the first hold is the lease itself, and this is its one field.
     pub(crate) nested_permits: OnceLock<Arc<Semaphore>>,
-    /// Why the lease was lost, once decided (the first `fire_lost` wins) …
-    lost: OnceLock<LostReason>,
-    /// … and made known: set after the cancellation token is cancelled, so that whoever learns
-    /// of the loss finds the token cancelled, and the reason decided before.
-    lost_published: AtomicBool,
-    lost_notify: Notify,
+    /// The loss, once decided, its cancellation token, and how it is made known (in the one
+    /// order of `lease/loss.rs`: whoever learns of the loss finds the token cancelled).
+    loss: LossSignal,
     /// The lease's state for [`Lease::states`] receivers, made on the first call (most leases
     /// are never watched, and a channel is an allocation).
     states: OnceLock<watch::Sender<LeaseState>>,
-    cancel: OnceLock<CancellationToken>,
     released: AtomicBool,
     /// The watchdog stopped renewing (`max_hold`): running out is then the expected end.
     renewal_stopped: AtomicBool,
     /// Someone asked the holder to give the lock back (`ask.lua`, learnt from an extension);
-    /// [`Lease::release_requested`] waits on `lost_notify` for it.
+    /// [`Lease::release_requested`] waits for it on `loss`'s wake-ups.
     asked: AtomicBool,
     /// Whether the holder excludes every other holder of the lock (a mutex's, a read-write
     /// lock's writer) or shares it (a reader, a semaphore's permits): an acquisition nested in
@@ -259,7 +259,7 @@ pub(crate) struct LeaseCore {
 #[cfg(feature = "metrics")]
 impl Drop for LeaseCore {
     fn drop(&mut self) {
-        if self.lost.get().is_none() {
+        if self.loss.decided().is_none() {
             metrics::settled(
                 self.keys.kind().metric_name(),
                 self.metric_label(),
@@ -327,11 +327,8 @@ impl LeaseCore {
             exclusive: new.exclusive,
             depths: AtomicU64::new(1),
             nested_permits: OnceLock::new(),
-            lost: OnceLock::new(),
-            lost_published: AtomicBool::new(false),
-            lost_notify: Notify::new(),
+            loss: LossSignal::default(),
             states: OnceLock::new(),
-            cancel: OnceLock::new(),
             released: AtomicBool::new(false),
             registration: new.registration.map(Box::new),
         });
@@ -481,7 +478,7 @@ impl LeaseCore {
         }
         metrics::release_requested(self.keys.kind().metric_name(), self.metric_label());
         tracing::info!(lock = %self.keys.name(), "dlock: the holder was asked to release the lock");
-        self.lost_notify.notify_waiters();
+        self.loss.wake();
     }
 
     /// Whether the holder was asked to give the lock back.
@@ -492,7 +489,7 @@ impl LeaseCore {
     /// Resolves once the holder was asked to give the lock back; never, if nobody asks.
     pub(crate) async fn asked(&self) {
         loop {
-            let notified = self.lost_notify.notified();
+            let notified = self.loss.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if self.is_asked() {
@@ -602,23 +599,19 @@ impl LeaseCore {
     /// Whether the lease has ended with a known outcome (lost or released). A lease past its
     /// safe-until is not settled until someone declares it lost.
     pub(crate) fn is_settled(&self) -> bool {
-        self.lost.get().is_some() || self.released.load(Ordering::Acquire)
+        self.loss.decided().is_some() || self.released.load(Ordering::Acquire)
     }
 
     /// Why the lease was lost, once that is known (its cancellation token is then cancelled).
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        if self.lost_published.load(Ordering::Acquire) {
-            self.lost.get().copied()
-        } else {
-            None
-        }
+        self.loss.reason()
     }
 
     /// Declares the lease lost for the reason its deadline passing means, unless a loss was
     /// declared already; the reason that stands either way.
     pub(crate) fn fire_deadline(&self) -> LostReason {
         self.fire_lost(self.deadline_reason());
-        *self.lost.get().unwrap_or(&LostReason::Expired)
+        self.loss.decided().unwrap_or(LostReason::Expired)
     }
 
     /// Declares the lease lost (first call wins): wakes `lost()` futures, cancels the token,
@@ -634,14 +627,11 @@ impl LeaseCore {
     /// [`LeaseCore::fire_lost`] without the warning, for a caller that reports many losses in
     /// one line (the watchdog during an outage).
     ///
-    ///
-    /// Order matters: the reason is decided first (the first call wins, so every observer
-    /// reports the same one), then the token is cancelled, then the reason is published and
-    /// `lost()` woken — whoever learns of the loss finds the token cancelled. A token that
-    /// [`LeaseCore::cancellation_token`] creates meanwhile cancels itself (it checks the
-    /// decided reason).
+    /// The order (decided, token cancelled, published, `lost()` woken) is
+    /// [`LossSignal::fire`]'s: whoever learns of the loss finds the token cancelled. The
+    /// [`Lease::states`] receivers hear of it last.
     pub(crate) fn fire_lost_quietly(&self, reason: LostReason) -> bool {
-        if self.lost.set(reason).is_err() {
+        if !self.loss.fire(reason) {
             return false;
         }
         metrics::settled(
@@ -650,11 +640,6 @@ impl LeaseCore {
             metrics::since(self.acquired_at),
             reason.metric_name(),
         );
-        if let Some(token) = self.cancel.get() {
-            token.cancel();
-        }
-        self.lost_published.store(true, Ordering::Release);
-        self.lost_notify.notify_waiters();
         self.publish_state();
         true
     }
@@ -682,7 +667,7 @@ impl LeaseCore {
     /// Resolves once the lease is lost, no later than its safe-until instant.
     pub(crate) async fn lost(&self) -> LeaseLost {
         loop {
-            let notified = self.lost_notify.notified();
+            let notified = self.loss.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(reason) = self.lost_reason() {
@@ -706,17 +691,8 @@ impl LeaseCore {
     /// The token cancelled when the lease is lost. Fixed leases get a timer task the first time
     /// a token is asked for (watchdog leases are watched by the watchdog anyway).
     pub(crate) fn cancellation_token(self: &Arc<Self>) -> CancellationToken {
-        let mut created = false;
-        let token = self
-            .cancel
-            .get_or_init(|| {
-                created = true;
-                CancellationToken::new()
-            })
-            .clone();
-        if self.lost.get().is_some() {
-            token.cancel();
-        } else if created && self.renewal == Renewal::Fixed {
+        let (token, created) = self.loss.token();
+        if created && !token.is_cancelled() && self.renewal == Renewal::Fixed {
             let lease = Arc::downgrade(self);
             // Without a runtime, the token fires when someone next looks at the lease.
             spawn_detached(async move {
@@ -922,7 +898,7 @@ impl fmt::Debug for LeaseCore {
             .field("token", &self.token)
             .field("fence", &self.issued_fence())
             .field("renewal", &self.renewal)
-            .field("lost", &self.lost.get())
+            .field("lost", &self.loss.decided())
             .finish_non_exhaustive()
     }
 }
@@ -994,7 +970,9 @@ impl Lease {
 
     /// Resolves when the lease is lost: an extension found the lock gone or taken, renewal
     /// stopped (`max_hold`), Redis could not be reached in time, or the lock was released. It
-    /// resolves no later than [`Lease::safe_until`] (plus timer granularity).
+    /// resolves no later than [`Lease::safe_until`] (plus timer granularity). When it
+    /// resolves, the [`Lease::cancellation_token`] is cancelled and [`Lease::state`] says
+    /// lost already: every sign of the loss agrees, whoever looks first.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes; poll it again or call it anew at any time.
@@ -1002,8 +980,8 @@ impl Lease {
         self.core.lost().await
     }
 
-    /// A [`CancellationToken`] cancelled when the lease is lost (see [`Lease::lost`]); hand it
-    /// to the work you want stopped.
+    /// A [`CancellationToken`] cancelled when the lease is lost (see [`Lease::lost`]), before
+    /// `lost()` resolves or [`Lease::state`] says so; hand it to the work you want stopped.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.core.cancellation_token()
     }

@@ -20,16 +20,17 @@
 //!   the guard's order ([`MultiGuard::names`]).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::{join_all, select_all};
+use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
-use crate::lease::LeaseLost;
+use crate::lease::{Lease, LeaseLost, LossSignal, watch_group};
 use crate::mutex::Mutex;
-use crate::runtime::spawn_detached;
+use crate::runtime::Task;
 use crate::token::FencingToken;
 
 /// A handle on several mutexes taken together, all or none. Cheap to clone.
@@ -119,7 +120,7 @@ impl MultiLock {
             // A fixed lease of an early member may have run out while a later one was waited
             // for: start again rather than hand out a guard with a lost member.
             if guards.iter().all(|g| g.lease().is_held()) {
-                return Ok(MultiGuard { guards });
+                return Ok(MultiGuard::new(guards));
             }
             let _ = release_all(guards).await;
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -237,9 +238,28 @@ async fn release_all(guards: Vec<MutexGuard>) -> Result<ReleaseOutcome> {
 #[must_use = "the locks are given back when the guard is dropped"]
 pub struct MultiGuard {
     guards: Vec<MutexGuard>,
+    /// The guard's loss (its first lost member's), its token, and how it is made known:
+    /// decided by whoever sees a member lost first — [`MultiGuard::lost`] or the watcher — in
+    /// the one order of `lease/loss.rs` (the token is cancelled before `lost()` can tell).
+    loss: Arc<LossSignal>,
+    /// The task that watches the members for the token, started with the first token.
+    watcher: Task,
 }
 
 impl MultiGuard {
+    fn new(guards: Vec<MutexGuard>) -> Self {
+        Self {
+            guards,
+            loss: Arc::default(),
+            watcher: Task::default(),
+        }
+    }
+
+    /// The members' leases.
+    fn leases(&self) -> Vec<Lease> {
+        self.guards.iter().map(MutexGuard::lease).collect()
+    }
+
     /// The member names, in the canonical order (that of [`MultiGuard::fencing_tokens`]).
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.guards.iter().map(MutexGuard::name)
@@ -283,28 +303,29 @@ impl MultiGuard {
         self.safe_until().saturating_duration_since(Instant::now())
     }
 
-    /// Resolves when any member's lease is lost, with that member's reason.
+    /// Resolves when any member's lease is lost, with the reason of the first member found
+    /// lost. When it resolves, every token of [`MultiGuard::cancellation_token`] is cancelled
+    /// already.
     ///
     /// # Cancel safety
-    /// Cancel safe: it only observes.
+    /// Cancel safe: it only observes (a loss it made known stays known).
     pub async fn lost(&self) -> LeaseLost {
-        let each = self.guards.iter().map(|g| Box::pin(g.lost()));
-        select_all(each).await.0
+        watch_group(&self.loss, &self.leases(), 0).await
     }
 
-    /// A token cancelled when any member's lease is lost (watched by a background task).
+    /// A token cancelled when any member's lease is lost (or the guard is released), before
+    /// [`MultiGuard::lost`] resolves. Every call returns the same token; a background task
+    /// watches the members for it (started with the first call, and again in the current
+    /// runtime if the one it ran in has ended).
     pub fn cancellation_token(&self) -> CancellationToken {
-        let token = CancellationToken::new();
-        let leases: Vec<_> = self.guards.iter().map(MutexGuard::lease).collect();
-        let cancel = token.clone();
-        spawn_detached(async move {
-            let each = leases.iter().map(|l| Box::pin(l.lost()));
-            tokio::select! {
-                _ = select_all(each) => cancel.cancel(),
-                () = cancel.cancelled() => {}
-            }
-        });
-        token
+        if !self.watcher.is_running() && self.loss.reason().is_none() {
+            let (loss, leases) = (self.loss.clone(), self.leases());
+            // Ends with the first lost member: a dropped guard releases its members.
+            self.watcher.start(move || async move {
+                watch_group(&loss, &leases, 0).await;
+            });
+        }
+        self.loss.token().0
     }
 
     /// Sets a new lease of `ttl` from now on every member still held; `Extended` only when all

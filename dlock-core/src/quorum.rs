@@ -75,25 +75,23 @@
 //!
 //! # Floor
 //! Facade, next to `client`: it is written on [`Client`] and [`Mutex`]'s API, plus one script
-//! call on a node guard's lease (round 2).
+//! call on a node guard's lease (round 2) and the leases' loss signal (`lease/loss.rs`), which
+//! makes the guard's own loss known in the same order as a lease's.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use futures_util::future::join_all;
-use futures_util::stream::FuturesUnordered;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
-use crate::lease::{LeaseLost, LostReason};
+use crate::lease::{Lease, LeaseLost, LossSignal, watch_group};
 use crate::mutex::Mutex;
 use crate::options::MutexOptions;
-use crate::runtime::spawn_detached;
+use crate::runtime::Task;
 use crate::scripts::{self, Call, RaiseReply, unexpected};
 use crate::timing::drift;
 use crate::token::FencingToken;
@@ -567,11 +565,13 @@ pub struct QuorumGuard {
     majority: usize,
     held: Vec<(usize, MutexGuard)>,
     fence: FencingToken,
-    /// Cancelled when the quorum is lost.
-    cancel: CancellationToken,
-    /// `Some` once the quorum is lost, with the reason.
-    lost: watch::Receiver<Option<LeaseLost>>,
-    /// Stops the task that counts live leases.
+    /// The quorum's loss, its token, and how it is made known: decided by whoever sees the
+    /// majority go first — [`QuorumGuard::lost`] or the watcher — in the one order of
+    /// `lease/loss.rs` (the token is cancelled before `lost()` or `is_lost()` can tell).
+    loss: Arc<LossSignal>,
+    /// The task that watches the node leases for the token, when nobody awaits `lost()`.
+    watcher: Task,
+    /// Stops the watcher (the guard is released or dropped).
     stop: CancellationToken,
     /// How long [`QuorumGuard::extend`] waits for each node.
     node_timeout: Duration,
@@ -585,39 +585,46 @@ impl QuorumGuard {
         fence: FencingToken,
         node_timeout: Duration,
     ) -> Self {
-        let cancel = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let (tx, rx) = watch::channel(None);
-        let leases: Vec<_> = held.iter().map(|(_, g)| g.lease()).collect();
-        let (on_lost, stopped) = (cancel.clone(), stop.clone());
-        spawn_detached(async move {
-            let mut pending: FuturesUnordered<_> = leases.iter().map(|l| l.lost()).collect();
-            let mut alive = leases.len();
-            loop {
-                tokio::select! {
-                    Some(lost) = pending.next() => {
-                        alive -= 1;
-                        if alive < majority {
-                            let _ = tx.send(Some(lost));
-                            on_lost.cancel();
-                            return;
-                        }
-                    }
-                    () = stopped.cancelled() => return,
-                }
-            }
-        });
-        Self {
+        let guard = Self {
             name,
             node_count,
             majority,
             held,
             fence,
-            cancel,
-            lost: rx,
-            stop,
+            loss: Arc::default(),
+            watcher: Task::default(),
+            stop: CancellationToken::new(),
             node_timeout,
+        };
+        guard.watch();
+        guard
+    }
+
+    /// The node leases of this guard.
+    fn leases(&self) -> Vec<Lease> {
+        self.held.iter().map(|(_, g)| g.lease()).collect()
+    }
+
+    /// How many node leases may be lost while a majority stands.
+    fn tolerated(&self) -> usize {
+        self.held.len().saturating_sub(self.majority)
+    }
+
+    /// Starts the watcher in the current runtime, unless it runs (or has nothing left to do):
+    /// again after the runtime it ran in has ended. It makes the loss known, and so cancels
+    /// the token, when nobody awaits [`QuorumGuard::lost`].
+    fn watch(&self) {
+        if self.watcher.is_running() || self.stop.is_cancelled() || self.is_lost() {
+            return;
         }
+        let (loss, stop) = (self.loss.clone(), self.stop.clone());
+        let (leases, tolerated) = (self.leases(), self.tolerated());
+        self.watcher.start(move || async move {
+            tokio::select! {
+                _ = watch_group(&loss, &leases, tolerated) => {}
+                () = stop.cancelled() => {}
+            }
+        });
     }
 
     /// The lock name.
@@ -665,28 +672,31 @@ impl QuorumGuard {
         self.safe_until().saturating_duration_since(Instant::now())
     }
 
-    /// Whether the quorum was lost (fewer than a majority of live node leases).
+    /// Whether the quorum was lost (fewer than a majority of live node leases) and that loss
+    /// made known: then the token is cancelled and [`QuorumGuard::lost`] resolves at once.
     pub fn is_lost(&self) -> bool {
-        self.lost.borrow().is_some()
+        self.loss.reason().is_some()
     }
 
     /// Resolves when fewer than a majority of the node leases are alive, with the reason of the
-    /// lease whose loss broke the majority.
+    /// lease whose loss broke the majority. When it resolves, the
+    /// [`QuorumGuard::cancellation_token`] is cancelled and [`QuorumGuard::is_lost`] is true
+    /// already. It watches the node leases itself: it does not wait for a background task (nor
+    /// need one: a guard used in another runtime than the one that acquired it still learns
+    /// of its loss).
     ///
     /// # Cancel safety
-    /// Cancel safe: it only observes.
+    /// Cancel safe: it only observes (a loss it made known stays known).
     pub async fn lost(&self) -> LeaseLost {
-        let mut rx = self.lost.clone();
-        match rx.wait_for(Option::is_some).await {
-            Ok(lost) => lost.unwrap_or(LeaseLost::new(LostReason::Released)),
-            // The watcher ended without a loss: only when the guard was stopped.
-            Err(_) => LeaseLost::new(LostReason::Released),
-        }
+        watch_group(&self.loss, &self.leases(), self.tolerated()).await
     }
 
-    /// A token cancelled when the quorum is lost.
+    /// A token cancelled when the quorum is lost, before [`QuorumGuard::lost`] resolves. A
+    /// background task watches the node leases for it (started again in the current runtime
+    /// if the one it ran in has ended).
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.watch();
+        self.loss.token().0
     }
 
     /// Gives every node's hold a new lease of `ttl` from now, concurrently (each node within
@@ -781,8 +791,8 @@ impl fmt::Debug for QuorumGuard {
             majority,
             held,
             fence,
-            cancel: _,
-            lost: _,
+            loss,
+            watcher: _,
             stop: _,
             node_timeout: _,
         } = self;
@@ -792,6 +802,7 @@ impl fmt::Debug for QuorumGuard {
             .field("majority", majority)
             .field("held_on", &held.iter().map(|(i, _)| i).collect::<Vec<_>>())
             .field("fence", fence)
+            .field("lost", &loss.reason())
             .field("remaining", &self.remaining())
             .finish()
     }

@@ -9,24 +9,38 @@
 //! * anything else (`HTTP/1.1 400 …`) — the port is not Redis.
 //!
 //! The probe runs only after a request failed with a connection error, a timeout or a reply
-//! that is not RESP, at most once per address per failure streak ([`Diagnosis`] keeps what it
-//! found until a request succeeds), within the connect timeout; it sends nothing but `PING`,
-//! and `conn/explain.rs` adds what it found to the error's text without changing its kind.
+//! that is not RESP, or while one is close to its deadline without an answer; at most once per
+//! address per failure streak ([`Diagnosis`] keeps what it found until a request succeeds),
+//! within the connect timeout (at most [`PROBE_CAP`]); it sends nothing but `PING`, and
+//! `conn/explain.rs` adds what it found to the error's text without changing its kind.
+//!
+//! The probe never makes an error late: the request's command timeout bounds the error, probe
+//! included. It runs in the background, and a failed request waits for its answer only while
+//! its own command timeout lasts. A request that fails early (a reset: a plain URL at a TLS
+//! port) has time left to wait for it. A request that is still unanswered shortly before its
+//! deadline ([`PROBE_CAP`] before, at most half its timeout: `ConnSlot::within`) has its
+//! server probed then, while it still waits, so that its timeout's error — which waits for
+//! nothing — knows what the port speaks (a `rediss://` URL at a plain port, whose handshake
+//! hangs, is explained in the first error). A hung server (paused: it accepts and says
+//! nothing) keeps the probe waiting, not the request; the probe's answer, when it comes,
+//! explains the next error of the streak, and is logged if an error went out without it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::runtime::lock;
 
 /// The longest a probe waits for a port that accepts and says nothing (a port that answers
-/// answers in one round trip; a paused server, which accepts and says nothing, costs this once
-/// per failure streak); never longer than the client's connect timeout.
-const PROBE_CAP: Duration = Duration::from_millis(500);
+/// answers in one round trip; a paused server, which accepts and says nothing, keeps the probe
+/// this long, in the background); never longer than the client's connect timeout. Also how
+/// long before a request's deadline its server is probed if it has not answered by then.
+pub(crate) const PROBE_CAP: Duration = Duration::from_millis(500);
 
 /// A standalone server's address as the client was given it.
 #[derive(Clone, Debug)]
@@ -132,12 +146,33 @@ pub(crate) fn hint(endpoint: &Endpoint, answer: &Answer) -> Option<String> {
 /// what the probes of the current failure streak found. One per connection slot.
 #[derive(Default)]
 pub(crate) struct Diagnosis {
-    /// The probe's answer per `host:port` since the last successful request.
-    probed: Mutex<HashMap<String, Answer>>,
-    /// Whether `probed` holds anything (read by every successful request: one atomic load).
+    /// The probes since the last successful request, shared with the probes that run.
+    probes: Arc<Mutex<Probes>>,
+    /// Whether `probes` holds anything (read by every successful request: one atomic load).
     failing: AtomicBool,
     /// Set once, when the client is built.
     about: OnceLock<About>,
+}
+
+/// The probes of the current failure streak.
+#[derive(Default)]
+struct Probes {
+    /// Per `host:port`: its answer, or the probe under way.
+    by_addr: HashMap<String, Probe>,
+    /// Counts the streaks: a probe of an earlier one, finishing late, records nothing.
+    streak: u64,
+}
+
+/// One address's probe in a failure streak.
+enum Probe {
+    /// Under way: its answer comes on the channel. `missed` is set by a request that gave up
+    /// waiting for it (its error went out without the answer): the probe then logs what it
+    /// found.
+    Running {
+        answer: watch::Receiver<Option<Answer>>,
+        missed: Arc<AtomicBool>,
+    },
+    Done(Answer),
 }
 
 struct About {
@@ -175,23 +210,121 @@ impl Diagnosis {
     pub(crate) fn succeeded(&self) {
         if self.failing.load(Ordering::Relaxed) {
             self.failing.store(false, Ordering::Relaxed);
-            lock(&self.probed).clear();
+            let mut probes = lock(&self.probes);
+            probes.by_addr.clear();
+            probes.streak = probes.streak.wrapping_add(1);
         }
     }
 
-    /// What `endpoint` answers to a plain `PING`, probed at most once per failure streak.
+    /// What `endpoint` answers to a plain `PING`, probed at most once per failure streak, as
+    /// far as it is known by `by` (the failed request's deadline): [`Answer::Unknown`] when the
+    /// probe has not answered by then (it goes on in the background; see the module
+    /// documentation).
     ///
     /// # Cancel safety
-    /// Cancel safe: a probe dropped half-way is simply not remembered.
-    pub(crate) async fn answer(&self, endpoint: &Endpoint) -> Answer {
-        let addr = endpoint.addr();
-        if let Some(known) = lock(&self.probed).get(&addr) {
-            return known.clone();
+    /// Cancel safe: the probe runs in a task of its own, and waiting for it only reads.
+    pub(crate) async fn answer(&self, endpoint: &Endpoint, by: Instant) -> Answer {
+        let (mut answer, missed) = {
+            let mut probes = lock(&self.probes);
+            match probes.by_addr.get(&endpoint.addr()) {
+                Some(Probe::Done(known)) => return known.clone(),
+                Some(Probe::Running { answer, missed }) => (answer.clone(), missed.clone()),
+                None => match self.start(&mut probes, endpoint) {
+                    Some(running) => running,
+                    None => return Answer::Unknown,
+                },
+            }
+        };
+        if let Some(known) = answer.borrow().clone() {
+            return known;
         }
-        let answer = probe(endpoint, self.probe_limit()).await;
-        lock(&self.probed).insert(addr, answer.clone());
+        if Instant::now() >= by {
+            // No time left (a timed-out request): not even a timer's tick.
+            missed.store(true, Ordering::Relaxed);
+            return Answer::Unknown;
+        }
+        let waited = tokio::time::timeout_at(by.into(), answer.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(answer)) => answer.clone().unwrap_or(Answer::Unknown),
+            // Gone: its runtime ended, or a success began a new streak. Nothing to add.
+            Ok(Err(_)) => Answer::Unknown,
+            Err(_) => {
+                missed.store(true, Ordering::Relaxed);
+                Answer::Unknown
+            }
+        }
+    }
+
+    /// Starts probing `endpoint` now, unless it was probed in this failure streak already: a
+    /// request to it is close to its deadline without an answer, and the error of its timeout
+    /// takes only what is known by then (see the module documentation).
+    pub(crate) fn probe_ahead(&self, endpoint: &Endpoint) {
+        let mut probes = lock(&self.probes);
+        if !probes.by_addr.contains_key(&endpoint.addr()) {
+            self.start(&mut probes, endpoint);
+        }
+    }
+
+    /// Starts the probe of `endpoint` for this streak in a task of its own (`None` outside a
+    /// runtime: nothing is probed then): its answer channel and its "missed" flag.
+    fn start(
+        &self,
+        probes: &mut Probes,
+        endpoint: &Endpoint,
+    ) -> Option<(watch::Receiver<Option<Answer>>, Arc<AtomicBool>)> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (tx, rx) = watch::channel(None);
+        let missed = Arc::new(AtomicBool::new(false));
+        let running = Probe::Running {
+            answer: rx.clone(),
+            missed: missed.clone(),
+        };
+        probes.by_addr.insert(endpoint.addr(), running);
         self.failing.store(true, Ordering::Relaxed);
-        answer
+        let task = ProbeTask {
+            endpoint: endpoint.clone(),
+            limit: self.probe_limit(),
+            probes: self.probes.clone(),
+            streak: probes.streak,
+            missed: missed.clone(),
+        };
+        drop(runtime.spawn(task.run(tx)));
+        Some((rx, missed))
+    }
+}
+
+/// One probe running in the background for a failure streak.
+struct ProbeTask {
+    endpoint: Endpoint,
+    limit: Duration,
+    probes: Arc<Mutex<Probes>>,
+    streak: u64,
+    missed: Arc<AtomicBool>,
+}
+
+impl ProbeTask {
+    /// Probes, records the answer for the rest of the streak (unless it has ended), logs it if
+    /// an error went out without it and it says something, and hands it to the requests that
+    /// wait.
+    async fn run(self, tx: watch::Sender<Option<Answer>>) {
+        let answer = probe(&self.endpoint, self.limit).await;
+        {
+            let mut probes = lock(&self.probes);
+            if probes.streak == self.streak {
+                probes
+                    .by_addr
+                    .insert(self.endpoint.addr(), Probe::Done(answer.clone()));
+            }
+        }
+        if self.missed.load(Ordering::Relaxed)
+            && let Some(hint) = hint(&self.endpoint, &answer)
+        {
+            tracing::warn!(
+                server = %self.endpoint.addr(),
+                "dlock: a request to this server failed: {hint}"
+            );
+        }
+        tx.send_replace(Some(answer));
     }
 }
 
@@ -222,6 +355,55 @@ mod tests {
         (port, probes)
     }
 
+    /// A port that accepts and never answers, as a paused server does.
+    async fn silent_port() -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        port
+    }
+
+    fn local(port: u16) -> Endpoint {
+        Endpoint {
+            host: "127.0.0.1".into(),
+            port,
+            tls: false,
+        }
+    }
+
+    /// The probe never holds a failed request past its deadline: a request whose command
+    /// timeout is spent gets what is known at once (checked in one poll, not by a clock), and
+    /// the probe's answer, arriving later, serves the next error of the streak.
+    #[tokio::test]
+    async fn a_request_past_its_deadline_never_waits_for_the_probe() {
+        use futures_util::FutureExt;
+        let diagnosis = Diagnosis::default();
+        diagnosis.describe("dlock:", Duration::from_secs(1));
+        let silent = local(silent_port().await);
+        let spent = Instant::now();
+        assert_eq!(
+            diagnosis.answer(&silent, spent).now_or_never(),
+            Some(Answer::Unknown),
+            "a request whose time is spent waited for the probe of a silent port"
+        );
+        let (port, probes) = http_port().await;
+        let http = local(port);
+        assert_eq!(
+            diagnosis.answer(&http, spent).now_or_never(),
+            Some(Answer::Unknown)
+        );
+        // The next error of the streak, with time left, gets the answer of the same probe.
+        let later = Instant::now() + Duration::from_secs(5);
+        let not_redis = Answer::NotRedis("HTTP/1.1 400 Bad Request".into());
+        assert_eq!(diagnosis.answer(&http, later).await, not_redis);
+        assert_eq!(probes.load(Ordering::SeqCst), 1, "one probe in a streak");
+    }
+
     #[tokio::test]
     async fn one_probe_per_address_per_failure_streak() {
         let (port, probes) = http_port().await;
@@ -233,12 +415,13 @@ mod tests {
         let diagnosis = Diagnosis::default();
         diagnosis.describe("dlock:", Duration::from_secs(1));
         let not_redis = Answer::NotRedis("HTTP/1.1 400 Bad Request".into());
-        assert_eq!(diagnosis.answer(&endpoint).await, not_redis);
-        assert_eq!(diagnosis.answer(&endpoint).await, not_redis);
+        let by = || Instant::now() + Duration::from_secs(5);
+        assert_eq!(diagnosis.answer(&endpoint, by()).await, not_redis);
+        assert_eq!(diagnosis.answer(&endpoint, by()).await, not_redis);
         assert_eq!(probes.load(Ordering::SeqCst), 1, "one probe in a streak");
         // A success ends the streak: the next failure probes again.
         diagnosis.succeeded();
-        assert_eq!(diagnosis.answer(&endpoint).await, not_redis);
+        assert_eq!(diagnosis.answer(&endpoint, by()).await, not_redis);
         assert_eq!(probes.load(Ordering::SeqCst), 2);
         let hint = hint(&endpoint, &not_redis).unwrap();
         assert!(hint.contains("not Redis"), "{hint}");

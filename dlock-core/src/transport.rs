@@ -295,7 +295,9 @@ impl Transport {
         op: &'a str,
         name: &'a str,
     ) -> impl Future<Output = Result<Value>> + 'a {
-        let request = Box::pin(tokio::time::timeout(limit, request));
+        let request = Box::pin(self.slot.within(limit, request));
+        // The error's explanation fits in the same budget (`conn/explain.rs`).
+        let by = Instant::now() + limit;
         async move {
             let context = || {
                 if name.is_empty() {
@@ -313,7 +315,7 @@ impl Transport {
                 Ok(Err(e)) => {
                     self.suspect(&e);
                     let context = context();
-                    let explained = self.slot.explain(&context, name, e, self.command_timeout);
+                    let explained = self.slot.explain(&context, name, e, by);
                     Err(Box::pin(explained).await)
                 }
                 Err(_) => {
@@ -332,11 +334,8 @@ impl Transport {
     /// Cancel safe: it only reads.
     pub(crate) async fn explain(&self, op: &str, name: &str, error: redis::RedisError) -> Error {
         let context = format!("{op} `{name}`");
-        Box::pin(
-            self.slot
-                .explain(&context, name, error, self.command_timeout),
-        )
-        .await
+        let by = Instant::now() + self.command_timeout;
+        Box::pin(self.slot.explain(&context, name, error, by)).await
     }
 
     /// Reads `release.lua`'s answer; a hand-off to one of this client's own waiters wakes it

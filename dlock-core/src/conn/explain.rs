@@ -4,11 +4,15 @@
 //! kept until a request succeeds), and a refused permission names the command, key or channel
 //! and the key prefix in use.
 //!
+//! Every explanation is bounded by the failed request's deadline (`by`, the end of its command
+//! timeout): what cannot be learnt by then is left out, so that an error is never later than
+//! the command timeout for being explained.
+//!
 //! Addresses are named for standalone and Sentinel clients; a cluster's missing connection is
 //! explained from its seed nodes (`ConnSlot::explain` in the parent module, which probes them
 //! the same way). Permission errors are explained on every kind of client.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
@@ -41,16 +45,45 @@ impl ConnSlot {
         }
     }
 
-    /// What `endpoint` answers to a plain `PING`: probed once per failure streak.
+    /// `request` bounded by `limit`, as `tokio::time::timeout` bounds it (the same deadline,
+    /// one timer at a time), with one addition: a request still unanswered shortly before its
+    /// deadline ([`tls_probe::PROBE_CAP`] before, at most half its time) has its server's port
+    /// probed then, in the background, so that the error of its timeout — which waits for no
+    /// probe — can say what the port speaks (see `tls_probe.rs`). A cluster client names no
+    /// server: nothing is probed.
     ///
     /// # Cancel safety
-    /// Cancel safe: a probe dropped half-way is simply not remembered.
-    pub(super) async fn answer(&self, endpoint: &Endpoint) -> Answer {
-        self.diagnosis.answer(endpoint).await
+    /// As `request`'s: it is only awaited.
+    pub(crate) async fn within<F: Future>(
+        &self,
+        limit: Duration,
+        request: F,
+    ) -> Result<F::Output, tokio::time::error::Elapsed> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let lead = tls_probe::PROBE_CAP.min(limit / 2);
+        let mut request = std::pin::pin!(request);
+        if let Ok(output) = tokio::time::timeout_at(deadline - lead, request.as_mut()).await {
+            return Ok(output);
+        }
+        if let Some(endpoint) = self.endpoint() {
+            self.diagnosis.probe_ahead(&endpoint);
+        }
+        tokio::time::timeout_at(deadline, request).await
+    }
+
+    /// What `endpoint` answers to a plain `PING` (probed once per failure streak), as far as
+    /// it is known by `by`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the probe runs on in the background.
+    pub(super) async fn answer(&self, endpoint: &Endpoint, by: Instant) -> Answer {
+        self.diagnosis.answer(endpoint, by).await
     }
 
     /// `error`, a timed-out request, with the server it waited for and what that port speaks
-    /// when it is not what the URL says.
+    /// when it is not what the URL says — as far as an earlier probe of this failure streak
+    /// found: the request's command timeout is spent, so this one waits for no probe (it
+    /// starts one, for the next error of the streak).
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -58,7 +91,7 @@ impl ConnSlot {
         let Some(endpoint) = self.endpoint() else {
             return error;
         };
-        let answer = self.answer(&endpoint).await;
+        let answer = self.answer(&endpoint, Instant::now()).await;
         match tls_probe::hint(&endpoint, &answer) {
             Some(hint) => error.with_hint(&hint),
             None => error.with_hint(&format!("the server asked is {}", endpoint.addr())),
@@ -67,8 +100,8 @@ impl ConnSlot {
 
     /// `error` of a request (`context`, on the lock `name`, empty when none) as a dlock error:
     /// on a standalone or Sentinel client a connection error names `host:port` (and what the
-    /// port speaks, when that explains it) and a reply that is not RESP names the address; on
-    /// every client a refused permission names what is missing. Anything else as
+    /// port speaks, when that explains it by `by`) and a reply that is not RESP names the
+    /// address; on every client a refused permission names what is missing. Anything else as
     /// [`Error::from_redis`] puts it.
     ///
     /// # Cancel safety
@@ -78,10 +111,14 @@ impl ConnSlot {
         context: &str,
         name: &str,
         error: redis::RedisError,
+        by: Instant,
     ) -> Error {
         let plain = Error::from_redis(context, error.clone());
         match plain.kind() {
-            ErrorKind::Permission => self.explain_permission(context, name, error, plain).await,
+            ErrorKind::Permission => {
+                self.explain_permission(context, name, error, plain, by)
+                    .await
+            }
             ErrorKind::Connection | ErrorKind::Protocol => {
                 let Some(endpoint) = self.endpoint() else {
                     return plain;
@@ -89,20 +126,22 @@ impl ConnSlot {
                 if plain.kind() == ErrorKind::Protocol && error.kind() != redis::ErrorKind::Parse {
                     return plain;
                 }
-                self.explain_unreachable(context, &endpoint, error, plain.kind())
+                self.explain_unreachable(context, &endpoint, error, plain.kind(), by)
                     .await
             }
             _ => plain,
         }
     }
 
-    /// A connection error or an answer that is not RESP, at `endpoint`.
+    /// A connection error or an answer that is not RESP, at `endpoint`, explained by what its
+    /// port speaks as far as that is known by `by`.
     async fn explain_unreachable(
         &self,
         context: &str,
         endpoint: &Endpoint,
         error: redis::RedisError,
         kind: ErrorKind,
+        by: Instant,
     ) -> Error {
         let addr = endpoint.addr();
         let why = if error.is_connection_refusal() {
@@ -112,7 +151,7 @@ impl ConnSlot {
                  reconnects on the next request"
             )
         } else {
-            let answer = self.answer(endpoint).await;
+            let answer = self.answer(endpoint, by).await;
             match (tls_probe::hint(endpoint, &answer), kind) {
                 (Some(hint), _) => format!("{hint} ({error})"),
                 (None, ErrorKind::Protocol) => format!(
@@ -136,6 +175,7 @@ impl ConnSlot {
         name: &str,
         error: redis::RedisError,
         plain: Error,
+        by: Instant,
     ) -> Error {
         let prefix = self.diagnosis.key_prefix();
         let text = error.to_string();
@@ -145,7 +185,7 @@ impl ConnSlot {
                  lines, \"Production Redis: TLS and ACL\", list every right dlock needs)",
                 upper = command.to_uppercase()
             ),
-            Refusal::InScript => match self.may_run_time().await {
+            Refusal::InScript => match self.may_run_time(by).await {
                 Some(false) => "the command refused is `TIME` (dlock's scripts read the \
                                 server clock): grant the user `+time`, as the README's ACL \
                                 lines do (\"Production Redis: TLS and ACL\")"
@@ -173,12 +213,15 @@ impl ConnSlot {
         )
     }
 
-    /// Whether the user may run `TIME` (`None` when the question could not be asked): a
-    /// script that was refused a command is most often refused `TIME`, which the error does
+    /// Whether the user may run `TIME` (`None` when the question could not be asked by `by`):
+    /// a script that was refused a command is most often refused `TIME`, which the error does
     /// not name.
-    async fn may_run_time(&self) -> Option<bool> {
+    async fn may_run_time(&self, by: Instant) -> Option<bool> {
         let (mut conn, _) = self.conn().ok()?;
-        let limit = self.diagnosis.probe_limit();
+        let limit = self
+            .diagnosis
+            .probe_limit()
+            .min(by.saturating_duration_since(Instant::now()));
         let asked = tokio::time::timeout(limit, redis::cmd("TIME").query_async::<Value>(&mut conn))
             .await
             .ok()?;

@@ -1,0 +1,178 @@
+//! The one place a loss is made known ([`LossSignal`]), for a lease and for the guards made of
+//! several leases (a `MultiGuard`, a `QuorumGuard`: [`watch_group`]).
+//!
+//! Every kind shows a loss three ways: `lost()` resolves, the cancellation token is cancelled,
+//! and the state (`Lease::state`, `QuorumGuard::is_lost`) says lost. Code that learns of the
+//! loss one way must find the others already true, so [`LossSignal::fire`] keeps one order:
+//! the reason is decided (the first call wins, so every observer reports the same one), then
+//! the token is cancelled, then the loss is published (the state and `lost()` see it), then
+//! the waiters are woken. A group's loss is decided by whoever sees it first — its own
+//! `lost()`, or the task behind its token — through the same `fire`, so no observer waits for
+//! another task to run.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
+use tokio_util::sync::CancellationToken;
+
+use super::{Lease, LeaseLost, LostReason};
+
+/// A loss, once decided, and how it is made known (see the module documentation).
+#[derive(Debug, Default)]
+pub(crate) struct LossSignal {
+    /// Why, once decided (the first [`LossSignal::fire`] wins) …
+    decided: OnceLock<LostReason>,
+    /// … and made known: set after the token is cancelled.
+    published: AtomicBool,
+    /// Wakes the waiters of [`LossSignal::published`] (and, for a lease, of a release request:
+    /// [`LossSignal::wake`]).
+    notify: Notify,
+    /// Made on the first ask (most leases are never watched, and a token is an allocation).
+    token: OnceLock<CancellationToken>,
+}
+
+impl LossSignal {
+    /// Decides the loss for `reason` unless it was decided already, and makes it known in the
+    /// one order: decided, token cancelled, published, waiters woken. `true` if this call
+    /// decided it.
+    pub(crate) fn fire(&self, reason: LostReason) -> bool {
+        if self.decided.set(reason).is_err() {
+            return false;
+        }
+        // Pairs with the fence in `token`: a token made while the loss is decided is
+        // cancelled here or there, never by neither (each side writes, then reads the other's).
+        fence(Ordering::SeqCst);
+        if let Some(token) = self.token.get() {
+            token.cancel();
+        }
+        self.published.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+        true
+    }
+
+    /// The reason decided, published or not yet (a lease that has one is settled).
+    pub(crate) fn decided(&self) -> Option<LostReason> {
+        self.decided.get().copied()
+    }
+
+    /// The reason, once the loss is made known (its token is cancelled by then).
+    pub(crate) fn reason(&self) -> Option<LostReason> {
+        if self.published.load(Ordering::Acquire) {
+            self.decided()
+        } else {
+            None
+        }
+    }
+
+    /// The cancellation token, and whether this call made it. One made after the loss was
+    /// decided is cancelled before it is returned.
+    pub(crate) fn token(&self) -> (CancellationToken, bool) {
+        let mut made = false;
+        let token = self
+            .token
+            .get_or_init(|| {
+                made = true;
+                CancellationToken::new()
+            })
+            .clone();
+        fence(Ordering::SeqCst);
+        if self.decided.get().is_some() {
+            token.cancel();
+        }
+        (token, made)
+    }
+
+    /// A wake-up by the next [`LossSignal::fire`] or [`LossSignal::wake`]; enable it before
+    /// looking at the state it waits for.
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Wakes every waiter without a loss (a lease's release request).
+    pub(crate) fn wake(&self) {
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves once the loss is made known, with its reason.
+    pub(crate) async fn published(&self) -> LostReason {
+        loop {
+            let notified = self.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(reason) = self.reason() {
+                return reason;
+            }
+            notified.await;
+        }
+    }
+
+    /// Fires for `reason` (unless decided already) and resolves once the loss is made known,
+    /// with the reason that stands: a loss decided by another caller is published by it.
+    pub(crate) async fn settle(&self, reason: LostReason) -> LostReason {
+        if self.fire(reason) {
+            return reason;
+        }
+        self.published().await
+    }
+}
+
+/// Watches the `leases` of a group for its loss: the group is lost once more than `tolerated`
+/// of them are, with the reason of the lease whose loss made it so. Fires `signal` then
+/// (unless another observer did) and resolves once the loss is made known, with the reason
+/// that stands. Resolves at once if it was made known before.
+///
+/// # Cancel safety
+/// Cancel safe: it only observes, and a loss it fired stays fired.
+pub(crate) async fn watch_group(
+    signal: &LossSignal,
+    leases: &[Lease],
+    tolerated: usize,
+) -> LeaseLost {
+    let mut pending: FuturesUnordered<_> = leases.iter().map(Lease::lost).collect();
+    let mut lost = 0usize;
+    loop {
+        let notified = signal.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(reason) = signal.reason() {
+            return LeaseLost::new(reason);
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            Some(one) = pending.next() => {
+                lost += 1;
+                if lost > tolerated {
+                    return LeaseLost::new(signal.settle(one.reason()).await);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_cancelled_before_the_loss_is_published() {
+        let signal = LossSignal::default();
+        let (token, made) = signal.token();
+        assert!(made);
+        assert!(!token.is_cancelled() && signal.reason().is_none());
+        assert!(signal.fire(LostReason::Removed));
+        assert!(token.is_cancelled());
+        assert_eq!(signal.reason(), Some(LostReason::Removed));
+        // The first reason stands; a token asked for afterwards is cancelled already.
+        assert!(!signal.fire(LostReason::Expired));
+        assert_eq!(signal.decided(), Some(LostReason::Removed));
+        let (again, made) = signal.token();
+        assert!(!made && again.is_cancelled());
+        let late = LossSignal::default();
+        late.fire(LostReason::TakenOver);
+        assert!(late.token().0.is_cancelled());
+    }
+}
