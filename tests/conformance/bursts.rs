@@ -74,9 +74,13 @@ fn stale_requests(lock: Lock, holder: u8) -> (Vec<Step>, Vec<Step>) {
         },
     ];
     match lock {
-        Lock::Mutex => quiet.push(Step::Fence { client: holder }),
+        Lock::Mutex => quiet.extend([Step::Fence { client: holder }, Step::ForceUnlock { lock }]),
         Lock::Election => {
-            quiet.extend([Step::Publish { client: holder }, Step::Observe]);
+            quiet.extend([
+                Step::Publish { client: holder },
+                Step::Observe,
+                Step::ForceUnlock { lock },
+            ]);
             ending.push(Step::Resign { client: holder });
         }
         Lock::Rw => ending.extend([

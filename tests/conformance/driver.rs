@@ -233,6 +233,15 @@ impl<'r> Case<'r> {
                     lock: lock_ref(lock),
                 })
                 .map(|_| ()),
+            Step::ForceUnlock { lock } if is_mutex(lock) => self
+                .exec(Op::Release {
+                    name: name_of(lock),
+                    token: 0,
+                    leaving: None,
+                    how: ReleaseHow::Force,
+                })
+                .map(|_| ()),
+            Step::ForceUnlock { .. } => Ok(()),
             Step::Upgrade { client } => self.change(client, true),
             Step::Downgrade { client } => self.change(client, false),
             Step::Publish { client } => self.publish(client),

@@ -252,38 +252,51 @@ fn the_scripts_conform_to_the_model() {
                     panic!("DLOCK_MUTANT={wanted}: no such mutant; one of {names:?} or all")
                 })]
             };
-            let mut missed = Vec::new();
-            let mut stale = Vec::new();
-            for mutant in mutants {
-                // A mutant whose text is in no script any more would make the server fail to
-                // start, which must not count as caught.
-                if let Err(why) = mutant.applies() {
-                    eprintln!("{why}");
-                    stale.push(mutant.name);
-                    continue;
-                }
-                // The mutation check is not in `make test`: it can afford twice the sequences.
-                match check(Some(mutant), cases(256), seed) {
-                    Ok((c, _)) => {
-                        eprintln!(
-                            "mutant {}: NOT caught in {} sequences ({}; {} of them differ on \
-                             the shipped scripts too)",
-                            mutant.name, c.sequences, mutant.what, c.shipped_differ
-                        );
-                        missed.push(mutant.name);
-                    }
-                    Err(why) => {
-                        eprintln!("mutant {}: caught ({})\n{why}\n", mutant.name, mutant.what)
-                    }
-                }
-            }
-            assert!(
-                stale.is_empty(),
-                "mutants that change no script (update tests/conformance/mutants.rs): {stale:?}"
-            );
-            assert!(missed.is_empty(), "mutants not caught: {missed:?}");
+            mutation_check(&mutants, seed);
         }
     }
+}
+
+/// Runs the default run (its fixed cases and sequences: what `make test` runs) against each of
+/// `mutants` and fails unless every one is caught: `lua mutants: caught N of M`.
+fn mutation_check(mutants: &[Mutant], seed: u64) {
+    let mut missed = Vec::new();
+    let mut stale = Vec::new();
+    for mutant in mutants {
+        // A mutant whose text is in no script any more would make the server fail to start,
+        // which must not count as caught.
+        if let Err(why) = mutant.applies() {
+            eprintln!("{why}");
+            stale.push(mutant.name);
+            continue;
+        }
+        match check(Some(*mutant), cases(DEFAULT_CASES), seed) {
+            Ok((c, _)) => {
+                eprintln!(
+                    "mutant {}: NOT caught in {} sequences ({}; {} of them differ on the shipped \
+                     scripts too)",
+                    mutant.name, c.sequences, mutant.what, c.shipped_differ
+                );
+                missed.push(mutant.name);
+            }
+            Err(why) => {
+                // The first line says which part caught it: a fixed case, or the sequences.
+                let first = why.lines().next().unwrap_or("");
+                let by: String = first.chars().take(160).collect();
+                eprintln!(
+                    "mutant {}: caught ({})\n    by: {by}",
+                    mutant.name, mutant.what
+                );
+            }
+        }
+    }
+    let caught = mutants.len() - missed.len() - stale.len();
+    eprintln!("lua mutants: caught {caught} of {}", mutants.len());
+    assert!(
+        stale.is_empty(),
+        "mutants that change no script (update tests/conformance/mutants.rs): {stale:?}"
+    );
+    assert!(missed.is_empty(), "mutants not caught: {missed:?}");
 }
 
 /// Every mutant of the mutation check still changes a shipped script: one whose text a later

@@ -342,7 +342,10 @@ impl Real {
                 how,
             } => {
                 let key = self.key(LockRef::Mutex(*name)).to_owned();
-                let owner = if self.by_value.contains(token) && leaving.is_none() {
+                let owner = if *how == ReleaseHow::Force {
+                    // `force_unlock` names no owner.
+                    String::new()
+                } else if self.by_value.contains(token) && leaving.is_none() {
                     lock_value(&token_hex(*token), HOLDER, "").ok_or("token")?
                 } else {
                     token_hex(*token)

@@ -145,6 +145,102 @@ fn stale_holders() -> Vec<(String, Vec<Step>)> {
     out
 }
 
+/// A holder whose lease ended and whose waiter took over (it asked again by its timer): every
+/// request of the stale holder meets another owner's hold.
+fn overtaken() -> Vec<(String, Vec<Step>)> {
+    let mut out = Vec::new();
+    for lock in [M, S, RW, E] {
+        let first = match lock {
+            M | E => try_(A, lock, 1),
+            S | RW => wait(A, lock, 3, 1),
+        };
+        let mut lasts = vec![
+            ("renews", extend(A, lock)),
+            ("writes guarded", guarded(A, lock)),
+            ("releases", release(A, lock)),
+        ];
+        if lock == RW {
+            lasts.push(("downgrades", Step::Downgrade { client: A }));
+        }
+        for (what, last) in lasts {
+            let mut steps = vec![first.clone(), wait(B, lock, 1, 1), ADVANCE];
+            steps.extend([fenced(B, lock), fenced(A, lock), Step::Inspect { lock }]);
+            match lock {
+                M => steps.push(Step::Fence { client: A }),
+                E => steps.extend([Step::Publish { client: B }, Step::Publish { client: A }]),
+                _ => {}
+            }
+            steps.extend([last, Step::Observe]);
+            out.push((
+                format!("a {lock:?} holder overtaken by its waiter, then it {what}"),
+                steps,
+            ));
+        }
+    }
+    out
+}
+
+/// Waiters that leave while others wait, and a waiter whose entry left unheard.
+fn leaving() -> Vec<(&'static str, Vec<Step>)> {
+    vec![
+        (
+            "waiters leave one by one: the holder's flag and the keep follow",
+            vec![
+                try_(A, M, 2),
+                wait(B, M, 1, 1),
+                wait(C, M, 1, 2),
+                Step::Cancel { client: B, lock: M },
+                Step::Inspect { lock: M },
+                Step::Cancel { client: C, lock: M },
+                Step::Inspect { lock: M },
+                wait(B, M, 1, 1),
+                Step::GiveUp { client: B, lock: M },
+                release(A, M),
+            ],
+        ),
+        (
+            "a queue of dead waiters is kept two of its longest leases, then goes",
+            vec![
+                wait(A, S, 3, 1),
+                wait(B, S, 1, 1),
+                Step::Crash { client: B },
+                ADVANCE,
+                Step::Inspect { lock: S },
+                ADVANCE,
+                Step::Inspect { lock: S },
+            ],
+        ),
+        (
+            "a waiter whose grant was lost and whose hold ran out asks again: queued anew",
+            vec![
+                try_(A, M, 1),
+                wait(B, M, 1, 1),
+                Step::LosePush { client: B },
+                release(A, M),
+                Step::Pause { client: B },
+                ADVANCE,
+                try_(C, M, 2),
+                Step::Resume { client: B },
+                release(C, M),
+            ],
+        ),
+        (
+            "a semaphore waiter whose grant was lost and whose hold ran out asks again",
+            vec![
+                wait(A, S, 3, 1),
+                wait(B, S, 1, 1),
+                Step::LosePush { client: B },
+                release(A, S),
+                Step::Pause { client: B },
+                ADVANCE,
+                wait(C, S, 3, 2),
+                Step::Resume { client: B },
+                release(C, S),
+            ],
+        ),
+    ]
+}
+
 /// Upgrades and downgrades with a queue.
 fn mode_changes() -> Vec<(&'static str, Vec<Step>)> {
     let up = |c| Step::Upgrade { client: c };
@@ -432,6 +528,8 @@ fn lost() -> Vec<(&'static str, Vec<Step>)> {
                 lose(A),
                 extend(A, lock),
                 lose(A),
+                Step::Fence { client: A },
+                lose(A),
                 guarded(A, lock),
                 lose(A),
                 release(A, lock),
@@ -475,6 +573,24 @@ fn lost() -> Vec<(&'static str, Vec<Step>)> {
                 Step::LosePush { client: B },
                 release(A, M),
                 Step::Cancel { client: B, lock: M },
+            ],
+        ),
+        (
+            "a lost grant: the waiter asks again by its timer a unit later, its lease running",
+            vec![
+                wait(A, S, 3, 1),
+                wait(B, S, 1, 2),
+                Step::LosePush { client: B },
+                release(A, S),
+                ADVANCE,
+                release(B, S),
+                try_(A, M, 1),
+                wait(B, M, 1, 2),
+                wait(C, M, 1, 1),
+                Step::LosePush { client: B },
+                release(A, M),
+                ADVANCE,
+                release(B, M),
             ],
         ),
         (
@@ -545,16 +661,85 @@ fn found() -> Vec<(&'static str, Vec<Step>)> {
     )]
 }
 
+/// Release requests that meet a later, shorter hold: the request already kept stays as long.
+fn asks() -> Vec<(&'static str, Vec<Step>)> {
+    vec![
+        (
+            "a request for a long hold, then one for a shorter hold after it",
+            vec![
+                try_(A, M, 2),
+                Step::Ask { lock: M },
+                release(A, M),
+                try_(B, M, 1),
+                Step::Ask { lock: M },
+                extend(B, M),
+            ],
+        ),
+        (
+            "semaphore holders asked, then a shorter one alone",
+            vec![
+                wait(A, S, 1, 2),
+                wait(B, S, 1, 1),
+                Step::Ask { lock: S },
+                release(A, S),
+                Step::Ask { lock: S },
+                extend(B, S),
+            ],
+        ),
+    ]
+}
+
+/// An operator forces a mutex open: held with and without waiters, kept past its deadline,
+/// free; the holder then goes on as it believes.
+fn forced() -> Vec<(&'static str, Vec<Step>)> {
+    let force = Step::ForceUnlock { lock: M };
+    vec![
+        (
+            "forced open while held, with a waiter then without",
+            vec![
+                force.clone(),
+                try_(A, M, 2),
+                wait(B, M, 1, 1),
+                force.clone(),
+                Step::Inspect { lock: M },
+                extend(A, M),
+                force.clone(),
+                release(B, M),
+                try_(C, M, 1),
+                force.clone(),
+                release(C, M),
+            ],
+        ),
+        (
+            "forced open when kept past its deadline for a paused waiter",
+            vec![
+                try_(A, M, 1),
+                wait(B, M, 1, 1),
+                Step::Pause { client: B },
+                ADVANCE,
+                force,
+                Step::Resume { client: B },
+                release(B, M),
+                release(A, M),
+            ],
+        ),
+    ]
+}
+
 /// Every scenario, by name.
 pub(crate) fn all() -> Vec<(String, Vec<Step>)> {
     let mut out = stale_holders();
+    out.extend(overtaken());
     for (name, steps) in mode_changes()
         .into_iter()
+        .chain(leaving())
         .chain(limits())
         .chain(elections())
         .chain(restarts())
         .chain(lost())
         .chain(dead_queues())
+        .chain(asks())
+        .chain(forced())
         .chain(found())
     {
         out.push((name.to_owned(), steps));

@@ -76,6 +76,9 @@ pub(crate) enum Step {
     SetLimit { limit: u32 },
     /// Someone asks the lock's holders to give it back (`request_release`, ask.lua).
     Ask { lock: Lock },
+    /// An operator forces a mutex (or an election's lock) open (`force_unlock`, release.lua
+    /// "force"); a semaphore or read-write lock: nothing.
+    ForceUnlock { lock: Lock },
     /// A reader of the read-write lock upgrades (rw_change.lua "up").
     Upgrade { client: u8 },
     /// The writer of the read-write lock downgrades (rw_change.lua "down").
@@ -197,6 +200,7 @@ impl fmt::Debug for Step {
             }
             Step::SetLimit { limit } => write!(f, "operator: set_limit(sem, {limit})"),
             Step::Ask { lock } => write!(f, "operator: request_release({})", lock.label()),
+            Step::ForceUnlock { lock } => write!(f, "operator: force_unlock({})", lock.label()),
             Step::Upgrade { client } => write!(f, "client {}: upgrade rw", name(client)),
             Step::Downgrade { client } => write!(f, "client {}: downgrade rw", name(client)),
             Step::Publish { client } => write!(f, "client {}: publish leadership", name(client)),
@@ -283,6 +287,7 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
         2 => (client(), lock()).prop_map(|(client, lock)| Step::FencedSet { client, lock }),
         1 => (1..=4u32).prop_map(|limit| Step::SetLimit { limit }),
         2 => lock().prop_map(|lock| Step::Ask { lock }),
+        1 => lock().prop_map(|lock| Step::ForceUnlock { lock }),
         1 => client().prop_map(|client| Step::Upgrade { client }),
         1 => client().prop_map(|client| Step::Downgrade { client }),
         1 => client().prop_map(|client| Step::Publish { client }),
