@@ -1,17 +1,19 @@
-//! Conformance of the shipped Lua scripts to the protocol model (`dlock-model`), issue 27
-//! item 3: random operation sequences run against a real `redis-server` (the scripts called
-//! by hand through `dlock_core::__private::conformance`) and the model in lockstep, compared
-//! after every protocol step. A difference fails with the shrunk sequence as a numbered list.
+//! Conformance of the shipped Lua scripts to the protocol model (`dlock-model`), issues 27 and
+//! 44: random operation sequences run against a real `redis-server` (the scripts called by hand
+//! through `dlock_core::__private::conformance`) and the model in lockstep, compared after every
+//! protocol step. A difference fails with the shrunk sequence as a numbered list.
 //!
-//! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts).
-//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps;
-//! 256 per mutant),
+//! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts and
+//! every reply path of every script with how often the run reached it, `coverage.rs`).
+//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps),
 //! `DLOCK_CONFORMANCE_SEED=n|random` the seed they are drawn from (default 27: the same
 //! sequences every run).
 //! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
-//! passes only if the test catches it (`make model-mutants`).
-//! Before the sequences: fenced.lua's comparison on token pairs (`fenced.rs`) and the release
-//! request's scenarios (`ask.rs`), and the rate limiter's scenarios and sequence (`rate.rs`).
+//! passes only if the default run catches it (`make model-mutants`: `lua mutants: caught N of
+//! M`).
+//! Before the sequences, fixed cases: fenced.lua's comparison on token pairs (`fenced.rs`), the
+//! release request's scenarios (`ask.rs`), the rate limiter's (`rate.rs`), the hard states of
+//! every kind (`scenarios.rs`) and another program's data (`foreign.rs`).
 
 #![allow(
     clippy::print_stderr,

@@ -199,6 +199,24 @@ fn leaving() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "a wait at the head times out: what fits behind it is admitted (S1)",
+            vec![
+                wait(A, S, 2, 2),
+                wait(B, S, 2, 1),
+                wait(C, S, 1, 1),
+                Step::GiveUp { client: B, lock: S },
+                Step::Inspect { lock: S },
+                wait(A, RW, 1, 2),
+                wait(B, RW, 2, 1),
+                wait(C, RW, 1, 1),
+                Step::Cancel {
+                    client: B,
+                    lock: RW,
+                },
+                Step::Inspect { lock: RW },
+            ],
+        ),
+        (
             "a queue of dead waiters is kept two of its longest leases, then goes",
             vec![
                 wait(A, S, 3, 1),
