@@ -391,12 +391,18 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                         Some(h) if h.token != item.token => -1,
                         // A key kept past its deadline for the queue is nobody's: lost.
                         Some(h) if !h.live(now) => 0,
+                        // extend.lua renews and nothing else: a value of version 1 gets its
+                        // `PEXPIRE`, one kept for callers (`w`) its deadline moved and the keep
+                        // a lease past it (never shorter), whatever the queue holds now.
                         Some(h) => {
                             if renew {
                                 h.deadline = now + item.lease;
-                                h.expires = h.expires.max(h.deadline);
+                                h.expires = if h.waiting {
+                                    h.expires.max(now + 2 * item.lease)
+                                } else {
+                                    h.deadline
+                                };
                             }
-                            keep(server, now, name, item.lease);
                             extended
                         }
                     }
