@@ -662,21 +662,58 @@ fn dead_queues() -> Vec<(&'static str, Vec<Step>)> {
 
 /// What the longer runs found (DLOCK_CONFORMANCE_SEED and _CASES), kept as scenarios.
 fn found() -> Vec<(&'static str, Vec<Step>)> {
-    vec![(
-        // Seed 4 at 128 (issue 44): the model answered 0 (nobody holds) where extend.lua
-        // compares the owner first and answers -1 (another owner's value, kept past its
-        // deadline for a paused candidate).
-        "a stale renewal after the lock changed hands and that hold ran out too",
-        vec![
-            try_(A, E, 1),
-            ADVANCE,
-            try_(A, E, 1),
-            wait(C, E, 1, 1),
-            Step::Pause { client: C },
-            ADVANCE,
-            extend(A, E),
-        ],
-    )]
+    vec![
+        (
+            // Seeds 1 and 2 at 4,096 (issue 44): a request granted unheard, then the limit
+            // lowered below its weight; its next attempt must find its hold (shared_acquire.lua
+            // looks for the caller's hold first), where the model refused it (DLOCKWEIGHT).
+            "a holder that did not hear its grant asks again after the limit went below its weight",
+            vec![
+                Step::LosePush { client: A },
+                wait(C, S, 2, 1),
+                wait(A, S, 3, 1),
+                Step::SetLimit { limit: 5 },
+                Step::SetLimit { limit: 1 },
+                Step::Retry { client: A, lock: S },
+            ],
+        ),
+        (
+            // Seed 99 at 4,096 (issue 44): a dead waiter's entry outlives the kept key; the next
+            // holder's value is version 1 beside that queue, and extend.lua only renews it,
+            // where the model's renewal flagged it as callers waiting.
+            "a renewal of a hold taken beside a queue of dead waiters whose kept key expired",
+            vec![
+                try_(A, M, 1),
+                wait(B, M, 1, 1),
+                Step::Crash { client: B },
+                ADVANCE,
+                ADVANCE,
+                try_(C, M, 1),
+                Step::Extend {
+                    client: C,
+                    lock: M,
+                    lease: 2,
+                },
+                Step::Inspect { lock: M },
+                release(C, M),
+            ],
+        ),
+        (
+            // Seed 4 at 128 (issue 44): the model answered 0 (nobody holds) where extend.lua
+            // compares the owner first and answers -1 (another owner's value, kept past its
+            // deadline for a paused candidate).
+            "a stale renewal after the lock changed hands and that hold ran out too",
+            vec![
+                try_(A, E, 1),
+                ADVANCE,
+                try_(A, E, 1),
+                wait(C, E, 1, 1),
+                Step::Pause { client: C },
+                ADVANCE,
+                extend(A, E),
+            ],
+        ),
+    ]
 }
 
 /// Release requests that meet a later, shorter hold: the request already kept stays as long.
