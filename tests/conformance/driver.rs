@@ -248,6 +248,21 @@ impl<'r> Case<'r> {
             Step::Resign { client } => self.resign(client),
             Step::Observe => self.exec(Op::ElectionRead { name: 1 }).map(|_| ()),
             Step::Inspect { lock } => self.inspect(lock),
+            Step::Advance { .. }
+            | Step::Replicate
+            | Step::Restart { .. }
+            | Step::Crash { .. }
+            | Step::Pause { .. }
+            | Step::Resume { .. }
+            | Step::LoseReply { .. }
+            | Step::LosePush { .. } => self.fault(step),
+        }
+    }
+
+    /// The environment's steps: the clock, the server's copy and restarts, the clients'
+    /// deaths, pauses and lost messages.
+    fn fault(&mut self, step: &Step) -> Result<(), String> {
+        match *step {
             Step::Advance { units } => self.advance(u64::from(units)),
             Step::Replicate => self.exec(Op::Replicate).map(|_| ()),
             Step::Restart { from_copy } => {
@@ -273,6 +288,7 @@ impl<'r> Case<'r> {
                 self.lose_push[usize::from(client)] = true;
                 Ok(())
             }
+            _ => Ok(()),
         }
     }
 

@@ -469,6 +469,7 @@ fn cases() -> Vec<(String, Vec<Do>)> {
         .into_iter()
         .chain(shared_counter_cases())
         .chain(unmodelled::raw_cases())
+        .chain(unmodelled::inspect_cases())
     {
         out.push((name.to_owned(), steps));
     }

@@ -64,7 +64,7 @@ pub(crate) struct Real {
     /// wrote, as the client does (lease.rs).
     by_value: BTreeSet<Token>,
     /// The replica's (or the AOF's) copy: a snapshot of the data, taken at `Op::Replicate`.
-    copy: persist::Copy,
+    copy: persist::Snapshot,
 }
 
 /// `LockRef` as an ordered key (it is `Ord` already; an alias for readability).
@@ -148,7 +148,7 @@ impl Real {
             epoch: 0,
             coverage: None,
             by_value: BTreeSet::new(),
-            copy: persist::Copy::new()?,
+            copy: persist::Snapshot::new(),
         })
     }
 

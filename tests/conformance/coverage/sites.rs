@@ -244,12 +244,8 @@ fn calls(code: &str, name: &str) -> bool {
     })
 }
 
-/// The reply paths `source` can reach, in the order of its text.
-pub(crate) fn sites(source: Source) -> Result<Vec<Site>, String> {
-    let text = source.text();
-    let files = files_of(source, &text)?;
-    let lines: Vec<&str> = text.lines().collect();
-    let blocks = blocks(&lines)?;
+/// The blocks the main chunk can reach: the closure of the calls from it.
+fn reachable<'b>(blocks: &'b [Block], lines: &[&str]) -> BTreeSet<&'b str> {
     let body = |b: &Block| -> String {
         b.lines
             .iter()
@@ -257,7 +253,6 @@ pub(crate) fn sites(source: Source) -> Result<Vec<Site>, String> {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    // Reachable functions: the closure of the calls from the main chunk.
     let names: Vec<&str> = blocks.iter().map(|b| b.name.as_str()).collect();
     let mut reached: BTreeSet<&str> = BTreeSet::from(["main"]);
     let mut todo = vec!["main"];
@@ -271,6 +266,16 @@ pub(crate) fn sites(source: Source) -> Result<Vec<Site>, String> {
             }
         }
     }
+    reached
+}
+
+/// The reply paths `source` can reach, in the order of its text.
+pub(crate) fn sites(source: Source) -> Result<Vec<Site>, String> {
+    let text = source.text();
+    let files = files_of(source, &text)?;
+    let lines: Vec<&str> = text.lines().collect();
+    let blocks = blocks(&lines)?;
+    let reached = reachable(&blocks, &lines);
     let mut out = Vec::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for block in blocks.iter().filter(|b| reached.contains(b.name.as_str())) {

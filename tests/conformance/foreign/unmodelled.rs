@@ -193,6 +193,12 @@ pub(super) fn raw_cases() -> Vec<(&'static str, Vec<Do>)> {
                 Do::Raw(fenced_wrong_type),
             ],
         ),
+    ]
+}
+
+/// The operators' read-only script meets another program's data at a shared lock's keys.
+pub(super) fn inspect_cases() -> Vec<(&'static str, Vec<Do>)> {
+    vec![
         (
             "inspect: text at K",
             vec![write(Key::Shared(0), Kind::Text), Do::Raw(inspect_foreign)],

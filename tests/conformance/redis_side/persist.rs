@@ -21,13 +21,13 @@ use super::{Real, io};
 const DUMP: &str = "dump.rdb";
 
 /// The last snapshot taken in this case, if any.
-pub(super) struct Copy {
+pub(super) struct Snapshot {
     rdb: Option<Vec<u8>>,
 }
 
-impl Copy {
-    pub(super) fn new() -> Result<Self, String> {
-        Ok(Self { rdb: None })
+impl Snapshot {
+    pub(super) fn new() -> Self {
+        Self { rdb: None }
     }
 
     /// A new case: no copy yet (a restart from it comes back empty).
@@ -61,7 +61,8 @@ impl Real {
     /// The replica catches up: a snapshot of the data now.
     pub(super) fn snapshot(&mut self) -> Result<(), String> {
         redis::cmd("SAVE").exec(&mut self.con).map_err(io("SAVE"))?;
-        let rdb = std::fs::read(Copy::path(&self.server)).map_err(|e| format!("{DUMP}: {e}"))?;
+        let rdb =
+            std::fs::read(Snapshot::path(&self.server)).map_err(|e| format!("{DUMP}: {e}"))?;
         self.copy.rdb = Some(rdb);
         Ok(())
     }

@@ -144,6 +144,32 @@ impl Real {
     fn decode_state(&self, replies: &mut Replies, sizes: &[usize]) -> Result<Abstract, String> {
         let mut out = Abstract::default();
         let mut fences: Vec<(u64, LockRef, Token)> = Vec::new();
+        Self::decode_mutexes(replies, sizes, &mut out, &mut fences)?;
+        self.decode_shared(replies, sizes, &mut out, &mut fences)?;
+        fences.sort();
+        match LeaderState::decode(&replies.take(sizes[4])?)? {
+            LeaderState::Absent => {}
+            LeaderState::Record { fence, value, .. } => {
+                let rank = fences.iter().filter(|(f, _, _)| *f < fence).count();
+                let value = value
+                    .parse()
+                    .map_err(|_| format!("leader value {value:?}"))?;
+                out.leaders.insert(1, (rank, value));
+            }
+            LeaderState::Foreign(raw) => return Err(format!("leader record {raw:?}")),
+        }
+        out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
+        Self::decode_data(replies, &mut out)?;
+        Ok(out)
+    }
+
+    /// The two mutexes: holders (their fences into `fences`) and queues.
+    fn decode_mutexes(
+        replies: &mut Replies,
+        sizes: &[usize],
+        out: &mut Abstract,
+        fences: &mut Vec<(u64, LockRef, Token)>,
+    ) -> Result<(), String> {
         for n in 0..2u8 {
             let state = MutexState::decode(&replies.take(sizes[usize::from(n)])?)?;
             let holder = match state.live_holder() {
@@ -174,6 +200,17 @@ impl Real {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// The two shared locks: limits, holders (their fences into `fences`) and queues.
+    fn decode_shared(
+        &self,
+        replies: &mut Replies,
+        sizes: &[usize],
+        out: &mut Abstract,
+        fences: &mut Vec<(u64, LockRef, Token)>,
+    ) -> Result<(), String> {
         for n in 0..2u8 {
             let key = &self.shared_keys[usize::from(n)];
             let state = SharedState::decode(&replies.take(sizes[2 + usize::from(n)])?)?;
@@ -229,19 +266,11 @@ impl Real {
                 );
             }
         }
-        fences.sort();
-        match LeaderState::decode(&replies.take(sizes[4])?)? {
-            LeaderState::Absent => {}
-            LeaderState::Record { fence, value, .. } => {
-                let rank = fences.iter().filter(|(f, _, _)| *f < fence).count();
-                let value = value
-                    .parse()
-                    .map_err(|_| format!("leader value {value:?}"))?;
-                out.leaders.insert(1, (rank, value));
-            }
-            LeaderState::Foreign(raw) => return Err(format!("leader record {raw:?}")),
-        }
-        out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
+        Ok(())
+    }
+
+    /// The data the holds protect, and the release requests.
+    fn decode_data(replies: &mut Replies, out: &mut Abstract) -> Result<(), String> {
         // The data of the guarded writes, per lock, and the tokens each lock's ask key names;
         // fenced.lua's values (the fences they were stored with are compared by order where a
         // reply shows them).
@@ -276,7 +305,7 @@ impl Real {
                 other => return Err(format!("fenced:{n}: the value and its fence {other:?}")),
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
