@@ -318,7 +318,7 @@ pub(crate) const ROWS: &[(&str, Reach)] = &[
     // shared_release.lua
     (
         "shared_release.lua main: return refused",
-        F("a forced release of another program's data or a newer format"),
+        F("another program's data, or a newer format, at K or its keys"),
     ),
     (
         "shared_release.lua main: return failed",
