@@ -321,9 +321,12 @@ pub(crate) fn release(
         server.data.locks.remove(&name);
         return Reply::Int(1);
     }
-    if let Some(entry) = leaving
-        && server.foreign(&[Key::Queue(name)]).is_none()
-    {
+    if let Some(entry) = leaving {
+        // `LREM` of the caller's entry fails on a queue key of another type: refused by name,
+        // before anything is written.
+        if server.foreign(&[Key::Queue(name)]).is_some() {
+            return Reply::Err(ScriptError::Foreign(Key::Queue(name)));
+        }
         remove_entry(server, name, entry.token);
         if server.foreign(&[Key::Lock(name)]).is_none() {
             keep(server, now, name, 0);
@@ -404,16 +407,30 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                     -1
                 } else {
                     match server.data.locks.get_mut(&name) {
+                        None => 0,
+                        // extend.lua compares the owner first: another owner's value is -1,
+                        // its deadline passed or not.
+                        Some(h) if h.token != item.token => -1,
                         // A key kept past its deadline for the queue is nobody's: lost.
                         Some(h) if !h.live(now) => 0,
-                        None => 0,
-                        Some(h) if h.token != item.token => -1,
+                        // extend.lua renews and nothing else: a value of version 1 gets its
+                        // `PEXPIRE`, one kept for callers (`w`) its deadline moved and the keep
+                        // a lease past it (never shorter), whatever the queue holds now.
                         Some(h) => {
                             if renew {
                                 h.deadline = now + item.lease;
-                                h.expires = h.expires.max(h.deadline);
+                                h.expires = if h.waiting {
+                                    h.expires.max(now + 2 * item.lease)
+                                } else {
+                                    h.deadline
+                                };
+                                // The queue with the kept key (`PEXPIREAT … GT`, issue #44).
+                                if h.waiting
+                                    && let Some(until) = server.data.queue_expires.get_mut(&name)
+                                {
+                                    *until = (*until).max(now + 2 * item.lease);
+                                }
                             }
-                            keep(server, now, name, item.lease);
                             extended
                         }
                     }

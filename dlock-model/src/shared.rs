@@ -137,22 +137,8 @@ pub(crate) fn acquire(
         return Reply::Err(ScriptError::Weight);
     }
     let own = (mode != Mode::Single).then_some(entry.token);
-    let stored = server.data.shared.get(&name).and_then(|s| s.limit);
-    let limit = match stored {
-        None => {
-            server.write(Key::Shared(name));
-            lock(server, name).limit = Some((limit, Origin::Handle));
-            limit
-        }
-        Some((stored, Origin::Handle)) if stored != limit => {
-            return Reply::Err(ScriptError::Limit(stored));
-        }
-        Some((stored, Origin::Operator)) if entry.weight > stored => {
-            remove_entry(server, name, entry.token);
-            return Reply::Err(ScriptError::AboveLimit(stored));
-        }
-        Some((stored, _)) => stored,
-    };
+    // shared_acquire.lua looks for the caller's hold first (a retry, a grant it has not heard),
+    // whatever limit is in force now: a request that holds is told so.
     if let Some(h) = server
         .data
         .shared
@@ -170,6 +156,22 @@ pub(crate) fn acquire(
             pttl: h.deadline.saturating_sub(now),
         };
     }
+    let stored = server.data.shared.get(&name).and_then(|s| s.limit);
+    let limit = match stored {
+        None => {
+            server.write(Key::Shared(name));
+            lock(server, name).limit = Some((limit, Origin::Handle));
+            limit
+        }
+        Some((stored, Origin::Handle)) if stored != limit => {
+            return Reply::Err(ScriptError::Limit(stored));
+        }
+        Some((stored, Origin::Operator)) if entry.weight > stored => {
+            remove_entry(server, name, entry.token);
+            return Reply::Err(ScriptError::AboveLimit(stored));
+        }
+        Some((stored, _)) => stored,
+    };
     let mut fence = admit_from_head(server, now, name, own);
     let state = lock(server, name);
     let (used, empty) = (state.used(), state.queue.is_empty());

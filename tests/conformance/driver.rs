@@ -1,23 +1,29 @@
 //! Runs one sequence on both sides in lockstep. Each [`Step`] becomes the protocol steps the
 //! client library takes ([`Op`]s: one script or one plain command each, decided from the
 //! replies as the client decides); each `Op` is applied to the model and sent to Redis, and
-//! then compared: the replies, the grants each client's subscription received, the whole
-//! state as an [`Abstract`] (holders, queue order, stored limit, order of fences, live leases,
-//! the tokens of release requests), and the time left of every hold and release request
-//! ([`Leases`], in whole lease units).
+//! then compared (`driver/compare.rs`): the replies, the grants each client's subscription
+//! received, the whole state as an [`Abstract`](dlock_model::Abstract) (holders, queue order,
+//! stored limit, order of fences, live leases, the tokens of release requests), and the time
+//! left of every hold and release request (in whole lease units).
 //! Fence values differ between the sides (the model's clock is not the server's): every fence
 //! seen is paired with its counterpart, and each new pair must order like every earlier one.
+//!
+//! The clients' faults are the driver's: a dead client's subscription is closed; a paused one
+//! sends nothing and its timers do not fire until it resumes (its subscription stays open); a
+//! lost reply makes the client send the same call again; a lost grant leaves its request
+//! waiting.
+
+mod compare;
+mod inspect;
 
 use std::collections::BTreeSet;
 
-use dlock_core::__private::conformance::parse_grant;
 use dlock_model::{
     ClientId, Entry, ExtendItem, LockRef, Mode, Ms, Name, Op, Push, RW_LIMIT, ReleaseHow, Reply,
-    Server, SharedEntry, Token, abstraction, apply,
+    Server, SharedEntry, Token, apply,
 };
 
-use crate::redis_side::{Leases, Real, UNIT, token_of};
-use crate::replies::{model_norm, real_norm, show, units};
+use crate::redis_side::{Real, UNIT};
 use crate::steps::{CLIENTS, Lock, Step};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +50,7 @@ struct Request {
     confirmed: bool,
 }
 
-fn lock_ref(lock: Lock) -> LockRef {
+pub(crate) fn lock_ref(lock: Lock) -> LockRef {
     match lock {
         Lock::Mutex => LockRef::Mutex(0),
         Lock::Election => LockRef::Mutex(1),
@@ -63,6 +69,8 @@ fn is_mutex(lock: Lock) -> bool {
     matches!(lock, Lock::Mutex | Lock::Election)
 }
 
+const N: usize = CLIENTS as usize;
+
 /// One sequence's run.
 pub(crate) struct Case<'r> {
     model: Server,
@@ -70,7 +78,15 @@ pub(crate) struct Case<'r> {
     real: &'r mut Real,
     requests: Vec<Request>,
     next_token: Token,
-    dead: [bool; CLIENTS as usize],
+    dead: [bool; N],
+    /// Paused clients: they send nothing, and read their grants when they resume.
+    paused: [bool; N],
+    /// Grants that reached a paused client, read when it resumes.
+    unread: Vec<Push>,
+    /// The client's next request's reply is lost (it sends the call again).
+    lose_reply: [bool; N],
+    /// The next grant to the client is lost.
+    lose_push: [bool; N],
     /// What each client knows of its connection: the epoch it believes it is in, and the
     /// slots (here: mutex names) it floored there (fence_epoch.rs).
     known: Vec<(u32, BTreeSet<Name>)>,
@@ -92,8 +108,12 @@ impl<'r> Case<'r> {
             real,
             requests: Vec::new(),
             next_token: 1,
-            dead: [false; CLIENTS as usize],
-            known: vec![(0, BTreeSet::new()); usize::from(CLIENTS)],
+            dead: [false; N],
+            paused: [false; N],
+            unread: Vec::new(),
+            lose_reply: [false; N],
+            lose_push: [false; N],
+            known: vec![(0, BTreeSet::new()); N],
             fences: Vec::new(),
             log: Vec::new(),
             ops: 0,
@@ -126,8 +146,13 @@ impl<'r> Case<'r> {
         token
     }
 
+    /// Whether `client` can act: alive and not paused.
+    fn running(&self, client: u8) -> bool {
+        !self.dead[usize::from(client)] && !self.paused[usize::from(client)]
+    }
+
     fn find(&self, client: u8, lock: Lock, state: State) -> Option<usize> {
-        if self.dead[usize::from(client)] {
+        if !self.running(client) {
             return None;
         }
         self.requests
@@ -152,6 +177,17 @@ impl<'r> Case<'r> {
         }
     }
 
+    /// `op` sent by `client`: twice when its reply is to be lost (the first reply is dropped,
+    /// as the client never sees it; both runs are compared).
+    fn send(&mut self, client: ClientId, op: Op) -> Result<Reply, String> {
+        if std::mem::take(&mut self.lose_reply[usize::from(client)]) {
+            self.exec(op.clone())?;
+            self.log
+                .push("(that reply is lost: the same call again)".into());
+        }
+        self.exec(op)
+    }
+
     fn run(&mut self, step: &Step) -> Result<(), String> {
         match *step {
             Step::Acquire {
@@ -162,39 +198,7 @@ impl<'r> Case<'r> {
                 lease,
                 wait,
                 fenced,
-            } => {
-                if self.dead[usize::from(client)] {
-                    return Ok(());
-                }
-                let (weight, limit) = match lock {
-                    Lock::Sem => (weight, limit),
-                    Lock::Rw if weight == 1 => (1, RW_LIMIT),
-                    Lock::Rw => (RW_LIMIT, RW_LIMIT),
-                    Lock::Mutex | Lock::Election => (1, 1),
-                };
-                let token = self.new_token();
-                self.requests.push(Request {
-                    token,
-                    client,
-                    lock,
-                    weight,
-                    limit,
-                    lease: u64::from(lease) * UNIT,
-                    state: State::Done,
-                    fence: None,
-                    confirmed: false,
-                });
-                let at = self.requests.len() - 1;
-                if is_mutex(lock) && self.fast_path(at, fenced)? {
-                    return Ok(());
-                }
-                if !wait && is_mutex(lock) {
-                    return Ok(());
-                }
-                // A waiting acquire's first attempt queues its new entry without a scan ("join").
-                let mode = if wait { Mode::Join } else { Mode::Single };
-                self.attempt(at, mode)
-            }
+            } => self.acquire(client, lock, (weight, limit), lease, wait, fenced),
             Step::Retry { client, lock } => match self.find(client, lock, State::Queued) {
                 Some(at) if self.requests[at].confirmed => self.attempt(at, Mode::Again),
                 Some(at) => self.attempt(at, Mode::Wait),
@@ -216,130 +220,275 @@ impl<'r> Case<'r> {
                 client,
                 lock,
                 lease,
-            } => match self.find(client, lock, State::Holding) {
-                Some(at) => {
-                    let r = &self.requests[at];
-                    let item = ExtendItem {
-                        lock: lock_ref(lock),
-                        token: r.token,
-                        lease: u64::from(lease) * UNIT,
-                    };
-                    // 2: extended, and the holder was asked to give the lock back (it keeps it).
-                    let reply = self.exec(Op::Extend { items: vec![item] })?;
-                    if !matches!(&reply, Reply::Extended(r) if r == &[1] || r == &[2]) {
-                        self.requests[at].state = State::Done;
-                    }
-                    Ok(())
-                }
-                None => Ok(()),
-            },
+            } => self.extend(client, lock, lease),
             Step::Fence { client } => match self.find(client, Lock::Mutex, State::Holding) {
                 Some(at) => self.fence(at).map(|_| ()),
                 None => Ok(()),
             },
-            // The holder writes with the fence it knows (0: none; it does not ask fence.lua
-            // first, which would tell a stale holder that its hold is gone before it writes).
-            // A refused write reports the lease lost: the request is over.
-            Step::Guarded { client, lock } => match self.find(client, lock, State::Holding) {
-                Some(at) => {
-                    let r = &self.requests[at];
-                    let op = Op::Guarded {
-                        lock: lock_ref(lock),
-                        token: r.token,
-                        fence: r.fence.unwrap_or(0),
-                    };
-                    if self.exec(op)? != Reply::Applied {
-                        self.requests[at].state = State::Done;
-                    }
-                    Ok(())
-                }
-                None => Ok(()),
-            },
-            // A holder's `fenced_set` of its lock's data key with its fence (a mutex holder asks
-            // fence.lua when it knows none; a lost hold gets none and writes nothing).
-            Step::FencedSet { client, lock } => match self.find(client, lock, State::Holding) {
-                Some(at) => {
-                    let fence = if is_mutex(lock) {
-                        self.fence(at)?
-                    } else {
-                        self.requests[at].fence
-                    };
-                    let Some(fence) = fence else {
-                        return Ok(());
-                    };
-                    let key = match lock {
-                        Lock::Mutex => 0,
-                        Lock::Sem => 1,
-                        Lock::Rw => 2,
-                        Lock::Election => 3,
-                    };
-                    let value = self.requests[at].token;
-                    self.exec(Op::FencedSet { key, fence, value }).map(|_| ())
-                }
-                None => Ok(()),
-            },
+            Step::Guarded { client, lock } => self.guarded(client, lock),
+            Step::FencedSet { client, lock } => self.fenced_set(client, lock),
             Step::SetLimit { limit } => self.exec(Op::SetLimit { name: 0, limit }).map(|_| ()),
             Step::Ask { lock } => self
                 .exec(Op::Ask {
                     lock: lock_ref(lock),
                 })
                 .map(|_| ()),
+            Step::ForceUnlock { lock } if is_mutex(lock) => self
+                .exec(Op::Release {
+                    name: name_of(lock),
+                    token: 0,
+                    leaving: None,
+                    how: ReleaseHow::Force,
+                })
+                .map(|_| ()),
+            Step::ForceUnlock { .. } => Ok(()),
             Step::Upgrade { client } => self.change(client, true),
             Step::Downgrade { client } => self.change(client, false),
-            Step::Publish { client } => match self.find(client, Lock::Election, State::Holding) {
-                Some(at) => {
-                    let Some(fence) = self.fence(at)? else {
-                        return Ok(());
-                    };
-                    let token = self.requests[at].token;
-                    self.exec(Op::ElectionPublish {
-                        name: 1,
-                        token,
-                        fence,
-                        value: client + 1,
-                    })
-                    .map(|_| ())
-                }
-                None => Ok(()),
-            },
-            Step::Resign { client } => match self.find(client, Lock::Election, State::Holding) {
-                Some(at) => {
-                    if let Some(fence) = self.requests[at].fence {
-                        let token = self.requests[at].token;
-                        self.exec(Op::ElectionResign {
-                            name: 1,
-                            token,
-                            fence,
-                        })?;
-                    }
-                    self.release(at, false)
-                }
-                None => Ok(()),
-            },
+            Step::Publish { client } => self.publish(client),
+            Step::Resign { client } => self.resign(client),
             Step::Observe => self.exec(Op::ElectionRead { name: 1 }).map(|_| ()),
+            Step::Inspect { lock } => self.inspect(lock),
+            Step::Advance { .. }
+            | Step::Replicate
+            | Step::Restart { .. }
+            | Step::Crash { .. }
+            | Step::Pause { .. }
+            | Step::Resume { .. }
+            | Step::LoseReply { .. }
+            | Step::LosePush { .. } => self.fault(step),
+        }
+    }
+
+    /// The environment's steps: the clock, the server's copy and restarts, the clients'
+    /// deaths, pauses and lost messages.
+    fn fault(&mut self, step: &Step) -> Result<(), String> {
+        match *step {
             Step::Advance { units } => self.advance(u64::from(units)),
-            Step::Restart => {
+            Step::Replicate => self.exec(Op::Replicate).map(|_| ()),
+            Step::Restart { from_copy } => {
                 self.exec(Op::Restart {
-                    from_replica: false,
+                    from_replica: from_copy,
                 })?;
                 // The model floors fences at its clock: it must move for them to pass the
-                // lost ones, as the real clock does while the server restarts.
+                // lost ones, as the real clock does while the server restarts. Every waiter
+                // asks again at once on its new connection (here: after that unit).
                 self.advance(1)
             }
-            Step::Crash { client } => {
-                if self.dead[usize::from(client)] {
-                    return Ok(());
-                }
-                for lock in [Lock::Mutex, Lock::Election, Lock::Sem, Lock::Rw] {
-                    self.exec(Op::Unsubscribe {
-                        lock: lock_ref(lock),
-                        client,
-                    })?;
-                }
-                self.dead[usize::from(client)] = true;
+            Step::Crash { client } => self.crash(client),
+            Step::Pause { client } => {
+                self.paused[usize::from(client)] = true;
                 Ok(())
             }
+            Step::Resume { client } => self.resume(client),
+            Step::LoseReply { client } => {
+                self.lose_reply[usize::from(client)] = true;
+                Ok(())
+            }
+            Step::LosePush { client } => {
+                self.lose_push[usize::from(client)] = true;
+                Ok(())
+            }
+            _ => Ok(()),
         }
+    }
+
+    /// A new acquire call: the uncontended attempt first for a mutex (an election's too), then
+    /// the waiting acquire's first attempt ("join"), or one single attempt.
+    fn acquire(
+        &mut self,
+        client: u8,
+        lock: Lock,
+        (weight, limit): (u32, u32),
+        lease: u8,
+        wait: bool,
+        fenced: bool,
+    ) -> Result<(), String> {
+        if !self.running(client) {
+            return Ok(());
+        }
+        let (weight, limit) = match lock {
+            Lock::Sem => (weight, limit),
+            Lock::Rw if weight == 1 => (1, RW_LIMIT),
+            Lock::Rw => (RW_LIMIT, RW_LIMIT),
+            Lock::Mutex | Lock::Election => (1, 1),
+        };
+        let token = self.new_token();
+        self.requests.push(Request {
+            token,
+            client,
+            lock,
+            weight,
+            limit,
+            lease: u64::from(lease) * UNIT,
+            state: State::Done,
+            fence: None,
+            confirmed: false,
+        });
+        let at = self.requests.len() - 1;
+        if is_mutex(lock) && self.fast_path(at, fenced)? {
+            return Ok(());
+        }
+        if !wait && is_mutex(lock) {
+            return Ok(());
+        }
+        // A waiting acquire's first attempt queues its new entry without a scan ("join").
+        let mode = if wait { Mode::Join } else { Mode::Single };
+        self.attempt(at, mode)
+    }
+
+    fn extend(&mut self, client: u8, lock: Lock, lease: u8) -> Result<(), String> {
+        let Some(at) = self.find(client, lock, State::Holding) else {
+            return Ok(());
+        };
+        let r = &self.requests[at];
+        let item = ExtendItem {
+            lock: lock_ref(lock),
+            token: r.token,
+            lease: u64::from(lease) * UNIT,
+        };
+        // 2: extended, and the holder was asked to give the lock back (it keeps it).
+        let reply = self.send(client, Op::Extend { items: vec![item] })?;
+        if !matches!(&reply, Reply::Extended(r) if r == &[1] || r == &[2]) {
+            self.requests[at].state = State::Done;
+        }
+        Ok(())
+    }
+
+    /// The holder writes with the fence it knows (0: none; it does not ask fence.lua first,
+    /// which would tell a stale holder that its hold is gone before it writes). A refused
+    /// write reports the lease lost: the request is over.
+    fn guarded(&mut self, client: u8, lock: Lock) -> Result<(), String> {
+        let Some(at) = self.find(client, lock, State::Holding) else {
+            return Ok(());
+        };
+        let r = &self.requests[at];
+        let op = Op::Guarded {
+            lock: lock_ref(lock),
+            token: r.token,
+            fence: r.fence.unwrap_or(0),
+        };
+        if self.send(client, op)? != Reply::Applied {
+            self.requests[at].state = State::Done;
+        }
+        Ok(())
+    }
+
+    /// A holder's `fenced_set` of its lock's data key with its fence (a mutex holder asks
+    /// fence.lua when it knows none; a lost hold gets none and writes nothing).
+    fn fenced_set(&mut self, client: u8, lock: Lock) -> Result<(), String> {
+        let Some(at) = self.find(client, lock, State::Holding) else {
+            return Ok(());
+        };
+        let fence = if is_mutex(lock) {
+            self.fence(at)?
+        } else {
+            self.requests[at].fence
+        };
+        let Some(fence) = fence else {
+            return Ok(());
+        };
+        let key = match lock {
+            Lock::Mutex => 0,
+            Lock::Sem => 1,
+            Lock::Rw => 2,
+            Lock::Election => 3,
+        };
+        let value = self.requests[at].token;
+        self.send(client, Op::FencedSet { key, fence, value })
+            .map(|_| ())
+    }
+
+    /// The election's holder publishes itself (fence.lua first, if it knows no fence).
+    fn publish(&mut self, client: u8) -> Result<(), String> {
+        let Some(at) = self.find(client, Lock::Election, State::Holding) else {
+            return Ok(());
+        };
+        let Some(fence) = self.fence(at)? else {
+            return Ok(());
+        };
+        let token = self.requests[at].token;
+        let op = Op::ElectionPublish {
+            name: 1,
+            token,
+            fence,
+            value: client + 1,
+        };
+        self.send(client, op).map(|_| ())
+    }
+
+    /// The election's leader resigns (with the fence it knows), then releases its lock.
+    fn resign(&mut self, client: u8) -> Result<(), String> {
+        let Some(at) = self.find(client, Lock::Election, State::Holding) else {
+            return Ok(());
+        };
+        if let Some(fence) = self.requests[at].fence {
+            let token = self.requests[at].token;
+            self.send(
+                client,
+                Op::ElectionResign {
+                    name: 1,
+                    token,
+                    fence,
+                },
+            )?;
+        }
+        self.release(at, false)
+    }
+
+    fn crash(&mut self, client: u8) -> Result<(), String> {
+        if self.dead[usize::from(client)] {
+            return Ok(());
+        }
+        for lock in [Lock::Mutex, Lock::Election, Lock::Sem, Lock::Rw] {
+            self.exec(Op::Unsubscribe {
+                lock: lock_ref(lock),
+                client,
+            })?;
+        }
+        self.dead[usize::from(client)] = true;
+        Ok(())
+    }
+
+    /// A paused client runs again: it reads the grants that reached it, then each of its
+    /// requests still waiting asks again (its timer fired during the pause).
+    fn resume(&mut self, client: u8) -> Result<(), String> {
+        if !std::mem::take(&mut self.paused[usize::from(client)]) || self.dead[usize::from(client)]
+        {
+            return Ok(());
+        }
+        let (mine, others): (Vec<Push>, Vec<Push>) = std::mem::take(&mut self.unread)
+            .into_iter()
+            .partition(|p| p.client == client);
+        self.unread = others;
+        for push in mine {
+            self.hear(push);
+        }
+        self.reask(client)
+    }
+
+    /// Every waiting request of `client` asks again, as after its fallback timer.
+    fn reask(&mut self, client: u8) -> Result<(), String> {
+        let queued: Vec<Token> = self
+            .requests
+            .iter()
+            .filter(|r| r.client == client && r.state == State::Queued)
+            .map(|r| r.token)
+            .collect();
+        for token in queued {
+            if let Some(at) = self
+                .requests
+                .iter()
+                .position(|r| r.token == token && r.state == State::Queued)
+            {
+                let mode = if self.requests[at].confirmed {
+                    Mode::Again
+                } else {
+                    Mode::Wait
+                };
+                self.attempt(at, mode)?;
+            }
+        }
+        Ok(())
     }
 
     /// The mutex's uncontended acquire (`SET NX PX GET` alone: callers who wait keep the lock
@@ -363,6 +512,8 @@ impl<'r> Case<'r> {
         }
         self.requests[at].state = State::Holding;
         self.requests[at].fence = fence;
+        // A lease that never waited is released by the whole value its SET wrote (lease.rs).
+        self.real.release_by_value(r.token);
         if fenced && fence.is_none() {
             // The INCR was not trusted: fence.lua issues the hold's fence.
             self.fence(at)?;
@@ -415,7 +566,7 @@ impl<'r> Case<'r> {
                 mode,
             }
         };
-        let reply = self.exec(op)?;
+        let reply = self.send(r.client, op)?;
         let r = &mut self.requests[at];
         match reply {
             Reply::Holds { fence, .. } => {
@@ -448,7 +599,7 @@ impl<'r> Case<'r> {
                 leaving: leaving.then(|| Self::shared_entry(&r)),
             }
         };
-        self.exec(op)?;
+        self.send(r.client, op)?;
         self.requests[at].state = State::Done;
         Ok(())
     }
@@ -459,10 +610,13 @@ impl<'r> Case<'r> {
             return Ok(Some(fence));
         }
         let r = self.requests[at].clone();
-        let reply = self.exec(Op::Fence {
-            name: name_of(r.lock),
-            token: r.token,
-        })?;
+        let reply = self.send(
+            r.client,
+            Op::Fence {
+                name: name_of(r.lock),
+                token: r.token,
+            },
+        )?;
         let fence = match reply {
             Reply::Int(n) if n > 0 => u64::try_from(n).ok(),
             _ => None,
@@ -471,27 +625,35 @@ impl<'r> Case<'r> {
         Ok(fence)
     }
 
-    /// An upgrade (`up`) of a reader or a downgrade of the writer of the read-write lock.
+    /// An upgrade (`up`) or a downgrade by `client` of the read-write lock: of a hold in the
+    /// mode it changes from if the client has one, else of any hold of it (refused: DLOCKMODE).
     fn change(&mut self, client: u8, up: bool) -> Result<(), String> {
+        if !self.running(client) {
+            return Ok(());
+        }
         let from = if up { 1 } else { RW_LIMIT };
-        let Some(at) = self.requests.iter().position(|r| {
-            !self.dead[usize::from(client)]
-                && r.client == client
-                && r.lock == Lock::Rw
-                && r.state == State::Holding
-                && r.weight == from
-        }) else {
+        let holds =
+            |r: &Request| r.client == client && r.lock == Lock::Rw && r.state == State::Holding;
+        let Some(at) = self
+            .requests
+            .iter()
+            .position(|r| holds(r) && r.weight == from)
+            .or_else(|| self.requests.iter().position(holds))
+        else {
             return Ok(());
         };
         let old = self.requests[at].clone();
         let new = self.new_token();
-        let reply = self.exec(Op::RwChange {
-            name: 1,
-            old: old.token,
-            new,
-            up,
-            lease: old.lease,
-        })?;
+        let reply = self.send(
+            client,
+            Op::RwChange {
+                name: 1,
+                old: old.token,
+                new,
+                up,
+                lease: old.lease,
+            },
+        )?;
         match reply {
             Reply::Holds { fence, .. } => {
                 self.requests[at].state = State::Done;
@@ -509,10 +671,11 @@ impl<'r> Case<'r> {
         Ok(())
     }
 
-    /// The clock moves `n` lease units on both sides, one at a time. After each, every live
+    /// The clock moves `n` lease units on both sides, one at a time. After each, every running
     /// client's queued requests ask again, as their fallback timers make them: a waiter sleeps
-    /// at most the lease its last attempt was told of, one unit here. (Dead clients' requests
-    /// do not: that is how a queue of dead waiters ends.)
+    /// at most the lease its last attempt was told of, one unit here. (Dead and paused
+    /// clients' requests do not: that is how a queue of dead waiters ends, and how a lock key
+    /// kept for paused ones stays unclaimed past its holder's deadline.)
     fn advance(&mut self, n: u64) -> Result<(), String> {
         for _ in 0..n {
             self.now += UNIT;
@@ -523,7 +686,7 @@ impl<'r> Case<'r> {
             let queued: Vec<Token> = self
                 .requests
                 .iter()
-                .filter(|r| r.state == State::Queued && !self.dead[usize::from(r.client)])
+                .filter(|r| r.state == State::Queued && self.running(r.client))
                 .map(|r| r.token)
                 .collect();
             for token in queued {
@@ -535,157 +698,6 @@ impl<'r> Case<'r> {
                     self.attempt(at, Mode::Wait)?;
                 }
             }
-        }
-        Ok(())
-    }
-
-    /// Runs `op` on both sides and compares everything.
-    fn exec(&mut self, op: Op) -> Result<Reply, String> {
-        let real_op = self.real_op(&op)?;
-        let reply = apply(&mut self.model, self.now, op.clone());
-        let mut pushes = self.model.drain_published();
-        let answer = self.real.run(&real_op)?;
-        let heard = self.real.drain()?;
-        self.ops += 1;
-        self.log.push(format!(
-            "{op:?}\n      model: {reply:?}\n      redis: {}",
-            show(&answer)
-        ));
-        let (model_norm, model_fences) = model_norm(&op, &reply);
-        let (real_norm, real_fences) = real_norm(&op, &answer)?;
-        if model_norm != real_norm {
-            return Err(format!(
-                "the replies differ: model {model_norm:?}, redis {real_norm:?}"
-            ));
-        }
-        self.pair_fences(&model_fences, &real_fences)?;
-        // Each client's messages arrive in publish order; across clients the order is lost.
-        pushes.sort_by_key(|p| p.client);
-        self.compare_pushes(&pushes, &heard)?;
-        for push in &pushes {
-            if let Some(grant) = push.grant
-                && let Some(r) = self
-                    .requests
-                    .iter_mut()
-                    .find(|r| r.token == push.token && r.state == State::Queued)
-            {
-                r.state = State::Holding;
-                r.fence = Some(grant.fence);
-            }
-        }
-        self.compare_state()?;
-        Ok(reply)
-    }
-
-    /// `op` with the model's fences replaced by their Redis counterparts.
-    fn real_op(&self, op: &Op) -> Result<Op, String> {
-        let real = |fence: u64| {
-            self.fences
-                .iter()
-                .find(|(m, _)| *m == fence)
-                .map(|(_, r)| *r)
-                .ok_or_else(|| format!("fence {fence} was never seen"))
-        };
-        Ok(match op.clone() {
-            Op::ElectionPublish {
-                name,
-                token,
-                fence,
-                value,
-            } => Op::ElectionPublish {
-                name,
-                token,
-                fence: real(fence)?,
-                value,
-            },
-            Op::ElectionResign { name, token, fence } => Op::ElectionResign {
-                name,
-                token,
-                fence: real(fence)?,
-            },
-            Op::Guarded { lock, token, fence } => Op::Guarded {
-                lock,
-                token,
-                fence: if fence == 0 { 0 } else { real(fence)? },
-            },
-            Op::FencedSet { key, fence, value } => Op::FencedSet {
-                key,
-                fence: real(fence)?,
-                value,
-            },
-            other => other,
-        })
-    }
-
-    /// Each new pair of fences must order like every pair seen before.
-    fn pair_fences(&mut self, model: &[u64], real: &[u64]) -> Result<(), String> {
-        if model.len() != real.len() {
-            return Err(format!("fences: model issued {model:?}, redis {real:?}"));
-        }
-        for (&m, &r) in model.iter().zip(real) {
-            if let Some((pm, pr)) = self.fences.iter().find(|(pm, pr)| m.cmp(pm) != r.cmp(pr)) {
-                return Err(format!(
-                    "fence order differs: model {m} vs earlier {pm} ({:?}), redis {r} vs \
-                     earlier {pr} ({:?})",
-                    m.cmp(pm),
-                    r.cmp(pr)
-                ));
-            }
-            self.fences.push((m, r));
-        }
-        Ok(())
-    }
-
-    fn compare_pushes(
-        &mut self,
-        model: &[Push],
-        heard: &[(LockRef, ClientId, Vec<u8>)],
-    ) -> Result<(), String> {
-        let differ = || {
-            let heard: Vec<String> = heard
-                .iter()
-                .map(|(l, c, p)| format!("{l:?} to {c}: {}", String::from_utf8_lossy(p)))
-                .collect();
-            format!("the messages differ: model published {model:?}, redis delivered {heard:?}")
-        };
-        if model.len() != heard.len() {
-            return Err(differ());
-        }
-        for (push, (lock, client, payload)) in model.iter().zip(heard) {
-            if push.lock != *lock || push.client != *client {
-                return Err(differ());
-            }
-            // A nudge (set_limit dropped the request) is a grant of fence 0, never trusted.
-            let grant = parse_grant(payload).filter(|(_, fence, _, _)| *fence > 0);
-            match (push.grant, grant) {
-                (Some(grant), Some((token, fence, _, lease))) => {
-                    if token_of(&token) != Some(push.token) || units(lease) != units(grant.lease) {
-                        return Err(differ());
-                    }
-                    self.pair_fences(&[grant.fence], &[fence])?;
-                }
-                (None, None) => {}
-                _ => return Err(differ()),
-            }
-        }
-        Ok(())
-    }
-
-    fn compare_state(&mut self) -> Result<(), String> {
-        let model = abstraction(&self.model, self.now);
-        let real = self.real.state()?;
-        if model != real {
-            return Err(format!(
-                "the states differ:\n    model: {model:?}\n    redis: {real:?}"
-            ));
-        }
-        let model = Leases::of_model(&self.model, self.now);
-        let real = self.real.leases()?;
-        if model != real {
-            return Err(format!(
-                "the time left differs (whole lease units):\n    model: {model:?}\n    \
-                 redis: {real:?}"
-            ));
         }
         Ok(())
     }

@@ -1,17 +1,19 @@
-//! Conformance of the shipped Lua scripts to the protocol model (`dlock-model`), issue 27
-//! item 3: random operation sequences run against a real `redis-server` (the scripts called
-//! by hand through `dlock_core::__private::conformance`) and the model in lockstep, compared
-//! after every protocol step. A difference fails with the shrunk sequence as a numbered list.
+//! Conformance of the shipped Lua scripts to the protocol model (`dlock-model`), issues 27 and
+//! 44: random operation sequences run against a real `redis-server` (the scripts called by hand
+//! through `dlock_core::__private::conformance`) and the model in lockstep, compared after every
+//! protocol step. A difference fails with the shrunk sequence as a numbered list.
 //!
-//! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts).
-//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps;
-//! 256 per mutant),
+//! Run: `cargo test -p dlock-tests --test conformance -- --nocapture` (prints the counts and
+//! every reply path of every script with how often the run reached it, `coverage.rs`).
+//! `DLOCK_CONFORMANCE_CASES=n` sets the number of sequences (default 128, of up to 30 steps),
 //! `DLOCK_CONFORMANCE_SEED=n|random` the seed they are drawn from (default 27: the same
 //! sequences every run).
 //! `DLOCK_MUTANT=<name>|all` loads the scripts with a protocol bug instead (`mutants.rs`) and
-//! passes only if the test catches it (`make model-mutants`).
-//! Before the sequences: fenced.lua's comparison on token pairs (`fenced.rs`) and the release
-//! request's scenarios (`ask.rs`), and the rate limiter's scenarios and sequence (`rate.rs`).
+//! passes only if the default run catches it (`make model-mutants`: `lua mutants: caught N of
+//! M`).
+//! Before the sequences, fixed cases: fenced.lua's comparison on token pairs (`fenced.rs`), the
+//! release request's scenarios (`ask.rs`), the rate limiter's (`rate.rs`), the hard states of
+//! every kind (`scenarios.rs`) and another program's data (`foreign.rs`).
 
 #![allow(
     clippy::print_stderr,
@@ -21,12 +23,16 @@
 )]
 
 mod ask;
+mod bursts;
+mod coverage;
 mod driver;
 mod fenced;
+mod foreign;
 mod mutants;
 mod rate;
 mod redis_side;
 mod replies;
+mod scenarios;
 mod steps;
 
 use std::cell::{Cell, RefCell};
@@ -42,6 +48,8 @@ use crate::steps::{Sequence, sequence};
 
 /// The longest sequence generated.
 const MAX_STEPS: usize = 30;
+/// The sequences of the default run (`make test`).
+const DEFAULT_CASES: u32 = 128;
 
 /// Runs one sequence on `real`; the step it failed at and why.
 fn run(real: &mut Real, seq: &[steps::Step]) -> Result<usize, String> {
@@ -59,53 +67,36 @@ fn run(real: &mut Real, seq: &[steps::Step]) -> Result<usize, String> {
 /// With a mutant, a sequence counts as caught only if the shipped scripts pass it: one that
 /// fails on both shows a difference of the shipped scripts, not the mutant's (and shrinking
 /// must not wander off to it).
-fn check(mutant: Option<Mutant>, cases: u32, seed: u64) -> Result<Counts, String> {
+fn check(
+    mutant: Option<Mutant>,
+    cases: u32,
+    seed: u64,
+) -> Result<(Counts, Option<String>), String> {
     let real = RefCell::new(Real::start(mutant)?);
+    if mutant.is_none() {
+        real.borrow_mut().coverage = Some(coverage::Tally::new()?);
+    }
     let shipped = match mutant {
         Some(_) => Some(RefCell::new(Real::start(None)?)),
         None => None,
     };
     // fenced.lua's comparison for tokens beyond the fences a sequence meets (fenced.rs).
-    let pairs = match fenced::pairs(&mut real.borrow_mut()) {
-        Ok(pairs) => pairs,
-        Err(why) => {
-            if let Some(shipped) = &shipped {
-                fenced::pairs(&mut shipped.borrow_mut())
-                    .map_err(|e| format!("the shipped fenced.lua differs too: {e}"))?;
-            }
-            return Err(format!(
-                "fenced.lua and the model compare fences differently: {why}"
-            ));
-        }
-    };
+    let pairs = fixed(&real, &shipped, "fenced.lua's token pairs", fenced::pairs)?;
     // The release request's scenarios, whatever the sequences draw (ask.rs).
-    let asks = match ask::run(&mut real.borrow_mut()) {
-        Ok(asks) => asks,
-        Err(why) => {
-            if let Some(shipped) = &shipped {
-                ask::run(&mut shipped.borrow_mut())
-                    .map_err(|e| format!("the shipped scripts fail a scenario too: {e}"))?;
-            }
-            return Err(format!(
-                "the release request's scripts and the model differ: {why}"
-            ));
-        }
-    };
+    let asks = fixed(&real, &shipped, "the release request's scenarios", ask::run)?;
     // The rate limiter's scenarios and sequence (rate.rs).
-    let rates = match rate::run(&mut real.borrow_mut()) {
-        Ok(seen) => seen.calls,
-        Err(why) => {
-            if let Some(shipped) = &shipped {
-                rate::run(&mut shipped.borrow_mut())
-                    .map_err(|e| format!("the shipped rate.lua fails too: {e}"))?;
-            }
-            return Err(format!("rate.lua and the model differ: {why}"));
-        }
-    };
+    let rates = fixed(&real, &shipped, "rate.lua's scenarios", |r| {
+        rate::run(r).map(|seen| seen.calls)
+    })?;
+    // The hard states, for every kind (scenarios.rs); another program's data (foreign.rs).
+    let scenarios = fixed(&real, &shipped, "the fixed scenarios", scenarios::run)?
+        + fixed(&real, &shipped, "another program's data", foreign::run)?;
+    real.borrow_mut().count_as(coverage::Phase::Sequences);
     let counts = Cell::new(Counts {
         pairs,
         asks,
         rates,
+        scenarios,
         ..Counts::default()
     });
     let mut runner = TestRunner::new(Config {
@@ -141,7 +132,22 @@ fn check(mutant: Option<Mutant>, cases: u32, seed: u64) -> Result<Counts, String
         }
     });
     match result {
-        Ok(()) => Ok(counts.get()),
+        Ok(()) => {
+            // Fewer sequences than the default (a quick run) may miss paths: printed only.
+            let strict = cases >= DEFAULT_CASES;
+            let report = real
+                .borrow_mut()
+                .coverage
+                .take()
+                .map(|tally| tally.report(strict, cases >= 1_024));
+            match report {
+                Some((report, failed)) if !failed.is_empty() => Err(format!(
+                    "{report}\nthe default run must reach every reply path:\n  {}",
+                    failed.join("\n  ")
+                )),
+                report => Ok((counts.get(), report.map(|(r, _)| r))),
+            }
+        }
         Err(TestError::Fail(why, seq)) => Err(format!(
             "the scripts and the model differ (DLOCK_CONFORMANCE_SEED={seed} reproduces \
              it).\nshrunk sequence:{seq:?}\n{why}"
@@ -164,6 +170,28 @@ struct Counts {
     asks: usize,
     /// rate.lua's calls compared (rate.rs).
     rates: usize,
+    /// The fixed scenarios run (scenarios.rs, foreign.rs).
+    scenarios: usize,
+}
+
+/// Runs a part of the fixed checks on `real`; with a mutant, a failure counts only if the
+/// shipped scripts (`shipped`) pass the same part.
+fn fixed<T>(
+    real: &RefCell<Real>,
+    shipped: &Option<RefCell<Real>>,
+    what: &str,
+    part: impl Fn(&mut Real) -> Result<T, String>,
+) -> Result<T, String> {
+    match part(&mut real.borrow_mut()) {
+        Ok(done) => Ok(done),
+        Err(why) => {
+            if let Some(shipped) = shipped {
+                part(&mut shipped.borrow_mut())
+                    .map_err(|e| format!("the shipped scripts fail {what} too: {e}"))?;
+            }
+            Err(format!("{what}: the scripts and the model differ: {why}"))
+        }
+    }
 }
 
 /// The sequences are drawn from a fixed seed, so that `make test` runs the same ones every
@@ -193,20 +221,24 @@ fn the_scripts_conform_to_the_model() {
     let started = Instant::now();
     let seed = seed();
     match std::env::var("DLOCK_MUTANT").ok().as_deref() {
-        None | Some("") => match check(None, cases(128), seed) {
+        None | Some("") => match check(None, cases(DEFAULT_CASES), seed) {
             // Written to the process's stderr directly, which the test harness does not
             // capture: `make test` shows what was checked.
-            Ok(c) => {
+            Ok((c, report)) => {
+                if let Some(report) = report {
+                    let _ = writeln!(std::io::stderr(), "{report}");
+                }
                 let _ = writeln!(
                     std::io::stderr(),
                     "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps), \
-                     {} fenced.lua token pairs, {} release request scenarios and {} rate.lua \
-                     calls matched the model in {:.1} s",
+                     {} fenced.lua token pairs, {} release request scenarios, {} fixed \
+                     scenarios and {} rate.lua calls matched the model in {:.1} s",
                     c.sequences,
                     c.steps,
                     c.ops,
                     c.pairs,
                     c.asks,
+                    c.scenarios,
                     c.rates,
                     started.elapsed().as_secs_f64()
                 );
@@ -222,38 +254,51 @@ fn the_scripts_conform_to_the_model() {
                     panic!("DLOCK_MUTANT={wanted}: no such mutant; one of {names:?} or all")
                 })]
             };
-            let mut missed = Vec::new();
-            let mut stale = Vec::new();
-            for mutant in mutants {
-                // A mutant whose text is in no script any more would make the server fail to
-                // start, which must not count as caught.
-                if let Err(why) = mutant.applies() {
-                    eprintln!("{why}");
-                    stale.push(mutant.name);
-                    continue;
-                }
-                // The mutation check is not in `make test`: it can afford twice the sequences.
-                match check(Some(mutant), cases(256), seed) {
-                    Ok(c) => {
-                        eprintln!(
-                            "mutant {}: NOT caught in {} sequences ({}; {} of them differ on \
-                             the shipped scripts too)",
-                            mutant.name, c.sequences, mutant.what, c.shipped_differ
-                        );
-                        missed.push(mutant.name);
-                    }
-                    Err(why) => {
-                        eprintln!("mutant {}: caught ({})\n{why}\n", mutant.name, mutant.what)
-                    }
-                }
-            }
-            assert!(
-                stale.is_empty(),
-                "mutants that change no script (update tests/conformance/mutants.rs): {stale:?}"
-            );
-            assert!(missed.is_empty(), "mutants not caught: {missed:?}");
+            mutation_check(&mutants, seed);
         }
     }
+}
+
+/// Runs the default run (its fixed cases and sequences: what `make test` runs) against each of
+/// `mutants` and fails unless every one is caught: `lua mutants: caught N of M`.
+fn mutation_check(mutants: &[Mutant], seed: u64) {
+    let mut missed = Vec::new();
+    let mut stale = Vec::new();
+    for mutant in mutants {
+        // A mutant whose text is in no script any more would make the server fail to start,
+        // which must not count as caught.
+        if let Err(why) = mutant.applies() {
+            eprintln!("{why}");
+            stale.push(mutant.name);
+            continue;
+        }
+        match check(Some(*mutant), cases(DEFAULT_CASES), seed) {
+            Ok((c, _)) => {
+                eprintln!(
+                    "mutant {}: NOT caught in {} sequences ({}; {} of them differ on the shipped \
+                     scripts too)",
+                    mutant.name, c.sequences, mutant.what, c.shipped_differ
+                );
+                missed.push(mutant.name);
+            }
+            Err(why) => {
+                // The first line says which part caught it: a fixed case, or the sequences.
+                let first = why.lines().next().unwrap_or("");
+                let by: String = first.chars().take(160).collect();
+                eprintln!(
+                    "mutant {}: caught ({})\n    by: {by}",
+                    mutant.name, mutant.what
+                );
+            }
+        }
+    }
+    let caught = mutants.len() - missed.len() - stale.len();
+    eprintln!("lua mutants: caught {caught} of {}", mutants.len());
+    assert!(
+        stale.is_empty(),
+        "mutants that change no script (update tests/conformance/mutants.rs): {stale:?}"
+    );
+    assert!(missed.is_empty(), "mutants not caught: {missed:?}");
 }
 
 /// Every mutant of the mutation check still changes a shipped script: one whose text a later

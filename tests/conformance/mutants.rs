@@ -185,6 +185,302 @@ pub(crate) const ALL: &[Mutant] = &[
             ),
         ],
     },
+    // The classes an independent round of mutations found missed (issue 44): a stale holder's
+    // requests on a kept key, an upgrade while someone is queued, set_limit at a queued weight.
+    Mutant {
+        name: "extend-renews-stale-kept",
+        what: "extend.lua renews a holder whose deadline passed on a key kept for its waiters",
+        swaps: &[(
+            "if tonumber(deadline) <= now then\n          out[i] = 0",
+            "if false then\n          out[i] = 0",
+        )],
+    },
+    Mutant {
+        name: "ask-asks-stale-kept",
+        what: "ask.lua asks the holder of a key kept past its deadline (and keeps the request \
+               without an expiry)",
+        swaps: &[("    if deadline <= now then\n      return 0\n    end\n", "")],
+    },
+    Mutant {
+        name: "fence-to-stale-kept",
+        what: "fence.lua gives a fence to the holder of a key kept past its deadline",
+        swaps: &[(
+            "if deadline_of(held) and not holds(held, clock_ms()) then\n  -- Kept",
+            "if false then\n  -- Kept",
+        )],
+    },
+    Mutant {
+        name: "publish-by-stale-kept",
+        what: "election.lua takes a kept key's expiry for the leader's lease: a leader past its \
+               deadline publishes",
+        swaps: &[("if deadline and pttl > 0 then", "if false then")],
+    },
+    Mutant {
+        name: "guarded-by-stale-kept",
+        what: "guarded.lua writes for the holder of a mutex key kept past its deadline",
+        swaps: &[(
+            "if deadline_of(value) and not holds(value, clock_ms()) then",
+            "if false then",
+        )],
+    },
+    Mutant {
+        name: "release-stale-kept-as-own",
+        what: "release.lua releases a key kept past its deadline as the caller's own (no \
+               hand-off to the head as nobody's)",
+        swaps: &[("if now and not holds(held, now) then", "if false then")],
+    },
+    Mutant {
+        name: "upgrade-past-queue",
+        what: "rw_change.lua upgrades the sole reader although requests are queued",
+        swaps: &[("if used ~= 1 or waiting > 0 then", "if used ~= 1 then")],
+    },
+    Mutant {
+        name: "limit-drops-equal-weight",
+        what: "shared_limit.lua drops queued requests that weigh exactly the new limit",
+        swaps: &[(
+            "if token and tonumber(weight) > limit then",
+            "if token and tonumber(weight) >= limit then",
+        )],
+    },
+    // Found by the path coverage: a branch that only one state takes.
+    Mutant {
+        name: "observer-ignores-deadline",
+        what: "election_read.lua reports the fence of a leader past its deadline",
+        swaps: &[(
+            "  if lease <= 0 then\n    lease = -2\n    lock_fence = 0",
+            "  if false then\n    lease = -2\n    lock_fence = 0",
+        )],
+    },
+    Mutant {
+        name: "inspect-ignores-deadline",
+        what: "inspect.lua reports the holder of a key kept past its deadline",
+        swaps: &[(
+            "  if deadline <= now then\n    return {false, -2, waiters}",
+            "  if false then\n    return {false, -2, waiters}",
+        )],
+    },
+    Mutant {
+        name: "downgrade-admits-nobody",
+        what: "rw_change.lua downgrades without admitting the readers queued behind the writer",
+        swaps: &[(
+            "(which reports the counter).\n  admit_from_head(key, counter, now, nil)\n",
+            "(which reports the counter).\n",
+        )],
+    },
+    Mutant {
+        name: "limit-admits-nobody",
+        what: "shared_limit.lua raises the limit without admitting what now fits",
+        swaps: &[(
+            "local _, failed = admit_from_head(key, ARGV[2], now, nil)",
+            "local failed = nil",
+        )],
+    },
+    Mutant {
+        name: "limit-forgets-nudge",
+        what: "shared_limit.lua drops a request heavier than the new limit without telling it",
+        swaps: &[(
+            "    redis.call(publish, key .. ':wake:' .. client, token .. ' 0 0 0 1')\n",
+            "",
+        )],
+    },
+    Mutant {
+        name: "join-queues-twice",
+        what: "first_join (common.lua) takes every \"join\" for a first one: a resent first \
+               attempt queues the caller twice (a mutex's, a shared lock's)",
+        swaps: &[(
+            "return redis.call('SET', key .. ':joined:' .. token, '1', 'NX', 'PX', ms) ~= false",
+            "return true",
+        )],
+    },
+    Mutant {
+        name: "queue-never-expires",
+        what: "keep (common.lua) keeps the lock key for its waiters but gives the queue no \
+               expiry: the entries of waiters that all died stay (issue #44)",
+        swaps: &[("    expire_queue(lock .. ':queue', deadline + lease)\n", "")],
+    },
+    Mutant {
+        name: "handoff-leaves-queue-expiry",
+        what: "hand_off (common.lua) sets the new holder's kept key but leaves the queue's \
+               expiry as it was",
+        swaps: &[(
+            "        redis.call('PEXPIRE', queue, 2 * tonumber(lease))\n",
+            "",
+        )],
+    },
+    Mutant {
+        name: "renewal-leaves-queue-expiry",
+        what: "extend.lua keeps a holder's key one lease past its new deadline but not the \
+               queue: the waiters' queue expires before the key kept for them",
+        swaps: &[(
+            "          redis.call('PEXPIREAT', key .. ':queue', string.format('%.0f', now + 2 * lease), 'GT')\n",
+            "",
+        )],
+    },
+    Mutant {
+        name: "retried-change-lost",
+        what: "rw_change.lua does not recognise its own change sent again: the retry finds the \
+               old token gone",
+        swaps: &[(
+            "local done = redis.call('HGET', key, new)\nif done then",
+            "local done = redis.call('HGET', key, new)\nif false then",
+        )],
+    },
+    Mutant {
+        name: "retried-acquire-busy",
+        what: "acquire.lua does not recognise a hold that is the caller's (a retry, a lost \
+               grant): it answers busy and queues the caller behind itself",
+        swaps: &[(
+            "if string.sub(held, 1, 32) == string.sub(ARGV[1], 1, 32) then",
+            "if false then",
+        )],
+    },
+    Mutant {
+        name: "leaving-keeps-flag",
+        what: "release.lua lets a waiter leave a lock held by another without updating its \
+               flag and keep",
+        swaps: &[("    keep(lock, held, now or clock_ms(), 0)\n", "")],
+    },
+    Mutant {
+        name: "extend-shared-renews-expired",
+        what: "extend.lua renews a shared holder past its deadline that no purge removed yet",
+        swaps: &[(
+            "if not score or tonumber(score) <= now then",
+            "if not score then",
+        )],
+    },
+    Mutant {
+        name: "fenced-refuses-equal",
+        what: "fenced.lua refuses a write with the stored fence (a holder's second write, a \
+               retry)",
+        swaps: &[(
+            "if stored and larger(stored, ARGV[1]) then",
+            "if stored and not larger(ARGV[1], stored) then",
+        )],
+    },
+    Mutant {
+        name: "publish-refresh-republishes",
+        what: "election.lua writes and announces a leader record that is already the caller's",
+        swaps: &[("if current == wanted then", "if false then")],
+    },
+    Mutant {
+        name: "resign-deletes-any-record",
+        what: "election.lua resign deletes a record that is not the caller's",
+        swaps: &[(
+            "  if current_fence ~= tonumber(fence) then\n    return 0",
+            "  if false then\n    return 0",
+        )],
+    },
+    Mutant {
+        name: "dead-grant-kept",
+        what: "admit_from_head (admission.lua) leaves a grant that reached nobody in place",
+        swaps: &[("        else\n          dismiss(key, token)\n", "")],
+    },
+    Mutant {
+        name: "keep-shortened",
+        what: "keep (common.lua) sets the kept key's expiry without GT: a waiter that leaves \
+               (lease 0) or asks with a shorter lease cuts the keep of the others",
+        swaps: &[(
+            "string.format('%.0f', deadline + lease), 'GT')",
+            "string.format('%.0f', deadline + lease))",
+        )],
+    },
+    Mutant {
+        name: "handoff-keeps-one-lease",
+        what: "hand_off (common.lua) keeps the granted lock only its lease while others wait, \
+               not a lease past its deadline",
+        swaps: &[("'PX', 2 * tonumber(lease))", "'PX', tonumber(lease))")],
+    },
+    Mutant {
+        name: "queue-kept-one-lease",
+        what: "set_expiry (admission.lua) keeps a queue one of its longest leases after the last \
+               script, where a live waiter may need two",
+        swaps: &[(
+            "local waiting = now + 2 * tonumber",
+            "local waiting = now + 1 * tonumber",
+        )],
+    },
+    Mutant {
+        name: "renewal-keeps-one-lease",
+        what: "extend.lua moves a kept key's expiry to the new deadline, not a lease past it",
+        swaps: &[("now + 2 * lease), 'GT')", "now + lease), 'GT')")],
+    },
+    Mutant {
+        name: "again-never-requeues",
+        what: "acquire.lua and shared_acquire.lua mode \"again\" trust the entry even when the \
+               queue is empty (a waiter whose entry left unheard is never queued again)",
+        swaps: &[("queued = redis.call('LLEN', queue) > 0", "queued = true")],
+    },
+    Mutant {
+        name: "busy-reports-keep",
+        what: "acquire.lua tells a waiter the kept key's time to live, a lease more than the holder's deadline",
+        swaps: &[(
+            "if deadline then\n  pttl = deadline - now\nend",
+            "if false then\n  pttl = deadline - now\nend",
+        )],
+    },
+    Mutant {
+        name: "handoff-always-flags",
+        what: "hand_off (common.lua) writes the waiters' version and keep although nobody else waits",
+        swaps: &[(
+            "      if redis.call('LLEN', queue) > 0 then\n        -- More wait",
+            "      if true then\n        -- More wait",
+        )],
+    },
+    Mutant {
+        name: "fence-reissued",
+        what: "fence.lua issues a new fence to a hold that has one (a retry, a second ask)",
+        swaps: &[(
+            "if issued then\n  return tonumber(issued)",
+            "if false then\n  return tonumber(issued)",
+        )],
+    },
+    Mutant {
+        name: "retried-shared-full-lease",
+        what: "shared_acquire.lua tells a holder found again (a retry, a lost grant) its whole lease, not the time left",
+        swaps: &[(
+            "return {1, tonumber(fence), deadline - now}",
+            "return {1, tonumber(fence), tonumber(lease)}",
+        )],
+    },
+    Mutant {
+        name: "queue-kept-with-holders-only",
+        what: "set_expiry (admission.lua) keeps a queue only as long as its holders when there are any",
+        swaps: &[("if not keep or waiting > keep then", "if not keep then")],
+    },
+    Mutant {
+        name: "record-expires-with-lease",
+        what: "election.lua lets the leader record expire with the lease, not twice it",
+        swaps: &[(
+            "redis.call('SET', record, wanted, 'PX', pttl * 2)",
+            "redis.call('SET', record, wanted, 'PX', pttl)",
+        )],
+    },
+    Mutant {
+        name: "ask-shortens-request",
+        what: "ask.lua moves the request's expiry to the lease it found even when that is sooner",
+        swaps: &[(
+            "if keep_ms > 0 and redis.call('PTTL', ask) < keep_ms then",
+            "if keep_ms > 0 then",
+        )],
+    },
+    Mutant {
+        name: "shared-release-always-held",
+        what: "shared_release.lua answers 1 although the caller held nothing",
+        swaps: &[(
+            "if dismiss(key, ARGV[1]) then",
+            "if dismiss(key, ARGV[1]) or true then",
+        )],
+    },
+    Mutant {
+        name: "operator-limit-not-stored",
+        what: "shared_limit.lua writes the limit in the hash only, not in K:limit: it goes with the hash",
+        swaps: &[("redis.call('SET', key .. ':limit', ARGV[1])\n", "\n")],
+    },
+    Mutant {
+        name: "renewal-forgets-hash",
+        what: "extend.lua moves K:exp's expiry but not K's when nobody waits",
+        swaps: &[("    redis.call('PEXPIREAT', key, last[2])\n", "\n")],
+    },
     Mutant {
         name: "fenced-compares-numbers",
         what: "fenced.lua compares the tokens as Lua numbers (doubles), which round above 2^53",

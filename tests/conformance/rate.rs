@@ -21,6 +21,7 @@
 use dlock_model::rate::{Quota, RateMode, RateOp, RateReply, RateServer, Stored, rate};
 use redis::Value;
 
+use crate::coverage::Phase;
 use crate::redis_side::Real;
 
 const KEY: &str = "cf:rl:{conform}";
@@ -395,6 +396,8 @@ pub(crate) fn run(real: &mut Real) -> Result<Seen, String> {
         steps(&mut both, &list).map_err(|e| format!("rate scenario \"{name}\": {e}"))?;
         add(both.seen);
     }
+    // The pseudo-random sequences count as the run's random sequences (coverage.rs).
+    real.count_as(Phase::Sequences);
     let mut both = Both::start(real)?;
     steps(&mut both, &sequence(80)).map_err(|e| format!("rate sequence (seed 27): {e}"))?;
     add(both.seen);
@@ -403,16 +406,19 @@ pub(crate) fn run(real: &mut Real) -> Result<Seen, String> {
         t: 1_333_333,
         burst: 3,
     };
+    real.count_as(Phase::Fixed);
     for (name, list) in scenarios() {
         let mut both = Both::start_with(real, fraction, 4)?;
         steps(&mut both, &list)
             .map_err(|e| format!("rate scenario \"{name}\", t 333333.25: {e}"))?;
         add(both.seen);
     }
+    real.count_as(Phase::Sequences);
     let mut both = Both::start_with(real, fraction, 4)?;
     steps(&mut both, &sequence(80))
         .map_err(|e| format!("rate sequence (seed 27), t 333333.25: {e}"))?;
     add(both.seen);
+    real.count_as(Phase::Fixed);
     let mut both = Both::start(real)?;
     foreign(&mut both).map_err(|e| format!("rate refusals: {e}"))?;
     add(both.seen);

@@ -13,13 +13,18 @@ use std::time::Duration;
 use dlock_core::__private::conformance::{
     KeyKind, Source, fence_counter, lock_key, lock_value, mutex_entry, shared_entry, wake_channel,
 };
-use dlock_model::{ClientId, Key, LockRef, Mode, Op, ReleaseHow, Token};
+use dlock_model::{ClientId, LockRef, Mode, Op, ReleaseHow, Token};
 use dlock_testkit::{RedisServer, ServerOptions};
 use redis::Value;
 
+use crate::coverage::{Phase, Tally};
 use crate::mutants::Mutant;
 
+mod debug;
+mod foreign;
+mod persist;
 mod state;
+pub(crate) use foreign::{At, Kind};
 pub(crate) use state::Leases;
 
 use crate::steps::CLIENTS;
@@ -52,6 +57,14 @@ pub(crate) struct Real {
     /// The connection's epoch: its name is `conform:<epoch>`, a new one after each restart
     /// (as fence_epoch.rs names a client's connection).
     epoch: u32,
+    /// The reply paths reached, when counted (`coverage.rs`): each script then runs under the
+    /// debugger.
+    pub coverage: Option<Tally>,
+    /// The holds taken by the uncontended acquire: released by the whole value their `SET`
+    /// wrote, as the client does (lease.rs).
+    by_value: BTreeSet<Token>,
+    /// The replica's (or the AOF's) copy: a snapshot of the data, taken at `Op::Replicate`.
+    copy: persist::Snapshot,
 }
 
 /// `LockRef` as an ordered key (it is `Ord` already; an alias for readability).
@@ -133,6 +146,9 @@ impl Real {
             shared_keys,
             counters,
             epoch: 0,
+            coverage: None,
+            by_value: BTreeSet::new(),
+            copy: persist::Snapshot::new(),
         })
     }
 
@@ -143,6 +159,8 @@ impl Real {
             .map_err(io("FLUSHALL"))?;
         // Epochs count from each case's start, as the model's do.
         self.epoch = 0;
+        self.by_value.clear();
+        self.copy.clear();
         name_connection(&mut self.con, 0)?;
         for sub in &mut self.subs {
             if let Some(mut con) = sub.take() {
@@ -176,17 +194,6 @@ impl Real {
         format!("{}:ask", self.key(lock))
     }
 
-    /// The Redis key of a model key (those the conformance test writes foreign data at).
-    fn key_of(&self, key: Key) -> Result<String, String> {
-        Ok(match key {
-            Key::Lock(n) => self.key(LockRef::Mutex(n)).to_owned(),
-            Key::Shared(n) => self.key(LockRef::Shared(n)).to_owned(),
-            Key::SharedExp(n) => format!("{}:exp", self.key(LockRef::Shared(n))),
-            Key::Ask(lock) => self.ask_key(lock),
-            other => return Err(format!("the conformance test writes nothing at {other:?}")),
-        })
-    }
-
     /// fenced.lua's data key number `n` and its fence key (`fence_key`, as the client names it).
     pub(crate) fn fenced_keys(n: u8) -> Result<(String, String), String> {
         let data = format!("fenced:{n}");
@@ -207,6 +214,17 @@ impl Real {
     }
 
     fn call(&mut self, source: Source, keys: &[&str], args: &[String]) -> Result<Answer, String> {
+        if let Some(lines) = self.coverage.as_ref().and_then(|t| t.breakpoints(source)) {
+            let text = self
+                .texts
+                .get(&source_key(source))
+                .ok_or("script missing")?;
+            let (answer, hits) = debug::run(&self.server, text, keys, args, &lines)?;
+            if let Some(tally) = &mut self.coverage {
+                tally.record(source, &hits);
+            }
+            return Ok(answer);
+        }
         let script = self
             .scripts
             .get(&source_key(source))
@@ -324,7 +342,15 @@ impl Real {
                 how,
             } => {
                 let key = self.key(LockRef::Mutex(*name)).to_owned();
-                let mut args = vec![token_hex(*token), self.counter(&key).to_owned()];
+                let owner = if *how == ReleaseHow::Force {
+                    // `force_unlock` names no owner.
+                    String::new()
+                } else if self.by_value.contains(token) && leaving.is_none() {
+                    lock_value(&token_hex(*token), HOLDER, "").ok_or("token")?
+                } else {
+                    token_hex(*token)
+                };
+                let mut args = vec![owner, self.counter(&key).to_owned()];
                 if let Some(entry) = leaving {
                     args.push(
                         mutex_entry(
@@ -531,8 +557,8 @@ impl Real {
             }
             // Another program's value, a string, replacing whatever the key held.
             Op::WriteForeign { key } => {
-                let key = self.key_of(*key)?;
-                self.command(redis::cmd("SET").arg(key).arg("not written by dlock"))
+                self.write_foreign(At::Key(*key), Kind::Text)?;
+                Ok(Ok(Value::Okay))
             }
             Op::Subscribe { lock, client } => {
                 self.subscribe(*lock, *client)?;
@@ -542,13 +568,14 @@ impl Real {
                 self.unsubscribe(*lock, *client)?;
                 Ok(Ok(Value::Okay))
             }
-            Op::Restart {
-                from_replica: false,
-            } => {
-                self.restart()?;
+            Op::Replicate => {
+                self.snapshot()?;
                 Ok(Ok(Value::Okay))
             }
-            other => Err(format!("the conformance test does not send {other:?}")),
+            Op::Restart { from_replica } => {
+                self.restart(*from_replica)?;
+                Ok(Ok(Value::Okay))
+            }
         }
     }
 
@@ -591,10 +618,37 @@ impl Real {
         Ok(())
     }
 
-    /// Restarts the server empty; every connection is new, the subscriptions are made again
-    /// (as the clients' reconnections do).
-    fn restart(&mut self) -> Result<(), String> {
-        self.server.restart().map_err(|e| format!("restart: {e}"))?;
+    /// Counts the script calls from now on as `phase`'s (when paths are counted).
+    pub(crate) fn count_as(&mut self, phase: Phase) {
+        if let Some(tally) = &mut self.coverage {
+            tally.phase = phase;
+        }
+    }
+
+    /// The hold of `token` was taken by the uncontended acquire: its release sends the whole
+    /// value.
+    pub(crate) fn release_by_value(&mut self, token: Token) {
+        self.by_value.insert(token);
+    }
+
+    /// An operator's read of `lock` (inspect.lua, shared_inspect.lua), as `Client::inspect`
+    /// sends it.
+    pub(crate) fn inspect(&mut self, lock: LockRef) -> Result<Answer, String> {
+        let key = self.key(lock).to_owned();
+        match lock {
+            LockRef::Mutex(_) => self.call(Source::Inspect, &[&key], &[]),
+            LockRef::Shared(_) => self.call(Source::SharedInspect, &[&key], &[]),
+        }
+    }
+
+    /// Restarts the server, empty or (`from_copy`) from the replica's copy; every connection
+    /// is new, the subscriptions are made again (as the clients' reconnections do).
+    fn restart(&mut self, from_copy: bool) -> Result<(), String> {
+        if from_copy {
+            self.copy.restore(&mut self.server)?;
+        } else {
+            self.server.restart().map_err(|e| format!("restart: {e}"))?;
+        }
         self.con = self
             .server
             .connection()

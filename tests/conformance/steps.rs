@@ -76,6 +76,9 @@ pub(crate) enum Step {
     SetLimit { limit: u32 },
     /// Someone asks the lock's holders to give it back (`request_release`, ask.lua).
     Ask { lock: Lock },
+    /// An operator forces a mutex (or an election's lock) open (`force_unlock`, release.lua
+    /// "force"); a semaphore or read-write lock: nothing.
+    ForceUnlock { lock: Lock },
     /// A reader of the read-write lock upgrades (rw_change.lua "up").
     Upgrade { client: u8 },
     /// The writer of the read-write lock downgrades (rw_change.lua "down").
@@ -86,12 +89,30 @@ pub(crate) enum Step {
     Resign { client: u8 },
     /// An observer reads the leader (election_read.lua).
     Observe,
+    /// An operator reads the lock (inspect.lua, shared_inspect.lua), compared with the model's
+    /// view of it.
+    Inspect { lock: Lock },
     /// The server clock jumps `units` whole lease units.
     Advance { units: u8 },
-    /// The server restarts empty (and comes back one lease unit later).
-    Restart,
+    /// The replica (or the AOF) catches up: the copy a later restart may come back with.
+    Replicate,
+    /// The server restarts (and comes back one lease unit later): empty, or (`from_copy`)
+    /// with the copy of the last `Replicate` (empty if none).
+    Restart { from_copy: bool },
     /// A client dies: its subscription closes; its holds and queue entries stay.
     Crash { client: u8 },
+    /// A client stops (a long GC pause, a stopped VM): it sends nothing and its fallback timers
+    /// do not fire, but its subscription stays open, so grants still reach it.
+    Pause { client: u8 },
+    /// A paused client runs again: it reads the grants that reached it meanwhile, then each of
+    /// its waiting requests asks again (its timer fired during the pause).
+    Resume { client: u8 },
+    /// The reply to the client's next request is lost after its script ran: the client sends
+    /// the same call again (a resent request must be safe).
+    LoseReply { client: u8 },
+    /// The next grant published to the client is lost: its request goes on waiting, and asks
+    /// again by its timer, or leaves.
+    LosePush { client: u8 },
 }
 
 fn name(client: u8) -> char {
@@ -179,14 +200,28 @@ impl fmt::Debug for Step {
             }
             Step::SetLimit { limit } => write!(f, "operator: set_limit(sem, {limit})"),
             Step::Ask { lock } => write!(f, "operator: request_release({})", lock.label()),
+            Step::ForceUnlock { lock } => write!(f, "operator: force_unlock({})", lock.label()),
             Step::Upgrade { client } => write!(f, "client {}: upgrade rw", name(client)),
             Step::Downgrade { client } => write!(f, "client {}: downgrade rw", name(client)),
             Step::Publish { client } => write!(f, "client {}: publish leadership", name(client)),
             Step::Resign { client } => write!(f, "client {}: resign", name(client)),
             Step::Observe => write!(f, "observer: read leader"),
+            Step::Inspect { lock } => write!(f, "operator: inspect {}", lock.label()),
             Step::Advance { units } => write!(f, "clock: +{units} lease unit(s)"),
-            Step::Restart => write!(f, "server: restart empty"),
+            Step::Replicate => write!(f, "server: the replica catches up"),
+            Step::Restart { from_copy: false } => write!(f, "server: restart empty"),
+            Step::Restart { from_copy: true } => {
+                write!(f, "server: restart from the replica's copy")
+            }
             Step::Crash { client } => write!(f, "client {}: dies", name(client)),
+            Step::Pause { client } => write!(f, "client {}: pauses", name(client)),
+            Step::Resume { client } => write!(f, "client {}: resumes", name(client)),
+            Step::LoseReply { client } => {
+                write!(f, "client {}: its next reply is lost", name(client))
+            }
+            Step::LosePush { client } => {
+                write!(f, "client {}: its next grant is lost", name(client))
+            }
         }
     }
 }
@@ -250,16 +285,23 @@ pub(crate) fn step(locks: Vec<Lock>) -> impl Strategy<Value = Step> {
         1 => client().prop_map(|client| Step::Fence { client }),
         3 => (client(), lock()).prop_map(|(client, lock)| Step::Guarded { client, lock }),
         2 => (client(), lock()).prop_map(|(client, lock)| Step::FencedSet { client, lock }),
-        1 => (1..=3u32).prop_map(|limit| Step::SetLimit { limit }),
+        1 => (1..=4u32).prop_map(|limit| Step::SetLimit { limit }),
         2 => lock().prop_map(|lock| Step::Ask { lock }),
+        1 => lock().prop_map(|lock| Step::ForceUnlock { lock }),
         1 => client().prop_map(|client| Step::Upgrade { client }),
         1 => client().prop_map(|client| Step::Downgrade { client }),
         1 => client().prop_map(|client| Step::Publish { client }),
         1 => client().prop_map(|client| Step::Resign { client }),
         1 => Just(Step::Observe),
+        1 => lock().prop_map(|lock| Step::Inspect { lock }),
         2 => (1..=2u8).prop_map(|units| Step::Advance { units }),
-        1 => Just(Step::Restart),
+        1 => Just(Step::Replicate),
+        1 => any::<bool>().prop_map(|from_copy| Step::Restart { from_copy }),
         2 => client().prop_map(|client| Step::Crash { client }),
+        1 => client().prop_map(|client| Step::Pause { client }),
+        1 => client().prop_map(|client| Step::Resume { client }),
+        2 => client().prop_map(|client| Step::LoseReply { client }),
+        1 => client().prop_map(|client| Step::LosePush { client }),
     ]
 }
 
@@ -379,10 +421,12 @@ pub(crate) fn sequence(len: usize) -> impl Strategy<Value = Sequence> {
             let fragment = prop_oneof![
                 6 => step(locks.clone()).prop_map(|step| vec![step]),
                 // A subsequence, so that shrinking can drop a burst's steps one by one.
-                1 => contention(locks).prop_flat_map(|steps| {
+                1 => contention(locks.clone()).prop_flat_map(|steps| {
                     let n = steps.len();
                     proptest::sample::subsequence(steps, 1..=n)
                 }),
+                // The hard states (bursts.rs).
+                3 => crate::bursts::burst(locks),
             ];
             proptest::collection::vec(fragment, 1..=len * 6 / 8)
         })

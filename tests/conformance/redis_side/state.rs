@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dlock_core::__private::conformance::{LeaderState, MutexState, SharedState};
 use dlock_model::{Abstract, LockRef, MutexView, Server, SharedView, Token};
-use redis::Value;
+use redis::{Pipeline, Value};
 
 use super::{Real, io, token_of};
 use crate::replies::units;
@@ -71,19 +71,119 @@ impl Leases {
     }
 }
 
+/// Replies taken in the order their commands were added to one pipeline.
+struct Replies {
+    items: std::vec::IntoIter<Value>,
+}
+
+impl Replies {
+    fn take(&mut self, n: usize) -> Result<Vec<Value>, String> {
+        let out: Vec<Value> = self.items.by_ref().take(n).collect();
+        if out.len() == n {
+            Ok(out)
+        } else {
+            Err("the state's pipeline answered fewer replies than it sent".into())
+        }
+    }
+
+    fn one(&mut self) -> Result<Value, String> {
+        self.take(1)?.pop().ok_or_else(|| "no reply".to_owned())
+    }
+
+    /// The next reply as `T` (a list of strings, an optional string…).
+    fn typed<T: redis::FromRedisValue>(&mut self, what: &str) -> Result<T, String> {
+        redis::from_redis_value(self.one()?).map_err(|e| format!("{what}: {e}"))
+    }
+}
+
+/// Appends `part`'s commands to `pipe`; their number.
+fn add(pipe: &mut Pipeline, part: &Pipeline) -> usize {
+    for cmd in part.cmd_iter() {
+        pipe.add_command(cmd.clone());
+    }
+    part.len()
+}
+
 impl Real {
-    /// The state in Redis, as the model's [`Abstract`]; also checks what the model does not
-    /// carry (`used` is the holders' sum; `:exp` expires with the latest holder, S4).
+    /// The state in Redis, as the model's [`Abstract`], and the time left of every hold and
+    /// ask key ([`Leases`]), read in one pipeline (one round trip: it runs after every
+    /// protocol step); also checks what the model does not carry (`used` is the holders' sum;
+    /// `:exp` expires with the latest holder, S4).
+    pub(crate) fn observe(&mut self) -> Result<(Abstract, Leases), String> {
+        let mut pipe = redis::pipe();
+        // Replies of errors are values here (another type at a leader record is decoded).
+        pipe.ignore_errors();
+        let mut sizes = Vec::new();
+        for key in &self.mutex_keys {
+            sizes.push(add(&mut pipe, &MutexState::reads(key)));
+        }
+        for key in &self.shared_keys {
+            sizes.push(add(&mut pipe, &SharedState::reads(key)));
+            // Absolute expiries: a PTTL depends on when the server ran it.
+            pipe.cmd("PEXPIRETIME")
+                .arg(key)
+                .cmd("PEXPIRETIME")
+                .arg(format!("{key}:exp"));
+        }
+        let record = format!("{}:leader", self.mutex_keys[1]);
+        sizes.push(add(&mut pipe, &LeaderState::reads(&record)));
+        for lock in LOCKS {
+            pipe.cmd("LRANGE")
+                .arg(self.written_key(lock))
+                .arg(0)
+                .arg(-1);
+            pipe.cmd("HKEYS").arg(self.ask_key(lock));
+        }
+        for n in 0..4u8 {
+            let (data, fence) = Real::fenced_keys(n)?;
+            pipe.get(&data).get(&fence);
+        }
+        let lease_reads = self.lease_reads(&mut pipe);
+        let replies: Vec<Value> = pipe.query(&mut self.con).map_err(io("state")).map(items)?;
+        let mut replies = Replies {
+            items: replies.into_iter(),
+        };
+        let state = self.decode_state(&mut replies, &sizes)?;
+        let leases = self.decode_leases(&replies.take(lease_reads)?)?;
+        Ok((state, leases))
+    }
+
+    /// The state in Redis, as the model's [`Abstract`] (see [`Real::observe`]).
     pub(crate) fn state(&mut self) -> Result<Abstract, String> {
+        self.observe().map(|(state, _)| state)
+    }
+
+    fn decode_state(&self, replies: &mut Replies, sizes: &[usize]) -> Result<Abstract, String> {
         let mut out = Abstract::default();
         let mut fences: Vec<(u64, LockRef, Token)> = Vec::new();
+        Self::decode_mutexes(replies, sizes, &mut out, &mut fences)?;
+        self.decode_shared(replies, sizes, &mut out, &mut fences)?;
+        fences.sort();
+        match LeaderState::decode(&replies.take(sizes[4])?)? {
+            LeaderState::Absent => {}
+            LeaderState::Record { fence, value, .. } => {
+                let rank = fences.iter().filter(|(f, _, _)| *f < fence).count();
+                let value = value
+                    .parse()
+                    .map_err(|_| format!("leader value {value:?}"))?;
+                out.leaders.insert(1, (rank, value));
+            }
+            LeaderState::Foreign(raw) => return Err(format!("leader record {raw:?}")),
+        }
+        out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
+        Self::decode_data(replies, &mut out)?;
+        Ok(out)
+    }
+
+    /// The two mutexes: holders (their fences into `fences`) and queues.
+    fn decode_mutexes(
+        replies: &mut Replies,
+        sizes: &[usize],
+        out: &mut Abstract,
+        fences: &mut Vec<(u64, LockRef, Token)>,
+    ) -> Result<(), String> {
         for n in 0..2u8 {
-            let key = self.mutex_keys[usize::from(n)].clone();
-            let replies: Vec<Value> = MutexState::reads(&key)
-                .query(&mut self.con)
-                .map_err(io("mutex state"))
-                .map(items)?;
-            let state = MutexState::decode(&replies)?;
+            let state = MutexState::decode(&replies.take(sizes[usize::from(n)])?)?;
             let holder = match state.live_holder() {
                 Some(h) => Some((token_of(&h.token).ok_or("foreign token")?, h)),
                 None => None,
@@ -112,14 +212,22 @@ impl Real {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// The two shared locks: limits, holders (their fences into `fences`) and queues.
+    fn decode_shared(
+        &self,
+        replies: &mut Replies,
+        sizes: &[usize],
+        out: &mut Abstract,
+        fences: &mut Vec<(u64, LockRef, Token)>,
+    ) -> Result<(), String> {
         for n in 0..2u8 {
-            let key = self.shared_keys[usize::from(n)].clone();
-            let replies: Vec<Value> = SharedState::reads(&key)
-                .query(&mut self.con)
-                .map_err(io("shared state"))
-                .map(items)?;
-            let state = SharedState::decode(&replies)?;
-            check_shared(&key, &state)?;
+            let key = &self.shared_keys[usize::from(n)];
+            let state = SharedState::decode(&replies.take(sizes[2 + usize::from(n)])?)?;
+            let expiries = (replies.typed("PEXPIRETIME")?, replies.typed("PEXPIRETIME")?);
+            check_shared(key, &state, expiries)?;
             let mut holders = BTreeMap::new();
             for h in &state.holders {
                 if h.deadline_ms.is_some_and(|d| d > state.now_ms) {
@@ -170,37 +278,16 @@ impl Real {
                 );
             }
         }
-        fences.sort();
-        let record = format!("{}:leader", self.mutex_keys[1]);
-        let replies: Vec<Value> = LeaderState::reads(&record)
-            .query(&mut self.con)
-            .map_err(io("leader record"))
-            .map(items)?;
-        match LeaderState::decode(&replies)? {
-            LeaderState::Absent => {}
-            LeaderState::Record { fence, value, .. } => {
-                let rank = fences.iter().filter(|(f, _, _)| *f < fence).count();
-                let value = value
-                    .parse()
-                    .map_err(|_| format!("leader value {value:?}"))?;
-                out.leaders.insert(1, (rank, value));
-            }
-            LeaderState::Foreign(raw) => return Err(format!("leader record {raw:?}")),
-        }
-        out.fence_order = fences.into_iter().map(|(_, l, t)| (l, t)).collect();
-        // The data of the guarded writes, per lock; fenced.lua's values (the fences they were
-        // stored with are compared by order where a reply shows them).
-        let locks = [0u8, 1]
-            .into_iter()
-            .map(LockRef::Mutex)
-            .chain([0u8, 1].into_iter().map(LockRef::Shared));
-        for lock in locks {
-            let writes: Vec<String> = redis::cmd("LRANGE")
-                .arg(self.written_key(lock))
-                .arg(0)
-                .arg(-1)
-                .query(&mut self.con)
-                .map_err(io("LRANGE written"))?;
+        Ok(())
+    }
+
+    /// The data the holds protect, and the release requests.
+    fn decode_data(replies: &mut Replies, out: &mut Abstract) -> Result<(), String> {
+        // The data of the guarded writes, per lock, and the tokens each lock's ask key names;
+        // fenced.lua's values (the fences they were stored with are compared by order where a
+        // reply shows them).
+        for lock in LOCKS {
+            let writes: Vec<String> = replies.typed("LRANGE written")?;
             let writers = writes
                 .iter()
                 .map(|w| w.get(..32).and_then(token_of).ok_or_else(|| w.clone()))
@@ -209,14 +296,7 @@ impl Real {
             if !writers.is_empty() {
                 out.written.insert(lock, writers);
             }
-        }
-        // The release requests: the tokens each lock's ask key names.
-        let mut pipe = redis::pipe();
-        for lock in LOCKS {
-            pipe.cmd("HKEYS").arg(self.ask_key(lock));
-        }
-        let asked: Vec<Vec<String>> = pipe.query(&mut self.con).map_err(io("HKEYS ask"))?;
-        for (lock, fields) in LOCKS.into_iter().zip(asked) {
+            let fields: Vec<String> = replies.typed("HKEYS ask")?;
             let tokens = fields
                 .iter()
                 .map(|t| token_of(t).ok_or_else(|| format!("asked {t:?}")))
@@ -226,12 +306,8 @@ impl Real {
             }
         }
         for n in 0..4u8 {
-            let (data, fence) = Real::fenced_keys(n)?;
-            let (value, stored): (Option<String>, Option<String>) = redis::pipe()
-                .get(&data)
-                .get(&fence)
-                .query(&mut self.con)
-                .map_err(io("fenced data"))?;
+            let value: Option<String> = replies.typed("fenced data")?;
+            let stored: Option<String> = replies.typed("fenced data's fence")?;
             match (value, stored) {
                 (Some(value), Some(_)) => {
                     let token = token_of(&value).ok_or_else(|| format!("fenced {value:?}"))?;
@@ -241,14 +317,14 @@ impl Real {
                 other => return Err(format!("fenced:{n}: the value and its fence {other:?}")),
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
 impl Real {
-    /// The time left of every live hold and ask key, in whole lease units (see [`Leases`]).
-    pub(crate) fn leases(&mut self) -> Result<Leases, String> {
-        let mut pipe = redis::pipe();
+    /// The reads of the time left of every live hold and ask key; their number.
+    fn lease_reads(&self, pipe: &mut Pipeline) -> usize {
+        let before = pipe.len();
         pipe.cmd("TIME");
         for key in &self.mutex_keys {
             pipe.cmd("GET")
@@ -268,14 +344,18 @@ impl Real {
         for lock in LOCKS {
             pipe.cmd("PTTL").arg(self.ask_key(lock));
         }
-        let replies: Vec<Value> = pipe.query(&mut self.con).map_err(io("leases")).map(items)?;
+        pipe.len() - before
+    }
+
+    /// The time left of every live hold and ask key, in whole lease units (see [`Leases`]).
+    fn decode_leases(&self, replies: &[Value]) -> Result<Leases, String> {
         let odd = |what: &str, v: &Value| format!("leases: {what} {v:?}");
         let int = |v: &Value| match v {
             Value::Int(n) => Some(*n),
             Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
             _ => None,
         };
-        let [time, rest @ ..] = replies.as_slice() else {
+        let [time, rest @ ..] = replies else {
             return Err("leases: no reply".into());
         };
         let now_ms = match time {
@@ -372,7 +452,7 @@ impl Real {
 }
 
 /// What the scripts keep true of a shared lock that the model's view does not show.
-fn check_shared(key: &str, state: &SharedState) -> Result<(), String> {
+fn check_shared(key: &str, state: &SharedState, expiries: (i64, i64)) -> Result<(), String> {
     let sum: u64 = state.holders.iter().map(|h| h.weight).sum();
     if !state.holders.is_empty() || state.used.is_some_and(|u| u != 0) {
         let used = state.used.unwrap_or(0);
@@ -393,18 +473,16 @@ fn check_shared(key: &str, state: &SharedState) -> Result<(), String> {
     if let Some(latest) = latest.filter(|l| *l > state.now_ms) {
         // K and `:exp` expire together and never before a deadline K holds: a hash that
         // outlived `:exp` would keep holders no purge can find (their permits never return).
-        // (Read in the same pipeline as TIME: within a few ms.)
-        let expires = state.now_ms + state.exp_pttl_ms;
-        if state.exp_pttl_ms < 0 || expires + 5 < latest {
+        // (Both are set to the same `%.0f` of a deadline: equal to the millisecond.)
+        let (hash, exp) = expiries;
+        if exp < 0 || exp < latest {
             return Err(format!(
-                "{key}: :exp has PTTL {} at {}, before the latest holder's deadline {latest}",
-                state.exp_pttl_ms, state.now_ms
+                "{key}: :exp expires at {exp}, before the latest holder's deadline {latest}"
             ));
         }
-        if (state.pttl_ms - state.exp_pttl_ms).abs() > 5 {
+        if (hash - exp).abs() > 1 {
             return Err(format!(
-                "{key}: the hash has PTTL {}, :exp {}: they must expire together",
-                state.pttl_ms, state.exp_pttl_ms
+                "{key}: the hash expires at {hash}, :exp at {exp}: they must expire together"
             ));
         }
     }
