@@ -12,6 +12,7 @@ fn hold(model: &LockModel, state: &mut State, c: u8, token: Token, fence: Option
     let client = &state.clients[usize::from(c)];
     let writer = model.kind == Kind::RwLock && model.req(c, client).weight == RW_LIMIT;
     properties::observe_return(model, state, c, token);
+    crate::reach::observe_hold(state, c);
     state.clients[usize::from(c)].phase = Phase::Holding {
         token,
         fence: fence.filter(|&f| f > 0),
@@ -68,24 +69,28 @@ fn done(state: &mut State, c: u8) {
 }
 
 /// The uncontended acquire's `SET NX PX GET` answered (mutex.rs `fast_attempt`): taken, or
-/// held (by another, or kept for the queue) and the caller waits. `ahead`: the clients queued
+/// held (by another, or kept for the queue) and the caller waits. `ahead`: the entries queued
 /// when the `SET` ran. A `SET` that took the lock ahead of a waiter that has run since its
 /// last attempt (neither crashed nor paused) broke `queue head first`: such a waiter asks
 /// again by the holder's deadline, within the key's keep. One paused meanwhile may be
-/// overtaken: the key kept for it may be gone (issue #35's trade-off, documented).
+/// overtaken: the key kept for it may be gone (issue #35's trade-off, documented). An entry
+/// whose request is over (brought back by a restart from a lagging copy) waits for nothing.
 pub(crate) fn fast(
     model: &LockModel,
     state: &mut State,
     c: u8,
     token: Token,
     set: Option<Option<Token>>,
-    ahead: &[u8],
+    ahead: &[(u8, Token)],
 ) {
     match set {
         None => {
-            let overtaken = ahead.iter().any(|&w| {
+            let overtaken = ahead.iter().any(|&(w, entry)| {
                 let waiter = &state.clients[usize::from(w)];
-                !waiter.dead && !waiter.paused && !waiter.paused_since_ask
+                let current =
+                    waiter.started > 0 && LockModel::token(w, waiter.started - 1) == entry;
+                let waits = matches!(waiter.phase, Phase::Waiting { .. } | Phase::InFlight { .. });
+                current && waits && !waiter.dead && !waiter.paused && !waiter.away_since_ask
             });
             if overtaken {
                 properties::barged(state);
@@ -104,6 +109,7 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
     };
     let Some(reply) = reply else {
         // The reply was lost: the same call again, with the same token (retry safety).
+        state.ghost.events |= crate::reach::EV_LOST_REPLY;
         send(model, state, c, op);
         return;
     };
@@ -323,6 +329,7 @@ pub(crate) fn deliver(model: &LockModel, state: &mut State, push: Push) {
 
 /// Runs `op` on the server for client `c` and records what the step granted.
 pub(crate) fn send(model: &LockModel, state: &mut State, c: u8, op: Op) {
+    state.ghost.sends = state.ghost.sends.saturating_add(1);
     let before = state.server.clone();
     let reply = apply(&mut state.server, state.now, op.clone());
     let published = state.server.drain_published();
@@ -334,7 +341,7 @@ pub(crate) fn send(model: &LockModel, state: &mut State, c: u8, op: Op) {
     }
     let client = &mut state.clients[usize::from(c)];
     if matches!(op, Op::Acquire { .. }) {
-        client.paused_since_ask = false;
+        client.away_since_ask = false;
     }
     let releasing = matches!(
         op,
@@ -362,14 +369,33 @@ pub(crate) fn send(model: &LockModel, state: &mut State, c: u8, op: Op) {
     if releasing {
         client.held = None;
     }
+    let lost = std::mem::take(&mut client.lose_next);
     client.phase = Phase::InFlight {
         op,
         sent: state.now,
-        reply: Some(reply),
+        reply: (!lost).then_some(reply),
     };
-    if model.env.pauses == 0 && model.env.lost_replies == 0 {
-        // Nothing can come between the step and its reply: take it at once.
-        receive(model, state, c);
+    if lost {
+        state.budget.lost_replies -= 1;
+    } else if model.env.pauses == 0 {
+        take_at_once(model, state, c);
+    }
+}
+
+/// Client `c` takes its reply in the step that sent the call, unless handling it sends another
+/// call: then the reply stays in flight, a step of its own, so that every other step may come
+/// between the two calls (another candidate's publish between a fence and its own publish, a
+/// release between a hand-off and the join that follows). A reply whose handling only changes
+/// the client's own state is taken at once: nothing that comes between could change what the
+/// client does with it (the clock waits for a reply, pushes for it wait in its slot, a crash
+/// leaves a dead client's state unread). Models with pauses take every reply as a step of its
+/// own: a client paused between a call and its reply acts on a stale view.
+fn take_at_once(model: &LockModel, state: &mut State, c: u8) {
+    let sends = state.ghost.sends;
+    let mut taken = state.clone();
+    receive(model, &mut taken, c);
+    if taken.ghost.sends == sends {
+        *state = taken;
     }
 }
 

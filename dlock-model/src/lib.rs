@@ -46,15 +46,24 @@
 //! [`model::LockModel`] wraps the steps in a stateright [`Model`](stateright::Model): a few
 //! clients with one or two requests each, their client-side states (idle, waiting,
 //! granted-but-not-yet-returned, holding, lost, released; a holder's one guarded write, stale
-//! holders included), and the environment (the clock, pauses, lost and delayed pushes, lost
-//! replies, restarts). Its properties are in `properties` — among them `guarded write by the
-//! holder` and `guarded fences never decrease` (checked on `model::bounds::unit_guarded` and
-//! `deep_guarded`), and the release request's `a release request changes no hold`, `only an
-//! asked holder is told`, `an asked holder keeps its lease` and `an asked holder is told at its
-//! next renewal` (on `model::bounds::unit_ask` and `deep_ask`, where holders renewed by a
-//! watchdog ignore a request or give the lock back); [`Mutant`] applies one protocol bug at a
-//! time to show that each property catches the bug it names. ARCHITECTURE.md, section "The
-//! model", lists what is modelled and what is not.
+//! holders included), an election's observer (election_read.lua, filtered as election.rs
+//! `Observed` does), and the environment (the clock, pauses, crashes, lost and delayed pushes,
+//! lost replies, restarts empty or from the replica's lagging copy — in every kind's models).
+//! Its properties are in `properties` and `rules`: among them `guarded write by the holder`
+//! and `guarded fences never decrease` (checked on `model::bounds::unit_guarded`), the release
+//! request's four (on `model::bounds::unit_ask`, where holders renewed by a watchdog ignore a
+//! request or give the lock back), and issue #44's [`LEADER_BY_HOLDER`], [`READ_LIVE_LEADER`],
+//! [`OBSERVERS_NO_BACK`], [`UPGRADE_AT_ONCE`], [`HAND_OFF_OLDEST`], [`OWNER_ONLY`],
+//! [`FENCE_LIVE_ONCE`], [`ONE_ENTRY`] and [`SET_LIMIT_AT_ONCE`]. Reachability checks
+//! ([`REACH_PAUSE`], [`REACH_LOST_REPLY`], [`REACH_LOST_PUSH`], [`REACH_CRASH`],
+//! [`REACH_RESTART_LOST`], [`REACH_RESTART_STALE`], [`REACH_OBSERVER_FILTERED`] and the
+//! examples [`GUARDED_REFUSED`], [`ASK_TOLD`], [`ASK_YIELDED`], [`KEPT_REFUSED`]) make sure
+//! each fault a model injects was taken with an effect: [`model::LockModel::reachable`] names
+//! those a model requires and [`model::verdict`] judges a finished check. [`Mutant`] applies
+//! one protocol bug at a time to show that each property catches the bug it names. The unique
+//! states of every bound are documented in the crate's README and read back by the tests
+//! ([`counts`]). ARCHITECTURE.md, section "The model", lists what is modelled and what is not,
+//! and maps every README promise to its property or assumption.
 //!
 //! # The scheduler's attempts
 //!
@@ -89,6 +98,7 @@ pub use step::apply;
 mod ask;
 pub mod attempts;
 mod client;
+pub mod counts;
 mod election;
 mod guarded;
 pub mod model;
@@ -97,6 +107,8 @@ mod mutex;
 mod properties;
 pub mod rate;
 pub mod rate_model;
+mod reach;
+mod rules;
 pub mod schedules;
 mod server;
 mod shared;
@@ -106,3 +118,11 @@ mod step;
 pub use mutant::Mutant;
 
 pub use properties::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED, KEPT_REFUSED};
+pub use reach::{
+    REACH_CRASH, REACH_LOST_PUSH, REACH_LOST_REPLY, REACH_OBSERVER_FILTERED, REACH_PAUSE,
+    REACH_RESTART_LOST, REACH_RESTART_STALE,
+};
+pub use rules::{
+    FENCE_LIVE_ONCE, HAND_OFF_OLDEST, LEADER_BY_HOLDER, OBSERVERS_NO_BACK, ONE_ENTRY, OWNER_ONLY,
+    READ_LIVE_LEADER, SET_LIMIT_AT_ONCE, UPGRADE_AT_ONCE,
+};

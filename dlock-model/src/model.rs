@@ -7,13 +7,19 @@ use stateright::{Model, Property};
 use crate::client;
 use crate::mutant::Mutant;
 use crate::properties;
+use crate::properties::{ASK_TOLD, ASK_YIELDED, GUARDED_REFUSED, KEPT_REFUSED};
+use crate::reach::{
+    REACH_CRASH, REACH_LOST_PUSH, REACH_LOST_REPLY, REACH_OBSERVER_FILTERED, REACH_PAUSE,
+    REACH_RESTART_LOST, REACH_RESTART_STALE,
+};
 use crate::server::{
-    ExtendItem, Key, Mode, Ms, Op, RW_LIMIT, ReleaseHow, Reply, Server, abstraction,
+    ExtendItem, Key, Mode, Ms, Op, RW_LIMIT, ReleaseHow, Reply, Server, Token, abstraction,
 };
 pub use crate::state::{
-    Action, Client, Env, Ghost, Held, Kind, LEASE, LockModel, Phase, Req, State,
+    Action, Client, Env, Ghost, Held, Kind, LEASE, LockModel, Observer, Phase, Req, State,
 };
 use crate::step::apply;
+use crate::{reach, rules};
 
 impl LockModel {
     /// Whether client `c` has something due now (the clock waits for it).
@@ -37,6 +43,7 @@ impl LockModel {
         client.stale = false;
         client.wrote = false;
         client.epoch = state.server.epoch;
+        state.ghost.lost_grant &= !(1 << c);
         let req = self.req(c, client);
         client.deadline = req.timeout.map(|t| state.now + t);
         let token = Self::token(c, client.started - 1);
@@ -50,13 +57,13 @@ impl LockModel {
                     token,
                     lease: LEASE,
                 };
-                // The clients queued when the `SET` ran (for `queue head first`).
-                let ahead: Vec<u8> = state
+                // The entries queued when the `SET` ran (for `queue head first`).
+                let ahead: Vec<(u8, Token)> = state
                     .server
                     .data
                     .queues
                     .get(&0)
-                    .map(|q| q.iter().map(|e| e.client).collect())
+                    .map(|q| q.iter().map(|e| (e.client, e.token)).collect())
                     .unwrap_or_default();
                 let now = state.now;
                 let kept = state
@@ -182,6 +189,52 @@ impl LockModel {
         client::send(self, state, c, op);
     }
 
+    /// The limit in force on `server`: an operator's stored limit, or the handles'.
+    fn handle_limit(&self, server: &Server) -> u32 {
+        match server.data.shared.get(&0).and_then(|l| l.limit) {
+            Some((limit, crate::server::Origin::Operator)) => limit,
+            _ if self.kind == Kind::RwLock => RW_LIMIT,
+            _ => self.limit,
+        }
+    }
+
+    /// The `sometimes` checks this model must discover: one per fault its environment injects
+    /// (taken with an effect: `reach.rs`), and the examples its requests call for (a stale
+    /// guarded write refused, a renewal answered "asked", a holder that gave the lock back, a
+    /// newcomer refused by a kept key). tests/check.rs and tests/deep.rs fail without them.
+    pub fn reachable(&self) -> Vec<&'static str> {
+        let env = self.env;
+        let reqs = || self.clients.iter().flatten();
+        let mut out = Vec::new();
+        let mut want = |yes: bool, name| {
+            if yes {
+                out.push(name);
+            }
+        };
+        want(env.pauses > 0, REACH_PAUSE);
+        want(env.lost_replies > 0, REACH_LOST_REPLY);
+        want(env.lost_pushes > 0, REACH_LOST_PUSH);
+        want(env.crashes > 0, REACH_CRASH);
+        want(env.restarts > 0, REACH_RESTART_LOST);
+        want(env.restarts > 0, REACH_RESTART_STALE);
+        want(env.reads > 0 && env.restarts > 0, REACH_OBSERVER_FILTERED);
+        // Guarded writes by holders that a pause or a restart can make stale: some must be
+        // refused, or `guarded write by the holder` holds vacuously.
+        let stale = env.pauses > 0 || env.restarts > 0;
+        want(reqs().any(|r| r.guard) && stale, GUARDED_REFUSED);
+        // Release requests to holders that renew: some renewal must answer "asked", and a holder
+        // that yields must give the lock back.
+        let asked = env.asks > 0 && reqs().any(|r| r.watchdog);
+        want(asked, ASK_TOLD);
+        want(asked && reqs().any(|r| r.yields), ASK_YIELDED);
+        // A mutex with three requests or more: some newcomer must meet a key kept for a waiter.
+        want(
+            self.kind == Kind::Mutex && reqs().count() >= 3,
+            KEPT_REFUSED,
+        );
+        out
+    }
+
     fn extend(&self, state: &mut State, c: u8) {
         let Phase::Holding { token, .. } = state.clients[usize::from(c)].phase else {
             return;
@@ -225,22 +278,21 @@ impl Model for LockModel {
                     epoch: 0,
                     floored: None,
                     wrote: false,
-                    paused_since_ask: false,
+                    away_since_ask: false,
+                    lose_next: false,
                 }
             })
             .collect();
+        let limit = self.handle_limit(&server);
         vec![State {
             now: 0,
             server,
             clients,
             pushes: Vec::new(),
             budget: self.env,
+            observer: Observer::default(),
             ghost: Ghost {
-                limit: if self.kind == Kind::RwLock {
-                    RW_LIMIT
-                } else {
-                    self.limit
-                },
+                limit,
                 ..Ghost::default()
             },
         }]
@@ -271,12 +323,7 @@ impl Model for LockModel {
                         actions.push(Action::Start(c));
                     }
                 }
-                Phase::InFlight { reply, .. } => {
-                    actions.push(Action::Receive(c));
-                    if reply.is_some() && state.budget.lost_replies > 0 {
-                        actions.push(Action::LoseReply(c));
-                    }
-                }
+                Phase::InFlight { .. } => actions.push(Action::Receive(c)),
                 Phase::Waiting { timer, .. } => {
                     if client.deadline.is_some_and(|d| d <= state.now) {
                         actions.push(Action::GiveUp(c));
@@ -329,6 +376,9 @@ impl Model for LockModel {
         if state.budget.asks > 0 {
             actions.push(Action::Ask);
         }
+        if state.budget.reads > 0 {
+            actions.push(Action::Observe);
+        }
         if state.budget.restarts > 0 || state.budget.rollbacks > 0 {
             actions.push(Action::Replicate);
         }
@@ -344,13 +394,70 @@ impl Model for LockModel {
         if !due && state.now < self.max_time {
             actions.push(Action::Tick);
         }
+        if state.budget.lost_replies > 0 {
+            // Any client's step that sends a call may lose that call's reply.
+            let lossy: Vec<Action> = actions
+                .iter()
+                .filter_map(|a| {
+                    let c = self.sender(state, a)?;
+                    Some(Action::LoseReply(c, Box::new(a.clone())))
+                })
+                .collect();
+            actions.extend(lossy);
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = last.clone();
+        state.ghost.events = 0;
+        if let Action::LoseReply(c, inner) = action {
+            // The first call the step sends loses its reply (client.rs `send`); a step that
+            // sends none is no such step.
+            state.clients[usize::from(c)].lose_next = true;
+            self.act(&mut state, *inner);
+            if state.clients[usize::from(c)].lose_next {
+                return None;
+            }
+        } else {
+            self.act(&mut state, action);
+        }
+        properties::observe_kept(&mut state);
+        state.ghost.sends = 0;
+        Some(state)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut all = properties::all();
+        all.extend(rules::all());
+        all.extend(reach::all());
+        all
+    }
+}
+
+impl LockModel {
+    /// The client whose call `action` may send (a client's own step, or a push that makes its
+    /// waiter ask again).
+    fn sender(&self, state: &State, action: &Action) -> Option<u8> {
+        match *action {
+            Action::Start(c)
+            | Action::Receive(c)
+            | Action::Retry(c)
+            | Action::GiveUp(c)
+            | Action::Cancel(c)
+            | Action::Release(c)
+            | Action::Extend(c)
+            | Action::Change(c)
+            | Action::Guard(c) => Some(c),
+            Action::Deliver(i) => state.pushes.get(i).map(|p| p.client),
+            _ => None,
+        }
+    }
+
+    /// Takes one step of the system.
+    fn act(&self, state: &mut State, action: Action) {
         match action {
-            Action::Start(c) => self.start(&mut state, c),
-            Action::Receive(c) => client::receive(self, &mut state, c),
+            Action::Start(c) => self.start(state, c),
+            Action::Receive(c) => client::receive(self, state, c),
             Action::Retry(c) => {
                 // A waiter whose last attempt made sure it is queued, and which nothing reached
                 // since, re-asks without the queue scan (at most once in a row).
@@ -362,30 +469,32 @@ impl Model for LockModel {
                     }
                 );
                 let mode = if confirmed { Mode::Again } else { Mode::Wait };
-                client::attempt(self, &mut state, c, mode);
+                client::attempt(self, state, c, mode);
             }
-            Action::GiveUp(c) => client::attempt(self, &mut state, c, Mode::Last),
-            Action::Cancel(c) => self.cancel(&mut state, c),
-            Action::Release(c) => self.release(&mut state, c),
-            Action::Extend(c) => self.extend(&mut state, c),
-            Action::Change(c) => self.change(&mut state, c),
-            Action::Guard(c) => self.guard(&mut state, c),
+            Action::GiveUp(c) => client::attempt(self, state, c, Mode::Last),
+            Action::Cancel(c) => self.cancel(state, c),
+            Action::Release(c) => self.release(state, c),
+            Action::Extend(c) => self.extend(state, c),
+            Action::Change(c) => self.change(state, c),
+            Action::Guard(c) => self.guard(state, c),
             Action::Deliver(i) => {
                 let push = state.pushes.remove(i);
-                client::deliver(self, &mut state, push);
+                client::deliver(self, state, push);
             }
             Action::LosePush(i) => {
-                state.pushes.remove(i);
+                let push = state.pushes.remove(i);
                 state.budget.lost_pushes -= 1;
-            }
-            Action::LoseReply(c) => {
-                if let Phase::InFlight { reply, .. } = &mut state.clients[usize::from(c)].phase {
-                    *reply = None;
+                let client = &state.clients[usize::from(push.client)];
+                let current = client.started > 0
+                    && push.token == LockModel::token(push.client, client.started - 1);
+                if push.grant.is_some() && current {
+                    state.ghost.lost_grant |= 1 << push.client;
                 }
-                state.budget.lost_replies -= 1;
             }
+            Action::LoseReply(_, inner) => self.act(state, *inner),
             Action::Tick => {
-                properties::observe_tick(self, &mut state);
+                properties::observe_tick(self, state);
+                reach::observe_tick(state);
                 state.now += 1;
             }
             Action::Pause(c) => {
@@ -393,9 +502,12 @@ impl Model for LockModel {
                 let client = &mut state.clients[usize::from(c)];
                 client.paused = true;
                 client.stale = true;
-                client.paused_since_ask = true;
+                client.away_since_ask = true;
             }
-            Action::Resume(c) => state.clients[usize::from(c)].paused = false,
+            Action::Resume(c) => {
+                state.clients[usize::from(c)].paused = false;
+                reach::observe_resume(state, c);
+            }
             Action::Crash(c) => {
                 state.budget.crashes -= 1;
                 state.clients[usize::from(c)].dead = true;
@@ -415,7 +527,7 @@ impl Model for LockModel {
                 let before = state.server.clone();
                 let op = Op::SetLimit { name: 0, limit };
                 let reply = apply(&mut state.server, state.now, op.clone());
-                properties::observe_step(self, &mut state, &before, &op, &reply);
+                properties::observe_step(self, state, &before, &op, &reply);
                 for push in state.server.drain_published() {
                     if let Err(at) = state.pushes.binary_search(&push) {
                         state.pushes.insert(at, push);
@@ -429,7 +541,13 @@ impl Model for LockModel {
                     lock: self.kind.lock(),
                 };
                 let reply = apply(&mut state.server, state.now, op.clone());
-                properties::observe_step(self, &mut state, &before, &op, &reply);
+                properties::observe_step(self, state, &before, &op, &reply);
+            }
+            Action::Observe => {
+                state.budget.reads -= 1;
+                let before = state.server.clone();
+                let reply = apply(&mut state.server, state.now, Op::ElectionRead { name: 0 });
+                rules::observe_read(self, state, &before, &reply);
             }
             Action::WriteForeign => {
                 state.budget.foreign_record = false;
@@ -446,30 +564,36 @@ impl Model for LockModel {
                 state.now += 1;
                 // Not a step of the API: no connection notices it (the epoch stays).
                 state.server.data = state.server.replica.clone().unwrap_or_default();
-                properties::observe_lost_data(&mut state);
+                properties::observe_lost_data(state);
+                state.ghost.read_max = 0;
             }
             Action::Restart(from_replica) => {
                 state.budget.restarts -= 1;
                 // A restart or failover takes time: the clock moves past every fence issued
                 // before it (common.lua next_fence's floor argument).
                 state.now += 1;
+                let mut kept = state.server.clone();
+                kept.expire(state.now);
                 apply(&mut state.server, state.now, Op::Restart { from_replica });
-                properties::observe_lost_data(&mut state);
+                properties::observe_lost_data(state);
+                reach::observe_restart(state, &kept.data);
+                // The limit in force is what the server now stores by an operator, or else the
+                // handles' (an operator's limit lost with the data is an assumption: no
+                // durability); reads may show older leaders again.
+                state.ghost.limit = self.handle_limit(&state.server);
+                state.ghost.read_max = 0;
                 // Every connection dropped: a waiter retries right after a disconnect (wait.rs).
+                // Until it has, the key kept for it may be gone (it expired during the
+                // failover, or was lost with the data): a newcomer may overtake it.
                 let now = state.now;
                 for client in &mut state.clients {
                     if let Phase::Waiting { timer, .. } = &mut client.phase {
                         *timer = now;
                     }
+                    client.away_since_ask = true;
                 }
             }
         }
-        properties::observe_kept(&mut state);
-        Some(state)
-    }
-
-    fn properties(&self) -> Vec<Property<Self>> {
-        properties::all()
     }
 }
 
@@ -487,255 +611,43 @@ pub fn model(kind: Kind, limit: u32, clients: Vec<Vec<Req>>, max_time: Ms) -> Lo
 
 /// The bounds `cargo test` checks (small: each kind well under a minute on 2 cores) and the
 /// deeper ones of `make model`.
-pub mod bounds {
-    use super::{Env, Kind, LockModel, Req, model};
-    use crate::server::RW_LIMIT;
+pub mod bounds;
 
-    /// The model of `kind` at the unit test's bounds.
-    pub fn unit(kind: Kind) -> LockModel {
-        let mut m = match kind {
-            Kind::Mutex => model(
-                kind,
-                1,
-                vec![vec![Req::of(1)], vec![Req::of(1).timeout(2)]],
-                4,
-            ),
-            Kind::FencedMutex => model(
-                kind,
-                1,
-                vec![vec![Req::of(1), Req::of(1)], vec![Req::of(1)]],
-                4,
-            ),
-            Kind::Semaphore => model(
-                kind,
-                3,
-                vec![
-                    vec![Req::of(2)],
-                    vec![Req::of(3).timeout(1)],
-                    vec![Req::of(1)],
-                ],
-                4,
-            ),
-            Kind::RwLock => model(
-                kind,
-                RW_LIMIT,
-                vec![
-                    vec![Req::of(1).change()],
-                    vec![Req::of(RW_LIMIT).timeout(1).change()],
-                    vec![Req::of(1)],
-                ],
-                4,
-            ),
-            Kind::Election => model(
-                kind,
-                1,
-                vec![vec![Req::of(1), Req::of(1)], vec![Req::of(1)]],
-                4,
-            ),
-        };
-        m.env = match kind {
-            Kind::Mutex => Env {
-                pauses: 1,
-                lost_pushes: 1,
-                lost_replies: 1,
-                ..Env::default()
-            },
-            Kind::FencedMutex => Env {
-                restarts: 1,
-                lost_replies: 1,
-                ..Env::default()
-            },
-            Kind::Semaphore => Env {
-                crashes: 1,
-                lost_pushes: 1,
-                set_limit: Some(2),
-                ..Env::default()
-            },
-            Kind::RwLock => Env {
-                crashes: 1,
-                lost_pushes: 1,
-                ..Env::default()
-            },
-            Kind::Election => Env {
-                crashes: 1,
-                lost_pushes: 1,
-                foreign_record: true,
-                ..Env::default()
-            },
-        };
-        m
-    }
-
-    /// The model of `kind` at the deeper bounds of `make model`: more clients or requests,
-    /// more of the environment, a longer clock.
-    pub fn deep(kind: Kind) -> LockModel {
-        let mut m = unit(kind);
-        match kind {
-            Kind::Mutex => {
-                m = unit_crowd();
-                m.env.lost_pushes = 1;
-                m.env.lost_replies = 1;
+/// The verdict of a finished check of `checker`'s model (no mutant): `Err` with the shortest
+/// trace of the first property broken, or naming a reachability check the model requires
+/// ([`LockModel::reachable`]) that was not reached. [`EXCLUSIVE_AS_SEEN`](crate::EXCLUSIVE_AS_SEEN)
+/// is expected to be broken wherever pauses are on and the kind is exclusive (README's
+/// "What dlock does not promise": a paused holder outliving its lease), and its absence there
+/// is an error too: the checker would be vacuous.
+///
+/// # Errors
+/// As above.
+pub fn verdict(checker: &impl stateright::Checker<LockModel>) -> Result<(), String> {
+    let model = checker.model();
+    let kind = model.kind;
+    let paused = model.env.pauses > 0 && !kind.shared();
+    let reachable = model.reachable();
+    for property in model.properties() {
+        let name = property.name;
+        let found = checker.discovery(name);
+        if property.expectation == stateright::Expectation::Sometimes {
+            if reachable.contains(&name) && found.is_none() {
+                return Err(format!(
+                    "{kind:?}: `{name}` not reached: the properties it stands for hold vacuously"
+                ));
             }
-            Kind::FencedMutex => m.env.restarts = 2,
-            Kind::Semaphore => {
-                m.clients[0] = vec![Req::of(2).watchdog()];
-                m.clients[2] = vec![Req::of(1).cancel()];
-                m.env.lost_replies = 1;
+        } else if name == crate::EXCLUSIVE_AS_SEEN && paused {
+            if found.is_none() {
+                return Err(format!(
+                    "{kind:?}: a paused holder outliving its lease was not reported: the \
+                     checker is vacuous"
+                ));
             }
-            Kind::RwLock => {
-                m.clients[2] = vec![Req::of(1).cancel()];
-                m.env.lost_replies = 1;
-            }
-            Kind::Election => {
-                m.env.pauses = 1;
-                m.max_time = 5;
-            }
+        } else if let Some(path) = found {
+            return Err(format!("{kind:?}: `{name}` broken:\n{}", trace(path)));
         }
-        m
     }
-
-    /// The guarded write's models for the unit run (issue 32): two requests that each make one
-    /// guarded write while they hold, and the environment that makes a holder stale — one
-    /// pause (a holder paused past its lease writes when it resumes; for a mutex, one lost
-    /// reply too: a write sent again), or for the fenced mutex one restart (a hold lost by a
-    /// restart, or brought back from the lagging replica). A semaphore of limit 2 (two holders
-    /// with different deadlines: one past its lease while `K:exp` lives), a RwLock writer and
-    /// a reader.
-    pub fn unit_guarded(kind: Kind) -> LockModel {
-        let two = vec![vec![Req::of(1).guard()], vec![Req::of(1).guard()]];
-        let mut m = match kind {
-            Kind::Semaphore => model(kind, 2, two, 4),
-            Kind::RwLock => model(
-                kind,
-                RW_LIMIT,
-                vec![vec![Req::of(RW_LIMIT).guard()], vec![Req::of(1).guard()]],
-                4,
-            ),
-            _ => model(kind, 1, two, 4),
-        };
-        m.env = match kind {
-            Kind::FencedMutex => Env {
-                restarts: 1,
-                ..Env::default()
-            },
-            Kind::Mutex | Kind::Election => Env {
-                pauses: 1,
-                lost_replies: 1,
-                ..Env::default()
-            },
-            Kind::Semaphore | Kind::RwLock => Env {
-                pauses: 1,
-                ..Env::default()
-            },
-        };
-        m
-    }
-
-    /// The guarded write's models at the deeper bounds of `make model`: [`unit_guarded()`] with
-    /// more of the environment — a mutex with a lost push and a clock up to 5, the fenced mutex
-    /// with 2 restarts and a lost reply, a semaphore with a request for both permits that
-    /// waits (its queue keeps `K:exp` alive) and a lost reply, a RwLock with a second reader and
-    /// a lost push.
-    pub fn deep_guarded(kind: Kind) -> LockModel {
-        let mut m = unit_guarded(kind);
-        match kind {
-            Kind::Mutex | Kind::Election => {
-                m.env.lost_pushes = 1;
-                m.max_time = 5;
-            }
-            Kind::FencedMutex => {
-                m.env.restarts = 2;
-                m.env.lost_replies = 1;
-            }
-            Kind::Semaphore => {
-                m.clients.push(vec![Req::of(2)]);
-                m.env.lost_replies = 1;
-            }
-            Kind::RwLock => {
-                m.clients.push(vec![Req::of(1).guard()]);
-                m.env.lost_pushes = 1;
-            }
-        }
-        m
-    }
-
-    /// The release request's models for the unit run: holders renewed by a watchdog, one that
-    /// ignores a request and one that gives the lock back when told, and a request by someone
-    /// else at any time. A mutex with a lost reply (a renewal or an acquire sent again); a
-    /// semaphore of limit 2 with a third request (it is admitted in the place of a holder that
-    /// gave back, while the other holder's request keeps the ask key alive, and must not be
-    /// told), clock up to 3; a RwLock writer that gives back when told or downgrades (a new
-    /// token, which the request does not follow) and a reader that ignores it, two requests.
-    pub fn unit_ask(kind: Kind) -> LockModel {
-        let ignores = Req::of(1).watchdog();
-        let yields = Req::of(1).watchdog().yields();
-        let mut m = match kind {
-            Kind::Semaphore => model(kind, 2, vec![vec![ignores], vec![yields], vec![ignores]], 3),
-            Kind::RwLock => model(
-                kind,
-                RW_LIMIT,
-                vec![
-                    vec![Req::of(RW_LIMIT).watchdog().yields().change()],
-                    vec![ignores],
-                ],
-                4,
-            ),
-            _ => model(kind, 1, vec![vec![ignores], vec![yields]], 4),
-        };
-        m.env = match kind {
-            Kind::RwLock => Env {
-                asks: 2,
-                ..Env::default()
-            },
-            Kind::Semaphore => Env {
-                asks: 1,
-                ..Env::default()
-            },
-            _ => Env {
-                asks: 1,
-                lost_replies: 1,
-                ..Env::default()
-            },
-        };
-        m
-    }
-
-    /// The release request's models at the deeper bounds of `make model`: [`unit_ask()`] with
-    /// a pause (a holder paused past its lease is not asked, and its late renewal is not
-    /// told); for the mutex and the RwLock also a lost push, and for the mutex a second
-    /// request.
-    pub fn deep_ask(kind: Kind) -> LockModel {
-        let mut m = unit_ask(kind);
-        m.env.pauses = 1;
-        if kind != Kind::Semaphore {
-            m.env.lost_pushes = 1;
-        }
-        if !kind.shared() {
-            m.env.asks = 2;
-        }
-        m
-    }
-
-    /// A second mutex model for the unit run: three clients, one of them crashing, one
-    /// cancelling its wait, one renewed by a watchdog (no pauses or lost replies, which
-    /// [`unit()`] covers with two clients).
-    pub fn unit_crowd() -> LockModel {
-        let mut m = model(
-            Kind::Mutex,
-            1,
-            vec![
-                vec![Req::of(1).watchdog()],
-                vec![Req::of(1).timeout(2)],
-                vec![Req::of(1).cancel()],
-            ],
-            4,
-        );
-        m.env = Env {
-            crashes: 1,
-            ..Env::default()
-        };
-        m
-    }
+    Ok(())
 }
 
 /// A counterexample as a readable list of steps: each action (client `c`'s request `r` has

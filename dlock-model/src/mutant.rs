@@ -63,6 +63,44 @@ pub enum Mutant {
     /// ignores the request loses the lock at its old deadline. Caught by `an asked holder
     /// keeps its lease`.
     ExtendSkipsAskedRenewal,
+    /// election.lua "publish" without its lead check (the lock's token and fence): a candidate
+    /// that lost the lock while paused writes its record and announces it. Caught by `the
+    /// leader record is written by its holder`.
+    ElectionPublishSkipsLead,
+    /// election_read.lua judges the lock by its key, not by the deadline in a kept key's value
+    /// (the model's bug that seed 99 of the conformance test found): a leader whose lease
+    /// ended while candidates wait is still reported. Caught by `a read shows only the live
+    /// leader`.
+    ReadIgnoresDeadline,
+    /// The observer (election.rs `Observed`) takes every read as it comes, without keeping the
+    /// highest fence seen: after a failover to a lagging replica it goes back to the leader
+    /// before. Caught by `observers never go back`.
+    ObserverTakesEveryRead,
+    /// rw_change.lua's upgrade looks only at the holders, not at the queue: the sole reader
+    /// becomes the writer ahead of a queued writer. Caught by `an upgrade with others fails at
+    /// once`.
+    UpgradePastQueue,
+    /// common.lua `hand_off` passes over the oldest waiter, live as it is, when another waits
+    /// behind it (its entry dropped as if its client were gone). Caught by `a hand-off goes to
+    /// the oldest live waiter`.
+    HandOffSkipsOldest,
+    /// extend.lua renews a mutex whoever holds it (no owner check): a holder whose lease ran
+    /// out moves its successor's deadline. Caught by `only the owner changes its hold`.
+    ExtendSkipsOwner,
+    /// fence.lua reads a lock key kept past its holder's deadline for the queue (issue #35) as
+    /// a hold: the holder whose lease ended gets a fence. Caught by `a fence is its live
+    /// hold's, issued once`.
+    FenceIgnoresDeadline,
+    /// fence.lua issues a new fence at every call, a hold that has one included: a retried
+    /// request gets another fence than the first. Caught by `a fence is its live hold's, issued
+    /// once`.
+    FenceReissued,
+    /// acquire.lua mode "join" appends the entry without looking for it: a join sent again
+    /// after a lost reply queues the request twice. Caught by `one entry per request`.
+    JoinScansNothing,
+    /// shared_limit.lua stores the new limit but leaves the queued requests heavier than it
+    /// waiting (no removal, no nudge). Caught by `set_limit takes effect at once`.
+    SetLimitKeepsHeavy,
     /// The mutex queue is given no expiry (before issue #44): the entries of waiters that all
     /// died stay after the key kept for them is gone. Caught by `a mutex queue never outlives
     /// its kept key`.
@@ -71,7 +109,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 18] = [
+    pub const ALL: [Mutant; 28] = [
         Mutant::NewcomerTakesExpired,
         Mutant::EnqueueForgetsKeep,
         Mutant::NoReadmitOnLeave,
@@ -89,6 +127,16 @@ impl Mutant {
         Mutant::ExtendAnswersAnyToken,
         Mutant::AskExpiresEarly,
         Mutant::ExtendSkipsAskedRenewal,
+        Mutant::ElectionPublishSkipsLead,
+        Mutant::ReadIgnoresDeadline,
+        Mutant::ObserverTakesEveryRead,
+        Mutant::UpgradePastQueue,
+        Mutant::HandOffSkipsOldest,
+        Mutant::ExtendSkipsOwner,
+        Mutant::FenceIgnoresDeadline,
+        Mutant::FenceReissued,
+        Mutant::JoinScansNothing,
+        Mutant::SetLimitKeepsHeavy,
         Mutant::QueueNeverExpires,
     ];
 }

@@ -115,11 +115,15 @@ fn keep(server: &mut Server, now: Ms, name: Name, lease: Ms) {
 /// common.lua `hand_off`: the lock goes to the oldest live waiter; a publish that reaches
 /// nobody means that waiter is gone, and the next entry is tried.
 fn hand_off(server: &mut Server, now: Ms, name: Name, caller: Option<Token>) -> HandOff {
+    let mut pass_over = server.is(Mutant::HandOffSkipsOldest) && queue_len(server, name) > 1;
     loop {
         let Some(entry) = pop(server, name) else {
             server.data.locks.remove(&name);
             return HandOff::Nobody;
         };
+        if std::mem::take(&mut pass_over) {
+            continue;
+        }
         let fence = server.next_fence(now);
         server.write(Key::Lock(name));
         server
@@ -280,7 +284,7 @@ pub(crate) fn acquire(server: &mut Server, now: Ms, name: Name, entry: Entry, mo
             // The first run of this token's join queues without a scan; a resend finds its
             // mark (`<lock>:joined:<token>`, a minute: longer than any run of the model) and
             // scans: either way the entry is queued once, as by "wait" (issue #44).
-            if !queued(server, name, entry.token) {
+            if server.is(Mutant::JoinScansNothing) || !queued(server, name, entry.token) {
                 server.data.queues.entry(name).or_default().push(entry);
             }
             keep(server, now, name, entry.lease);
@@ -372,13 +376,18 @@ pub(crate) fn fence(server: &mut Server, now: Ms, name: Name, token: Token) -> R
     if server.foreign(&[Key::Lock(name)]).is_some() {
         return Reply::Int(-1);
     }
-    let Some(held) = server.live_hold(name, now).cloned() else {
+    let hold = if server.is(Mutant::FenceIgnoresDeadline) {
+        server.data.locks.get(&name)
+    } else {
+        server.live_hold(name, now)
+    };
+    let Some(held) = hold.cloned() else {
         return Reply::Int(0);
     };
     if held.token != token {
         return Reply::Int(-1);
     }
-    if let Some(fence) = held.fence {
+    if let Some(fence) = held.fence.filter(|_| !server.is(Mutant::FenceReissued)) {
         return Reply::Int(i64::try_from(fence).unwrap_or(i64::MAX));
     }
     if let Some(key) = server.foreign(&[Key::Counter]) {
@@ -396,6 +405,7 @@ pub(crate) fn fence(server: &mut Server, now: Ms, name: Name, token: Token) -> R
 /// recorded as asked is answered 2 instead of 1 (`extended`, read after the renewal).
 pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Reply {
     let mut out = Vec::with_capacity(items.len());
+    let owner_checked = !server.is(Mutant::ExtendSkipsOwner);
     for item in items {
         // The ask key is not touched by the renewal: read before it, the same answer.
         let told = ask::told(server, item.lock, item.token);
@@ -410,7 +420,7 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                         None => 0,
                         // extend.lua compares the owner first: another owner's value is -1,
                         // its deadline passed or not.
-                        Some(h) if h.token != item.token => -1,
+                        Some(h) if h.token != item.token && owner_checked => -1,
                         // A key kept past its deadline for the queue is nobody's: lost.
                         Some(h) if !h.live(now) => 0,
                         // extend.lua renews and nothing else: a value of version 1 gets its

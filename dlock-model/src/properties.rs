@@ -362,10 +362,11 @@ fn writer_alone(model: &LockModel, state: &State) -> bool {
 }
 
 /// Liveness (bounded): a limit once set stays in force while anyone holds or waits: the
-/// stored limit is the operator's (once set) or the handles'. Holds under every action but
-/// restarts (which lose it with the holders).
+/// stored limit is the operator's (once set) or the handles'. Holds under every action; a
+/// restart takes the limit in force back to what the server keeps (an operator's limit lost
+/// with the data is the assumption of a failover without durability).
 fn limit_persists(model: &LockModel, state: &State) -> bool {
-    if !model.kind.shared() || model.env.restarts > 0 {
+    if !model.kind.shared() {
         return true;
     }
     let Some(lock) = state.server.data.shared.get(&0) else {
@@ -565,6 +566,7 @@ pub(crate) fn observe_step(
     for fence in new_fences {
         observe_fence(state, fence, false);
     }
+    crate::rules::observe(model, state, before, op, reply);
     if leaving && head_fits(state).is_some_and(|(fits, _)| fits) {
         state.ghost.broken |= LEAVING_READMITS;
     }

@@ -254,15 +254,16 @@ pub(crate) fn set_limit(server: &mut Server, now: Ms, name: Name, limit: u32) ->
         .and_then(|s| s.limit)
         .map_or(0, |(l, _)| l);
     server.write(Key::Shared(name));
+    let keep_heavy = server.is(Mutant::SetLimitKeepsHeavy);
     let state = lock(server, name);
     state.limit = Some((limit, Origin::Operator));
     let heavy: Vec<SharedEntry> = state
         .queue
         .iter()
-        .filter(|e| e.weight > limit)
+        .filter(|e| e.weight > limit && !keep_heavy)
         .copied()
         .collect();
-    state.queue.retain(|e| e.weight <= limit);
+    state.queue.retain(|e| e.weight <= limit || keep_heavy);
     for entry in heavy {
         server.publish(Push {
             lock: LockRef::Shared(name),
@@ -309,7 +310,8 @@ pub(crate) fn rw_change(
         if held.weight != 1 {
             return Reply::Err(ScriptError::Mode);
         }
-        if state.used() != 1 || !state.queue.is_empty() {
+        let queued = !state.queue.is_empty() && !server.is(Mutant::UpgradePastQueue);
+        if state.used() != 1 || queued {
             admit_from_head(server, now, name, None);
             let state = lock(server, name);
             return Reply::Refused {

@@ -153,6 +153,10 @@ pub struct Env {
     /// Release requests (ask.lua) by another client or an operator, at any time: one atomic
     /// step each, whose reply (a count) decides nothing.
     pub asks: u8,
+    /// Reads of an election by an observer (election_read.lua, as `Election::observe` makes
+    /// them), at any time: one atomic step each, whose reply the observer filters as
+    /// election.rs `Observed` does.
+    pub reads: u8,
 }
 
 /// The checked model of one lock kind.
@@ -252,9 +256,13 @@ pub struct Client {
     pub floored: Option<u32>,
     /// The current request sent its guarded write (one per request: [`Req::guard`]).
     pub wrote: bool,
-    /// Paused since its last waiting attempt ran on the server: a key kept for it may have
-    /// expired meanwhile, and a newcomer may overtake it (issue #35's trade-off).
-    pub paused_since_ask: bool,
+    /// The reply of the next call this client sends is lost (the step [`Action::LoseReply`]).
+    pub lose_next: bool,
+    /// Paused, or cut off by a restart, since its last waiting attempt ran on the server: a key
+    /// kept for it may have expired meanwhile (or been lost with its entry), and a newcomer
+    /// may overtake it (issue #35's trade-off; README's "FIFO for a waiter that was running"
+    /// and "Failover can lose a lock").
+    pub away_since_ask: bool,
 }
 
 /// Ghost state for the properties: the rules broken so far (bits of `properties.rs`) and the
@@ -284,6 +292,34 @@ pub struct Ghost {
     /// A newcomer's `SET NX` was refused by a key kept past its holder's deadline for the
     /// queue (the reachability check [`crate::KEPT_REFUSED`], issue #35).
     pub kept_refused: bool,
+    /// What the last step did that a reachability check looks for (bits of `reach.rs`):
+    /// cleared at every step, so that a state is told apart only right after the event.
+    pub events: u8,
+    /// Clients (one bit each) paused while the clock moved: their resumption is the pause's
+    /// effect (the reachability check [`crate::REACH_PAUSE`]).
+    pub paused_ticked: u8,
+    /// Clients (one bit each) whose current request's grant was pushed and lost: their next
+    /// hold is the timer's work (the reachability check [`crate::REACH_LOST_PUSH`]).
+    pub lost_grant: u8,
+    /// The largest leader fence an election_read showed since the last restart (`observers
+    /// never go back`, on the server's side).
+    pub read_max: u64,
+    /// The largest leader fence the observer reported (`observers never go back`, as the
+    /// observer reports it).
+    pub shown: u64,
+    /// Calls sent in the step being taken (0 between steps): a reply whose handling sends
+    /// none is taken with its call (client.rs `take_at_once`).
+    pub sends: u8,
+}
+
+/// The observer of an election (election.rs `Observed`): the highest fence it has seen, and
+/// the leader it reports (fence, value).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Observer {
+    /// The highest leader fence seen.
+    pub seen: u64,
+    /// The leader reported: its fence and value.
+    pub current: Option<(u64, u8)>,
 }
 
 /// The whole system.
@@ -299,6 +335,8 @@ pub struct State {
     pub pushes: Vec<Push>,
     /// What is left of the environment's budget.
     pub budget: Env,
+    /// The election's observer (its reads: [`Env::reads`]).
+    pub observer: Observer,
     /// For the properties.
     pub ghost: Ghost,
 }
@@ -328,8 +366,9 @@ pub enum Action {
     Deliver(usize),
     /// A push is lost.
     LosePush(usize),
-    /// A reply is lost (its script took effect).
-    LoseReply(u8),
+    /// Client `c` takes the step, and the reply of the first call it sends is lost (its script
+    /// took effect; the client sends the same call again when it looks for the reply).
+    LoseReply(u8, Box<Action>),
     /// The clock moves one tick (only when no client has something due now).
     Tick,
     /// Client is paused / resumes.
@@ -351,6 +390,8 @@ pub enum Action {
     Rollback,
     /// Someone asks the lock's holders to give it back (ask.lua).
     Ask,
+    /// The election's observer reads who leads (election_read.lua).
+    Observe,
 }
 
 impl LockModel {

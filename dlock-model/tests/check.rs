@@ -1,155 +1,161 @@
-//! The model checker on dlock's protocol (no mutant), at small bounds: every property holds in
-//! every state reached, except the expected counterexample of README's "What dlock does not
-//! promise" (a paused holder outliving its lease), which the checker must find where pauses
-//! are on. Prints the states explored per kind, also under a plain `cargo test` (`make test`):
-//! written to the process's stderr directly, which the test harness does not capture.
+//! The model checker on dlock's protocol (no mutant), at the unit bounds (`model::bounds`'s
+//! `unit*`): every property holds in every state reached, except the expected counterexample
+//! of README's "What dlock does not promise" (a paused holder outliving its lease), which the
+//! checker must find where pauses are on; every reachability check the model's faults call for
+//! is reached (`model::verdict`); and the unique states explored are the number
+//! dlock-model/README.md documents for the model (`dlock_model::counts`). Prints the states
+//! explored per model, also under a plain `cargo test` (`make test`): written to the process's
+//! stderr directly, which the test harness does not capture.
 
 // A test helper fails by panicking, and prints the counts on purpose.
 #![allow(clippy::panic, clippy::print_stderr)]
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::Instant;
 
+use dlock_model::counts;
 use dlock_model::model::{self, Kind, LockModel, bounds};
-use dlock_model::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED, KEPT_REFUSED};
-use stateright::{Checker, Model};
+use stateright::{Checker, HasDiscoveries, Model};
 
-fn check(model: LockModel) -> (usize, usize) {
-    let kind = model.kind;
-    // `exclusive as seen` is about exclusive holds: a shared kind's is vacuous.
-    let pauses = model.env.pauses > 0 && !kind.shared();
-    // Guarded writes by holders that a pause or a restart can make stale: some must be
-    // refused, or `guarded write by the holder` holds vacuously.
-    let stale_writes = model.clients.iter().flatten().any(|r| r.guard)
-        && (model.env.pauses > 0 || model.env.restarts > 0);
-    // Release requests to holders that renew: some renewal must answer "asked", and a holder
-    // that yields must give the lock back, or the request's properties hold vacuously.
-    let asked = model.env.asks > 0 && model.clients.iter().flatten().any(|r| r.watchdog);
-    let yields = asked && model.clients.iter().flatten().any(|r| r.yields);
-    // A mutex with three requests or more: some newcomer must meet a key kept for a waiter.
-    let kept = kind == Kind::Mutex && model.clients.iter().flatten().count() >= 3;
-    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+/// Checks `model`, documented in the README as `id`.
+fn check(id: &str, model: LockModel) {
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
-    let found: Vec<&str> = names
-        .iter()
-        .copied()
-        .filter(|name| checker.discovery(name).is_some())
-        .collect();
+    let unique = checker.unique_state_count();
     let _ = writeln!(
         std::io::stderr(),
-        "model {kind:?}: {} states ({} unique), depth {}, {:.1?}; discoveries: {found:?}",
+        "model `{id}`: {unique} unique states ({} in all), depth {}, {:.1?}",
         checker.state_count(),
-        checker.unique_state_count(),
         checker.max_depth(),
         started.elapsed()
     );
-    for name in names {
-        if name == EXCLUSIVE_AS_SEEN && pauses {
-            continue;
-        }
-        if name == GUARDED_REFUSED {
-            assert!(
-                !stale_writes || checker.discovery(name).is_some(),
-                "{kind:?}: no stale guarded write was refused: `guarded write by the holder` \
-                 is vacuous"
-            );
-            continue;
-        }
-        if name == KEPT_REFUSED {
-            assert!(
-                !kept || checker.discovery(name).is_some(),
-                "{kind:?}: no newcomer met a kept key: the kept key's properties are vacuous"
-            );
-            continue;
-        }
-        if name == ASK_TOLD || name == ASK_YIELDED {
-            let wanted = if name == ASK_TOLD { asked } else { yields };
-            assert!(
-                !wanted || checker.discovery(name).is_some(),
-                "{kind:?}: `{name}` not reached: the release request's properties are vacuous"
-            );
-            continue;
-        }
-        if let Some(path) = checker.discovery(name) {
-            panic!(
-                "{kind:?}: property `{name}` broken:\n{}",
-                model::trace(path)
-            );
-        }
+    if let Err(why) = model::verdict(&checker) {
+        panic!("`{id}`: {why}");
     }
-    if pauses {
-        assert!(
-            checker.discovery(EXCLUSIVE_AS_SEEN).is_some(),
-            "{kind:?}: a paused holder outliving its lease was not reported: the checker is vacuous"
-        );
+    if let Err(why) = counts::compare(id, unique) {
+        panic!("{why}");
     }
-    (checker.state_count(), checker.unique_state_count())
 }
 
 #[test]
 fn mutex() {
-    check(bounds::unit(Kind::Mutex));
+    check("unit mutex", bounds::unit(Kind::Mutex));
 }
 
 #[test]
 fn mutex_crowd() {
-    check(bounds::unit_crowd());
+    check("unit mutex crowd", bounds::unit_crowd());
 }
 
 #[test]
 fn fenced_mutex() {
-    check(bounds::unit(Kind::FencedMutex));
+    check("unit fenced mutex", bounds::unit(Kind::FencedMutex));
 }
 
 #[test]
 fn semaphore() {
-    check(bounds::unit(Kind::Semaphore));
+    check("unit semaphore", bounds::unit(Kind::Semaphore));
 }
 
 #[test]
 fn rwlock() {
-    check(bounds::unit(Kind::RwLock));
+    check("unit rwlock", bounds::unit(Kind::RwLock));
 }
 
 #[test]
 fn election() {
-    check(bounds::unit(Kind::Election));
+    check("unit election", bounds::unit(Kind::Election));
+}
+
+#[test]
+fn retry_semaphore() {
+    check("unit retry semaphore", bounds::unit_retry(Kind::Semaphore));
+}
+
+#[test]
+fn retry_rwlock() {
+    check("unit retry rwlock", bounds::unit_retry(Kind::RwLock));
+}
+
+#[test]
+fn paused_election() {
+    check("unit paused election", bounds::unit_paused(Kind::Election));
+}
+
+#[test]
+fn restart_mutex() {
+    check("unit restart mutex", bounds::unit_restart(Kind::Mutex));
+}
+
+#[test]
+fn restart_semaphore() {
+    check(
+        "unit restart semaphore",
+        bounds::unit_restart(Kind::Semaphore),
+    );
+}
+
+#[test]
+fn restart_rwlock() {
+    check("unit restart rwlock", bounds::unit_restart(Kind::RwLock));
+}
+
+#[test]
+fn restart_election() {
+    check(
+        "unit restart election",
+        bounds::unit_restart(Kind::Election),
+    );
 }
 
 #[test]
 fn guarded_mutex() {
-    check(bounds::unit_guarded(Kind::Mutex));
+    check("unit guarded mutex", bounds::unit_guarded(Kind::Mutex));
 }
 
 #[test]
 fn guarded_fenced_mutex() {
-    check(bounds::unit_guarded(Kind::FencedMutex));
+    check(
+        "unit guarded fenced mutex",
+        bounds::unit_guarded(Kind::FencedMutex),
+    );
 }
 
 #[test]
 fn guarded_semaphore() {
-    check(bounds::unit_guarded(Kind::Semaphore));
+    check(
+        "unit guarded semaphore",
+        bounds::unit_guarded(Kind::Semaphore),
+    );
 }
 
 #[test]
 fn guarded_rwlock() {
-    check(bounds::unit_guarded(Kind::RwLock));
+    check("unit guarded rwlock", bounds::unit_guarded(Kind::RwLock));
 }
 
 #[test]
 fn ask_mutex() {
-    check(bounds::unit_ask(Kind::Mutex));
+    check("unit ask mutex", bounds::unit_ask(Kind::Mutex));
 }
 
 #[test]
 fn ask_semaphore() {
-    check(bounds::unit_ask(Kind::Semaphore));
+    check("unit ask semaphore", bounds::unit_ask(Kind::Semaphore));
 }
 
 #[test]
 fn ask_rwlock() {
-    check(bounds::unit_ask(Kind::RwLock));
+    check("unit ask rwlock", bounds::unit_ask(Kind::RwLock));
+}
+
+#[test]
+fn ask_restart_mutex() {
+    check(
+        "unit ask restart mutex",
+        bounds::unit_ask_restart(Kind::Mutex),
+    );
 }
 
 /// The model's assumption, shown: data rolled back under an open connection (README, "What
@@ -160,7 +166,12 @@ fn a_rollback_under_an_open_connection_repeats_a_fence() {
     let mut model = bounds::unit(Kind::FencedMutex);
     model.env.restarts = 0;
     model.env.rollbacks = 1;
-    let checker = model.checker().threads(2).spawn_bfs().join();
+    let checker = model
+        .checker()
+        .threads(2)
+        .finish_when(HasDiscoveries::AnyOf(BTreeSet::from(["fences increase"])))
+        .spawn_bfs()
+        .join();
     let path = checker.discovery("fences increase");
     assert!(
         path.is_some(),

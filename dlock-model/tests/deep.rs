@@ -1,158 +1,184 @@
 //! The model checker at deeper bounds (`make model`; ignored by `cargo test`): the same
-//! properties as the unit run (tests/check.rs), more clients, requests and environment
-//! actions. Prints the states explored and the time per kind; dlock-model/README.md records
-//! them.
+//! properties and reachability checks as the unit run (tests/check.rs), with more clients,
+//! requests and environment actions (`model::bounds`'s `deep*`). Prints the states explored and
+//! the time per model; each fails when its unique states differ from the number
+//! dlock-model/README.md documents for it (times are the machine's, not documented).
 
 // A test helper fails by panicking, and prints the counts on purpose.
 #![allow(clippy::panic, clippy::print_stderr)]
 
 use std::time::Instant;
 
+use dlock_model::counts;
 use dlock_model::model::{self, Kind, LockModel, bounds};
-use dlock_model::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED, KEPT_REFUSED};
 use stateright::{Checker, Model};
 
-fn deep(kind: Kind) {
-    deep_model(bounds::deep(kind), "");
-}
-
-fn deep_model(model: LockModel, what: &str) {
-    let kind = model.kind;
-    // `exclusive as seen` is about exclusive holds: a shared kind's is vacuous.
-    let pauses = model.env.pauses > 0 && !kind.shared();
-    // Guarded writes by holders that a pause or a restart can make stale: some must be
-    // refused, or `guarded write by the holder` holds vacuously.
-    let stale_writes = model.clients.iter().flatten().any(|r| r.guard)
-        && (model.env.pauses > 0 || model.env.restarts > 0);
-    // Release requests to holders that renew: some renewal must answer "asked", and a holder
-    // that yields must give the lock back, or the request's properties hold vacuously.
-    let asked = model.env.asks > 0 && model.clients.iter().flatten().any(|r| r.watchdog);
-    let yields = asked && model.clients.iter().flatten().any(|r| r.yields);
-    // A mutex with three requests or more: some newcomer must meet a key kept for a waiter.
-    let kept = kind == Kind::Mutex && model.clients.iter().flatten().count() >= 3;
-    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+/// Checks `model`, documented in the README as `id`: every property, every reachability check
+/// its faults call for (`model::verdict`), and its unique states (`dlock_model::counts`).
+fn deep(id: &str, model: LockModel) {
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
+    let unique = checker.unique_state_count();
     eprintln!(
-        "deep {what}{kind:?}: {} states ({} unique), depth {}, {:.1?}",
+        "deep `{id}`: {unique} unique states ({} in all), depth {}, {:.1?}",
         checker.state_count(),
-        checker.unique_state_count(),
         checker.max_depth(),
         started.elapsed()
     );
-    for name in names {
-        if name == EXCLUSIVE_AS_SEEN && pauses {
-            assert!(checker.discovery(name).is_some(), "{kind:?}: vacuous");
-            continue;
-        }
-        if name == GUARDED_REFUSED {
-            assert!(
-                !stale_writes || checker.discovery(name).is_some(),
-                "{kind:?}: no stale guarded write refused: vacuous"
-            );
-            continue;
-        }
-        if name == KEPT_REFUSED {
-            assert!(
-                !kept || checker.discovery(name).is_some(),
-                "{kind:?}: no newcomer met a kept key: the kept key's properties are vacuous"
-            );
-            continue;
-        }
-        if name == ASK_TOLD || name == ASK_YIELDED {
-            let wanted = if name == ASK_TOLD { asked } else { yields };
-            assert!(
-                !wanted || checker.discovery(name).is_some(),
-                "{kind:?}: `{name}` not reached: vacuous"
-            );
-            continue;
-        }
-        if let Some(path) = checker.discovery(name) {
-            panic!(
-                "{kind:?}: property `{name}` broken:\n{}",
-                model::trace(path)
-            );
-        }
+    if let Err(why) = model::verdict(&checker) {
+        panic!("`{id}`: {why}");
+    }
+    if let Err(why) = counts::compare(id, unique) {
+        panic!("{why}");
     }
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_mutex() {
-    deep(Kind::Mutex);
+    deep("deep mutex", bounds::deep(Kind::Mutex));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_fenced_mutex() {
-    deep(Kind::FencedMutex);
+    deep("deep fenced mutex", bounds::deep(Kind::FencedMutex));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_semaphore() {
-    deep(Kind::Semaphore);
+    deep("deep semaphore", bounds::deep(Kind::Semaphore));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_rwlock() {
-    deep(Kind::RwLock);
+    deep("deep rwlock", bounds::deep(Kind::RwLock));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_election() {
-    deep(Kind::Election);
+    deep("deep election", bounds::deep(Kind::Election));
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_retry_semaphore() {
+    deep("deep retry semaphore", bounds::deep_retry(Kind::Semaphore));
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_retry_rwlock() {
+    deep("deep retry rwlock", bounds::deep_retry(Kind::RwLock));
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_restart_mutex() {
+    deep("deep restart mutex", bounds::deep_restart(Kind::Mutex));
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_restart_semaphore() {
+    deep(
+        "deep restart semaphore",
+        bounds::deep_restart(Kind::Semaphore),
+    );
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_restart_rwlock() {
+    deep("deep restart rwlock", bounds::deep_restart(Kind::RwLock));
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_restart_election() {
+    deep(
+        "deep restart election",
+        bounds::deep_restart(Kind::Election),
+    );
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_guarded_mutex() {
-    deep_model(bounds::deep_guarded(Kind::Mutex), "guarded ");
+    deep("deep guarded mutex", bounds::deep_guarded(Kind::Mutex));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_guarded_fenced_mutex() {
-    deep_model(bounds::deep_guarded(Kind::FencedMutex), "guarded ");
+    deep(
+        "deep guarded fenced mutex",
+        bounds::deep_guarded(Kind::FencedMutex),
+    );
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_guarded_semaphore() {
-    deep_model(bounds::deep_guarded(Kind::Semaphore), "guarded ");
+    deep(
+        "deep guarded semaphore",
+        bounds::deep_guarded(Kind::Semaphore),
+    );
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_guarded_rwlock() {
-    deep_model(bounds::deep_guarded(Kind::RwLock), "guarded ");
+    deep("deep guarded rwlock", bounds::deep_guarded(Kind::RwLock));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_ask_mutex() {
-    deep_model(bounds::deep_ask(Kind::Mutex), "ask ");
+    deep("deep ask mutex", bounds::deep_ask(Kind::Mutex));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_ask_semaphore() {
-    deep_model(bounds::deep_ask(Kind::Semaphore), "ask ");
+    deep("deep ask semaphore", bounds::deep_ask(Kind::Semaphore));
 }
 
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_ask_rwlock() {
-    deep_model(bounds::deep_ask(Kind::RwLock), "ask ");
+    deep("deep ask rwlock", bounds::deep_ask(Kind::RwLock));
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_ask_restart_semaphore() {
+    deep(
+        "deep ask restart semaphore",
+        bounds::unit_ask_restart(Kind::Semaphore),
+    );
+}
+
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_ask_restart_rwlock() {
+    deep(
+        "deep ask restart rwlock",
+        bounds::unit_ask_restart(Kind::RwLock),
+    );
 }
 
 /// The scheduler's attempt protocol with two kills and two pauses.
 #[test]
 #[ignore = "deeper bounds: make model"]
 fn deep_attempts() {
-    deep_attempts_from(dlock_model::attempts::AttemptModel::new(None), "attempts");
+    deep_attempts_from(
+        dlock_model::attempts::AttemptModel::new(None),
+        "deep attempts",
+    );
 }
 
 /// The same for a one-off job (it starts pending, `once.lua`).
@@ -161,7 +187,7 @@ fn deep_attempts() {
 fn deep_one_off_attempts() {
     deep_attempts_from(
         dlock_model::attempts::AttemptModel::one_off(None),
-        "one-off attempts",
+        "deep one-off attempts",
     );
 }
 
@@ -177,9 +203,9 @@ fn deep_attempts_from(start: dlock_model::attempts::AttemptModel, what: &str) {
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
     eprintln!(
-        "deep {what}: {} states ({} unique), depth {}, {:.1?}",
-        checker.state_count(),
+        "`{what}`: {} unique states ({} in all), depth {}, {:.1?}",
         checker.unique_state_count(),
+        checker.state_count(),
         checker.max_depth(),
         started.elapsed()
     );
@@ -190,6 +216,9 @@ fn deep_attempts_from(start: dlock_model::attempts::AttemptModel, what: &str) {
                 path.into_actions()
             );
         }
+    }
+    if let Err(why) = counts::compare(what, checker.unique_state_count()) {
+        panic!("{why}");
     }
 }
 
@@ -202,13 +231,16 @@ fn deep_rate() {
     let started = Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
     eprintln!(
-        "deep rate: {} states ({} unique), depth {}, {:.1?}",
-        checker.state_count(),
+        "deep `deep rate`: {} unique states ({} in all), depth {}, {:.1?}",
         checker.unique_state_count(),
+        checker.state_count(),
         checker.max_depth(),
         started.elapsed()
     );
     if let Err(why) = rate_model::verdict(&checker) {
         panic!("rate: {why}");
+    }
+    if let Err(why) = counts::compare("deep rate", checker.unique_state_count()) {
+        panic!("{why}");
     }
 }

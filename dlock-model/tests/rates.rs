@@ -151,4 +151,7 @@ fn unit_rate_model() {
     if let Err(why) = rate_model::verdict(&checker) {
         panic!("{why}");
     }
+    if let Err(why) = dlock_model::counts::compare("unit rate", checker.unique_state_count()) {
+        panic!("{why}");
+    }
 }
