@@ -61,6 +61,30 @@ fn token(i: usize) -> String {
     format!("{i:032x}")
 }
 
+/// `B` joins the queue at `queue` (a lock held by `A`) with `join` (a first attempt: token,
+/// entry, answering 0 for "queued"), then 200 others, then `B`'s join again, as a resend: each
+/// is queued once, `B` first.
+async fn join_resent_after_many_others(
+    con: &mut Plain,
+    queue: &str,
+    entry: impl Fn(&str) -> String,
+    mut join: impl AsyncFnMut(&mut Plain, &str, &str) -> i64,
+) {
+    assert_eq!(join(con, B, &entry(B)).await, 0);
+    for i in 0..200 {
+        let other = token(i);
+        assert_eq!(join(con, &other, &entry(&other)).await, 0);
+    }
+    assert_eq!(
+        join(con, B, &entry(B)).await,
+        0,
+        "the resend finds B queued"
+    );
+    let queued: Vec<String> = con.lrange(queue, 0, -1).await.unwrap();
+    assert_eq!(queued.len(), 201, "B and the 200 others, once each");
+    assert_eq!(queued[0], entry(B), "B keeps its place");
+}
+
 async fn release(con: &mut Plain, token: &str) -> i64 {
     // A hand-off answers {2, grant}; the other outcomes are bare integers.
     match redis::Script::new(&Source::Release.text())
@@ -119,18 +143,10 @@ backend_tests!(
         let publish = backend.publish_mode();
         let entry = |token: &str| format!("1 {token} 00ff 10000 {publish} host\x1f2\x1f");
         assert_eq!(acquire(&mut con, A, "try", "").await[0], 1);
-        assert_eq!(acquire(&mut con, B, "join", &entry(B)).await[0], 0);
-        for i in 0..200 {
-            let other = token(i);
-            assert_eq!(
-                acquire(&mut con, &other, "join", &entry(&other)).await[0],
-                0
-            );
-        }
-        assert_eq!(acquire(&mut con, B, "join", &entry(B)).await[0], 0);
-        let queued: Vec<String> = con.lrange(KEYS[1], 0, -1).await.unwrap();
-        assert_eq!(queued.len(), 201, "B and the 200 others, once each");
-        assert_eq!(queued[0], entry(B), "B keeps its place");
+        let join = async |con: &mut Plain, token: &str, entry: &str| {
+            acquire(con, token, "join", entry).await[0]
+        };
+        join_resent_after_many_others(&mut con, KEYS[1], entry, join).await;
     }
 
     /// The same for a semaphore's request (shared_acquire.lua "join", new in issue #44): a
@@ -142,15 +158,10 @@ backend_tests!(
         // The requests' client listens: a head whose client is gone would be dropped.
         let _listener = backend.subscribe("t:{s}:sem:wake:00ff").await;
         assert_eq!(shared(&mut con, A, "", "").await, 1);
-        assert_eq!(shared(&mut con, B, "join", &entry(B)).await, 0);
-        for i in 0..200 {
-            let other = token(i);
-            assert_eq!(shared(&mut con, &other, "join", &entry(&other)).await, 0);
-        }
-        assert_eq!(shared(&mut con, B, "join", &entry(B)).await, 0);
-        let queued: Vec<String> = con.lrange(SEM[1], 0, -1).await.unwrap();
-        assert_eq!(queued.len(), 201, "B and the 200 others, once each");
-        assert_eq!(queued[0], entry(B), "B keeps its place");
+        let join = async |con: &mut Plain, token: &str, entry: &str| {
+            shared(con, token, "join", entry).await
+        };
+        join_resent_after_many_others(&mut con, SEM[1], entry, join).await;
     }
 
     /// Issue #44: a first attempt's mark (`<lock>:joined:<token>`) goes when its entry leaves
