@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -44,67 +46,39 @@ use crate::wait::Registration;
 
 mod loss;
 
-pub(crate) use loss::{LossSignal, watch_group};
+pub(crate) use loss::LossSignal;
+pub use loss::LostReason;
 
-/// Why a lease was lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LostReason {
-    /// The lease ran out: a fixed lease was not extended in time, or an extension found the lock
-    /// already gone.
-    Expired,
-    /// Another owner holds the lock now (our lease expired and it was taken, or an operator
-    /// forced it open and someone else acquired it).
-    TakenOver,
-    /// The lock was deleted from under us (an operator's `force_unlock`, or a `DEL`).
-    Removed,
-    /// Redis could not be reached to renew the lease before it ran out.
-    Unreachable,
-    /// The lease ran out while this process did not run: the watchdog's renewal was due well
-    /// before the lease's end, Redis answered the renewals it was sent, but the next one never
-    /// went out in time — the process was paused (SIGSTOP, a VM or container freeze, a stop in
-    /// a debugger) or its runtime starved (a task or thread blocking the worker threads).
-    /// Redis was fine: look at the process, not at the network.
-    Paused,
-    /// Renewal stopped because the lock was held for its `max_hold`.
-    MaxHold,
-    /// The lock was released by its holder.
-    Released,
-    /// The client was shut down ([`crate::Client::shutdown`]), which released the lock.
-    Shutdown,
-}
-
-impl LostReason {
-    /// The `reason` label of `dlock.lease.lost` (`metrics.rs`); `None` for the ends that are not
-    /// losses (a release, a shutdown).
-    pub(crate) fn metric_name(self) -> Option<&'static str> {
-        Some(match self {
-            Self::Expired => "expired",
-            Self::TakenOver => "taken_over",
-            Self::Removed => "removed",
-            Self::Unreachable => "unreachable",
-            Self::Paused => "paused",
-            Self::MaxHold => "max_hold",
-            Self::Released | Self::Shutdown => return None,
-        })
-    }
-}
-
-impl fmt::Display for LostReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Expired => "the lease expired",
-            Self::TakenOver => "another owner holds the lock",
-            Self::Removed => "the lock was removed by someone else",
-            Self::Unreachable => "Redis could not be reached to renew the lease",
-            Self::Paused => {
-                "the process did not run (paused, or its runtime blocked) until the lease ran out; \
-                 Redis answered every renewal it was sent"
+/// Watches the `leases` of a group for its loss: the group is lost once more than `tolerated`
+/// of them are, with the reason of the lease whose loss made it so. Fires `signal` then
+/// (unless another observer did) and resolves once the loss is made known, with the reason
+/// that stands. Resolves at once if it was made known before.
+///
+/// # Cancel safety
+/// Cancel safe: it only observes, and a loss it fired stays fired.
+pub(crate) async fn watch_group(
+    signal: &LossSignal,
+    leases: &[Lease],
+    tolerated: usize,
+) -> LeaseLost {
+    let mut pending: FuturesUnordered<_> = leases.iter().map(Lease::lost).collect();
+    let mut lost = 0usize;
+    loop {
+        let notified = signal.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(reason) = signal.reason() {
+            return LeaseLost::new(reason);
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            Some(one) = pending.next() => {
+                lost += 1;
+                if lost > tolerated {
+                    return LeaseLost::new(signal.settle(one.reason()).await);
+                }
             }
-            Self::MaxHold => "the lock was held for its max_hold",
-            Self::Released => "the lock was released",
-            Self::Shutdown => "the client was shut down",
-        })
+        }
     }
 }
 
