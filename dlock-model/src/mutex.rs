@@ -60,16 +60,6 @@ fn pop(server: &mut Server, name: Name) -> Option<Entry> {
     entry
 }
 
-/// common.lua `expire_queue` (issue #44): the queue expires no sooner than `at` — a new queue
-/// gets its first expiry, one that has an expiry is never shortened.
-fn expire_queue(server: &mut Server, name: Name, at: Ms) {
-    if server.is(Mutant::QueueNeverExpires) || !server.data.queues.contains_key(&name) {
-        return;
-    }
-    let until = server.data.queue_expires.entry(name).or_insert(at);
-    *until = (*until).max(at);
-}
-
 /// common.lua `keep` (issue #35), after every step that changes a mutex's queue or hold: while
 /// callers wait, the `w` flag is set and the key lives one lease (`lease`: the lease of the
 /// request the step served) past the holder's deadline, never shorter, so that a newcomer's
@@ -78,12 +68,6 @@ fn expire_queue(server: &mut Server, name: Name, at: Ms) {
 /// expires with the lease, and a key kept past its deadline for callers who all left is
 /// deleted.
 fn keep(server: &mut Server, now: Ms, name: Name, lease: Ms) {
-    if queue_len(server, name) > 0
-        && let Some(hold) = server.data.locks.get(&name)
-    {
-        let at = hold.deadline + lease;
-        expire_queue(server, name, at);
-    }
     let margin = (queue_len(server, name) > 0).then_some(lease);
     let Some(hold) = server.data.locks.get(&name).cloned() else {
         return;
@@ -100,6 +84,11 @@ fn keep(server: &mut Server, now: Ms, name: Name, lease: Ms) {
             kept.waiting = false;
             kept.expires = kept.deadline;
         }
+    }
+    // The queue's expiry is set to the key's where the key's moves (`PEXPIREAT … GT` answered
+    // 1, issue #44); a new queue meets a key not kept yet, whose expiry moves.
+    if margin.is_some() && kept.expires > hold.expires && !server.is(Mutant::QueueNeverExpires) {
+        server.data.queue_expires.insert(name, kept.expires);
     }
     if kept == hold {
         return;
@@ -429,17 +418,20 @@ pub(crate) fn extend(server: &mut Server, now: Ms, items: &[ExtendItem]) -> Repl
                         Some(h) => {
                             if renew {
                                 h.deadline = now + item.lease;
+                                let kept = now + 2 * item.lease;
+                                // The queue's expiry follows the kept key's where it moves
+                                // (`PEXPIREAT … GT` answered 1, issue #44).
+                                if h.waiting
+                                    && kept > h.expires
+                                    && let Some(until) = server.data.queue_expires.get_mut(&name)
+                                {
+                                    *until = kept;
+                                }
                                 h.expires = if h.waiting {
-                                    h.expires.max(now + 2 * item.lease)
+                                    h.expires.max(kept)
                                 } else {
                                     h.deadline
                                 };
-                                // The queue with the kept key (`PEXPIREAT … GT`, issue #44).
-                                if h.waiting
-                                    && let Some(until) = server.data.queue_expires.get_mut(&name)
-                                {
-                                    *until = (*until).max(now + 2 * item.lease);
-                                }
                             }
                             extended
                         }

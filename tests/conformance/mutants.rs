@@ -29,8 +29,8 @@ pub(crate) const ALL: &[Mutant] = &[
         what: "keep (common.lua) flags the lock for its waiters but does not keep the key past \
                its holder's deadline: a newcomer's SET NX takes it ahead of the queue",
         swaps: &[(
-            "    redis.call('PEXPIREAT', lock, string.format('%.0f', deadline + lease), 'GT')\n",
-            "",
+            "    if redis.call('PEXPIREAT', lock, at, 'GT') == 1 then\n",
+            "    if false then\n",
         )],
     },
     Mutant {
@@ -178,10 +178,8 @@ pub(crate) const ALL: &[Mutant] = &[
              end\n",
             ),
             (
-                "          redis.call('PEXPIREAT', key, string.format('%.0f', now + 2 * lease), 'GT')\n",
-                "          if extended(key, owner) == 1 then\n            \
-             redis.call('PEXPIREAT', key, string.format('%.0f', now + 2 * lease), 'GT')\n          \
-             end\n",
+                "          if redis.call('PEXPIREAT', key, at, 'GT') == 1 then\n",
+                "          if extended(key, owner) == 1 and redis.call('PEXPIREAT', key, at, 'GT') == 1 then\n",
             ),
         ],
     },
@@ -296,7 +294,7 @@ pub(crate) const ALL: &[Mutant] = &[
         name: "queue-never-expires",
         what: "keep (common.lua) keeps the lock key for its waiters but gives the queue no \
                expiry: the entries of waiters that all died stay (issue #44)",
-        swaps: &[("    expire_queue(lock .. ':queue', deadline + lease)\n", "")],
+        swaps: &[("      redis.call('PEXPIREAT', lock .. ':queue', at)\n", "")],
     },
     Mutant {
         name: "handoff-leaves-queue-expiry",
@@ -312,7 +310,7 @@ pub(crate) const ALL: &[Mutant] = &[
         what: "extend.lua keeps a holder's key one lease past its new deadline but not the \
                queue: the waiters' queue expires before the key kept for them",
         swaps: &[(
-            "          redis.call('PEXPIREAT', key .. ':queue', string.format('%.0f', now + 2 * lease), 'GT')\n",
+            "            redis.call('PEXPIREAT', key .. ':queue', at)\n",
             "",
         )],
     },
@@ -380,8 +378,8 @@ pub(crate) const ALL: &[Mutant] = &[
         what: "keep (common.lua) sets the kept key's expiry without GT: a waiter that leaves \
                (lease 0) or asks with a shorter lease cuts the keep of the others",
         swaps: &[(
-            "string.format('%.0f', deadline + lease), 'GT')",
-            "string.format('%.0f', deadline + lease))",
+            "redis.call('PEXPIREAT', lock, at, 'GT')",
+            "redis.call('PEXPIREAT', lock, at)",
         )],
     },
     Mutant {
@@ -402,7 +400,10 @@ pub(crate) const ALL: &[Mutant] = &[
     Mutant {
         name: "renewal-keeps-one-lease",
         what: "extend.lua moves a kept key's expiry to the new deadline, not a lease past it",
-        swaps: &[("now + 2 * lease), 'GT')", "now + lease), 'GT')")],
+        swaps: &[(
+            "string.format('%.0f', now + 2 * lease)",
+            "string.format('%.0f', now + lease)",
+        )],
     },
     Mutant {
         name: "again-never-requeues",

@@ -38,18 +38,6 @@ local function next_fence(counter)
   return string.format('%.0f', fence)
 end
 
--- Sets the expiry of the mutex queue `queue` no sooner than `at` (ms, server clock): a new queue
--- has none yet (NX), a queue that has one is never shortened (GT). The queue goes with the key
--- kept for it (keep below; issue #44): a queue whose callers all died is gone one lease after
--- its holder's deadline, as the key is, instead of staying forever. A live waiter asks again by
--- that deadline (its fallback timer is the holder's remaining lease) and so keeps it.
-local function expire_queue(queue, at)
-  local ms = string.format('%.0f', at)
-  if redis.call('PEXPIREAT', queue, ms, 'GT') == 0 then
-    redis.call('PEXPIREAT', queue, ms, 'NX')
-  end
-end
-
 -- Whether a waiting acquire's first attempt (mode "join" of acquire.lua and shared_acquire.lua)
 -- at the queue of `key` runs for the first time: it marks "<key>:joined:<token>" (issue #44).
 -- The mark lives a minute, or two leases if longer: longer than a client takes to send again a
@@ -74,9 +62,14 @@ end
 -- The lock value and expiry that follow a step which changed the queue or the hold of `lock`,
 -- whose usable value is `value` (issue #35). While callers wait: version 2 with the holder's
 -- deadline, the key kept until one lease (`lease`, the lease of the request the step served)
--- past the deadline, never shortened (GT), and the queue with it (expire_queue). Nobody waits:
--- version 1 "-", expiring at the deadline; a key kept past its deadline is deleted. `now` is
--- the server clock in ms.
+-- past the deadline, never shortened (GT). Nobody waits: version 1 "-", expiring at the
+-- deadline; a key kept past its deadline is deleted. `now` is the server clock in ms.
+-- The queue expires with the key kept for it (issue #44), so that a queue whose callers all
+-- died is gone one lease after its holder's deadline, as that key is, instead of staying: its
+-- expiry is set to the key's wherever the key's moves — here, in hand_off and in extend.lua —
+-- and a new queue always meets a key not kept yet (nobody waited), whose expiry moves. A live
+-- waiter asks again by the deadline (its fallback timer is the holder's remaining lease) and so
+-- keeps both.
 local function keep(lock, value, now, lease)
   local deadline = deadline_of(value)
   if not deadline then
@@ -88,8 +81,10 @@ local function keep(lock, value, now, lease)
     if kept ~= value then
       redis.call('SET', lock, kept, 'KEEPTTL')
     end
-    redis.call('PEXPIREAT', lock, string.format('%.0f', deadline + lease), 'GT')
-    expire_queue(lock .. ':queue', deadline + lease)
+    local at = string.format('%.0f', deadline + lease)
+    if redis.call('PEXPIREAT', lock, at, 'GT') == 1 then
+      redis.call('PEXPIREAT', lock .. ':queue', at)
+    end
   elseif deadline <= now then
     redis.call('DEL', lock)
   else
@@ -136,7 +131,8 @@ local function hand_off(lock, counter, caller_entry)
       local fence_s, refused = next_fence(counter)
       if not fence_s then
         redis.call('LPUSH', queue, entry)
-        -- Its last entry popped, the queue was deleted and is new again: it expires as before.
+        -- Its last entry popped, the queue was deleted and is new again: it gets an expiry
+        -- (two of its head's leases), so that it cannot stay if nobody asks again.
         redis.call('PEXPIRE', queue, 2 * tonumber(lease), 'NX')
         return 'error', refused
       end
@@ -148,7 +144,7 @@ local function hand_off(lock, counter, caller_entry)
         local deadline = string.format('%.0f', tonumber(now_ms) + tonumber(lease))
         redis.call('SET', lock, token .. 'w2 ' .. deadline .. ' ' .. meta .. '\31' .. fence_s,
           'PX', 2 * tonumber(lease))
-        -- The queue expires with the key kept for it (expire_queue above), from this hold on.
+        -- The queue expires with the key kept for it (keep above), from this hold on.
         redis.call('PEXPIRE', queue, 2 * tonumber(lease))
       else
         redis.call('SET', lock, token .. '-1 ' .. meta .. '\31' .. fence_s, 'PX', lease)

@@ -114,9 +114,11 @@ for i = 1, n do
           local lease = tonumber(ARGV[2 * i])
           local moved = string.format('%.0f', now + lease)
           redis.call('SET', key, owner .. 'w2 ' .. moved .. ' ' .. rest, 'KEEPTTL')
-          redis.call('PEXPIREAT', key, string.format('%.0f', now + 2 * lease), 'GT')
-          -- The queue expires with the key kept for it (keep and expire_queue in common.lua).
-          redis.call('PEXPIREAT', key .. ':queue', string.format('%.0f', now + 2 * lease), 'GT')
+          local at = string.format('%.0f', now + 2 * lease)
+          if redis.call('PEXPIREAT', key, at, 'GT') == 1 then
+            -- The queue expires with the key kept for it (keep in common.lua).
+            redis.call('PEXPIREAT', key .. ':queue', at)
+          end
           out[i] = extended(key, owner)
         end
       else
