@@ -88,7 +88,7 @@ backend_tests!(
 /// The command timeout of [`the_first_request_to_a_hung_server_errs_within_the_timeout`].
 const SHORT: Duration = Duration::from_millis(200);
 /// How long the port probe that explains a failure waits for a port that accepts and says
-/// nothing — a hung server: the client's connect timeout, at most 500 ms (`tls_probe.rs`).
+/// nothing — a hung server: the client's connect timeout, at most 500 ms (`transport/tls_probe.rs`).
 const PROBE_WAIT: Duration = Duration::from_millis(500);
 
 /// The first request of an outage against a hung server (SIGSTOP: the kernel still accepts

@@ -14,13 +14,13 @@ use redis::FromRedisValue;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
 use crate::key::{LockKeys, validate_name};
+use crate::kinds::rate_limiter::{Decision, Limiter, Quota};
 use crate::lease::Lease;
 use crate::options::{MutexOptions, OnLost, Wait};
-use crate::rate_limiter::{Decision, Limiter, Quota};
 
 pub use crate::keypart::KeyPart;
-pub use crate::listen::{Heard, Subscription};
 pub use crate::runtime::lock;
+pub use crate::transport::listen::{Heard, Subscription};
 pub use std::string::String;
 pub use std::sync::atomic::AtomicBool as StdAtomicBool;
 pub use std::time::Duration as StdDuration;
@@ -102,9 +102,9 @@ pub fn publish_command(client: &Client) -> &'static str {
 pub async fn port_hint(url: &str, timeout: Duration) -> Option<String> {
     use redis::IntoConnectionInfo;
     let info = url.into_connection_info().ok()?;
-    let endpoint = crate::tls_probe::Endpoint::of(info.addr())?;
-    let answer = crate::tls_probe::probe(&endpoint, timeout).await;
-    crate::tls_probe::hint(&endpoint, &answer)
+    let endpoint = crate::transport::tls_probe::Endpoint::of(info.addr())?;
+    let answer = crate::transport::tls_probe::probe(&endpoint, timeout).await;
+    crate::transport::tls_probe::hint(&endpoint, &answer)
 }
 
 /// This machine's host name as dlock stores it with a lock.

@@ -17,7 +17,7 @@
 //! | `<prefix>{<name>}:sem:limit`       | string | the limit set by `Semaphore::set_limit`; no expiry |
 //! | `<prefix>{<name>}:sem:exp`         | zset   | the semaphore's holders by lease deadline; same lifetime |
 //! | `<prefix>{<name>}:sem:queue`, `…:sem:wake:<client>` | list, channel | as the mutex's |
-//! | `<prefix>{<name>}:rw`, `…:rw:exp`, `…:rw:queue`, `…:rw:wake:<client>` | hash, zset, list, channel | a read-write lock: the semaphore's layout, a reader weighing 1 and a writer the whole limit (`rwlock.rs`) |
+//! | `<prefix>{<name>}:rw`, `…:rw:exp`, `…:rw:queue`, `…:rw:wake:<client>` | hash, zset, list, channel | a read-write lock: the semaphore's layout, a reader weighing 1 and a writer the whole limit (`kinds/rwlock.rs`) |
 //!
 //! There is at most one counter per slot in use (16,384 at most, ~100 B each).
 //!

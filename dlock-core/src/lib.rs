@@ -106,67 +106,50 @@
 #[doc(hidden)]
 pub mod __private;
 mod client;
-mod conn;
-mod context;
-mod durable;
-mod election;
 mod error;
 mod fence_epoch;
-mod fenced;
-mod guard;
-mod guarded;
-mod hold;
-mod inspect;
+mod holds;
 mod key;
 mod keypart;
+mod kinds;
 mod lease;
-mod listen;
 mod metrics;
-mod multilock;
-mod mutex;
 mod options;
-mod quorum;
-mod rate_limiter;
-mod release_request;
 mod runtime;
-mod rwlock;
 mod scripts;
-mod semaphore;
-mod sentinel;
-mod shards;
-mod shared;
-mod shutdown;
 mod timing;
-mod tls_probe;
 mod token;
 mod transport;
-mod wait;
-mod watchdog;
 
-pub use client::{
-    Client, ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
+pub use client::Client;
+pub use client::builder::{
+    ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
     DEFAULT_TTL,
 };
-pub use conn::Connection;
-pub use election::{Election, Leader, Leadership};
+pub use client::fenced::{Fenced, fence_key};
+pub use client::inspect::{
+    HeldLock, HeldLocks, HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder,
+};
+pub use client::shutdown::ShutdownReport;
 pub use error::{Error, ErrorKind, Result};
-pub use fenced::{Fenced, fence_key};
-pub use guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
-pub use guarded::{Guarded, GuardedWrite, Refused};
-pub use inspect::{HeldLock, HeldLocks, HolderInfo, RwLockInfo, SemaphoreInfo, SharedHolder};
+pub use holds::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
+pub use holds::guarded::{Guarded, GuardedWrite, Refused};
 pub use key::{MAX_NAME_LEN, MAX_PREFIX_LEN};
 pub use keypart::KeyPart;
+pub use kinds::election::{Election, Leader, Leadership};
+pub use kinds::multilock::{MultiGuard, MultiLock};
+pub use kinds::mutex::Mutex;
+pub use kinds::quorum::{
+    MIN_VALIDITY_PERCENT, NodeRelease, QuorumGuard, QuorumMutex, QuorumRelease,
+};
+pub use kinds::rate_limiter::{Decision, KeyedRateLimiter, Quota, RateLimiter};
+pub use kinds::rwlock::{ReadGuard, RwLock, UpgradeError, WriteGuard};
+pub use kinds::semaphore::{Permit, Semaphore};
 pub use lease::{Lease, LeaseLost, LeaseState, LostReason};
-pub use multilock::{MultiGuard, MultiLock};
-pub use mutex::Mutex;
 pub use options::{Durability, MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
-pub use quorum::{MIN_VALIDITY_PERCENT, NodeRelease, QuorumGuard, QuorumMutex, QuorumRelease};
-pub use rate_limiter::{Decision, KeyedRateLimiter, Quota, RateLimiter};
-pub use rwlock::{ReadGuard, RwLock, UpgradeError, WriteGuard};
-pub use semaphore::{Permit, Semaphore};
-pub use shutdown::ShutdownReport;
 pub use timing::{MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL};
 pub use token::FencingToken;
+pub use transport::conn::Connection;
 
 #[cfg(feature = "macros")]
 pub use dlock_macros::{distributed_lock, rate_limited};

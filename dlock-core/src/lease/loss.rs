@@ -1,6 +1,6 @@
 //! The one place a loss is made known ([`LossSignal`]), for a lease and for the guards made of
 //! several leases (a `MultiGuard`, a `QuorumGuard`: `lease::watch_group`), and why a lease is
-//! lost ([`LostReason`]). It imports nothing of `lease.rs`, which builds on it.
+//! lost ([`LostReason`]). It imports nothing of `lease/mod.rs`, which builds on it.
 //!
 //! Every kind shows a loss three ways: `lost()` resolves, the cancellation token is cancelled,
 //! and the state (`Lease::state`, `QuorumGuard::is_lost`) says lost. Code that learns of the

@@ -180,7 +180,7 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| built(Source::Rel
 /// Issues (or returns) the fencing token of the caller's hold (`next_fence` of `common.lua`).
 pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| built(Source::Fence));
 
-/// Raises a slot's fence counter to a quorum lock's fence, owner-checked (round 2, `quorum.rs`).
+/// Raises a slot's fence counter to a quorum lock's fence, owner-checked (round 2, `kinds/quorum.rs`).
 pub(crate) static FENCE_RAISE: LazyLock<Script> = LazyLock::new(|| built(Source::FenceRaise));
 
 /// Owner-checked lease extension of one or many locks (the watchdog's batches).
@@ -201,7 +201,7 @@ pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| built(Source::R
 /// Reads the holders of a shared lock, for operators.
 pub(crate) static SHARED_INSPECT: LazyLock<Script> = LazyLock::new(|| built(Source::SharedInspect));
 
-/// Owner-checked writes of an election's leader record and its notices (`election.rs`).
+/// Owner-checked writes of an election's leader record and its notices (`kinds/election.rs`).
 pub(crate) static ELECTION: LazyLock<Script> = LazyLock::new(|| built(Source::Election));
 
 /// Reads an election's leader record, checked against its lock.
@@ -210,16 +210,16 @@ pub(crate) static ELECTION_READ: LazyLock<Script> = LazyLock::new(|| built(Sourc
 /// Reads the holder, fence and queue length of a lock.
 pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| built(Source::Inspect));
 
-/// A batch of writes run only while the caller's hold is its own (`guarded.rs`).
+/// A batch of writes run only while the caller's hold is its own (`holds/guarded.rs`).
 pub(crate) static GUARDED: LazyLock<Script> = LazyLock::new(|| built(Source::Guarded));
 
-/// A write refused when a larger fencing token wrote before (`fenced.rs`).
+/// A write refused when a larger fencing token wrote before (`client/fenced.rs`).
 pub(crate) static FENCED: LazyLock<Script> = LazyLock::new(|| built(Source::Fenced));
 
 /// Asks the holders of a lock to give it back (`Client::request_release`); changes no hold.
 pub(crate) static ASK: LazyLock<Script> = LazyLock::new(|| built(Source::Ask));
 
-/// One decision of a rate limiter (GCRA on the server's clock, `rate_limiter.rs`).
+/// One decision of a rate limiter (GCRA on the server's clock, `kinds/rate_limiter.rs`).
 pub(crate) static RATE: LazyLock<Script> = LazyLock::new(|| built(Source::Rate));
 
 /// One script call: `EVALSHA <sha> <numkeys> <keys…> <args…>`.

@@ -1,5 +1,5 @@
 //! Redis Sentinel: which server is the master of a monitored name now, asked of the sentinels,
-//! and the sentinels' news of a failover (`+switch-master`). [`crate::conn::ConnSlot`] uses both
+//! and the sentinels' news of a failover (`+switch-master`). [`crate::transport::conn::ConnSlot`] uses both
 //! to follow a failover; this file knows nothing of connections' generations or locks.
 //!
 //! Why not the `redis` crate's `sentinel` module: its lookup returns one error for all the

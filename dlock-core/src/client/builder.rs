@@ -1,26 +1,22 @@
-//! [`Client`]: one Redis connection shared by every lock of a process, and its configuration.
+//! [`ClientBuilder`]: the target (one server, a cluster, the master that sentinels name), TLS,
+//! credentials and timeouts, and the connection and shared state a [`Client`] is built on.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use super::Client;
+use super::context::{Config, Context};
+use crate::error::{Error, Result};
+use crate::key::{LockKeys, validate_prefix};
 use redis::IntoConnectionInfo;
 
-use crate::conn::{ConnSettings, ConnSlot, Connection, Factory};
-use crate::context::{Config, Context};
-use crate::election::Election;
-use crate::error::{Error, Result};
-use crate::key::{LockKeys, LockKind, validate_name, validate_prefix};
-use crate::listen::Listeners;
-use crate::multilock::MultiLock;
-use crate::mutex::Mutex;
-use crate::options::MutexOptions;
-use crate::rwlock::RwLock;
-use crate::semaphore::Semaphore;
 use crate::timing::validate_ttl;
 use crate::token::{TokenSource, client_id, host_name};
 use crate::transport::Transport;
-use crate::wait::Waiters;
+use crate::transport::conn::{ConnSettings, ConnSlot, Factory};
+use crate::transport::listen::Listeners;
+use crate::transport::wait::Waiters;
 
 /// Default key prefix: every key dlock writes starts with it.
 pub const DEFAULT_KEY_PREFIX: &str = "dlock:";
@@ -30,26 +26,6 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default bound on establishing a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A handle on one Redis deployment: cheap to clone, share it across tasks.
-///
-/// All locks of a client share one auto-reconnecting, multiplexed RESP3 connection, which also
-/// carries the wake-up messages of waiting `acquire` calls.
-///
-/// ```no_run
-/// # async fn demo() -> Result<(), dlock_core::Error> {
-/// use std::time::Duration;
-/// let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
-/// let lock = client.mutex("order:42")?;
-/// let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
-/// println!("fencing token {}", guard.fencing_token().await?);
-/// guard.release().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Client {
-    pub(crate) ctx: Arc<Context>,
-}
 
 /// Builds a [`Client`]; start with [`Client::builder`].
 ///
@@ -226,7 +202,7 @@ impl SentinelAuth {
 }
 
 /// Where a client connects.
-enum Target {
+pub(super) enum Target {
     /// Boxed: a connection info is large (with TLS compiled into `redis`, ~240 bytes).
     Single(Box<redis::RedisResult<redis::ConnectionInfo>>),
     Cluster(redis::RedisResult<Vec<redis::ConnectionInfo>>),
@@ -299,6 +275,19 @@ impl fmt::Debug for ClientBuilder {
 }
 
 impl ClientBuilder {
+    pub(super) fn new(target: Target) -> Self {
+        Self {
+            target,
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            default_ttl: DEFAULT_TTL,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            nodelay: false,
+            tls: TlsSettings::default(),
+            auth: SentinelAuth::default(),
+        }
+    }
+
     /// Every key dlock writes starts with this prefix (default [`DEFAULT_KEY_PREFIX`]). It may
     /// not contain `{` or `}`.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -553,7 +542,7 @@ impl Client {
     /// Starts configuring a client for the Redis at `url`
     /// (`redis://[user][:password@]host[:port][/db]`, or a [`redis::ConnectionInfo`]).
     pub fn builder(url: impl IntoConnectionInfo) -> ClientBuilder {
-        Self::builder_for(Target::Single(Box::new(url.into_connection_info())))
+        ClientBuilder::new(Target::Single(Box::new(url.into_connection_info())))
     }
 
     /// Starts configuring a client for a Redis Cluster (Redis 7 or newer), given some of its
@@ -591,7 +580,7 @@ impl Client {
                     Ok(nodes)
                 }
             });
-        Self::builder_for(Target::Cluster(nodes))
+        ClientBuilder::new(Target::Cluster(nodes))
     }
 
     /// Starts configuring a client for the master that Redis Sentinel monitors as
@@ -640,23 +629,10 @@ impl Client {
             .into_iter()
             .map(IntoConnectionInfo::into_connection_info)
             .collect::<redis::RedisResult<Vec<_>>>();
-        Self::builder_for(Target::Sentinel {
+        ClientBuilder::new(Target::Sentinel {
             master_name: master_name.into(),
             sentinels,
         })
-    }
-
-    fn builder_for(target: Target) -> ClientBuilder {
-        ClientBuilder {
-            target,
-            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
-            default_ttl: DEFAULT_TTL,
-            command_timeout: DEFAULT_COMMAND_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            nodelay: false,
-            tls: TlsSettings::default(),
-            auth: SentinelAuth::default(),
-        }
     }
 
     /// A client with default settings; the connection opens on first use.
@@ -665,216 +641,6 @@ impl Client {
     /// See [`ClientBuilder::build`].
     pub fn open(url: impl IntoConnectionInfo) -> Result<Client> {
         Self::builder(url).build()
-    }
-
-    /// Checks that Redis answers.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::Connection`] or [`crate::ErrorKind::Timeout`] when it does not.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: `PING` changes nothing.
-    pub async fn ping(&self) -> Result<()> {
-        let _pong: String = self
-            .ctx
-            .transport
-            .query(&redis::cmd("PING"), "PING")
-            .await?;
-        Ok(())
-    }
-
-    /// A handle on the mutex called `name`, with the client's default TTL.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
-    /// let lock = client.mutex("invoice:2026-11")?;
-    /// if let Some(guard) = lock.try_acquire().await? {
-    ///     // … exclusive work …
-    ///     guard.release().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::InvalidInput`] for an empty name, one longer than
-    /// [`crate::MAX_NAME_LEN`] bytes, or one containing braces or control characters.
-    pub fn mutex(&self, name: &str) -> Result<Mutex> {
-        self.mutex_with(name, MutexOptions::new())
-    }
-
-    /// A handle on the mutex called `name` with explicit options.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
-    /// use std::time::Duration;
-    /// use dlock_core::MutexOptions;
-    /// let lock = client.mutex_with(
-    ///     "payment:9913",
-    ///     MutexOptions::new().ttl(Duration::from_secs(10)).label("pay handler"),
-    /// )?;
-    /// # let _ = lock; Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Client::mutex`], plus an out-of-range TTL ([`crate::MIN_TTL`] ..= [`crate::MAX_TTL`]),
-    /// a watchdog lease below [`crate::MIN_WATCHDOG_TTL`] or with a renewal interval longer than
-    /// half the TTL, a `max_hold` below the minimum watchdog lease, a label longer than
-    /// [`crate::MAX_LABEL_LEN`] bytes or with control characters, or a [`crate::Durability`]
-    /// with nothing to wait for, a timeout out of range, or on a Redis Cluster.
-    pub fn mutex_with(&self, name: &str, options: MutexOptions) -> Result<Mutex> {
-        validate_name(name)?;
-        let cluster = self.ctx.transport.slot().is_cluster();
-        let settings = options.mutex_settings(self.ctx.config.default_ttl, cluster)?;
-        let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
-        Ok(Mutex::new(self.ctx.clone(), keys, settings))
-    }
-
-    /// A handle on the distributed semaphore called `name`, with `permits` permits (default
-    /// options: each permit has the client's default TTL as a fixed lease); see [`Semaphore`].
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::InvalidInput`] for a bad name or `permits == 0`.
-    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
-        self.semaphore_with(name, permits, MutexOptions::new())
-    }
-
-    /// A handle on the semaphore called `name` with explicit options: the lease (`ttl`), the
-    /// watchdog or a fixed lease (`renewal`; a fixed lease makes permits that expire), `max_hold`
-    /// and the holder's `label` apply to each permit as to a mutex's hold; reentrancy and
-    /// `fenced` do not (every permit is its own holder, and always fenced).
-    ///
-    /// # Errors
-    /// As [`Client::semaphore`], and for invalid options.
-    pub fn semaphore_with(
-        &self,
-        name: &str,
-        permits: u32,
-        options: MutexOptions,
-    ) -> Result<Semaphore> {
-        validate_name(name)?;
-        if permits == 0 {
-            return Err(Error::invalid(format!(
-                "semaphore `{name}` needs at least 1 permit"
-            )));
-        }
-        let settings = options.settings(self.ctx.config.default_ttl)?;
-        let keys = LockKeys::of_kind(LockKind::Semaphore, &self.ctx.config.key_prefix, name);
-        Ok(Semaphore::new(self.ctx.clone(), keys, permits, settings))
-    }
-
-    /// A handle on the distributed read-write lock called `name` (default options: each hold
-    /// has the client's default TTL as a fixed lease); see [`RwLock`]. Its keys are its own: a
-    /// mutex or semaphore of the same name is another lock.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
-    /// let catalog = client.rw_lock("catalog")?;
-    /// let read = catalog.read().await?;
-    /// # drop(read); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::InvalidInput`] for a bad name (as [`Client::mutex`]).
-    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
-        self.rw_lock_with(name, MutexOptions::new())
-    }
-
-    /// A handle on the read-write lock called `name` with explicit options: the lease (`ttl`),
-    /// the watchdog, `max_hold`, the holder's `label`, `reentrant` (nested calls inside
-    /// [`RwLock::with_read`] / [`RwLock::with_write`] bodies) and `on_lost` apply to every hold
-    /// as to a mutex's; `fenced` does not (every hold is fenced).
-    ///
-    /// # Errors
-    /// As [`Client::rw_lock`], and for invalid options (as [`Client::mutex_with`]).
-    pub fn rw_lock_with(&self, name: &str, options: MutexOptions) -> Result<RwLock> {
-        validate_name(name)?;
-        let settings = options.settings(self.ctx.config.default_ttl)?;
-        let keys = LockKeys::of_kind(LockKind::RwLock, &self.ctx.config.key_prefix, name);
-        Ok(RwLock::new(self.ctx.clone(), keys, settings))
-    }
-
-    /// A handle on the mutexes `names`, taken together — all or none — in one canonical order
-    /// (by cluster slot, then key), so multi-locks never deadlock; see [`MultiLock`]. Each member
-    /// is the mutex of that name (the same lock as [`Client::mutex`] gives) with default options.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::InvalidInput`] for no names or a bad one (as [`Client::mutex`]).
-    pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        self.multi_lock_with(names, MutexOptions::new())
-    }
-
-    /// As [`Client::multi_lock`], with `options` for every member (the lease, the watchdog,
-    /// `max_hold`, `fenced`, the label …).
-    ///
-    /// # Errors
-    /// As [`Client::multi_lock`], and for invalid options (as [`Client::mutex_with`]).
-    pub fn multi_lock_with<I, S>(&self, names: I, options: MutexOptions) -> Result<MultiLock>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        let members = names
-            .into_iter()
-            .map(|name| self.mutex_with(name.as_ref(), options.clone()))
-            .collect::<Result<Vec<_>>>()?;
-        MultiLock::new(members)
-    }
-
-    /// A handle on the leader election called `name` (the client's default TTL as the
-    /// leader's lease, renewed by the watchdog); see [`Election`].
-    ///
-    /// ```no_run
-    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
-    /// let leadership = client.election("scheduler")?.campaign("host-a").await?;
-    /// # drop(leadership); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::InvalidInput`] for a bad name (as [`Client::mutex`]; the election's
-    /// mutex is named `election:<name>`, which must fit [`crate::MAX_NAME_LEN`] too).
-    pub fn election(&self, name: &str) -> Result<Election> {
-        self.election_with(name, MutexOptions::new())
-    }
-
-    /// A handle on the leader election called `name` with explicit options: the leader's lease
-    /// (`ttl`), `renew_every`, `max_hold` (leadership ends after it) and `label` apply as to a
-    /// mutex's hold; the watchdog is always on; `reentrant`, `on_lost` and `fenced` do not
-    /// apply (every leadership is fenced).
-    ///
-    /// # Errors
-    /// As [`Client::election`], and for invalid options (as [`Client::mutex_with`]).
-    pub fn election_with(&self, name: &str, options: MutexOptions) -> Result<Election> {
-        Election::new(self.ctx.clone(), name, options)
-    }
-
-    /// The client's Redis connection, for your own commands; see [`crate::Connection`].
-    pub fn connection(&self) -> Connection {
-        Connection::new(self.ctx.transport.slot().clone())
-    }
-
-    /// The prefix of every key this client writes.
-    pub fn key_prefix(&self) -> &str {
-        &self.ctx.config.key_prefix
-    }
-
-    /// The lease of locks that do not set their own.
-    pub fn default_ttl(&self) -> Duration {
-        self.ctx.config.default_ttl
-    }
-
-    /// The bound on every Redis request.
-    pub fn command_timeout(&self) -> Duration {
-        self.ctx.transport.command_timeout()
-    }
-}
-
-impl fmt::Debug for Client {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.ctx, f)
     }
 }
 

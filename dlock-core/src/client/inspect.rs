@@ -11,12 +11,12 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 
 use crate::client::Client;
-use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{LockKeys, LockKind, validate_name};
 use crate::scripts::wire::{self, parse_lock_value};
 use crate::scripts::{self, Call, InspectReply, SharedInspectReply, unexpected};
 use crate::token::FencingToken;
+use crate::transport::conn::Conn;
 
 /// Who holds a lock, as stored with it by the acquire script.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -556,7 +556,7 @@ fn first_slots(reply: &Value) -> Result<Vec<u16>> {
     };
     let mut slots = Vec::with_capacity(shards.len());
     for shard in shards {
-        let Some(Value::Array(ranges)) = crate::shards::field(shard, "slots") else {
+        let Some(Value::Array(ranges)) = crate::transport::shards::field(shard, "slots") else {
             return Err(bad());
         };
         match ranges.first() {

@@ -1,6 +1,6 @@
 //! Errors a user can act on: a failed request's error names the server it went to
 //! (`host:port`), says what that port speaks when plain and TLS are mixed up or it is not Redis
-//! (`tls_probe.rs`, at most one probe per address per failure streak: what a probe found is
+//! (`transport/tls_probe.rs`, at most one probe per address per failure streak: what a probe found is
 //! kept until a request succeeds), and a refused permission names the command, key or channel
 //! and the key prefix in use.
 //!
@@ -19,7 +19,7 @@ use redis::Value;
 use super::{ConnSlot, Factory};
 use crate::error::{Error, ErrorKind};
 use crate::runtime::lock;
-use crate::tls_probe::{self, Answer, Endpoint};
+use crate::transport::tls_probe::{self, Answer, Endpoint};
 
 impl ConnSlot {
     /// Tells the slot the client's key prefix and connect timeout (once, when it is built).
@@ -49,7 +49,7 @@ impl ConnSlot {
     /// one timer at a time), with one addition: a request still unanswered shortly before its
     /// deadline ([`tls_probe::PROBE_CAP`] before, at most half its time) has its server's port
     /// probed then, in the background, so that the error of its timeout — which waits for no
-    /// probe — can say what the port speaks (see `tls_probe.rs`). A cluster client names no
+    /// probe — can say what the port speaks (see `transport/tls_probe.rs`). A cluster client names no
     /// server: nothing is probed.
     ///
     /// # Cancel safety

@@ -1,7 +1,7 @@
 //! [`MutexGuard`]: one hold on a lease, and what releasing or extending it found.
 //!
-//! A lease (one acquisition in Redis, `lease.rs`) carries one hold per guard: the first from the
-//! acquire that took it, more from acquisitions nested inside the body that holds it (`hold.rs`).
+//! A lease (one acquisition in Redis, `lease/mod.rs`) carries one hold per guard: the first from the
+//! acquire that took it, more from acquisitions nested inside the body that holds it (`holds/hold.rs`).
 //! The lock is released in Redis with the last hold; holds are released innermost first.
 
 use std::fmt;
@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::guarded::GuardedWrite;
-use crate::hold;
-use crate::hold::Hold;
+use crate::holds::guarded::GuardedWrite;
+use crate::holds::hold;
+use crate::holds::hold::Hold;
 use crate::lease::{HoldRelease, Lease, LeaseCore, LeaseLost};
 use crate::options::{OnLost, Renewal};
 use crate::scripts::{ExtendStatus, ReleaseReply};
@@ -222,7 +222,7 @@ impl MutexGuard {
 }
 
 /// Runs `work` as the body of `guard`'s hold (acquisitions of the same lock nested in it
-/// re-enter, `hold.rs`), then releases the hold: the one `with_lock` of every lock kind. With
+/// re-enter, `holds/hold.rs`), then releases the hold: the one `with_lock` of every lock kind. With
 /// [`OnLost::Cancel`] the body is dropped as soon as the lease is lost and the call fails with
 /// [`ErrorKind::LeaseLost`]; with [`OnLost::Signal`] it runs to its end. A release that fails
 /// or finds the lease gone is logged, and the body's output is still returned.

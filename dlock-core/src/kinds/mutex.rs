@@ -3,9 +3,9 @@
 //!
 //! Every state change is one Lua script (`scripts/*.lua`): acquire takes the lock or queues the
 //! caller in one round trip, release hands the lock to the oldest live waiter, extend renews the
-//! lease; release and extend check the owner token. Waiting is push-based (see `wait.rs`);
-//! renewal is the watchdog's (`watchdog.rs`); holds in `guard.rs`; reentrancy (nested calls
-//! only) in `hold.rs`.
+//! lease; release and extend check the owner token. Waiting is push-based (see `transport/wait.rs`);
+//! renewal is the watchdog's (`lease/watchdog.rs`); holds in `holds/guard.rs`; reentrancy (nested calls
+//! only) in `holds/hold.rs`.
 //!
 //! A hand-off received while waiting is only trusted when it is newer than the waiter's own
 //! latest look at the lock and has most of its lease left; otherwise the waiter asks the server
@@ -19,15 +19,16 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use crate::context::Context;
+use crate::client::Client;
+use crate::client::context::Context;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence_epoch::Ticket;
-use crate::guard::{self, MutexGuard};
-use crate::hold::{self, Hold, Patience};
-use crate::key::LockKeys;
+use crate::holds::guard::{self, MutexGuard};
+use crate::holds::hold::{self, Hold, Patience};
+use crate::key::{LockKeys, validate_name};
 use crate::lease::{Lease, LeaseCore, LeaseLost, LostReason, NewLease};
 use crate::metrics::{self, Outcome};
-use crate::options::{Durability, LockSettings, Wait};
+use crate::options::{Durability, LockSettings, MutexOptions, Wait};
 use redis::{Cmd, Value};
 
 use crate::scripts::wire::{self, LockValue};
@@ -35,7 +36,7 @@ use crate::scripts::{self, AcquireReply, Call, ExtendStatus, FastReply, FenceRep
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
-use crate::wait::{self, Registration, Seen};
+use crate::transport::wait::{self, Registration, Seen};
 
 /// A handle on one distributed mutex, identified by its name. Cheap to clone.
 ///
@@ -360,12 +361,12 @@ impl Mutex {
             .await
     }
 
-    /// Whether a grant must be acknowledged (`durable.rs`) before it becomes a guard.
+    /// Whether a grant must be acknowledged (`transport/durable.rs`) before it becomes a guard.
     fn is_durable(&self) -> bool {
         self.settings.durability() != Durability::None
     }
 
-    /// `guard` once acknowledged as its durability asks (`durable.rs`). A grant that is not
+    /// `guard` once acknowledged as its durability asks (`transport/durable.rs`). A grant that is not
     /// acknowledged in time, or found lost, is released (owner-checked) and reported: never a
     /// guard on a lock held without the durability asked for. If the future is dropped while
     /// it waits, the guard's drop releases the lock in the background. (Boxed by its callers:
@@ -914,5 +915,53 @@ impl fmt::Debug for Mutex {
             .field("on_lost", &settings.on_lost)
             .field("durability", &settings.durability())
             .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A handle on the mutex called `name`, with the client's default TTL.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// let lock = client.mutex("invoice:2026-11")?;
+    /// if let Some(guard) = lock.try_acquire().await? {
+    ///     // … exclusive work …
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for an empty name, one longer than
+    /// [`crate::MAX_NAME_LEN`] bytes, or one containing braces or control characters.
+    pub fn mutex(&self, name: &str) -> Result<Mutex> {
+        self.mutex_with(name, MutexOptions::new())
+    }
+
+    /// A handle on the mutex called `name` with explicit options.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// use std::time::Duration;
+    /// use dlock_core::MutexOptions;
+    /// let lock = client.mutex_with(
+    ///     "payment:9913",
+    ///     MutexOptions::new().ttl(Duration::from_secs(10)).label("pay handler"),
+    /// )?;
+    /// # let _ = lock; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::mutex`], plus an out-of-range TTL ([`crate::MIN_TTL`] ..= [`crate::MAX_TTL`]),
+    /// a watchdog lease below [`crate::MIN_WATCHDOG_TTL`] or with a renewal interval longer than
+    /// half the TTL, a `max_hold` below the minimum watchdog lease, a label longer than
+    /// [`crate::MAX_LABEL_LEN`] bytes or with control characters, or a [`crate::Durability`]
+    /// with nothing to wait for, a timeout out of range, or on a Redis Cluster.
+    pub fn mutex_with(&self, name: &str, options: MutexOptions) -> Result<Mutex> {
+        validate_name(name)?;
+        let cluster = self.ctx.transport.slot().is_cluster();
+        let settings = options.mutex_settings(self.ctx.config.default_ttl, cluster)?;
+        let keys = LockKeys::new(&self.ctx.config.key_prefix, name);
+        Ok(Mutex::new(self.ctx.clone(), keys, settings))
     }
 }

@@ -18,14 +18,22 @@ use std::time::{Duration, Instant};
 use redis::{FromRedisValue, ToRedisArgs, Value};
 use tokio_util::task::TaskTracker;
 
-use crate::conn::{Conn, ConnSlot};
+pub(crate) mod conn;
+pub(crate) mod durable;
+pub(crate) mod listen;
+pub(crate) mod sentinel;
+pub(crate) mod shards;
+pub(crate) mod tls_probe;
+pub(crate) mod wait;
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
-use crate::listen::{Listeners, Subscription};
 use crate::runtime::spawn_detached;
 use crate::scripts::{self, Call, ReleaseReply};
 use crate::token::OwnerToken;
-use crate::wait::{Membership, Waiters};
+use crate::transport::conn::{Conn, ConnSlot};
+use crate::transport::listen::{Listeners, Subscription};
+use crate::transport::wait::{Membership, Waiters};
 
 /// A client's way to Redis: its connection, the registry of its waiting acquire calls and its
 /// other listeners (which the connection's push messages reach), and its command timeout.
@@ -57,7 +65,7 @@ impl Transport {
         }
     }
 
-    /// Listens on `channel` over the client's connection (see `listen.rs`).
+    /// Listens on `channel` over the client's connection (see `transport/listen.rs`).
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription> {
         let limit = self.settle().await?;
         let (conn, _) = self.conn()?;
@@ -296,7 +304,7 @@ impl Transport {
         name: &'a str,
     ) -> impl Future<Output = Result<Value>> + 'a {
         let request = Box::pin(self.slot.within(limit, request));
-        // The error's explanation fits in the same budget (`conn/explain.rs`).
+        // The error's explanation fits in the same budget (`transport/conn/explain.rs`).
         let by = Instant::now() + limit;
         async move {
             let context = || {

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::runtime::{lock, spawn_detached};
+use crate::transport::conn::Conn;
 
 /// What a [`Subscription`] hears.
 #[derive(Clone, Debug, PartialEq, Eq)]

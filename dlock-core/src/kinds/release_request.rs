@@ -26,9 +26,9 @@
 use crate::client::Client;
 use crate::error::Result;
 use crate::key::{LockKeys, validate_name};
-use crate::rwlock::RwLock;
+use crate::kinds::rwlock::RwLock;
+use crate::kinds::semaphore::Semaphore;
 use crate::scripts::{self, Call, unexpected};
-use crate::semaphore::Semaphore;
 use crate::transport::Transport;
 
 impl Client {

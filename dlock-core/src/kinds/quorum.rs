@@ -87,9 +87,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
+use crate::holds::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
+use crate::kinds::mutex::Mutex;
 use crate::lease::{Lease, LeaseLost, LossSignal, watch_group};
-use crate::mutex::Mutex;
 use crate::options::MutexOptions;
 use crate::runtime::Task;
 use crate::scripts::{self, Call, RaiseReply, unexpected};
@@ -103,7 +103,7 @@ const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
 
 /// A lock over N independent Redis masters (N odd, at least 3), granted by a majority: the
 /// Redlock algorithm, with the validity checked and fences committed on a majority. Cheap to
-/// clone. See the module documentation of `quorum.rs` (and the README) for what it guarantees.
+/// clone. See the module documentation of `kinds/quorum.rs` (and the README) for what it guarantees.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), dlock_core::Error> {

@@ -7,7 +7,7 @@
 //! are sent together — one `extend.lua` call per [`BATCH`] locks — and then share their next
 //! renewal time, so holding 10,000 locks costs about 100 round trips per renewal interval, not
 //! 10,000. (A lease renewed half an interval early still has more than half of it left: renewing
-//! early is safe.) On a Redis Cluster a call renews the locks of one shard (see `shards.rs`):
+//! early is safe.) On a Redis Cluster a call renews the locks of one shard (see `transport/shards.rs`):
 //! the same 10,000 locks on three masters cost about 102 calls per interval, not one per slot.
 //!
 //! A renewal that fails (Redis unreachable or slow) is retried with exponential backoff, from a
@@ -45,10 +45,10 @@ use crate::metrics;
 use crate::options::Renewal;
 use crate::runtime::{Task, lock};
 use crate::scripts::{self, Call, ExtendStatus, unexpected};
-use crate::shards::Shards;
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::Transport;
+use crate::transport::shards::Shards;
 
 /// Locks renewed per script call.
 pub(crate) const BATCH: usize = 100;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::context::Context;
+use crate::client::context::Context;
 use crate::error::{Error, Result};
 use crate::key::validate_named;
 use crate::metrics::{self, RateOutcome};

@@ -567,7 +567,7 @@ mod tests {
     /// The client's table and the script's name the same commands with the same types.
     #[test]
     fn the_client_and_the_script_support_the_same_commands() {
-        let lua = include_str!("scripts/guarded.lua");
+        let lua = include_str!("../scripts/guarded.lua");
         let start = lua.find("local WRITES = ").expect("the list");
         let end = start + lua[start..].find("\n\n").expect("its end");
         let mut in_script: Vec<(String, String)> = lua[start..end]

@@ -9,12 +9,12 @@
 //! acquisition: its own token, lease and fence, renewed by the watchdog in its batches and
 //! released with `shared_release.lua` (which admits the requests that now fit and pushes their
 //! grants on the mutex's wake channels). This module is the client side of that: one attempt,
-//! the wait for a grant (`wait.rs`, shared with the mutex), and the lease a grant becomes.
+//! the wait for a grant (`transport/wait.rs`, shared with the mutex), and the lease a grant becomes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::Context;
+use crate::client::context::Context;
 use crate::error::Result;
 use crate::key::LockKeys;
 use crate::lease::{LeaseCore, LostReason, NewLease};
@@ -25,7 +25,7 @@ use crate::scripts::{self, Call, SharedReply, unexpected};
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
-use crate::wait::{self, Registration, Seen};
+use crate::transport::wait::{self, Registration, Seen};
 
 /// One shared lock as a kind's handle sees it: its keys, the limit its requests are weighed
 /// against, and the settings of every holder's lease. Cheap to clone.

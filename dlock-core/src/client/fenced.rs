@@ -18,7 +18,7 @@ use redis::{ToRedisArgs, Value};
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guarded::MAX_ARGS;
+use crate::holds::guarded::MAX_ARGS;
 use crate::key::hashed_part;
 use crate::scripts::{self, Call, unexpected};
 use crate::token::FencingToken;

@@ -1,5 +1,5 @@
 //! [`RwLock`]: a distributed read-write lock — many readers or one writer — fair, leased and
-//! fenced, on the shared admission of `shared.rs` (`scripts/shared.lua`): a reader weighs 1 and
+//! fenced, on the shared admission of `kinds/shared.rs` (`scripts/shared.lua`): a reader weighs 1 and
 //! a writer weighs the whole limit, so a writer is admitted alone and readers together.
 //!
 //! * **Fair (FIFO, task-fair).** Readers and writers wait in one queue. A read is granted when
@@ -16,7 +16,7 @@
 //!   [`ReadGuard::try_upgrade`] never waits — it succeeds only for the sole reader with nobody
 //!   queued, otherwise it fails at once (two readers that both waited to upgrade would wait for
 //!   each other forever).
-//! * **Reentrancy for nested calls only**, as the mutex's (`hold.rs`): inside the body of
+//! * **Reentrancy for nested calls only**, as the mutex's (`holds/hold.rs`): inside the body of
 //!   [`RwLock::with_read`] or [`RwLock::with_write`], a nested `read` is granted locally without
 //!   queueing (it could otherwise wait behind a writer queued for the lock its own body holds);
 //!   a nested `write` inside a write re-enters; a nested `write` inside a read would be an
@@ -27,15 +27,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::Context;
+use crate::client::Client;
+use crate::client::context::Context;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guard::{self, MutexGuard};
-use crate::hold::{self, Hold, Patience};
-use crate::key::LockKeys;
+use crate::holds::guard::{self, MutexGuard};
+use crate::holds::hold::{self, Hold, Patience};
+use crate::key::{LockKeys, LockKind, validate_name};
+use crate::kinds::shared::SharedLock;
 use crate::lease::{Lease, LeaseLost, LostReason};
-use crate::options::{LockSettings, Wait};
+use crate::options::{LockSettings, MutexOptions, Wait};
 use crate::scripts::{self, Call, RwChangeReply, unexpected};
-use crate::shared::SharedLock;
 use crate::timing;
 use crate::token::FencingToken;
 use crate::transport::ReleaseOnDrop;
@@ -578,5 +579,38 @@ impl fmt::Display for UpgradeError {
 impl std::error::Error for UpgradeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
+    }
+}
+
+impl Client {
+    /// A handle on the distributed read-write lock called `name` (default options: each hold
+    /// has the client's default TTL as a fixed lease); see [`RwLock`]. Its keys are its own: a
+    /// mutex or semaphore of the same name is another lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// let read = catalog.read().await?;
+    /// # drop(read); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a bad name (as [`Client::mutex`]).
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        self.rw_lock_with(name, MutexOptions::new())
+    }
+
+    /// A handle on the read-write lock called `name` with explicit options: the lease (`ttl`),
+    /// the watchdog, `max_hold`, the holder's `label`, `reentrant` (nested calls inside
+    /// [`RwLock::with_read`] / [`RwLock::with_write`] bodies) and `on_lost` apply to every hold
+    /// as to a mutex's; `fenced` does not (every hold is fenced).
+    ///
+    /// # Errors
+    /// As [`Client::rw_lock`], and for invalid options (as [`Client::mutex_with`]).
+    pub fn rw_lock_with(&self, name: &str, options: MutexOptions) -> Result<RwLock> {
+        validate_name(name)?;
+        let settings = options.settings(self.ctx.config.default_ttl)?;
+        let keys = LockKeys::of_kind(LockKind::RwLock, &self.ctx.config.key_prefix, name);
+        Ok(RwLock::new(self.ctx.clone(), keys, settings))
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::{Conn, ConnSlot, Factory, Live};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::lock;
-use crate::sentinel::Resolved;
+use crate::transport::sentinel::Resolved;
 
 /// A Sentinel client's following of its master.
 impl ConnSlot {

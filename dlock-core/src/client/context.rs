@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::durable::Acknowledger;
 use crate::error::{Error, ErrorKind};
 use crate::fence_epoch::FenceEpochs;
 use crate::lease::HeldLocks;
+use crate::lease::watchdog::Watchdog;
 use crate::token::TokenSource;
 use crate::transport::Transport;
-use crate::watchdog::Watchdog;
+use crate::transport::durable::Acknowledger;
 
 /// The settings a client was built with.
 #[derive(Clone, Debug)]

@@ -30,7 +30,6 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conn::ConnSlot;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Durability;
 use crate::runtime::{Task, lock};
@@ -38,6 +37,7 @@ use crate::scripts::{self, Call, ExtendStatus, unexpected};
 use crate::timing;
 use crate::token::ExtendOwner;
 use crate::transport::Transport;
+use crate::transport::conn::ConnSlot;
 
 /// Locks per `extend.lua` call (the script's documented batch size).
 const PER_CALL: usize = 100;

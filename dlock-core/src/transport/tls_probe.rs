@@ -12,7 +12,7 @@
 //! that is not RESP, or while one is close to its deadline without an answer; at most once per
 //! address per failure streak ([`Diagnosis`] keeps what it found until a request succeeds),
 //! within the connect timeout (at most [`PROBE_CAP`]); it sends nothing but `PING`, and
-//! `conn/explain.rs` adds what it found to the error's text without changing its kind.
+//! `transport/conn/explain.rs` adds what it found to the error's text without changing its kind.
 //!
 //! The probe never makes an error late: the request's command timeout bounds the error, probe
 //! included. It runs in the background, and a failed request waits for its answer only while

@@ -41,10 +41,11 @@ use crate::scripts::wire::LockValue;
 use crate::scripts::{self, Call, ExtendStatus, FenceReply, ReleaseReply, unexpected};
 use crate::timing::{self, safe_until};
 use crate::token::{ExtendOwner, FencingToken, OwnerToken};
+use crate::transport::wait::Registration;
 use crate::transport::{ReleaseOnDrop, Transport, release_call};
-use crate::wait::Registration;
 
 mod loss;
+pub(crate) mod watchdog;
 
 pub(crate) use loss::LossSignal;
 pub use loss::LostReason;
@@ -199,10 +200,10 @@ pub(crate) struct LeaseCore {
     pub(crate) acquired_at: Instant,
     pub(crate) renewal: Renewal,
     times: StdMutex<Times>,
-    /// Depths of the live holds (reentrancy, see `hold.rs`), as a bit set: bit `d - 1` for
+    /// Depths of the live holds (reentrancy, see `holds/hold.rs`), as a bit set: bit `d - 1` for
     /// depth `d`; zero once the last hold is gone.
     depths: AtomicU64,
-    /// The turn that acquisitions nested directly in the first hold's body take (`hold.rs`):
+    /// The turn that acquisitions nested directly in the first hold's body take (`holds/hold.rs`):
     /// the first hold is the lease itself, and this is its one field.
     pub(crate) nested_permits: OnceLock<Arc<Semaphore>>,
     /// The loss, once decided, its cancellation token, and how it is made known (in the one
@@ -219,7 +220,7 @@ pub(crate) struct LeaseCore {
     asked: AtomicBool,
     /// Whether the holder excludes every other holder of the lock (a mutex's, a read-write
     /// lock's writer) or shares it (a reader, a semaphore's permits): an acquisition nested in
-    /// a shared hold's body may only share it too (`rwlock.rs`).
+    /// a shared hold's body may only share it too (`kinds/rwlock.rs`).
     pub(crate) exclusive: bool,
     /// Kept while held so that a late duplicate of our grant is recognised as ours rather than
     /// released as an orphan. Boxed: only leases that waited have one, and every held lease
@@ -679,7 +680,7 @@ impl LeaseCore {
         token
     }
 
-    /// Records a nested hold of `depth` (2 ..= 64; the nested permits of `hold.rs` make it
+    /// Records a nested hold of `depth` (2 ..= 64; the nested permits of `holds/hold.rs` make it
     /// unique). `false` when the last hold is gone already.
     pub(crate) fn add_hold(&self, depth: u32) -> bool {
         let bit = depth_bit(depth);
@@ -806,7 +807,7 @@ fn depth_bit(depth: u32) -> u64 {
 /// The live leases of one client, by lock key: for [`crate::Client::shutdown`] (release them
 /// all) and for the warning when a caller waits for a lock its own client holds (a self-wait
 /// that may never end). Reentrancy does not use it: it is decided by the scope of the running
-/// body (`hold.rs`).
+/// body (`holds/hold.rs`).
 ///
 /// A holder of a shared lock (a semaphore's permit) is one of possibly many of the same key in
 /// one client: those are kept by token instead.

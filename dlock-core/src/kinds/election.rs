@@ -24,7 +24,7 @@
 //!   readers check it against the lock (`scripts/election_read.lua`), so a record that outlives
 //!   its leader is never reported. Resigning deletes the record and announces the vacancy.
 //! * **Observers** ([`Election::observe`]) listen on the channel over the client's own
-//!   connection (`listen.rs`: no extra connection) and also read the record every renewal
+//!   connection (`transport/listen.rs`: no extra connection) and also read the record every renewal
 //!   interval, just after the leader's lease would end (each read returns the lock's `PTTL`,
 //!   so an observer built with the default lease follows candidates that use a short one),
 //!   right after a reconnection, and when they start: a lost message never leaves them stale
@@ -51,18 +51,19 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Context;
+use crate::client::Client;
+use crate::client::context::Context;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guard::{MutexGuard, ReleaseOutcome};
+use crate::holds::guard::{MutexGuard, ReleaseOutcome};
 use crate::key::{LockKeys, validate_name};
+use crate::kinds::mutex::Mutex;
 use crate::lease::{Lease, LeaseLost};
-use crate::listen::{Heard, Subscription};
-use crate::mutex::Mutex;
 use crate::options::{MutexOptions, Renewal};
 use crate::runtime::spawn_detached;
 use crate::scripts::wire::LeaderNotice;
 use crate::scripts::{self, Call, ElectionReply, LeaderRead, unexpected};
 use crate::token::{FencingToken, OwnerToken};
+use crate::transport::listen::{Heard, Subscription};
 
 /// What the election's mutex is named after: `election:<name>`.
 const MUTEX_PREFIX: &str = "election:";
@@ -699,6 +700,35 @@ impl fmt::Debug for Leadership {
             .field("fence", &held.fence)
             .field("remaining", &lease.remaining())
             .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A handle on the leader election called `name` (the client's default TTL as the
+    /// leader's lease, renewed by the watchdog); see [`Election`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_core::Client) -> Result<(), dlock_core::Error> {
+    /// let leadership = client.election("scheduler")?.campaign("host-a").await?;
+    /// # drop(leadership); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a bad name (as [`Client::mutex`]; the election's
+    /// mutex is named `election:<name>`, which must fit [`crate::MAX_NAME_LEN`] too).
+    pub fn election(&self, name: &str) -> Result<Election> {
+        self.election_with(name, MutexOptions::new())
+    }
+
+    /// A handle on the leader election called `name` with explicit options: the leader's lease
+    /// (`ttl`), `renew_every`, `max_hold` (leadership ends after it) and `label` apply as to a
+    /// mutex's hold; the watchdog is always on; `reentrant`, `on_lost` and `fenced` do not
+    /// apply (every leadership is fenced).
+    ///
+    /// # Errors
+    /// As [`Client::election`], and for invalid options (as [`Client::mutex_with`]).
+    pub fn election_with(&self, name: &str, options: MutexOptions) -> Result<Election> {
+        Election::new(self.ctx.clone(), name, options)
     }
 }
 

@@ -28,15 +28,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::Context;
+use crate::client::Client;
+use crate::client::context::Context;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guard::{self, MutexGuard};
-use crate::hold::Hold;
-use crate::key::LockKeys;
+use crate::holds::guard::{self, MutexGuard};
+use crate::holds::hold::Hold;
+use crate::key::{LockKeys, LockKind, validate_name};
+use crate::kinds::shared::SharedLock;
 use crate::lease::Lease;
-use crate::options::{LockSettings, Wait};
+use crate::options::{LockSettings, MutexOptions, Wait};
 use crate::scripts::{self, Call, unexpected};
-use crate::shared::SharedLock;
 use crate::token::FencingToken;
 
 /// A handle on the distributed semaphore called `name`, with `limit` permits. Cheap to clone.
@@ -294,5 +295,40 @@ impl fmt::Debug for Permit {
             .field("permits", &self.permits)
             .field("fence", &self.fence)
             .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A handle on the distributed semaphore called `name`, with `permits` permits (default
+    /// options: each permit has the client's default TTL as a fixed lease); see [`Semaphore`].
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for a bad name or `permits == 0`.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        self.semaphore_with(name, permits, MutexOptions::new())
+    }
+
+    /// A handle on the semaphore called `name` with explicit options: the lease (`ttl`), the
+    /// watchdog or a fixed lease (`renewal`; a fixed lease makes permits that expire), `max_hold`
+    /// and the holder's `label` apply to each permit as to a mutex's hold; reentrancy and
+    /// `fenced` do not (every permit is its own holder, and always fenced).
+    ///
+    /// # Errors
+    /// As [`Client::semaphore`], and for invalid options.
+    pub fn semaphore_with(
+        &self,
+        name: &str,
+        permits: u32,
+        options: MutexOptions,
+    ) -> Result<Semaphore> {
+        validate_name(name)?;
+        if permits == 0 {
+            return Err(Error::invalid(format!(
+                "semaphore `{name}` needs at least 1 permit"
+            )));
+        }
+        let settings = options.settings(self.ctx.config.default_ttl)?;
+        let keys = LockKeys::of_kind(LockKind::Semaphore, &self.ctx.config.key_prefix, name);
+        Ok(Semaphore::new(self.ctx.clone(), keys, permits, settings))
     }
 }

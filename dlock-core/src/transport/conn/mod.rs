@@ -12,7 +12,7 @@
 //! one slot. Only subscribing, the publish command and how renewals are batched differ.
 //!
 //! * A master watched by Redis Sentinel is reached like a standalone server, at the address
-//!   the sentinels name (see `sentinel.rs`). [`ConnSlot`] follows a failover (`conn/follow.rs`):
+//!   the sentinels name (see `transport/sentinel.rs`). [`ConnSlot`] follows a failover (`transport/conn/follow.rs`):
 //!   on a dropped connection, a `READONLY` reply, a timed-out request or a sentinel's
 //!   `+switch-master` it asks the sentinels again, and when they name another master it builds a connection to it under a new
 //!   generation, exactly as it does when a runtime ended, then runs the failover hook (the
@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::lock;
-use crate::sentinel::{Resolved, SentinelSpec};
+use crate::transport::sentinel::{Resolved, SentinelSpec};
 
 mod explain;
 mod follow;
@@ -348,8 +348,8 @@ pub(crate) struct ConnSlot {
     on_failover: OnceLock<FailoverHook>,
     /// A Sentinel client's following of its master (idle for other clients).
     follower: Follower,
-    /// What explains a failed request (`conn/explain.rs`).
-    diagnosis: crate::tls_probe::Diagnosis,
+    /// What explains a failed request (`transport/conn/explain.rs`).
+    diagnosis: crate::transport::tls_probe::Diagnosis,
 }
 
 /// What runs after a Sentinel client moved to another master.
@@ -417,7 +417,7 @@ impl ConnSlot {
             explained: Mutex::new(None),
             on_failover: OnceLock::new(),
             follower: Follower::default(),
-            diagnosis: crate::tls_probe::Diagnosis::default(),
+            diagnosis: crate::transport::tls_probe::Diagnosis::default(),
         })
     }
 
@@ -487,7 +487,7 @@ impl ConnSlot {
     ///
     /// A standalone or Sentinel client's error names the server (`host:port`), what its port
     /// speaks when plain and TLS are mixed up or it is not Redis, and what a refused permission
-    /// lacked (see `conn/explain.rs`). The cluster client only says "no connections found"
+    /// lacked (see `transport/conn/explain.rs`). The cluster client only says "no connections found"
     /// when it could not reach any node; this asks the seed nodes one by one and names one
     /// that does not speak the Redis protocol, is a standalone server or refuses the user
     /// (ACL, credentials), or says why none could be reached (each seed's address, and what
@@ -538,12 +538,12 @@ impl ConnSlot {
     }
 
     /// How to open a connection of its own to the server the client's connection reaches, for
-    /// a request that blocks its connection (`WAIT`, see `durable.rs`); `None` on a cluster.
+    /// a request that blocks its connection (`WAIT`, see `transport/durable.rs`); `None` on a cluster.
     pub(crate) fn dedicated_client(&self) -> Option<redis::Client> {
         match &self.factory {
             Factory::Single(client, _) => Some(client.clone()),
             // The master in use now (a failover changes it; a round that ran into one is
-            // retried on a new connection by `durable.rs`).
+            // retried on a new connection by `transport/durable.rs`).
             Factory::Sentinel(sentinel) => lock(&sentinel.current)
                 .clone()
                 .and_then(|master| redis::Client::open(master.info).ok()),
@@ -667,10 +667,10 @@ impl ConnSlot {
     /// `why` a seed could not be asked, with what its port speaks when that explains it (as
     /// far as it is known by `by`).
     async fn seed_failure(&self, seed: &redis::ConnectionInfo, why: String, by: Instant) -> String {
-        let Some(endpoint) = crate::tls_probe::Endpoint::of(seed.addr()) else {
+        let Some(endpoint) = crate::transport::tls_probe::Endpoint::of(seed.addr()) else {
             return why;
         };
-        match crate::tls_probe::hint(&endpoint, &self.answer(&endpoint, by).await) {
+        match crate::transport::tls_probe::hint(&endpoint, &self.answer(&endpoint, by).await) {
             Some(hint) => format!("{why}: {hint}"),
             None => why,
         }

@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
-use crate::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
+use crate::holds::guard::{ExtendOutcome, MutexGuard, ReleaseOutcome};
+use crate::kinds::mutex::Mutex;
 use crate::lease::{Lease, LeaseLost, LossSignal, watch_group};
-use crate::mutex::Mutex;
+use crate::options::MutexOptions;
 use crate::runtime::Task;
 use crate::token::FencingToken;
 
@@ -370,5 +372,38 @@ impl fmt::Debug for MultiGuard {
             .field("names", &self.names().collect::<Vec<_>>())
             .field("remaining", &self.remaining())
             .finish()
+    }
+}
+
+impl Client {
+    /// A handle on the mutexes `names`, taken together — all or none — in one canonical order
+    /// (by cluster slot, then key), so multi-locks never deadlock; see [`MultiLock`]. Each member
+    /// is the mutex of that name (the same lock as [`Client::mutex`] gives) with default options.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidInput`] for no names or a bad one (as [`Client::mutex`]).
+    pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.multi_lock_with(names, MutexOptions::new())
+    }
+
+    /// As [`Client::multi_lock`], with `options` for every member (the lease, the watchdog,
+    /// `max_hold`, `fenced`, the label …).
+    ///
+    /// # Errors
+    /// As [`Client::multi_lock`], and for invalid options (as [`Client::mutex_with`]).
+    pub fn multi_lock_with<I, S>(&self, names: I, options: MutexOptions) -> Result<MultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let members = names
+            .into_iter()
+            .map(|name| self.mutex_with(name.as_ref(), options.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        MultiLock::new(members)
     }
 }

@@ -23,7 +23,7 @@
 //!   lock on to the next waiter).
 //! * **Stale grants.** A grant can arrive late (the waiter's process was paused, the message sat
 //!   in a socket) after its lease ran out and someone else took the lock. The waiter therefore
-//!   checks a grant against the server time of its own latest attempt (see `mutex.rs`).
+//!   checks a grant against the server time of its own latest attempt (see `kinds/mutex.rs`).
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -33,12 +33,12 @@ use std::time::{Duration, Instant};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::Notify;
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::runtime::{lock, spawn_detached};
 use crate::scripts::wire::{self, Grant};
 use crate::timing;
 use crate::token::OwnerToken;
+use crate::transport::conn::Conn;
 
 /// Where one waiting acquire call receives its grant, or a nudge to retry now. (The token is
 /// the slot's key in the registry, so only the rest of the grant is kept: a parked waiter's

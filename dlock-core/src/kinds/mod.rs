@@ -1,0 +1,12 @@
+//! The lock kinds, one file each, on the client's shared state ([`crate::client`]): every
+//! kind adds its own constructor to [`crate::Client`].
+
+pub(crate) mod election;
+pub(crate) mod multilock;
+pub(crate) mod mutex;
+pub(crate) mod quorum;
+pub(crate) mod rate_limiter;
+pub(crate) mod release_request;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
+pub(crate) mod shared;
