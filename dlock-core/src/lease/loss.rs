@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 
+use crate::error::{Error, ErrorKind};
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio_util::sync::CancellationToken;
@@ -177,6 +178,81 @@ impl fmt::Display for LostReason {
             Self::Released => "the lock was released",
             Self::Shutdown => "the client was shut down",
         })
+    }
+}
+
+/// The news that a lease was lost; resolves [`Lease::lost`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseLost {
+    reason: LostReason,
+}
+
+impl LeaseLost {
+    /// Why the lease was lost.
+    pub fn reason(self) -> LostReason {
+        self.reason
+    }
+}
+
+impl fmt::Display for LeaseLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lease lost: {}", self.reason)
+    }
+}
+
+impl std::error::Error for LeaseLost {}
+
+/// Where a lease stands: [`Lease::state`], [`Lease::states`].
+///
+/// `Held` and `Suspect` both mean the lease still stands (the holder is the owner until
+/// [`Lease::safe_until`]); `Lost` is final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// Held, and its last renewal (if any was sent) was acknowledged in time.
+    Held,
+    /// Still held, but in danger: a watchdog renewal sent one renewal interval ago has not been
+    /// acknowledged (Redis slow, paused, or cut off), while [`Lease::safe_until`] is ahead.
+    /// The next acknowledged renewal makes the lease `Held` again; if none comes before
+    /// `safe_until`, it becomes `Lost`. Only watchdog leases become suspect: a fixed lease sends
+    /// no renewals.
+    Suspect,
+    /// Lost, or ended by a release or a shutdown ([`LostReason::Released`],
+    /// [`LostReason::Shutdown`]): final.
+    Lost(LostReason),
+}
+
+impl LeaseState {
+    /// Whether the lease still stands (`Held` or `Suspect`).
+    pub fn is_held(self) -> bool {
+        !matches!(self, Self::Lost(_))
+    }
+}
+
+impl fmt::Display for LeaseState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Held => f.write_str("held"),
+            Self::Suspect => f.write_str("suspect: a renewal is not acknowledged yet"),
+            Self::Lost(reason) => write!(f, "lost: {reason}"),
+        }
+    }
+}
+
+impl LeaseLost {
+    pub(crate) fn new(reason: LostReason) -> Self {
+        Self { reason }
+    }
+
+    /// The lease-lost error for the lock `name`.
+    pub(crate) fn into_error(self, name: &str) -> Error {
+        Error::new(
+            ErrorKind::LeaseLost,
+            format!(
+                "lock `{name}`: {}; work under this lease is no longer exclusive",
+                self.reason
+            ),
+        )
     }
 }
 
