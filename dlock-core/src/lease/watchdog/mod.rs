@@ -33,7 +33,7 @@
 //! dropped.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -50,61 +50,16 @@ use crate::token::OwnerToken;
 use crate::transport::Transport;
 use crate::transport::shards::Shards;
 
+mod entry;
+mod renewal;
+mod report;
+
+use entry::Entry;
+use renewal::{Group, gone_reason, renewal_ttl, sleep_until_some};
+use report::{Recoveries, Suspects, declare_overdue, report_overdue};
+
 /// Locks renewed per script call.
 pub(crate) const BATCH: usize = 100;
-
-/// The first retry after a failed renewal comes after a quarter of the interval, at most this.
-const FIRST_RETRY: Duration = Duration::from_millis(500);
-
-struct Entry {
-    lease: Weak<LeaseCore>,
-    interval: Duration,
-    /// When the next renewal is due.
-    next_due: Instant,
-    /// Failed renewals in a row; retries are due at exactly `next_due`, not early.
-    failures: u32,
-    /// The last shard call for this lease reached a node that does not serve its key: the
-    /// next renewal goes in a call of its slot (always routed right).
-    by_slot: bool,
-    /// Renewals stop after this instant (`max_hold`).
-    renew_until: Option<Instant>,
-    /// No more renewals: the lease is left to run out (`max_hold` reached).
-    winding_down: bool,
-}
-
-impl Entry {
-    /// Whether a renewal should go now: on time (or up to half an interval early, to share a
-    /// batch), or, after a failure, exactly at the retry instant.
-    fn is_due(&self, now: Instant) -> bool {
-        if self.winding_down {
-            return false;
-        }
-        if self.failures > 0 {
-            self.next_due <= now
-        } else {
-            self.next_due <= now + self.interval / 2
-        }
-    }
-
-    fn first_retry(&self) -> Duration {
-        (self.interval / 4).min(FIRST_RETRY)
-    }
-
-    fn retry_delay(&self) -> Duration {
-        let factor = 1u32 << self.failures.saturating_sub(1).min(16);
-        self.first_retry().saturating_mul(factor).min(self.interval)
-    }
-
-    /// When to retry after a failure at `now`: after the backoff delay, but never so late that
-    /// the lease (certain until `safe_until`) runs out first — the last retry goes a first
-    /// retry delay before `safe_until`, and retries never come closer together than half of
-    /// that delay (an error that comes back at once must not spin).
-    fn retry_at(&self, now: Instant, safe_until: Instant) -> Instant {
-        let first = self.first_retry();
-        let last_chance = safe_until.checked_sub(first).unwrap_or(now);
-        (now + self.retry_delay()).min(last_chance.max(now + first / 2))
-    }
-}
 
 /// An outage of renewals, reported once when it starts and once when it ends.
 struct Outage {
@@ -444,123 +399,6 @@ impl Inner {
     }
 }
 
-/// Declares lost a lease past its safe-until, for the reason that means (see
-/// [`LeaseCore::deadline_reason`]). During an outage an unreachable lease is not logged one by
-/// one: `true` says it is to be counted in [`report_overdue`]'s line.
-fn declare_overdue(lease: &LeaseCore, in_outage: bool) -> bool {
-    let reason = lease.deadline_reason();
-    if in_outage && reason == LostReason::Unreachable {
-        lease.fire_lost_quietly(reason)
-    } else {
-        lease.fire_lost(reason);
-        false
-    }
-}
-
-/// The one line for the leases [`declare_overdue`] counted.
-fn report_overdue(overdue: usize) {
-    if overdue > 0 {
-        tracing::warn!(
-            leases = overdue,
-            "dlock: leases lost: Redis could not be reached to renew them before they ran out"
-        );
-    }
-}
-
-/// The leases that became suspect in one look, reported in one line: a hung Redis makes
-/// every lease of the client suspect at about the same time.
-#[derive(Default)]
-struct Suspects {
-    count: usize,
-    /// The first one's name, and how long it is still safe.
-    first: Option<(Arc<str>, Duration)>,
-}
-
-impl Suspects {
-    fn add(&mut self, lease: &LeaseCore, now: Instant) {
-        self.count += 1;
-        self.first.get_or_insert_with(|| {
-            (
-                Arc::from(lease.keys.name()),
-                lease.safe_until().saturating_duration_since(now),
-            )
-        });
-    }
-
-    fn report(self) {
-        let Some((name, safe_for)) = self.first else {
-            return;
-        };
-        if self.count == 1 {
-            tracing::warn!(
-                lock = %name,
-                ?safe_for,
-                "dlock: lease suspect: its renewal has gone unacknowledged for a renewal \
-                 interval; still held, retrying"
-            );
-        } else {
-            tracing::warn!(
-                leases = self.count,
-                first = %name,
-                ?safe_for,
-                "dlock: leases suspect: their renewals have gone unacknowledged for a renewal \
-                 interval; still held, retrying"
-            );
-        }
-    }
-}
-
-/// The leases whose suspicion one renewal round ended, reported in one line.
-#[derive(Default)]
-struct Recoveries {
-    count: usize,
-    first: Option<Arc<str>>,
-}
-
-impl Recoveries {
-    fn add(&mut self, lease: &LeaseCore) {
-        self.count += 1;
-        self.first
-            .get_or_insert_with(|| Arc::from(lease.keys.name()));
-    }
-
-    fn report(self) {
-        let Some(name) = self.first else {
-            return;
-        };
-        if self.count == 1 {
-            tracing::info!(lock = %name, "dlock: lease no longer suspect: its renewal was acknowledged");
-        } else {
-            tracing::info!(
-                leases = self.count,
-                first = %name,
-                "dlock: leases no longer suspect: their renewals were acknowledged"
-            );
-        }
-    }
-}
-
-/// The lease to set at `now` — the full lease, or what is left of `max_hold` (`None` when too
-/// little is left to renew) — and whether this is the last renewal.
-fn renewal_ttl(
-    lease: &LeaseCore,
-    renew_until: Option<Instant>,
-    now: Instant,
-) -> (Option<Duration>, bool) {
-    let full = lease.full_ttl();
-    match renew_until {
-        None => (Some(full), false),
-        Some(until) => {
-            let left = until.saturating_duration_since(now);
-            if left < timing::MIN_TTL {
-                (None, true)
-            } else {
-                (Some(full.min(left)), left <= full)
-            }
-        }
-    }
-}
-
 /// The watchdog task of one client: renews what is due, sleeps until the next renewal or a
 /// wake-up, and ends when no lease is left.
 async fn run(inner: Arc<Inner>) {
@@ -584,18 +422,6 @@ async fn run(inner: Arc<Inner>) {
             () = tokio::time::sleep_until(wake.into()) => {}
         }
     }
-}
-
-/// Which locks may share a renewal call.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum Group {
-    /// A standalone server: any.
-    Server,
-    /// Locks served by one cluster shard: the call declares the first key only (Redis routes
-    /// it by that key), the others are read as undeclared keys of other slots of that node.
-    Shard(u16),
-    /// Locks of one cluster slot (the shard map is unknown or stale): all keys declared.
-    Slot(Slot),
 }
 
 /// Sends the due renewals, [`BATCH`] locks per script call (of one shard, or failing a shard
@@ -700,14 +526,6 @@ async fn renew(inner: &Inner, due: Vec<Due>, look_at: Instant) {
     inner.retry_now(&elsewhere);
 }
 
-/// Sleeps until `at`, or forever when `None`.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Applies one lease's renewal answer; `true` when it ended the lease's suspicion.
 fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received: Instant) -> bool {
     let lease = &due.lease;
@@ -729,81 +547,4 @@ fn apply(inner: &Inner, due: &Due, status: ExtendStatus, sent: Instant, received
         }
     }
     false
-}
-
-/// Why a lock that a renewal found gone is gone. The renewal ran on the server before its answer
-/// arrived (`received`); the lease certainly lasted until `safe_until` (the previous renewal's
-/// send time plus the lease, less the drift allowance). Found gone while it must still have
-/// been there, it was deleted; otherwise it may simply have run out (a renewal sent in time but
-/// delayed on the way, or a process that was paused).
-fn gone_reason(safe_until: Instant, received: Instant) -> LostReason {
-    if received < safe_until {
-        LostReason::Removed
-    } else {
-        LostReason::Expired
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_gone_is_removed_only_if_the_lease_certainly_still_stood() {
-        let now = Instant::now();
-        let later = now + Duration::from_millis(5);
-        assert_eq!(gone_reason(later, now), LostReason::Removed);
-        // Sent in time, answered after the lease could have run out: it may have expired.
-        assert_eq!(gone_reason(now, later), LostReason::Expired);
-    }
-
-    #[test]
-    fn retries_back_off_from_a_quarter_interval_to_the_interval() {
-        let mut entry = Entry {
-            lease: Weak::new(),
-            interval: Duration::from_secs(10),
-            next_due: Instant::now(),
-            failures: 1,
-            renew_until: None,
-            winding_down: false,
-            by_slot: false,
-        };
-        let delays: Vec<_> = (1..=6)
-            .map(|n| {
-                entry.failures = n;
-                entry.retry_delay()
-            })
-            .collect();
-        let ms = |d: &Duration| d.as_millis();
-        assert_eq!(
-            delays.iter().map(ms).collect::<Vec<_>>(),
-            [500, 1_000, 2_000, 4_000, 8_000, 10_000]
-        );
-        entry.interval = Duration::from_millis(300);
-        entry.failures = 1;
-        assert_eq!(entry.retry_delay(), Duration::from_millis(75));
-        // Never past the lease's last chance: the fourth failure would wait 300 ms, but the
-        // lease is certain for 200 ms only: the retry goes a first delay (75 ms) before that.
-        let now = Instant::now();
-        entry.failures = 4;
-        assert_eq!(
-            entry.retry_at(now, now + Duration::from_millis(200)),
-            now + Duration::from_millis(125)
-        );
-        assert_eq!(
-            entry.retry_at(now, now + Duration::from_secs(4)),
-            now + Duration::from_millis(300)
-        );
-        // At the last chance already: soon, but not at once.
-        assert_eq!(
-            entry.retry_at(now, now),
-            now + Duration::from_micros(37_500)
-        );
-        // A retry is due at its instant, not half an interval early.
-        let now = Instant::now();
-        entry.next_due = now + Duration::from_millis(10);
-        assert!(!entry.is_due(now));
-        entry.failures = 0;
-        assert!(entry.is_due(now));
-    }
 }
