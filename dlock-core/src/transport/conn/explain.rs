@@ -9,14 +9,14 @@
 //! the command timeout for being explained.
 //!
 //! Addresses are named for standalone and Sentinel clients; a cluster's missing connection is
-//! explained from its seed nodes (`ConnSlot::explain` in the parent module, which probes them
-//! the same way). Permission errors are explained on every kind of client.
+//! explained from its seed nodes (`ConnSlot::explain`, below, which probes them the same
+//! way). Permission errors are explained on every kind of client.
 
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::{ConnSlot, Factory};
+use super::{ConnSlot, EXPLANATION_REUSE, Explanation, Factory};
 use crate::error::{Error, ErrorKind};
 use crate::runtime::lock;
 use crate::transport::tls_probe::{self, Answer, Endpoint};
@@ -309,6 +309,168 @@ fn refusal(text: &str) -> Refusal {
         return Refusal::Channel;
     }
     Refusal::Other
+}
+
+impl ConnSlot {
+    /// `error` (of a request described by `context`, on the lock `name` or `""`) as a dlock
+    /// error that names what the user can act on.
+    ///
+    /// A standalone or Sentinel client's error names the server (`host:port`), what its port
+    /// speaks when plain and TLS are mixed up or it is not Redis, and what a refused permission
+    /// lacked (see `transport/conn/explain.rs`). The cluster client only says "no connections found"
+    /// when it could not reach any node; this asks the seed nodes one by one and names one
+    /// that does not speak the Redis protocol, is a standalone server or refuses the user
+    /// (ACL, credentials), or says why none could be reached (each seed's address, and what
+    /// its port speaks when that explains it). A refused permission on a cluster is explained
+    /// as on one server; any other cluster error, or a seed that answers as a cluster node, is
+    /// reported as the `redis` crate put it.
+    ///
+    /// Everything it learns, it learns by `by`, the failed request's deadline (the end of its
+    /// command timeout): the error is never later for being explained. What is not known by
+    /// then is left out (a seed not asked is named so; a port probe goes on in the background,
+    /// for the next error of the failure streak).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub(crate) async fn explain(
+        &self,
+        context: &str,
+        name: &str,
+        error: redis::RedisError,
+        by: Instant,
+    ) -> Error {
+        let Factory::Cluster(_, seeds) = &self.factory else {
+            return self.explain_standalone(context, name, error, by).await;
+        };
+        if error.kind() != redis::ErrorKind::ClusterConnectionNotFound {
+            // A refused permission is explained as on one server (no address to name here).
+            return self.explain_standalone(context, name, error, by).await;
+        }
+        let cached = lock(&self.explained)
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < EXPLANATION_REUSE)
+            .map(|(_, found)| found.clone());
+        let found = match cached {
+            Some(found) => found,
+            None => {
+                let mut complete = true;
+                let found = self.explain_seeds(seeds, by, &mut complete).await;
+                if complete {
+                    *lock(&self.explained) = Some((Instant::now(), found.clone()));
+                }
+                found
+            }
+        };
+        match found {
+            Some((kind, why)) => Error::explained(context, kind, &why, error),
+            None => Error::from_redis(context, error),
+        }
+    }
+
+    /// Asks each seed node, as a standalone server, what it is, by `by`. `None` once one
+    /// answers as a cluster node. A seed that could not be asked is named with its reason, and
+    /// with what its port speaks when plain and TLS are mixed up or it is not Redis (one probe
+    /// per seed per failure streak, as far as it answered by `by`). `complete` is cleared when
+    /// `by` came before a seed could be asked (such an explanation is not kept for the next
+    /// error).
+    async fn explain_seeds(
+        &self,
+        seeds: &[redis::ConnectionInfo],
+        by: Instant,
+        complete: &mut bool,
+    ) -> Explanation {
+        let mut unreachable = Vec::new();
+        for seed in seeds {
+            let addr = seed.addr().to_string();
+            let timeout = by.saturating_duration_since(Instant::now());
+            if timeout.is_zero() {
+                unreachable.push(format!("{addr}: not asked within the command timeout"));
+                *complete = false;
+                continue;
+            }
+            let asked = tokio::time::timeout(timeout, async {
+                let client = redis::Client::open(seed.clone())?;
+                let mut con = client.get_multiplexed_async_connection().await?;
+                // The command the cluster client learns the topology with, which the README's ACL
+                // for a cluster user allows (`+cluster|slots`).
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async::<Value>(&mut con)
+                    .await
+            })
+            .await;
+            match asked {
+                Ok(Ok(_)) => return None,
+                Ok(Err(e)) if e.code() == Some("NOPERM") => {
+                    return Some((
+                        ErrorKind::Permission,
+                        format!(
+                            "the cluster node {addr} refuses this user the cluster topology ({e}); \
+                         a cluster user needs `+cluster|slots +cluster|shards` besides the \
+                         rights listed in the README (\"Production Redis: TLS and ACL\")"
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if crate::error::is_authentication(&e) => {
+                    return Some((
+                        ErrorKind::Authentication,
+                        format!(
+                            "the cluster node {addr} refuses the credentials ({e}); check the user \
+                         and password of the node URLs"
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse => {
+                    return Some((
+                        ErrorKind::Protocol,
+                        format!(
+                            "the cluster node {addr} does not speak the Redis protocol ({e}); check \
+                         the host and port of the node URLs"
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if e.to_string().contains("cluster support disabled") => {
+                    return Some((
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "{addr} is a standalone Redis server, not a cluster node (cluster \
+                         support disabled); build the client with `Client::builder(url)` for \
+                         it, or give the nodes of a Redis Cluster"
+                        ),
+                    ));
+                }
+                Ok(Err(e)) if e.is_connection_refusal() => {
+                    unreachable.push(format!("{addr}: {e}, is Redis running there?"));
+                }
+                Ok(Err(e)) => {
+                    unreachable.push(self.seed_failure(seed, format!("{addr}: {e}"), by).await)
+                }
+                Err(_) => {
+                    let why = format!("{addr}: no answer within {timeout:?}");
+                    unreachable.push(self.seed_failure(seed, why, by).await);
+                }
+            }
+        }
+        Some((
+            ErrorKind::Connection,
+            format!(
+                "no cluster node could be reached ({}); the client reconnects on the next request",
+                unreachable.join("; ")
+            ),
+        ))
+    }
+
+    /// `why` a seed could not be asked, with what its port speaks when that explains it (as
+    /// far as it is known by `by`).
+    async fn seed_failure(&self, seed: &redis::ConnectionInfo, why: String, by: Instant) -> String {
+        let Some(endpoint) = crate::transport::tls_probe::Endpoint::of(seed.addr()) else {
+            return why;
+        };
+        match crate::transport::tls_probe::hint(&endpoint, &self.answer(&endpoint, by).await) {
+            Some(hint) => format!("{why}: {hint}"),
+            None => why,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, ProtocolVersion, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -36,6 +36,7 @@ use crate::runtime::lock;
 use crate::transport::sentinel::{Resolved, SentinelSpec};
 
 mod explain;
+mod factory;
 mod follow;
 
 /// A cheap-to-clone handle on the client's connection.
@@ -117,197 +118,6 @@ pub(crate) struct SentinelFactory {
     config: ConnectionManagerConfig,
     current: Mutex<Option<Resolved>>,
     last_error: Mutex<Option<(ErrorKind, Arc<str>)>>,
-}
-
-impl Factory {
-    /// How to build a lazily connecting, auto-reconnecting connection to one server, with RESP3
-    /// push messages delivered to `push`.
-    pub(crate) fn single(
-        info: redis::ConnectionInfo,
-        settings: ConnSettings,
-        push: impl redis::aio::AsyncPushSender,
-    ) -> Result<Self> {
-        let redis_settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let tcp = tcp_settings(info.tcp_settings().clone(), settings);
-        let info = info
-            .set_redis_settings(redis_settings)
-            .set_tcp_settings(tcp);
-        let client = redis::Client::open(info)
-            .map_err(|e| Error::invalid(format!("cannot use this Redis address: {e}")))?;
-        Ok(Factory::Single(client, manager_config(settings, push)))
-    }
-
-    /// How to build a lazily connecting cluster connection (one RESP3 connection per node).
-    /// `certs`: the CA and client certificate of `rediss://` nodes, for every node (the
-    /// `redis` crate takes them from the builder, not from the seeds' addresses).
-    pub(crate) fn cluster(
-        nodes: Vec<redis::ConnectionInfo>,
-        certs: Option<redis::TlsCertificates>,
-        settings: ConnSettings,
-        push: impl redis::aio::AsyncPushSender,
-    ) -> Result<Self> {
-        let first = nodes
-            .first()
-            .ok_or_else(|| Error::invalid("no cluster node given"))?;
-        let tcp = tcp_settings(first.tcp_settings().clone(), settings);
-        let auth = first.redis_settings().clone();
-        let seeds = nodes
-            .iter()
-            .map(|node| {
-                node.clone()
-                    .set_redis_settings(auth.clone())
-                    .set_tcp_settings(tcp.clone())
-            })
-            .collect();
-        let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.clone())
-            .use_protocol(ProtocolVersion::RESP3)
-            .push_sender(push)
-            .tcp_settings(tcp)
-            .response_timeout(settings.command_timeout)
-            .connection_timeout(settings.connect_timeout)
-            .retries(2);
-        if let Some(certs) = certs {
-            // Before the certificates, which otherwise switch verification on.
-            if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = first.addr() {
-                builder = builder.tls(redis::TlsMode::Insecure);
-            }
-            builder = builder.certs(certs);
-        }
-        if let Some(user) = auth.username() {
-            builder = builder.username(user);
-        }
-        if let Some(password) = auth.password() {
-            builder = builder.password(password);
-        }
-        let client = builder
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot use these cluster nodes: {e}")))?;
-        Ok(Factory::Cluster(client, seeds))
-    }
-
-    /// How to build connections to the master of `master_name`, as the `sentinels` name it;
-    /// `node` holds the data nodes' credentials and database. The data nodes are reached over
-    /// TLS, with the sentinels' TLS settings, when the sentinels are (`rediss://`).
-    pub(crate) fn sentinel(
-        master_name: String,
-        sentinels: Vec<redis::ConnectionInfo>,
-        node: redis::RedisConnectionInfo,
-        settings: ConnSettings,
-        push: impl redis::aio::AsyncPushSender,
-    ) -> Result<Self> {
-        if master_name.is_empty() {
-            return Err(Error::invalid(
-                "the Sentinel master name is empty; give the name the sentinels monitor \
-                 (`sentinel monitor <name> …`)",
-            ));
-        }
-        let Some(first) = sentinels.first() else {
-            return Err(Error::invalid(
-                "no sentinel given; give the addresses of the sentinels (redis://host:26379)",
-            ));
-        };
-        // The data nodes are reached as the sentinels are (all plain, or all TLS with the same
-        // CA and client certificate): a deployment runs one or the other.
-        let tls = |info: &redis::ConnectionInfo| {
-            matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
-        };
-        if sentinels.iter().any(|s| tls(s) != tls(first)) {
-            return Err(Error::invalid(
-                "the sentinel URLs mix redis:// and rediss://; give them all as rediss:// (TLS \
-                 to the sentinels and the data nodes) or all as redis://",
-            ));
-        }
-        let node_transport = first.addr().clone();
-        let tcp = tcp_settings(first.tcp_settings().clone(), settings);
-        let sentinels = sentinels
-            .into_iter()
-            .map(|s| s.set_tcp_settings(tcp.clone()))
-            .collect();
-        let node = node.set_protocol(ProtocolVersion::RESP3);
-        let spec = SentinelSpec::new(
-            master_name,
-            sentinels,
-            node,
-            node_transport,
-            tcp,
-            settings.connect_timeout,
-        );
-        Ok(Factory::Sentinel(Box::new(SentinelFactory {
-            spec: Arc::new(spec),
-            config: manager_config(settings, push),
-            current: Mutex::new(None),
-            last_error: Mutex::new(None),
-        })))
-    }
-
-    fn build(&self) -> Result<Conn> {
-        match self {
-            Self::Sentinel(sentinel) => {
-                let current = lock(&sentinel.current).clone();
-                let Some(master) = current else {
-                    let why = lock(&sentinel.last_error).clone().map_or_else(
-                        || "the sentinels have not been asked yet".into(),
-                        |(_, why)| why,
-                    );
-                    return Ok(Conn::Unresolved(why));
-                };
-                let client = redis::Client::open(master.info)
-                    .map_err(|e| Error::invalid(format!("cannot use the master's address: {e}")))?;
-                ConnectionManager::new_lazy_with_config(client, sentinel.config.clone())
-                    .map(Conn::Single)
-                    .map_err(|e| Error::from_redis("create the connection", e))
-            }
-            Self::Single(client, config) => {
-                ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
-                    .map(Conn::Single)
-                    .map_err(|e| Error::from_redis("create the connection", e))
-            }
-            Self::Cluster(client, _) => Ok(Conn::Cluster(
-                client.get_pending_async_connection_with_config(
-                    redis::cluster::ClusterConfig::default(),
-                ),
-            )),
-        }
-    }
-}
-
-/// The configuration of a standalone connection: push messages to `push`, subscriptions
-/// restored after a reconnect, one reconnect attempt per failing request.
-fn manager_config(
-    settings: ConnSettings,
-    push: impl redis::aio::AsyncPushSender,
-) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_push_sender(push)
-        .set_automatic_resubscription()
-        // The command timeout is applied by `Transport::timed` around the whole request (waiting for
-        // a reconnect included); a second per-response timer would only cost CPU.
-        .set_response_timeout(None)
-        .set_connection_timeout(Some(settings.connect_timeout))
-        .set_number_of_retries(1)
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(500))
-}
-
-/// `TCP_NODELAY` as configured (off by default), and dead-peer detection: keepalive probes on an idle
-/// connection, and on Linux `TCP_USER_TIMEOUT`, which aborts a connection whose data stays
-/// unacknowledged (a host that vanished without a reset) so that the manager reconnects instead
-/// of timing out every request forever. A paused but live server still acknowledges, so it is
-/// not mistaken for a dead one.
-fn tcp_settings(
-    base: redis::io::tcp::TcpSettings,
-    settings: ConnSettings,
-) -> redis::io::tcp::TcpSettings {
-    let keepalive = redis::io::tcp::socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(5))
-        .with_interval(Duration::from_secs(2));
-    let tcp = base.set_nodelay(settings.nodelay).set_keepalive(keepalive);
-    #[cfg(target_os = "linux")]
-    let tcp = tcp.set_user_timeout((settings.command_timeout * 3).max(Duration::from_secs(3)));
-    tcp
 }
 
 /// The connection of the runtime it was built in, and a probe that tells whether that runtime
@@ -394,10 +204,10 @@ impl Drop for Follower {
 }
 
 /// What asking the seed nodes found: a better error (its kind and text), or nothing to add.
-type Explanation = Option<(ErrorKind, String)>;
+pub(super) type Explanation = Option<(ErrorKind, String)>;
 
 /// How long an explanation of a missing cluster connection is reused.
-const EXPLANATION_REUSE: Duration = Duration::from_secs(2);
+pub(super) const EXPLANATION_REUSE: Duration = Duration::from_secs(2);
 
 impl ConnSlot {
     /// Builds the first connection (lazily connecting) in the current runtime.
@@ -482,61 +292,6 @@ impl ConnSlot {
         Ok((conn, generation, true))
     }
 
-    /// `error` (of a request described by `context`, on the lock `name` or `""`) as a dlock
-    /// error that names what the user can act on.
-    ///
-    /// A standalone or Sentinel client's error names the server (`host:port`), what its port
-    /// speaks when plain and TLS are mixed up or it is not Redis, and what a refused permission
-    /// lacked (see `transport/conn/explain.rs`). The cluster client only says "no connections found"
-    /// when it could not reach any node; this asks the seed nodes one by one and names one
-    /// that does not speak the Redis protocol, is a standalone server or refuses the user
-    /// (ACL, credentials), or says why none could be reached (each seed's address, and what
-    /// its port speaks when that explains it). A refused permission on a cluster is explained
-    /// as on one server; any other cluster error, or a seed that answers as a cluster node, is
-    /// reported as the `redis` crate put it.
-    ///
-    /// Everything it learns, it learns by `by`, the failed request's deadline (the end of its
-    /// command timeout): the error is never later for being explained. What is not known by
-    /// then is left out (a seed not asked is named so; a port probe goes on in the background,
-    /// for the next error of the failure streak).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub(crate) async fn explain(
-        &self,
-        context: &str,
-        name: &str,
-        error: redis::RedisError,
-        by: Instant,
-    ) -> Error {
-        let Factory::Cluster(_, seeds) = &self.factory else {
-            return self.explain_standalone(context, name, error, by).await;
-        };
-        if error.kind() != redis::ErrorKind::ClusterConnectionNotFound {
-            // A refused permission is explained as on one server (no address to name here).
-            return self.explain_standalone(context, name, error, by).await;
-        }
-        let cached = lock(&self.explained)
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < EXPLANATION_REUSE)
-            .map(|(_, found)| found.clone());
-        let found = match cached {
-            Some(found) => found,
-            None => {
-                let mut complete = true;
-                let found = self.explain_seeds(seeds, by, &mut complete).await;
-                if complete {
-                    *lock(&self.explained) = Some((Instant::now(), found.clone()));
-                }
-                found
-            }
-        };
-        match found {
-            Some((kind, why)) => Error::explained(context, kind, &why, error),
-            None => Error::from_redis(context, error),
-        }
-    }
-
     /// How to open a connection of its own to the server the client's connection reaches, for
     /// a request that blocks its connection (`WAIT`, see `transport/durable.rs`); `None` on a cluster.
     pub(crate) fn dedicated_client(&self) -> Option<redis::Client> {
@@ -570,112 +325,7 @@ impl ConnSlot {
     }
 }
 
-impl ConnSlot {
-    /// Asks each seed node, as a standalone server, what it is, by `by`. `None` once one
-    /// answers as a cluster node. A seed that could not be asked is named with its reason, and
-    /// with what its port speaks when plain and TLS are mixed up or it is not Redis (one probe
-    /// per seed per failure streak, as far as it answered by `by`). `complete` is cleared when
-    /// `by` came before a seed could be asked (such an explanation is not kept for the next
-    /// error).
-    async fn explain_seeds(
-        &self,
-        seeds: &[redis::ConnectionInfo],
-        by: Instant,
-        complete: &mut bool,
-    ) -> Explanation {
-        let mut unreachable = Vec::new();
-        for seed in seeds {
-            let addr = seed.addr().to_string();
-            let timeout = by.saturating_duration_since(Instant::now());
-            if timeout.is_zero() {
-                unreachable.push(format!("{addr}: not asked within the command timeout"));
-                *complete = false;
-                continue;
-            }
-            let asked = tokio::time::timeout(timeout, async {
-                let client = redis::Client::open(seed.clone())?;
-                let mut con = client.get_multiplexed_async_connection().await?;
-                // The command the cluster client learns the topology with, which the README's ACL
-                // for a cluster user allows (`+cluster|slots`).
-                redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query_async::<Value>(&mut con)
-                    .await
-            })
-            .await;
-            match asked {
-                Ok(Ok(_)) => return None,
-                Ok(Err(e)) if e.code() == Some("NOPERM") => {
-                    return Some((
-                        ErrorKind::Permission,
-                        format!(
-                            "the cluster node {addr} refuses this user the cluster topology ({e}); \
-                         a cluster user needs `+cluster|slots +cluster|shards` besides the \
-                         rights listed in the README (\"Production Redis: TLS and ACL\")"
-                        ),
-                    ));
-                }
-                Ok(Err(e)) if crate::error::is_authentication(&e) => {
-                    return Some((
-                        ErrorKind::Authentication,
-                        format!(
-                            "the cluster node {addr} refuses the credentials ({e}); check the user \
-                         and password of the node URLs"
-                        ),
-                    ));
-                }
-                Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse => {
-                    return Some((
-                        ErrorKind::Protocol,
-                        format!(
-                            "the cluster node {addr} does not speak the Redis protocol ({e}); check \
-                         the host and port of the node URLs"
-                        ),
-                    ));
-                }
-                Ok(Err(e)) if e.to_string().contains("cluster support disabled") => {
-                    return Some((
-                        ErrorKind::InvalidInput,
-                        format!(
-                            "{addr} is a standalone Redis server, not a cluster node (cluster \
-                         support disabled); build the client with `Client::builder(url)` for \
-                         it, or give the nodes of a Redis Cluster"
-                        ),
-                    ));
-                }
-                Ok(Err(e)) if e.is_connection_refusal() => {
-                    unreachable.push(format!("{addr}: {e}, is Redis running there?"));
-                }
-                Ok(Err(e)) => {
-                    unreachable.push(self.seed_failure(seed, format!("{addr}: {e}"), by).await)
-                }
-                Err(_) => {
-                    let why = format!("{addr}: no answer within {timeout:?}");
-                    unreachable.push(self.seed_failure(seed, why, by).await);
-                }
-            }
-        }
-        Some((
-            ErrorKind::Connection,
-            format!(
-                "no cluster node could be reached ({}); the client reconnects on the next request",
-                unreachable.join("; ")
-            ),
-        ))
-    }
-
-    /// `why` a seed could not be asked, with what its port speaks when that explains it (as
-    /// far as it is known by `by`).
-    async fn seed_failure(&self, seed: &redis::ConnectionInfo, why: String, by: Instant) -> String {
-        let Some(endpoint) = crate::transport::tls_probe::Endpoint::of(seed.addr()) else {
-            return why;
-        };
-        match crate::transport::tls_probe::hint(&endpoint, &self.answer(&endpoint, by).await) {
-            Some(hint) => format!("{why}: {hint}"),
-            None => why,
-        }
-    }
-}
+impl ConnSlot {}
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
