@@ -196,12 +196,28 @@ impl Transport {
         self.command_timeout
     }
 
+    /// The one shape of every request: wait out a Sentinel client's switch to a new master
+    /// (part of the command timeout), take the connection, and send what `make` builds on it
+    /// under what is left of the timeout ([`Transport::timed`]); `op` and `name` say what it
+    /// was in errors.
+    async fn request<'a, F>(
+        &'a self,
+        op: &'a str,
+        name: &'a str,
+        make: impl FnOnce(Conn) -> F,
+    ) -> Result<Value>
+    where
+        F: Future<Output = redis::RedisResult<Value>> + 'a,
+    {
+        let limit = self.settle().await?;
+        let (conn, _) = self.conn()?;
+        self.timed(make(conn), limit, op, name).await
+    }
+
     /// Sends one script call under the command timeout, loading the script if the server does
     /// not know it.
     pub(crate) async fn run(&self, call: &Call, op: &str, name: &str) -> Result<Value> {
-        let limit = self.settle().await?;
-        let (mut conn, _) = self.conn()?;
-        let request = async {
+        self.request(op, name, |mut conn| async move {
             match call.cmd.query_async::<Value>(&mut conn).await {
                 Err(e) if scripts::is_noscript(&e) => {
                     call.script.load_async(&mut conn).await?;
@@ -209,26 +225,22 @@ impl Transport {
                 }
                 reply => reply,
             }
-        };
-        self.timed(request, limit, op, name).await
+        })
+        .await
     }
 
     /// Sends one plain command of `op` on the lock `name` under the command timeout. A server
     /// error is explained as a failed request's is (a `WRONGTYPE` is `ErrorKind::WrongType`).
     pub(crate) async fn command(&self, cmd: &redis::Cmd, op: &str, name: &str) -> Result<Value> {
-        let limit = self.settle().await?;
-        let (mut conn, _) = self.conn()?;
-        self.timed(cmd.query_async::<Value>(&mut conn), limit, op, name)
-            .await
+        self.request(op, name, |mut conn| async move {
+            cmd.query_async(&mut conn).await
+        })
+        .await
     }
 
     /// Sends one command under the command timeout and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd, what: &str) -> Result<T> {
-        let limit = self.settle().await?;
-        let (mut conn, _) = self.conn()?;
-        let value = self
-            .timed(cmd.query_async::<Value>(&mut conn), limit, what, "")
-            .await?;
+        let value = self.command(cmd, what, "").await?;
         convert(value, what)
     }
 
@@ -238,10 +250,10 @@ impl Transport {
         pipe: &redis::Pipeline,
         what: &str,
     ) -> Result<T> {
-        let limit = self.settle().await?;
-        let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(pipe.query_async::<Value>(&mut conn), limit, what, "")
+            .request(what, "", |mut conn| async move {
+                pipe.query_async(&mut conn).await
+            })
             .await?;
         convert(value, what)
     }
@@ -254,10 +266,10 @@ impl Transport {
         op: &str,
         name: &str,
     ) -> Result<Vec<Value>> {
-        let limit = self.settle().await?;
-        let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(pipe.query_async::<Value>(&mut conn), limit, op, name)
+            .request(op, name, |mut conn| async move {
+                pipe.query_async(&mut conn).await
+            })
             .await?;
         match value {
             Value::Array(replies) => {
@@ -281,10 +293,10 @@ impl Transport {
         invocation: &redis::ScriptInvocation<'_>,
         what: &str,
     ) -> Result<T> {
-        let limit = self.settle().await?;
-        let (mut conn, _) = self.conn()?;
         let value = self
-            .timed(invocation.invoke_async::<Value>(&mut conn), limit, what, "")
+            .request(what, "", |mut conn| async move {
+                invocation.invoke_async(&mut conn).await
+            })
             .await?;
         convert(value, what)
     }
