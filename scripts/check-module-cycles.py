@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Lists the module edges inside each crate of the workspace and fails on a cycle.
+"""Lists the module edges inside each crate of the workspace and fails on a cycle, or on an
+import that points up across the floors a crate root declares.
 
-    scripts/check-module-cycles.py              # every cycle, exit 1 if there is one
+    scripts/check-module-cycles.py              # every cycle and upward import, exit 1 if any
     scripts/check-module-cycles.py --edges      # also every edge, with where it comes from
     scripts/check-module-cycles.py --crate dlock-core --crate dlock-macros
     scripts/check-module-cycles.py --self-test  # a fake crate with and without a cycle
@@ -31,6 +32,14 @@ not this crate's), and `pub(in path)` visibilities. Cargo features are ignored: 
 Crates are the `[workspace] members` of the root Cargo.toml (globs included, `exclude`
 honoured); each one's module trees start at src/lib.rs, src/main.rs, src/bin/*.rs,
 src/bin/*/main.rs and any `[lib]`/`[[bin]]` `path` of its Cargo.toml.
+
+Floors: a crate root may declare its floors in its docs, as a section `# Layout` whose
+markdown table names, row by row from the top floor down, the crate's top-level modules
+(backticked: `kinds/` for a folder, `error.rs` for a file; several on one row share a floor).
+Then every top-level module must be named on exactly one row (a name the tree does not have
+fails too), and every edge must point into its own floor or a lower one: an import from a
+lower floor up to a higher one fails (`UPWARD`), named with its file:line and code, even
+where it makes no cycle. The crate root itself stands above every floor.
 
 Output: one line per crate; with --edges, each edge and its first occurrence; for each
 group of modules that import each other (a strongly connected component), the shortest cycle
@@ -747,8 +756,96 @@ def workspace_crates(root: str) -> list[Crate]:
     return crates
 
 
+# --------------------------------------------------------------------------------------------
+# Floors: the crate root's `# Layout` table, and the edges that point up.
+
+MODULE_NAME = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)(/|\.rs)`")
+
+
+def floors_of(root: str) -> tuple[list[list[str]], list[str]] | None:
+    """The floors a crate root's `# Layout` docs declare, top floor first (each a list of
+    top-level module names, without `/` or `.rs`), and the table's problems; None when the
+    root declares none."""
+    try:
+        with open(root, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    docs = [l[3:].strip() if l.startswith("//!") else None for l in lines]
+    try:
+        start = next(i for i, d in enumerate(docs) if d is not None and d.lstrip("# ") == "Layout"
+                     and d.startswith("#"))
+    except StopIteration:
+        return None
+    floors: list[list[str]] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    in_table = False
+    for d in docs[start + 1 :]:
+        if d is None or (in_table and not d.startswith("|")):
+            break
+        if not d.startswith("|"):
+            continue
+        in_table = True
+        cells = [c.strip() for c in d.strip("|").split("|")]
+        if all(set(c) <= set("-: ") for c in cells):
+            continue  # the header's rule
+        names = next((MODULE_NAME.findall(c) for c in cells if MODULE_NAME.search(c)), [])
+        if not names:
+            continue  # the header row
+        row = []
+        for name, _kind in names:
+            if name in seen:
+                problems.append(f"`{name}` is named on two rows of the Layout table")
+            seen[name] = len(floors)
+            row.append(name)
+        floors.append(row)
+    return (floors, problems) if floors else None
+
+
+def top_module(crate: "Crate", path: str) -> str | None:
+    """The top-level module a file belongs to (`kinds` for src/kinds/mutex.rs); None for a
+    crate root or a file outside src/."""
+    if path in crate.roots:
+        return None
+    rel = crate.rel(path)
+    if rel.startswith(".."):
+        return None
+    first = rel.split(os.sep, 1)[0]
+    return first[:-3] if first.endswith(".rs") else first
+
+
+def floor_problems(crate: "Crate", edges: list[Edge]) -> tuple[list[str], list[str]] | None:
+    """What breaks the crate's declared floors: (problems of the table against the tree,
+    upward edges); None when the crate declares no floors."""
+    lib = next((r for r in crate.roots if os.path.basename(r) == "lib.rs"), None)
+    declared = floors_of(lib) if lib else None
+    if declared is None:
+        return None
+    floors, problems = declared
+    level = {name: len(floors) - i for i, row in enumerate(floors) for name in row}
+    present = {m for m in (top_module(crate, f) for f in crate.files) if m}
+    for name in sorted(present - set(level)):
+        problems.append(f"`{name}` is on no floor: add it to a row of the Layout table")
+    for name in sorted(set(level) - present):
+        problems.append(f"the Layout table names `{name}`, which the tree does not have")
+    upward = []
+    for e in edges:
+        a, b = top_module(crate, e.src), top_module(crate, e.dst)
+        if a is None or b is None or a not in level or b not in level:
+            continue
+        if level[b] > level[a]:
+            first = e.refs[0]
+            upward.append(
+                f"UPWARD {crate.rel(e.src)} (floor of `{a}`) -> {crate.rel(e.dst)} (floor of "
+                f"`{b}`, higher): {crate.rel(e.src)}:{first.line} `{first.code}`"
+            )
+    return problems, upward
+
+
 def report(crates: list[Crate], show_edges: bool, out) -> int:
     total = 0
+    total_floors = 0
     for crate in crates:
         edges = crate.edges()
         groups = cycles(edges)
@@ -759,10 +856,19 @@ def report(crates: list[Crate], show_edges: bool, out) -> int:
             print(f"{crate.name} ({where}): no src/ crate root, nothing to check", file=out)
             continue
         status = "no cycle" if not groups else f"{n_cycles} cycle(s) in {len(groups)} group(s)"
+        floored = floor_problems(crate, edges)
+        if floored is not None:
+            problems, upward = floored
+            n = len(problems) + len(upward)
+            status += ", floors kept" if not n else f", {n} floor problem(s)"
+            total_floors += n
         print(
             f"{crate.name} ({where}): {len(crate.files)} files, {len(edges)} edges, {status}",
             file=out,
         )
+        if floored is not None:
+            for line in floored[0] + floored[1]:
+                print(f"  {line}", file=out)
         for w in crate.warnings:
             print(f"  warning: {w}", file=out)
         by_pair = {(e.src, e.dst): e for e in edges}
@@ -787,11 +893,22 @@ def report(crates: list[Crate], show_edges: bool, out) -> int:
                         f"{crate.rel(a)}:{first.line} `{first.code}`",
                         file=out,
                     )
-    if total:
-        print(f"FAIL: {total} module cycle(s); every import should point down", file=out)
+    if total or total_floors:
+        if total:
+            print(f"FAIL: {total} module cycle(s); every import should point down", file=out)
+        if total_floors:
+            print(
+                f"FAIL: {total_floors} floor problem(s); an import may point into its own floor "
+                "or a lower one, never up, and every module stands on one floor",
+                file=out,
+            )
         return 1
-    print("ok: no module cycle", file=out)
+    print("ok: no module cycle" + (", every floor kept" if any_floors(crates) else ""), file=out)
     return 0
+
+
+def any_floors(crates: list[Crate]) -> bool:
+    return any(floor_problems(c, c.edges()) is not None for c in crates)
 
 
 # --------------------------------------------------------------------------------------------
@@ -911,6 +1028,37 @@ INJECTIONS = [
 ]
 
 
+# A crate with declared floors: folders `top/` over `mid/` over the ground file `base.rs`.
+FLOORED = {
+    "Cargo.toml": '[workspace]\nmembers = ["floored"]\n',
+    "floored/Cargo.toml": '[package]\nname = "floored"\n',
+    "floored/src/lib.rs": """
+//! A crate with floors.
+//!
+//! # Layout
+//! | floor | modules | what |
+//! |---|---|---|
+//! | top | `top/` | the face |
+//! | middle | `mid/` | the middle |
+//! | ground | `base.rs` | the ground |
+//!
+//! # Next section
+//! | not | `a/` | table |
+mod base;
+mod mid;
+mod top;
+pub use top::face::Face;
+""",
+    "floored/src/base.rs": "pub struct Base;\n",
+    "floored/src/mid/mod.rs": "pub(crate) mod inner;\npub(crate) mod side;\n",
+    "floored/src/mid/inner.rs": "use crate::base::Base;\npub struct Inner(pub Base);\n",
+    "floored/src/mid/side.rs": "use super::inner::Inner;\npub struct Side(pub Inner);\n",
+    "floored/src/top/mod.rs": "pub(crate) mod face;\npub(crate) mod lone;\n",
+    "floored/src/top/lone.rs": "pub struct Lone;\n",
+    "floored/src/top/face.rs": "use crate::mid::side::Side;\npub struct Face(pub Side);\n",
+}
+
+
 def self_test() -> int:
     me = os.path.abspath(__file__)
     failures = []
@@ -1005,6 +1153,57 @@ def self_test() -> int:
         )
         code, out = run(tmp, "--crate", "fake")
         check(code == 0 and "other" not in out, "--crate restricts the check", out)
+
+    # Floors: the clean floored crate keeps them; an upward folder import, a module on no
+    # floor and a floor naming a module the tree lacks each fail, named.
+    with tempfile.TemporaryDirectory() as tmp:
+        for path, text in FLOORED.items():
+            full = os.path.join(tmp, path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "w", encoding="utf-8") as f:
+                f.write(text)
+        code, out = run(tmp)
+        check(code == 0 and "floors kept" in out, "the floored crate keeps its floors", out)
+        src = os.path.join(tmp, "floored/src")
+
+        def with_change(path: str, text: str, mode: str = "a") -> tuple[int, str]:
+            full = os.path.join(src, path)
+            saved = open(full, encoding="utf-8").read() if os.path.exists(full) else None
+            with open(full, mode, encoding="utf-8") as f:
+                f.write(text)
+            try:
+                return run(tmp)
+            finally:
+                if saved is None:
+                    os.remove(full)
+                else:
+                    with open(full, "w", encoding="utf-8") as f:
+                        f.write(saved)
+
+        code, out = with_change("mid/inner.rs", "fn up() { let _ = crate::top::lone::Lone; }\n")
+        check(
+            code == 1 and "UPWARD mid/inner.rs (floor of `mid`) -> top/lone.rs" in out
+            and "no cycle" in out,
+            "an upward folder import with no cycle fails, named with its line",
+            out,
+        )
+        code, out = with_change("base.rs", "use crate::mid::side::Side;\n")
+        check(code == 1 and "UPWARD base.rs" in out, "a ground file importing a folder fails", out)
+        with open(os.path.join(src, "stray.rs"), "w", encoding="utf-8") as f:
+            f.write("pub struct Stray;\n")
+        code, out = with_change("lib.rs", "mod stray;\n")
+        check(code == 1 and "`stray` is on no floor" in out, "a module on no floor fails", out)
+        os.remove(os.path.join(src, "stray.rs"))
+        code, out = with_change(
+            "lib.rs",
+            open(os.path.join(src, "lib.rs")).read().replace("`base.rs`", "`base.rs`, `gone.rs`"),
+            "w",
+        )
+        check(
+            code == 1 and "names `gone`, which the tree does not have" in out,
+            "a floor naming a module the tree lacks fails",
+            out,
+        )
 
     if failures:
         print(f"self-test FAILED: {len(failures)} check(s)")

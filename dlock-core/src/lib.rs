@@ -83,18 +83,20 @@
 //! script runs on one slot.
 //!
 //! # Layout
-//! Every import points down; from the top floor:
+//! Each floor is a folder (the ground is its files); every import points into its own floor or
+//! a lower one, never up (`scripts/check-module-cycles.py` checks it against this table, which
+//! is the only table of floors). From the top floor:
 //!
-//! | floor | module | what lives there |
+//! | floor | modules | what lives there |
 //! |---|---|---|
-//! | rate limits | `rate_limiter` | [`RateLimiter`], [`KeyedRateLimiter`], [`Quota`], [`Decision`]: GCRA on the server's clock (`rate.lua`) |
-//! | facade | `client`, `quorum`, `inspect`, `release_request`, `fenced`, `shutdown`, `__private` | [`Client`], [`ClientBuilder`]; [`QuorumMutex`], one lock over N independent masters (Redlock) on the clients' mutexes, with fences committed on a majority; [`HolderInfo`], [`Client::force_unlock`]; [`Client::request_release`] (ask, not force); [`Client::fenced_set`], a write refused to a smaller fencing token than the stored one; [`Client::shutdown`]; what `dlock-macros` expands to (hidden, unstable) |
-//! | lock kinds | `mutex`, `semaphore`, `rwlock`, `shared`, `multilock`, `election` | [`Mutex`], [`Semaphore`], [`RwLock`] (one file per kind: try_acquire / acquire / with_*); the weighted FIFO admission of the kinds with several holders at once; [`MultiLock`], mutexes taken together in one canonical order; [`Election`], leadership as a watchdog-renewed mutex hold with an owner-checked leader record |
-//! | client state | `context` | what every handle and guard of a client shares |
-//! | holds | `guard`, `hold`, `guarded` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns); [`GuardedWrite`], writes applied only while the hold is still ours |
-//! | leases | `lease`, `watchdog` | [`Lease`], [`LeaseLost`], [`LeaseState`] (held, suspect, lost), releasing and extending, the client's held leases; batched renewal with paced retries |
-//! | transport | `transport`, `wait`, `listen`, `durable`, `conn`, `sentinel`, `tls_probe` | the timed script call, background releases; waiters, wake channels, grants; other subscriptions on the client's connection (the scheduler's); replica acknowledgement of grants (`WAIT` on a connection of its own, coalesced); the connection (standalone, cluster, or the master the sentinels name), rebuilt when its runtime ends or the master changes; asking sentinels for the master and hearing `+switch-master`; errors that name the server, what its port speaks (a plain/TLS mix-up, not Redis) and what a permission refusal lacked |
-//! | ground | `scripts`, `options`, `timing`, `key`, `token`, `keypart`, `runtime`, `error` | one Lua file per state change with typed replies and the wire formats; [`MutexOptions`] and their validation; lease arithmetic; names → keys; owner and [`FencingToken`]s; [`KeyPart`]; background tasks; [`Error`] / [`ErrorKind`] |
+//! | macros | `__private.rs` | what `dlock-macros` expands to (hidden, unstable) |
+//! | lock kinds | `kinds/` | one file per kind, each adding its constructor to [`Client`]: [`Mutex`], [`Semaphore`], [`RwLock`] and the weighted FIFO admission they share (`shared.rs`), [`MultiLock`], [`Election`], [`QuorumMutex`] (Redlock over N clients), [`RateLimiter`]; release requests for every kind |
+//! | client | `client/` | [`Client`] and what every handle of it shares (`context.rs`); [`ClientBuilder`]; the operator's calls: [`Client::inspect`], [`Client::shutdown`], [`Client::fenced_set`] |
+//! | holds | `holds/` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns); [`GuardedWrite`], writes applied only while the hold is ours |
+//! | leases | `lease/` | [`Lease`], [`LeaseLost`], [`LeaseState`]: one acquisition in Redis, its standing (held, suspect, asked, lost) and how its loss reaches the work; the client's held leases; the watchdog's batched renewal |
+//! | transport | `transport/` | one request shape under the command timeout; the connection (standalone, cluster, or the master the sentinels name) and the errors that explain it; waiters, wake channels and grants; subscriptions; replica acknowledgement (`WAIT`); a cluster's shard map |
+//! | scripts | `scripts/` | one Lua file per state change with its contract on top, its typed reply, the wire formats and the key layouts |
+//! | ground | `error.rs`, `key.rs`, `keypart.rs`, `options.rs`, `timing.rs`, `token.rs`, `fence_epoch.rs`, `metrics.rs`, `runtime.rs` | [`Error`] / [`ErrorKind`]; names → keys; [`KeyPart`]; [`MutexOptions`] and their validation; lease arithmetic; owner tokens and [`FencingToken`]s; fence epochs; metrics; background tasks |
 //!
 //! # Features
 //! | feature | default | what it adds |
