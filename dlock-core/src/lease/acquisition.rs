@@ -74,14 +74,14 @@ pub(crate) struct LeaseCore {
     /// The loss, once decided, its cancellation token, and how it is made known (in the one
     /// order of `lease/loss.rs`: whoever learns of the loss finds the token cancelled).
     pub(super) loss: LossSignal,
-    /// The lease's state for [`Lease::states`] receivers, made on the first call (most leases
+    /// The lease's state for [`Lease::states`](crate::Lease::states) receivers, made on the first call (most leases
     /// are never watched, and a channel is an allocation).
     pub(super) states: OnceLock<watch::Sender<LeaseState>>,
     pub(super) released: AtomicBool,
     /// The watchdog stopped renewing (`max_hold`): running out is then the expected end.
     pub(super) renewal_stopped: AtomicBool,
     /// Someone asked the holder to give the lock back (`ask.lua`, learnt from an extension);
-    /// [`Lease::release_requested`] waits for it on `loss`'s wake-ups.
+    /// [`Lease::release_requested`](crate::Lease::release_requested) waits for it on `loss`'s wake-ups.
     pub(super) asked: AtomicBool,
     /// Whether the holder excludes every other holder of the lock (a mutex's, a read-write
     /// lock's writer) or shares it (a reader, a semaphore's permits): an acquisition nested in

@@ -46,9 +46,9 @@ impl Lease {
     /// you write to, which rejects a token smaller than the largest it has seen.
     ///
     /// # Errors
-    /// [`ErrorKind::LeaseLost`] when the lease is lost before a token was issued to it (a stale
-    /// holder never gets one newer than its successor's); [`ErrorKind::Connection`] or
-    /// [`ErrorKind::Timeout`] when Redis does not answer in time.
+    /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the lease is lost before a token was issued to it (a stale
+    /// holder never gets one newer than its successor's); [`ErrorKind::Connection`](crate::ErrorKind::Connection) or
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) when Redis does not answer in time.
     ///
     /// # Cancel safety
     /// Cancel safe: issuing is idempotent for the hold (a retry returns the same token).

@@ -181,7 +181,7 @@ impl fmt::Display for LostReason {
     }
 }
 
-/// The news that a lease was lost; resolves [`Lease::lost`].
+/// The news that a lease was lost; resolves [`Lease::lost`](crate::Lease::lost).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseLost {
     reason: LostReason,
@@ -202,17 +202,17 @@ impl fmt::Display for LeaseLost {
 
 impl std::error::Error for LeaseLost {}
 
-/// Where a lease stands: [`Lease::state`], [`Lease::states`].
+/// Where a lease stands: [`Lease::state`](crate::Lease::state), [`Lease::states`](crate::Lease::states).
 ///
 /// `Held` and `Suspect` both mean the lease still stands (the holder is the owner until
-/// [`Lease::safe_until`]); `Lost` is final.
+/// [`Lease::safe_until`](crate::Lease::safe_until)); `Lost` is final.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LeaseState {
     /// Held, and its last renewal (if any was sent) was acknowledged in time.
     Held,
     /// Still held, but in danger: a watchdog renewal sent one renewal interval ago has not been
-    /// acknowledged (Redis slow, paused, or cut off), while [`Lease::safe_until`] is ahead.
+    /// acknowledged (Redis slow, paused, or cut off), while [`Lease::safe_until`](crate::Lease::safe_until) is ahead.
     /// The next acknowledged renewal makes the lease `Held` again; if none comes before
     /// `safe_until`, it becomes `Lost`. Only watchdog leases become suspect: a fixed lease sends
     /// no renewals.

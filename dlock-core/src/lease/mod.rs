@@ -5,7 +5,7 @@
 //!
 //! A lease is *lost* — once, for good — when an extension finds the lock gone or owned by another,
 //! when renewal stops (`max_hold`), or when `safe_until` passes without a successful renewal. Loss
-//! resolves every [`Lease::lost`] future, cancels the lease's [`CancellationToken`] and logs a
+//! resolves every [`Lease::lost`](crate::Lease::lost) future, cancels the lease's [`CancellationToken`](tokio_util::sync::CancellationToken) and logs a
 //! `tracing` warning, no later than `safe_until`.
 //!
 //! Before that, a watchdog lease can be *suspect*: a renewal was sent one renewal interval ago

@@ -52,7 +52,7 @@ impl LeaseCore {
     }
 
     /// Records that the holder was asked to give the lock back (an extension answered so);
-    /// the first time, wakes [`Lease::release_requested`] and logs it.
+    /// the first time, wakes [`Lease::release_requested`](crate::Lease::release_requested) and logs it.
     pub(crate) fn mark_asked(&self) {
         if self.asked.swap(true, Ordering::AcqRel) || self.is_settled() {
             return;
@@ -98,7 +98,7 @@ impl LeaseCore {
         }
     }
 
-    /// Tells the [`Lease::states`] receivers (if any) the state as it is now. Every change
+    /// Tells the [`Lease::states`](crate::Lease::states) receivers (if any) the state as it is now. Every change
     /// calls this after it is made, so the last value sent is always the current one.
     pub(super) fn publish_state(&self) {
         if let Some(tx) = self.states.get() {
@@ -209,8 +209,8 @@ impl LeaseCore {
     /// one line (the watchdog during an outage).
     ///
     /// The order (decided, token cancelled, published, `lost()` woken) is
-    /// [`LossSignal::fire`]'s: whoever learns of the loss finds the token cancelled. The
-    /// [`Lease::states`] receivers hear of it last.
+    /// [`LossSignal::fire`](super::loss::LossSignal::fire)'s: whoever learns of the loss finds the token cancelled. The
+    /// [`Lease::states`](crate::Lease::states) receivers hear of it last.
     pub(crate) fn fire_lost_quietly(&self, reason: LostReason) -> bool {
         if !self.loss.fire(reason) {
             return false;

@@ -181,7 +181,7 @@ impl RaiseReply {
 pub(crate) enum InspectReply {
     /// Nobody holds the lock.
     Free,
-    /// The lock's value as stored (read it with [`wire::parse_lock_value`]), and what lies
+    /// The lock's value as stored (read it with [`wire::parse_lock_value`](super::wire::parse_lock_value)), and what lies
     /// beside it.
     Held {
         value: Vec<u8>,
