@@ -86,7 +86,7 @@
 //! [`ext`] is for crates built on dlock (dlock-scheduler is one): requests on a client's own
 //! connection with its timeouts and error explanations, the keys dlock names, subscriptions on
 //! that connection. Its signatures name types of the `redis` crate, re-exported as
-//! [`redis`](crate::redis): dlock-core 0.1 uses redis **1.x**, and a new major version of `redis`
+//! [`redis`]: dlock-core 0.1 uses redis **1.x**, and a new major version of `redis`
 //! comes with a new major version of dlock-core.
 //!
 //! # Layout
