@@ -60,6 +60,8 @@ async fn subscribed(shared: &Shared, channel: &str, notify: &Notify, what: &str)
                     match heard {
                         // Something changed, or messages may have been lost: look.
                         Heard::Message(_) | Heard::Gap => notify.notify_one(),
+                        // Whatever a later dlock-core may tell: looking again is always safe.
+                        _ => notify.notify_one(),
                     }
                 }
             }
