@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint modules core-tree fmt doc unit model model-mutants bench bench-scale clean
+.PHONY: deps demo demo-counter test lint default-features modules core-tree fmt doc unit model model-mutants bench bench-scale clean
 
 deps:
 	@scripts/ensure-deps.sh
@@ -23,11 +23,25 @@ demo-counter: deps
 	$(CARGO) run --quiet -p counter
 
 ## Command 2: every check CI runs — format, lints, docs, all tests and doc tests.
-test: deps lint modules core-tree doc unit
+test: deps lint default-features modules core-tree doc unit
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+
+## dlock-core and dlock-scheduler each build alone with default features: `--all-features`
+## (lint, doc) turns on every feature of the workspace at once, which would hide a crate that
+## needs a feature it does not ask for (the scheduler on the test-only `__conformance`), or code
+## that only a feature uses (dead code, a warning here: it fails the step too).
+default-features:
+	@for package in dlock-core dlock-scheduler; do \
+	  echo "$(CARGO) check -p $$package"; \
+	  out=$$($(CARGO) check -p $$package 2>&1); status=$$?; printf '%s\n' "$$out"; \
+	  [ $$status -eq 0 ] || exit $$status; \
+	  if printf '%s\n' "$$out" | grep -q '^warning'; then \
+	    echo "$$package warns with default features (see above)"; exit 1; \
+	  fi; \
+	done
 
 ## Every import inside each crate points down: no module cycle (the checker tests itself first).
 modules:

@@ -141,8 +141,7 @@ backend_tests!(
         eventually(Duration::from_secs(5), "the abandoned acquires ran", || {
             let mut con = con.clone();
             async move {
-                let counter =
-                    dlock_core::__private::fence_counter_key("dlock:", "inflight").ok()?;
+                let counter = dlock_core::ext::fence_counter_key("dlock:", "inflight").ok()?;
                 let fence: u64 = con.get(counter).await.ok()?;
                 (fence > first_fence).then_some(())
             }

@@ -64,7 +64,7 @@ async fn scripts_run_on_a_cluster_with_one_slot_per_lock() {
             assert_eq!(keyslot(node, &format!("{key}{suffix}")), slot);
         }
         // The fence counter shared by the slot's locks is in the slot too (by Redis's hash).
-        let counter = dlock_core::__private::fence_counter_key("dlock:", &name).unwrap();
+        let counter = dlock_core::ext::fence_counter_key("dlock:", &name).unwrap();
         assert_eq!(keyslot(node, &counter), slot, "{counter}");
         slots.insert(slot);
         masters.insert(backend.server_of(&key).port());

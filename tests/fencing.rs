@@ -54,7 +54,7 @@ backend_tests!(
     /// deleted) is raised to the server clock on every path.
     async fn every_path_takes_its_fence_from_the_slot_counter(backend: Backend) {
         let mut con = backend.raw().await;
-        let counter = dlock_core::__private::fence_counter_key("dlock:", "slot").unwrap();
+        let counter = dlock_core::ext::fence_counter_key("dlock:", "slot").unwrap();
         let (a, b) = (backend.client(), backend.client());
         let fenced = a.mutex_with("slot", MutexOptions::new().fenced()).unwrap();
         let plain = a.mutex("slot").unwrap();
@@ -153,7 +153,7 @@ async fn a_fast_restart_from_an_older_snapshot_never_repeats_a_fence() {
     let highest = *seen.last().unwrap();
 
     server.crash_and_recover().unwrap();
-    let counter = dlock_core::__private::fence_counter_key("dlock:", "snapshot").unwrap();
+    let counter = dlock_core::ext::fence_counter_key("dlock:", "snapshot").unwrap();
     let restored: u64 = redis::cmd("GET")
         .arg(&counter)
         .query(&mut server.connection().unwrap())

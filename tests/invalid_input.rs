@@ -174,7 +174,7 @@ backend_tests!(
 
         // The fence counter of another type: the lock is taken (fences are issued on demand),
         // and asking for the fence says what is wrong, naming the counter.
-        let counter = dlock_core::__private::fence_counter_key("dlock:", "fence").unwrap();
+        let counter = dlock_core::ext::fence_counter_key("dlock:", "fence").unwrap();
         let _: usize = con.lpush(&counter, "x").await.unwrap();
         let client = backend.client();
         let guard = client

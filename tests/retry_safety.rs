@@ -11,7 +11,7 @@ const KEYS: [&str; 2] = ["t:{r}", "t:{r}:queue"];
 
 /// The fence counter of the lock's slot, which the client names for the scripts.
 fn counter() -> String {
-    dlock_core::__private::fence_counter_key("t:", "r").unwrap()
+    dlock_core::ext::fence_counter_key("t:", "r").unwrap()
 }
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -35,7 +35,7 @@ async fn acquire(con: &mut Plain, token: &str, mode: &str, entry: &str) -> Vec<i
 /// A semaphore `t:{s}:sem` of 1 permit: shared_acquire.lua's attempt of `token` (weight 1,
 /// lease 10 s) in `mode` with its queue `entry`; the reply's first item (1: holds, 0: not now).
 async fn shared(con: &mut Plain, token: &str, mode: &str, entry: &str) -> i64 {
-    let counter = dlock_core::__private::fence_counter_key("t:", "s").unwrap();
+    let counter = dlock_core::ext::fence_counter_key("t:", "s").unwrap();
     let reply: Vec<i64> = redis::Script::new(&Source::SharedAcquire.text())
         .key(SEM[0])
         .arg(token)
@@ -201,7 +201,7 @@ backend_tests!(
         let released: i64 = redis::Script::new(&Source::SharedRelease.text())
             .key(SEM[0])
             .arg(A)
-            .arg(dlock_core::__private::fence_counter_key("t:", "s").unwrap())
+            .arg(dlock_core::ext::fence_counter_key("t:", "s").unwrap())
             .invoke_async(&mut con)
             .await
             .unwrap();

@@ -494,7 +494,7 @@ async fn take(con: &mut Plain, token: &str, weight: u64) -> Vec<i64> {
         .arg(10_000)
         .arg("")
         .arg("")
-        .arg(dlock_core::__private::fence_counter_key("t:", "retry").unwrap())
+        .arg(dlock_core::ext::fence_counter_key("t:", "retry").unwrap())
         .arg("host\x1f1\x1f")
         .invoke_async(con)
         .await
@@ -509,7 +509,7 @@ async fn change(con: &mut Plain, old: &str, new: &str, direction: &str) -> Vec<i
         .arg(direction)
         .arg(WRITER)
         .arg(10_000)
-        .arg(dlock_core::__private::fence_counter_key("t:", "retry").unwrap())
+        .arg(dlock_core::ext::fence_counter_key("t:", "retry").unwrap())
         .invoke_async(con)
         .await
         .unwrap()

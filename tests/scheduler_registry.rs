@@ -51,7 +51,7 @@ async fn replicas_register_renew_and_withdraw_on_a_clean_stop() {
     .await;
     for (entry, worker) in both.iter().zip([&a, &b]) {
         assert_eq!(entry.pid, worker.child().pid());
-        assert_eq!(entry.host, dlock_core::__private::host_name());
+        assert_eq!(entry.host, dlock_core::ext::host_name());
         assert_eq!(entry.heartbeat_every, Duration::from_millis(200));
         assert_eq!(entry.jobs.len(), 1);
         let job = &entry.jobs[0];

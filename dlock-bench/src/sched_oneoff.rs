@@ -253,7 +253,7 @@ fn run_burst(url: &str, counts: &Counts, jobs: u64) -> Result<SchedOneOffResult,
 /// `ledger.rs`: the hash-tagged base key of the lock `sched:<job>`). Called inside the runtime.
 fn keys(url: &str) -> Result<Keys, BoxError> {
     let client = crate::dlock::client(url)?;
-    let base = dlock_core::__private::base_key(&client, &format!("sched:{ONE_OFF_JOB}"))?;
+    let base = dlock_core::ext::base_key(&client, &format!("sched:{ONE_OFF_JOB}"))?;
     Ok(Keys {
         retries: format!("{base}:retries"),
         runs: format!("{base}:runs"),

@@ -16,7 +16,8 @@
 //! * a **profile window** of [`SCHED_SCALE_PROFILE_S`] s in which redis-server logs every command
 //!   with its duration (`SLOWLOG`, threshold 0, after the measured window so the logging's own
 //!   cost stays out of it): `EVALSHA` time split by script, named by SHA1 (dlock-core's scripts
-//!   from `Source`, dlock-scheduler's assembled here as its `scripts/mod.rs` does);
+//!   from `dlock_core::ext::scripts`, dlock-scheduler's assembled here as its `scripts/mod.rs`
+//!   does);
 //! * the schedules are removed (`remove_schedule`), the replicas stopped (`STOP`) and their runs
 //!   merged ([`crate::sched_scale_stats::merge`]).
 //!
@@ -30,7 +31,6 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dlock_core::__private::conformance::Source;
 use dlock_scheduler::{JobContext, Scheduler};
 use redis::Value;
 use serde::{Deserialize, Serialize};
@@ -341,12 +341,8 @@ fn parse_slowlog(reply: &Value) -> Result<Vec<Logged>, BoxError> {
 
 /// SHA1 → script name, for every script dlock-core and dlock-scheduler send.
 pub(crate) fn script_names() -> HashMap<String, String> {
-    let mut names: HashMap<String, String> = Source::ALL
-        .into_iter()
-        .map(|source| {
-            let name = format!("{source:?}").to_ascii_lowercase();
-            (source.script().get_hash().to_owned(), format!("{name}.lua"))
-        })
+    let mut names: HashMap<String, String> = dlock_core::ext::scripts()
+        .map(|script| (script.sha1.to_owned(), script.name.to_owned()))
         .collect();
     for (name, text) in scheduler_scripts() {
         names.insert(
@@ -610,7 +606,8 @@ mod tests {
     #[test]
     fn every_scheduler_and_core_script_has_a_distinct_name() {
         let names = script_names();
-        assert_eq!(names.len(), Source::ALL.len() + scheduler_scripts().len());
+        let core = dlock_core::ext::scripts().count();
+        assert_eq!(names.len(), core + scheduler_scripts().len());
         assert!(names.values().any(|n| n == "sched claim.lua"));
         assert!(names.values().any(|n| n == "acquire.lua"));
     }

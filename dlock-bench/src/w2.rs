@@ -162,7 +162,7 @@ pub(crate) async fn warm_counters_of(
 ) -> Result<(), BoxError> {
     let mut counters = std::collections::BTreeSet::new();
     for name in names {
-        counters.insert(dlock_core::__private::fence_counter_key("dlock:", name)?);
+        counters.insert(dlock_core::ext::fence_counter_key("dlock:", name)?);
     }
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(control.conn()).await?;
     let now_us = secs * 1_000_000 + micros;

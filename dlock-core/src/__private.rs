@@ -1,6 +1,7 @@
 //! What `dlock-macros` expands to. Not a public API: hidden from the docs, and may change in
 //! any release. Kept small: the macros do parsing and checking at compile time; this module
-//! runs the lock.
+//! runs the lock. (Crates built on dlock use [`crate::ext`]; dlock's own conformance test
+//! reaches the scripts through `conformance`, compiled only with the `__conformance` feature.)
 
 #![allow(missing_docs, unreachable_pub)]
 
@@ -9,108 +10,18 @@ use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use redis::FromRedisValue;
-
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
-use crate::key::{LockKeys, validate_name};
+use crate::keypart::KeyPart;
 use crate::kinds::rate_limiter::{Decision, Limiter, Quota};
 use crate::lease::Lease;
 use crate::options::{MutexOptions, OnLost, Wait};
 
-pub use crate::keypart::KeyPart;
-pub use crate::runtime::lock;
-pub use crate::transport::listen::{Heard, Subscription};
 pub use std::string::String;
 pub use std::sync::atomic::AtomicBool as StdAtomicBool;
 pub use std::time::Duration as StdDuration;
 
 static DEFAULT_CLIENT: OnceLock<Client> = OnceLock::new();
-
-// What dlock-scheduler uses of dlock-core's request path, so that it has no copy of its own.
-
-/// One command over `client`'s connection under its command timeout; errors are dlock's
-/// (classified, with the `redis` error as source).
-pub async fn query<T: FromRedisValue>(
-    client: &Client,
-    cmd: &redis::Cmd,
-    what: &str,
-) -> Result<T, Error> {
-    client.ctx.transport.query(cmd, what).await
-}
-
-/// A pipeline, as [`query`].
-pub async fn query_pipe<T: FromRedisValue>(
-    client: &Client,
-    pipe: &redis::Pipeline,
-    what: &str,
-) -> Result<T, Error> {
-    client.ctx.transport.query_pipe(pipe, what).await
-}
-
-/// A script invocation (loaded when the server does not know it), as [`query`].
-pub async fn invoke<T: FromRedisValue>(
-    client: &Client,
-    invocation: &redis::ScriptInvocation<'_>,
-    what: &str,
-) -> Result<T, Error> {
-    client.ctx.transport.invoke(invocation, what).await
-}
-
-/// The hash-tagged base key of the name `name` under `client`'s prefix, `<prefix>{<name>}`: the
-/// lock key of a mutex of that name, and the stem of every key that must share its slot.
-///
-/// # Errors
-/// `InvalidInput` for a name a lock could not have.
-pub fn base_key(client: &Client, name: &str) -> Result<String, Error> {
-    validate_name(name)?;
-    Ok(LockKeys::new(client.key_prefix(), name).lock.to_string())
-}
-
-/// The key of the fence counter that the locks named `name` under the key prefix `prefix`
-/// share with the other locks of their cluster slot, `<prefix>fence:{<tag>}` (for tests and
-/// tools that look at the counters).
-///
-/// # Errors
-/// `InvalidInput` for a name a lock could not have.
-pub fn fence_counter_key(prefix: &str, name: &str) -> Result<String, Error> {
-    validate_name(name)?;
-    Ok(LockKeys::new(prefix, name).counter().to_string())
-}
-
-/// Listens on `channel` over `client`'s own connection (no extra connection): every message,
-/// and a [`Heard::Gap`] after a disconnection (messages may have been lost meanwhile).
-///
-/// # Errors
-/// As [`query`].
-pub async fn subscribe(client: &Client, channel: &str) -> Result<Subscription, Error> {
-    client.ctx.transport.subscribe(channel).await
-}
-
-/// The command that reaches the [`subscribe`]rs of a channel on `client`'s kind of deployment:
-/// `PUBLISH` on a standalone server, `SPUBLISH` on a cluster (where [`subscribe`] uses
-/// `SSUBSCRIBE`: the message stays on the channel's shard, so a channel published from a
-/// script must carry the hash tag of the script's keys).
-pub fn publish_command(client: &Client) -> &'static str {
-    client.ctx.transport.slot().publish_command()
-}
-
-/// What the port of the Redis at `url` speaks, when that explains why it could not be used:
-/// "this port speaks TLS: use rediss://…", "… plain RESP: use redis://…" or "… is not Redis";
-/// `None` when the port answers as the URL says, or does not answer (one plain `PING`, within
-/// `timeout`). For dlock-cli, whose first contact with a server is its own.
-pub async fn port_hint(url: &str, timeout: Duration) -> Option<String> {
-    use redis::IntoConnectionInfo;
-    let info = url.into_connection_info().ok()?;
-    let endpoint = crate::transport::tls_probe::Endpoint::of(info.addr())?;
-    let answer = crate::transport::tls_probe::probe(&endpoint, timeout).await;
-    crate::transport::tls_probe::hint(&endpoint, &answer)
-}
-
-/// This machine's host name as dlock stores it with a lock.
-pub fn host_name() -> String {
-    crate::token::host_name()
-}
 
 /// Sets the client that `#[distributed_lock]` uses when it is not given `client = …`.
 pub(crate) fn set_default(client: Client) -> Result<(), Error> {
@@ -354,5 +265,7 @@ where
     }
 }
 
-/// The conformance test's access to the scripts and the state they write.
+/// The conformance test's access to the scripts and the state they write: only with the
+/// `__conformance` feature, which only dlock's own test packages turn on.
+#[cfg(feature = "__conformance")]
 pub mod conformance;

@@ -82,6 +82,13 @@
 //! [`Client::sentinel_builder`]. Every key of one lock shares the hash tag `{name}`, so each
 //! script runs on one slot.
 //!
+//! # Building on dlock
+//! [`ext`] is for crates built on dlock (dlock-scheduler is one): requests on a client's own
+//! connection with its timeouts and error explanations, the keys dlock names, subscriptions on
+//! that connection. Its signatures name types of the `redis` crate, re-exported as
+//! [`redis`]: dlock-core 0.1 uses redis **1.x**, and a new major version of `redis`
+//! comes with a new major version of dlock-core.
+//!
 //! # Layout
 //! Each floor is a folder (the ground is its files); every import points into its own floor or
 //! a lower one, never up (`scripts/check-module-cycles.py` checks it against this table, which
@@ -102,6 +109,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `macros` | yes | `#[distributed_lock]` and `#[rate_limited]` (re-exported from `dlock-macros`): run an `async fn` under a lock, or only as often as a budget admits, checked at compile time |
+//! | `__conformance` | no | not an API: the script texts and state decoders that dlock's own conformance test reads (hidden, may change in any release) |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -109,6 +117,7 @@
 pub mod __private;
 mod client;
 mod error;
+pub mod ext;
 mod fence_epoch;
 mod holds;
 mod key;
@@ -155,6 +164,11 @@ pub use transport::conn::Connection;
 
 #[cfg(feature = "macros")]
 pub use dlock_macros::{distributed_lock, rate_limited};
+
+/// The `redis` crate (redis-rs, major version 1) that dlock-core is built on and that
+/// [`ext`]'s signatures name: use it rather than a `redis` dependency of your own, so the
+/// types always match.
+pub use redis;
 
 /// Sets the client that `#[distributed_lock]` and `#[rate_limited]` functions use when they are not given
 /// `client = …`. Call it once, at start-up.

@@ -13,9 +13,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::task::JoinHandle;
 
 /// Locks a std mutex whose data stays consistent under every panic point (single inserts and
-/// removes, plain assignments), so a poisoned lock is still safe to use. The one such helper of
-/// the workspace: dlock-scheduler uses it through `__private`.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// removes, plain assignments), so a poisoned lock is still safe to use.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -501,7 +501,7 @@ async fn record_end(
         wake: (
             &entry.keys.wake,
             &entry.job.name,
-            dlock_core::__private::publish_command(&shared.client),
+            dlock_core::ext::publish_command(&shared.client),
         ),
         suspect,
     };

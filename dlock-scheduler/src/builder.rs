@@ -358,7 +358,7 @@ impl fmt::Debug for SchedulerBuilder {
 /// This replica: its id (default `<host>:<pid>`), with the host name as dlock-core stores it
 /// with a lock.
 fn replica(id: Option<String>) -> Result<Replica, Error> {
-    let host = dlock_core::__private::host_name();
+    let host = dlock_core::ext::host_name();
     let pid = std::process::id();
     let id = id.unwrap_or_else(|| format!("{host}:{pid}"));
     crate::validate::replica_id(&id)?;

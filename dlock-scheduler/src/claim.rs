@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use dlock_core::__private;
+use dlock_core::ext;
 use redis::Value;
 
 use crate::error::Error;
@@ -62,8 +62,7 @@ pub(crate) async fn claim(
         .arg(millis(shared.liveness()))
         .arg(attempt_lease(entry));
     let sent = shared.clock.local();
-    let reply: Vec<Value> =
-        __private::invoke(&shared.client, &invocation, "claim an occurrence").await?;
+    let reply: Vec<Value> = ext::invoke(&shared.client, &invocation, "claim an occurrence").await?;
     // A won claim answers {1, now, next[, due]}; the others {0|2, reason|wait, now, next[, due]}.
     let (now_at, next_at) = if matches!(reply.first(), Some(Value::Int(1))) {
         (1, 2)
@@ -121,7 +120,7 @@ pub(crate) async fn take_request(
         .arg(attempt_lease(entry));
     let sent = shared.clock.local();
     let reply: Vec<Value> =
-        __private::invoke(&shared.client, &invocation, "take a run_now request").await?;
+        ext::invoke(&shared.client, &invocation, "take a run_now request").await?;
     shared.heard(None, sent, reply.last());
     match reply.as_slice() {
         [Value::Int(1), Value::Int(requested), ..] => {
@@ -157,7 +156,7 @@ pub(crate) async fn withdraw(
         .key(&keys.retries)
         .arg(run_id)
         .arg(token);
-    let withdrawn: i64 = __private::invoke(&shared.client, &invocation, "withdraw a claim").await?;
+    let withdrawn: i64 = ext::invoke(&shared.client, &invocation, "withdraw a claim").await?;
     Ok(withdrawn == 1)
 }
 
@@ -215,8 +214,7 @@ pub(crate) async fn take_retry(
         .arg(job.delivery.attempts())
         .arg(millis(job.delivery.backoff()));
     let sent = shared.clock.local();
-    let reply: Vec<Value> =
-        __private::invoke(&shared.client, &invocation, "take a due retry").await?;
+    let reply: Vec<Value> = ext::invoke(&shared.client, &invocation, "take a due retry").await?;
     shared.heard(None, sent, reply.last());
     let time = |ms: i64| {
         chrono::TimeZone::timestamp_millis_opt(&Utc, ms)
@@ -275,8 +273,7 @@ pub(crate) async fn renew_attempt(
         .arg(token)
         .arg(millis(entry.job.lease));
     let sent = shared.clock.local();
-    let reply: Vec<Value> =
-        __private::invoke(&shared.client, &invocation, "renew an attempt").await?;
+    let reply: Vec<Value> = ext::invoke(&shared.client, &invocation, "renew an attempt").await?;
     shared.heard(None, sent, reply.last());
     Ok(matches!(reply.first(), Some(Value::Int(1))))
 }

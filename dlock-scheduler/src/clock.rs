@@ -11,11 +11,10 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use dlock_core::__private;
 
 /// A source of the current wall-clock time.
 pub trait Clock: Send + Sync + 'static {
@@ -151,7 +150,7 @@ impl ServerClock {
             return;
         };
         // Poison-tolerant: `best` only ever gets whole assignments.
-        let mut best = __private::lock(&self.best);
+        let mut best = self.best.lock().unwrap_or_else(PoisonError::into_inner);
         let better = best.is_none_or(|b| rtt <= b.rtt || received - b.taken > SAMPLE_MAX_AGE);
         if better {
             *best = Some(Sample {

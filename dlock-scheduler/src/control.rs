@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use dlock_core::__private;
+use dlock_core::ext;
 
 use crate::error::Error;
 use crate::ledger::{self, JobKeys, RunRecord};
@@ -55,7 +55,7 @@ impl Scheduler {
         let keys = JobKeys::new(&self.shared.client, job)?;
         let mut cmd = redis::cmd("SET");
         cmd.arg(&keys.paused).arg(1);
-        __private::query::<()>(&self.shared.client, &cmd, &format!("pause `{job}`")).await?;
+        ext::query::<()>(&self.shared.client, &cmd, &format!("pause `{job}`")).await?;
         Ok(())
     }
 
@@ -90,8 +90,8 @@ impl Scheduler {
             .key(&keys.retries)
             .arg(&keys.wake)
             .arg(job)
-            .arg(__private::publish_command(client));
-        __private::invoke::<i64>(client, &invocation, &format!("resume `{job}`")).await?;
+            .arg(ext::publish_command(client));
+        ext::invoke::<i64>(client, &invocation, &format!("resume `{job}`")).await?;
         Ok(())
     }
 
@@ -107,7 +107,7 @@ impl Scheduler {
         let keys = JobKeys::new(&self.shared.client, job)?;
         let mut cmd = redis::cmd("EXISTS");
         cmd.arg(&keys.paused);
-        Ok(__private::query(&self.shared.client, &cmd, &format!("is `{job}` paused")).await?)
+        Ok(ext::query(&self.shared.client, &cmd, &format!("is `{job}` paused")).await?)
     }
 
     /// Whether `job` is known under the client's key prefix: this scheduler has it, a running
@@ -158,7 +158,7 @@ impl Scheduler {
         let mut cmd = redis::cmd("HEXISTS");
         cmd.arg(&self.shared.schedule_keys.hash).arg(job);
         let scheduled: bool =
-            __private::query(&self.shared.client, &cmd, &format!("is `{job}` scheduled")).await?;
+            ext::query(&self.shared.client, &cmd, &format!("is `{job}` scheduled")).await?;
         if scheduled {
             return Ok(Ok(()));
         }
@@ -167,7 +167,7 @@ impl Scheduler {
         // One slot: both keys carry the job's hash tag.
         cmd.arg(&keys.ledger).arg(&keys.paused);
         let found: i64 =
-            __private::query(&self.shared.client, &cmd, &format!("is `{job}` known")).await?;
+            ext::query(&self.shared.client, &cmd, &format!("is `{job}` known")).await?;
         if found > 0 {
             return Ok(Ok(()));
         }
@@ -224,8 +224,8 @@ impl Scheduler {
             .arg(secs(REQUEST_TTL))
             .arg(&keys.wake)
             .arg(job)
-            .arg(__private::publish_command(client));
-        __private::invoke::<i64>(client, &invocation, &format!("run_now `{job}`")).await?;
+            .arg(ext::publish_command(client));
+        ext::invoke::<i64>(client, &invocation, &format!("run_now `{job}`")).await?;
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! [`Error`]: what the scheduler reports — a refused schedule or job, or a Redis failure.
 //!
 //! Every Redis request of the scheduler goes through dlock-core's request path
-//! (`dlock_core::__private::{query, query_pipe, invoke}`: the client's connection, its command
+//! (`dlock_core::ext::{query, query_pipe, invoke}`: the client's connection, its command
 //! timeout, its error classification), so a Redis failure *is* a `dlock_core::Error`: it is the
 //! [`source`](std::error::Error::source) of the scheduler's error, [`Error::redis_kind`] is its
 //! [`dlock_core::ErrorKind`] (connection, timeout …), and the predicates
@@ -220,7 +220,7 @@ mod tests {
     /// The core error of a request on dlock-core's path to a port where nothing listens.
     async fn refused() -> dlock_core::Error {
         let client = dlock_core::Client::open("redis://127.0.0.1:1/").unwrap();
-        dlock_core::__private::query::<String>(&client, &redis::cmd("PING"), "pause `j`")
+        dlock_core::ext::query::<String>(&client, &redis::cmd("PING"), "pause `j`")
             .await
             .unwrap_err()
     }

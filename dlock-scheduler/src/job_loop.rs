@@ -382,7 +382,7 @@ impl JobLoop {
         count.arg(&entry.keys.retries);
         let shared = &self.ctx.shared;
         if let Ok(left) =
-            dlock_core::__private::query::<u64>(&shared.client, &count, "count pending runs").await
+            dlock_core::ext::query::<u64>(&shared.client, &count, "count pending runs").await
             && left > 0
         {
             tracing::info!(job = %entry.job.name, runs = left, "dlock-scheduler: shutting down with at-least-once runs not final (running, or waiting for their next attempt); the other replicas take them over");

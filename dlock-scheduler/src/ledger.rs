@@ -3,7 +3,7 @@
 //!
 //! A job's keys all share the hash tag of its run lock, `{sched:<job>}`, so the scheduler's
 //! scripts touch one Redis Cluster slot. They are built on dlock-core's base key of the lock
-//! name `sched:<job>` (`dlock_core::__private::base_key`: the client's prefix and the hash tag),
+//! name `sched:<job>` (`dlock_core::ext::base_key`: the client's prefix and the hash tag),
 //! so they follow core's layout instead of copying it:
 //!
 //! | key | type | what |
@@ -26,7 +26,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, TimeZone, Utc};
-use dlock_core::{__private, Client, FencingToken};
+use dlock_core::{Client, FencingToken, ext};
 
 use crate::error::Error;
 use crate::scripts;
@@ -62,7 +62,7 @@ impl JobKeys {
     /// checked before, so this does not happen).
     pub(crate) fn new(client: &Client, job: &str) -> Result<Self, Error> {
         let lock_name = format!("sched:{job}");
-        let base = __private::base_key(client, &lock_name)?;
+        let base = ext::base_key(client, &lock_name)?;
         Ok(Self {
             claims: format!("{base}:claims"),
             runs: format!("{base}:runs"),
@@ -412,7 +412,7 @@ pub(crate) async fn record(
         .arg(how.wake.1)
         .arg(how.wake.2)
         .arg(if how.suspect { "s" } else { "" });
-    let reply: Vec<i64> = __private::invoke(client, &invocation, "record a run").await?;
+    let reply: Vec<i64> = ext::invoke(client, &invocation, "record a run").await?;
     Ok(match reply.as_slice() {
         [1, ..] => Recorded::Done,
         [2, due, ..] => Recorded::Retry(*due),
@@ -448,7 +448,7 @@ pub(crate) async fn history(
         Vec<(String, f64)>,
     );
     let (runs, ledger, retries): Ledger =
-        __private::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
+        ext::query_pipe(client, &pipe, &format!("read the ledger of `{job}`")).await?;
     let now_ms = now.timestamp_millis();
     #[allow(clippy::cast_possible_truncation)]
     let retries: std::collections::HashMap<String, i64> = retries
@@ -489,7 +489,7 @@ pub(crate) async fn history(
                     .arg(format!("{id}:end"))
                     .arg(format!("{id}:attempts"));
                 let (ended, attempts): (Option<String>, Option<String>) =
-                    __private::query(client, &cmd, "read the run ledger").await?;
+                    ext::query(client, &cmd, "read the run ledger").await?;
                 if let Some(ended) = ended {
                     let now_recorded = parse(Some(&ended), attempts.as_deref())?;
                     if now_recorded.outcome != RunOutcome::Running {
@@ -556,7 +556,7 @@ pub(crate) async fn latest_scheduled(
         .arg(0)
         .arg(20)
         .arg("WITHSCORES");
-    let latest: Vec<(String, i64)> = __private::query(client, &cmd, "read the run ledger").await?;
+    let latest: Vec<(String, i64)> = ext::query(client, &cmd, "read the run ledger").await?;
     Ok(latest
         .into_iter()
         .find(|(id, _)| !id.starts_with('m'))
@@ -584,7 +584,7 @@ mod tests {
             assert_eq!(slot(&keys.wake), slot(key), "{key}");
         }
         assert_eq!(
-            __private::base_key(&client, &keys.lock_name).unwrap(),
+            ext::base_key(&client, &keys.lock_name).unwrap(),
             "dlock:{sched:lottery}"
         );
     }

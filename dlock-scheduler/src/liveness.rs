@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use dlock_core::__private;
+use dlock_core::ext;
 use futures_util::future::join_all;
 use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -186,7 +186,7 @@ async fn beat(shared: &Shared, entry: &JobEntry, live: bool) -> Result<(), Error
         .arg(&shared.replica.id)
         .arg(if live { millis(shared.liveness()) } else { 0 });
     let sent = shared.clock.local();
-    let reply: Vec<i64> = __private::invoke(&shared.client, &invocation, "heartbeat").await?;
+    let reply: Vec<i64> = ext::invoke(&shared.client, &invocation, "heartbeat").await?;
     if live && let [server_ms, due_ms, ..] = reply.as_slice() {
         shared.heard(Some(entry), sent, Some(&Value::Int(*server_ms)));
         entry.note_retry_due(*due_ms);

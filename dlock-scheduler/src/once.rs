@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use dlock_core::__private;
+use dlock_core::ext;
 use redis::Value;
 use serde::Serialize;
 
@@ -286,7 +286,7 @@ impl Scheduler {
             .arg(&id.run)
             .arg(CANCELLED);
         let reply: Vec<i64> =
-            __private::invoke(client, &invocation, &format!("cancel the one-off job {id}")).await?;
+            ext::invoke(client, &invocation, &format!("cancel the one-off job {id}")).await?;
         Ok(reply.first() == Some(&1))
     }
 
@@ -319,7 +319,7 @@ impl Scheduler {
             .arg(run);
         type Read = (Vec<Option<String>>, Option<f64>, Option<f64>);
         let (fields, due, deadline): Read =
-            __private::query_pipe(client, &pipe, &format!("read the one-off job {id}")).await?;
+            ext::query_pipe(client, &pipe, &format!("read the one-off job {id}")).await?;
         let [claim, end, attempts] = <[Option<String>; 3]>::try_from(fields)
             .map_err(|_| Error::protocol("HMGET answered the wrong number of fields"))?;
         let (Some(claim), Some(due)) = (claim, due) else {
@@ -400,10 +400,10 @@ impl Scheduler {
                 .arg(millis(shared.retention))
                 .arg(&keys.wake)
                 .arg(&*entry.job.name)
-                .arg(__private::publish_command(client));
+                .arg(ext::publish_command(client));
             let sent = shared.clock.local();
             let what = format!("enqueue a one-off job of `{handler}`");
-            let reply: Vec<Value> = __private::invoke(client, &invocation, &what).await?;
+            let reply: Vec<Value> = ext::invoke(client, &invocation, &what).await?;
             shared.heard(None, sent, reply.last());
             match reply.as_slice() {
                 [Value::Int(2), ..] => continue,
@@ -758,7 +758,7 @@ mod tests {
             .key(&entry.keys.retries)
             .arg(2)
             .arg(1000);
-        let removed: i64 = __private::invoke(&shared.client, &invocation, "trim")
+        let removed: i64 = ext::invoke(&shared.client, &invocation, "trim")
             .await
             .unwrap();
         assert_eq!(removed, 3);

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::{__private, Client};
+use dlock_core::{Client, ext};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, sleep_until};
 
@@ -215,8 +215,7 @@ async fn trim(ctx: &LoopCtx) -> bool {
         .key(&keys.retries)
         .arg(ctx.shared.history)
         .arg(MAX_TRIM);
-    match __private::invoke::<i64>(&ctx.shared.client, &invocation, "trim the one-off ledger").await
-    {
+    match ext::invoke::<i64>(&ctx.shared.client, &invocation, "trim the one-off ledger").await {
         Ok(removed) => removed > 0,
         Err(e) => {
             tracing::debug!(job = %ctx.entry.job.name, error = %e, "dlock-scheduler: could not trim the ledger of one-off jobs");

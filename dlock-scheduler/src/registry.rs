@@ -56,7 +56,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use dlock_core::{__private, Client};
+use dlock_core::{Client, ext};
 use redis::Value;
 
 use crate::error::Error;
@@ -83,7 +83,7 @@ pub(crate) fn lifetime(heartbeat: Duration) -> Duration {
 
 /// The registry's keys under `client`'s prefix: the index and the stem of every entry.
 fn index_key(client: &Client) -> Result<String, Error> {
-    let base = __private::base_key(client, crate::ledger::REGISTRY_TAG)?;
+    let base = ext::base_key(client, crate::ledger::REGISTRY_TAG)?;
     Ok(format!("{base}:registry"))
 }
 
@@ -249,7 +249,7 @@ pub(crate) async fn publish(shared: &Shared, live: bool) -> Result<(), Error> {
         .arg(ttl)
         .arg(payload(shared))
         .arg(millis(shared.liveness()));
-    __private::invoke::<i64>(client, &invocation, "publish the job registry").await?;
+    ext::invoke::<i64>(client, &invocation, "publish the job registry").await?;
     Ok(())
 }
 
@@ -263,8 +263,7 @@ pub(crate) async fn read(client: &Client) -> Result<Vec<RegisteredReplica>, Erro
     let index = index_key(client)?;
     let mut cmd = redis::cmd("ZRANGE");
     cmd.arg(&index).arg(0).arg(-1);
-    let instances: Vec<String> =
-        __private::query(client, &cmd, "read the job registry's index").await?;
+    let instances: Vec<String> = ext::query(client, &cmd, "read the job registry's index").await?;
     if instances.is_empty() {
         return Ok(Vec::new());
     }
@@ -274,7 +273,7 @@ pub(crate) async fn read(client: &Client) -> Result<Vec<RegisteredReplica>, Erro
         let key = format!("{index}:{instance}");
         pipe.cmd("GET").arg(&key).cmd("PTTL").arg(&key);
     }
-    let replies: Vec<Value> = __private::query_pipe(client, &pipe, "read the job registry").await?;
+    let replies: Vec<Value> = ext::query_pipe(client, &pipe, "read the job registry").await?;
     let mut replicas = Vec::with_capacity(instances.len());
     for (instance, reply) in instances.iter().zip(replies.chunks(2)) {
         let key = format!("{index}:{instance}");

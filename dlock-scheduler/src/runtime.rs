@@ -17,7 +17,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use dlock_core::{__private, Client};
+use dlock_core::{Client, ext};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -36,7 +36,7 @@ pub(crate) struct ScheduleKeys {
 
 impl ScheduleKeys {
     pub(crate) fn new(client: &Client) -> Result<Self, Error> {
-        let base = __private::base_key(client, crate::ledger::REGISTRY_TAG)
+        let base = ext::base_key(client, crate::ledger::REGISTRY_TAG)
             .map_err(|e| Error::refused_by_core("the run-time schedules' keys", e))?;
         Ok(Self {
             hash: format!("{base}:schedules"),
@@ -192,7 +192,7 @@ pub(crate) async fn read_all(
     let mut cmd = redis::cmd("HGETALL");
     cmd.arg(&keys.hash);
     let all: Vec<(String, String)> =
-        __private::query(client, &cmd, "read the run-time schedules").await?;
+        ext::query(client, &cmd, "read the run-time schedules").await?;
     let mut out: Vec<_> = all
         .into_iter()
         .map(|(name, raw)| {
@@ -209,7 +209,7 @@ pub(crate) async fn revision(client: &Client, keys: &ScheduleKeys) -> Result<i64
     let mut cmd = redis::cmd("GET");
     cmd.arg(&keys.rev);
     let rev: Option<i64> =
-        __private::query(client, &cmd, "read the run-time schedules' revision").await?;
+        ext::query(client, &cmd, "read the run-time schedules' revision").await?;
     Ok(rev.unwrap_or(0))
 }
 
@@ -237,13 +237,13 @@ pub(crate) async fn put(
         .arg(name)
         .arg(record.unwrap_or(""))
         .arg(&keys.wake)
-        .arg(__private::publish_command(client));
+        .arg(ext::publish_command(client));
     let what = if record.is_some() {
         "add a run-time schedule"
     } else {
         "remove a run-time schedule"
     };
-    let (changed, existed): (i64, i64) = __private::invoke(client, &invocation, what).await?;
+    let (changed, existed): (i64, i64) = ext::invoke(client, &invocation, what).await?;
     Ok(Changed {
         changed: changed == 1,
         existed: existed == 1,

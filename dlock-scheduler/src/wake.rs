@@ -1,11 +1,11 @@
 //! `run_now` wake-ups: `request.lua` publishes on the job's wake channel
 //! (`<prefix>{sched:<job>}:wake`, see [`crate::ledger`]); each job's listener, subscribed on the
-//! scheduler's own client connection (`dlock_core::__private::subscribe`: no extra
+//! scheduler's own client connection (`dlock_core::ext::subscribe`: no extra
 //! connection), wakes the job's loop, which takes the request at once instead of at its next
 //! fallback poll.
 //!
 //! On a cluster dlock-core subscribes with `SSUBSCRIBE` and `request.lua` publishes with
-//! `SPUBLISH` (`dlock_core::__private::publish_command`): the channel carries the job's hash
+//! `SPUBLISH` (`dlock_core::ext::publish_command`): the channel carries the job's hash
 //! tag, so the script that queues the request may publish on it and the message stays on the
 //! job's shard.
 //!
@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::__private::{self, Heard};
+use dlock_core::ext::{self, Heard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +51,7 @@ pub(crate) async fn listen_channel(
 async fn subscribed(shared: &Shared, channel: &str, notify: &Notify, what: &str) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        match __private::subscribe(&shared.client, channel).await {
+        match ext::subscribe(&shared.client, channel).await {
             Ok(mut subscription) => {
                 backoff = FIRST_BACKOFF;
                 // What was announced before the subscription took effect did not reach us.
@@ -60,6 +60,8 @@ async fn subscribed(shared: &Shared, channel: &str, notify: &Notify, what: &str)
                     match heard {
                         // Something changed, or messages may have been lost: look.
                         Heard::Message(_) | Heard::Gap => notify.notify_one(),
+                        // Whatever a later dlock-core may tell: looking again is always safe.
+                        _ => notify.notify_one(),
                     }
                 }
             }

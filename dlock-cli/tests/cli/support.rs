@@ -91,5 +91,5 @@ where
 
 /// This process as dlock records a holder: host name and pid.
 pub(crate) fn me() -> (String, u32) {
-    (dlock_core::__private::host_name(), std::process::id())
+    (dlock_core::ext::host_name(), std::process::id())
 }

@@ -8,6 +8,8 @@
 //! live waiter) is prepended to the scripts that need it. The formats the scripts read and
 //! write, with their versions, are in [`wire`].
 
+// Read only by the conformance test (`__private::conformance`).
+#[cfg(feature = "__conformance")]
 pub(crate) mod layout;
 mod replies;
 pub(crate) mod wire;
@@ -27,7 +29,9 @@ use crate::error::Error;
 /// Every script dlock runs, named. [`Source::text`] assembles its text (the shared functions
 /// prepended), and the statics below are built from that text, so the conformance test
 /// (`__private::conformance`) loads exactly what the client runs.
+/// `pub` for `__private::conformance` (the `__conformance` feature), the crate's own otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "__conformance"), allow(unreachable_pub))]
 pub enum Source {
     /// `acquire.lua` (with `lock_value.lua` and `common.lua`).
     Acquire,
@@ -65,6 +69,7 @@ pub enum Source {
     Rate,
 }
 
+#[cfg_attr(not(feature = "__conformance"), allow(unreachable_pub))]
 impl Source {
     /// Every script, once.
     pub const ALL: [Self; 17] = [

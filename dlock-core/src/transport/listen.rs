@@ -16,8 +16,10 @@ use crate::error::{Error, Result};
 use crate::runtime::{lock, spawn_detached};
 use crate::transport::conn::Conn;
 
-/// What a [`Subscription`] hears.
+/// What a [`Subscription`] hears. `#[non_exhaustive]`: a later release may tell more (match
+/// with a `_` arm).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Heard {
     /// A message published on the channel.
     Message(Vec<u8>),

@@ -1,6 +1,6 @@
 //! The scheduler's Lua scripts (one file each, contract on top; `common.lua`, the run records'
 //! format and helpers, is prepended to the scripts that read or write run records). They are sent on dlock-core's request path
-//! (`dlock_core::__private::invoke`: the client's own connection, its command timeout, `EVALSHA`
+//! (`dlock_core::ext::invoke`: the client's own connection, its command timeout, `EVALSHA`
 //! with a reload on `NOSCRIPT`, dlock-core's errors).
 
 use std::sync::LazyLock;
