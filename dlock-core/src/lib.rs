@@ -96,7 +96,7 @@
 //!
 //! | floor | modules | what lives there |
 //! |---|---|---|
-//! | macros | `__private.rs` | what `dlock-macros` expands to (hidden, unstable) |
+//! | extension | `ext.rs`, `__private.rs` | [`ext`], the surface crates built on dlock use (timed requests on a client's connection, base keys, subscriptions); what `dlock-macros` expands to (hidden, unstable), and the conformance test's hooks behind the non-default `__conformance` feature |
 //! | lock kinds | `kinds/` | one file per kind, each adding its constructor to [`Client`]: [`Mutex`], [`Semaphore`], [`RwLock`] and the weighted FIFO admission they share (`shared.rs`), [`MultiLock`], [`Election`], [`QuorumMutex`] (Redlock over N clients), [`RateLimiter`]; release requests for every kind |
 //! | client | `client/` | [`Client`] and what every handle of it shares (`context.rs`); [`ClientBuilder`]; the operator's calls: [`Client::inspect`], [`Client::shutdown`], [`Client::fenced_set`] |
 //! | holds | `holds/` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns); [`GuardedWrite`], writes applied only while the hold is ours |
