@@ -4,7 +4,25 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps demo demo-counter test lint default-features modules core-tree fmt doc unit model model-mutants bench bench-scale clean
+## The integration binary's folders (tests/README.md): `make test-<group>` runs one.
+TEST_GROUPS := locks watchdog other_kinds scheduler operate repo security web
+
+.PHONY: deps demo demo-counter test check lint fmt-check clippy default-features modules core-tree fmt doc unit \
+	unit-fast model-unit conformance model model-mutants bench bench-scale clean \
+	test-conformance $(addprefix test-,$(TEST_GROUPS))
+
+## Runs each target named in $(1) in turn, going on past one that fails, and ends with a
+## summary naming the ones that failed (the recipe then fails too).
+define run_steps
+	@failed=""; \
+	for step in $(1); do \
+	  echo "==> make $$step"; \
+	  $(MAKE) --no-print-directory $$step || failed="$$failed $$step"; \
+	done; \
+	echo "==> make $@ summary: ran $(1)"; \
+	if [ -n "$$failed" ]; then echo "==> make $@: FAILED:$$failed"; exit 1; fi; \
+	echo "==> make $@: every step passed"
+endef
 
 deps:
 	@scripts/ensure-deps.sh
@@ -22,11 +40,26 @@ demo-counter: deps
 	$(CARGO) build -p counter
 	$(CARGO) run --quiet -p counter
 
-## Command 2: every check CI runs — format, lints, docs, all tests and doc tests.
-test: deps lint default-features modules core-tree doc unit
+## Command 2: every check CI runs — format, lints, docs, all tests and doc tests. A failing
+## step does not stop the others (nor does a failing test binary stop `unit`); the end names
+## what failed.
+TEST_STEPS := fmt-check clippy default-features modules core-tree doc unit
+test: deps
+	$(call run_steps,$(TEST_STEPS))
 
-lint:
+## The edit-and-test loop (at most 4 minutes warm): format, lints, unit tests, the model's unit
+## bounds, the default conformance run and the docs; not the integration binary (`make test`,
+## or one group of it: `make test-<group>`).
+CHECK_STEPS := fmt-check clippy unit-fast model-unit conformance doc
+check: deps
+	$(call run_steps,$(CHECK_STEPS))
+
+lint: fmt-check clippy
+
+fmt-check:
 	$(CARGO) fmt --all -- --check
+
+clippy:
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
 ## dlock-core and dlock-scheduler each build alone with default features: `--all-features`
@@ -66,7 +99,28 @@ doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --all-features
 
 unit:
-	$(CARGO) test --workspace --all-features
+	$(CARGO) test --workspace --all-features --no-fail-fast
+
+## `make check`'s tests: every crate's unit tests (libraries and binaries), no integration or
+## doc tests.
+unit-fast:
+	$(CARGO) test --workspace --all-features --lib --bins
+
+## The protocol model at its unit bounds, the test binaries of dlock-model that `make unit`
+## runs and that are not all `--ignored` (deep.rs and mutants.rs are `make model`'s and
+## `make model-mutants`').
+model-unit:
+	$(CARGO) test -p dlock-model --test check --test steps --test asks --test rates
+
+## The shipped Lua held to the model (tests/conformance/), its default run.
+conformance:
+	$(CARGO) test -p dlock-tests --test conformance
+
+test-conformance: deps conformance
+
+## One folder of the integration binary (tests/README.md): a folder is a test-name prefix.
+$(addprefix test-,$(TEST_GROUPS)): test-%: deps
+	$(CARGO) test -p dlock-tests --test integration -- $*::
 
 fmt:
 	$(CARGO) fmt --all

@@ -42,7 +42,7 @@ if [ -n "$version" ] && [ "$version" -lt 7 ]; then
   exit 1
 fi
 
-# Chromium: tests/dashboard_browser.rs drives it headless. Not fatal when it cannot be had: the
+# Chromium: tests/scheduler/dashboard_browser.rs drives it headless. Not fatal when it cannot be had: the
 # test then says it is skipped, and why.
 if [ -z "${DLOCK_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
     && ! command -v chromium-browser >/dev/null 2>&1; then
@@ -59,7 +59,7 @@ if [ -z "${DLOCK_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
   fi
 fi
 
-# PostgreSQL 15: tests/web_postgres.rs starts servers of its own (initdb + postgres in a temp
+# PostgreSQL 15: tests/web/web_postgres.rs starts servers of its own (initdb + postgres in a temp
 # dir, dlock-testkit's PostgresServer), so only the programs are needed: the package must not
 # create or start a cluster. Not fatal when it cannot be had: those tests then say they are
 # skipped, and why. Looked for where the harness looks: $DLOCK_POSTGRES_BIN, Debian's

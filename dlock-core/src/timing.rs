@@ -17,7 +17,7 @@ pub const MIN_TTL: Duration = Duration::from_millis(10);
 /// renewal must get through before the lease runs out even when the process or Redis is busy.
 /// Measured on a 2-core machine while the rest of this project's test suite ran (up to 6 tests
 /// at once): 1,000 concurrent watchdog locks held for five leases each lost leases at 10 and
-/// 20 ms and none at 30 ms and above (`tests/watchdog_limits.rs` runs it at this minimum), so
+/// 20 ms and none at 30 ms and above (`tests/watchdog/watchdog_limits.rs` runs it at this minimum), so
 /// the minimum keeps a margin of more than 3×. Production leases are better measured in
 /// seconds: a lease is also how long a crashed holder blocks everyone else, and a pause of the
 /// holder's process longer than it loses the lock.

@@ -1,7 +1,7 @@
 //! What the expansion does before it talks to Redis, so no server is needed: a rendered key
 //! that dlock-core rejects and a missing default client come back through the return type, and
 //! the body does not run. (Locking itself is tested against real Redis in the workspace's
-//! `tests/macro_lock.rs`.)
+//! `tests/locks/macro_lock.rs`.)
 
 // A panic is how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

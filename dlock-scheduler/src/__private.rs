@@ -58,7 +58,7 @@ where
 /// Test hook: `hook(job name)` runs in each job loop's task every time the task is polled,
 /// before the loop itself, so that a test can make one loop panic or block its thread as a bug
 /// would, while the rest of the scheduler (its heartbeat) goes on. For dlock's integration
-/// tests (`tests/scheduler_stall.rs`); never needed in an application.
+/// tests (`tests/scheduler/scheduler_stall.rs`); never needed in an application.
 pub fn on_loop_poll(
     builder: SchedulerBuilder,
     hook: impl Fn(&str) + Send + Sync + 'static,

@@ -37,7 +37,7 @@ use crate::context::JobContext;
 use crate::group::{Membership, Slot, Until};
 use crate::jitter::jitter_for;
 use crate::ledger::{self, Recorded, Recording, RunOutcome};
-use crate::shared::{JobEntry, Shared};
+use crate::replica_state::{JobEntry, Shared};
 
 /// Why an attempt is made.
 #[derive(Clone, Debug, PartialEq, Eq)]

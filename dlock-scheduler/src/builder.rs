@@ -15,9 +15,9 @@ use crate::context::{JobContext, Replica};
 use crate::error::Error;
 use crate::handler::{HandlerOptions, RegisteredHandler};
 use crate::job::Job;
-use crate::runtime::ScheduleKeys;
+use crate::replica_state::{JobEntry, Jobs, LoopHook, Shared};
+use crate::schedule_store::ScheduleKeys;
 use crate::scheduler::Scheduler;
-use crate::shared::{JobEntry, Jobs, LoopHook, Shared};
 
 /// How long a claim is remembered by default: a day. Claims older than this are forgotten, so a
 /// replica catching up on an occurrence older than a day could run it again; keep the retention

@@ -11,8 +11,8 @@ use dlock_core::ext;
 use redis::Value;
 
 use crate::error::Error;
+use crate::replica_state::{JobEntry, Shared, Turn};
 use crate::scripts::{self, millis};
-use crate::shared::{JobEntry, Shared, Turn};
 
 /// What `claim.lua` answered.
 pub(crate) enum Claim {

@@ -1,5 +1,5 @@
 //! Following the run-time schedules on one replica: when they change
-//! ([`crate::runtime`]: the change counter moved — announced over pub/sub on the client's own
+//! ([`crate::schedule_store`]: the change counter moved — announced over pub/sub on the client's own
 //! connection, and polled every heartbeat in case the announcement was lost), read them all and
 //! make this replica's jobs match. A schedule this replica has the handler for becomes a job
 //! like one in code (its loop, its `run_now` listener, its turns among the replicas that run
@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::job_loop::{self, LoopCtx};
-use crate::runtime::{self, RuntimeSchedule, UnrunnableSchedule};
-use crate::shared::{JobEntry, Shared};
+use crate::replica_state::{JobEntry, Shared};
+use crate::schedule_store::{self, RuntimeSchedule, UnrunnableSchedule};
 
 /// A run-time schedule this replica runs.
 struct Running {
@@ -93,7 +93,7 @@ impl Follower {
     async fn look(&mut self) {
         let shared = &self.shared;
         let keys = &shared.schedule_keys;
-        let rev = match runtime::revision(&shared.client, keys).await {
+        let rev = match schedule_store::revision(&shared.client, keys).await {
             Ok(rev) => rev,
             Err(e) => {
                 tracing::debug!(error = %e, "dlock-scheduler: could not read the run-time schedules' revision; looking again at the next heartbeat");
@@ -103,7 +103,7 @@ impl Follower {
         if self.seen == Some(rev) {
             return;
         }
-        match runtime::read_all(&shared.client, keys).await {
+        match schedule_store::read_all(&shared.client, keys).await {
             Ok(all) => {
                 self.reconcile(all);
                 // A change made between the two reads moved the counter past `rev`: it is
@@ -118,7 +118,10 @@ impl Follower {
 
     /// Stops the loops of schedules that were removed or changed, starts those of new ones,
     /// and notes the ones this replica does not run.
-    fn reconcile(&mut self, all: Vec<(String, Result<RuntimeSchedule, runtime::Unreadable>)>) {
+    fn reconcile(
+        &mut self,
+        all: Vec<(String, Result<RuntimeSchedule, schedule_store::Unreadable>)>,
+    ) {
         let mut wanted = HashMap::new();
         let mut unrunnable = Vec::new();
         for (name, read) in all {

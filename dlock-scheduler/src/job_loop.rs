@@ -42,7 +42,7 @@ use crate::error::Error;
 use crate::jitter::jitter_for;
 use crate::ledger;
 use crate::misfire::{DEFAULT_GRACE, MAX_DUE, due_occurrences_with_grace};
-use crate::shared::{JobEntry, Shared, Turn};
+use crate::replica_state::{JobEntry, Shared, Turn};
 
 /// How many `run_now` requests one poll takes at most (the rest at the next one).
 const MAX_REQUESTS_PER_POLL: usize = 100;

@@ -130,8 +130,8 @@
 //! | | `group` | job groups: declared groups checked, a job's semaphore of its group, waiting for a slot |
 //! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`, `schedule.lua`, `once.lua`, `once_cancel.lua`, `once_trim.lua`; `common.lua` (the run records' format) |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]: writing and reading the ledger |
-//! | | `runtime` | run-time schedules in Redis: keys, records ([`RuntimeSchedule`], format 1), `schedule.lua` |
-//! | state | `shared` | what a scheduler's tasks share: client, replica, settings; each job's entry |
+//! | | `schedule_store` | run-time schedules in Redis: keys, records ([`RuntimeSchedule`], format 1), `schedule.lua` |
+//! | state | `replica_state` | what a scheduler's tasks share: client, replica, settings; each job's entry |
 //! | requests | `claim`, `liveness`, `registry` | claim an occurrence, take a `run_now` request or a due retry, renew an attempt, withdraw; heartbeats; the job registry ([`RegisteredReplica`]: which instance runs which jobs, for operators' tools) |
 //! | attempt | `attempt` | one attempt: claim, lock, handler, record, release |
 //! | per job | `job_loop`, `wake` | one job's loop (what is due, in which order, recovery after an outage); its `run_now` wake-ups |
@@ -168,13 +168,13 @@ mod once;
 mod once_loop;
 mod overview;
 mod registry;
-mod runtime;
+mod replica_state;
 #[cfg(test)]
 mod schedule_props;
+mod schedule_store;
 mod scheduler;
 mod schedules;
 mod scripts;
-mod shared;
 mod validate;
 mod wake;
 #[cfg(feature = "web")]
@@ -199,7 +199,7 @@ pub use misfire::MisfirePolicy;
 pub use once::OneOffId;
 pub use overview::{JobOverview, JobReplica, NotRunBy};
 pub use registry::{RegisteredJob, RegisteredReplica};
-pub use runtime::{RuntimeSchedule, UnrunnableSchedule};
+pub use schedule_store::{RuntimeSchedule, UnrunnableSchedule};
 pub use scheduler::{Scheduler, ShutdownReport};
 
 /// The `chrono` version this crate's API uses (`DateTime<Utc>`), re-exported.

@@ -35,8 +35,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::replica_state::{JobEntry, Shared};
 use crate::scripts::{self, millis};
-use crate::shared::{JobEntry, Shared};
 
 /// A job's loop that has not run for this many heartbeats is stalled. Its task is woken once
 /// per heartbeat at least, so one heartbeat of margin for a busy executor; a heartbeat looks
@@ -45,7 +45,7 @@ use crate::shared::{JobEntry, Shared};
 pub(crate) const LOOP_STALL_BEATS: u32 = 2;
 
 /// Runs `job_loop` (a job's loop) in the task that awaits this, marking every poll of the task
-/// in the job's [`crate::shared::LoopBeat`], and waking the task once per heartbeat so that an
+/// in the job's [`crate::replica_state::LoopBeat`], and waking the task once per heartbeat so that an
 /// idle loop is seen running too. A panic of the loop ends the marks; so does a thread that
 /// blocks, in the loop or in another task, while this task is queued on it.
 pub(crate) async fn ticking<F: Future>(

@@ -463,7 +463,7 @@ mod tests {
     use crate::handler::HandlerOptions;
     use crate::job::Delivery;
     use crate::ledger::Recorded;
-    use crate::shared::{JobEntry, Shared};
+    use crate::replica_state::{JobEntry, Shared};
 
     fn scheduler(url: &str, delivery: Delivery) -> Scheduler {
         let options = HandlerOptions::new()

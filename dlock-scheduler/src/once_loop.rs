@@ -22,7 +22,7 @@
 //!   scheduler's `history` runs (`once_trim.lua`, oldest due time first, never a pending or
 //!   running one).
 //!
-//! These hidden jobs are not in [`Shared::jobs`](crate::shared::Shared): they have no
+//! These hidden jobs are not in [`Shared::jobs`](crate::replica_state::Shared): they have no
 //! schedule, no turns, no heartbeat, and are not in the job registry.
 
 use std::collections::HashMap;
@@ -39,8 +39,8 @@ use crate::error::Error;
 use crate::handler::RegisteredHandler;
 use crate::job::{Delivery, Job, Overlap};
 use crate::job_loop::LoopCtx;
+use crate::replica_state::JobEntry;
 use crate::scripts;
-use crate::shared::JobEntry;
 use crate::validate::{MAX_JOB_NAME_LEN, ONE_OFF_PREFIX};
 
 /// How many runs one trim looks at, at most.

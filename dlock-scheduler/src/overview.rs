@@ -13,7 +13,7 @@ use dlock_cron::{Schedule, ScheduleError};
 use crate::error::Error;
 use crate::ledger::RunRecord;
 use crate::registry::RegisteredReplica;
-use crate::runtime::RuntimeSchedule;
+use crate::schedule_store::RuntimeSchedule;
 use crate::scheduler::Scheduler;
 
 /// A job as an operator sees it: its schedule, its next fire, whether it is paused, which
@@ -234,7 +234,7 @@ impl Scheduler {
         // A schedule of a newer format is listed by the replicas that do not run it (with
         // the reason); here it is left out rather than failing the whole overview.
         let shared = &self.shared;
-        let schedules = crate::runtime::read_all(&shared.client, &shared.schedule_keys)
+        let schedules = crate::schedule_store::read_all(&shared.client, &shared.schedule_keys)
             .await?
             .into_iter()
             .filter_map(|(_, read)| read.ok())

@@ -61,9 +61,9 @@ use redis::Value;
 
 use crate::error::Error;
 use crate::job::Delivery;
-use crate::runtime::UnrunnableSchedule;
+use crate::replica_state::Shared;
+use crate::schedule_store::UnrunnableSchedule;
 use crate::scripts::{self, millis};
-use crate::shared::Shared;
 
 /// The entry format this version writes; it reads this one and [`OLDEST_FORMAT`].
 const FORMAT: u32 = 3;

@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::context::Replica;
 use crate::job_loop::LoopCtx;
-use crate::shared::Shared;
+use crate::replica_state::Shared;
 
 /// A replica's scheduler: every replica runs one with the same jobs; each occurrence of each
 /// job runs on exactly one replica, and the live replicas take turns.

@@ -1,5 +1,5 @@
 //! Run-time schedules, the calls: [`Scheduler::add_schedule`], [`Scheduler::remove_schedule`],
-//! [`Scheduler::schedules`]. Stored by [`crate::runtime`], followed by every replica
+//! [`Scheduler::schedules`]. Stored by [`crate::schedule_store`], followed by every replica
 //! ([`crate::follow`]).
 
 use std::time::SystemTime;
@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::runtime::{self, RuntimeSchedule};
+use crate::schedule_store::{self, RuntimeSchedule};
 use crate::scheduler::Scheduler;
 use crate::validate;
 
@@ -100,8 +100,8 @@ impl Scheduler {
         };
         // The checks a replica makes before it runs it: cron, zone, name, options.
         crate::follow::entry_for(shared, registered, &schedule)?;
-        let record = runtime::encode(&schedule)?;
-        runtime::put(&shared.client, &shared.schedule_keys, name, Some(&record)).await?;
+        let record = schedule_store::encode(&schedule)?;
+        schedule_store::put(&shared.client, &shared.schedule_keys, name, Some(&record)).await?;
         Ok(())
     }
 
@@ -118,7 +118,8 @@ impl Scheduler {
     pub async fn remove_schedule(&self, name: &str) -> Result<bool, Error> {
         validate::job_name(name)?;
         let shared = &self.shared;
-        let changed = runtime::put(&shared.client, &shared.schedule_keys, name, None).await?;
+        let changed =
+            schedule_store::put(&shared.client, &shared.schedule_keys, name, None).await?;
         Ok(changed.existed)
     }
 
@@ -132,7 +133,7 @@ impl Scheduler {
     /// Cancel safe: it only reads.
     pub async fn schedules(&self) -> Result<Vec<RuntimeSchedule>, Error> {
         let shared = &self.shared;
-        runtime::read_all(&shared.client, &shared.schedule_keys)
+        schedule_store::read_all(&shared.client, &shared.schedule_keys)
             .await?
             .into_iter()
             .map(|(name, read)| read.map_err(|refused| Error::protocol(refused.describe(&name))))

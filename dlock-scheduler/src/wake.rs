@@ -20,7 +20,7 @@ use dlock_core::ext::{self, Heard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::shared::{JobEntry, Shared};
+use crate::replica_state::{JobEntry, Shared};
 
 /// Backoff between subscription attempts.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);

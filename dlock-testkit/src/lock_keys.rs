@@ -4,7 +4,7 @@
 //!
 //! The harness does not depend on dlock-core (dlock-core's own tests use the harness), so the
 //! layout is restated here from `dlock-core/src/key.rs`, and the workspace's integration tests
-//! (`tests/testkit_faults.rs`) hold the two together on real locks of every kind:
+//! (`tests/repo/testkit_faults.rs`) hold the two together on real locks of every kind:
 //!
 //! | kind            | keys that say who holds it          |
 //! |-----------------|-------------------------------------|

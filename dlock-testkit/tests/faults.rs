@@ -2,7 +2,7 @@
 //! removed (`expire_lock`, on a server and routed on a cluster), client connections cut, and a
 //! holder process frozen and resumed — also when the test fails while it is frozen.
 //!
-//! The keys here are written by hand in dlock's layout; `tests/testkit_faults.rs` (workspace)
+//! The keys here are written by hand in dlock's layout; `tests/repo/testkit_faults.rs` (workspace)
 //! does the same against locks taken by dlock-core itself.
 
 // A panic is how a test fails, helpers included.

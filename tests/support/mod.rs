@@ -5,6 +5,7 @@
 //! and the examples').
 
 mod backend;
+pub(crate) mod sched_delay;
 mod target;
 
 pub(crate) use backend::{Backend, backend_tests};
@@ -277,7 +278,7 @@ pub(crate) async fn has_written(con: &Plain, key: &str) {
 
 /// The observer of shared holds: one hash outside the lock, `r` readers (or holders of
 /// permits) and `w` writers inside right now, changed and read in one script by each holder as
-/// it enters and leaves (`tests/rwlock.rs`, `tests/macro_lock.rs`).
+/// it enters and leaves (`tests/locks/rwlock.rs`, `tests/locks/macro_lock.rs`).
 const OBSERVE: &str = "redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2]) \
                        return redis.call('HMGET', KEYS[1], 'r', 'w')";
 

@@ -1,5 +1,5 @@
 //! `dlock-test-worker group-replica …`: one scheduler replica with two jobs of one job group,
-//! for tests/scheduler_group.rs.
+//! for tests/scheduler/scheduler_group.rs.
 //!
 //! `group-replica url=… id=… [max=1] [work_ms=500] [run_ms=120000]` declares the group
 //! `maintenance` with `max` and runs the jobs `a` and `b`, both on the cron `*/1 * * * * *`

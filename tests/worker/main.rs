@@ -439,7 +439,7 @@ async fn elect(opts: &HashMap<String, String>) -> Result<(), BoxError> {
 }
 
 /// `macro-count url=… name=… tasks=4 limit=400 pause_us=200`: the `count` workload, with every
-/// turn a call of a `#[distributed_lock]` function (`tests/macro_lock.rs`). Prints
+/// turn a call of a `#[distributed_lock]` function (`tests/locks/macro_lock.rs`). Prints
 /// `acquired=N overlaps=N timeouts=N` on exit.
 async fn macro_count(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let client = client(opts)?;
@@ -474,7 +474,7 @@ async fn macro_turn(
     increment(con, name, pause, lease.fencing_token().await?.get()).await
 }
 
-/// The `shared` command: one hold of a read-write lock or a semaphore (`tests/lock_family.rs`).
+/// The `shared` command: one hold of a read-write lock or a semaphore (`tests/locks/lock_family.rs`).
 async fn shared(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let client = client(opts)?;
     let name = opt(opts, "name")?;
@@ -534,7 +534,7 @@ type BoxFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = dlock_core::Result<dlock_core::ReleaseOutcome>> + Send>,
 >;
 
-/// The `multi` command: a multi-lock taken in rounds by 2 tasks (`tests/multilock.rs`).
+/// The `multi` command: a multi-lock taken in rounds by 2 tasks (`tests/locks/multilock.rs`).
 async fn multi(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let client = client(opts)?;
     let names: Vec<String> = opt(opts, "names")?.split(',').map(str::to_owned).collect();

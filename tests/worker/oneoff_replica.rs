@@ -1,5 +1,5 @@
 //! `dlock-test-worker oneoff-replica …`: one scheduler replica that runs one-off jobs, for
-//! tests/scheduler_oneoff.rs.
+//! tests/scheduler/scheduler_oneoff.rs.
 //!
 //! `oneoff-replica url=… id=… [concurrency=64] [history=5000] [work_ms=0] [run_ms=120000]`
 //! registers the handler `count` (at most once, the scheduler's defaults otherwise) and runs

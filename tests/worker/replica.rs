@@ -14,7 +14,7 @@
 //! `RPUSH <job>:runs "<occurrence ms> <replica id> <fence>"`, prints `ran <occurrence ms>`,
 //! then works for `work_ms` (honouring the lease: a lost lease cancels it).
 //!
-//! Faults, for `tests/scheduler_stall.rs`: with `block_ms`, the first run this replica performs
+//! Faults, for `tests/scheduler/scheduler_stall.rs`: with `block_ms`, the first run this replica performs
 //! prints `blocking <occurrence ms>` and then blocks its thread for `block_ms`
 //! (`std::thread::sleep`; with the worker's `threads=1`, that stalls the whole scheduler). With
 //! `loop_fault`, once `fault_after_ms` (default 0) have passed, the job loop's task (through

@@ -1,5 +1,5 @@
 //! `dlock-test-worker retry-replica …`: one scheduler replica with an at-least-once job and an
-//! at-most-once job, for the delivery test (tests/scheduler_retry.rs).
+//! at-most-once job, for the delivery test (tests/scheduler/scheduler_retry.rs).
 //!
 //! `retry-replica url=… id=… [attempts=3] [backoff_ms=200] [lease_ms=1000]
 //! [victim_work_ms=4000] [run_ms=120000]` runs two jobs on the cron `* * * * * *`, both with

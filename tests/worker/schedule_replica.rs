@@ -1,5 +1,5 @@
 //! `dlock-test-worker schedule-replica …`: one scheduler replica with no job in code and,
-//! optionally, the handler `tick` for run-time schedules (tests/scheduler_runtime.rs).
+//! optionally, the handler `tick` for run-time schedules (tests/scheduler/scheduler_runtime.rs).
 //!
 //! `schedule-replica url=… id=… [handler=1] [run_ms=120000]` has a job in code (`yearly`, on
 //! the first of January) and registers the handler `tick` when `handler=1` (a replica of an

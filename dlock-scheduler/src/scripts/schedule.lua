@@ -1,6 +1,6 @@
 -- schedule.lua: add (or replace) or remove one run-time schedule, and tell every replica.
 --
--- KEYS[1]  schedules  hash: schedule name -> record (JSON, see runtime.rs)
+-- KEYS[1]  schedules  hash: schedule name -> record (JSON, see schedule_store.rs)
 -- KEYS[2]  rev        string: a counter moved by every change (replicas poll it)
 -- ARGV[1]  the schedule's name
 -- ARGV[2]  its record; "" removes the schedule

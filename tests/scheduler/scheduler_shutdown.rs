@@ -13,7 +13,7 @@ use dlock_scheduler::{ErrorKind, Job, JobContext, MisfirePolicy, RunOutcome, Sch
 use redis::AsyncCommands;
 use tokio::sync::Notify;
 
-use crate::scheduler_exactly_once::{replica, wait_stopped};
+use crate::scheduler::scheduler_exactly_once::{replica, wait_stopped};
 use crate::support::{Worker, client, eventually, raw, redis};
 
 /// A job on every second whose handler signals `started`, then works for `work`.

@@ -29,7 +29,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::dashboard::{Dashboard, job};
+use crate::scheduler::dashboard::{Dashboard, job};
 use crate::support::{eventually, redis};
 
 /// How long one DevTools step may take before the test fails.

@@ -12,7 +12,7 @@ use dlock_scheduler::{ErrorKind, Job, JobContext, Scheduler};
 use dlock_testkit::RedisCluster;
 use redis::AsyncCommands;
 
-use crate::scheduler_exactly_once::{replica, wait_stopped};
+use crate::scheduler::scheduler_exactly_once::{replica, wait_stopped};
 use crate::support::{eventually, raw, redis};
 
 /// Waits until a running replica has registered `job` (the control calls refuse a job that is

@@ -11,7 +11,7 @@ use dlock_core::Client;
 use dlock_scheduler::{RunOutcome, Scheduler};
 use redis::AsyncCommands;
 
-use crate::scheduler_exactly_once::{replica, shares, wait_stopped};
+use crate::scheduler::scheduler_exactly_once::{replica, shares, wait_stopped};
 use crate::support::{Worker, eventually, raw, redis};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

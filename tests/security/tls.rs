@@ -186,7 +186,7 @@ async fn a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover() {
     second.release().await.unwrap();
     tokio::task::block_in_place(|| set.wait_synced()).unwrap();
 
-    crate::sentinel::lose_the_master(&mut set, &sentinels, None);
+    crate::operate::sentinel::lose_the_master(&mut set, &sentinels, None);
     let (_, new) = sentinels.master_addr(0).unwrap();
     let promoted = set.replica_index(new).expect("a replica was promoted");
     assert_eq!(set.replicas()[promoted].tls_port(), Some(new));

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
+use crate::support::sched_delay;
 use crate::support::{Backend, Worker, backend_tests, eventually, field};
 
 const WAITERS: usize = 3;
@@ -184,11 +185,11 @@ backend_tests!(
             }
         })
         .await;
-        assert!(
-            over.elapsed() <= Duration::from_millis(1_500),
-            "kept {:?} past the lease, more than one lease (1 s) and a margin",
-            over.elapsed()
-        );
+        let kept_for = over.elapsed();
+        sched_delay::assert_on_time(kept_for <= Duration::from_millis(1_500), || {
+            format!("kept {kept_for:?} past the lease, more than one lease (1 s) and a margin")
+        })
+        .await;
         let queue: i64 = probe.exists("dlock:{fifo-dead}:queue").await.unwrap();
         assert_eq!(
             queue, 0,

@@ -33,7 +33,7 @@ use serde_json::json;
 use web::store::Store;
 
 use crate::support::{client, eventually, raw, redis};
-use crate::web_pay::{
+use crate::web::web_pay::{
     Replica, check_answers, check_stale_tokens_are_refused, check_tokens_compare_exactly,
     create_order, http, pay,
 };

@@ -16,48 +16,48 @@ use nix::unistd::Pid;
 
 use crate::support::redis;
 
-const README: &str = include_str!("../README.md");
-const TESTKIT_README: &str = include_str!("../dlock-testkit/README.md");
-const BENCHMARKS: &str = include_str!("../BENCHMARKS.md");
+const README: &str = include_str!("../../README.md");
+const TESTKIT_README: &str = include_str!("../../dlock-testkit/README.md");
+const BENCHMARKS: &str = include_str!("../../BENCHMARKS.md");
 /// How long the benchmark report may grow (issue #28): one screen per workload, not a journal.
 const BENCHMARKS_MAX_LINES: usize = 400;
 /// The files the README blocks are copies of, by path in `examples/readme/`.
 const PROGRAMS: [(&str, &str); 9] = [
     (
         "src/bin/quickstart.rs",
-        include_str!("../examples/readme/src/bin/quickstart.rs"),
+        include_str!("../../examples/readme/src/bin/quickstart.rs"),
     ),
     (
         "src/bin/pay.rs",
-        include_str!("../examples/readme/src/bin/pay.rs"),
+        include_str!("../../examples/readme/src/bin/pay.rs"),
     ),
     (
         "src/bin/prices.rs",
-        include_str!("../examples/readme/src/bin/prices.rs"),
+        include_str!("../../examples/readme/src/bin/prices.rs"),
     ),
     (
         "src/bin/exports.rs",
-        include_str!("../examples/readme/src/bin/exports.rs"),
+        include_str!("../../examples/readme/src/bin/exports.rs"),
     ),
     (
         "src/bin/leader.rs",
-        include_str!("../examples/readme/src/bin/leader.rs"),
+        include_str!("../../examples/readme/src/bin/leader.rs"),
     ),
     (
         "src/bin/ledger.rs",
-        include_str!("../examples/readme/src/bin/ledger.rs"),
+        include_str!("../../examples/readme/src/bin/ledger.rs"),
     ),
     (
         "src/bin/rate.rs",
-        include_str!("../examples/readme/src/bin/rate.rs"),
+        include_str!("../../examples/readme/src/bin/rate.rs"),
     ),
     (
         "src/bin/lottery_job.rs",
-        include_str!("../examples/readme/src/bin/lottery_job.rs"),
+        include_str!("../../examples/readme/src/bin/lottery_job.rs"),
     ),
     (
         "tests/lease_lost.rs",
-        include_str!("../examples/readme/tests/lease_lost.rs"),
+        include_str!("../../examples/readme/tests/lease_lost.rs"),
     ),
 ];
 

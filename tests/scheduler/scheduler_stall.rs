@@ -21,7 +21,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use dlock_core::Client;
 use dlock_scheduler::{DEFAULT_TURN_GRACE, RegisteredReplica, RunRecord, Scheduler};
 
-use crate::scheduler_exactly_once::replica;
+use crate::scheduler::scheduler_exactly_once::replica;
 use crate::support::{Worker, eventually, redis};
 
 const JOB: &str = "tick";

@@ -445,7 +445,7 @@ async fn a_cluster_user_needs_exactly_the_documented_cluster_rights() {
 /// The README's ACL line is the one these tests use (with the README's example prefix).
 #[test]
 fn the_readme_acl_line_is_this_one() {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let line = format!("ACL SETUSER billing on >secret {DLOCK_RULES} ~billing:* &billing:*");
     assert!(readme.contains(&line), "README.md lacks: {line}");
     let cluster = format!("A Redis Cluster adds `{CLUSTER_RULES}`");

@@ -10,7 +10,7 @@ use dlock_core::Client;
 use dlock_scheduler::{DEFAULT_RUN_LEASE, RunOutcome, Scheduler};
 use redis::AsyncCommands;
 
-use crate::scheduler_exactly_once::replica;
+use crate::scheduler::scheduler_exactly_once::replica;
 use crate::support::{eventually, raw, redis};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

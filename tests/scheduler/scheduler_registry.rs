@@ -12,7 +12,7 @@ use dlock_core::Client;
 use dlock_scheduler::{RegisteredReplica, Scheduler};
 use redis::AsyncCommands;
 
-use crate::scheduler_exactly_once::{replica, wait_stopped};
+use crate::scheduler::scheduler_exactly_once::{replica, wait_stopped};
 use crate::support::{eventually, raw, redis};
 
 /// A schedule that does not fire during a test.
@@ -87,10 +87,10 @@ async fn replicas_register_renew_and_withdraw_on_a_clean_stop() {
     .await;
 
     // SIGTERM: the entry is withdrawn by the time the replica says it stopped.
-    crate::scheduler_shutdown::terminate(&a);
+    crate::scheduler::scheduler_shutdown::terminate(&a);
     wait_stopped(&a, Duration::from_secs(30));
     assert_eq!(ids(&registered(&admin).await), ["b"]);
-    crate::scheduler_shutdown::terminate(&b);
+    crate::scheduler::scheduler_shutdown::terminate(&b);
     wait_stopped(&b, Duration::from_secs(30));
     assert!(registered(&admin).await.is_empty());
     let left: bool = con.exists("dlock:{sched:}:registry").await.unwrap();
@@ -146,6 +146,6 @@ async fn a_killed_replica_shows_stalled_then_vanishes_when_its_entry_expires() {
         "vanished at {gone:?}, before its entry's expiry {:?}",
         stalled.expires_at
     );
-    crate::scheduler_shutdown::terminate(&b);
+    crate::scheduler::scheduler_shutdown::terminate(&b);
     wait_stopped(&b, Duration::from_secs(30));
 }

@@ -16,8 +16,8 @@ use dlock_core::{Client, MutexOptions};
 use dlock_scheduler::{ErrorKind, Job, JobContext, RunOutcome, RunRecord, Scheduler};
 use redis::AsyncCommands;
 
-use crate::scheduler_exactly_once::wait_stopped;
-use crate::scheduler_shutdown::terminate;
+use crate::scheduler::scheduler_exactly_once::wait_stopped;
+use crate::scheduler::scheduler_shutdown::terminate;
 use crate::support::{Worker, client, eventually, raw, redis};
 
 /// Runs of each job to see before stopping: "several", with both jobs due every second.

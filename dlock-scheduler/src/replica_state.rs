@@ -20,7 +20,7 @@ use crate::group::Membership;
 use crate::handler::RegisteredHandler;
 use crate::job::{Job, Overlap};
 use crate::ledger::JobKeys;
-use crate::runtime::{ScheduleKeys, UnrunnableSchedule};
+use crate::schedule_store::{ScheduleKeys, UnrunnableSchedule};
 
 /// The state of one scheduler, shared by its job loops, attempts and background tasks.
 pub(crate) struct Shared {

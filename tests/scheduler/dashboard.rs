@@ -81,7 +81,7 @@ impl Dashboard {
             .unwrap();
         // Every job registered: the controls refuse jobs that are not known yet.
         for job in &names {
-            crate::scheduler_control::registered(&admin, job).await;
+            crate::scheduler::scheduler_control::registered(&admin, job).await;
         }
         Dashboard {
             base,

@@ -17,7 +17,7 @@ use std::time::Duration;
 use dlock_core::{Client, ClientBuilder, ErrorKind, MutexOptions};
 use dlock_testkit::{RedisServer, ServerOptions};
 
-use crate::acl::DLOCK_RULES;
+use crate::security::acl::DLOCK_RULES;
 use crate::support::{raw, redis};
 
 /// A port nothing listens on (bound, then released).
