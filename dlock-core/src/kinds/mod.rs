@@ -4,6 +4,7 @@
 pub(crate) mod election;
 pub(crate) mod multilock;
 pub(crate) mod mutex;
+pub(crate) mod queue;
 pub(crate) mod quorum;
 pub(crate) mod rate_limiter;
 pub(crate) mod release_request;

@@ -26,6 +26,7 @@ use crate::fence_epoch::Ticket;
 use crate::holds::guard::{self, MutexGuard};
 use crate::holds::hold::{self, Hold, Patience};
 use crate::key::{LockKeys, validate_name};
+use crate::kinds::queue::{self, Answer, Granted, Mode, Queued};
 use crate::lease::{Lease, LeaseCore, LeaseLost, LostReason, NewLease};
 use crate::metrics::{self, Outcome};
 use crate::options::{Durability, LockSettings, MutexOptions, Wait};
@@ -36,7 +37,6 @@ use crate::scripts::{self, AcquireReply, Call, ExtendStatus, FastReply, FenceRep
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
-use crate::transport::wait::{self, Registration, Seen};
 
 /// A handle on one distributed mutex, identified by its name. Cheap to clone.
 ///
@@ -61,33 +61,6 @@ pub struct Mutex {
     settings: LockSettings,
 }
 
-/// How a waiting acquire's attempt (`acquire.lua`) treats the queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    /// Queue the caller if the lock is held (unless its entry is queued already: a scan).
-    Wait,
-    /// The re-ask after the fallback timer that follows a `Wait` or `Join` attempt which found
-    /// the caller queued, with nothing heard since: the entry is trusted to be queued still, and
-    /// appended only to an empty queue (no scan; see acquire.lua).
-    Again,
-    /// The first attempt of a waiting acquire: its entry is new, so it queues without a scan;
-    /// a resend of it finds the mark of its first run and scans instead (see acquire.lua).
-    Join,
-    /// The wait is over: leave the queue whatever the outcome.
-    Last,
-}
-
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Wait => "wait",
-            Self::Again => "again",
-            Self::Join => "join",
-            Self::Last => "last",
-        }
-    }
-}
-
 /// What the uncontended acquire found.
 enum Fast {
     /// The lock is the caller's now (with its fence, when asked for with `fenced`).
@@ -96,13 +69,60 @@ enum Fast {
     Busy,
 }
 
-/// A lock just taken in Redis, before it becomes a lease.
-struct Taken {
-    token: OwnerToken,
-    /// Its fencing token, when one was issued with it (fences are issued on demand).
-    fence: Option<u64>,
-    safe_until: Instant,
-    registration: Option<Registration>,
+/// A lock just taken in Redis, before it becomes a lease (its fence, when one was issued with
+/// it: fences are issued on demand).
+type Taken = Granted<Option<u64>>;
+
+/// What the wait loop ([`queue::wait_in_line`]) asks of the mutex.
+impl Queued for &Mutex {
+    type Fence = Option<u64>;
+    type Watch = SelfWait;
+    const RELEASE_WITHOUT_CONN: bool = true;
+
+    fn ctx(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    fn keys(&self) -> &LockKeys {
+        &self.keys
+    }
+
+    fn settings(&self) -> &LockSettings {
+        &self.settings
+    }
+
+    /// The uncontended path: one round trip of a plain `SET` (see [`Mutex::fast_attempt`]).
+    async fn try_once(&self, token: OwnerToken) -> Result<Option<(Option<u64>, Duration)>> {
+        match self.fast_attempt(token).await? {
+            Fast::Taken { fence } => Ok(Some((fence, self.settings.ttl))),
+            Fast::Busy => {
+                tracing::debug!("dlock: contended; waiting");
+                Ok(None)
+            }
+        }
+    }
+
+    fn queue_entry(&self, token: OwnerToken) -> Arc<str> {
+        Mutex::queue_entry(self, token)
+    }
+
+    async fn ask(&self, token: OwnerToken, mode: Mode, entry: &str) -> Result<Answer<Option<u64>>> {
+        Ok(match self.attempt(token, mode, entry).await? {
+            AcquireReply::Taken { fence } => Answer::Granted {
+                fence: Some(fence),
+                pttl: self.settings.ttl,
+            },
+            AcquireReply::Owned { fence, pttl } => Answer::Granted { fence, pttl },
+            AcquireReply::Held { pttl, server_ms } => Answer::Queued {
+                until_free: pttl,
+                server_ms,
+            },
+        })
+    }
+
+    fn still_waiting(&self, watch: &mut SelfWait) {
+        watch.check(self);
+    }
 }
 
 impl Mutex {
@@ -186,7 +206,8 @@ impl Mutex {
         self.record(outcome, false, sent);
         match fast? {
             Fast::Taken { fence } => {
-                let guard = self.hold(self.taken(token, fence, sent, self.settings.ttl, None))?;
+                let ttl = self.settings.ttl;
+                let guard = self.hold(Taken::new(token, fence, sent, ttl, ttl, None))?;
                 if !self.is_durable() {
                     return Ok(Some(guard));
                 }
@@ -412,8 +433,8 @@ impl Mutex {
         Err(LeaseLost::new(reason).into_error(self.keys.name()))
     }
 
-    /// Not an `async fn`, as `acquire_inner`: an `async fn` keeps its arguments twice in its
-    /// state (as captured and as locals), for as long as the caller waits.
+    /// Not an `async fn`, as `queue::wait_in_line`: an `async fn` keeps its arguments twice in
+    /// its state (as captured and as locals), for as long as the caller waits.
     #[expect(
         clippy::manual_async_fn,
         reason = "an async fn keeps its arguments twice in its state: see acquire_until"
@@ -443,7 +464,12 @@ impl Mutex {
                 Box::pin(self.check_server()).await?;
             }
             let span = tracing::debug_span!("dlock.acquire", lock = %self.keys.name());
-            let taken = match self.acquire_inner(started, deadline).instrument(span).await {
+            let waited = queue::wait_in_line(self, deadline, SelfWait::new(started));
+            let waited = waited.instrument(span).await;
+            // The wait ended with the lock held by another owner: named below.
+            let waited =
+                waited.and_then(|taken| taken.ok_or_else(|| Error::new(ErrorKind::Busy, "busy")));
+            let taken = match waited {
                 Ok(taken) => {
                     self.record(Outcome::Acquired, taken.registration.is_some(), started);
                     taken
@@ -462,163 +488,6 @@ impl Mutex {
                 return Ok(guard);
             }
             Box::pin(self.acknowledged_or_released(guard)).await
-        }
-    }
-
-    #[expect(
-        clippy::manual_async_fn,
-        reason = "an async fn keeps its arguments twice in its state: see acquire_until"
-    )]
-    fn acquire_inner(
-        &self,
-        started: Instant,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Taken>> + Send + '_ {
-        async move {
-            let token = self.ctx.tokens.next();
-            let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
-            // The connection is scoped to this block: the membership keeps its own handle, and
-            // this one would only sit in the waiting future.
-            let waiters = &self.ctx.transport.waiters;
-            let (registration, _membership) = {
-                let (conn, generation) = self.ctx.transport.conn()?;
-                // Uncontended fast path: one round trip, no subscription. Skipped when this client is
-                // subscribed already (other local waiters exist), as the lock is then most likely held.
-                if !waiters.is_subscribed(&self.keys.lock, generation) {
-                    let sent = Instant::now();
-                    // Boxed, as each attempt below: a waiting task keeps this future for as long as it
-                    // waits, and it would otherwise carry the largest request it can make inline
-                    // (docs/benchmarks/2026-11-23-run-a.md, "Memory").
-                    let fast = Box::pin(self.fast_attempt(token)).await?;
-                    cleanup.disarm();
-                    match fast {
-                        Fast::Taken { fence } => {
-                            return Ok(self.taken(token, fence, sent, self.settings.ttl, None));
-                        }
-                        Fast::Busy => {
-                            tracing::debug!("dlock: contended; waiting");
-                            if deadline.is_some_and(|d| Instant::now() >= d) {
-                                return Err(Error::new(ErrorKind::Busy, "busy"));
-                            }
-                        }
-                    }
-                }
-
-                // Subscribe first, then queue: a grant can never be published before we listen.
-                let registration =
-                    waiters.register(token, &self.keys.lock, self.queue_entry(token));
-                // Boxed, as the attempts: the subscription's state lives only while it is made.
-                let membership =
-                    match Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await {
-                        Ok(membership) => membership,
-                        Err(e) => {
-                            let again = self.ctx.transport.join_again(e, &self.keys.lock, deadline);
-                            Box::pin(again).await?
-                        }
-                    };
-                (registration, membership)
-            };
-            cleanup.arm(registration.entry().clone());
-            let mut self_wait = SelfWait::default();
-            let _waiting = metrics::Waiting::start(
-                self.keys.kind().metric_name(),
-                self.settings.label.as_deref().unwrap_or_default(),
-            );
-
-            // Since when the attempts fail (a Sentinel client rides out a failover).
-            let mut failing = None;
-            // The mode of the next attempt unless the wait is over: `Join` first (the entry is
-            // new); `Again` (no scan) once after an attempt that found this waiter queued with
-            // nothing heard since; `Wait` (a scan) otherwise.
-            let mut next = Mode::Join;
-            loop {
-                if self.ctx.is_closed() {
-                    return Err(self.ctx.closed_error(self.keys.name()));
-                }
-                let last = deadline.is_some_and(|d| Instant::now() >= d);
-                let mode = if last { Mode::Last } else { next };
-                next = Mode::Wait;
-                let sent = Instant::now();
-                let reply = match Box::pin(self.attempt(token, mode, registration.entry())).await {
-                    Ok(reply) => reply,
-                    Err(e) => {
-                        let since = *failing.get_or_insert_with(Instant::now);
-                        if self.ctx.transport.rides_out(&e, deadline, since) {
-                            Box::pin(self.ctx.transport.ride_out(deadline)).await;
-                            continue;
-                        }
-                        return Err(e);
-                    }
-                };
-                failing = None;
-                let seen = match reply {
-                    AcquireReply::Taken { fence } => {
-                        cleanup.disarm();
-                        return Ok(self.taken(
-                            token,
-                            Some(fence),
-                            sent,
-                            self.settings.ttl,
-                            Some(registration),
-                        ));
-                    }
-                    AcquireReply::Owned { fence, pttl } => {
-                        cleanup.disarm();
-                        return Ok(self.taken(token, fence, sent, pttl, Some(registration)));
-                    }
-                    AcquireReply::Held { .. } if last => {
-                        cleanup.disarm();
-                        return Err(Error::new(ErrorKind::Busy, "busy"));
-                    }
-                    AcquireReply::Held { pttl, server_ms } => {
-                        self_wait.check(self, started);
-                        if matches!(mode, Mode::Wait | Mode::Join) {
-                            next = Mode::Again;
-                        }
-                        (Seen { sent, server_ms }, pttl)
-                    }
-                };
-                // Without a trusted grant (the nap is over, a nudge, a grant that came too late):
-                // ask the server again.
-                let (seen, pttl) = seen;
-                tokio::select! {
-                    () = registration.notified() => {
-                        // A grant that came too late, a disconnection: the entry may be gone.
-                        next = Mode::Wait;
-                        if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
-                            cleanup.disarm();
-                            return Ok(Taken {
-                                token,
-                                fence: Some(grant.fence),
-                                safe_until,
-                                registration: Some(registration),
-                            });
-                        }
-                    }
-                    () = tokio::time::sleep(wait::nap(pttl, deadline)) => {
-                        metrics::fallback_wake(
-                            self.keys.kind().metric_name(),
-                            self.settings.label.as_deref().unwrap_or_default(),
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    fn taken(
-        &self,
-        token: OwnerToken,
-        fence: Option<u64>,
-        sent: Instant,
-        pttl: Duration,
-        registration: Option<Registration>,
-    ) -> Taken {
-        Taken {
-            token,
-            fence,
-            safe_until: timing::safe_until(sent, pttl, self.settings.ttl),
-            registration,
         }
     }
 
@@ -867,18 +736,24 @@ impl Mutex {
 
 /// Warns, once, when a waiting acquire has waited longer than the lease of a hold of the same
 /// lock by its own client: if that hold belongs to the code that waits, the wait never ends.
-/// (One flag: it lives in every waiting task's future.)
-#[derive(Default)]
-struct SelfWait {
-    warned: bool,
+/// (It lives in every waiting task's future: kept small.)
+pub(crate) struct SelfWait {
+    /// When the acquire started waiting; `None` once it warned.
+    started: Option<Instant>,
 }
 
 impl SelfWait {
-    /// Warns if the acquire that started waiting at `started` waits for its own client's hold.
-    fn check(&mut self, mutex: &Mutex, started: Instant) {
-        if self.warned {
-            return;
+    fn new(started: Instant) -> Self {
+        Self {
+            started: Some(started),
         }
+    }
+
+    /// Warns if the acquire waits for its own client's hold.
+    fn check(&mut self, mutex: &Mutex) {
+        let Some(started) = self.started else {
+            return;
+        };
         let Some(own) = mutex.ctx.held.get(&mutex.keys.lock) else {
             return;
         };
@@ -886,7 +761,7 @@ impl SelfWait {
         if waited < own.ttl() {
             return;
         }
-        self.warned = true;
+        self.started = None;
         tracing::warn!(
             lock = %mutex.keys.name(),
             fence = ?own.issued_fence(),
