@@ -1,5 +1,7 @@
-//! The lock kinds, one file each, on the client's shared state ([`crate::client`]): every
-//! kind adds its own constructor to [`crate::Client`].
+//! The lock kinds, one file or folder each, on the client's shared state ([`crate::client`]):
+//! every kind adds its own constructor to [`crate::Client`]. The kinds that queue (the mutex,
+//! and through `shared.rs` the semaphore and the read-write lock) wait in one loop,
+//! `queue.rs`, each bringing its own requests to it.
 
 pub(crate) mod election;
 pub(crate) mod multilock;

@@ -8,8 +8,9 @@
 //! while each request fits and stops at the first that does not. Every holder is its own
 //! acquisition: its own token, lease and fence, renewed by the watchdog in its batches and
 //! released with `shared_release.lua` (which admits the requests that now fit and pushes their
-//! grants on the mutex's wake channels). This module is the client side of that: one attempt,
-//! the wait for a grant (`transport/wait.rs`, shared with the mutex), and the lease a grant becomes.
+//! grants on the mutex's wake channels). This module is the client side of that: one attempt
+//! of `shared_acquire.lua`, the shared kinds' part of the wait loop they share with the mutex
+//! (`kinds/queue.rs`, waking through `transport/wait.rs`), and the lease a grant becomes.
 
 use std::future::Future;
 use std::sync::Arc;
