@@ -7,7 +7,7 @@ use crate::scripts::LeaderRead;
 use crate::scripts::wire::LeaderNotice;
 use crate::token::FencingToken;
 
-/// Who leads an election, as [`Election::observe`] and [`Election::leader`] report it.
+/// Who leads an election, as [`Election::observe`](crate::Election::observe) and [`Election::leader`](crate::Election::leader) report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leader {
     pub(super) fence: FencingToken,

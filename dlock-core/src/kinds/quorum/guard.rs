@@ -53,7 +53,7 @@ impl QuorumRelease {
     }
 }
 
-/// A [`QuorumMutex`] held by a majority. Dropping it releases every node's hold in the
+/// A [`QuorumMutex`](crate::QuorumMutex) held by a majority. Dropping it releases every node's hold in the
 /// background; [`QuorumGuard::release`] does so and reports per node.
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct QuorumGuard {
@@ -202,7 +202,7 @@ impl QuorumGuard {
     /// quorum is gone: `TakenOver` if some node has another owner now, else `Expired`. A node
     /// that did not extend keeps its old lease; one found gone or taken is counted as lost.
     ///
-    /// With [`MutexOptions::watchdog`] each node is renewed by its client already; this is for
+    /// With [`MutexOptions::watchdog`](crate::MutexOptions::watchdog) each node is renewed by its client already; this is for
     /// fixed leases, or to lengthen one.
     ///
     /// # Errors
