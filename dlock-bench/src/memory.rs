@@ -10,6 +10,11 @@
 //!   (100 per lock). They are counted as waiting only once the Redis queues
 //!   (`LLEN <prefix>{name}:queue`) hold all 10,000 entries and no task has finished.
 //!
+//! * **futures**: the size of each kind's acquire future (never polled), which every waiting task
+//!   carries inline: mutex `acquire` / `acquire_timeout`, semaphore `acquire_timeout`, read-write
+//!   lock `read_timeout` / `write_timeout` (issue #45: one wait loop must not grow them). Part of
+//!   the waiters probe; alone with `dlock-bench mem futures --url URL`.
+//!
 //! Runtime: multi-thread, 2 worker threads (a typical server application). Both clients warm up
 //! first (connection, scripts, and one contended hand-off for the waiters' code paths).
 //!
@@ -77,8 +82,54 @@ pub(crate) struct WaitersResult {
     pub(crate) acquire_future_bytes: usize,
     /// `used_memory` growth per waiter (its queue entry).
     pub(crate) redis_bytes_per_waiter: f64,
+    /// Acquire-future bytes of every kind that queues.
+    #[serde(default)]
+    pub(crate) kinds: FutureSizes,
     /// Seconds from the first waiter's start to all queued.
     pub(crate) queueing_s: f64,
+}
+
+/// `size_of_val` of each kind's acquire future, as returned (never polled).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct FutureSizes {
+    pub(crate) mutex_acquire: usize,
+    pub(crate) mutex_acquire_timeout: usize,
+    pub(crate) semaphore_acquire_timeout: usize,
+    pub(crate) rwlock_read_timeout: usize,
+    pub(crate) rwlock_write_timeout: usize,
+}
+
+impl FutureSizes {
+    /// Measures them on handles of `client` (nothing is sent: the futures are never polled).
+    fn measure(client: &Client) -> Result<Self, BoxError> {
+        let options = || MutexOptions::new().ttl(TTL);
+        let mutex = client.mutex_with("mem:size", options())?;
+        let semaphore = client.semaphore_with("mem:size:sem", 4, options())?;
+        let rw = client.rw_lock_with("mem:size:rw", options())?;
+        Ok(Self {
+            mutex_acquire: size_of_val(&mutex.acquire()),
+            mutex_acquire_timeout: size_of_val(&mutex.acquire_timeout(ACQUIRE_WAIT)),
+            semaphore_acquire_timeout: size_of_val(&semaphore.acquire_timeout(1, ACQUIRE_WAIT)),
+            rwlock_read_timeout: size_of_val(&rw.read_timeout(ACQUIRE_WAIT)),
+            rwlock_write_timeout: size_of_val(&rw.write_timeout(ACQUIRE_WAIT)),
+        })
+    }
+
+    /// One line for the report.
+    fn line(&self) -> String {
+        let Self {
+            mutex_acquire,
+            mutex_acquire_timeout,
+            semaphore_acquire_timeout,
+            rwlock_read_timeout,
+            rwlock_write_timeout,
+        } = self;
+        format!(
+            "acquire futures: mutex `acquire` {mutex_acquire} B, `acquire_timeout` \
+             {mutex_acquire_timeout} B; semaphore `acquire_timeout` {semaphore_acquire_timeout} B; \
+             rwlock `read_timeout` {rwlock_read_timeout} B, `write_timeout` {rwlock_write_timeout} B"
+        )
+    }
 }
 
 /// Both memory probes.
@@ -101,14 +152,21 @@ pub(crate) fn run(s: &Setting) -> Result<Entry, BoxError> {
     Entry::new("memory", MemoryResult { guards, waiters })
 }
 
-/// Entry point of `dlock-bench mem guards|waiters --url URL`.
+/// Entry point of `dlock-bench mem guards|waiters|futures --url URL`.
 pub(crate) fn child_main(args: &ChildArgs) -> Result<(), BoxError> {
     let (url, counts) = (args.url.as_str(), &args.counts);
     let runtime = multi_thread_runtime()?;
     match args.probe()? {
         "guards" => print_result(&runtime.block_on(guards(url, counts))?),
         "waiters" => print_result(&runtime.block_on(waiters(url, counts))?),
-        other => Err(format!("unknown memory probe `{other}`; use guards or waiters").into()),
+        "futures" => {
+            let sizes = runtime.block_on(async { FutureSizes::measure(&client(url)?) })?;
+            println!("{}", sizes.line());
+            print_result(&sizes)
+        }
+        other => {
+            Err(format!("unknown memory probe `{other}`; use guards, waiters or futures").into())
+        }
     }
 }
 
@@ -222,6 +280,7 @@ async fn waiters(url: &str, counts: &Counts) -> Result<WaitersResult, BoxError> 
         task_future_bytes: sizes.0,
         acquire_future_bytes: sizes.1,
         redis_bytes_per_waiter: ratio(redis_after.saturating_sub(redis_before), n),
+        kinds: FutureSizes::measure(&client)?,
         queueing_s,
     })
 }
@@ -365,6 +424,7 @@ impl Section for MemoryResult {
         ];
         let header = ["", "client (RSS growth)", "Redis (`used_memory` growth)"];
         table(out, "lrr", &header, [guards, waiters]);
+        let _ = writeln!(out, "\n{}", w.kinds.line());
     }
 
     fn targets(&self) -> Vec<Target> {

@@ -8,15 +8,18 @@
 //! while each request fits and stops at the first that does not. Every holder is its own
 //! acquisition: its own token, lease and fence, renewed by the watchdog in its batches and
 //! released with `shared_release.lua` (which admits the requests that now fit and pushes their
-//! grants on the mutex's wake channels). This module is the client side of that: one attempt,
-//! the wait for a grant (`transport/wait.rs`, shared with the mutex), and the lease a grant becomes.
+//! grants on the mutex's wake channels). This module is the client side of that: one attempt
+//! of `shared_acquire.lua`, the shared kinds' part of the wait loop they share with the mutex
+//! (`kinds/queue.rs`, waking through `transport/wait.rs`), and the lease a grant becomes.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::context::Context;
 use crate::error::Result;
 use crate::key::LockKeys;
+use crate::kinds::queue::{self, Answer, Granted, Mode, Queued};
 use crate::lease::{LeaseCore, LostReason, NewLease};
 use crate::metrics::{self, Outcome};
 use crate::options::LockSettings;
@@ -24,8 +27,7 @@ use crate::scripts::wire;
 use crate::scripts::{self, Call, SharedReply, unexpected};
 use crate::timing;
 use crate::token::OwnerToken;
-use crate::transport::ReleaseOnDrop;
-use crate::transport::wait::{self, Registration, Seen};
+use crate::transport::wait::Registration;
 
 /// One shared lock as a kind's handle sees it: its keys, the limit its requests are weighed
 /// against, and the settings of every holder's lease. Cheap to clone.
@@ -37,39 +39,70 @@ pub(crate) struct SharedLock {
     pub(crate) settings: LockSettings,
 }
 
-/// How an attempt treats the queue (`shared_acquire.lua`'s mode).
-#[derive(Clone, Copy)]
-enum Mode {
-    Once,
-    Wait,
-    /// The re-ask after the fallback timer that follows a `Wait` or `Join` which found the
-    /// caller queued, nothing heard since: no scan of the queue (see `shared_acquire.lua`).
-    Again,
-    /// The first attempt of a waiting request: its entry is new, so it queues without a scan;
-    /// a resend of it finds the mark of its first run and scans instead, so the request is
-    /// never queued twice (see `shared_acquire.lua`, issue #44).
-    Join,
-    Last,
-}
-
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Once => "",
-            Self::Wait => "wait",
-            Self::Again => "again",
-            Self::Join => "join",
-            Self::Last => "last",
-        }
-    }
-}
-
 /// A request just admitted in Redis, before it becomes a lease.
-pub(crate) struct Admitted {
-    pub(crate) token: OwnerToken,
-    pub(crate) fence: u64,
-    pub(crate) safe_until: Instant,
-    registration: Option<Registration>,
+pub(crate) type Admitted = Granted<u64>;
+
+/// One request of `weight` on `lock`: what the wait loop ([`queue::wait_in_line`]) asks of
+/// the shared kinds.
+struct Request<'a> {
+    lock: &'a SharedLock,
+    weight: u32,
+}
+
+impl Queued for Request<'_> {
+    type Fence = u64;
+    type Watch = ();
+    const RELEASE_WITHOUT_CONN: bool = false;
+
+    fn ctx(&self) -> &Arc<Context> {
+        &self.lock.ctx
+    }
+
+    fn keys(&self) -> &LockKeys {
+        &self.lock.keys
+    }
+
+    fn settings(&self) -> &LockSettings {
+        &self.lock.settings
+    }
+
+    async fn try_once(&self, token: OwnerToken) -> Result<Option<(u64, Duration)>> {
+        let reply = self
+            .lock
+            .attempt(token, self.weight, Mode::Once, "")
+            .await?;
+        Ok(match reply {
+            SharedReply::Held { fence, pttl } => Some((fence, pttl)),
+            SharedReply::Wait { .. } => None,
+        })
+    }
+
+    fn queue_entry(&self, token: OwnerToken) -> Arc<str> {
+        let lock = self.lock;
+        wire::shared_queue_entry(
+            &token,
+            &lock.ctx.client_id,
+            timing::millis(lock.settings.ttl),
+            lock.ctx.transport.slot().publish_mode(),
+            self.weight,
+            &lock.ctx.transport.holder,
+            lock.settings.label.as_deref().unwrap_or_default(),
+        )
+        .into()
+    }
+
+    async fn ask(&self, token: OwnerToken, mode: Mode, entry: &str) -> Result<Answer<u64>> {
+        let reply = self.lock.attempt(token, self.weight, mode, entry).await?;
+        Ok(match reply {
+            SharedReply::Held { fence, pttl } => Answer::Granted { fence, pttl },
+            SharedReply::Wait { wait, server_ms } => Answer::Queued {
+                until_free: wait,
+                server_ms,
+            },
+        })
+    }
+
+    fn still_waiting(&self, (): &mut ()) {}
 }
 
 impl SharedLock {
@@ -104,125 +137,14 @@ impl SharedLock {
         result
     }
 
-    async fn admit_inner(&self, weight: u32, wait: Option<Duration>) -> Result<Option<Admitted>> {
+    /// The wait itself, in the one wait loop of the kinds that queue (`kinds/queue.rs`).
+    fn admit_inner(
+        &self,
+        weight: u32,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<Option<Admitted>>> + Send + '_ {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
-        let token = self.ctx.tokens.next();
-        // The connection first: without one nothing is sent, and nothing needs cleaning up.
-        let (conn, generation) = self.ctx.transport.conn()?;
-        let mut cleanup = ReleaseOnDrop::new(&self.ctx.transport, &self.keys, token);
-        let waiters = &self.ctx.transport.waiters;
-        // One attempt that does not queue, skipped when this client is subscribed already
-        // (other local requests wait, so this one most likely waits too): the queued attempt
-        // below admits at once all the same when the request fits and nobody is ahead.
-        if !waiters.is_subscribed(&self.keys.lock, generation) {
-            let sent = Instant::now();
-            // Boxed, as every request below: a waiting task keeps this future for as long as
-            // it waits, and would otherwise carry the largest request inline.
-            let reply = Box::pin(self.attempt(token, weight, Mode::Once, "")).await?;
-            cleanup.disarm();
-            match reply {
-                SharedReply::Held { fence, pttl } => {
-                    return Ok(Some(self.admitted(token, fence, sent, pttl, None)));
-                }
-                SharedReply::Wait { .. } if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    return Ok(None);
-                }
-                SharedReply::Wait { .. } => {}
-            }
-        }
-
-        // Subscribe first, then queue: a grant can never be published before we listen.
-        let entry: Arc<str> = wire::shared_queue_entry(
-            &token,
-            &self.ctx.client_id,
-            timing::millis(self.settings.ttl),
-            self.ctx.transport.slot().publish_mode(),
-            weight,
-            &self.ctx.transport.holder,
-            self.settings.label.as_deref().unwrap_or_default(),
-        )
-        .into();
-        let registration = waiters.register(token, &self.keys.lock, entry);
-        let _membership = match Box::pin(waiters.join((&conn, generation), &self.keys.lock)).await {
-            Ok(membership) => membership,
-            Err(e) => {
-                let again = self.ctx.transport.join_again(e, &self.keys.lock, deadline);
-                Box::pin(again).await?
-            }
-        };
-        drop(conn);
-        cleanup.arm(registration.entry().clone());
-        let label = self.settings.label.as_deref().unwrap_or_default();
-        let _waiting = metrics::Waiting::start(self.keys.kind().metric_name(), label);
-        // Since when the attempts fail (a Sentinel client rides out a failover).
-        let mut failing = None;
-        // The mode of the next attempt unless the wait is over: `Join` first (the entry is
-        // new: no scan); `Again` (no scan) once after an attempt that found this request queued
-        // with nothing heard since; `Wait` (a scan) otherwise.
-        let mut next = Mode::Join;
-        loop {
-            if self.ctx.is_closed() {
-                return Err(self.ctx.closed_error(self.keys.name()));
-            }
-            let last = deadline.is_some_and(|d| Instant::now() >= d);
-            let mode = if last { Mode::Last } else { next };
-            next = Mode::Wait;
-            let sent = Instant::now();
-            let reply = Box::pin(self.attempt(token, weight, mode, registration.entry()));
-            let reply = match reply.await {
-                Ok(reply) => reply,
-                Err(e) => {
-                    let since = *failing.get_or_insert_with(Instant::now);
-                    if self.ctx.transport.rides_out(&e, deadline, since) {
-                        Box::pin(self.ctx.transport.ride_out(deadline)).await;
-                        continue;
-                    }
-                    return Err(e);
-                }
-            };
-            failing = None;
-            let (seen, until_free) = match reply {
-                SharedReply::Held { fence, pttl } => {
-                    cleanup.disarm();
-                    let registration = Some(registration);
-                    return Ok(Some(self.admitted(token, fence, sent, pttl, registration)));
-                }
-                SharedReply::Wait { .. } if last => {
-                    cleanup.disarm();
-                    return Ok(None);
-                }
-                SharedReply::Wait {
-                    wait: until_free,
-                    server_ms,
-                } => {
-                    if matches!(mode, Mode::Wait | Mode::Join) {
-                        next = Mode::Again;
-                    }
-                    (Seen { sent, server_ms }, until_free)
-                }
-            };
-            // Without a trusted grant (the nap is over, a nudge, a grant that came too late):
-            // ask the server again.
-            tokio::select! {
-                () = registration.notified() => {
-                    // A grant that came too late, a nudge, a disconnection: the entry may be
-                    // gone.
-                    next = Mode::Wait;
-                    if let Some((grant, safe_until)) = registration.trusted_grant(seen) {
-                        cleanup.disarm();
-                        return Ok(Some(Admitted {
-                            token,
-                            fence: grant.fence,
-                            safe_until,
-                            registration: Some(registration),
-                        }));
-                    }
-                }
-                () = tokio::time::sleep(wait::nap(until_free, deadline)) => {
-                    metrics::fallback_wake(self.keys.kind().metric_name(), label);
-                }
-            }
-        }
+        queue::wait_in_line(Request { lock: self, weight }, deadline, ())
     }
 
     /// A request admitted by a reply sent at `sent` that gave `pttl` of lease.
@@ -234,12 +156,7 @@ impl SharedLock {
         pttl: Duration,
         registration: Option<Registration>,
     ) -> Admitted {
-        Admitted {
-            token,
-            fence,
-            safe_until: timing::safe_until(sent, pttl, self.settings.ttl),
-            registration,
-        }
+        Granted::new(token, fence, sent, pttl, self.settings.ttl, registration)
     }
 
     /// Runs `shared_acquire.lua` once.
