@@ -25,7 +25,7 @@ use crate::options::LockSettings;
 use crate::timing;
 use crate::token::OwnerToken;
 use crate::transport::ReleaseOnDrop;
-use crate::transport::wait::{self, Registration, Seen};
+use crate::transport::wait::{self, Membership, Registration, Seen};
 
 /// How an ask treats the queue: the `mode` argument of `acquire.lua` and `shared_acquire.lua`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,48 +160,11 @@ pub(crate) fn wait_in_line<K: Queued + Send>(
     async move {
         let token = kind.ctx().tokens.next();
         let mut cleanup = ReleaseOnDrop::new(&kind.ctx().transport, kind.keys(), token);
-        // The connection is scoped to this block: the membership keeps its own handle, and
-        // this one would only sit in the waiting future.
-        let (registration, _membership) = {
-            let (conn, generation) = match kind.ctx().transport.conn() {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Nothing was sent.
-                    if !K::RELEASE_WITHOUT_CONN {
-                        cleanup.disarm();
-                    }
-                    return Err(e);
-                }
+        let (registration, _membership) =
+            match join_line(&kind, token, deadline, &mut cleanup).await? {
+                Joined::Settled(granted) => return Ok(granted),
+                Joined::InLine(registration, membership) => (registration, membership),
             };
-            let waiters = &kind.ctx().transport.waiters;
-            if !waiters.is_subscribed(&kind.keys().lock, generation) {
-                let sent = Instant::now();
-                let first = Box::pin(kind.try_once(token)).await?;
-                cleanup.disarm();
-                if let Some((fence, pttl)) = first {
-                    let ttl = kind.settings().ttl;
-                    return Ok(Some(Granted::new(token, fence, sent, pttl, ttl, None)));
-                }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Ok(None);
-                }
-            }
-            // Subscribe first, then queue: a grant can never be published before we listen.
-            let registration = waiters.register(token, &kind.keys().lock, kind.queue_entry(token));
-            // Boxed, as the asks: the subscription's state lives only while it is made.
-            let joined = waiters.join((&conn, generation), &kind.keys().lock);
-            let membership = match Box::pin(joined).await {
-                Ok(membership) => membership,
-                Err(e) => {
-                    let again = kind
-                        .ctx()
-                        .transport
-                        .join_again(e, &kind.keys().lock, deadline);
-                    Box::pin(again).await?
-                }
-            };
-            (registration, membership)
-        };
         cleanup.arm(registration.entry().clone());
         let _waiting = metrics::Waiting::start(kind.keys().kind().metric_name(), label(&kind));
         // Since when the asks fail (a Sentinel client rides out a failover).
@@ -221,31 +184,23 @@ pub(crate) fn wait_in_line<K: Queued + Send>(
             // A block, so that the answer is gone before the nap: the nap's state is the
             // largest the future keeps.
             let (seen, until_free) = {
-                let answer = match Box::pin(kind.ask(token, mode, registration.entry())).await {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        let since = *failing.get_or_insert_with(Instant::now);
-                        let transport = &kind.ctx().transport;
-                        if transport.rides_out(&e, deadline, since) {
-                            Box::pin(transport.ride_out(deadline)).await;
-                            continue;
-                        }
-                        return Err(e);
-                    }
+                let asked = ask(
+                    &kind,
+                    token,
+                    mode,
+                    registration.entry(),
+                    deadline,
+                    &mut failing,
+                );
+                let Some(answer) = asked.await? else {
+                    continue;
                 };
-                failing = None;
                 match answer {
                     Answer::Granted { fence, pttl } => {
                         cleanup.disarm();
                         let (ttl, registration) = (kind.settings().ttl, Some(registration));
-                        return Ok(Some(Granted::new(
-                            token,
-                            fence,
-                            sent,
-                            pttl,
-                            ttl,
-                            registration,
-                        )));
+                        let granted = Granted::new(token, fence, sent, pttl, ttl, registration);
+                        return Ok(Some(granted));
                     }
                     Answer::Queued { .. } if last => {
                         cleanup.disarm();
@@ -284,6 +239,95 @@ pub(crate) fn wait_in_line<K: Queued + Send>(
                     metrics::fallback_wake(kind.keys().kind().metric_name(), label(&kind));
                 }
             }
+        }
+    }
+}
+
+/// Where [`wait_in_line`] stands once it tried to skip the line or joined it.
+enum Joined<F> {
+    /// Done before queueing: granted by the uncontended try, or the wait was already over
+    /// (`None`).
+    Settled(Option<Granted<F>>),
+    /// Listening on the lock's wake channel, with an entry to queue.
+    InLine(Registration, Membership),
+}
+
+/// The start of [`wait_in_line`]: one try that does not queue, unless this client already
+/// listens on the lock's wake channel (other local requests wait, so this one most likely
+/// waits too); then subscribe, before anything is queued, so that a grant can never be
+/// published before the waiter listens. `cleanup` is disarmed where nothing is left to clean.
+///
+/// The connection is scoped to this function: the membership keeps its own handle, and this
+/// one would only sit in the waiting future.
+async fn join_line<K: Queued>(
+    kind: &K,
+    token: OwnerToken,
+    deadline: Option<Instant>,
+    cleanup: &mut ReleaseOnDrop<'_>,
+) -> Result<Joined<K::Fence>> {
+    let (conn, generation) = match kind.ctx().transport.conn() {
+        Ok(conn) => conn,
+        Err(e) => {
+            // Nothing was sent.
+            if !K::RELEASE_WITHOUT_CONN {
+                cleanup.disarm();
+            }
+            return Err(e);
+        }
+    };
+    let waiters = &kind.ctx().transport.waiters;
+    if !waiters.is_subscribed(&kind.keys().lock, generation) {
+        let sent = Instant::now();
+        let first = Box::pin(kind.try_once(token)).await?;
+        cleanup.disarm();
+        if let Some((fence, pttl)) = first {
+            let ttl = kind.settings().ttl;
+            let granted = Granted::new(token, fence, sent, pttl, ttl, None);
+            return Ok(Joined::Settled(Some(granted)));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(Joined::Settled(None));
+        }
+    }
+    let registration = waiters.register(token, &kind.keys().lock, kind.queue_entry(token));
+    // Boxed, as the asks: the subscription's state lives only while it is made.
+    let joined = waiters.join((&conn, generation), &kind.keys().lock);
+    let membership = match Box::pin(joined).await {
+        Ok(membership) => membership,
+        Err(e) => {
+            let again = kind
+                .ctx()
+                .transport
+                .join_again(e, &kind.keys().lock, deadline);
+            Box::pin(again).await?
+        }
+    };
+    Ok(Joined::InLine(registration, membership))
+}
+
+/// One ask of the kind's script in `mode`. An error that a Sentinel client rides out (a
+/// failover, `failing` since when) is waited out: `None`, ask again.
+async fn ask<K: Queued>(
+    kind: &K,
+    token: OwnerToken,
+    mode: Mode,
+    entry: &str,
+    deadline: Option<Instant>,
+    failing: &mut Option<Instant>,
+) -> Result<Option<Answer<K::Fence>>> {
+    match Box::pin(kind.ask(token, mode, entry)).await {
+        Ok(answer) => {
+            *failing = None;
+            Ok(Some(answer))
+        }
+        Err(e) => {
+            let since = *failing.get_or_insert_with(Instant::now);
+            let transport = &kind.ctx().transport;
+            if transport.rides_out(&e, deadline, since) {
+                Box::pin(transport.ride_out(deadline)).await;
+                return Ok(None);
+            }
+            Err(e)
         }
     }
 }
