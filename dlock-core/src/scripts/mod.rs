@@ -190,7 +190,7 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| built(Source::Rel
 /// Issues (or returns) the fencing token of the caller's hold (`next_fence` of `common.lua`).
 pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| built(Source::Fence));
 
-/// Raises a slot's fence counter to a quorum lock's fence, owner-checked (round 2, `kinds/quorum.rs`).
+/// Raises a slot's fence counter to a quorum lock's fence, owner-checked (round 2, `kinds/quorum/`).
 pub(crate) static FENCE_RAISE: LazyLock<Script> = LazyLock::new(|| built(Source::FenceRaise));
 
 /// Owner-checked lease extension of one or many locks (the watchdog's batches).
@@ -211,7 +211,7 @@ pub(crate) static RW_CHANGE: LazyLock<Script> = LazyLock::new(|| built(Source::R
 /// Reads the holders of a shared lock, for operators.
 pub(crate) static SHARED_INSPECT: LazyLock<Script> = LazyLock::new(|| built(Source::SharedInspect));
 
-/// Owner-checked writes of an election's leader record and its notices (`kinds/election.rs`).
+/// Owner-checked writes of an election's leader record and its notices (`kinds/election/`).
 pub(crate) static ELECTION: LazyLock<Script> = LazyLock::new(|| built(Source::Election));
 
 /// Reads an election's leader record, checked against its lock.

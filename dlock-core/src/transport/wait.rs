@@ -23,7 +23,7 @@
 //!   lock on to the next waiter).
 //! * **Stale grants.** A grant can arrive late (the waiter's process was paused, the message sat
 //!   in a socket) after its lease ran out and someone else took the lock. The waiter therefore
-//!   checks a grant against the server time of its own latest attempt (see `kinds/mutex.rs`).
+//!   checks a grant against the server time of its own latest attempt (see `kinds/queue.rs`).
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
