@@ -105,6 +105,7 @@ pub mod model;
 mod mutant;
 mod mutex;
 mod properties;
+pub mod quorum;
 pub mod rate;
 pub mod rate_model;
 mod reach;
