@@ -1,7 +1,7 @@
 //! The mutation check of the model's properties (`make model-mutants`; ignored by `cargo test`):
 //! each [`Mutant`] applies one protocol bug to the model's steps, and the property named for it
 //! must find a counterexample — while the same model without the mutant has none. The rate
-//! limiter's, the attempt protocol's and the run-time schedules' mutants are checked the same
+//! limiter's, the attempt protocol's, the run-time schedules' and the quorum fence's mutants are checked the same
 //! way by their own models. Prints the shortest counterexample of each (`--nocapture`), then
 //! `model mutants: caught N of M`, and fails below M.
 
@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 use dlock_model::attempts::AttemptMutant;
 use dlock_model::model::{self, Kind, LockModel, Req, bounds};
+use dlock_model::quorum::QuorumMutant;
 use dlock_model::rate::RateMutant;
 use dlock_model::rate_model::{self, RateModel, bounds as rate_bounds};
 use dlock_model::schedules::ScheduleMutant;
@@ -402,10 +403,17 @@ fn model_mutants() {
             Err(why) => failures.push(why),
         }
     }
+    for result in QuorumMutant::ALL.map(QuorumMutant::caught) {
+        match result {
+            Ok(()) => caught += 1,
+            Err(why) => failures.push(why),
+        }
+    }
     let total = Mutant::ALL.len()
         + RateMutant::ALL.len()
         + AttemptMutant::ALL.len()
-        + ScheduleMutant::ALL.len();
+        + ScheduleMutant::ALL.len()
+        + QuorumMutant::ALL.len();
     for why in &failures {
         eprintln!("FAILED: {why}");
     }
