@@ -79,6 +79,14 @@
 //! one without the handler never runs it, and every replica converges within a heartbeat of the
 //! last change.
 //!
+//! # The quorum's fence
+//!
+//! [`quorum::QuorumModel`] checks the quorum lock's two-round fence (`fence_raise.lua` and the
+//! client in dlock-core's `kinds/quorum`): three independent servers, a majority, a node
+//! restarted empty and kept out for one TTL by its "data since" record. Grants' fences rise in
+//! grant order, a node that lost its data cannot make a fence go back, and no two grants are
+//! valid at once; its mutants are [`quorum::QuorumMutant`].
+//!
 //! # The rate limiter
 //!
 //! [`rate`] states rate.lua (one GCRA decision on the server's clock) as a step over the one
