@@ -151,12 +151,13 @@ pub struct Node {
 }
 
 impl Node {
-    fn time(&self, now: u8) -> u8 {
+    /// This node's clock at true time `now`.
+    pub fn time(&self, now: u8) -> u8 {
         now + self.ahead
     }
 
-    /// The holder of a live lease at `now`.
-    fn holder(&self, now: u8) -> Option<u8> {
+    /// The holder of a live lease at true time `now`.
+    pub fn holder(&self, now: u8) -> Option<u8> {
         self.lock
             .filter(|&(_, expiry)| expiry > self.time(now))
             .map(|(token, _)| token)
@@ -328,6 +329,9 @@ pub struct QuorumModel {
     pub jumps: u8,
     /// The last tick explored.
     pub until: u8,
+    /// Attempts per client ([`ATTEMPTS`] at the unit bounds; the conformance test's walks
+    /// take more).
+    pub attempts: u8,
 }
 
 impl QuorumModel {
@@ -339,6 +343,7 @@ impl QuorumModel {
             restarts: 1,
             jumps: 0,
             until: START + 2,
+            attempts: ATTEMPTS,
         }
     }
 
@@ -350,6 +355,25 @@ impl QuorumModel {
             jumps: 1,
             ..Self::unit_restart(mutant)
         }
+    }
+
+    /// The first state (the checker's only one): what the conformance test sets up on the
+    /// real servers before a walk.
+    pub fn first(&self) -> QuorumState {
+        let mut states = self.init_states();
+        states.swap_remove(0)
+    }
+
+    /// The steps enabled in `s` (the checker's choices), for a lockstep driver.
+    pub fn enabled(&self, s: &QuorumState) -> Vec<QuorumAction> {
+        let mut out = Vec::new();
+        self.actions(s, &mut out);
+        out
+    }
+
+    /// `s` after `action`, as the checker takes it (`None`: not a step of `s`).
+    pub fn step(&self, s: &QuorumState, action: QuorumAction) -> Option<QuorumState> {
+        self.next_state(s, action)
     }
 
     fn is(&self, mutant: QuorumMutant) -> bool {
@@ -521,7 +545,7 @@ impl Model for QuorumModel {
                 Phase::Holding(_) if client.valid(s.now) => {
                     actions.push(QuorumAction::Release(c));
                 }
-                Phase::Done if client.attempts < ATTEMPTS => {
+                Phase::Done if client.attempts < self.attempts => {
                     actions.push(QuorumAction::Retry(c));
                 }
                 _ => {}

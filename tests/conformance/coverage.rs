@@ -73,7 +73,7 @@ impl Tally {
     pub(crate) fn report(&self, strict: bool, deep: bool) -> (String, Vec<String>) {
         let mut out = String::from(
             "reply paths of the shipped scripts, reached by the random sequences + the fixed \
-             cases (fence_raise.lua: issue 46):\n",
+             cases (fence_raise.lua: the quorum's walks + its scenarios, quorum.rs):\n",
         );
         let mut failed = Vec::new();
         for (source, sites) in &self.sites {

@@ -12,8 +12,9 @@
 //! passes only if the default run catches it (`make model-mutants`: `lua mutants: caught N of
 //! M`).
 //! Before the sequences, fixed cases: fenced.lua's comparison on token pairs (`fenced.rs`), the
-//! release request's scenarios (`ask.rs`), the rate limiter's (`rate.rs`), the hard states of
-//! every kind (`scenarios.rs`) and another program's data (`foreign.rs`).
+//! release request's scenarios (`ask.rs`), the rate limiter's (`rate.rs`), the quorum fence's
+//! on three servers (`quorum.rs`), the hard states of every kind (`scenarios.rs`) and another
+//! program's data (`foreign.rs`).
 
 #![allow(
     clippy::print_stderr,
@@ -29,6 +30,7 @@ mod driver;
 mod fenced;
 mod foreign;
 mod mutants;
+mod quorum;
 mod rate;
 mod redis_side;
 mod replies;
@@ -88,6 +90,10 @@ fn check(
     let rates = fixed(&real, &shipped, "rate.lua's scenarios", |r| {
         rate::run(r).map(|seen| seen.calls)
     })?;
+    // The quorum's round 2 on three servers: its scenarios and walks (quorum.rs).
+    let quorum = fixed(&real, &shipped, "the quorum fence", |r| {
+        quorum::run(r).map(|seen| seen.steps)
+    })?;
     // The hard states, for every kind (scenarios.rs); another program's data (foreign.rs).
     let scenarios = fixed(&real, &shipped, "the fixed scenarios", scenarios::run)?
         + fixed(&real, &shipped, "another program's data", foreign::run)?;
@@ -96,6 +102,7 @@ fn check(
         pairs,
         asks,
         rates,
+        quorum,
         scenarios,
         ..Counts::default()
     });
@@ -170,6 +177,8 @@ struct Counts {
     asks: usize,
     /// rate.lua's calls compared (rate.rs).
     rates: usize,
+    /// The quorum fence's steps compared on three servers (quorum.rs).
+    quorum: usize,
     /// The fixed scenarios run (scenarios.rs, foreign.rs).
     scenarios: usize,
 }
@@ -232,7 +241,8 @@ fn the_scripts_conform_to_the_model() {
                     std::io::stderr(),
                     "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps), \
                      {} fenced.lua token pairs, {} release request scenarios, {} fixed \
-                     scenarios and {} rate.lua calls matched the model in {:.1} s",
+                     scenarios, {} rate.lua calls and {} quorum fence steps (three servers) \
+                     matched the model in {:.1} s",
                     c.sequences,
                     c.steps,
                     c.ops,
@@ -240,6 +250,7 @@ fn the_scripts_conform_to_the_model() {
                     c.asks,
                     c.scenarios,
                     c.rates,
+                    c.quorum,
                     started.elapsed().as_secs_f64()
                 );
             }

@@ -91,6 +91,60 @@ pub(crate) const ALL: &[Mutant] = &[
             "local floor = 0",
         )],
     },
+    // fence_raise.lua, the quorum's round 2 (quorum.rs runs it on three servers).
+    Mutant {
+        name: "raise-skips-keep-out",
+        what: "fence_raise.lua counts a node whose data is younger than one TTL (restarted empty)",
+        swaps: &[("if left > 0 then", "if false then")],
+    },
+    Mutant {
+        name: "raise-keep-out-half",
+        what: "fence_raise.lua keeps a restarted node out for half a TTL only",
+        swaps: &[(
+            "local left = since + tonumber(ARGV[5]) - now",
+            "local left = since + math.floor(tonumber(ARGV[5]) / 2) - now",
+        )],
+    },
+    Mutant {
+        name: "raise-forgets-since",
+        what: "fence_raise.lua does not write the data-since record it found missing: the node \
+               is kept out forever",
+        swaps: &[(
+            "redis.call('SET', ARGV[4], now)",
+            "redis.call('GET', ARGV[4])",
+        )],
+    },
+    Mutant {
+        name: "raise-trusts-clock-back",
+        what: "fence_raise.lua keeps a data-since record later than the node's clock (a clock \
+               that went back): the keep-out outlasts one TTL",
+        swaps: &[("if not since or since > now then", "if not since then")],
+    },
+    Mutant {
+        name: "raise-skips-owner",
+        what: "fence_raise.lua raises the counter for whoever asks while anyone holds the lock",
+        swaps: &[(
+            "if type(held) ~= 'string' or string.sub(held, 1, 32) ~= ARGV[1] then",
+            "if type(held) ~= 'string' then",
+        )],
+    },
+    Mutant {
+        name: "raise-counts-gone",
+        what: "fence_raise.lua answers raised on a node where the caller's lease ran out",
+        swaps: &[(
+            "local held = redis.pcall('GET', KEYS[1])\nif not held then\n  return 0\n",
+            "local held = redis.pcall('GET', KEYS[1])\nif not held then\n  return 1\n",
+        )],
+    },
+    Mutant {
+        name: "raise-short-of-fence",
+        what: "fence_raise.lua takes a counter one below the quorum fence as raised: the node \
+               that issued the largest round-1 fence stays below it",
+        swaps: &[(
+            "if value >= tonumber(ARGV[3]) then",
+            "if value + 1 >= tonumber(ARGV[3]) then",
+        )],
+    },
     Mutant {
         name: "guarded-ignores-deadline",
         what: "guarded.lua takes a shared holder's record in K:exp as its hold, whatever its deadline",

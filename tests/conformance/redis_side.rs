@@ -239,6 +239,36 @@ impl Real {
         answer(invocation.invoke::<Value>(&mut self.con))
     }
 
+    /// Runs `source` as loaded here (mutated, with a mutant) on another server, `server`
+    /// through `con` (the quorum's nodes, `quorum.rs`), its paths counted as this server's are.
+    pub(crate) fn call_at(
+        &mut self,
+        (server, con): (&RedisServer, &mut redis::Connection),
+        source: Source,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<Answer, String> {
+        let text = self.text(source)?.to_owned();
+        if let Some(lines) = self.coverage.as_ref().and_then(|t| t.breakpoints(source)) {
+            let (answer, hits) = debug::run(server, &text, keys, args, &lines)?;
+            if let Some(tally) = &mut self.coverage {
+                tally.record(source, &hits);
+            }
+            return Ok(answer);
+        }
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(text).arg(keys.len()).arg(keys).arg(args);
+        answer(eval.query::<Value>(con))
+    }
+
+    /// `source`'s text as loaded here (mutated, with a mutant).
+    pub(crate) fn text(&self, source: Source) -> Result<&str, String> {
+        self.texts
+            .get(&source_key(source))
+            .map(String::as_str)
+            .ok_or_else(|| format!("{source:?}: script missing"))
+    }
+
     fn command(&mut self, cmd: &redis::Cmd) -> Result<Answer, String> {
         answer(cmd.query::<Value>(&mut self.con))
     }

@@ -2,7 +2,8 @@
 //! against a real server and read back what they wrote: each script's text as the client loads
 //! it (`Source::text`) and the very `redis::Script` the client runs (`Source::script`), the
 //! keys and argument formats of each kind, and one decoder per key layout
-//! (`MutexState`, `SharedState`, `LeaderState`). Hidden, not an API: it follows the
+//! (`MutexState`, `SharedState`, `LeaderState`), and the quorum's round-2 key and reply
+//! (`quorum_since`, `raise_answer`). Hidden, not an API: it follows the
 //! scripts.
 //!
 //! Why here and not behind a `model` cargo feature: nothing in it changes the client's
@@ -46,6 +47,37 @@ pub fn lock_key(kind: KeyKind, prefix: &str, name: &str) -> Option<String> {
 pub fn fence_counter(prefix: &str, name: &str) -> Option<String> {
     crate::key::validate_name(name).ok()?;
     Some(LockKeys::new(prefix, name).counter().to_string())
+}
+
+/// A quorum node's "data since" record (`fence_raise.lua`'s ARGV[4]) for the lock `name` under
+/// `prefix`, as the quorum client names it on a standalone server.
+pub fn quorum_since(prefix: &str, name: &str) -> Option<String> {
+    crate::key::validate_name(name).ok()?;
+    Some(LockKeys::new(prefix, name).quorum_since(false))
+}
+
+/// What `fence_raise.lua` answered, as the quorum client decodes it (`RaiseReply`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaiseAnswer {
+    /// The counter is at least the quorum fence now.
+    Raised,
+    /// The node's data is younger than one TTL: kept out for this long.
+    KeptOut(std::time::Duration),
+    /// Nobody holds the lock on the node.
+    Gone,
+    /// Another owner holds it.
+    Other,
+}
+
+/// `reply` decoded as the quorum client decodes round 2's; `None` where it would refuse it.
+pub fn raise_answer(reply: &redis::Value) -> Option<RaiseAnswer> {
+    use crate::scripts::RaiseReply;
+    Some(match RaiseReply::decode(reply)? {
+        RaiseReply::Raised => RaiseAnswer::Raised,
+        RaiseReply::KeptOut(left) => RaiseAnswer::KeptOut(left),
+        RaiseReply::Gone => RaiseAnswer::Gone,
+        RaiseReply::Other => RaiseAnswer::Other,
+    })
 }
 
 /// The lock value an acquire of `token` (32 hex digits) writes: `<token>-1 <holder>\x1f<label>`,
@@ -122,6 +154,16 @@ mod tests {
         assert_eq!(
             lock_key(KeyKind::Semaphore, "c:", "s").as_deref(),
             Some("c:{s}:sem")
+        );
+        assert_eq!(quorum_since("c:", "q").as_deref(), Some("c:quorum:since"));
+        let kept = redis::Value::Array(vec![redis::Value::Int(2), redis::Value::Int(7)]);
+        assert_eq!(
+            raise_answer(&kept),
+            Some(RaiseAnswer::KeptOut(std::time::Duration::from_millis(7)))
+        );
+        assert_eq!(
+            raise_answer(&redis::Value::Int(-1)),
+            Some(RaiseAnswer::Other)
         );
     }
 }

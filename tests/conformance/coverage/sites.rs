@@ -39,9 +39,9 @@ const SHARED_FILES: [(&str, &str); 4] = [
     ),
 ];
 
-/// The scripts whose paths the conformance test counts, with their own file. fence_raise.lua
-/// (the quorum's, N independent servers) is left to issue 46.
-pub(crate) const SCRIPTS: [(Source, &str, &str); 16] = [
+/// The scripts whose paths the conformance test counts, with their own file (fence_raise.lua
+/// runs on the quorum's three servers, `quorum.rs`).
+pub(crate) const SCRIPTS: [(Source, &str, &str); 17] = [
     (
         Source::Acquire,
         "acquire.lua",
@@ -61,6 +61,11 @@ pub(crate) const SCRIPTS: [(Source, &str, &str); 16] = [
         Source::Fence,
         "fence.lua",
         include_str!("../../../dlock-core/src/scripts/fence.lua"),
+    ),
+    (
+        Source::FenceRaise,
+        "fence_raise.lua",
+        include_str!("../../../dlock-core/src/scripts/fence_raise.lua"),
     ),
     (
         Source::SharedAcquire,

@@ -221,6 +221,20 @@ pub(crate) const ROWS: &[(&str, Reach)] = &[
         F("another program's data at the fence counter"),
     ),
     ("fence.lua main: return tonumber(fence)", S),
+    // fence_raise.lua (quorum.rs: the walks over three servers, and its scenarios)
+    ("fence_raise.lua main: return 0", S),
+    ("fence_raise.lua main: return -1", S),
+    (
+        "fence_raise.lua main: return redis.error_reply('DLOCKFOREIGN ' .. ARGV[4]",
+        F("another program's data at the node's data-since record"),
+    ),
+    ("fence_raise.lua main: return {2, left}", S),
+    (
+        "fence_raise.lua main: return redis.error_reply('DLOCKFOREIGN ' .. ARGV[2]",
+        F("another program's data at the fence counter"),
+    ),
+    ("fence_raise.lua main: return 1 #1", S),
+    ("fence_raise.lua main: return 1 #2", S),
     // shared.lua
     (
         "shared.lua now_ms: return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)",
