@@ -85,7 +85,10 @@
 //! client in dlock-core's `kinds/quorum`): three independent servers, a majority, a node
 //! restarted empty and kept out for one TTL by its "data since" record. Grants' fences rise in
 //! grant order, a node that lost its data cannot make a fence go back, and no two grants are
-//! valid at once; its mutants are [`quorum::QuorumMutant`].
+//! valid at once; its mutants are [`quorum::QuorumMutant`]. One node's clock stepping forward
+//! breaks the first and the last (`QuorumModel::unit_jump`: the checker must find it), which
+//! dlock-core's docs state as an operating requirement. The conformance test drives the same
+//! steps on three real servers ([`quorum::QuorumModel::step`]).
 //!
 //! # The rate limiter
 //!

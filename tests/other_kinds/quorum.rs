@@ -1,8 +1,10 @@
 //! The quorum lock (Redlock) over independent masters: exclusion under contention, a minority
 //! down still grants, a majority down gives a clear error and leaves nothing held, fences keep
 //! increasing across holders when nodes restart empty, a node that restarted without its data is
-//! kept out for one TTL (exclusion holds), one node's clock jump or pause changes nothing while
-//! clocks jumping on a majority are caught by the fence, a grant without enough validity left is
+//! kept out for one TTL (exclusion holds), one node's clock jump changes nothing to a holder that
+//! committed on all three nodes (one granted by exactly two is not safe from it: dlock-model's
+//! quorum model, `a_clock_jump_on_one_node_breaks_the_fence_order`), one node's pause changes
+//! nothing, clocks jumping on a majority are caught by the fence, a grant without enough validity left is
 //! refused, the guard is lost when a majority of its leases is, and `extend` renews by majority.
 //!
 //! New nodes count only one TTL after their first use (they cannot be told from nodes that lost
@@ -298,12 +300,14 @@ fn clock_nodes() -> RedisNodes {
         .unwrap_or_else(|e| panic!("could not start redis nodes: {e}"))
 }
 
-/// One node's clock jumps past A's lease: A's hold there is gone, but B still finds nodes 1 and
-/// 2 held and is refused, and A's release finds a majority. Then clocks jump on a majority:
+/// One node's clock jumps past A's lease while A holds all three nodes: A's hold there is gone,
+/// but B still finds nodes 1 and 2 held and is refused, and A's release finds a majority. (Had A
+/// been granted by two nodes only, the jump could have let B in: see the module docs.) Then clocks jump on a majority:
 /// Redlock's timing assumption is broken and B is granted while A's validity still runs — and
 /// B's fence is larger, so a store that checks fences refuses A's writes.
 #[tokio::test]
-async fn a_clock_jump_on_one_node_changes_nothing_and_on_a_majority_the_fence_orders() {
+async fn a_clock_jump_on_one_of_three_held_nodes_changes_nothing_and_on_a_majority_the_fence_orders()
+ {
     let servers = clock_nodes();
     let ttl = Duration::from_secs(5);
     let lock = quorum(&servers, "q:clock", ttl);

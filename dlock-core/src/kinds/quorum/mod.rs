@@ -41,7 +41,8 @@
 //! the counter never decreases, so B's fence on `n` — hence B's `F` — exceeds A's `F`. (That A's
 //! hold on `n` comes before B's is what "B comes later" means: the validity is measured after
 //! round 2, so while A's guard is valid A holds every node of its majority, and B cannot hold a
-//! majority at the same time.)
+//! majority at the same time — provided every node's lease lasts its TTL as the client counts
+//! it, which a node whose clock steps forward breaks: see *Clocks that step forward* below.)
 //!
 //! *What breaks it, and the rule that restores it.* A node of `M_A` that restarts with an
 //! empty dataset while A's lease is still running forgets both A's hold and the raised counter:
@@ -60,11 +61,30 @@
 //! not kept out. Costs: a brand-new node sits out one TTL before it first counts (three new
 //! nodes: the first grant comes one TTL after first use), and every client of one quorum lock
 //! must use the same TTL (the wait is the caller's TTL, and a longer lease elsewhere could
-//! outlive it). A node whose clock goes back restarts its wait (conservative). A node whose
-//! clock jumps *forward* expires its leases early: that node alone is a minority and changes
-//! nothing; clocks jumping on a majority at once break Redlock's timing assumption, which no
-//! client-side check can repair — fencing tokens, checked by the resource, are what protect
-//! the data then.
+//! outlive it). A node whose clock goes back restarts its wait (conservative).
+//!
+//! *Clocks that step forward.* Redis ends a lease by its own wall clock, so a node whose clock
+//! steps forward ends its leases early — and **one such node is enough** to break both the
+//! exclusion and the fence order. A guard granted by exactly a majority (two of three) has no
+//! node to spare: the early end leaves it a minority while its validity, counted on the
+//! client's clock, still runs, and another client can take that node and the rest and be
+//! granted too. If the step falls between the guard's round 2 on that node and its grant, the
+//! guard granted later even carries the smaller fence (its round 2 on the jumped node came
+//! before the other's round 1 there). No check the protocol could add closes this: each runs
+//! before a step that may come after it. dlock-model's quorum model finds both with a step of
+//! half a TTL on one node (`a_clock_jump_on_one_node_breaks_the_fence_order`, whose doc gives
+//! the trace, and `a_clock_jump_after_a_grant_lets_a_second_holder_in`), and the conformance
+//! test replays the first on three real servers; by the same trace, any step that ends a lease
+//! there before its holder's validity does (more than the drift allowance, TTL/100 + 2 ms) can
+//! do it. A guard that committed its fence on more nodes than a majority (three of three)
+//! keeps a majority through one node's step (`tests/other_kinds/quorum.rs`), but nothing makes
+//! a grant take more than a majority. So the operator must keep every node's wall clock from
+//! stepping: time sync that slews rather than steps (chrony with `makestep` limited to boot,
+//! before Redis starts; ntpd with `-x`), and no setting of a running node's clock by hand.
+//! Where a step may still happen, fencing tokens checked by the resource are what protect the
+//! data: a store that refuses a fence below the highest it has seen refuses the writes of
+//! whichever holder has the smaller fence once the other has written (after a step, that may
+//! be the one granted later); they do not make the two guards exclusive.
 //!
 //! # Extension and loss
 //! With [`crate::MutexOptions::watchdog`] each node's hold is renewed by its client's watchdog
