@@ -49,7 +49,7 @@ pub fn fence_counter(prefix: &str, name: &str) -> Option<String> {
     Some(LockKeys::new(prefix, name).counter().to_string())
 }
 
-/// A quorum node's "data since" record (`fence_raise.lua`'s ARGV[4]) for the lock `name` under
+/// A quorum node's "data since" record (`fence_raise.lua`'s `ARGV[4]`) for the lock `name` under
 /// `prefix`, as the quorum client names it on a standalone server.
 pub fn quorum_since(prefix: &str, name: &str) -> Option<String> {
     crate::key::validate_name(name).ok()?;
