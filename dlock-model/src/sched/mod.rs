@@ -24,6 +24,8 @@
 
 use std::collections::BTreeMap;
 
+pub mod model;
+pub mod props;
 pub mod steps;
 #[cfg(test)]
 mod tests;
