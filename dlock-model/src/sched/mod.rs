@@ -25,6 +25,7 @@
 use std::collections::BTreeMap;
 
 pub mod model;
+pub mod once_model;
 pub mod props;
 pub mod steps;
 #[cfg(test)]

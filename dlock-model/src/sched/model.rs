@@ -233,18 +233,15 @@ impl SchedModel {
         }
     }
 
-    /// The deeper bounds (`make model`): every fault and operator step at once.
+    /// The deeper bounds (`make model`): [`SchedModel::requests`] with a kill as well (the
+    /// replica that took a request dies). Every fault at once outgrows 20 GB at 7 ticks.
     pub fn deep() -> Self {
         Self {
-            mutant: None,
             budget: Used {
                 kills: 1,
-                stops: 1,
-                lost: 1,
-                pauses: 1,
-                requests: 1,
+                ..Self::requests(None).budget
             },
-            until: 7,
+            ..Self::requests(None)
         }
     }
 
