@@ -429,10 +429,10 @@ impl SchedModel {
     fn withdraw(&self, s: &mut SchedState, r: usize, run: Run, token: u8) -> bool {
         let id = run_id(run, r);
         let mut token = token_str(token);
-        if self.is(SchedMutant::WithdrawIgnoresToken) {
-            if let Some(c) = s.redis.claim_of(&id) {
-                token = c.get(6).map_or(token, |t| (*t).to_owned());
-            }
+        if self.is(SchedMutant::WithdrawIgnoresToken)
+            && let Some(c) = s.redis.claim_of(&id)
+        {
+            token = c.get(6).map_or(token, |t| (*t).to_owned());
         }
         let withdrawn = withdraw(&mut s.redis, s.now, &id, &token);
         if withdrawn && self.is(SchedMutant::WithdrawDropsRequest) && id.starts_with('m') {
