@@ -562,6 +562,25 @@ impl Model for SchedModel {
                 }
                 s.replicas[r].task = Task::Idle;
             }
+            _ => self.environment_step(&mut s, action),
+        }
+        s.redis.published.clear();
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        props::all()
+    }
+
+    fn within_boundary(&self, s: &SchedState) -> bool {
+        s.now <= self.until
+    }
+}
+
+impl SchedModel {
+    /// The environment's and the operator's steps.
+    fn environment_step(&self, s: &mut SchedState, action: SchedAction) {
+        match action {
             SchedAction::Kill(r) => {
                 s.used.kills += 1;
                 if matches!(
@@ -607,21 +626,10 @@ impl Model for SchedModel {
                 resume(&mut s.redis, s.now, "wake", "job", false);
                 s.calm_since = s.now;
             }
+            _ => {}
         }
-        s.redis.published.clear();
-        Some(s)
     }
 
-    fn properties(&self) -> Vec<Property<Self>> {
-        props::all()
-    }
-
-    fn within_boundary(&self, s: &SchedState) -> bool {
-        s.now <= self.until
-    }
-}
-
-impl SchedModel {
     fn new_token(s: &mut SchedState) -> u8 {
         s.tokens += 1;
         s.tokens
