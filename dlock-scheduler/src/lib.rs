@@ -145,6 +145,8 @@
 //! `schedule_props` (tests only) holds the property tests of the calendar, misfire and jitter
 //! math.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[doc(hidden)]
 pub mod __private;
 mod attempt;
