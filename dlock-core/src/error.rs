@@ -141,6 +141,20 @@ impl fmt::Display for ErrorKind {
 /// }
 /// # let _ = describe;
 /// ```
+///
+/// # With dlock-scheduler
+/// `dlock_scheduler::Error` converts from this error (`impl From<dlock_core::Error> for
+/// dlock_scheduler::Error`; this error stays whole as its `source()`, and its `as_core()` gives
+/// it back). A function that uses `?` on calls of both crates returns
+/// `Result<T, dlock_scheduler::Error>` and needs no conversion of its own; an application's
+/// own error type implements `From<dlock_scheduler::Error>` and joins this one with one line:
+///
+/// ```text
+/// impl From<dlock_core::Error> for AppError {
+///     fn from(e: dlock_core::Error) -> Self { dlock_scheduler::Error::from(e).into() }
+/// }
+/// ```
+/// (dlock-scheduler's `Error` docs compile and run this.)
 pub struct Error {
     kind: ErrorKind,
     message: Cow<'static, str>,
