@@ -8,7 +8,7 @@ export CARGO_TERM_COLOR ?= never
 ## The integration binary's folders (tests/README.md): `make test-<group>` runs one.
 TEST_GROUPS := locks watchdog other_kinds scheduler operate repo security web
 
-.PHONY: deps deps-run deps-check demo demo-counter test check lint fmt-check clippy default-features modules core-tree fmt doc unit \
+.PHONY: deps deps-run deps-check demo demo-counter test check lint package fmt-check clippy default-features modules core-tree fmt doc unit \
 	unit-fast model-unit conformance model model-mutants bench bench-scale clean \
 	test-conformance $(addprefix test-,$(TEST_GROUPS))
 
@@ -58,7 +58,7 @@ demo-counter: deps-run
 ## Command 2: every check CI runs — format, lints, docs, all tests and doc tests. A failing
 ## step does not stop the others (nor does a failing test binary stop `unit`); the end names
 ## what failed.
-TEST_STEPS := fmt-check clippy default-features modules core-tree doc unit
+TEST_STEPS := fmt-check clippy default-features modules core-tree doc unit package
 test: deps
 	$(call run_steps,$(TEST_STEPS))
 
@@ -115,6 +115,15 @@ doc:
 
 unit:
 	$(CARGO) test --workspace --all-features --no-fail-fast
+
+## The published crates proven from their packages (scripts/test-packages.sh): `cargo package`
+## of the six (each verified against the others just packaged), what each package holds (its
+## Lua scripts, README, both licenses: scripts/check-packages.py, which tests itself first), and
+## packaging/user, a crate outside the workspace built and tested from the unpacked packages.
+## Each step prints its time; on a warm target about 1.5 to 2.5 minutes on 2 cores.
+package:
+	python3 scripts/check-packages.py --self-test
+	scripts/test-packages.sh
 
 ## `make check`'s tests: every crate's unit tests (libraries and binaries), no integration or
 ## doc tests.
