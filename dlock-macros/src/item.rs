@@ -146,14 +146,13 @@ impl<'a> Function<'a> {
         if let Body::AsyncTrait { block, .. } = &self.body {
             let mut names = Names::default();
             for stmt in &block.block.stmts {
-                if let Stmt::Local(local) = stmt {
-                    if local
+                if let Stmt::Local(local) = stmt
+                    && local
                         .init
                         .as_ref()
                         .is_some_and(|init| is_renamed_arg(&init.expr))
-                    {
-                        names.read(&local.pat);
-                    }
+                {
+                    names.read(&local.pat);
                 }
             }
             self.unkeyable.extend(names.all().map(|ident| Unkeyable {
