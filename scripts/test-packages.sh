@@ -42,7 +42,10 @@ unpack() {
   for p in "${packages[@]}"; do
     local version
     version=$("$cargo" pkgid --offline -p "$p" | sed 's/.*[#@]//')
-    tar -xzf "$target/package/$p-$version.crate" -C "$out/crates"
+    # -m: the files get the time of unpacking, not the fixed time cargo stores in a package
+    # (2006); with that one, cargo would take the previous run's build of a changed package
+    # for fresh, and test stale code.
+    tar -m -xzf "$target/package/$p-$version.crate" -C "$out/crates"
   done
   cp -R packaging/user "$out/user"
   cp Cargo.lock "$out/user/Cargo.lock"
