@@ -15,8 +15,8 @@ use dlock_core::{Client, distributed_lock};
 #[distributed_lock(key = "order:{order.0}", wait = "1s", guard = lease)]
 async fn pay(order: Path<u64>) -> Result<String, PayError> {
     // Give the store the fencing token with every write: it refuses a stale holder's.
-    let fence = lease.fencing_token().await?;
-    Ok(format!("charged order {} under fencing token {fence}\n", order.0))
+    let (id, fence) = (order.0, lease.fencing_token().await?);
+    Ok(format!("charged order {id} under fencing token {fence}\n"))
 }
 
 /// dlock's errors as HTTP answers: busy → 409, Redis unreachable or slow → 503.
