@@ -14,7 +14,7 @@
 //! | [`operating`] | the ledger, pause / resume / run now, shutdown, stalled loops, the dashboard, metrics |
 //!
 //! The locks underneath (leases, fencing, deployments, TLS and ACL users) are in
-//! `dlock_core::_guide`.
+//! [`dlock_core::_guide`].
 
 #[doc = include_str!("../guide/jobs.md")]
 pub mod jobs {}
