@@ -660,7 +660,7 @@ fn the_readme_service_pays_an_order_under_its_lock() {
     let answer = post(&address, "/orders/42/pay");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(
-        answer.contains("charged order 42 under fencing token "),
+        answer.contains("charged order 42, fencing token "),
         "{answer}"
     );
     let pid = Pid::from_raw(i32::try_from(child.process().pid()).unwrap());

@@ -12,11 +12,11 @@ use dlock_core::{Client, distributed_lock};
 
 /// One request per order at a time across every replica: another request for the same order
 /// waits up to 1 s for the lock, then gets 409. The lease is renewed while the body runs.
-#[distributed_lock(key = "order:{order.0}", wait = "1s", guard = lease)]
-async fn pay(order: Path<u64>) -> Result<String, PayError> {
+#[distributed_lock(key = "order:{order_id}", wait = "1s", guard = lease)]
+async fn pay(Path(order_id): Path<u64>) -> Result<String, PayError> {
     // Give the store the fencing token with every write: it refuses a stale holder's.
-    let (id, fence) = (order.0, lease.fencing_token().await?);
-    Ok(format!("charged order {id} under fencing token {fence}\n"))
+    let fence = lease.fencing_token().await?;
+    Ok(format!("charged order {order_id}, fencing token {fence}\n"))
 }
 
 /// dlock's errors as HTTP answers: busy → 409, Redis unreachable or slow → 503.
