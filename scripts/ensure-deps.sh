@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# Makes sure the tools the demo, tests and benchmark need are present on a Debian machine:
-# redis-server and redis-cli (installed with apt-get when missing), Chromium for the dashboard's
-# browser test and PostgreSQL 15 for the web example's PostgreSQL tests (each installed with
-# apt-get when missing; without it those tests are skipped with a message), and the Rust
-# toolchain with rustfmt and clippy. Safe to run repeatedly; does nothing
-# when everything is there.
+# Makes sure the tools a Makefile target needs are present on a Debian machine, and nothing
+# more: each target names the optional parts it needs (the Makefile's `deps*` lines).
+#
+#   scripts/ensure-deps.sh [lint] [python] [chromium] [postgres]
+#
+# Always: redis-server and redis-cli (installed with apt-get when missing) and cargo. That is
+# all `make demo`, `make demo-counter` and `make bench` need. The optional parts:
+#   lint      rustfmt and clippy (rustup component add);
+#   python    python3, the module-cycle check (apt-get);
+#   chromium  Chromium, the dashboard's browser test (apt-get; without it that test is skipped
+#             with a message) — `make test` and `make test-scheduler` only;
+#   postgres  PostgreSQL 15's programs, the web example's PostgreSQL tests (apt-get, no cluster;
+#             without them those tests are skipped with a message) — `make test` and
+#             `make test-web` only.
+# Safe to run repeatedly; does nothing when everything is there.
 set -euo pipefail
 
-if ! command -v python3 >/dev/null 2>&1; then
+want_lint=0 want_python=0 want_chromium=0 want_postgres=0
+for part in "$@"; do
+  case "$part" in
+    lint) want_lint=1 ;;
+    python) want_python=1 ;;
+    chromium) want_chromium=1 ;;
+    postgres) want_postgres=1 ;;
+    *) echo "ensure-deps: unknown part \`$part\` (lint, python, chromium, postgres)" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$want_python" = 1 ] && ! command -v python3 >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "ensure-deps: installing python3 (the module-cycle check) with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
@@ -42,9 +62,9 @@ if [ -n "$version" ] && [ "$version" -lt 7 ]; then
   exit 1
 fi
 
-# Chromium: tests/scheduler/dashboard_browser.rs drives it headless. Not fatal when it cannot be had: the
+# Chromium (part `chromium`): tests/scheduler/dashboard_browser.rs drives it headless. Not fatal when it cannot be had: the
 # test then says it is skipped, and why.
-if [ -z "${DLOCK_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
+if [ "$want_chromium" = 1 ] && [ -z "${DLOCK_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
     && ! command -v chromium-browser >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "ensure-deps: installing chromium (the dashboard's browser test) with apt-get" >&2
@@ -59,7 +79,7 @@ if [ -z "${DLOCK_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
   fi
 fi
 
-# PostgreSQL 15: tests/web/web_postgres.rs starts servers of its own (initdb + postgres in a temp
+# PostgreSQL 15 (part `postgres`): tests/web/web_postgres.rs starts servers of its own (initdb + postgres in a temp
 # dir, dlock-testkit's PostgresServer), so only the programs are needed: the package must not
 # create or start a cluster. Not fatal when it cannot be had: those tests then say they are
 # skipped, and why. Looked for where the harness looks: $DLOCK_POSTGRES_BIN, Debian's
@@ -74,7 +94,7 @@ pg_found() {
   done
   return 1
 }
-if ! pg_found; then
+if [ "$want_postgres" = 1 ] && ! pg_found; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "ensure-deps: installing postgresql-15 (the web example's PostgreSQL tests) with apt-get, without a cluster" >&2
     export DEBIAN_FRONTEND=noninteractive
@@ -126,7 +146,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "ensure-deps: cargo is missing: install Rust from https://rustup.rs (1.88 or newer)." >&2
   exit 1
 fi
-for component in rustfmt clippy; do
+for component in $([ "$want_lint" = 1 ] && echo rustfmt clippy); do
   if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
     if command -v rustup >/dev/null 2>&1; then
       rustup component add "$component"

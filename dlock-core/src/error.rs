@@ -141,6 +141,20 @@ impl fmt::Display for ErrorKind {
 /// }
 /// # let _ = describe;
 /// ```
+///
+/// # With dlock-scheduler
+/// `dlock_scheduler::Error` converts from this error (`impl From<dlock_core::Error> for
+/// dlock_scheduler::Error`; this error stays whole as its `source()`, and its `as_core()` gives
+/// it back). A function that uses `?` on calls of both crates returns
+/// `Result<T, dlock_scheduler::Error>` and needs no conversion of its own; an application's
+/// own error type implements `From<dlock_scheduler::Error>` and joins this one with one line:
+///
+/// ```text
+/// impl From<dlock_core::Error> for AppError {
+///     fn from(e: dlock_core::Error) -> Self { dlock_scheduler::Error::from(e).into() }
+/// }
+/// ```
+/// (dlock-scheduler's `Error` docs compile and run this.)
 pub struct Error {
     kind: ErrorKind,
     message: Cow<'static, str>,
@@ -388,11 +402,26 @@ struct RetryAfter(std::time::Duration);
 
 impl fmt::Display for RetryAfter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the cells conform in {:?}", self.0)
+        write!(f, "retry in {}", wait_text(self.0))
     }
 }
 
 impl std::error::Error for RetryAfter {}
+
+/// A wait as a person reads it: `250 ms` below a second (rounded up: retrying earlier is
+/// refused), `19.98 s` below an hour, `2 h 5 min` beyond.
+pub(crate) fn wait_text(wait: Duration) -> String {
+    if wait < Duration::from_secs(1) {
+        return format!("{} ms", wait.as_micros().div_ceil(1_000));
+    }
+    if wait < Duration::from_secs(3_600) {
+        // Hundredths, rounded up for the same reason.
+        let hundredths = wait.as_micros().div_ceil(10_000);
+        return format!("{}.{:02} s", hundredths / 100, hundredths % 100);
+    }
+    let minutes = wait.as_secs().div_ceil(60);
+    format!("{} h {} min", minutes / 60, minutes % 60)
+}
 
 /// A command a script ran was refused by the user's ACL: Redis reports it as a plain error of
 /// the script ("The user executing the script can't run this command …", "… No permissions to

@@ -4,7 +4,8 @@
 //! # async fn demo() -> Result<(), dlock_core::Error> {
 //! use std::time::Duration;
 //!
-//! let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+//! // Connects now: a wrong URL, password or port is an error here, not at the first lock.
+//! let client = dlock_core::Client::builder("redis://127.0.0.1:6379/").connect().await?;
 //! let lock = client.mutex("order:42")?;
 //! let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
 //! // Exclusive across every process that uses the same Redis and lock name.
@@ -13,6 +14,31 @@
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Map
+//! Every public item, by what it is for (all at the crate root).
+//!
+//! | for | items |
+//! |---|---|
+//! | connecting | [`Client`] ([`Client::builder`] `(url).connect()` fails at start-up on a wrong URL; [`Client::cluster_builder`], [`Client::sentinel_builder`]), [`ClientBuilder`], [`Connection`]; defaults [`DEFAULT_COMMAND_TIMEOUT`], [`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_KEY_PREFIX`], [`DEFAULT_TTL`] |
+//! | a mutex | [`Mutex`] ([`Client::mutex`]), [`MutexGuard`], [`ReleaseOutcome`], [`ExtendOutcome`]; options [`MutexOptions`], [`Wait`], [`OnLost`], [`Durability`]; lock names from values: [`KeyPart`] |
+//! | a function under a lock | `#[distributed_lock]` (feature `macros`), [`set_default_client`] |
+//! | leases and fences | [`Lease`], [`LeaseLost`], [`LeaseState`], [`LostReason`], [`FencingToken`]; bounds [`MIN_TTL`], [`MAX_TTL`], [`MIN_WATCHDOG_TTL`] |
+//! | the other kinds | [`Semaphore`], [`Permit`]; [`RwLock`], [`ReadGuard`], [`WriteGuard`], [`UpgradeError`]; [`Election`], [`Leadership`], [`Leader`]; [`MultiLock`], [`MultiGuard`]; [`QuorumMutex`], [`QuorumGuard`], [`QuorumRelease`], [`NodeRelease`], [`MIN_VALIDITY_PERCENT`] |
+//! | data the lock protects | [`GuardedWrite`], [`Guarded`], [`Refused`]; [`Client::fenced_set`], [`Fenced`], [`fence_key`] |
+//! | rate limits | [`RateLimiter`], [`KeyedRateLimiter`], [`Quota`], [`Decision`]; `#[rate_limited]` (feature `macros`) |
+//! | operating | [`Client::inspect`], [`HeldLock`], [`HeldLocks`], [`HolderInfo`], [`SemaphoreInfo`], [`RwLockInfo`], [`SharedHolder`]; [`Client::shutdown`], [`ShutdownReport`] |
+//! | errors | [`Error`], [`ErrorKind`], [`Result`] |
+//! | limits on input | [`MAX_NAME_LEN`], [`MAX_PREFIX_LEN`], [`MAX_LABEL_LEN`] |
+//! | building on dlock | [`ext`], [`redis`] |
+//!
+//! # The guide
+//! The reference, chapter by chapter, in [`_guide`]: [locks](_guide::locks),
+//! [leases and fencing](_guide::leases_and_fencing), [the lock family](_guide::family),
+//! [guarded writes](_guide::guarded_writes), [rate limits](_guide::rate_limits),
+//! [operating](_guide::operating), [production Redis](_guide::production),
+//! [testing](_guide::testing), [guarantees](_guide::guarantees),
+//! [benchmarks](_guide::benchmarks).
 //!
 //! # What dlock guarantees
 //! * **Mutual exclusion while the lease lasts.** Every state change is one atomic command or
@@ -96,6 +122,7 @@
 //!
 //! | floor | modules | what lives there |
 //! |---|---|---|
+//! | guide | `_guide.rs` | [`_guide`]: the guide's chapters (`guide/*.md`), modules of documentation only |
 //! | extension | `ext.rs`, `__private.rs` | [`ext`], the surface crates built on dlock use (timed requests on a client's connection, base keys, subscriptions); what `dlock-macros` expands to (hidden, unstable), and the conformance test's hooks behind the non-default `__conformance` feature |
 //! | lock kinds | `kinds/` | one file per kind, each adding its constructor to [`Client`]: [`Mutex`], [`Semaphore`], [`RwLock`] and the weighted FIFO admission they share (`shared.rs`), [`MultiLock`], [`Election`], [`QuorumMutex`] (Redlock over N clients), [`RateLimiter`]; release requests for every kind |
 //! | client | `client/` | [`Client`] and what every handle of it shares (`context.rs`); [`ClientBuilder`]; the operator's calls: [`Client::inspect`], [`Client::shutdown`], [`Client::fenced_set`] |
@@ -115,6 +142,10 @@
 
 #[doc(hidden)]
 pub mod __private;
+// Documentation only. Its `rust` blocks are the programs of `examples/readme/`, which dlock's
+// tests hold to the text and run against Redis: left out of doctests, not compiled twice.
+#[cfg(not(doctest))]
+pub mod _guide;
 mod client;
 mod error;
 pub mod ext;

@@ -7,8 +7,9 @@
 //! described with their unit, counters without a `_total` of their own): an exporter maps them
 //! to its system's conventions. `metrics-exporter-prometheus` turns `dlock.acquire.duration`
 //! into `dlock_acquire_duration`, or `dlock_acquire_duration_seconds` with
-//! `PrometheusBuilder::set_enable_unit_suffix(true)` (as `examples/web` does); it adds no
-//! `_total` to counters (`dlock_lease_lost`), an OpenTelemetry Prometheus exporter does
+//! `PrometheusBuilder::set_enable_unit_suffix(true)` (as `examples/web` does, on 0.18, whose
+//! `# TYPE` lines carry the suffix too); it adds no `_total` to counters (`dlock_lease_lost`);
+//! its `with_recommended_naming(true)` and an OpenTelemetry Prometheus exporter do
 //! (`dlock_lease_lost_total`). Naming the counters `….total` here would give that exporter
 //! `_total_total`, so the names stay as they are (see CHANGELOG.md, 0.x "metrics").
 //!

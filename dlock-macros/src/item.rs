@@ -1,6 +1,14 @@
 //! The annotated function: which of the two accepted shapes it has, what it returns, and which
 //! parameters a key template may name.
 //!
+//! A key may name a plain parameter (`order_id: u64`) or a name bound by a parameter's pattern
+//! (`Path(order_id): Path<u64>`, `State(app): State<App>`, `Json(mut body): Json<Order>`,
+//! `(a, b): (u32, u32)`, nested, with `mut`, `ref` or `@`): an `async fn` keeps its signature, so
+//! every such name is a local of the function when the key is built. Two bindings cannot be
+//! keyed on, and say why: the rest of a slice pattern (`rest @ ..`, a slice, never a key part),
+//! and any name of a pattern in an `#[async_trait]` method, which async-trait moves into its
+//! body (it renames the parameter `__argN`) after the point where the key is built.
+//!
 //! * An `async fn` (free function, method, generic, in a trait impl with native async fns).
 //! * The output of `#[async_trait]`, which runs first (it sits on the impl block) and leaves a
 //!   plain `fn` returning `Pin<Box<dyn Future<Output = R> + Send + 'async_trait>>` whose body ends
@@ -28,7 +36,8 @@ pub(crate) enum Body<'a> {
     },
 }
 
-/// A parameter that a key template may name (a plain `name: Type` binding).
+/// A parameter that a key template may name: a plain `name: Type` binding, or a name that a
+/// parameter's pattern binds.
 pub(crate) struct Param {
     pub(crate) ident: Ident,
     /// The parameter is a reference (`&T`, `&mut T`): it is interpolated as `&*name`.
@@ -60,8 +69,23 @@ pub(crate) struct Function<'a> {
     pub(crate) params: Vec<Param>,
     /// The `self` token of a method.
     pub(crate) receiver: Option<Span>,
-    /// Names bound inside destructuring parameter patterns: not usable in a key.
-    pub(crate) destructured: Vec<Ident>,
+    /// Names bound where a key cannot read them, each with the reason (see the module docs).
+    pub(crate) unkeyable: Vec<Unkeyable>,
+}
+
+/// A name a parameter's pattern binds that a key cannot name.
+pub(crate) struct Unkeyable {
+    pub(crate) ident: Ident,
+    pub(crate) why: Why,
+}
+
+/// Why a bound name cannot be part of a key.
+#[derive(Clone, Copy)]
+pub(crate) enum Why {
+    /// `rest @ ..` in a slice pattern.
+    SliceRest,
+    /// A pattern of an `#[async_trait]` method (async-trait binds it inside its body).
+    AsyncTrait,
 }
 
 impl<'a> Function<'a> {
@@ -92,7 +116,7 @@ impl<'a> Function<'a> {
             output,
             params: Vec::new(),
             receiver: None,
-            destructured: Vec::new(),
+            unkeyable: Vec::new(),
         };
         function.read_params();
         Some(function)
@@ -115,10 +139,59 @@ impl<'a> Function<'a> {
                             });
                         }
                     }
-                    pat => bound_names(pat, &mut self.destructured),
+                    pat => self.read_pattern(pat),
                 },
             }
         }
+        if let Body::AsyncTrait { block, .. } = &self.body {
+            let mut names = Names::default();
+            for stmt in &block.block.stmts {
+                if let Stmt::Local(local) = stmt
+                    && local
+                        .init
+                        .as_ref()
+                        .is_some_and(|init| is_renamed_arg(&init.expr))
+                {
+                    names.read(&local.pat);
+                }
+            }
+            self.unkeyable.extend(names.all().map(|ident| Unkeyable {
+                ident,
+                why: Why::AsyncTrait,
+            }));
+        }
+    }
+
+    /// The names an `async fn` parameter's pattern binds: keyable, but for a slice's rest.
+    fn read_pattern(&mut self, pat: &Pat) {
+        let mut names = Names::default();
+        names.read(pat);
+        self.params
+            .extend(names.bound.into_iter().map(|ident| Param {
+                ident,
+                is_ref: false,
+            }));
+        self.unkeyable
+            .extend(names.slice_rests.into_iter().map(|ident| Unkeyable {
+                ident,
+                why: Why::SliceRest,
+            }));
+    }
+}
+
+/// `__argN`, the name async-trait gives a destructured parameter, or the block it binds the
+/// pattern from (`let (a, b) = { let __arg1 = __arg1; __arg1 };`).
+fn is_renamed_arg(expr: &Expr) -> bool {
+    match expr {
+        Expr::Path(path) => path
+            .path
+            .get_ident()
+            .is_some_and(|ident| ident.to_string().starts_with("__arg")),
+        Expr::Block(block) => match block.block.stmts.last() {
+            Some(Stmt::Expr(expr, None)) => is_renamed_arg(expr),
+            _ => false,
+        },
+        _ => false,
     }
 }
 
@@ -226,22 +299,40 @@ fn single_generic<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
     }
 }
 
-/// The names a destructuring pattern binds.
-fn bound_names(pat: &Pat, out: &mut Vec<Ident>) {
-    match pat {
-        Pat::Ident(p) => {
-            out.push(p.ident.clone());
-            if let Some((_, sub)) = &p.subpat {
-                bound_names(sub, out);
-            }
+/// The names a parameter's pattern binds.
+#[derive(Default)]
+struct Names {
+    /// Bound to a value of the parameter (or a reference into it).
+    bound: Vec<Ident>,
+    /// Bound to the rest of a slice pattern (`rest @ ..`).
+    slice_rests: Vec<Ident>,
+}
+
+impl Names {
+    fn read(&mut self, pat: &Pat) {
+        match pat {
+            Pat::Ident(p) => match p.subpat.as_ref().map(|(_, sub)| &**sub) {
+                Some(Pat::Rest(_)) => self.slice_rests.push(p.ident.clone()),
+                Some(sub) => {
+                    self.bound.push(p.ident.clone());
+                    self.read(sub);
+                }
+                None => self.bound.push(p.ident.clone()),
+            },
+            Pat::Tuple(p) => p.elems.iter().for_each(|p| self.read(p)),
+            Pat::TupleStruct(p) => p.elems.iter().for_each(|p| self.read(p)),
+            Pat::Struct(p) => p.fields.iter().for_each(|f| self.read(&f.pat)),
+            Pat::Slice(p) => p.elems.iter().for_each(|p| self.read(p)),
+            Pat::Reference(p) => self.read(&p.pat),
+            Pat::Paren(p) => self.read(&p.pat),
+            Pat::Type(p) => self.read(&p.pat),
+            // Literals, ranges, paths, `_` and `..` bind nothing; an or-pattern is refutable
+            // (rustc refuses it in a parameter), and a macro's bindings cannot be seen here.
+            _ => {}
         }
-        Pat::Tuple(p) => p.elems.iter().for_each(|p| bound_names(p, out)),
-        Pat::TupleStruct(p) => p.elems.iter().for_each(|p| bound_names(p, out)),
-        Pat::Struct(p) => p.fields.iter().for_each(|f| bound_names(&f.pat, out)),
-        Pat::Slice(p) => p.elems.iter().for_each(|p| bound_names(p, out)),
-        Pat::Reference(p) => bound_names(&p.pat, out),
-        Pat::Paren(p) => bound_names(&p.pat, out),
-        Pat::Type(p) => bound_names(&p.pat, out),
-        _ => {}
+    }
+
+    fn all(self) -> impl Iterator<Item = Ident> {
+        self.bound.into_iter().chain(self.slice_rests)
     }
 }

@@ -21,7 +21,7 @@ use syn::{Expr, Ident, LitStr, Path};
 use crate::args::{Args, Opt};
 use crate::duration;
 use crate::errors::{Checked, Errors, Problems};
-use crate::item::Function;
+use crate::item::{Function, Why};
 use crate::kind::{LockKind, lock_kind};
 use crate::limits::{MAX_LABEL_LEN, MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL, above_max_ttl};
 use crate::template::{self, Segment};
@@ -185,8 +185,7 @@ pub(crate) fn resolve_key(
         .map(|segment| match segment {
             Segment::Text(text) => Ok(KeyPiece::Text(text)),
             Segment::Placeholder(p) => {
-                let (root, deref) =
-                    resolve_root(&p.root, function).map_err(|message| (lit.span(), message))?;
+                let (root, deref) = resolve_root(&p.root, function, lit.span())?;
                 Ok(KeyPiece::Value(KeyValue {
                     root,
                     deref: deref && p.members.is_empty(),
@@ -198,30 +197,48 @@ pub(crate) fn resolve_key(
         .map(Some)
 }
 
-/// The parameter a placeholder names, with its span in the signature.
-fn resolve_root(root: &str, function: &Function<'_>) -> Result<(Ident, bool), String> {
+/// The parameter a placeholder names, with its span in the signature. An error is spanned on
+/// the key (`key`), or on the binding when the name is bound where a key cannot read it.
+fn resolve_root(
+    root: &str,
+    function: &Function<'_>,
+    key: Span,
+) -> Result<(Ident, bool), (Span, String)> {
     if root == "self" {
         return function
             .receiver
             .map(|span| (Ident::new("self", span), false))
             .ok_or_else(|| {
-                "`{self…}` in `key` needs a method; this function has no `self` parameter \
-                 (name one of its parameters instead)"
-                    .to_owned()
+                (
+                    key,
+                    "`{self…}` in `key` needs a method; this function has no `self` parameter \
+                     (name one of its parameters instead)"
+                        .to_owned(),
+                )
             });
     }
     if let Some(param) = function.params.iter().find(|p| p.ident.unraw() == root) {
         return Ok((param.ident.clone(), param.is_ref));
     }
-    if function
-        .destructured
-        .iter()
-        .any(|name| name.unraw() == root)
-    {
-        return Err(format!(
-            "`{{{root}}}` is bound inside a destructuring pattern; only plain parameters \
-             (`name: Type`) can be used in `key`: bind the parameter to a name"
-        ));
+    if let Some(name) = function.unkeyable.iter().find(|u| u.ident.unraw() == root) {
+        return Err(match name.why {
+            Why::SliceRest => (
+                name.ident.span(),
+                format!(
+                    "`{{{root}}}` in `key` names `{root} @ ..`, the rest of a slice pattern: a \
+                     slice is not a key part; bind the elements the key needs (`[first, ..]`)"
+                ),
+            ),
+            Why::AsyncTrait => (
+                key,
+                format!(
+                    "`{{{root}}}` is bound by a parameter's pattern in an `#[async_trait]` \
+                     method, which async-trait binds inside its body, after the key is built: \
+                     bind the parameter to a name (`pair: (u32, u32)`) and key on its parts \
+                     (`{{pair.0}}`), or use a native `async fn` in the trait"
+                ),
+            ),
+        });
     }
     let mut available: Vec<String> = function
         .params
@@ -231,14 +248,17 @@ fn resolve_root(root: &str, function: &Function<'_>) -> Result<(Ident, bool), St
     if function.receiver.is_some() {
         available.insert(0, "`self`".to_owned());
     }
-    Err(if available.is_empty() {
-        format!("unknown placeholder `{{{root}}}` in `key`: this function has no parameters")
-    } else {
-        format!(
-            "unknown placeholder `{{{root}}}` in `key`; the parameters are {}",
-            available.join(", ")
-        )
-    })
+    Err((
+        key,
+        if available.is_empty() {
+            format!("unknown placeholder `{{{root}}}` in `key`: this function has no parameters")
+        } else {
+            format!(
+                "unknown placeholder `{{{root}}}` in `key`; the parameters are {}",
+                available.join(", ")
+            )
+        },
+    ))
 }
 
 pub(crate) fn opt_duration(opt: Option<&Opt<LitStr>>, name: &str) -> Checked<Option<Duration>> {

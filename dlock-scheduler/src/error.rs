@@ -24,7 +24,9 @@ pub enum ErrorKind {
     InvalidSchedule,
     /// A job, job name or scheduler option was refused (an empty name, a lease out of range, a
     /// jitter as long as the schedule's interval, a name used twice …). The message says which
-    /// and how to fix it; when dlock-core refused it, the source is its `dlock_core::Error`.
+    /// and how to fix it; when dlock-core refused it, the source is its `dlock_core::Error`
+    /// (also any `dlock_core::ErrorKind::InvalidInput` converted with `?`: a bad URL, a lock
+    /// name; [`Error::as_core`] has it).
     InvalidJob,
     /// A control call ([`crate::Scheduler::pause`], `resume`, `run_now`) named a job that is
     /// not known under the client's key prefix: no running replica registered it (nor has
@@ -44,6 +46,35 @@ pub enum ErrorKind {
 }
 
 /// The error of the scheduler's fallible operations.
+///
+/// # One error for both crates
+/// This error converts from [`dlock_core::Error`] (`impl From<dlock_core::Error> for Error`),
+/// so a function that uses `?` on calls of both crates returns `Result<T, dlock_scheduler::Error>`
+/// and needs no conversion of its own; [`Error::as_core`] gives core's error back. The direction
+/// is the lossless one: core's error is kept whole as the [`source`](std::error::Error::source)
+/// (its kind is [`Error::redis_kind`]), whereas this error's kinds ([`ErrorKind::InvalidSchedule`],
+/// [`ErrorKind::UnknownJob`], [`ErrorKind::InvalidArgs`]) have no counterpart in core's. An
+/// application's own error type takes this one with one `From`, and core's with the one line
+/// that joins them:
+///
+/// ```
+/// # #[derive(Debug)]
+/// enum AppError { Jobs(dlock_scheduler::Error) }
+///
+/// impl From<dlock_scheduler::Error> for AppError {
+///     fn from(e: dlock_scheduler::Error) -> Self { AppError::Jobs(e) }
+/// }
+/// // The one line: core's error goes through the scheduler's.
+/// impl From<dlock_core::Error> for AppError {
+///     fn from(e: dlock_core::Error) -> Self { dlock_scheduler::Error::from(e).into() }
+/// }
+///
+/// async fn start(url: &str) -> Result<dlock_scheduler::Scheduler, AppError> {
+///     let client = dlock_core::Client::builder(url).connect().await?; // core's error
+///     Ok(dlock_scheduler::Scheduler::builder(client).build()?) // the scheduler's
+/// }
+/// # let _ = start;
+/// ```
 ///
 /// ```
 /// use dlock_scheduler::{Error, ErrorKind};
@@ -140,6 +171,12 @@ impl Error {
     /// Redis could not be reached, or the connection dropped.
     pub fn is_connection(&self) -> bool {
         self.redis_kind == Some(CoreKind::Connection)
+    }
+
+    /// The dlock-core error this one was made from (a Redis failure, or an input dlock-core
+    /// refused), if any: the way back from `?` (see [One error for both crates](Error#one-error-for-both-crates)).
+    pub fn as_core(&self) -> Option<&dlock_core::Error> {
+        self.source.as_deref()?.downcast_ref::<dlock_core::Error>()
     }
 
     /// Whether the failed request may nevertheless have run on the server (its reply was lost
@@ -239,5 +276,32 @@ mod tests {
         let bad = Error::invalid_job("an empty job name");
         assert_eq!(bad.redis_kind(), None);
         assert!(!bad.may_have_taken_effect());
+    }
+
+    /// Issue 47, "one error story": a function that uses `?` on dlock-core and on
+    /// dlock-scheduler calls returns the scheduler's error with no `From` of its own, and core's
+    /// error comes back whole through `as_core`; core's refused input keeps its kind there.
+    #[tokio::test]
+    async fn question_mark_on_both_crates_needs_no_conversion() {
+        async fn start(url: &str) -> Result<crate::Scheduler, Error> {
+            let client = dlock_core::Client::builder(url)
+                .connect_timeout(std::time::Duration::from_secs(1))
+                .connect()
+                .await?;
+            crate::Scheduler::builder(client).build()
+        }
+        let err = start("redis://127.0.0.1:1/").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Redis);
+        assert_eq!(err.redis_kind(), Some(CoreKind::Connection));
+        let core = err.as_core().expect("core's error comes back");
+        assert!(core.is_connection(), "{core}");
+        assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+
+        let err = start("not a url").await.unwrap_err();
+        assert_eq!(
+            err.as_core().map(|e| e.kind()),
+            Some(CoreKind::InvalidInput)
+        );
+        assert!(Error::invalid_job("x").as_core().is_none());
     }
 }

@@ -8,7 +8,8 @@
 //! use std::time::Duration;
 //! use dlock_scheduler::{Job, Scheduler};
 //!
-//! let client = dlock_core::Client::open("redis://127.0.0.1:6379/")?;
+//! // Connects now: a wrong URL, password or port is an error here, not at the first claim.
+//! let client = dlock_core::Client::builder("redis://127.0.0.1:6379/").connect().await?;
 //! let lottery = Job::new("lottery", "0 12 * * *", "Europe/Berlin", |ctx| async move {
 //!     println!("{} draws the winners of {}", ctx.replica().id(), ctx.occurrence());
 //!     Ok::<(), std::io::Error>(())
@@ -19,6 +20,25 @@
 //!     .await;
 //! # Ok(()) }
 //! ```
+//!
+//! # Map
+//! Every public item, by what it is for (all at the crate root).
+//!
+//! | for | items |
+//! |---|---|
+//! | running jobs | [`Scheduler`] ([`Scheduler::builder`], [`Scheduler::run_until`]), [`SchedulerBuilder`], [`ShutdownReport`]; defaults [`DEFAULT_CLAIM_RETENTION`], [`DEFAULT_HEARTBEAT`], [`DEFAULT_HISTORY`], [`DEFAULT_ONE_OFF_CONCURRENCY`], [`DEFAULT_REQUEST_POLL`], [`DEFAULT_TURN_GRACE`] |
+//! | declaring a job | [`Job`], [`macro@scheduled`], [`Overlap`], [`Delivery`], [`MisfirePolicy`], [`HandlerOptions`]; bounds [`DEFAULT_RUN_LEASE`], [`MIN_RUN_LEASE`], [`MAX_ATTEMPTS`], [`MAX_BACKOFF`] |
+//! | inside a run | [`JobContext`], [`Replica`] |
+//! | the calendar | [`Schedule`], [`Occurrences`], [`ScheduleError`], [`ScheduleErrorKind`], [`jitter_for`]; the time types' crates [`chrono`], [`chrono_tz`] |
+//! | run-time schedules and one-off jobs | [`Scheduler::add_schedule`], [`RuntimeSchedule`], [`UnrunnableSchedule`]; [`Scheduler::run_after`], [`OneOffId`] |
+//! | the ledger and operators' views | [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]; [`Scheduler::overview`], [`JobOverview`], [`JobReplica`], [`NotRunBy`]; [`RegisteredReplica`], [`RegisteredJob`]; the dashboard `web` (feature `web`) |
+//! | clocks (for tests) | [`Clock`], [`SystemClock`], [`SkewedClock`] |
+//! | errors | [`Error`], [`ErrorKind`] |
+//!
+//! # The guide
+//! The reference, chapter by chapter, in [`_guide`]: [jobs](_guide::jobs),
+//! [delivery](_guide::delivery), [one-off jobs and groups](_guide::one_offs_and_groups),
+//! [operating](_guide::operating). The locks underneath: [`dlock_core::_guide`].
 //!
 //! # How it works
 //! * **Per-occurrence claims.** An occurrence is identified by (job name, nominal instant in
@@ -141,12 +161,19 @@
 //! | | `once` | [`Scheduler::run_at`] and the other one-off calls; [`OneOffId`] |
 //! | views | `overview` | [`Scheduler::overview`]: each job's schedule, next fire, state, replicas and ledger ([`JobOverview`]), for `dlock jobs` and the dashboard |
 //! | | `web` (feature `web`) | the dashboard: an axum `Router` to mount (`web::router`), its page and its POSTs' cross-site rule |
+//! | guide | `_guide` | [`_guide`]: the guide's chapters (`guide/*.md`), modules of documentation only |
 //!
 //! `schedule_props` (tests only) holds the property tests of the calendar, misfire and jitter
 //! math.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[doc(hidden)]
 pub mod __private;
+// Documentation only. Its `rust` blocks are the programs of `examples/readme/`, which dlock's
+// tests hold to the text and run against Redis: left out of doctests, not compiled twice.
+#[cfg(not(doctest))]
+pub mod _guide;
 mod attempt;
 mod builder;
 mod claim;

@@ -1,5 +1,5 @@
 //! Operating dlock: inspection, metrics, shutdown, Redis down, runtimes, rolling deploys,
-//! errors a user can act on, bad input, foreign data, replica acknowledgement, Sentinel, and
+//! errors a user can act on (and at start-up: `connect()`), bad input, foreign data, replica acknowledgement, Sentinel, and
 //! what only a Redis Cluster has.
 //!
 //! Run alone with `make test-operate` (filter `operate::`; tests/README.md).
@@ -16,3 +16,4 @@ mod redis_down;
 mod rolling_deploy;
 mod runtimes;
 pub(crate) mod sentinel;
+mod startup_checks;

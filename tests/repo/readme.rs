@@ -1,12 +1,20 @@
-//! The README's code compiles and runs as written: every `rust` block of README.md (and of
-//! dlock-testkit's README) is one of the programs in `examples/readme/src/bin/` or one of the
-//! tests in `examples/readme/tests/` (verbatim); each program runs against a real Redis here,
-//! and each test starts its own under `cargo test` (`make test`).
+//! The README's and the guide's code compiles and runs as written: every `rust` block of
+//! README.md, of the guide's chapters (`dlock-core/guide/*.md`, `dlock-scheduler/guide/*.md`,
+//! rendered as `dlock_core::_guide` and `dlock_scheduler::_guide`) and of each published crate's
+//! README is one of the programs in `examples/readme/src/bin/` or one of the tests in
+//! `examples/readme/tests/` (verbatim); each program runs against a real Redis here, and each
+//! test starts its own under `cargo test` (`make test`). The guide's modules are left out of
+//! doctests for that reason: their blocks are built and run here, once.
 //! One server only: the programs take one URL (`DLOCK_REDIS_URL`), and one is the scheduler's.
-//! The README's "Benchmarks" section points to the benchmark report, which stays short: the
-//! runs' full reports live in `docs/benchmarks/`, one file per run (issue #28).
+//! The README stays short (at most 250 lines: later material goes to the guide), its links
+//! resolve, every chapter is wired into its crate's `_guide.rs`, each crate page maps every public
+//! item, and the crate READMEs give dependency lines that work before anything is published.
+//! The benchmarks chapter points to the benchmark report, which stays short: the runs' full
+//! reports live in `docs/benchmarks/`, one file per run (issue #28).
 
-use std::path::Path;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -17,15 +25,31 @@ use nix::unistd::Pid;
 use crate::support::redis;
 
 const README: &str = include_str!("../../README.md");
-const TESTKIT_README: &str = include_str!("../../dlock-testkit/README.md");
 const BENCHMARKS: &str = include_str!("../../BENCHMARKS.md");
+/// How long the README may grow (issue #47): a few screens; the reference is the guide.
+const README_MAX_LINES: usize = 250;
 /// How long the benchmark report may grow (issue #28): one screen per workload, not a journal.
 const BENCHMARKS_MAX_LINES: usize = 400;
-/// The files the README blocks are copies of, by path in `examples/readme/`.
-const PROGRAMS: [(&str, &str); 9] = [
+/// The crates whose guide is in `<crate>/guide/*.md`, wired in `<crate>/src/_guide.rs`.
+const GUIDES: [&str; 2] = ["dlock-core", "dlock-scheduler"];
+/// The published crates: each has a README of its own (its registry page).
+const PUBLISHED: [&str; 6] = [
+    "dlock-core",
+    "dlock-macros",
+    "dlock-cron",
+    "dlock-scheduler",
+    "dlock-testkit",
+    "dlock-cli",
+];
+/// The files the blocks are copies of, by path in `examples/readme/`.
+const PROGRAMS: [(&str, &str); 10] = [
     (
         "src/bin/quickstart.rs",
         include_str!("../../examples/readme/src/bin/quickstart.rs"),
+    ),
+    (
+        "src/bin/orders.rs",
+        include_str!("../../examples/readme/src/bin/orders.rs"),
     ),
     (
         "src/bin/pay.rs",
@@ -60,6 +84,54 @@ const PROGRAMS: [(&str, &str); 9] = [
         include_str!("../../examples/readme/tests/lease_lost.rs"),
     ),
 ];
+/// The programs the README shows: a lock, `#[distributed_lock]` on an axum handler, a job.
+const README_PROGRAMS: [&str; 3] = [
+    "src/bin/quickstart.rs",
+    "src/bin/orders.rs",
+    "src/bin/lottery_job.rs",
+];
+
+/// The workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A file of the workspace, by its path from the root.
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The guide's chapters, as (path from the root, e.g. `dlock-core/guide/locks.md`, text),
+/// read from the folders so that a new chapter is checked without being listed here.
+fn chapters() -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for krate in GUIDES {
+        let dir = root().join(krate).join("guide");
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{dir:?}: {e}")) {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.ends_with(".md") {
+                let path = format!("{krate}/guide/{name}");
+                let text = read(&path);
+                found.push((path, text));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Every markdown document whose `rust` blocks must be programs CI runs: the README, the
+/// guide's chapters, the published crates' READMEs.
+fn documents() -> Vec<(String, String)> {
+    let mut docs = vec![("README.md".to_owned(), README.to_owned())];
+    docs.extend(chapters());
+    for krate in PUBLISHED {
+        let path = format!("{krate}/README.md");
+        let text = read(&path);
+        docs.push((path, text));
+    }
+    docs
+}
 
 /// The `rust` code blocks of a markdown document.
 fn rust_blocks(doc: &str) -> Vec<String> {
@@ -90,95 +162,333 @@ fn is_a_program(block: &str) -> bool {
 }
 
 #[test]
-fn every_readme_block_is_a_program_that_ci_builds() {
-    let blocks = rust_blocks(README);
-    assert!(!blocks.is_empty(), "the README shows code");
-    for block in &blocks {
-        assert!(
-            is_a_program(block),
-            "a README block is not one of examples/readme/src/bin/*.rs or tests/*.rs (copy it \
-             there, verbatim):\n{block}"
-        );
+fn every_block_of_the_readme_and_the_guide_is_a_program_that_ci_builds() {
+    let docs = documents();
+    let mut shown = Vec::new();
+    for (path, text) in &docs {
+        for block in rust_blocks(text) {
+            assert!(
+                is_a_program(&block),
+                "a `rust` block of {path} is not one of examples/readme/src/bin/*.rs or \
+                 tests/*.rs (copy it there, verbatim):\n{block}"
+            );
+            shown.push(block);
+        }
     }
+    // No program of examples/readme is left that no document shows (or shows differently).
     for (path, source) in PROGRAMS {
         assert!(
-            blocks.iter().any(|b| b.trim_end() == source.trim_end()),
-            "examples/readme/{path} is not in the README (or differs from it)"
+            shown.iter().any(|b| b.trim_end() == source.trim_end()),
+            "examples/readme/{path} is in no document (README, guide, crate READMEs), or \
+             differs from it"
         );
     }
-}
-
-/// The test kit's README shows the README's test of a lost lease, which CI runs.
-#[test]
-fn the_testkit_readme_shows_only_code_that_ci_runs() {
-    let blocks = rust_blocks(TESTKIT_README);
-    assert!(!blocks.is_empty(), "dlock-testkit/README.md shows code");
-    for block in &blocks {
+    let readme = rust_blocks(README);
+    for path in README_PROGRAMS {
+        let (_, source) = PROGRAMS.iter().find(|(p, _)| *p == path).unwrap();
         assert!(
-            is_a_program(block),
-            "a block of dlock-testkit/README.md is not one of examples/readme/src/bin/*.rs or \
-             tests/*.rs (copy it there, verbatim):\n{block}"
+            readme.iter().any(|b| b.trim_end() == source.trim_end()),
+            "the README does not show examples/readme/{path}"
+        );
+    }
+    assert_eq!(
+        readme.len(),
+        README_PROGRAMS.len(),
+        "the README shows three programs; the rest goes to the guide"
+    );
+}
+
+/// The README's programs connect at start-up (`Client::builder(url).connect()`), not lazily
+/// (`Client::open`, which let a wrong URL pass until the first request).
+#[test]
+fn the_readme_programs_connect_at_start_up() {
+    for block in rust_blocks(README) {
+        assert!(
+            block.contains("Client::builder(url.as_str()).connect().await?"),
+            "a README program does not connect at start-up:\n{block}"
+        );
+        assert!(
+            !block.contains("Client::open"),
+            "a README program connects lazily:\n{block}"
         );
     }
 }
 
-/// The lines of `doc` from the `heading` line to the next heading of its level (or the end).
+#[test]
+fn the_readme_fits_in_250_lines() {
+    let lines = README.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines (at most {README_MAX_LINES}): move the new material into a \
+         guide chapter (dlock-core/guide/*.md, dlock-scheduler/guide/*.md) and link it"
+    );
+}
+
+/// The targets of the markdown links `[text](target)` in `doc` that point into the
+/// repository (not `http…`, not `#anchor` alone), without their `#anchor`.
+fn relative_links(doc: &str) -> Vec<String> {
+    doc.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .filter(|t| !t.starts_with("http") && !t.starts_with('#') && !t.contains("::"))
+        .map(|t| t.split('#').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Every link of the README into the repository names a file or folder that exists, and the
+/// README links every chapter of the guide (the links a reader follows on the repository's
+/// page; the module paths are their names in the rendered docs).
+#[test]
+fn the_readme_links_resolve_and_reach_every_chapter() {
+    let links = relative_links(README);
+    assert!(!links.is_empty(), "the README links into the repository");
+    for target in &links {
+        assert!(
+            root().join(target).exists(),
+            "README.md links {target}, which does not exist"
+        );
+    }
+    for (path, _) in chapters() {
+        let (krate, name) = path.split_once("/guide/").unwrap();
+        let module = name.trim_end_matches(".md");
+        assert!(
+            links.contains(&path),
+            "README.md does not link the guide's chapter {path}"
+        );
+        let line = README
+            .lines()
+            .find(|l| l.contains(&format!("]({path})")))
+            .unwrap();
+        assert!(
+            line.contains(&format!("::{module}`")),
+            "README.md links {path} without its module path ({}::_guide::{module}):\n{line}",
+            krate.replace('-', "_")
+        );
+    }
+}
+
+/// Every chapter file is a module of its crate's `_guide.rs`, in the fixed form, and every
+/// module there is a chapter file (a file not wired in would not render).
+#[test]
+fn every_guide_chapter_is_a_module_of_the_rendered_docs() {
+    for krate in GUIDES {
+        let guide = read(&format!("{krate}/src/_guide.rs"));
+        let lib = read(&format!("{krate}/src/lib.rs"));
+        assert!(
+            lib.contains("#[cfg(not(doctest))]\npub mod _guide;"),
+            "{krate}/src/lib.rs does not declare `pub mod _guide` (out of doctests)"
+        );
+        let mut wired = 0;
+        for (path, _) in chapters().iter().filter(|(p, _)| p.starts_with(krate)) {
+            let name = path.rsplit('/').next().unwrap().trim_end_matches(".md");
+            let module =
+                format!("#[doc = include_str!(\"../guide/{name}.md\")]\npub mod {name} {{}}");
+            assert!(
+                guide.contains(&module),
+                "{krate}/src/_guide.rs does not render {path}: add\n{module}"
+            );
+            assert!(
+                guide.contains(&format!("[`{name}`]")),
+                "the overview of {krate}/src/_guide.rs does not list `{name}`"
+            );
+            wired += 1;
+        }
+        assert_eq!(
+            guide.matches("include_str!(").count(),
+            wired,
+            "{krate}/src/_guide.rs includes a file that is not in {krate}/guide/"
+        );
+    }
+}
+
+/// The names a crate root re-exports or declares in public (`pub use`, `pub fn`, `pub mod`),
+/// less the hidden ones (`__private`) and the guide.
+fn public_names(lib: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut statement = String::new();
+    for line in lib.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let line = line.trim();
+        if statement.is_empty() && !line.starts_with("pub ") {
+            continue;
+        }
+        statement.push_str(line);
+        statement.push(' ');
+        let is_use = statement.starts_with("pub use ");
+        if !(line.ends_with(';') || (line.ends_with('{') && !is_use)) {
+            continue;
+        }
+        let text = std::mem::take(&mut statement);
+        if let Some(tree) = text.strip_prefix("pub use ") {
+            let tree = tree.trim().trim_end_matches(';');
+            let list = match tree.split_once('{') {
+                Some((_, inner)) => inner.trim_end_matches('}').to_owned(),
+                None => tree.rsplit("::").next().unwrap_or_default().to_owned(),
+            };
+            names.extend(list.split(',').map(|n| n.trim().to_owned()));
+        } else if let Some(rest) = text
+            .strip_prefix("pub fn ")
+            .or(text.strip_prefix("pub mod "))
+        {
+            let name = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            names.push(name);
+        }
+    }
+    names.retain(|n| !n.is_empty() && !n.starts_with('_'));
+    names
+}
+
+/// Each crate page reads as a map: its `# Map` section names every public item of the root
+/// (dlock-core had 65 items listed flat, issue #47), so a new item fails here until placed.
+#[test]
+fn the_crate_pages_map_every_public_item() {
+    for krate in GUIDES {
+        let lib = read(&format!("{krate}/src/lib.rs"));
+        let docs: String = lib
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let map = section(&docs, " # Map").join("\n");
+        let names = public_names(&lib);
+        assert!(
+            names.len() > 30,
+            "{krate}: too few public names read: {names:?}"
+        );
+        for name in names {
+            let placed = [
+                format!("[`{name}`]"),
+                format!("[`macro@{name}`]"),
+                format!("`#[{name}]`"),
+                format!("`{name}` (feature"),
+            ];
+            assert!(
+                placed.iter().any(|p| map.contains(p.as_str())),
+                "{krate}'s crate page (lib.rs, `# Map`) does not place `{name}`"
+            );
+        }
+    }
+}
+
+/// Each published crate's README (its registry page) says how to depend on it today, while
+/// nothing is published (a path or Git dependency), and how once it is; never a registry
+/// version requirement alone, which fails today (dlock-testkit's said `dlock-testkit = "0.1"`).
+#[test]
+fn the_crate_readmes_give_dependency_lines_that_work_today() {
+    for krate in PUBLISHED {
+        let path = format!("{krate}/README.md");
+        let text = read(&path);
+        assert!(
+            !text.contains(&format!("{krate} = \"")),
+            "{path} gives a registry version requirement, which fails while nothing is published"
+        );
+        assert!(
+            text.contains("Nothing is published yet"),
+            "{path} does not say that nothing is published yet"
+        );
+        let today = format!("{krate} = {{ path = \"../dlock/{krate}\" }}");
+        let install = "cargo install --path dlock-cli";
+        assert!(
+            text.contains(&today) || text.contains(install) || krate == "dlock-macros",
+            "{path} lacks the path dependency: {today}"
+        );
+        assert!(
+            text.contains(&format!("cargo add {krate}"))
+                || text.contains(&format!("cargo add --dev {krate}"))
+                || text.contains(&format!("cargo install {krate}"))
+                || krate == "dlock-macros",
+            "{path} does not say how to add it once published"
+        );
+        let manifest = read(&format!("{krate}/Cargo.toml"));
+        assert!(
+            manifest.contains("readme = \"README.md\""),
+            "{krate}/Cargo.toml does not name its README"
+        );
+    }
+    // dlock-macros is used through the crates that re-export it: its README says so.
+    let macros = read("dlock-macros/README.md");
+    assert!(macros.contains("dlock-core = { path = \"../dlock/dlock-core\" }"));
+    assert!(macros.contains("use dlock_core::{distributed_lock, rate_limited};"));
+    // The README's own lines, and the features table.
+    for line in [
+        "dlock-core = { path = \"../dlock/dlock-core\" }",
+        "cargo add dlock-core",
+        "| `dlock-core` | `metrics` |",
+        "| `dlock-scheduler` | `web` |",
+    ] {
+        assert!(README.contains(line), "README.md lacks: {line}");
+    }
+}
+
+/// The lines of `doc` from the `heading` line to the next heading of its level or a higher
+/// one (or the end).
 fn section<'a>(doc: &'a str, heading: &str) -> Vec<&'a str> {
-    let level = heading.split(' ').next().unwrap_or_default();
+    let level = |line: &str| {
+        let hashes = line.trim_start().chars().take_while(|c| *c == '#').count();
+        (hashes > 0 && line.trim_start()[hashes..].starts_with(' ')).then_some(hashes)
+    };
+    let mine = level(heading).unwrap_or_default();
     let mut lines = doc.lines().skip_while(|line| *line != heading);
     let Some(first) = lines.next() else {
         panic!("no `{heading}` heading");
     };
-    let next_heading = format!("{level} ");
     std::iter::once(first)
-        .chain(lines.take_while(|line| !line.starts_with(&next_heading)))
+        .chain(lines.take_while(|line| level(line).is_none_or(|l| l > mine)))
         .collect()
 }
 
+/// The README links the benchmark report and its runs; the guide's benchmarks chapter holds
+/// the summary and says how to run it.
 #[test]
-fn the_readme_benchmarks_section_links_the_report_and_the_runs() {
-    let section = section(README, "## Benchmarks").join("\n");
+fn the_benchmarks_chapter_and_the_readme_point_to_the_report_and_the_runs() {
     assert!(
-        section.contains("[`BENCHMARKS.md`](BENCHMARKS.md)"),
-        "the README's Benchmarks section does not link BENCHMARKS.md:\n{section}"
+        README.contains("[`BENCHMARKS.md`](BENCHMARKS.md)"),
+        "the README does not link BENCHMARKS.md"
     );
     assert!(
-        section.contains("(docs/benchmarks/)"),
-        "the README's Benchmarks section does not link docs/benchmarks/:\n{section}"
+        README.contains("(docs/benchmarks/)"),
+        "the README does not link docs/benchmarks/"
     );
-    assert!(
-        section.contains("make bench"),
-        "the README's Benchmarks section does not say how to run it:\n{section}"
-    );
+    let chapter = read("dlock-core/guide/benchmarks.md");
+    let section = section(&chapter, "# Benchmarks").join("\n");
+    for wanted in ["`BENCHMARKS.md`", "`docs/benchmarks/`", "make bench"] {
+        assert!(
+            section.contains(wanted),
+            "the guide's benchmarks chapter no longer says {wanted}:\n{section}"
+        );
+    }
 }
 
-/// `docs/benchmarks/YYYY-MM-DD-<run>.md`.
 /// A section's text with its line breaks and runs of spaces made single spaces, so that a
 /// sentence is found however the paragraph is wrapped.
-fn prose(heading: &str) -> String {
-    section(README, heading)
+fn prose(doc: &str, heading: &str) -> String {
+    section(doc, heading)
         .join(" ")
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
 }
 
-/// The README sections issue #28 changed say what now holds: the ACL (the viewer reads no
-/// `TIME`, a refused password is `Authentication`), the CLI (its TLS, password and Sentinel
-/// reach), metrics (series at zero, `lock="(none)"`, the `_total` decision), secrets (only
-/// passwords are scrubbed), and the benchmark (checked above).
+/// The operator sections issue #28 changed (now guide chapters) say what now holds: the ACL
+/// (the viewer reads no `TIME`, a refused password is `Authentication`), the CLI (its TLS,
+/// password and Sentinel reach), metrics (series at zero, `lock="(none)"`, the `_total`
+/// decision), secrets (only passwords are scrubbed), and the benchmark (checked above).
 #[test]
 fn the_operator_sections_say_what_changed_for_operators() {
     let wanted = [
         (
-            "### Least privilege",
+            "dlock-core/guide/production.md",
+            "## Least privilege",
             vec![
                 "the inspection scripts read no `TIME`",
                 "is `ErrorKind::Authentication`, not `Permission`",
             ],
         ),
         (
-            "### The `dlock` command line",
+            "dlock-core/guide/operating.md",
+            "# The `dlock` command line",
             vec![
                 "`DLOCK_REDIS_PASSWORD`",
                 "`--sentinel NAME`",
@@ -186,7 +496,8 @@ fn the_operator_sections_say_what_changed_for_operators() {
             ],
         ),
         (
-            "### Metrics",
+            "dlock-core/guide/operating.md",
+            "# Metrics",
             vec![
                 "`lock=\"(none)\"` (never an empty label)",
                 "are registered at zero, so a scrape lists them before any traffic",
@@ -195,19 +506,20 @@ fn the_operator_sections_say_what_changed_for_operators() {
             ],
         ),
         (
-            "### Secrets",
+            "dlock-core/guide/production.md",
+            "## Secrets",
             vec![
                 "The CLI removes passwords, and only them",
                 "a user name is not a secret, and tables and JSON are never rewritten",
             ],
         ),
     ];
-    for (heading, lines) in wanted {
-        let text = prose(heading);
+    for (path, heading, lines) in wanted {
+        let text = prose(&read(path), heading);
         for line in lines {
             assert!(
                 text.contains(line),
-                "README `{heading}` no longer says: {line}\n{text}"
+                "{path} `{heading}` no longer says: {line}\n{text}"
             );
         }
     }
@@ -331,4 +643,86 @@ fn the_readme_programs_run_against_redis() {
     assert!(status.success(), "{status}");
     let last = child.line(Duration::from_secs(10)).unwrap();
     assert!(last.starts_with("stopped:"), "{last}");
+}
+
+/// The README's service: `#[distributed_lock]` on an axum handler answers a payment with the
+/// lock's fencing token, and the service stops cleanly on Ctrl-C (SIGINT).
+#[test]
+fn the_readme_service_pays_an_order_under_its_lock() {
+    let server = redis();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_readme-orders"));
+    cmd.env("DLOCK_REDIS_URL", server.url())
+        .env("LISTEN", "127.0.0.1:0");
+    let mut child = LineChild::spawn(cmd).unwrap();
+    let address = child
+        .wait_for("listening on http://", Duration::from_secs(30))
+        .unwrap();
+    let answer = post(&address, "/orders/42/pay");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("charged order 42, fencing token "),
+        "{answer}"
+    );
+    let pid = Pid::from_raw(i32::try_from(child.process().pid()).unwrap());
+    kill(pid, Signal::SIGINT).unwrap();
+    let status = child
+        .wait(Duration::from_secs(30))
+        .expect("stops on Ctrl-C");
+    assert!(status.success(), "{status}");
+}
+
+/// One HTTP/1.1 POST without a body to `address`; the whole answer (the server closes it).
+fn post(address: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// The README's programs connect at start-up (issue #47: with the lazy `Client::open` the
+/// service printed "listening" and failed only at the first request): given a URL where no
+/// Redis listens, each exits with an error naming the address before it prints anything.
+#[test]
+fn the_readme_programs_fail_at_start_up_on_a_wrong_url() {
+    // A port nobody listens on: bound, then closed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    for binary in [
+        env!("CARGO_BIN_EXE_readme-quickstart"),
+        env!("CARGO_BIN_EXE_readme-orders"),
+        env!("CARGO_BIN_EXE_readme-lottery-job"),
+    ] {
+        let mut cmd = Command::new(binary);
+        cmd.env("DLOCK_REDIS_URL", &url)
+            .env("LISTEN", "127.0.0.1:0")
+            .stderr(std::process::Stdio::piped());
+        let mut child = LineChild::spawn(cmd).unwrap();
+        // A lazily connecting service would be serving now: it would not exit.
+        let status = child
+            .wait(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{binary} did not stop at start-up: {e}"));
+        assert!(!status.success(), "{binary}: {status}");
+        let printed = child.line(Duration::from_secs(5));
+        assert!(
+            printed.is_err(),
+            "{binary} started before it had a connection: {printed:?}"
+        );
+        let mut stderr = String::new();
+        let pipe = child.process_mut().child_mut().stderr.take();
+        pipe.unwrap().read_to_string(&mut stderr).unwrap();
+        assert!(
+            stderr.contains(&format!("cannot connect to 127.0.0.1:{port}")),
+            "{binary}: {stderr}"
+        );
+    }
 }

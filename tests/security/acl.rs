@@ -17,7 +17,8 @@ use dlock_testkit::{RedisCluster, RedisServer};
 use crate::support::{mutex_round, queue_reaches, raw, redis};
 
 /// The rules of the README's ACL line for a dlock user, after `ACL SETUSER <user> on >pw`.
-/// Kept in one place: the README quotes it, and `the_readme_acl_line_is_this_one` checks that.
+/// Kept in one place: the guide quotes it (dlock-core/guide/production.md), and
+/// `the_readme_acl_line_is_this_one` checks that.
 pub(crate) const DLOCK_RULES: &str = "resetkeys resetchannels -@all +@read +@write +@pubsub +@transaction +@connection -@dangerous +evalsha +eval +script|load +time +info +role";
 
 /// What the README adds to [`DLOCK_RULES`] for a Redis Cluster (the topology commands).
@@ -442,17 +443,19 @@ async fn a_cluster_user_needs_exactly_the_documented_cluster_rights() {
     );
 }
 
-/// The README's ACL line is the one these tests use (with the README's example prefix).
+/// The guide's ACL line (its production chapter, once the README's) is the one these tests
+/// use (with the guide's example prefix).
 #[test]
 fn the_readme_acl_line_is_this_one() {
-    let readme = include_str!("../../README.md");
+    let guide = include_str!("../../dlock-core/guide/production.md");
+    let path = "dlock-core/guide/production.md";
     let line = format!("ACL SETUSER billing on >secret {DLOCK_RULES} ~billing:* &billing:*");
-    assert!(readme.contains(&line), "README.md lacks: {line}");
+    assert!(guide.contains(&line), "{path} lacks: {line}");
     let cluster = format!("A Redis Cluster adds `{CLUSTER_RULES}`");
-    assert!(readme.contains(&cluster), "README.md lacks: {cluster}");
+    assert!(guide.contains(&cluster), "{path} lacks: {cluster}");
     let viewer = VIEWER_RULES.replace(" +@read", "\n  +@read");
     assert!(
-        readme.contains(&format!("`{viewer}`")),
-        "README.md lacks: {viewer}"
+        guide.contains(&format!("`{viewer}`")),
+        "{path} lacks: {viewer}"
     );
 }

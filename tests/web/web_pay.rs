@@ -430,6 +430,57 @@ async fn a_payment_slower_than_the_wait_answers_in_progress_and_survives_sigterm
     check_stored(&mut con, 7, &first.body).await;
 }
 
+/// Issue 47: `GET /orders/{id}/receipt`, an axum handler taking `Path(order_id): Path<u64>` and
+/// locked with `#[distributed_lock(key = "order:{order_id}")]`, runs: 404 for no order, 409
+/// `unpaid` before the payment, and during a payment in flight (which holds the same lock) it
+/// waits for it and answers its receipt, never "unpaid".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_locked_on_its_path_extractor_waits_for_the_payment_in_flight() {
+    let server = redis();
+    // The provider takes 1 s: the receipt request waits up to 2 s for the order's lock.
+    let replica = Replica::start(&server, "r", &["--provider-latency-ms", "1000"]);
+    let http = http();
+    let receipt_of = |id: u64| {
+        let (http, url) = (
+            http.clone(),
+            format!("{}/orders/{id}/receipt", replica.base),
+        );
+        async move { call(&http, Method::GET, &url, None).await }
+    };
+    let missing = receipt_of(404).await;
+    assert_eq!(
+        (missing.status, &missing.body["code"]),
+        (404, &json!("not_found"))
+    );
+    create_order(&http, &replica.base, 5, 1005).await;
+    let unpaid = receipt_of(5).await;
+    assert_eq!(
+        (unpaid.status, &unpaid.body["code"]),
+        (409, &json!("unpaid"))
+    );
+
+    let paying = tokio::spawn({
+        let (http, base) = (http.clone(), replica.base.clone());
+        async move { pay(&http, &base, 5).await }
+    });
+    let locks = client(&server);
+    eventually(
+        Duration::from_secs(10),
+        "the payment holds the order's lock",
+        || async { locks.inspect("order:5").await.ok().flatten() },
+    )
+    .await;
+    let during = receipt_of(5).await;
+    let paid = paying.await.unwrap();
+    assert_eq!(paid.status, 200, "{paid:?}");
+    assert_eq!(
+        during.status, 200,
+        "the receipt did not wait for the payment: {during:?}"
+    );
+    assert_eq!(during.body, paid.body);
+    assert!(replica.terminate().success());
+}
+
 /// A receipt of order `order_id` under `token`, for writing to the store directly.
 pub(crate) fn receipt(order_id: u64, token: FencingToken, by: &str) -> Receipt {
     Receipt {

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::client::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, wait_text};
 use crate::key::validate_named;
 use crate::metrics::{self, RateOutcome};
 use crate::runtime::spawn_detached;
@@ -405,16 +405,38 @@ impl Limiter {
         let waits = if max_wait.is_zero() {
             "this call does not wait".to_owned()
         } else {
-            format!("this call waits at most {max_wait:?}")
+            format!("this call waits at most {}", wait_text(max_wait))
+        };
+        let (limit, retry) = (self.quota.limit_text(), wait_text(wait));
+        let when = if n == 1 {
+            format!("retry in {retry}")
+        } else {
+            format!("{n} cells are free in {retry}, retry then")
         };
         Error::rate_limited(
-            format!(
-                "rate limiter {budget}: {n} cells conform in {wait:?} ({} per {:?}, burst {}); \
-                 {waits}",
-                self.quota.rate, self.quota.per, self.quota.burst
-            ),
+            format!("rate limiter {budget}: limit {limit}; {when} ({waits})"),
             wait,
         )
+    }
+}
+
+impl Quota {
+    /// The quota in a user's words: `5 per minute (burst 10)`, the burst left out when it is
+    /// the rate.
+    fn limit_text(&self) -> String {
+        let per = match self.per.as_secs() {
+            _ if self.per.subsec_nanos() != 0 => wait_text(self.per),
+            1 => "second".to_owned(),
+            60 => "minute".to_owned(),
+            3_600 => "hour".to_owned(),
+            86_400 => "day".to_owned(),
+            _ => wait_text(self.per),
+        };
+        if self.burst == self.rate {
+            format!("{} per {per}", self.rate)
+        } else {
+            format!("{} per {per} (burst {})", self.rate, self.burst)
+        }
     }
 }
 
@@ -612,6 +634,23 @@ mod tests {
     use std::time::Duration;
 
     use super::Quota;
+
+    #[test]
+    fn a_refusal_says_the_limit_and_the_wait_in_a_users_words() {
+        use crate::error::wait_text;
+        assert_eq!(Quota::per_minute(5).limit_text(), "5 per minute");
+        assert_eq!(
+            Quota::per_second(100).burst(20).limit_text(),
+            "100 per second (burst 20)"
+        );
+        assert_eq!(
+            Quota::per(3, Duration::from_secs(90)).limit_text(),
+            "3 per 90.00 s"
+        );
+        assert_eq!(wait_text(Duration::from_micros(19_980_205)), "19.99 s");
+        assert_eq!(wait_text(Duration::from_micros(249_001)), "250 ms");
+        assert_eq!(wait_text(Duration::from_secs(7_500)), "2 h 5 min");
+    }
 
     #[test]
     fn a_quota_refused_at_build_says_why() {

@@ -50,6 +50,33 @@ use crate::token::FencingToken;
 /// permit.release().await?;
 /// # Ok(()) }
 /// ```
+///
+/// # Guarantees
+/// * **One acquisition, one holder.** `acquire(n)` takes `n` permits as one holder with its own
+///   token, lease, fencing token and [`Permit`], whatever `n` is; they are released together.
+/// * **Leased.** A holder's permits come back at the end of its own lease if it crashes, and
+///   nobody else's lease is touched. A fixed lease (the default, as for a mutex) makes permits
+///   that expire; with [`MutexOptions::watchdog`](crate::MutexOptions::watchdog) live permits
+///   are renewed in the client's renewal batches.
+/// * **Strict FIFO.** Waiters are served from the head of one queue while their request fits: a
+///   request for many permits is never overtaken by a stream of small ones, and `n` above the
+///   limit is refused at once ([`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput)): it
+///   could never be served.
+/// * **Pushed, not polled.** A release admits the waiters that now fit and wakes them at once;
+///   a waiter's fallback timer is capped at the nearest holder's deadline, when a crashed
+///   holder's permits come back.
+/// * **Fenced.** Every grant takes a fencing token ([`Permit::fencing_token`]): strictly
+///   increasing per name, across releases, expiries and a lost counter.
+/// * **The limit is stored.** The first acquire stores its handle's limit; a handle built with
+///   another limit is refused with
+///   [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) while the semaphore exists in
+///   Redis (while anyone holds or waits). A limit set with [`Semaphore::set_limit`] is kept
+///   until it is set again, and every handle follows it, whatever limit it was built with.
+/// * **Nobody waits behind a request that left.** A request whose wait ends, that is dropped,
+///   or whose client died admits whatever fits behind it (the dead one's at the latest when the
+///   queue is next served: its client no longer listens).
+///
+/// The guide's chapter: [`_guide::family`](crate::_guide::family).
 #[derive(Clone)]
 pub struct Semaphore {
     pub(crate) shared: SharedLock,

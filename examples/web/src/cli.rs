@@ -226,13 +226,8 @@ const LATENCY_BUCKETS: &[f64] = &[
 /// Dropping the future stops the server at once, without waiting for requests in flight.
 pub async fn serve(config: Config) -> Result<(), BoxError> {
     // Installed before the lock client is built, which describes dlock's metrics to it (their
-    // units among them) and registers the series listed before any traffic. Unit suffixes on:
-    // Prometheus names say their unit (`dlock_acquire_duration_seconds`), as its naming
-    // conventions ask; the exporter adds no `_total` to counters (dlock-core's CHANGELOG says
-    // why the names are kept).
-    let metrics = PrometheusBuilder::new()
-        .set_enable_unit_suffix(true)
-        .set_buckets(LATENCY_BUCKETS)
+    // units among them) and registers the series listed before any traffic.
+    let metrics = prometheus_exporter()
         .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     let locks = Client::builder(config.redis_url.as_str())
@@ -258,6 +253,7 @@ pub async fn serve(config: Config) -> Result<(), BoxError> {
     let state = AppState {
         payments: Arc::new(payments),
         store,
+        locks: client.clone(),
         metrics,
     };
     axum::serve(listener, router(state))
@@ -269,6 +265,27 @@ pub async fn serve(config: Config) -> Result<(), BoxError> {
     let report = client.shutdown(Duration::from_secs(5)).await;
     log(format_args!("stopped; locks: {report}"));
     Ok(())
+}
+
+/// The Prometheus exporter as the service installs it: histograms in `LATENCY_BUCKETS`, and
+/// unit suffixes on, so that names say their unit (`dlock_acquire_duration_seconds`), as
+/// Prometheus' conventions ask; counters get no `_total` (dlock-core's CHANGELOG, "Metric names
+/// and `_total`").
+///
+/// `set_enable_unit_suffix` is deprecated since metrics-exporter-prometheus 0.18 in favour of
+/// `with_recommended_naming(true)`, which also appends `_total` to every counter: a rename of
+/// every counter series (`dlock_lease_lost` → `dlock_lease_lost_total`) that dashboards and alert
+/// rules select by name. We keep the documented names, and the version (0.18) whose `# TYPE`
+/// lines carry the suffix its samples carry (0.17's did not: the test below). When the exporter
+/// removes this setting, the move to recommended naming is a breaking change with a migration.
+#[expect(
+    deprecated,
+    reason = "keeps the documented series names; with_recommended_naming renames every counter"
+)]
+fn prometheus_exporter() -> Result<PrometheusBuilder, metrics_exporter_prometheus::BuildError> {
+    PrometheusBuilder::new()
+        .set_enable_unit_suffix(true)
+        .set_buckets(LATENCY_BUCKETS)
 }
 
 /// The line a test or a script waits for; written at once, and stdout is line-buffered.
@@ -433,5 +450,65 @@ mod tests {
         let config =
             parse(&["--redis-url", "redis://:hunter2@h/"], &[]).unwrap_or_else(|e| panic!("{e}"));
         assert!(!format!("{config:?}").contains("hunter2"));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a panic is how a test fails")]
+mod exporter_tests {
+    use super::*;
+
+    /// The samples' names a `# TYPE <name> <type>` line stands for.
+    fn carries(sample: &str, name: &str, kind: &str) -> bool {
+        let suffixes: &[&str] = match kind {
+            "histogram" => &["_bucket", "_sum", "_count"],
+            "summary" => &["", "_sum", "_count"],
+            _ => &[""],
+        };
+        suffixes.iter().any(|suffix| {
+            sample
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(suffix))
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+    }
+
+    /// Issue 47: metrics-exporter-prometheus 0.17 wrote `# TYPE dlock_acquire_duration
+    /// histogram` above samples named `dlock_acquire_duration_seconds_…`, so Prometheus typed
+    /// no series. Every `# TYPE` line of the service's exporter, over dlock's metrics (those a
+    /// client registers at build, which cover every kind: counter, gauge, histogram), names a
+    /// series its samples carry.
+    #[tokio::test]
+    async fn every_type_line_names_a_series_its_samples_carry() {
+        let recorder = prometheus_exporter().unwrap().build_recorder();
+        let handle = recorder.handle();
+        let client = metrics::with_local_recorder(&recorder, || {
+            Client::builder("redis://127.0.0.1:1/").build().unwrap()
+        });
+        let text = handle.render();
+        let types: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.split_once(' '))
+            .collect();
+        for kind in ["counter", "gauge", "histogram"] {
+            assert!(
+                types.iter().any(|(_, k)| *k == kind),
+                "no {kind} in:\n{text}"
+            );
+        }
+        for (name, kind) in types {
+            assert!(
+                text.lines()
+                    .filter(|line| !line.starts_with('#'))
+                    .any(|sample| carries(sample, name, kind)),
+                "`# TYPE {name} {kind}` names no series of its samples:\n{text}"
+            );
+        }
+        assert!(
+            text.contains("# TYPE dlock_acquire_duration_seconds histogram"),
+            "{text}"
+        );
+        drop(client);
     }
 }

@@ -35,6 +35,7 @@
 //! | `POST /orders/{id}/pay` | 200 | the receipt | this request charged the order |
 //! | | 409 | `code: "already_paid"`, `receipt` | paid before (by this or another replica): final, the receipt of *that* payment; never charged twice |
 //! | | 409 | `code: "in_progress"`, `Retry-After: 1` | another request holds the order's lock for longer than the 1 s this one waits, or took it over (this one's lease ran out and the store refused its write: "fenced out" in the log): `{"error": "payment for order 42 in progress, retry"}`; retrying is safe and ends in 200 or `already_paid` |
+//! | `GET /orders/{id}/receipt` | 200 | the receipt | paid; under the order's lock (a handler taking `Path(order_id): Path<u64>`, locked with `#[distributed_lock(key = "order:{order_id}")]`), so a payment in flight finishes first; 404 `not_found`, 409 `unpaid`, 409 `in_progress` after 2 s |
 //! | `GET /metrics` | 200 | Prometheus text | dlock's lock metrics (`dlock_acquire_duration_seconds`, `dlock_held`, `dlock_lease_lost`, …, listed at zero from start-up; an unlabelled lock as `lock="(none)"`; dlock-core's feature `metrics`) |
 //! | any | 404 | `code: "not_found"` | no such order |
 //! | any | 503 | `code: "unavailable"`, `Retry-After: 1` | Redis or PostgreSQL unreachable or too slow, or the lease was lost before the payment began; retry (the handler is idempotent) |

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use dlock_core::{Client, distributed_lock};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
@@ -22,6 +23,9 @@ use crate::store::{Order, Receipt, Store};
 pub(crate) struct AppState {
     pub(crate) payments: Arc<Payments>,
     pub(crate) store: Store,
+    /// The locks' client (the one [`Payments`] locks through), for the handlers locked
+    /// themselves ([`receipt`]).
+    pub(crate) locks: Client,
     /// Renders the process's metrics (dlock's among them) as Prometheus text.
     pub(crate) metrics: PrometheusHandle,
 }
@@ -33,11 +37,13 @@ struct NewOrder {
     amount: u64,
 }
 
-/// `POST /orders/{id}`, `GET /orders/{id}`, `POST /orders/{id}/pay`, `GET /metrics`.
+/// `POST /orders/{id}`, `GET /orders/{id}`, `POST /orders/{id}/pay`,
+/// `GET /orders/{id}/receipt`, `GET /metrics`.
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/orders/{id}", post(create).get(show))
         .route("/orders/{id}/pay", post(pay))
+        .route("/orders/{id}/receipt", get(receipt))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
@@ -87,4 +93,27 @@ async fn pay(
         }
         Err(e) => Err(e.for_order(id)),
     }
+}
+
+/// The receipt of a paid order: 200; 404 for no such order, 409 `unpaid` for an unpaid one.
+///
+/// A handler locked itself, keyed on the name its extractor binds: under the order's lock, the
+/// one [`Payments::pay`] holds while it charges and records, so a payment in flight finishes
+/// first (waited for up to 2 s, then 409 `in_progress`) and the answer is never "unpaid" for an
+/// order being paid.
+#[distributed_lock(key = "order:{order_id}", wait = "2s", client = state.locks)]
+async fn receipt(
+    State(state): State<AppState>,
+    Path(order_id): Path<u64>,
+) -> Result<Response, PayError> {
+    let order = state.store.get(order_id).await?;
+    let order = order.ok_or(PayError::NotFound(order_id))?;
+    Ok(match order.receipt {
+        Some(receipt) => Json(receipt).into_response(),
+        None => {
+            let body =
+                json!({ "error": format!("order {order_id} is not paid"), "code": "unpaid" });
+            (StatusCode::CONFLICT, Json(body)).into_response()
+        }
+    })
 }

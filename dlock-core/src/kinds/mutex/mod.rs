@@ -224,11 +224,12 @@ impl Mutex {
         };
         if let Some(own) = self.ctx.held.get(&self.keys.lock) {
             message.push_str(&format!(
-                "; this client holds it itself (since {:?} ago): if the code that waited is the \
-                 code that holds it, it waited for itself — release the first guard before \
-                 acquiring again, or run the nested work inside with_lock / #[distributed_lock], \
-                 where it re-enters",
-                own.acquired_at.elapsed()
+                "; another task of this process holds `{name}` (for {}): most often another \
+                 request for the same thing, which waits its turn; if it is the code that \
+                 waited (a second acquire under the first guard), it waited for itself — \
+                 release the first guard first, or run the nested work inside with_lock / \
+                 #[distributed_lock], where it re-enters",
+                crate::error::wait_text(own.acquired_at.elapsed())
             ));
         }
         Error::new(ErrorKind::Busy, message)

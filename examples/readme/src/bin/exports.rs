@@ -8,7 +8,7 @@ use dlock_core::{Client, MutexOptions, Wait};
 #[tokio::main]
 async fn main() -> Result<(), dlock_core::Error> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let client = Client::open(url.as_str())?;
+    let client = Client::builder(url.as_str()).connect().await?;
     // At most 4 exports at once across every replica; each permit renewed while it is held.
     let exports = client.semaphore_with("exports", 4, MutexOptions::new().watchdog())?;
     let permit = exports.acquire(1).await?; // FIFO: a request for 3 queued first goes first

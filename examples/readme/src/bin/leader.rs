@@ -8,7 +8,7 @@ use dlock_core::Client;
 #[tokio::main]
 async fn main() -> Result<(), dlock_core::Error> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let client = Client::open(url.as_str())?;
+    let client = Client::builder(url.as_str()).connect().await?;
     let election = client.election("billing-primary")?;
     // Anyone can follow who leads, candidate or not.
     let mut leaders = election.observe().await?;

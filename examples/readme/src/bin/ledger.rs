@@ -6,7 +6,7 @@ use dlock_core::{Client, Fenced, Guarded};
 #[tokio::main]
 async fn main() -> Result<(), dlock_core::Error> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let client = Client::open(url.as_str())?;
+    let client = Client::builder(url.as_str()).connect().await?;
     let guard = client.mutex("acct:7")?.acquire().await?;
     // Data in the lock's slot: name it with the lock name as hash tag.
     let outcome = guard

@@ -20,9 +20,9 @@ async fn lottery(ctx: JobContext) -> Result<(), std::io::Error> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let scheduler = Scheduler::builder(Client::open(url.as_str())?)
-        .job(lottery::job()?)
-        .build()?;
+    // Connects now: a wrong URL, password or port fails here, not at the first claim.
+    let client = Client::builder(url.as_str()).connect().await?;
+    let scheduler = Scheduler::builder(client).job(lottery::job()?).build()?;
     // Stop on SIGTERM (what orchestrators send) or Ctrl-C, after the running draws finish.
     let (mut terminate, mut interrupt) = (
         signal(SignalKind::terminate())?,

@@ -20,7 +20,7 @@ async fn pay(order_id: u64, cents: u64) -> Result<String, dlock_core::Error> {
 #[tokio::main]
 async fn main() -> Result<(), dlock_core::Error> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let client = Client::open(url.as_str())?;
+    let client = Client::builder(url.as_str()).connect().await?;
     // Where #[distributed_lock] finds its client (or give each function `client = <expr>`).
     dlock_core::set_default_client(client.clone())?;
     println!("{}", pay(42, 1_999).await?);

@@ -8,7 +8,8 @@ use dlock_core::Client;
 #[tokio::main]
 async fn main() -> Result<(), dlock_core::Error> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let client = Client::open(url.as_str())?;
+    // Connects now: a wrong URL, password or port fails here, not at the first lock.
+    let client = Client::builder(url.as_str()).connect().await?;
     let lock = client.mutex("order:42")?;
     let guard = lock.acquire_timeout(Duration::from_secs(5)).await?; // Err(Busy) after 5 s
     // … exclusive across every process using this Redis and lock name …

@@ -13,7 +13,7 @@ async fn upload(client: &Client, user: u64, bytes: &[u8]) -> Result<usize, Error
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let url = std::env::var("DLOCK_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let client = Client::open(url.as_str())?;
+    let client = Client::builder(url.as_str()).connect().await?;
     // One budget for every replica: 20 calls at once, then 100 a second, by Redis's clock.
     let partner = client.rate_limiter("partner-api", Quota::per_second(100).burst(20))?;
     let mut sent = 0;
