@@ -118,6 +118,7 @@ pub mod rate;
 pub mod rate_model;
 mod reach;
 mod rules;
+pub mod sched;
 pub mod schedules;
 mod server;
 mod shared;
