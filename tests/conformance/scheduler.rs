@@ -19,6 +19,7 @@
 
 mod attempts;
 mod coverage;
+mod job;
 pub(crate) mod mutants;
 mod schedules;
 
@@ -109,11 +110,16 @@ impl Sched {
     }
 
     /// The server's time in ms.
-    fn now_ms(&mut self) -> Result<u64, String> {
+    pub(crate) fn now_ms(&mut self) -> Result<u64, String> {
         let (s, us): (u64, u64) = redis::cmd("TIME")
             .query(&mut self.con)
             .map_err(|e| format!("TIME: {e}"))?;
         Ok(s * 1000 + us / 1000)
+    }
+
+    /// The server's time (ms) when the walk began.
+    pub(crate) fn t0(&self) -> u64 {
+        self.t0
     }
 
     /// Moves the server clock one tick (and 2 ms, so that no deadline is met exactly: the
@@ -241,6 +247,7 @@ pub(crate) fn run(
     let mut counts = Counts::default();
     attempts::run(&mut sched, walks, seed, &mut counts)?;
     schedules::run(&mut sched, walks, seed, &mut counts)?;
+    job::run(&mut sched, walks, seed, &mut counts)?;
     counts.calls = sched.calls;
     let report = sched.tally.take().map(|t| t.report());
     Ok((counts, report))

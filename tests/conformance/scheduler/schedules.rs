@@ -271,7 +271,7 @@ fn expect_change(reply: &Value, changed: i64, existed: bool) -> Result<(), Strin
 }
 
 /// The messages the subscriber received since the last drain (a PING marks the end).
-fn drain(sub: &mut redis::Connection) -> Result<Vec<String>, String> {
+pub(super) fn drain(sub: &mut redis::Connection) -> Result<Vec<String>, String> {
     sub.send_packed_command(&redis::cmd("PING").get_packed_command())
         .map_err(|e| format!("PING: {e}"))?;
     let mut out = Vec::new();
