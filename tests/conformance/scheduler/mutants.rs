@@ -96,4 +96,110 @@ pub(crate) const ALL: &[Mutant] = &[
             "redis.call('ZADD', KEYS[4], int(now), id)",
         )],
     },
+    Mutant {
+        name: "sched-claim-ignores-turn",
+        what: "claim.lua lets any replica claim inside the turn holder's grace",
+        swaps: &[(
+            "if now < fire_at + grace and turn_of(turn) ~= me then",
+            "if false then",
+        )],
+    },
+    Mutant {
+        name: "sched-claim-turn-stays",
+        what: "claim.lua does not move the turn on: one replica gets every occurrence",
+        swaps: &[("redis.call('INCR', KEYS[6])", "redis.call('GET', KEYS[6])")],
+    },
+    Mutant {
+        name: "sched-claim-dead-holds-turn",
+        what: "claim.lua counts replicas whose liveness ran out: every occurrence waits out the \
+               grace of a turn holder that died",
+        swaps: &[(
+            "redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', int(now))",
+            "redis.call('ZCARD', KEYS[5])",
+        )],
+    },
+    Mutant {
+        name: "sched-claim-forgets-ledger",
+        what: "claim.lua looks only at the claims kept for the retention: a late replica runs \
+               an occurrence the ledger shows claimed",
+        swaps: &[(
+            "if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('HEXISTS', KEYS[3], ARGV[1] .. ':claim') == 1 then",
+            "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then",
+        )],
+    },
+    Mutant {
+        name: "sched-claim-fires-early",
+        what: "claim.lua claims an occurrence before its fire time by the server's clock",
+        swaps: &[("if now < fire_at then", "if false then")],
+    },
+    Mutant {
+        name: "sched-take-request-while-paused",
+        what: "take_request.lua takes a request of a paused job",
+        swaps: &[(
+            "if redis.call('EXISTS', KEYS[4]) == 1 then\n  return {0, 'paused', now}\nend",
+            "",
+        )],
+    },
+    Mutant {
+        name: "sched-withdraw-started-run",
+        what: "withdraw.lua withdraws a claim whose run has started",
+        swaps: &[(
+            " or redis.call('HEXISTS', KEYS[3], ARGV[1] .. ':end') == 1 then",
+            " then",
+        )],
+    },
+    Mutant {
+        name: "sched-withdraw-drops-request",
+        what: "withdraw.lua withdraws a run_now request's claim without queuing the request again",
+        swaps: &[(
+            "redis.call('LPUSH', KEYS[4], requested)",
+            "redis.call('LLEN', KEYS[4])",
+        )],
+    },
+    Mutant {
+        name: "sched-resume-silent",
+        what: "resume.lua wakes the replicas only when more than one request or run waits",
+        swaps: &[("if pending > 0 then", "if pending > 1 then")],
+    },
+    Mutant {
+        name: "sched-heartbeat-leave-stays",
+        what: "heartbeat.lua keeps a replica that shuts down in the live set (others wait out \
+               its turns)",
+        swaps: &[(
+            "  redis.call('ZREM', KEYS[1], ARGV[1])\nend\nredis.call('ZREMRANGEBYSCORE'",
+            "  redis.call('ZCARD', KEYS[1])\nend\nredis.call('ZREMRANGEBYSCORE'",
+        )],
+    },
+    Mutant {
+        name: "sched-once-cancel-any",
+        what: "once_cancel.lua cancels a one-off job that has started or was cancelled already",
+        swaps: &[(
+            "if c[1] ~= '1' or e[1] ~= '1' or c[8] ~= '0' or e[2] ~= 'scheduled' then",
+            "if c[1] ~= '1' or e[1] ~= '1' then",
+        )],
+    },
+    Mutant {
+        name: "sched-once-trim-pending",
+        what: "once_trim.lua trims a run that is still pending",
+        swaps: &[(
+            "  if not redis.call('ZSCORE', KEYS[3], id) then",
+            "  if true then",
+        )],
+    },
+    Mutant {
+        name: "sched-register-no-ttl",
+        what: "register.lua writes an entry that never expires: a dead replica stays listed",
+        swaps: &[(
+            "redis.call('SET', KEYS[2], head .. ARGV[3], 'PX', string.format('%.0f', ttl))",
+            "redis.call('SET', KEYS[2], head .. ARGV[3])",
+        )],
+    },
+    Mutant {
+        name: "sched-request-kept-forever",
+        what: "request.lua queues a request without the list's expiry",
+        swaps: &[(
+            "redis.call('EXPIRE', KEYS[1], ARGV[2])",
+            "redis.call('TTL', KEYS[1])",
+        )],
+    },
 ];
