@@ -1,6 +1,6 @@
 //! The state counts dlock-model/README.md documents, read back by the tests that produce
-//! them: tests/check.rs, tests/rates.rs and the unit tests of `attempts` and `schedules` (the
-//! unit bounds, in `cargo test`), tests/deep.rs (`make model`). Each fails when the unique
+//! them: tests/check.rs, tests/rates.rs and the unit tests of `attempts`, `schedules` and
+//! `sched` (the unit bounds, in `cargo test`), tests/deep.rs (`make model`). Each fails when the unique
 //! states it explored differ from the README's row, so the documentation and the checker
 //! cannot disagree silently. Unique states only: with the whole space explored they do not
 //! depend on the threads' interleaving, where the total count and the time do.

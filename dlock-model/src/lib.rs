@@ -79,6 +79,14 @@
 //! one without the handler never runs it, and every replica converges within a heartbeat of the
 //! last change.
 //!
+//! # The scheduler's other scripts
+//!
+//! [`sched`] states the scheduler's scripts the models above leave out (claim.lua's turns and
+//! misfire, run-now requests, withdrawal, pause and resume, heartbeat and register, one-off
+//! keys, cancel and trim) as steps over one job's keys, for the conformance driver, and checks
+//! them in [`sched::model::SchedModel`] (the at-most-once claim path) and
+//! [`sched::once_model::OnceModel`] (one-off jobs with an idempotency key).
+//!
 //! # The quorum's fence
 //!
 //! [`quorum::QuorumModel`] checks the quorum lock's two-round fence (`fence_raise.lua` and the

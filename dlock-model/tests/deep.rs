@@ -244,3 +244,27 @@ fn deep_rate() {
         panic!("{why}");
     }
 }
+
+/// The scheduler's claim path with every fault and operator step at once (`sched/model.rs`).
+#[test]
+#[ignore = "deeper bounds: make model"]
+fn deep_scheduler_claims() {
+    use dlock_model::sched::model::SchedModel;
+    use dlock_model::sched::props::verdict;
+    let model = SchedModel::deep();
+    let started = Instant::now();
+    let checker = model.clone().checker().threads(2).spawn_bfs().join();
+    eprintln!(
+        "`deep scheduler claims`: {} unique states ({} in all), depth {}, {:.1?}",
+        checker.unique_state_count(),
+        checker.state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    if let Err(why) = verdict(&model, &checker) {
+        panic!("deep scheduler claims: {why}");
+    }
+    if let Err(why) = counts::compare("deep scheduler claims", checker.unique_state_count()) {
+        panic!("{why}");
+    }
+}

@@ -15,6 +15,8 @@ use dlock_model::model::{self, Kind, LockModel, Req, bounds};
 use dlock_model::quorum::QuorumMutant;
 use dlock_model::rate::RateMutant;
 use dlock_model::rate_model::{self, RateModel, bounds as rate_bounds};
+use dlock_model::sched::once_model::OnceMutant;
+use dlock_model::sched::props::SchedMutant;
 use dlock_model::schedules::ScheduleMutant;
 use dlock_model::{
     FENCE_LIVE_ONCE, HAND_OFF_OLDEST, LEADER_BY_HOLDER, Mutant, OBSERVERS_NO_BACK, ONE_ENTRY,
@@ -403,6 +405,18 @@ fn model_mutants() {
             Err(why) => failures.push(why),
         }
     }
+    for result in SchedMutant::ALL.map(SchedMutant::caught) {
+        match result {
+            Ok(()) => caught += 1,
+            Err(why) => failures.push(why),
+        }
+    }
+    for result in OnceMutant::ALL.map(OnceMutant::caught) {
+        match result {
+            Ok(()) => caught += 1,
+            Err(why) => failures.push(why),
+        }
+    }
     for result in QuorumMutant::ALL.map(QuorumMutant::caught) {
         match result {
             Ok(()) => caught += 1,
@@ -413,6 +427,8 @@ fn model_mutants() {
         + RateMutant::ALL.len()
         + AttemptMutant::ALL.len()
         + ScheduleMutant::ALL.len()
+        + SchedMutant::ALL.len()
+        + OnceMutant::ALL.len()
         + QuorumMutant::ALL.len();
     for why in &failures {
         eprintln!("FAILED: {why}");

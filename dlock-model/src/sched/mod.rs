@@ -24,6 +24,9 @@
 
 use std::collections::BTreeMap;
 
+pub mod model;
+pub mod once_model;
+pub mod props;
 pub mod steps;
 #[cfg(test)]
 mod tests;

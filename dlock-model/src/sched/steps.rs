@@ -9,35 +9,35 @@ use super::{
 /// `claim.lua`'s ARGV.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClaimArgs {
-    /// ARGV[1]: the run id (the nominal occurrence in ms).
+    /// `ARGV[1]`: the run id (the nominal occurrence in ms).
     pub run_id: String,
-    /// ARGV[2]: the nominal occurrence in ms.
+    /// `ARGV[2]`: the nominal occurrence in ms.
     pub occurrence: Ms,
-    /// ARGV[3]: the replica id.
+    /// `ARGV[3]`: the replica id.
     pub replica: String,
-    /// ARGV[4]: host.
+    /// `ARGV[4]`: host.
     pub host: String,
-    /// ARGV[5]: pid.
+    /// `ARGV[5]`: pid.
     pub pid: String,
-    /// ARGV[6]: the attempt token.
+    /// `ARGV[6]`: the attempt token.
     pub token: String,
-    /// ARGV[7]: claim retention in ms.
+    /// `ARGV[7]`: claim retention in ms.
     pub retention: Ms,
-    /// ARGV[8]: how many runs the ledger keeps.
+    /// `ARGV[8]`: how many runs the ledger keeps.
     pub keep: i64,
-    /// ARGV[9]: the fire time (nominal + jitter) in ms.
+    /// `ARGV[9]`: the fire time (nominal + jitter) in ms.
     pub fire_at: Ms,
-    /// ARGV[10]: the turn grace in ms.
+    /// `ARGV[10]`: the turn grace in ms.
     pub grace: Ms,
-    /// ARGV[11]: the caller's liveness in ms.
+    /// `ARGV[11]`: the caller's liveness in ms.
     pub liveness: Ms,
-    /// ARGV[12]: the attempt lease in ms (0: at most once).
+    /// `ARGV[12]`: the attempt lease in ms (0: at most once).
     pub lease: Ms,
 }
 
 /// `claim.lua`'s reply. `next` is the replica whose turn the next occurrence is (`None` only
 /// with no live replica, which a caller with liveness > 0 never sees); `due` is present under
-/// at-least-once delivery (ARGV[12] > 0): the first pending run's score, -1 for none.
+/// at-least-once delivery (`ARGV[12]` > 0): the first pending run's score, -1 for none.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ClaimReply {
     /// `{1, now, next[, due]}`: this replica won the occurrence.
@@ -175,8 +175,8 @@ pub fn claim(s: &mut JobRedis, now: Ms, a: &ClaimArgs) -> ClaimReply {
     }
 }
 
-/// request.lua: queue a `run_now` request made at `requested` (ARGV[1]), the list kept
-/// `keep_secs` seconds (ARGV[2]), and publish `message` on `channel`. Returns the number of
+/// request.lua: queue a `run_now` request made at `requested` (`ARGV[1]`), the list kept
+/// `keep_secs` seconds (`ARGV[2]`), and publish `message` on `channel`. Returns the number of
 /// pending requests.
 pub fn request(
     s: &mut JobRedis,
@@ -201,21 +201,21 @@ pub fn request(
 /// `take_request.lua`'s ARGV.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TakeRequestArgs {
-    /// ARGV[1]: the run id for the request's run ("m…").
+    /// `ARGV[1]`: the run id for the request's run ("m…").
     pub run_id: String,
-    /// ARGV[2]: the replica id.
+    /// `ARGV[2]`: the replica id.
     pub replica: String,
-    /// ARGV[3]: host.
+    /// `ARGV[3]`: host.
     pub host: String,
-    /// ARGV[4]: pid.
+    /// `ARGV[4]`: pid.
     pub pid: String,
-    /// ARGV[5]: the attempt token.
+    /// `ARGV[5]`: the attempt token.
     pub token: String,
-    /// ARGV[6]: claim retention in ms.
+    /// `ARGV[6]`: claim retention in ms.
     pub retention: Ms,
-    /// ARGV[7]: how many runs the ledger keeps.
+    /// `ARGV[7]`: how many runs the ledger keeps.
     pub keep: i64,
-    /// ARGV[8]: the attempt lease in ms (0: at most once).
+    /// `ARGV[8]`: the attempt lease in ms (0: at most once).
     pub lease: Ms,
 }
 
@@ -349,15 +349,15 @@ pub fn heartbeat(
 /// `register.lua`'s ARGV and its entry key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RegisterArgs {
-    /// KEYS[2]: the instance's entry key.
+    /// `KEYS[2]`: the instance's entry key.
     pub entry_key: String,
-    /// ARGV[1]: the instance token.
+    /// `ARGV[1]`: the instance token.
     pub token: String,
-    /// ARGV[2]: the entry's ttl in ms (0 withdraws it).
+    /// `ARGV[2]`: the entry's ttl in ms (0 withdraws it).
     pub ttl: Ms,
-    /// ARGV[3]: the replica and its jobs.
+    /// `ARGV[3]`: the replica and its jobs.
     pub body: String,
-    /// ARGV[4]: liveness in ms.
+    /// `ARGV[4]`: liveness in ms.
     pub liveness: Ms,
 }
 
@@ -384,29 +384,29 @@ pub fn register(r: &mut Registry, now: Ms, a: &RegisterArgs) -> Ms {
 /// the script computes with `redis.sha1hex`) is given by the caller, already made.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OnceArgs {
-    /// ARGV[1]: the caller's run id (used without an idempotency key).
+    /// `ARGV[1]`: the caller's run id (used without an idempotency key).
     pub run_id: String,
-    /// The run id of ARGV[2]'s idempotency key (`"o" + sha1hex(key)`), `None` for no key.
+    /// The run id of `ARGV[2]`'s idempotency key (`"o" + sha1hex(key)`), `None` for no key.
     pub key_id: Option<String>,
-    /// ARGV[3]: the due time in ms, or `None` to use the delay.
+    /// `ARGV[3]`: the due time in ms, or `None` to use the delay.
     pub due: Option<Ms>,
-    /// ARGV[4]: the delay from now in ms.
+    /// `ARGV[4]`: the delay from now in ms.
     pub delay: Ms,
-    /// ARGV[5]: the replica id.
+    /// `ARGV[5]`: the replica id.
     pub replica: String,
-    /// ARGV[6]: host.
+    /// `ARGV[6]`: host.
     pub host: String,
-    /// ARGV[7]: pid.
+    /// `ARGV[7]`: pid.
     pub pid: String,
-    /// ARGV[8]: the arguments (JSON).
+    /// `ARGV[8]`: the arguments (JSON).
     pub args: String,
-    /// ARGV[9]: claim retention in ms.
+    /// `ARGV[9]`: claim retention in ms.
     pub retention: Ms,
-    /// ARGV[10]: the wake channel.
+    /// `ARGV[10]`: the wake channel.
     pub channel: String,
-    /// ARGV[11]: the message.
+    /// `ARGV[11]`: the message.
     pub message: String,
-    /// ARGV[12] is "SPUBLISH".
+    /// `ARGV[12]` is "SPUBLISH".
     pub sharded: bool,
 }
 

@@ -1,0 +1,408 @@
+//! One-off jobs with an idempotency key as a checked model (issue #46): an operator enqueues
+//! the same key twice (a duplicate, or a call sent again after its reply was lost:
+//! `once.lua`) and may cancel it (`once_cancel.lua`); a replica claims its first attempt when
+//! it is due (`take_retry.lua`'s path for a pending attempt 0), records it running
+//! (`finish.lua`'s check: the claim's token, no end other than "running"), ends it, and trims
+//! the ledger at any time (`once_trim.lua`, keeping no final run: the most eager trim). The
+//! claim retention is [`RETENTION`] ticks, so the model reaches a key enqueued again after it.
+//!
+//! Properties ([`OnceModel::properties`]):
+//! * [`IDEMPOTENT`] — an idempotency key runs once: an enqueue is accepted only when the key's
+//!   last accepted enqueue is at least the retention ago (once.lua forgets a claim
+//!   scored at `now - retention`), and the key's run starts at most
+//!   once per accepted enqueue.
+//! * [`CANCELLED_NEVER_RUNS`] — a one-off whose cancel was answered 1 never starts (a later
+//!   enqueue of the key, after the retention, is a new one-off).
+//! * [`TRIM_KEEPS_PENDING`] — every run still pending or running (in `retries`) keeps its
+//!   records.
+//!
+//! Reachability: a duplicate refused, a key accepted again after its retention, a one-off run,
+//! a trim that removed a run, a cancel refused because the run had started. Mutants:
+//! [`OnceMutant`]. Not modelled: the retries of an at-least-once attempt (the attempt model),
+//! several replicas (a one-off's claim is take_retry.lua's, checked there), the arguments.
+
+use stateright::{Checker, Model, Property};
+
+use super::steps::{OnceArgs, once, once_cancel, once_trim};
+use super::{JobRedis, Ms, claim_record, end_record};
+
+/// The claim retention in ticks.
+pub const RETENTION: Ms = 3;
+/// The run id of the key (`"o" + sha1hex(key)` in Redis).
+pub const KEY_ID: &str = "okey";
+
+/// `an idempotency key runs once`.
+pub const IDEMPOTENT: &str = "an idempotency key runs once";
+/// `a cancelled one-off never runs`.
+pub const CANCELLED_NEVER_RUNS: &str = "a cancelled one-off never runs";
+/// `trim keeps every pending run`.
+pub const TRIM_KEEPS_PENDING: &str = "trim keeps every pending run";
+
+/// One protocol bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OnceMutant {
+    /// once.lua looks for the key's run in the ledger only, not in the claims: once its run is
+    /// trimmed the key enqueues again within the retention. Caught by [`IDEMPOTENT`].
+    KeyInLedgerOnly,
+    /// once_trim.lua trims pending runs too. Caught by [`TRIM_KEEPS_PENDING`].
+    TrimsPending,
+}
+
+impl OnceMutant {
+    /// Every mutant.
+    pub const ALL: [OnceMutant; 2] = [OnceMutant::KeyInLedgerOnly, OnceMutant::TrimsPending];
+
+    /// The property that catches it.
+    pub fn property(self) -> &'static str {
+        match self {
+            OnceMutant::KeyInLedgerOnly => IDEMPOTENT,
+            OnceMutant::TrimsPending => TRIM_KEEPS_PENDING,
+        }
+    }
+
+    /// The mutation check: its property is broken with the mutant applied.
+    ///
+    /// # Errors
+    /// Names what was broken instead.
+    pub fn caught(self) -> Result<(), String> {
+        let model = OnceModel::new(Some(self));
+        let names = model.must_hold();
+        let checker = model.checker().spawn_bfs().join();
+        let broken: Vec<&str> = names
+            .into_iter()
+            .filter(|name| checker.discovery(name).is_some())
+            .collect();
+        if broken.contains(&self.property()) {
+            Ok(())
+        } else {
+            Err(format!("{self:?}: broken {broken:?}"))
+        }
+    }
+}
+
+/// The replica's attempt at the key's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OnceTask {
+    /// Nothing.
+    Idle,
+    /// Claimed attempt 1 with this token.
+    Claimed(u8),
+    /// Its handler runs.
+    Running(u8),
+}
+
+/// The model's state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OnceState {
+    /// The server's clock.
+    pub now: Ms,
+    /// The hidden job's keys.
+    pub redis: JobRedis,
+    /// The replica.
+    pub task: OnceTask,
+    /// Tokens handed out.
+    pub tokens: u8,
+    /// Enqueues and cancels made.
+    pub enqueues: u8,
+    /// Cancels made.
+    pub cancels: u8,
+    /// When the accepted enqueues were made.
+    pub accepted: Vec<Ms>,
+    /// Handlers started.
+    pub starts: u8,
+    /// A cancel was answered 1 for the key's current run.
+    pub cancelled: bool,
+    /// A handler started after a cancel answered 1.
+    pub ran_cancelled: bool,
+    /// The reachability events of the last step.
+    pub event: u8,
+}
+
+/// One step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OnceAction {
+    /// Time passes.
+    Tick,
+    /// once.lua with the key.
+    Enqueue,
+    /// once_cancel.lua.
+    Cancel,
+    /// take_retry.lua claims the due attempt 0's successor.
+    Take,
+    /// finish.lua "running", then the handler starts.
+    Start,
+    /// finish.lua: succeeded, final.
+    Finish,
+    /// once_trim.lua, keeping no final run.
+    Trim,
+}
+
+const EV_DUPLICATE: u8 = 1;
+const EV_AGAIN: u8 = 1 << 1;
+const EV_RAN: u8 = 1 << 2;
+const EV_TRIMMED: u8 = 1 << 3;
+const EV_CANCEL_REFUSED: u8 = 1 << 4;
+
+/// The model: up to two enqueues and one cancel, clock up to `until`.
+#[derive(Clone, Debug)]
+pub struct OnceModel {
+    /// The bug applied.
+    pub mutant: Option<OnceMutant>,
+    /// The last tick explored.
+    pub until: Ms,
+}
+
+impl OnceModel {
+    /// The unit bounds.
+    pub fn new(mutant: Option<OnceMutant>) -> Self {
+        Self { mutant, until: 6 }
+    }
+
+    /// The names of the properties that must never be broken.
+    pub fn must_hold(&self) -> Vec<&'static str> {
+        self.properties()
+            .iter()
+            .filter(|p| p.expectation != stateright::Expectation::Sometimes)
+            .map(|p| p.name)
+            .collect()
+    }
+
+    fn args() -> OnceArgs {
+        OnceArgs {
+            run_id: String::new(),
+            key_id: Some(KEY_ID.to_owned()),
+            due: None,
+            delay: 1,
+            replica: "a".to_owned(),
+            host: "h".to_owned(),
+            pid: "1".to_owned(),
+            args: "{}".to_owned(),
+            retention: RETENTION,
+            channel: "wake".to_owned(),
+            message: "once:job".to_owned(),
+            sharded: false,
+        }
+    }
+
+    /// once.lua, or [`OnceMutant::KeyInLedgerOnly`] (the claims hidden from it).
+    fn enqueue(&self, s: &mut OnceState) -> i64 {
+        let claims = s.redis.claims.clone();
+        if self.mutant == Some(OnceMutant::KeyInLedgerOnly) {
+            s.redis.claims.remove(KEY_ID);
+        }
+        let reply = once(&mut s.redis, s.now, &Self::args());
+        if self.mutant == Some(OnceMutant::KeyInLedgerOnly) && reply.status != 1 {
+            s.redis.claims = claims;
+            zrem_retention(&mut s.redis, s.now);
+        }
+        reply.status
+    }
+
+    /// take_retry.lua's path for a due pending attempt 0 (once.lua's "scheduled"): claims
+    /// attempt 1, drops the end record, opens the attempt's lease.
+    fn take(s: &mut OnceState, token: u8) -> bool {
+        let due = s.redis.retries.get(KEY_ID).is_some_and(|at| *at <= s.now);
+        let scheduled = s.redis.end_of(KEY_ID).and_then(|e| e.get(1).copied()) == Some("scheduled");
+        if !due || !scheduled {
+            return false;
+        }
+        let record = claim_record("a", "h", "1", s.now, true, &format!("t{token}"), 1);
+        s.redis.ledger.insert(format!("{KEY_ID}:claim"), record);
+        s.redis.ledger.remove(&format!("{KEY_ID}:end"));
+        s.redis.retries.insert(KEY_ID.to_owned(), s.now + 2);
+        true
+    }
+
+    /// finish.lua's check for "running": the claim is this token's, no other end recorded.
+    fn current(s: &OnceState, token: u8) -> bool {
+        let mine = s.redis.claim_of(KEY_ID).and_then(|c| c.get(6).copied())
+            == Some(format!("t{token}").as_str());
+        let end = s.redis.end_of(KEY_ID).and_then(|e| e.get(1).copied());
+        mine && end.is_none_or(|e| e == "running")
+    }
+}
+
+/// once.lua's first line, for the mutant that hid the claims from it.
+fn zrem_retention(s: &mut JobRedis, now: Ms) {
+    super::zrem_upto(&mut s.claims, now - RETENTION);
+}
+
+impl Model for OnceModel {
+    type State = OnceState;
+    type Action = OnceAction;
+
+    fn init_states(&self) -> Vec<OnceState> {
+        vec![OnceState {
+            now: 0,
+            redis: JobRedis::default(),
+            task: OnceTask::Idle,
+            tokens: 0,
+            enqueues: 0,
+            cancels: 0,
+            accepted: Vec::new(),
+            starts: 0,
+            cancelled: false,
+            ran_cancelled: false,
+            event: 0,
+        }]
+    }
+
+    fn actions(&self, s: &OnceState, out: &mut Vec<OnceAction>) {
+        match s.task {
+            OnceTask::Idle => out.push(OnceAction::Take),
+            OnceTask::Claimed(_) => out.push(OnceAction::Start),
+            OnceTask::Running(_) => out.push(OnceAction::Finish),
+        }
+        out.push(OnceAction::Trim);
+        out.retain(|a| {
+            self.next_state(s, *a)
+                .is_some_and(|n| (&n.redis, n.task) != (&s.redis, s.task))
+        });
+        if s.now < self.until {
+            out.push(OnceAction::Tick);
+        }
+        if s.enqueues < 2 {
+            out.push(OnceAction::Enqueue);
+        }
+        if s.cancels < 1 {
+            out.push(OnceAction::Cancel);
+        }
+    }
+
+    fn next_state(&self, last: &OnceState, action: OnceAction) -> Option<OnceState> {
+        let mut s = last.clone();
+        s.event = 0;
+        match action {
+            OnceAction::Tick => s.now += 1,
+            OnceAction::Enqueue => {
+                s.enqueues += 1;
+                match self.enqueue(&mut s) {
+                    1 => {
+                        if !s.accepted.is_empty() {
+                            s.event |= EV_AGAIN;
+                        }
+                        s.accepted.push(s.now);
+                        // A new run of the key: the cancel was the last run's.
+                        s.cancelled = false;
+                    }
+                    _ => s.event |= EV_DUPLICATE,
+                }
+            }
+            OnceAction::Cancel => {
+                s.cancels += 1;
+                if once_cancel(&mut s.redis, s.now, KEY_ID, "no").0 {
+                    s.cancelled = true;
+                } else if s.starts > 0 {
+                    s.event |= EV_CANCEL_REFUSED;
+                }
+            }
+            OnceAction::Take => {
+                let token = s.tokens + 1;
+                if Self::take(&mut s, token) {
+                    s.tokens = token;
+                    s.task = OnceTask::Claimed(token);
+                }
+            }
+            OnceAction::Start => {
+                let OnceTask::Claimed(token) = s.task else {
+                    return None;
+                };
+                if Self::current(&s, token) {
+                    let running = end_record("running", "", "1", "", "", "");
+                    s.redis.ledger.insert(format!("{KEY_ID}:end"), running);
+                    s.starts += 1;
+                    s.ran_cancelled |= s.cancelled;
+                    s.event |= EV_RAN;
+                    s.task = OnceTask::Running(token);
+                } else {
+                    s.task = OnceTask::Idle;
+                }
+            }
+            OnceAction::Finish => {
+                let OnceTask::Running(token) = s.task else {
+                    return None;
+                };
+                if Self::current(&s, token) {
+                    let end = end_record("succeeded", &s.now.to_string(), "1", "", "", "");
+                    s.redis.ledger.insert(format!("{KEY_ID}:end"), end);
+                    s.redis.retries.remove(KEY_ID);
+                }
+                s.task = OnceTask::Idle;
+            }
+            OnceAction::Trim => {
+                let retries = s.redis.retries.clone();
+                if self.mutant == Some(OnceMutant::TrimsPending) {
+                    s.redis.retries.clear();
+                }
+                let removed = once_trim(&mut s.redis, s.now, 0, 10);
+                s.redis.retries = retries;
+                if removed > 0 {
+                    s.event |= EV_TRIMMED;
+                }
+            }
+        }
+        s.redis.published.clear();
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(IDEMPOTENT, |_, s: &OnceState| {
+                s.accepted.windows(2).all(|w| w[1] - w[0] >= RETENTION)
+                    && s.starts as usize <= s.accepted.len()
+            }),
+            Property::always(CANCELLED_NEVER_RUNS, |_, s: &OnceState| !s.ran_cancelled),
+            Property::always(TRIM_KEEPS_PENDING, |_, s: &OnceState| {
+                s.redis
+                    .retries
+                    .keys()
+                    .all(|id| s.redis.ledger.contains_key(&format!("{id}:claim")))
+            }),
+            Property::sometimes(
+                "a duplicate key was refused (reachable)",
+                |_, s: &OnceState| s.event & EV_DUPLICATE != 0,
+            ),
+            Property::sometimes(
+                "a key was accepted again after its retention (reachable)",
+                |_, s: &OnceState| s.event & EV_AGAIN != 0,
+            ),
+            Property::sometimes("a one-off ran (reachable)", |_, s: &OnceState| {
+                s.event & EV_RAN != 0
+            }),
+            Property::sometimes("a trim removed a run (reachable)", |_, s: &OnceState| {
+                s.event & EV_TRIMMED != 0
+            }),
+            Property::sometimes(
+                "a cancel of a started one-off was refused (reachable)",
+                |_, s: &OnceState| s.event & EV_CANCEL_REFUSED != 0,
+            ),
+        ]
+    }
+
+    fn within_boundary(&self, s: &OnceState) -> bool {
+        s.now <= self.until
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_off_keys_keep_every_property() {
+        let model = OnceModel::new(None);
+        let checker = model.clone().checker().spawn_bfs().join();
+        for property in model.properties() {
+            let found = checker.discovery(property.name);
+            if property.expectation == stateright::Expectation::Sometimes {
+                assert!(found.is_some(), "never reached: {}", property.name);
+            } else if let Some(path) = found {
+                panic!("`{}` broken: {:#?}", property.name, path.into_actions());
+            }
+        }
+        let unique = checker.unique_state_count();
+        if let Err(why) = crate::counts::compare("unit scheduler one-off keys", unique) {
+            panic!("{why}");
+        }
+    }
+}
