@@ -65,3 +65,8 @@ pub fn on_loop_poll(
 ) -> SchedulerBuilder {
     builder.loop_hook(Arc::new(hook))
 }
+
+/// The conformance test's access to the scheduler's scripts: only with the `__conformance`
+/// feature, which only dlock's own test package turns on.
+#[cfg(feature = "__conformance")]
+pub mod conformance;

@@ -135,6 +135,7 @@
 //! | feature | what |
 //! |---|---|
 //! | `web` | the `web` module: the dashboard (axum) |
+//! | `__conformance` | not an API: the scripts' texts that dlock's own conformance test loads (hidden, may change in any release) |
 //!
 //! # Layout
 //! Every import inside the crate points down (`scripts/check-module-cycles.py` fails the build

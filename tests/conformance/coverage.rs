@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use dlock_core::__private::conformance::Source;
 
-pub(crate) use sites::{SCRIPTS, Site, sites};
+pub(crate) use sites::{SCRIPTS, Site, sites, sites_in};
 pub(crate) use table::{Reach, reach};
 
 /// Which part of the run a script call belongs to.

@@ -35,6 +35,7 @@ mod rate;
 mod redis_side;
 mod replies;
 mod scenarios;
+mod scheduler;
 mod steps;
 
 use std::cell::{Cell, RefCell};
@@ -74,6 +75,12 @@ fn check(
     cases: u32,
     seed: u64,
 ) -> Result<(Counts, Option<String>), String> {
+    // The scheduler's scripts (scheduler.rs), first: a scheduler mutant is caught before the
+    // lock scripts' sequences run; a mutant of a lock script leaves them as shipped.
+    let sched = match mutant {
+        Some(m) if !m.touches_scheduler() => None,
+        _ => Some(scheduler_part(mutant, cases, seed)?),
+    };
     let real = RefCell::new(Real::start(mutant)?);
     if mutant.is_none() {
         real.borrow_mut().coverage = Some(coverage::Tally::new()?);
@@ -98,12 +105,14 @@ fn check(
     let scenarios = fixed(&real, &shipped, "the fixed scenarios", scenarios::run)?
         + fixed(&real, &shipped, "another program's data", foreign::run)?;
     real.borrow_mut().count_as(coverage::Phase::Sequences);
+    let (scheduler, sched_report) = sched.unwrap_or_default();
     let counts = Cell::new(Counts {
         pairs,
         asks,
         rates,
         quorum,
         scenarios,
+        scheduler,
         ..Counts::default()
     });
     let mut runner = TestRunner::new(Config {
@@ -152,7 +161,13 @@ fn check(
                     "{report}\nthe default run must reach every reply path:\n  {}",
                     failed.join("\n  ")
                 )),
-                report => Ok((counts.get(), report.map(|(r, _)| r))),
+                report => Ok((
+                    counts.get(),
+                    report.map(|(r, _)| r).map(|r| match &sched_report {
+                        Some(sched) => format!("{r}\n{sched}"),
+                        None => r,
+                    }),
+                )),
             }
         }
         Err(TestError::Fail(why, seq)) => Err(format!(
@@ -160,6 +175,46 @@ fn check(
              it).\nshrunk sequence:{seq:?}\n{why}"
         )),
         Err(TestError::Abort(why)) => Err(format!("aborted: {why}")),
+    }
+}
+
+/// The scheduler's walks (scheduler.rs) on the scripts with `mutant` applied, as a fixed part
+/// of the run: with a mutant, a difference counts only if the shipped scripts pass the same
+/// walks. Without one, the paths are counted and every path must be reached or named
+/// (`scheduler/coverage.rs`). The counts and the coverage report.
+fn scheduler_part(
+    mutant: Option<Mutant>,
+    cases: u32,
+    seed: u64,
+) -> Result<(scheduler::Counts, Option<String>), String> {
+    let started = Instant::now();
+    // Walks per start: a quarter of the sequences (32 in the default run).
+    let walks = (cases / 4).max(1) as usize;
+    match scheduler::run(mutant, walks, seed, mutant.is_none()) {
+        Ok((mut counts, report)) => {
+            counts.seconds = started.elapsed().as_secs_f64();
+            let Some((report, failed)) = report else {
+                return Ok((counts, None));
+            };
+            if cases >= DEFAULT_CASES && !failed.is_empty() {
+                return Err(format!(
+                    "{report}\nthe scheduler's walks must reach every reply path not named in \
+                     scheduler/coverage.rs:\n  {}",
+                    failed.join("\n  ")
+                ));
+            }
+            Ok((counts, Some(report)))
+        }
+        Err(why) => {
+            if mutant.is_some() {
+                scheduler::run(None, walks, seed, false).map_err(|e| {
+                    format!("the shipped scripts fail the scheduler's walks too: {e}")
+                })?;
+            }
+            Err(format!(
+                "the scheduler's scripts and the model differ: {why}"
+            ))
+        }
     }
 }
 
@@ -181,6 +236,8 @@ struct Counts {
     quorum: usize,
     /// The fixed scenarios run (scenarios.rs, foreign.rs).
     scenarios: usize,
+    /// The scheduler's walks (scheduler.rs).
+    scheduler: scheduler::Counts,
 }
 
 /// Runs a part of the fixed checks on `real`; with a mutant, a failure counts only if the
@@ -242,7 +299,8 @@ fn the_scripts_conform_to_the_model() {
                     "conformance: {} sequences (seed {seed}), {} steps ({} protocol steps), \
                      {} fenced.lua token pairs, {} release request scenarios, {} fixed \
                      scenarios, {} rate.lua calls and {} quorum fence steps (three servers) \
-                     matched the model in {:.1} s",
+                     matched the model in {:.1} s; the scheduler's scripts: {} walks, {} model \
+                     steps, {} script calls in {:.1} s",
                     c.sequences,
                     c.steps,
                     c.ops,
@@ -251,17 +309,21 @@ fn the_scripts_conform_to_the_model() {
                     c.scenarios,
                     c.rates,
                     c.quorum,
-                    started.elapsed().as_secs_f64()
+                    started.elapsed().as_secs_f64(),
+                    c.scheduler.walks,
+                    c.scheduler.steps,
+                    c.scheduler.calls,
+                    c.scheduler.seconds,
                 );
             }
             Err(why) => panic!("{why}"),
         },
         Some(wanted) => {
             let mutants: Vec<Mutant> = if wanted == "all" {
-                mutants::ALL.to_vec()
+                mutants::all().collect()
             } else {
                 vec![Mutant::named(wanted).unwrap_or_else(|| {
-                    let names: Vec<&str> = mutants::ALL.iter().map(|m| m.name).collect();
+                    let names: Vec<&str> = mutants::all().map(|m| m.name).collect();
                     panic!("DLOCK_MUTANT={wanted}: no such mutant; one of {names:?} or all")
                 })]
             };
@@ -317,8 +379,7 @@ fn mutation_check(mutants: &[Mutant], seed: u64) {
 /// says so in `make test` already.
 #[test]
 fn every_mutant_changes_a_shipped_script() {
-    let stale: Vec<String> = mutants::ALL
-        .iter()
+    let stale: Vec<String> = mutants::all()
         .filter_map(|mutant| mutant.applies().err())
         .collect();
     assert!(stale.is_empty(), "{}", stale.join("\n"));

@@ -618,17 +618,36 @@ pub(crate) const ALL: &[Mutant] = &[
     },
 ];
 
+/// Every mutant: the lock scripts' ([`ALL`]) and the scheduler's.
+pub(crate) fn all() -> impl Iterator<Item = Mutant> {
+    ALL.iter().chain(crate::scheduler::mutants::ALL).copied()
+}
+
 /// Records which substitutions matched, across the scripts.
 static APPLIED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
 
 impl Mutant {
     /// The mutant named `name`.
     pub(crate) fn named(name: &str) -> Option<Mutant> {
-        ALL.iter().copied().find(|m| m.name == name)
+        all().find(|m| m.name == name)
     }
 
     /// `text` (the script `source`'s) with the substitutions made.
-    pub(crate) fn apply(self, _source: Source, mut text: String) -> Result<String, String> {
+    pub(crate) fn apply(self, _source: Source, text: String) -> Result<String, String> {
+        Ok(self.swap(text))
+    }
+
+    /// Whether it changes a scheduler script (`scheduler/mutants.rs`).
+    pub(crate) fn touches_scheduler(&self) -> bool {
+        self.swaps.iter().any(|(from, _)| {
+            dlock_scheduler::__private::conformance::Script::ALL
+                .iter()
+                .any(|s| s.text().contains(from))
+        })
+    }
+
+    /// `text` (any script's, the scheduler's too) with the substitutions made.
+    pub(crate) fn swap(self, mut text: String) -> String {
         for (from, to) in self.swaps {
             if text.contains(from) {
                 text = text.replace(from, to);
@@ -637,7 +656,7 @@ impl Mutant {
                 }
             }
         }
-        Ok(text)
+        text
     }
 
     /// Fails unless each of its substitutions matches the text of some shipped script
@@ -646,7 +665,10 @@ impl Mutant {
         for (from, _) in self.swaps {
             let found = Source::ALL
                 .iter()
-                .any(|source| source.text().contains(from));
+                .any(|source| source.text().contains(from))
+                || dlock_scheduler::__private::conformance::Script::ALL
+                    .iter()
+                    .any(|s| s.text().contains(from));
             if !found {
                 return Err(format!(
                     "mutant {}: {from:?} is in no script any more; update \

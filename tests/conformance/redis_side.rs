@@ -20,7 +20,7 @@ use redis::Value;
 use crate::coverage::{Phase, Tally};
 use crate::mutants::Mutant;
 
-mod debug;
+pub(crate) mod debug;
 mod foreign;
 mod persist;
 mod state;
@@ -762,7 +762,7 @@ pub(crate) fn epoch_of(name: &Value) -> Option<u32> {
     }
 }
 
-fn answer(result: redis::RedisResult<Value>) -> Result<Answer, String> {
+pub(crate) fn answer(result: redis::RedisResult<Value>) -> Result<Answer, String> {
     match result {
         Ok(value) => Ok(Ok(value)),
         Err(e) => match e.code() {

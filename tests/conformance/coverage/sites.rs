@@ -166,10 +166,13 @@ fn code(line: &str) -> &str {
 
 /// Which file each line of `text` (the assembled script) comes from; checks that the lines
 /// not of a shared file are exactly the script's own file.
-fn files_of(source: Source, text: &str) -> Result<Vec<&'static str>, String> {
-    let (own_name, own_text) = own(source).ok_or("not a counted script")?;
+fn files_of(
+    (own_name, own_text): (&'static str, &str),
+    shared: &[(&'static str, &str)],
+    text: &str,
+) -> Result<Vec<&'static str>, String> {
     let mut owner: Vec<Option<&'static str>> = vec![None; text.len()];
-    for (name, part) in SHARED_FILES {
+    for &(name, part) in shared {
         if let Some(at) = text.find(part) {
             owner[at..at + part.len()].fill(Some(name));
         }
@@ -182,7 +185,7 @@ fn files_of(source: Source, text: &str) -> Result<Vec<&'static str>, String> {
     if rest != own_text.replacen("--@common\n", "", 1) {
         return Err(format!(
             "{own_name}: the assembled text holds more than the script and the shared files \
-             known here (tests/conformance/coverage/sites.rs SHARED_FILES)"
+             known here (tests/conformance/coverage/sites.rs SHARED_FILES, scheduler/coverage.rs)"
         ));
     }
     let mut out = Vec::new();
@@ -276,8 +279,18 @@ fn reachable<'b>(blocks: &'b [Block], lines: &[&str]) -> BTreeSet<&'b str> {
 
 /// The reply paths `source` can reach, in the order of its text.
 pub(crate) fn sites(source: Source) -> Result<Vec<Site>, String> {
-    let text = source.text();
-    let files = files_of(source, &text)?;
+    let own = own(source).ok_or("not a counted script")?;
+    sites_in(&source.text(), own, &SHARED_FILES)
+}
+
+/// The reply paths of the assembled `text` of a script whose own file is `own` (name, text),
+/// the rest of it being `shared` files (the scheduler's scripts use it with `common.lua`).
+pub(crate) fn sites_in(
+    text: &str,
+    own: (&'static str, &str),
+    shared: &[(&'static str, &str)],
+) -> Result<Vec<Site>, String> {
+    let files = files_of(own, shared, text)?;
     let lines: Vec<&str> = text.lines().collect();
     let blocks = blocks(&lines)?;
     let reached = reachable(&blocks, &lines);

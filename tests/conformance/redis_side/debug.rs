@@ -36,7 +36,7 @@ fn lines(value: &Value) -> Vec<&str> {
 
 /// Runs `text` with `keys` and `args` under the debugger, stopping at `breakpoints` (lines of
 /// `text`, 1-based). The script's reply, and the breakpoint lines it stopped at, in order.
-pub(super) fn run(
+pub(crate) fn run(
     server: &RedisServer,
     text: &str,
     keys: &[&str],
