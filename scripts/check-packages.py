@@ -6,8 +6,10 @@ crate needs once it is unpacked away from this repository (issue 47):
   that includes it, and every `.lua` file tracked under its folder (an include that reaches
   outside the crate's folder is an error: it breaks the package);
 * its README: the file its `readme = "…"` names, or a README.md in its folder (cargo takes it
-  by default); a crate with neither is named in a note, not failed, until it gets one;
-* both licenses the crates declare, LICENSE-MIT and LICENSE-APACHE.
+  by default); a crate with neither fails (its registry page would be empty);
+* both licenses the crates declare, LICENSE-MIT and LICENSE-APACHE;
+* a manifest without placeholder addresses (`repository`, `homepage` or `documentation` on a
+  reserved domain such as `example.invalid`): a registry page must not link nowhere.
 
 Usage: scripts/check-packages.py PACKAGE...   (the Makefile's `package` step)
        scripts/check-packages.py --self-test   (the check on made-up lists: it must catch each gap)
@@ -23,6 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LICENSES = ("LICENSE-MIT", "LICENSE-APACHE")
 INCLUDE = re.compile(r'include_str!\(\s*"([^"]+\.lua)"\s*\)')
 README_FIELD = re.compile(r'^\s*readme\s*=\s*"([^"]+)"', re.MULTILINE)
+LINK_FIELD = re.compile(r'^\s*(repository|homepage|documentation)\s*=\s*"([^"]+)"', re.MULTILINE)
+PLACEHOLDER = re.compile(r'//([^/]*\.)?(invalid|example|test|localhost)(/|$)|//example\.(com|org|net)')
 
 
 def lua_includes(crate_dir):
@@ -66,9 +70,19 @@ def readme_of(crate_dir):
     return None
 
 
-def gaps(listed, lua, outside, readme):
-    """What the package lacks: one message per missing file or outside include."""
+def placeholders(manifest):
+    """The manifest's links that point at a reserved or made-up domain."""
+    return [f"{field} = {url}" for field, url in LINK_FIELD.findall(manifest)
+            if PLACEHOLDER.search(url)]
+
+
+def gaps(listed, lua, outside, readme, manifest=""):
+    """What the package lacks: one message per missing file, outside include or placeholder
+    link."""
     problems = [f"includes a file outside its folder: {o}" for o in outside]
+    problems += [f"links a placeholder: {p}" for p in placeholders(manifest)]
+    if readme is None:
+        problems.append("has no README (no `readme =`, no README.md)")
     problems += [f"lacks {path} (a Lua script it loads)" for path in sorted(lua - listed)]
     problems += [f"lacks {lic}" for lic in LICENSES if lic not in listed]
     if readme is not None and readme not in listed:
@@ -76,19 +90,21 @@ def gaps(listed, lua, outside, readme):
     return problems
 
 
-def package_dir(package):
+def package_meta(package):
+    """The package as cargo resolves it (workspace-inherited fields filled in)."""
     out = subprocess.run(
         ["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"],
         cwd=ROOT, check=True, capture_output=True, text=True,
     ).stdout
     for pkg in json.loads(out)["packages"]:
         if pkg["name"] == package:
-            return os.path.dirname(pkg["manifest_path"])
+            return pkg
     sys.exit(f"check-packages: no package {package} in the workspace")
 
 
 def check(package):
-    crate_dir = package_dir(package)
+    meta = package_meta(package)
+    crate_dir = os.path.dirname(meta["manifest_path"])
     listed = subprocess.run(
         ["cargo", "package", "--list", "--allow-dirty", "-p", package],
         cwd=ROOT, check=True, capture_output=True, text=True,
@@ -96,12 +112,14 @@ def check(package):
     included, outside = lua_includes(crate_dir)
     lua = included | tracked_lua(crate_dir)
     readme = readme_of(crate_dir)
-    problems = gaps(set(listed), lua, outside, readme)
+    # The resolved fields, so a placeholder inherited from the workspace is caught too.
+    links = "".join(f'{field} = "{meta[field]}"\n'
+                    for field in ("repository", "homepage", "documentation") if meta.get(field))
+    problems = gaps(set(listed), lua, outside, readme, links)
     for problem in problems:
         print(f"check-packages: {package} {problem}", file=sys.stderr)
-    note = "" if readme else "; no README yet (no `readme =`, no README.md)"
     verdict = "FAILED (above)" if problems else "Lua scripts, README and licenses all in"
-    print(f"check-packages: {package}: {len(listed)} files, {len(lua)} Lua scripts{note}: {verdict}")
+    print(f"check-packages: {package}: {len(listed)} files, {len(lua)} Lua scripts: {verdict}")
     return not problems
 
 
@@ -112,7 +130,12 @@ def self_test():
     for missing in ("src/scripts/a.lua", "LICENSE-MIT", "LICENSE-APACHE", "README.md"):
         found = gaps(full - {missing}, lua, [], "README.md")
         assert len(found) == 1 and missing in found[0], (missing, found)
-    assert gaps(full, lua, ["src/x.rs includes ../../y.lua"], None), "an outside include fails"
+    assert gaps(full, lua, ["src/x.rs includes ../../y.lua"], "README.md"), "an outside include fails"
+    assert gaps(full, lua, [], None), "a crate without a README fails"
+    for url in ("https://example.invalid/dlock", "https://example.com/x", "http://localhost/d"):
+        found = gaps(full, lua, [], "README.md", f'repository = "{url}"\n')
+        assert len(found) == 1 and url in found[0], (url, found)
+    assert not gaps(full, lua, [], "README.md", 'documentation = "https://docs.rs/dlock-core"\n')
     here = os.path.join(ROOT, "dlock-core")
     included, _ = lua_includes(here)
     assert "src/scripts/acquire.lua" in included, "the include pattern reads dlock-core's scripts"
