@@ -24,185 +24,20 @@
 
 use stateright::{Model, Property};
 
-use super::props::{self, SchedMutant};
+use super::keys::{JobRedis, Ms, end_record};
+use super::props;
 use super::steps::{
     ClaimArgs, ClaimReply, TakeRequestArgs, TakeRequestReply, claim, heartbeat, pause, request,
     resume, take_request, withdraw,
 };
-use super::{JobRedis, Ms, end_record};
-
-/// The scheduled occurrences' fire times (and run ids).
-pub const FIRES: [Ms; 2] = [1, 4];
-/// The turn grace: how long the others leave an occurrence to the replica whose turn it is.
-pub const GRACE: Ms = 1;
-/// A replica skips an occurrence it has not claimed this long after its fire time (misfire).
-pub const MISS: Ms = 2;
-/// How long a heartbeat or a claim keeps a replica live.
-pub const LIVENESS: Ms = 2;
-/// The group slot's lease.
-pub const SLOT_LEASE: Ms = 2;
-/// The replicas.
-pub const REPLICAS: usize = 2;
-/// The replicas' ids, sorted as claim.lua sorts them.
-pub const IDS: [&str; REPLICAS] = ["a", "b"];
-
-/// A run a replica works on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Run {
-    /// Scheduled occurrence `FIRES[i]`.
-    Occurrence(u8),
-    /// A `run_now` request's run, the replica's `n`-th take (run id `m<replica><n>`).
-    Manual(u8),
-}
-
-/// A replica's attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Task {
-    /// Nothing: may claim or take.
-    Idle,
-    /// A claim or take whose reply was lost: to withdraw first.
-    #[allow(missing_docs)]
-    Unanswered { run: Run, token: u8 },
-    /// Won the claim.
-    #[allow(missing_docs)]
-    Claimed { run: Run, token: u8 },
-    /// Recorded "running"; waits for the group slot.
-    #[allow(missing_docs)]
-    Recorded { run: Run, token: u8 },
-    /// Holds the slot since `at` (by its own clock).
-    #[allow(missing_docs)]
-    Slotted { run: Run, token: u8, at: Ms },
-    /// Its handler runs since `since`.
-    #[allow(missing_docs)]
-    Running { run: Run, token: u8, since: Ms },
-}
-
-/// A replica.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Replica {
-    /// Running (not killed).
-    pub up: bool,
-    /// Stopped by the environment (a pause of the process).
-    pub stopped: bool,
-    /// The next occurrence it will try (`FIRES.len()`: none left).
-    pub next: u8,
-    /// Told to wait: not before this.
-    pub retry_at: Ms,
-    /// Requests it took (numbers its manual run ids).
-    pub takes: u8,
-    /// Its attempt.
-    pub task: Task,
-}
-
-/// The model's state.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SchedState {
-    /// The server's clock.
-    pub now: Ms,
-    /// The job's keys.
-    pub redis: JobRedis,
-    /// The group slot: (replica, token, lease deadline); free when absent or lapsed.
-    pub slot: Option<(u8, u8, Ms)>,
-    /// The replicas.
-    pub replicas: [Replica; REPLICAS],
-    /// The last token handed out.
-    pub tokens: u8,
-    /// Budgets used: kills, stops, lost replies, job pauses, requests.
-    pub used: Used,
-    /// When the last fault or pause ended.
-    pub calm_since: Ms,
-    /// Ghosts, for the properties.
-    pub ghost: Ghost,
-}
-
-/// The environment's and the operator's budgets used so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Used {
-    /// Replicas killed.
-    pub kills: u8,
-    /// Replicas stopped.
-    pub stops: u8,
-    /// Replies lost.
-    pub lost: u8,
-    /// Job pauses.
-    pub pauses: u8,
-    /// `run_now` requests.
-    pub requests: u8,
-}
-
-/// What the properties look at; `event` is set by the step that made it and cleared by the
-/// next (so a reachability check does not double the state space).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Ghost {
-    /// Handlers started, by run id, in order.
-    pub started: Vec<String>,
-    /// A claim or take opened a run while the job was paused.
-    pub opened_while_paused: bool,
-    /// A replica asking at or after an occurrence's fire time + grace was told to wait.
-    pub waited_past_grace: bool,
-    /// A handler started while its slot was not its replica's on the server.
-    pub started_without_slot: bool,
-    /// Requests made while the job was paused and not yet run.
-    pub paused_requests: u8,
-    /// Requests a withdrawal queued again and not yet run.
-    pub requeued: u8,
-    /// When the last request was made.
-    pub last_request: Ms,
-    /// The reachability events of the last step (`props::EV_*`).
-    pub event: u16,
-}
-
-/// One step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SchedAction {
-    /// Time passes; every running replica heartbeats.
-    Tick,
-    /// claim.lua for the replica's next occurrence; `lost`: its reply is lost.
-    Claim(usize, bool),
-    /// The replica skips its next occurrence: missed by more than [`MISS`].
-    Skip(usize),
-    /// take_request.lua; `lost`: its reply is lost.
-    Take(usize, bool),
-    /// withdraw.lua for the unanswered claim.
-    Withdraw(usize),
-    /// Record "running" (the run took its lock).
-    Record(usize),
-    /// Take the group slot.
-    Slot(usize),
-    /// Start the handler.
-    Start(usize),
-    /// The handler ended: record it, give the slot back.
-    Finish(usize),
-    /// The environment kills a replica.
-    Kill(usize),
-    /// A killed replica starts again.
-    Restart(usize),
-    /// The environment stops a replica.
-    Stop(usize),
-    /// And lets it go on.
-    Go(usize),
-    /// The operator: request.lua.
-    Request,
-    /// The operator: pause.
-    Pause,
-    /// The operator: resume.lua.
-    Resume,
-}
-
-/// The model: bounds, budgets and the mutant applied, if any.
-#[derive(Clone, Debug)]
-pub struct SchedModel {
-    /// The bug applied.
-    pub mutant: Option<SchedMutant>,
-    /// Budgets: kills, stops, lost replies, job pauses, requests.
-    pub budget: Used,
-    /// The last tick explored.
-    pub until: Ms,
-}
-
-/// Ticks after the last fault by which a request has run (take, record, slot up to one lease
-/// behind another run, start, a margin).
-pub const SETTLE: Ms = 3;
+use super::world::{
+    EV_DEAD_TURN, EV_DIED_CLAIMED, EV_MISSED, EV_PAUSED_REFUSED, EV_PAUSED_REQUEST_RAN,
+    EV_REQUEUED_RAN, EV_SLOT_LAPSED, EV_SLOT_WAIT, EV_WITHDRAWN,
+};
+pub use super::world::{
+    FIRES, GRACE, Ghost, IDS, LIVENESS, MISS, REPLICAS, Replica, Run, SETTLE, SLOT_LEASE,
+    SchedAction, SchedModel, SchedMutant, SchedState, Task, Used,
+};
 
 impl SchedModel {
     /// The unit bounds on turns and deaths: a kill and a stop (the turn holder that died, the
@@ -252,12 +87,12 @@ impl SchedModel {
         props::REACHABLE
             .iter()
             .filter(|(_, event)| match *event {
-                props::EV_DEAD_TURN | props::EV_MISSED => deaths,
-                props::EV_WITHDRAWN => b.lost > 0,
-                props::EV_REQUEUED_RAN => b.lost > 0 && b.requests > 0,
-                props::EV_DIED_CLAIMED => b.kills > 0,
-                props::EV_PAUSED_REFUSED => b.pauses > 0,
-                props::EV_PAUSED_REQUEST_RAN => b.pauses > 0 && b.requests > 0,
+                EV_DEAD_TURN | EV_MISSED => deaths,
+                EV_WITHDRAWN => b.lost > 0,
+                EV_REQUEUED_RAN => b.lost > 0 && b.requests > 0,
+                EV_DIED_CLAIMED => b.kills > 0,
+                EV_PAUSED_REFUSED => b.pauses > 0,
+                EV_PAUSED_REQUEST_RAN => b.pauses > 0 && b.requests > 0,
                 _ => b.stops > 0,
             })
             .map(|(name, _)| *name)
@@ -501,14 +336,14 @@ impl Model for SchedModel {
                 }
                 let waits = |rep: &Replica| rep.up && matches!(rep.task, Task::Recorded { .. });
                 if !slot_free(&s) && s.replicas.iter().any(waits) {
-                    s.ghost.event |= props::EV_SLOT_WAIT;
+                    s.ghost.event |= EV_SLOT_WAIT;
                 }
             }
             SchedAction::Claim(r, lost) => self.claim_step(&mut s, r, lost),
             SchedAction::Skip(r) => {
                 let id = FIRES[s.replicas[r].next as usize].to_string();
                 if !s.redis.claims.contains_key(&id) && !s.ghost.started.contains(&id) {
-                    s.ghost.event |= props::EV_MISSED;
+                    s.ghost.event |= EV_MISSED;
                 }
                 s.replicas[r].next += 1;
             }
@@ -518,7 +353,7 @@ impl Model for SchedModel {
                     return None;
                 };
                 if self.withdraw(&mut s, r, run, token) {
-                    s.ghost.event |= props::EV_WITHDRAWN;
+                    s.ghost.event |= EV_WITHDRAWN;
                     if let Run::Manual(_) = run {
                         s.ghost.requeued += 1;
                     }
@@ -587,7 +422,7 @@ impl SchedModel {
                     s.replicas[r].task,
                     Task::Claimed { .. } | Task::Recorded { .. } | Task::Slotted { .. }
                 ) {
-                    s.ghost.event |= props::EV_DIED_CLAIMED;
+                    s.ghost.event |= EV_DIED_CLAIMED;
                 }
                 s.replicas[r].up = false;
                 s.replicas[r].stopped = false;
@@ -661,7 +496,7 @@ impl SchedModel {
                     s.ghost.opened_while_paused = true;
                 }
                 if turn_dead {
-                    s.ghost.event |= props::EV_DEAD_TURN;
+                    s.ghost.event |= EV_DEAD_TURN;
                 }
                 rep.task = Task::Claimed {
                     run: Run::Occurrence(o),
@@ -671,7 +506,7 @@ impl SchedModel {
             }
             ClaimReply::Claimed { .. } => rep.next += 1,
             ClaimReply::Paused { .. } => {
-                s.ghost.event |= props::EV_PAUSED_REFUSED;
+                s.ghost.event |= EV_PAUSED_REFUSED;
                 rep.next += 1;
             }
             ClaimReply::Wait { wait, .. } => {
@@ -734,7 +569,7 @@ impl SchedModel {
         // The slot's lease as its holder counts it (dlock's lease: lost once it ran out).
         let believed = s.now < at + SLOT_LEASE;
         if !believed && !self.is(SchedMutant::StartsWithLapsedSlot) {
-            s.ghost.event |= props::EV_SLOT_LAPSED;
+            s.ghost.event |= EV_SLOT_LAPSED;
             s.replicas[r].task = Task::Idle;
             return;
         }
@@ -748,11 +583,11 @@ impl SchedModel {
         if let Run::Manual(_) = run {
             if s.ghost.requeued > 0 {
                 s.ghost.requeued -= 1;
-                s.ghost.event |= props::EV_REQUEUED_RAN;
+                s.ghost.event |= EV_REQUEUED_RAN;
             }
             if s.ghost.paused_requests > 0 {
                 s.ghost.paused_requests -= 1;
-                s.ghost.event |= props::EV_PAUSED_REQUEST_RAN;
+                s.ghost.event |= EV_PAUSED_REQUEST_RAN;
             }
         }
         s.ghost.started.push(id);

@@ -23,8 +23,8 @@
 
 use stateright::{Checker, Model, Property};
 
+use super::keys::{JobRedis, Ms, claim_record, end_record};
 use super::steps::{OnceArgs, once, once_cancel, once_trim};
-use super::{JobRedis, Ms, claim_record, end_record};
 
 /// The claim retention in ticks.
 pub const RETENTION: Ms = 3;

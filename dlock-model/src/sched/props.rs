@@ -24,39 +24,15 @@
 
 use stateright::{Checker, Model, Property};
 
-use super::model::{FIRES, SETTLE, SchedModel, SchedState};
-
-/// `an occurrence runs at most once`.
-pub const AT_MOST_ONCE: &str = "an occurrence runs at most once";
-/// `a run-now request runs at most once`.
-pub const REQUEST_AT_MOST_ONCE: &str = "a run-now request runs at most once";
-/// `a run-now request runs`.
-pub const REQUEST_RUNS: &str = "a run-now request runs";
-/// `a paused job opens no run`.
-pub const PAUSED_OPENS_NOTHING: &str = "a paused job opens no run";
-/// `nothing waits behind a dead replica`.
-pub const NO_WAIT_BEHIND_DEAD: &str = "nothing waits behind a dead replica";
-/// `a run never starts without its group slot`.
-pub const SLOT_HELD: &str = "a run never starts without its group slot";
-
-/// Another replica claimed an occurrence whose turn holder was dead or stopped.
-pub(crate) const EV_DEAD_TURN: u16 = 1;
-/// A claim or take whose reply was lost was withdrawn.
-pub(crate) const EV_WITHDRAWN: u16 = 1 << 1;
-/// A request queued again by a withdrawal ran.
-pub(crate) const EV_REQUEUED_RAN: u16 = 1 << 2;
-/// A replica died between its claim and its handler.
-pub(crate) const EV_DIED_CLAIMED: u16 = 1 << 3;
-/// A claim was refused: the job was paused.
-pub(crate) const EV_PAUSED_REFUSED: u16 = 1 << 4;
-/// A request made while the job was paused ran (after the resume).
-pub(crate) const EV_PAUSED_REQUEST_RAN: u16 = 1 << 5;
-/// An occurrence nobody had claimed was skipped as missed.
-pub(crate) const EV_MISSED: u16 = 1 << 6;
-/// A recorded run waited for the group slot while another held it.
-pub(crate) const EV_SLOT_WAIT: u16 = 1 << 7;
-/// A run's slot lease ran out before its handler started; it did not start.
-pub(crate) const EV_SLOT_LAPSED: u16 = 1 << 8;
+pub use super::world::{
+    AT_MOST_ONCE, NO_WAIT_BEHIND_DEAD, PAUSED_OPENS_NOTHING, REQUEST_AT_MOST_ONCE, REQUEST_RUNS,
+    SLOT_HELD, SchedMutant,
+};
+use super::world::{
+    EV_DEAD_TURN, EV_DIED_CLAIMED, EV_MISSED, EV_PAUSED_REFUSED, EV_PAUSED_REQUEST_RAN,
+    EV_REQUEUED_RAN, EV_SLOT_LAPSED, EV_SLOT_WAIT, EV_WITHDRAWN, FIRES, SETTLE, SchedModel,
+    SchedState,
+};
 
 /// The reachability checks: (name, event).
 pub const REACHABLE: [(&str, u16); 9] = [
@@ -141,51 +117,7 @@ pub(crate) fn all() -> Vec<Property<SchedModel>> {
     out
 }
 
-/// One protocol bug (see each for the property that catches it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SchedMutant {
-    /// claim.lua waits for the turn holder as long as it is in the live set, not only within
-    /// the turn grace: a dead holder delays its occurrence by its liveness. Caught by
-    /// [`NO_WAIT_BEHIND_DEAD`].
-    TurnIgnoresGrace,
-    /// claim.lua does not look at the pause key. Caught by [`PAUSED_OPENS_NOTHING`].
-    ClaimIgnoresPause,
-    /// take_request.lua does not look at the pause key. Caught by [`PAUSED_OPENS_NOTHING`].
-    TakeIgnoresPause,
-    /// withdraw.lua does not compare the attempt token: a replica whose lost claim lost the
-    /// race withdraws the winner's claim, and the occurrence is claimed again. Caught by
-    /// [`AT_MOST_ONCE`].
-    WithdrawIgnoresToken,
-    /// withdraw.lua does not queue a withdrawn request again: the request is lost. Caught by
-    /// [`REQUEST_RUNS`].
-    WithdrawDropsRequest,
-    /// A run starts its handler without looking at its slot's lease (the scheduler ignoring a
-    /// lost permit). Caught by [`SLOT_HELD`].
-    StartsWithLapsedSlot,
-}
-
 impl SchedMutant {
-    /// Every mutant.
-    pub const ALL: [SchedMutant; 6] = [
-        SchedMutant::TurnIgnoresGrace,
-        SchedMutant::ClaimIgnoresPause,
-        SchedMutant::TakeIgnoresPause,
-        SchedMutant::WithdrawIgnoresToken,
-        SchedMutant::WithdrawDropsRequest,
-        SchedMutant::StartsWithLapsedSlot,
-    ];
-
-    /// The property that catches it.
-    pub fn property(self) -> &'static str {
-        match self {
-            SchedMutant::TurnIgnoresGrace => NO_WAIT_BEHIND_DEAD,
-            SchedMutant::ClaimIgnoresPause | SchedMutant::TakeIgnoresPause => PAUSED_OPENS_NOTHING,
-            SchedMutant::WithdrawIgnoresToken => AT_MOST_ONCE,
-            SchedMutant::WithdrawDropsRequest => REQUEST_RUNS,
-            SchedMutant::StartsWithLapsedSlot => SLOT_HELD,
-        }
-    }
-
     /// The mutation check at the unit bounds: its property is broken with the mutant applied.
     ///
     /// # Errors

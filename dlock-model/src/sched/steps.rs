@@ -2,7 +2,7 @@
 //! Lua file in order (the comments name the Lua lines they stand for). The keys are the
 //! job's ([`JobRedis`]) or the registry's ([`Registry`]), so they are not arguments.
 
-use super::{
+use super::keys::{
     JobRedis, Ms, Published, Registry, ZSet, claim_record, end_record, ranked, zrange, zrem_upto,
 };
 
