@@ -74,6 +74,14 @@ impl Task {
     }
 }
 
+/// Sleeps until `at`, or forever when `None` (a `select!` arm with no deadline).
+pub(crate) async fn sleep_until(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

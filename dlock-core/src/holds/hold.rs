@@ -30,6 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{LeaseCore, LeaseLost, LostReason};
+use crate::runtime::sleep_until;
 use crate::transport::Transport;
 
 /// How deep holds of one lease may nest (the acquisition is depth 1).
@@ -246,12 +247,4 @@ fn lost_reason(lease: &LeaseCore) -> Option<LostReason> {
     lease
         .lost_reason()
         .or_else(|| (!lease.is_live()).then(|| lease.fire_deadline()))
-}
-
-/// Sleeps until `at`, or forever.
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
 }

@@ -112,10 +112,6 @@ pub(crate) trait Queued: Sync {
     fn keys(&self) -> &LockKeys;
     fn settings(&self) -> &LockSettings;
 
-    /// Whether a request that finds no connection still leaves a (harmless, owner-checked)
-    /// release behind: the mutex's does, as it always did; the shared kinds' does not.
-    const RELEASE_WITHOUT_CONN: bool;
-
     /// The uncontended try, which does not queue: `Some((fence, pttl))` when it took the lock.
     fn try_once(
         &self,
@@ -268,10 +264,8 @@ async fn join_line<K: Queued>(
     let (conn, generation) = match kind.ctx().transport.conn() {
         Ok(conn) => conn,
         Err(e) => {
-            // Nothing was sent.
-            if !K::RELEASE_WITHOUT_CONN {
-                cleanup.disarm();
-            }
+            // Nothing was sent: nothing to release.
+            cleanup.disarm();
             return Err(e);
         }
     };

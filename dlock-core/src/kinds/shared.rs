@@ -52,7 +52,6 @@ struct Request<'a> {
 impl Queued for Request<'_> {
     type Fence = u64;
     type Watch = ();
-    const RELEASE_WITHOUT_CONN: bool = false;
 
     fn ctx(&self) -> &Arc<Context> {
         &self.lock.ctx

@@ -36,7 +36,6 @@ pub(super) type Taken = Granted<Option<u64>>;
 impl Queued for &Mutex {
     type Fence = Option<u64>;
     type Watch = SelfWait;
-    const RELEASE_WITHOUT_CONN: bool = true;
 
     fn ctx(&self) -> &Arc<Context> {
         &self.ctx

@@ -43,7 +43,7 @@ use crate::error::Error;
 use crate::lease::{LeaseCore, LostReason};
 use crate::metrics;
 use crate::options::Renewal;
-use crate::runtime::{Task, lock};
+use crate::runtime::{Task, lock, sleep_until};
 use crate::scripts::{self, Call, ExtendStatus, unexpected};
 use crate::timing;
 use crate::token::OwnerToken;
@@ -55,7 +55,7 @@ mod renewal;
 mod report;
 
 use entry::Entry;
-use renewal::{Group, gone_reason, renewal_ttl, sleep_until_some};
+use renewal::{Group, gone_reason, renewal_ttl};
 use report::{Recoveries, Suspects, declare_overdue, report_overdue};
 
 /// Locks renewed per script call.
@@ -489,7 +489,7 @@ async fn renew(inner: &Inner, due: Vec<Due>, look_at: Instant) {
             // pause finds both ready: the renewal was answered, nothing is suspect).
             biased;
             replies = &mut round => break replies,
-            () = sleep_until_some(look_at) => {
+            () = sleep_until(look_at) => {
                 look_at = inner.look_during_round(Instant::now());
             }
         }

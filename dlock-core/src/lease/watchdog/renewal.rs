@@ -41,14 +41,6 @@ pub(super) enum Group {
     Slot(Slot),
 }
 
-/// Sleeps until `at`, or forever when `None`.
-pub(super) async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Why a lock that a renewal found gone is gone. The renewal ran on the server before its answer
 /// arrived (`received`); the lease certainly lasted until `safe_until` (the previous renewal's
 /// send time plus the lease, less the drift allowance). Found gone while it must still have
