@@ -85,7 +85,8 @@ async fn connection_refused_names_the_address_on_every_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_plain_mixed_up_are_explained_on_the_lazy_path() {
-    if crate::support::skipped_without_tls("tls_and_plain_mixed_up_are_explained_on_the_lazy_path") {
+    if crate::support::skipped_without_tls("tls_and_plain_mixed_up_are_explained_on_the_lazy_path")
+    {
         return;
     }
     let server = RedisServer::start_with(ServerOptions::new().tls()).unwrap();

@@ -84,7 +84,8 @@ async fn mutual_tls_needs_the_client_certificate() {
 
 #[tokio::test]
 async fn a_wrong_ca_is_an_error_naming_the_certificate_problem() {
-    if crate::support::skipped_without_tls("a_wrong_ca_is_an_error_naming_the_certificate_problem") {
+    if crate::support::skipped_without_tls("a_wrong_ca_is_an_error_naming_the_certificate_problem")
+    {
         return;
     }
     let server = tls_server(ServerOptions::new().tls());
@@ -159,7 +160,9 @@ fn sentinel_tls_builder(sentinels: &RedisSentinels) -> ClientBuilder {
 /// sentinels to the promoted replica (its TLS port) and acquires there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover() {
-    if crate::support::skipped_without_tls("a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover") {
+    if crate::support::skipped_without_tls(
+        "a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover",
+    ) {
         return;
     }
     let options = ServerOptions::new().tls_client_cert_required();
@@ -220,7 +223,9 @@ async fn a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_ca_with_sentinel_tls_is_an_error_naming_the_certificate_problem() {
-    if crate::support::skipped_without_tls("a_wrong_ca_with_sentinel_tls_is_an_error_naming_the_certificate_problem") {
+    if crate::support::skipped_without_tls(
+        "a_wrong_ca_with_sentinel_tls_is_an_error_naming_the_certificate_problem",
+    ) {
         return;
     }
     let options = ServerOptions::new().tls();

@@ -21,6 +21,7 @@ use redis::AsyncCommands;
 /// Whether the test `name` cannot run here because the server under test has no TLS (the
 /// Valkey builds of `.deps/`, `dlock_testkit::ServerFlavour::tls_skip_reason`): it then says
 /// so by name, and the caller returns. `make test-compat` repeats it in its summary.
+#[allow(clippy::print_stdout)] // the skip is said by name in the test's output
 pub(crate) fn skipped_without_tls(name: &str) -> bool {
     let flavour = dlock_testkit::server_flavour().unwrap_or_else(|e| panic!("{e}"));
     match flavour.tls_skip_reason() {
