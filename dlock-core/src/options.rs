@@ -349,7 +349,7 @@ pub enum Durability {
         /// How long to wait for them.
         timeout: Duration,
     },
-    /// Wait (`WAITAOF`, Redis 7.2 or newer) until the grant was fsynced to the master's own
+    /// Wait (`WAITAOF`: Redis 7.2 or newer, Valkey; detected with `COMMAND INFO`) until the grant was fsynced to the master's own
     /// append-only file (`local`, which needs `appendonly yes`) and to the AOF of at least
     /// `replicas` replicas, for at most `timeout` (as in `Replicas`). At least one of the two
     /// must be asked for.

@@ -70,3 +70,10 @@ pub fn on_loop_poll(
 /// feature, which only dlock's own test package turns on.
 #[cfg(feature = "__conformance")]
 pub mod conformance;
+
+/// Every Lua script the scheduler runs: its file's name and the very `redis::Script` it sends.
+/// For dlock's own test that each one loads on every tested server
+/// (`tests/operate/server_texts.rs`); never needed in an application.
+pub fn scripts() -> Vec<(&'static str, &'static redis::Script)> {
+    crate::scripts::all().to_vec()
+}

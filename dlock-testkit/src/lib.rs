@@ -139,6 +139,7 @@
 //! | --- | --- |
 //! | `error` | [`HarnessError`] |
 //! | `binary` | locating `redis-server` / `redis-cli` |
+//! | `flavour` | [`ServerFlavour`]: Redis or Valkey, and its version, from the binary's `--version` |
 //! | `options` | [`ServerOptions`] and the server command line |
 //! | `port` | free ports (and free cluster bus ports) |
 //! | `launch` | spawning one server (or sentinel), waiting until it is ready (pid-checked), wiping data for a restart |
@@ -159,6 +160,7 @@ mod binary;
 mod clock;
 mod cluster;
 mod error;
+mod flavour;
 mod launch;
 mod lines;
 mod lock_keys;
@@ -176,6 +178,7 @@ mod tls;
 pub use binary::{REDIS_CLI_ENV, REDIS_SERVER_ENV, redis_cli_binary, redis_server_binary};
 pub use cluster::RedisCluster;
 pub use error::HarnessError;
+pub use flavour::{ServerFlavour, ServerKind, server_flavour};
 pub use lines::LineChild;
 pub use lock_keys::DEFAULT_KEY_PREFIX;
 pub use nodes::RedisNodes;

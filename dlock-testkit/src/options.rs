@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The server log, in the server's directory.
@@ -58,6 +58,8 @@ pub struct ServerOptions {
     /// The CA that issues the TLS server's certificate, shared by the servers of one
     /// deployment; none: the server makes its own.
     authority: Option<Arc<Authority>>,
+    /// The server binary to run instead of the harness's (`$DLOCK_REDIS_SERVER`).
+    binary: Option<PathBuf>,
 }
 
 /// Whether a TLS server asks clients for a certificate (`tls-auth-clients`).
@@ -96,6 +98,27 @@ impl ServerOptions {
         let name = name.strip_prefix("--").unwrap_or(&name).to_owned();
         self.args.push((name, value.into()));
         self
+    }
+
+    /// Runs this server binary instead of the one the harness finds
+    /// ([`crate::redis_server_binary`]): for a test about one particular server (a Redis older
+    /// than 7 that dlock must refuse, from `.deps/` after `scripts/ensure-deps.sh`), whatever
+    /// `$DLOCK_REDIS_SERVER` names for the rest of the run.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let options = dlock_testkit::ServerOptions::new().binary(".deps/redis-6.2/bin/redis-server");
+    /// ```
+    #[must_use]
+    pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binary = Some(path.into());
+        self
+    }
+
+    /// The binary given with [`ServerOptions::binary`], if any.
+    pub(crate) fn chosen_binary(&self) -> Option<&Path> {
+        self.binary.as_deref()
     }
 
     /// Runs the server as a Redis Cluster node (`cluster-enabled yes`). Used by
@@ -309,6 +332,7 @@ impl fmt::Debug for ServerOptions {
             movable_clock,
             tls,
             authority,
+            binary,
         } = self;
         let args: Vec<(&str, &str)> = args
             .iter()
@@ -325,6 +349,7 @@ impl fmt::Debug for ServerOptions {
             .field("movable_clock", movable_clock)
             .field("tls", tls)
             .field("shared_ca", &authority.is_some())
+            .field("binary", binary)
             .finish()
     }
 }

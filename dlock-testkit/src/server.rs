@@ -100,7 +100,10 @@ impl RedisServer {
     /// ```
     pub fn start_with(options: ServerOptions) -> Result<RedisServer, HarnessError> {
         options.validate()?;
-        let binary = redis_server_binary()?;
+        let binary = match options.chosen_binary() {
+            Some(chosen) => chosen.to_path_buf(),
+            None => redis_server_binary()?,
+        };
         let mut last_error = None;
         for _ in 0..START_ATTEMPTS {
             let dir = TempDir::with_prefix("dlock-testkit-")

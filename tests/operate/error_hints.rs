@@ -85,6 +85,10 @@ async fn connection_refused_names_the_address_on_every_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_plain_mixed_up_are_explained_on_the_lazy_path() {
+    if crate::support::skipped_without_tls("tls_and_plain_mixed_up_are_explained_on_the_lazy_path")
+    {
+        return;
+    }
     let server = RedisServer::start_with(ServerOptions::new().tls()).unwrap();
     let tls_port = server.tls_port().unwrap();
 
@@ -123,6 +127,9 @@ async fn tls_and_plain_mixed_up_are_explained_on_the_lazy_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_seed_at_a_tls_port_is_explained() {
+    if crate::support::skipped_without_tls("a_cluster_seed_at_a_tls_port_is_explained") {
+        return;
+    }
     let server = RedisServer::start_with(ServerOptions::new().tls()).unwrap();
     let tls_port = server.tls_port().unwrap();
     let err = Client::cluster_builder([format!("redis://127.0.0.1:{tls_port}/")])

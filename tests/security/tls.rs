@@ -8,6 +8,9 @@
 //! `tls-port`, nodes with `tls-replication yes`, mutual TLS required) where the client follows a
 //! failover to the new master over TLS, and a wrong CA there; a 3-master Cluster over TLS
 //! (`tls-cluster yes`).
+//!
+//! On a server built without TLS (the Valkey builds `make test-compat` runs on) each test that
+//! needs a TLS server says `SKIPPED <test>: <why>` and returns.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +45,9 @@ async fn refused(builder: ClientBuilder) -> dlock_core::Error {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_waits_and_the_watchdog_work_over_tls() {
+    if crate::support::skipped_without_tls("locks_waits_and_the_watchdog_work_over_tls") {
+        return;
+    }
     let server = tls_server(ServerOptions::new().tls());
     let tls = server.tls().unwrap();
     let url = server.tls_url().unwrap();
@@ -57,6 +63,9 @@ async fn locks_waits_and_the_watchdog_work_over_tls() {
 
 #[tokio::test]
 async fn mutual_tls_needs_the_client_certificate() {
+    if crate::support::skipped_without_tls("mutual_tls_needs_the_client_certificate") {
+        return;
+    }
     let server = tls_server(ServerOptions::new().tls_client_cert_required());
     let tls = server.tls().unwrap().clone();
     let url = server.tls_url().unwrap();
@@ -75,6 +84,10 @@ async fn mutual_tls_needs_the_client_certificate() {
 
 #[tokio::test]
 async fn a_wrong_ca_is_an_error_naming_the_certificate_problem() {
+    if crate::support::skipped_without_tls("a_wrong_ca_is_an_error_naming_the_certificate_problem")
+    {
+        return;
+    }
     let server = tls_server(ServerOptions::new().tls());
     let url = server.tls_url().unwrap();
     let err = refused(builder(&url).tls_ca_pem(unrelated_ca_pem().unwrap())).await;
@@ -105,6 +118,9 @@ async fn a_wrong_ca_is_an_error_naming_the_certificate_problem() {
 
 #[tokio::test]
 async fn plain_and_tls_mixed_up_are_errors_that_name_tls() {
+    if crate::support::skipped_without_tls("plain_and_tls_mixed_up_are_errors_that_name_tls") {
+        return;
+    }
     let server = tls_server(ServerOptions::new().tls());
     let tls_port = server.tls_port().unwrap();
     let plain_to_tls = format!("redis://127.0.0.1:{tls_port}/");
@@ -144,6 +160,11 @@ fn sentinel_tls_builder(sentinels: &RedisSentinels) -> ClientBuilder {
 /// sentinels to the promoted replica (its TLS port) and acquires there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover() {
+    if crate::support::skipped_without_tls(
+        "a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover",
+    ) {
+        return;
+    }
     let options = ServerOptions::new().tls_client_cert_required();
     let mut set = tokio::task::block_in_place(|| RedisReplicaSet::start_with(2, options)).unwrap();
     let sentinels = tokio::task::block_in_place(|| RedisSentinels::start(&set)).unwrap();
@@ -202,6 +223,11 @@ async fn a_sentinel_deployment_over_tls_locks_waits_and_follows_a_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_ca_with_sentinel_tls_is_an_error_naming_the_certificate_problem() {
+    if crate::support::skipped_without_tls(
+        "a_wrong_ca_with_sentinel_tls_is_an_error_naming_the_certificate_problem",
+    ) {
+        return;
+    }
     let options = ServerOptions::new().tls();
     let set = tokio::task::block_in_place(|| RedisReplicaSet::start_with(1, options)).unwrap();
     let sentinels = tokio::task::block_in_place(|| RedisSentinels::start_with(&set, 1)).unwrap();
@@ -247,6 +273,9 @@ async fn sentinel_urls_mixing_plain_and_tls_are_refused() {
 /// handed the lock over sharded pub/sub, and the watchdog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_waits_and_the_watchdog_work_on_a_tls_cluster() {
+    if crate::support::skipped_without_tls("locks_waits_and_the_watchdog_work_on_a_tls_cluster") {
+        return;
+    }
     let options = ServerOptions::new().tls_client_cert_required();
     let cluster = tokio::task::block_in_place(|| RedisCluster::start_with(3, options)).unwrap();
     let tls = cluster.tls().unwrap().clone();

@@ -18,6 +18,21 @@ use dlock_core::{Client, Mutex, MutexGuard};
 use dlock_testkit::{ChildGuard, LineChild, RedisServer};
 use redis::AsyncCommands;
 
+/// Whether the test `name` cannot run here because the server under test has no TLS (the
+/// Valkey builds of `.deps/`, `dlock_testkit::ServerFlavour::tls_skip_reason`): it then says
+/// so by name, and the caller returns. `make test-compat` repeats it in its summary.
+#[allow(clippy::print_stdout)] // the skip is said by name in the test's output
+pub(crate) fn skipped_without_tls(name: &str) -> bool {
+    let flavour = dlock_testkit::server_flavour().unwrap_or_else(|e| panic!("{e}"));
+    match flavour.tls_skip_reason() {
+        Some(why) => {
+            println!("SKIPPED {name}: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
 /// A fresh redis-server for one test.
 pub(crate) fn redis() -> RedisServer {
     RedisServer::start().unwrap_or_else(|e| panic!("could not start redis-server: {e}"))

@@ -16,6 +16,9 @@ pub use crate::scripts::layout::{
     LeaderState, MutexState, MutexValue, QueueEntry, SharedHolder, SharedState, parse_grant,
     parse_queue_entry,
 };
+/// The servers' refusal texts without an error code (`server_texts.rs`), for
+/// `tests/operate/server_texts.rs`, which checks each row on its own flavour.
+pub use crate::server_texts::{Said, TEXTS, Text, read as read_server_text};
 
 use crate::key::{LockKeys, LockKind};
 use crate::scripts::wire;

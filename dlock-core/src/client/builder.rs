@@ -520,7 +520,9 @@ impl ClientBuilder {
     ///
     /// # Errors
     /// As [`ClientBuilder::build`], plus [`crate::ErrorKind::Connection`] or
-    /// [`crate::ErrorKind::Timeout`] when Redis does not answer a `PING` in time. A Sentinel
+    /// [`crate::ErrorKind::Timeout`] when Redis does not answer a `PING` in time;
+    /// [`crate::ErrorKind::Protocol`] when the server is one dlock cannot run on (Dragonfly,
+    /// KeyDB, Redis before 7.0; read from `INFO server`), naming it and why. A Sentinel
     /// client fails with the sentinels' answers when they name no reachable master (each
     /// sentinel and its reason, a TLS certificate problem included), or with
     /// [`crate::ErrorKind::InvalidInput`] when none of them knows the master name.
@@ -534,6 +536,7 @@ impl ClientBuilder {
             // as every request's does.
             return Err(client.ctx.transport.slot().resolution_error().unwrap_or(e));
         }
+        super::unsupported::refuse_unsupported(&client.ctx.transport).await?;
         Ok(client)
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod context;
 pub(crate) mod fenced;
 pub(crate) mod inspect;
 pub(crate) mod shutdown;
+mod unsupported;
 
 use crate::error::Result;
 use crate::transport::conn::Connection;

@@ -42,9 +42,6 @@ use crate::transport::conn::ConnSlot;
 /// Locks per `extend.lua` call (the script's documented batch size).
 const PER_CALL: usize = 100;
 
-/// The first Redis version with `WAITAOF`.
-const WAITAOF_SINCE: (u32, u32) = (7, 2);
-
 /// What one round found for one granted lock.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ack {
@@ -131,7 +128,7 @@ pub(crate) struct Acknowledger {
     command_timeout: Duration,
     task: Task,
     queue: StdMutex<Option<mpsc::UnboundedSender<Request>>>,
-    /// The server was found to run Redis 7.2 or newer (`WAITAOF`).
+    /// The server was found to have `WAITAOF` (`COMMAND INFO`).
     waitaof_known: AtomicBool,
 }
 
@@ -155,27 +152,30 @@ impl Acknowledger {
     }
 
     /// Checks, before anything is acquired, that the server can give what `want` asks for:
-    /// `WAITAOF` needs Redis 7.2 (`INFO server`, asked on the shared connection until the
-    /// answer was yes once).
+    /// `Durability::Aof` needs the `WAITAOF` command, asked of the server itself
+    /// (`COMMAND INFO WAITAOF` on the shared connection, until the answer was yes once), never
+    /// read off a version string (a fork may report a version without the command). A user
+    /// refused `COMMAND` goes on: the first `WAITAOF` then says what the server thinks of it.
     pub(crate) async fn check_server(&self, transport: &Transport, want: Durability) -> Result<()> {
         if !matches!(want, Durability::Aof { .. }) || self.waitaof_known.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let mut info = redis::cmd("INFO");
-        info.arg("server");
-        let info: String = transport.query(&info, "INFO server").await?;
-        let version = info_field(&info, "redis_version").unwrap_or("an unknown version");
-        match parse_version(version) {
-            Some(v) if v >= WAITAOF_SINCE => {
-                self.waitaof_known.store(true, Ordering::Relaxed);
-                Ok(())
-            }
-            _ => Err(Error::invalid(format!(
-                "Durability::Aof waits with WAITAOF, which came with Redis 7.2, and the server \
-                 runs Redis {version}; nothing was acquired. Upgrade the server, or use \
-                 Durability::Replicas (WAIT)"
-            ))),
+        let mut ask = redis::cmd("COMMAND");
+        ask.arg("INFO").arg("WAITAOF");
+        let reply: Value = match transport.query(&ask, "COMMAND INFO WAITAOF").await {
+            Ok(reply) => reply,
+            Err(e) if e.kind() == ErrorKind::Permission => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if has_command(&reply) {
+            self.waitaof_known.store(true, Ordering::Relaxed);
+            return Ok(());
         }
+        Err(Error::invalid(
+            "Durability::Aof waits with WAITAOF, and the server has no such command (COMMAND \
+             INFO WAITAOF; Redis has it since 7.2); nothing was acquired. Upgrade the server, \
+             or use Durability::Replicas (WAIT)",
+        ))
     }
 
     /// Waits until the grant of `lock` to `owner` meets `want`, after extending its lease to
@@ -459,19 +459,16 @@ async fn wait(
     counted.ok_or_else(|| unexpected(what, &reply))
 }
 
-/// The value of `name:value` in an `INFO` reply.
-fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-        .map(str::trim)
-}
-
-/// `major.minor` of a version such as `7.0.15`.
-fn parse_version(version: &str) -> Option<(u32, u32)> {
-    let mut parts = version.split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
+/// Whether a `COMMAND INFO <one command>` reply describes the command: the server answers a
+/// one-element array, whose element is nil for a command it does not know.
+fn has_command(reply: &Value) -> bool {
+    match reply {
+        Value::Array(items) => items
+            .first()
+            .is_some_and(|item| !matches!(item, Value::Nil)),
+        Value::Map(entries) => !entries.is_empty(),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -479,14 +476,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn versions_are_compared_by_major_and_minor() {
-        assert_eq!(parse_version("7.0.15"), Some((7, 0)));
-        assert!(parse_version("7.0.15").unwrap() < WAITAOF_SINCE);
-        assert!(parse_version("7.2.0").unwrap() >= WAITAOF_SINCE);
-        assert!(parse_version("10.0.1").unwrap() >= WAITAOF_SINCE);
-        assert_eq!(parse_version("an unknown version"), None);
-        let info = "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:0\r\n";
-        assert_eq!(info_field(info, "redis_version"), Some("7.0.15"));
+    fn command_info_says_whether_the_command_exists() {
+        // Redis 7.0 answers `COMMAND INFO WAITAOF` with [nil]; 7.2 and Valkey describe it.
+        assert!(!has_command(&Value::Array(vec![Value::Nil])));
+        assert!(!has_command(&Value::Array(vec![])));
+        assert!(has_command(&Value::Array(vec![Value::Array(vec![
+            Value::BulkString(b"waitaof".to_vec()),
+            Value::Int(4),
+        ])])));
     }
 
     #[test]

@@ -518,8 +518,12 @@ fn refused_subscription(channel: &str, error: redis::RedisError) -> Error {
     const CONTEXT: &str = "subscribe to the wake channel";
     let plain = Error::from_redis(CONTEXT, error.clone());
     let text = error.to_string();
+    // The refusal's code is `NOPERM` everywhere; which right it lacked is only in its text:
+    // Redis 7 "… access one of the channels …", Valkey 8.1/9.1 "No permissions to access a
+    // channel".
+    let lower = text.to_lowercase();
     if plain.kind() != crate::error::ErrorKind::Permission
-        || !text.to_lowercase().contains("one of the channels")
+        || !(lower.contains("one of the channels") || lower.contains("access a channel"))
     {
         return plain;
     }

@@ -98,3 +98,24 @@ pub(crate) mod text {
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// Every script above, with the file it is built from: for the test that each one loads on
+/// every tested server (`tests/operate/server_texts.rs`, through `__private::scripts`).
+pub(crate) fn all() -> [(&'static str, &'static Script); 14] {
+    [
+        ("claim.lua", &CLAIM),
+        ("take_request.lua", &TAKE_REQUEST),
+        ("request.lua", &REQUEST),
+        ("resume.lua", &RESUME),
+        ("withdraw.lua", &WITHDRAW),
+        ("finish.lua", &FINISH),
+        ("renew_attempt.lua", &RENEW_ATTEMPT),
+        ("take_retry.lua", &TAKE_RETRY),
+        ("schedule.lua", &SCHEDULE),
+        ("once.lua", &ONCE),
+        ("once_cancel.lua", &ONCE_CANCEL),
+        ("once_trim.lua", &ONCE_TRIM),
+        ("heartbeat.lua", &HEARTBEAT),
+        ("register.lua", &REGISTER),
+    ]
+}

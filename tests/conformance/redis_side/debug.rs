@@ -71,13 +71,23 @@ pub(crate) fn run(
             breakpoints.len()
         ));
     }
+    // All lines in one `b` (one round trip, as on Redis 7 and Valkey 8). Valkey 9.1 refuses
+    // several lines in one `b` ("Unknown debugger command or wrong number of arguments") and
+    // sets none, which read as every path never reached: there, one `b` per line. Any other
+    // refusal fails the run, never a silent skip.
     let mut set = redis::cmd("b");
     for line in breakpoints {
         set.arg(*line);
     }
-    let added: Value = set.query(&mut con).map_err(io("debugger break"))?;
-    if let Some(refused) = lines(&added).into_iter().find(|l| l.contains("Too many")) {
-        return Err(format!("debugger: {refused}"));
+    if let Err(refused) = set_breakpoints(&mut con, &set)? {
+        if !refused.starts_with("<error> Unknown debugger command") {
+            return Err(format!("debugger: {refused}"));
+        }
+        for line in breakpoints {
+            if let Err(refused) = set_breakpoints(&mut con, redis::cmd("b").arg(*line))? {
+                return Err(format!("debugger: b {line}: {refused}"));
+            }
+        }
     }
     let mut hits = Vec::new();
     loop {
@@ -104,4 +114,21 @@ pub(crate) fn run(
             return Ok((answer(reply)?, hits));
         }
     }
+}
+
+/// Sends one `b` command: `Ok(Err(text))` when the debugger refused it.
+fn set_breakpoints(
+    con: &mut redis::Connection,
+    command: &redis::Cmd,
+) -> Result<Result<(), String>, String> {
+    let added: Value = command.query(con).map_err(io("debugger break"))?;
+    Ok(
+        match lines(&added)
+            .into_iter()
+            .find(|l| l.contains("Too many") || l.starts_with("<error>"))
+        {
+            Some(refused) => Err(refused.to_owned()),
+            None => Ok(()),
+        },
+    )
 }

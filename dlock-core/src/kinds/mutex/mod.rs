@@ -60,7 +60,7 @@ impl Mutex {
     /// [`ErrorKind::Connection`] / [`ErrorKind::Timeout`] when the connection that waits for
     /// the replicas fails — in every case the lock is released first (owner-checked), so
     /// nothing stays held; [`ErrorKind::InvalidInput`] for [`crate::Durability::Aof`] on a
-    /// server older than Redis 7.2 (found before anything is taken).
+    /// server without `WAITAOF` (asked with `COMMAND INFO` before anything is taken).
     ///
     /// # Cancel safety
     /// Cancel safe. If the future is dropped after the request was sent (or the request timed
@@ -264,8 +264,8 @@ impl Mutex {
         Ok(MutexGuard::new(Hold::First(lease)))
     }
 
-    /// Checks, once, that the server can give the durability asked for (`WAITAOF` needs Redis
-    /// 7.2), before anything is taken. (Boxed by its callers: a rare request that should not
+    /// Checks, once, that the server can give the durability asked for (`WAITAOF`, asked with
+    /// `COMMAND INFO`), before anything is taken. (Boxed by its callers: a rare request that should not
     /// size every acquire future.)
     async fn check_server(&self) -> Result<()> {
         self.ctx

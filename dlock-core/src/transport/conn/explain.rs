@@ -19,6 +19,7 @@ use redis::Value;
 use super::{ConnSlot, EXPLANATION_REUSE, Explanation, Factory};
 use crate::error::{Error, ErrorKind};
 use crate::runtime::lock;
+use crate::server_texts::{self, Said};
 use crate::transport::tls_probe::{self, Answer, Endpoint};
 
 impl ConnSlot {
@@ -181,17 +182,19 @@ impl ConnSlot {
         let text = error.to_string();
         let what = match refusal(&text) {
             Refusal::Command(command) => format!(
-                "the Redis user may not run `{upper}`: grant it `+{command}` (the README's ACL \
-                 lines, \"Production Redis: TLS and ACL\", list every right dlock needs)",
+                "the Redis user may not run `{upper}`: grant it `+{command}` (the guide's ACL \
+                 lines, \"Production Redis: TLS and ACL\" in dlock_core::_guide::production, list every right dlock needs); on a \
+                 managed service this may be its allow-list rather than an ACL: a service with \
+                 a fixed list of commands answers `NOPERM` for `{upper}` if it does not offer it",
                 upper = command.to_uppercase()
             ),
             Refusal::InScript => match self.may_run_time(by).await {
                 Some(false) => "the command refused is `TIME` (dlock's scripts read the \
-                                server clock): grant the user `+time`, as the README's ACL \
-                                lines do (\"Production Redis: TLS and ACL\")"
+                                server clock): grant the user `+time`, as the guide's ACL \
+                                lines do (\"Production Redis: TLS and ACL\" in dlock_core::_guide::production)"
                     .to_owned(),
-                _ => "a command a dlock script runs was refused: grant the rights the \
-                      README's ACL lines list (\"Production Redis: TLS and ACL\")"
+                _ => "a command a dlock script runs was refused: grant the rights \
+                      the guide's ACL lines list (\"Production Redis: TLS and ACL\" in dlock_core::_guide::production)"
                     .to_owned(),
             },
             Refusal::Key => key_refusal(prefix, name, self.username().as_deref()),
@@ -288,10 +291,12 @@ enum Refusal {
     Other,
 }
 
-/// Reads Redis 7's refusal texts: `NOPERM this user has no permissions to run the 'time'
-/// command`, `… to access one of the keys used as arguments`, `… one of the channels …`, and
-/// inside a script `The user executing the script can't run this command …` or `… can't
-/// access at least one of the keys …`.
+/// Reads a refusal's text: `NOPERM this user has no permissions to run the 'time' command`
+/// (Valkey: `NOPERM User u has no permissions to run …`, and inside a script `ACL failure in
+/// script: User u has no permissions to run the 'set' command`), `… to access one of the keys
+/// used as arguments` / `No permissions to access a key`, the same for channels, and a
+/// refusal inside a script as `server_texts.rs` reads it for each server (Redis 7.0 does not
+/// name the command).
 fn refusal(text: &str) -> Refusal {
     let lower = text.to_lowercase();
     if let Some(rest) = lower.split("permissions to run the '").nth(1)
@@ -299,8 +304,12 @@ fn refusal(text: &str) -> Refusal {
     {
         return Refusal::Command(command.to_owned());
     }
-    if lower.contains("can't run this command") {
-        return Refusal::InScript;
+    // Inside a script the refusal has no code, and each server words it its own way.
+    match server_texts::read(text) {
+        Some(Said::ScriptCommand) => return Refusal::InScript,
+        Some(Said::ScriptKey) => return Refusal::Key,
+        Some(Said::ScriptChannel) => return Refusal::Channel,
+        Some(Said::ClusterDisabled) | None => {}
     }
     if lower.contains("one of the keys") || lower.contains("access a key") {
         return Refusal::Key;
@@ -407,7 +416,7 @@ impl ConnSlot {
                         format!(
                             "the cluster node {addr} refuses this user the cluster topology ({e}); \
                          a cluster user needs `+cluster|slots +cluster|shards` besides the \
-                         rights listed in the README (\"Production Redis: TLS and ACL\")"
+                         rights listed in the guide (\"Production Redis: TLS and ACL\" in dlock_core::_guide::production)"
                         ),
                     ));
                 }
@@ -429,7 +438,7 @@ impl ConnSlot {
                         ),
                     ));
                 }
-                Ok(Err(e)) if e.to_string().contains("cluster support disabled") => {
+                Ok(Err(e)) if server_texts::read(&e.to_string()) == Some(Said::ClusterDisabled) => {
                     return Some((
                         ErrorKind::InvalidInput,
                         format!(
@@ -506,6 +515,26 @@ mod tests {
         assert_eq!(
             refusal(
                 "NOPERM: this user has no permissions to access one of the channels used as arguments"
+            ),
+            Refusal::Channel
+        );
+        assert_eq!(
+            refusal(
+                "ERR ACL failure in script: User u has no permissions to run the 'set' command \
+                 script: ee5bed0f, on @user_script:1."
+            ),
+            Refusal::Command("set".into())
+        );
+        assert_eq!(
+            refusal(
+                "ERR ACL failure in script: No permissions to access a key script: on @user_script:1."
+            ),
+            Refusal::Key
+        );
+        assert_eq!(
+            refusal(
+                "ERR The user executing the script can't publish to the channel mentioned in \
+                 the command script: 32b731ac, on @user_script:1."
             ),
             Refusal::Channel
         );
