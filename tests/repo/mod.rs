@@ -5,4 +5,5 @@
 
 mod makefile;
 mod readme;
+mod scripts_table;
 mod testkit_faults;
