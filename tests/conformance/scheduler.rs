@@ -252,3 +252,40 @@ pub(crate) fn run(
     let report = sched.tally.take().map(|t| t.report());
     Ok((counts, report))
 }
+
+/// The job's keys (as `ledger.rs` names them) and the registry's, for every driver here.
+pub(super) struct Keys {
+    pub(super) claims: String,
+    pub(super) runs: String,
+    pub(super) ledger: String,
+    pub(super) paused: String,
+    pub(super) replicas: String,
+    pub(super) turn: String,
+    pub(super) retries: String,
+    pub(super) requests: String,
+    pub(super) wake: String,
+    pub(super) index: String,
+}
+
+impl Keys {
+    pub(super) fn new() -> Self {
+        let key = |k: &str| format!("cf:{{sched:j}}:{k}");
+        Self {
+            claims: key("claims"),
+            runs: key("runs"),
+            ledger: key("ledger"),
+            paused: key("paused"),
+            replicas: key("replicas"),
+            turn: key("turn"),
+            retries: key("retries"),
+            requests: key("requests"),
+            wake: key("wake"),
+            index: "cf:{sched:}:registry".into(),
+        }
+    }
+
+    /// An instance's registry entry.
+    pub(super) fn entry(&self, token: &str) -> String {
+        format!("{}:{token}", self.index)
+    }
+}

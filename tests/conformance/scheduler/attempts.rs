@@ -19,35 +19,7 @@ use dlock_scheduler::__private::conformance::Script;
 use redis::Value;
 use stateright::Model;
 
-use super::{Counts, Dice, Sched, UNIT, ints, ok, text};
-
-/// The job's keys, as `ledger.rs` names them under the prefix `cf:`.
-struct Keys {
-    claims: String,
-    runs: String,
-    ledger: String,
-    paused: String,
-    replicas: String,
-    turn: String,
-    retries: String,
-    wake: String,
-}
-
-impl Keys {
-    fn new() -> Self {
-        let key = |k: &str| format!("cf:{{sched:j}}:{k}");
-        Self {
-            claims: key("claims"),
-            runs: key("runs"),
-            ledger: key("ledger"),
-            paused: key("paused"),
-            replicas: key("replicas"),
-            turn: key("turn"),
-            retries: key("retries"),
-            wake: key("wake"),
-        }
-    }
-}
+use super::{Counts, Dice, Keys, Sched, UNIT, ints, ok, text};
 
 /// The scheduled run's id and nominal occurrence (ms).
 const SCHEDULED_ID: &str = "1000";
@@ -180,23 +152,6 @@ fn fixed() -> Vec<(&'static str, bool, &'static [Step])> {
                 M(TakeRetry(1)),
                 M(Resume(0)),
                 M(Finish(0, true)),
-            ],
-        ),
-        (
-            // The same, but the woken attempt renews first: refused, though the run waits in
-            // `retries` for its next attempt (the renewal must not move that time).
-            "an abandoned attempt renews",
-            false,
-            &[
-                M(Claim(0)),
-                M(Lock(0)),
-                M(RecordRunning(0)),
-                M(Pause(0)),
-                M(Tick),
-                M(Tick),
-                M(TakeRetry(1)),
-                M(Resume(0)),
-                M(Renew(0)),
             ],
         ),
         (

@@ -22,7 +22,7 @@ mod fixed;
 
 use std::time::Duration;
 
-use super::{Counts, Dice, Sched, UNIT, ok};
+use super::{Counts, Dice, Keys, Sched, UNIT, ok};
 use dlock_model::sched::{
     self, ClaimArgs, JobRedis, Ms, OnceArgs, Published, RegisterArgs, Registry, TakeRequestArgs,
     end_record,
@@ -40,43 +40,6 @@ const RETENTION: u64 = 3 * UNIT;
 const KEEP: i64 = 3;
 /// A replica's liveness.
 const LIVENESS: u64 = 2 * UNIT;
-
-/// The job's keys (as `ledger.rs` names them) and the registry's.
-pub(super) struct Keys {
-    claims: String,
-    runs: String,
-    ledger: String,
-    paused: String,
-    replicas: String,
-    turn: String,
-    retries: String,
-    requests: String,
-    wake: String,
-    index: String,
-}
-
-impl Keys {
-    fn new() -> Self {
-        let key = |k: &str| format!("cf:{{sched:j}}:{k}");
-        Self {
-            claims: key("claims"),
-            runs: key("runs"),
-            ledger: key("ledger"),
-            paused: key("paused"),
-            replicas: key("replicas"),
-            turn: key("turn"),
-            retries: key("retries"),
-            requests: key("requests"),
-            wake: key("wake"),
-            index: "cf:{sched:}:registry".into(),
-        }
-    }
-
-    /// An instance's registry entry.
-    fn entry(&self, token: &str) -> String {
-        format!("{}:{token}", self.index)
-    }
-}
 
 /// One call of a walk.
 #[derive(Clone, Copy, Debug)]
