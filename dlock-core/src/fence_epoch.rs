@@ -37,7 +37,8 @@
 //! hand). A counter made anew (`FLUSHALL`, an eviction, a deleted key) is still caught by its
 //! value. On a Redis Cluster every fenced acquire runs `fence.lua` in its `MULTI`: the cluster
 //! client keeps one connection per node and replaces them out of sight, so a name proves
-//! nothing there.
+//! nothing there. The same on the application's own connection
+//! (`ClientBuilder::app_connection`): dlock must not rename it, and does not see it replaced.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -54,7 +55,8 @@ pub(crate) struct FenceEpochs {
     current: ArcSwap<Epoch>,
     /// The last epoch's number.
     numbers: AtomicU64,
-    /// `false` on a cluster: every fenced acquire runs `fence.lua`.
+    /// `false` on a cluster or the application's connection: every fenced acquire runs
+    /// `fence.lua`.
     enabled: bool,
     /// Set when the user's ACL refused `CLIENT SETNAME`/`GETNAME`: from then on, as on a
     /// cluster.
@@ -99,15 +101,16 @@ impl Epoch {
 }
 
 impl FenceEpochs {
-    /// The epochs of the client `client_id`; `cluster`: never take a plain `INCR`.
-    pub(crate) fn new(client_id: &str, cluster: bool) -> Self {
+    /// The epochs of the client `client_id`; `unseen`: never take a plain `INCR` (a cluster,
+    /// or the application's connection: connections replaced out of dlock's sight).
+    pub(crate) fn new(client_id: &str, unseen: bool) -> Self {
         let prefix: Box<str> = format!("dlock:{client_id}:").into();
         let first = Epoch::new(format!("{prefix}1"));
         Self {
             prefix,
             current: ArcSwap::from_pointee(first),
             numbers: AtomicU64::new(1),
-            enabled: !cluster,
+            enabled: !unseen,
             names_refused: AtomicBool::new(false),
         }
     }

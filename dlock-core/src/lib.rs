@@ -128,7 +128,7 @@
 //! | client | `client/` | [`Client`] and what every handle of it shares (`context.rs`); [`ClientBuilder`]; the operator's calls: [`Client::inspect`], [`Client::shutdown`], [`Client::fenced_set`] |
 //! | holds | `holds/` | [`MutexGuard`]: one hold, release, extend; reentrancy (the scope of the running body, nested holds and their turns); [`GuardedWrite`], writes applied only while the hold is ours |
 //! | leases | `lease/` | [`Lease`], [`LeaseLost`], [`LeaseState`]: one acquisition in Redis, its standing (held, suspect, asked, lost) and how its loss reaches the work; the client's held leases; the watchdog's batched renewal |
-//! | transport | `transport/` | one request shape under the command timeout; the connection (standalone, cluster, or the master the sentinels name) and the errors that explain it; waiters, wake channels and grants; subscriptions; replica acknowledgement (`WAIT`); a cluster's shard map |
+//! | transport | `transport/` | one request shape under the command timeout; the connection (standalone, cluster, the master the sentinels name, or the application's own) and the errors that explain it; waiters, wake channels and grants; subscriptions; replica acknowledgement (`WAIT`); a cluster's shard map |
 //! | scripts | `scripts/` | one Lua file per state change with its contract on top, its typed reply, the wire formats and the key layouts |
 //! | ground | `error.rs`, `server_texts.rs`, `key.rs`, `keypart.rs`, `options.rs`, `timing.rs`, `token.rs`, `fence_epoch.rs`, `metrics.rs`, `runtime.rs` | [`Error`] / [`ErrorKind`] and the servers' refusal texts that have no error code; names → keys; [`KeyPart`]; [`MutexOptions`] and their validation; lease arithmetic; owner tokens and [`FencingToken`]s; fence epochs; metrics; background tasks |
 //!
@@ -192,7 +192,7 @@ pub use lease::{Lease, LeaseLost, LeaseState, LostReason};
 pub use options::{Durability, MAX_LABEL_LEN, MutexOptions, OnLost, Wait};
 pub use timing::{MAX_TTL, MIN_TTL, MIN_WATCHDOG_TTL};
 pub use token::FencingToken;
-pub use transport::conn::Connection;
+pub use transport::conn::{AppConnection, Connection};
 
 #[cfg(feature = "macros")]
 pub use dlock_macros::{distributed_lock, rate_limited};

@@ -14,7 +14,7 @@ use redis::IntoConnectionInfo;
 use crate::timing::validate_ttl;
 use crate::token::{TokenSource, client_id, host_name};
 use crate::transport::Transport;
-use crate::transport::conn::{ConnSettings, ConnSlot, Factory};
+use crate::transport::conn::{AppConnection, ConnSettings, ConnSlot, Factory};
 use crate::transport::listen::Listeners;
 use crate::transport::wait::Waiters;
 
@@ -50,6 +50,9 @@ pub struct ClientBuilder {
     tls: TlsSettings,
     /// Sentinel clients only: how to log into the data nodes and into the sentinels.
     auth: SentinelAuth,
+    /// The application's connection, which commands go to (see
+    /// [`ClientBuilder::app_connection`]).
+    app: Option<AppConnection>,
 }
 
 /// What a `rediss://` connection trusts and presents ([`ClientBuilder::tls_ca_pem`] …).
@@ -243,6 +246,7 @@ impl fmt::Debug for ClientBuilder {
             nodelay,
             tls,
             auth,
+            app,
         } = self;
         let mut f = f.debug_struct("ClientBuilder");
         if let Target::Sentinel { master_name, .. } = target {
@@ -270,6 +274,7 @@ impl fmt::Debug for ClientBuilder {
                 &tls.identity.as_ref().map(|_| "<redacted>"),
             )
             .field("tls_insecure", &tls.insecure)
+            .field("app_connection", app)
             .finish()
     }
 }
@@ -285,6 +290,7 @@ impl ClientBuilder {
             nodelay: false,
             tls: TlsSettings::default(),
             auth: SentinelAuth::default(),
+            app: None,
         }
     }
 
@@ -390,6 +396,56 @@ impl ClientBuilder {
         self
     }
 
+    /// Runs the client's commands on the application's own redis-rs connection (a
+    /// [`redis::aio::ConnectionManager`], a [`redis::aio::MultiplexedConnection`], or with
+    /// [`Client::cluster_builder`] a [`redis::cluster_async::ClusterConnection`]) instead of a
+    /// connection of the client's own. The builder's address (the URL or cluster nodes, with
+    /// its TLS settings) must reach the same server or cluster: dlock still opens one
+    /// connection there, lazily, for the wake-ups of waiting `acquire` calls alone — the
+    /// `redis` crate delivers a connection's push messages only to the handler set when it
+    /// was built, which is the application's.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dlock_core::redis;
+    /// let url = "redis://127.0.0.1:6379/";
+    /// let app = redis::Client::open(url)?.get_connection_manager().await?;
+    /// let locks = dlock_core::Client::builder(url).app_connection(app.clone()).connect().await?;
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    ///
+    /// Everything else runs on the application's connection: every lock kind's requests, the
+    /// watchdog's renewals, [`Client::connection`]. Errors and timeouts are the same as on a
+    /// client's own connection (every request is bounded by
+    /// [`ClientBuilder::command_timeout`], and a server that is down gives an `Err` within
+    /// it), with these differences:
+    /// * Reconnecting is the application's connection's own behaviour: a
+    ///   `ConnectionManager` reconnects (with its own retry settings), a
+    ///   `MultiplexedConnection` does not — once dropped, every request fails until the
+    ///   application replaces it, and then the client must be built again with the new one.
+    ///   A response timeout of the application's connection, when shorter than the command
+    ///   timeout, also ends dlock's requests.
+    /// * A fenced acquire ([`crate::MutexOptions::fenced`]) runs `fence.lua` every time
+    ///   (about twice a plain `INCR` on the server): its plain-`INCR` fast path needs a
+    ///   connection that dlock names (`CLIENT SETNAME`) and sees replaced.
+    /// * When the runtime that built the application's connection ends, dlock cannot build
+    ///   that connection again (it does its own).
+    ///
+    /// The connection's types are those of the `redis` crate that dlock re-exports
+    /// ([`crate::redis`], redis-rs major version 1): build it with that major version.
+    ///
+    /// # Errors
+    /// [`ClientBuilder::build`] then fails with [`crate::ErrorKind::InvalidInput`] when the
+    /// builder is a Sentinel client's ([`Client::sentinel_builder`]: following a failover
+    /// means building a connection to the new master, which dlock cannot do with yours; let
+    /// the client connect by itself instead), or when the connection's kind does not match
+    /// the builder's (a cluster connection needs [`Client::cluster_builder`], a standalone
+    /// one [`Client::builder`]).
+    pub fn app_connection(mut self, connection: impl Into<AppConnection>) -> Self {
+        self.app = Some(connection.into());
+        self
+    }
+
     /// Creates the client. The connection is opened lazily by the first request, so this
     /// succeeds while Redis is down; use [`ClientBuilder::connect`] to fail fast instead. A
     /// Sentinel client starts asking the sentinels for the master here, in the background.
@@ -399,8 +455,9 @@ impl ClientBuilder {
     /// `rediss://` URL (for a Sentinel client: without `rediss://` sentinel URLs), sentinel URLs
     /// that mix `redis://` and `rediss://`, or certificates that are not PEM, a key prefix with braces or a default TTL out of range, an
     /// empty Sentinel master name or no sentinel, or a Sentinel setting (`node_password` …) on
-    /// a client that is not a Sentinel client; [`crate::ErrorKind::NoRuntime`] outside a Tokio
-    /// runtime.
+    /// a client that is not a Sentinel client, or an [`ClientBuilder::app_connection`] that the
+    /// client cannot use (on a Sentinel client, or of the other kind than the builder's: one
+    /// server or a cluster); [`crate::ErrorKind::NoRuntime`] outside a Tokio runtime.
     pub fn build(self) -> Result<Client> {
         tokio::runtime::Handle::try_current()
             .map_err(|_| Error::no_runtime("dlock_core::ClientBuilder::build"))?;
@@ -419,6 +476,9 @@ impl ClientBuilder {
                 "`{setting}` applies to Sentinel clients (Client::sentinel_builder) only; for \
                  one server or a cluster, put the credentials and database into the URL"
             )));
+        }
+        if let Some(app) = &self.app {
+            check_app_connection(app, &self.target)?;
         }
         let client_id = client_id()?;
         crate::metrics::describe();
@@ -478,7 +538,7 @@ impl ClientBuilder {
                 Factory::sentinel(master_name, sentinels, node, settings, push)?
             }
         };
-        let slot = Arc::new(ConnSlot::new(factory)?);
+        let slot = Arc::new(ConnSlot::new(factory, self.app)?);
         slot.describe_client(&self.key_prefix, self.connect_timeout);
         let _ = follow.set(Arc::downgrade(&slot));
         let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
@@ -644,6 +704,24 @@ impl Client {
     /// See [`ClientBuilder::build`].
     pub fn open(url: impl IntoConnectionInfo) -> Result<Client> {
         Self::builder(url).build()
+    }
+}
+
+/// Refuses an application's connection that the client cannot use with `target`.
+fn check_app_connection(app: &AppConnection, target: &Target) -> Result<()> {
+    match target {
+        Target::Sentinel { .. } => Err(Error::invalid(format!(
+            "a Sentinel client cannot run on the application's connection ({}): it follows a              failover by connecting to the master the sentinels name next, which it cannot do              with a connection it did not build; leave out app_connection and let the client              connect by itself (it opens one multiplexed connection for all of its locks)",
+            app.kind()
+        ))),
+        Target::Single(_) if app.is_cluster() => Err(Error::invalid(
+            "the application's connection is a cluster connection (ClusterConnection): build              the client with Client::cluster_builder and the cluster's nodes",
+        )),
+        Target::Cluster(_) if !app.is_cluster() => Err(Error::invalid(format!(
+            "the application's connection is a standalone one ({}): a cluster client needs a              ClusterConnection; for one server, build the client with Client::builder",
+            app.kind()
+        ))),
+        Target::Single(_) | Target::Cluster(_) => Ok(()),
     }
 }
 

@@ -49,7 +49,12 @@ impl Context {
         Self {
             watchdog: Watchdog::new(transport.clone()),
             acks: Acknowledger::new(transport.slot().clone(), transport.command_timeout()),
-            fence_epochs: FenceEpochs::new(&client_id, transport.slot().is_cluster()),
+            // Not on a cluster nor on the application's connection: dlock sees neither
+            // replaced, so a connection's name proves nothing there (`fence_epoch.rs`).
+            fence_epochs: FenceEpochs::new(
+                &client_id,
+                transport.slot().is_cluster() || transport.slot().is_borrowed(),
+            ),
             transport,
             config,
             client_id,

@@ -16,7 +16,6 @@ use crate::key::{LockKeys, LockKind, validate_name};
 use crate::scripts::wire::{self, parse_lock_value};
 use crate::scripts::{self, Call, InspectReply, SharedInspectReply, unexpected};
 use crate::token::FencingToken;
-use crate::transport::conn::Conn;
 
 /// Who holds a lock, as stored with it by the acquire script.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -485,7 +484,7 @@ impl Client {
     async fn scan_keys(&self, matching: &str) -> Result<BTreeSet<String>> {
         let (conn, _) = self.ctx.transport.conn()?;
         let mut keys = BTreeSet::new();
-        let Conn::Cluster(cluster) = conn else {
+        let Some(cluster) = conn.cluster() else {
             self.scan_node(matching, None, &mut keys).await?;
             return Ok(keys);
         };

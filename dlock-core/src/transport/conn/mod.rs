@@ -18,8 +18,13 @@
 //!   generation, exactly as it does when a runtime ended, then runs the failover hook (the
 //!   client re-subscribes wake channels there and nudges every waiter to ask again).
 //!
+//! * The application's own connection ([`AppConnection`], `transport/conn/borrowed.rs`): its
+//!   commands go there, its subscriptions to a connection of its own (one of the above, built
+//!   by the same factory), which alone carries the wake-ups.
+//!
 //! Both run their I/O on tasks of the runtime that created them, so [`ConnSlot`] rebuilds the
-//! connection in the current runtime when that one has ended.
+//! connection in the current runtime when that one has ended (dlock's own connection only: the
+//! application's stays the application's).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -35,9 +40,13 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::lock;
 use crate::transport::sentinel::{Resolved, SentinelSpec};
 
+mod borrowed;
 mod explain;
 mod factory;
 mod follow;
+
+pub use borrowed::AppConnection;
+use borrowed::Borrowed;
 
 /// A cheap-to-clone handle on the client's connection.
 #[derive(Clone)]
@@ -49,6 +58,8 @@ pub(crate) enum Conn {
     /// A Sentinel client whose master is not known yet: every request fails at once, saying
     /// why (the last resolution's error).
     Unresolved(Arc<str>),
+    /// The application's connection for commands, with dlock's own for subscriptions.
+    Borrowed(Arc<Borrowed>),
 }
 
 impl std::fmt::Debug for Conn {
@@ -57,6 +68,7 @@ impl std::fmt::Debug for Conn {
             Self::Single(_) => "Conn::Single",
             Self::Cluster(_) => "Conn::Cluster",
             Self::Unresolved(_) => "Conn::Unresolved",
+            Self::Borrowed(_) => "Conn::Borrowed",
         })
     }
 }
@@ -80,6 +92,8 @@ impl Conn {
             Self::Single(cm) => Box::pin(cm.clone().subscribe(channel)).await,
             Self::Cluster(cc) => Box::pin(cc.clone().ssubscribe(channel)).await,
             Self::Unresolved(why) => Err(unresolved(why)),
+            // Boxed: the recursion needs it.
+            Self::Borrowed(pair) => Box::pin(pair.pushes.subscribe(channel)).await,
         }
     }
 
@@ -89,6 +103,16 @@ impl Conn {
             Self::Single(cm) => cm.clone().unsubscribe(channel).await,
             Self::Cluster(cc) => cc.clone().sunsubscribe(channel).await,
             Self::Unresolved(_) => Ok(()),
+            Self::Borrowed(pair) => Box::pin(pair.pushes.unsubscribe(channel)).await,
+        }
+    }
+
+    /// The cluster connection that commands go to, for requests routed to each master.
+    pub(crate) fn cluster(&self) -> Option<&ClusterConnection> {
+        match self {
+            Self::Cluster(cc) => Some(cc),
+            Self::Borrowed(pair) => pair.cluster(),
+            Self::Single(_) | Self::Unresolved(_) => None,
         }
     }
 }
@@ -143,6 +167,9 @@ impl Drop for Live {
 /// wake-up again.
 pub(crate) struct ConnSlot {
     factory: Factory,
+    /// The application's connection, which commands go to (the factory's connection then
+    /// carries only subscriptions).
+    borrowed: Option<AppConnection>,
     live: ArcSwap<Live>,
     generations: AtomicU64,
     rebuilding: Mutex<()>,
@@ -210,16 +237,23 @@ pub(super) type Explanation = Option<(ErrorKind, String)>;
 pub(super) const EXPLANATION_REUSE: Duration = Duration::from_secs(2);
 
 impl ConnSlot {
-    /// Builds the first connection (lazily connecting) in the current runtime.
-    pub(crate) fn new(factory: Factory) -> Result<Self> {
+    /// Builds the first connection (lazily connecting) in the current runtime; with
+    /// `borrowed`, commands go to the application's connection instead (the factory's then
+    /// carries subscriptions only).
+    pub(crate) fn new(factory: Factory, borrowed: Option<AppConnection>) -> Result<Self> {
+        let conn = factory.build()?;
         let live = Live {
-            conn: factory.build()?,
+            conn: match &borrowed {
+                Some(app) => Borrowed::wrap(app, conn),
+                None => conn,
+            },
             generation: 1,
             probe: tokio::spawn(std::future::pending()),
         };
         Ok(Self {
             single: !matches!(factory, Factory::Cluster(..)),
             factory,
+            borrowed,
             live: ArcSwap::from_pointee(live),
             generations: AtomicU64::new(1),
             rebuilding: Mutex::new(()),
@@ -278,8 +312,12 @@ impl ConnSlot {
             .map_err(|_| Error::no_runtime("a dlock request"))?
             .spawn(std::future::pending());
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let conn = self.factory.build()?;
         let fresh = Live {
-            conn: self.factory.build()?,
+            conn: match &self.borrowed {
+                Some(app) => Borrowed::wrap(app, conn),
+                None => conn,
+            },
             generation,
             probe,
         };
@@ -311,6 +349,12 @@ impl ConnSlot {
         !self.single
     }
 
+    /// Whether commands go to the application's connection ([`AppConnection`]), which dlock
+    /// neither names nor sees replaced.
+    pub(crate) fn is_borrowed(&self) -> bool {
+        self.borrowed.is_some()
+    }
+
     /// How the release script publishes hand-offs to this client's waiters, as written in
     /// their queue entries: `P` for `PUBLISH`, `S` for `SPUBLISH` (a cluster: the message stays
     /// on the key's shard).
@@ -325,13 +369,12 @@ impl ConnSlot {
     }
 }
 
-impl ConnSlot {}
-
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Single(cm) => cm.req_packed_command(cmd),
             Self::Cluster(cc) => cc.req_packed_command(cmd),
+            Self::Borrowed(pair) => pair.command(cmd),
             Self::Unresolved(why) => {
                 let error = unresolved(why);
                 Box::pin(async move { Err(error) })
@@ -348,6 +391,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.req_packed_commands(pipeline, offset, count),
             Self::Cluster(cc) => cc.req_packed_commands(pipeline, offset, count),
+            Self::Borrowed(pair) => pair.commands(pipeline, offset, count),
             Self::Unresolved(why) => {
                 let error = unresolved(why);
                 Box::pin(async move { Err(error) })
@@ -359,6 +403,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.get_db(),
             Self::Cluster(cc) => cc.get_db(),
+            Self::Borrowed(pair) => pair.commands.get_db(),
             Self::Unresolved(_) => 0,
         }
     }
@@ -367,7 +412,8 @@ impl ConnectionLike for Conn {
 /// The Redis connection of a [`crate::Client`], for your own commands next to the locks: a
 /// fenced write to the storage you protect, a counter, the scheduler's bookkeeping.
 ///
-/// It is the same auto-reconnecting connection (or cluster connection) the locks use, shared
+/// It is the same auto-reconnecting connection (or cluster connection) the locks use — on a
+/// client built with [`crate::ClientBuilder::app_connection`], the application's — shared
 /// and cheap to clone; use it with any `redis` API that takes a
 /// [`redis::aio::ConnectionLike`]. dlock's command timeout is not applied to your commands:
 /// wrap them in `tokio::time::timeout` where it matters. Avoid blocking commands (`BLPOP` …):
@@ -406,6 +452,7 @@ impl std::fmt::Debug for Connection {
             Conn::Single(_) => "single",
             Conn::Cluster(_) => "cluster",
             Conn::Unresolved(_) => "sentinel, no master known",
+            Conn::Borrowed(_) => "the application's",
         };
         f.debug_tuple("Connection").field(&kind).finish()
     }
