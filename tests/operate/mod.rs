@@ -1,10 +1,11 @@
 //! Operating dlock: inspection, metrics, shutdown, Redis down, runtimes, rolling deploys,
 //! errors a user can act on (and at start-up: `connect()`), bad input, foreign data, replica
 //! acknowledgement, Sentinel, what only a Redis Cluster has, what dlock reads from each tested
-//! server, and the servers it refuses.
+//! server, the servers it refuses, and a client on the application's own connection.
 //!
 //! Run alone with `make test-operate` (filter `operate::`; tests/README.md).
 
+mod app_connection;
 mod client_shutdown;
 mod cluster;
 mod durability;
