@@ -309,8 +309,27 @@ async fn a_multiplexed_connection_takes_and_hands_over_locks() {
         .unwrap();
 }
 
+/// The connections of `servers` that speak RESP3 (dlock's own, not the application's RESP2
+/// ones) and whose last command was one of a lock's (`CLIENT LIST`'s `resp` and `cmd`).
+fn lock_commands_on_resp3(servers: &[RedisServer]) -> Vec<String> {
+    let lock_commands = ["cmd=set ", "cmd=evalsha ", "cmd=exec ", "cmd=multi "];
+    servers
+        .iter()
+        .flat_map(|server| {
+            let mut con = server.connection().unwrap();
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+            list.lines()
+                .filter(|l| l.contains("resp=3") && lock_commands.iter().any(|c| l.contains(c)))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// A cluster connection of the application (the test kit's 3 masters) drives the locks; the
-/// hand-off reaches the waiter by sharded pub/sub on dlock's own cluster connection.
+/// hand-off reaches the waiter by sharded pub/sub on dlock's own cluster connection. The
+/// application's connection is RESP2 and dlock's own RESP3: no RESP3 connection ran a lock's
+/// command last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_connection_takes_and_hands_over_locks() {
     let backend = Backend::cluster();
@@ -355,6 +374,8 @@ async fn a_cluster_connection_takes_and_hands_over_locks() {
         .release()
         .await
         .unwrap();
+    let on_own = lock_commands_on_resp3(backend.servers());
+    assert!(on_own.is_empty(), "lock commands on dlock's own connections: {on_own:?}");
 }
 
 /// The fenced fast path's plain `INCR` needs a connection dlock names and sees replaced: on
