@@ -14,7 +14,7 @@
 //! | [`guarded_writes`] | writes applied only while the hold is yours; fenced writes; the fence in SQL |
 //! | [`rate_limits`] | a budget of calls shared by every replica, `#[rate_limited]` |
 //! | [`operating`] | metrics, the `dlock` command line, introspection |
-//! | [`production`] | deployments (Cluster, Sentinel, quorum), replica acknowledgement, TLS, ACL users, secrets, compatibility |
+//! | [`production`] | deployments (Cluster, Sentinel, quorum), replica acknowledgement, the application's own connection, TLS, ACL users, secrets, compatibility |
 //! | [`managed_services`] | ElastiCache, MemoryDB, Memorystore, Azure Managed Redis, Upstash: what to expect (documented, not tested here) |
 //! | [`testing`] | testing your code against real Redis and its faults (`dlock-testkit`); dlock's own checks |
 //! | [`guarantees`] | what dlock promises, what it does not, what it needs |

@@ -20,7 +20,7 @@
 //!
 //! | for | items |
 //! |---|---|
-//! | connecting | [`Client`] ([`Client::builder`] `(url).connect()` fails at start-up on a wrong URL; [`Client::cluster_builder`], [`Client::sentinel_builder`]), [`ClientBuilder`], [`Connection`]; defaults [`DEFAULT_COMMAND_TIMEOUT`], [`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_KEY_PREFIX`], [`DEFAULT_TTL`] |
+//! | connecting | [`Client`] ([`Client::builder`] `(url).connect()` fails at start-up on a wrong URL; [`Client::cluster_builder`], [`Client::sentinel_builder`]), [`ClientBuilder`], [`Connection`]; on the application's own redis-rs connection: [`ClientBuilder::app_connection`] with an [`AppConnection`]; defaults [`DEFAULT_COMMAND_TIMEOUT`], [`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_KEY_PREFIX`], [`DEFAULT_TTL`] |
 //! | a mutex | [`Mutex`] ([`Client::mutex`]), [`MutexGuard`], [`ReleaseOutcome`], [`ExtendOutcome`]; options [`MutexOptions`], [`Wait`], [`OnLost`], [`Durability`]; lock names from values: [`KeyPart`] |
 //! | a function under a lock | `#[distributed_lock]` (feature `macros`), [`set_default_client`] |
 //! | leases and fences | [`Lease`], [`LeaseLost`], [`LeaseState`], [`LostReason`], [`FencingToken`]; bounds [`MIN_TTL`], [`MAX_TTL`], [`MIN_WATCHDOG_TTL`] |
@@ -106,7 +106,9 @@
 //! [`Client`]; Redis Cluster needs Redis 7 (sharded pub/sub) and is reached with
 //! [`Client::cluster_builder`]; a master watched by Redis Sentinel with
 //! [`Client::sentinel_builder`]. Every key of one lock shares the hash tag `{name}`, so each
-//! script runs on one slot.
+//! script runs on one slot. A client can also run on the application's own connection
+//! ([`ClientBuilder::app_connection`]; redis-rs major version 1, the [`redis`] re-exported
+//! here), keeping a connection of its own for wake-ups only.
 //!
 //! # Building on dlock
 //! [`ext`] is for crates built on dlock (dlock-scheduler is one): requests on a client's own

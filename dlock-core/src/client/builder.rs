@@ -420,11 +420,13 @@ impl ClientBuilder {
     /// [`ClientBuilder::command_timeout`], and a server that is down gives an `Err` within
     /// it), with these differences:
     /// * Reconnecting is the application's connection's own behaviour: a
-    ///   `ConnectionManager` reconnects (with its own retry settings), a
-    ///   `MultiplexedConnection` does not — once dropped, every request fails until the
-    ///   application replaces it, and then the client must be built again with the new one.
-    ///   A response timeout of the application's connection, when shorter than the command
-    ///   timeout, also ends dlock's requests.
+    ///   `ConnectionManager` reconnects (with its own retry settings; a RESP2 one behind the
+    ///   first request that fails), a `MultiplexedConnection` does not — once dropped, every
+    ///   request fails until the application replaces it, and then the client must be built
+    ///   again with the new one. A waiting acquire rides out connection errors for one command
+    ///   timeout (so it goes on across a reconnect): when Redis is down, its `Err` comes within
+    ///   two command timeouts instead of one. A response timeout of the application's
+    ///   connection, when shorter than the command timeout, also ends dlock's requests.
     /// * A fenced acquire ([`crate::MutexOptions::fenced`]) runs `fence.lua` every time
     ///   (about twice a plain `INCR` on the server): its plain-`INCR` fast path needs a
     ///   connection that dlock names (`CLIENT SETNAME`) and sees replaced.

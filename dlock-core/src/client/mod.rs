@@ -18,7 +18,9 @@ use context::Context;
 /// A handle on one Redis deployment: cheap to clone, share it across tasks.
 ///
 /// All locks of a client share one auto-reconnecting, multiplexed RESP3 connection, which also
-/// carries the wake-up messages of waiting `acquire` calls.
+/// carries the wake-up messages of waiting `acquire` calls. Or they share the application's own
+/// redis-rs connection ([`crate::ClientBuilder::app_connection`]), and the client keeps a
+/// connection of its own for the wake-ups alone.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), dlock_core::Error> {

@@ -118,24 +118,34 @@ impl Transport {
     /// Whether a waiting acquire whose request failed with `error` should ride it out rather
     /// than fail: a Sentinel client's connection or timeout error (the master may be changing),
     /// while the wait's `deadline` is ahead and the failures began (`streak`) less than
-    /// [`FAILOVER_PATIENCE`] ago. Other clients fail as before: a standalone server or a
-    /// cluster that does not answer is reported within the command timeout.
+    /// [`FAILOVER_PATIENCE`] ago; on the application's connection, a connection error for one
+    /// command timeout (a RESP2 `ConnectionManager` learns of a drop from the request that
+    /// fails, and reconnects behind it; a waiter woken by the drop asks on it first). Other
+    /// clients fail as before: a standalone server or a cluster that does not answer is
+    /// reported within the command timeout.
     pub(crate) fn rides_out(
         &self,
         error: &Error,
         deadline: Option<Instant>,
         streak: Instant,
     ) -> bool {
-        self.slot.is_sentinel()
-            && matches!(error.kind(), ErrorKind::Connection | ErrorKind::Timeout)
+        let patience = if self.slot.is_sentinel() {
+            FAILOVER_PATIENCE
+        } else if self.slot.is_borrowed() && error.kind() == ErrorKind::Connection {
+            self.command_timeout
+        } else {
+            return false;
+        };
+        matches!(error.kind(), ErrorKind::Connection | ErrorKind::Timeout)
             && deadline.is_none_or(|d| Instant::now() < d)
-            && streak.elapsed() < FAILOVER_PATIENCE
+            && streak.elapsed() < patience
     }
 
     /// After a waiting acquire's request failed and [`Transport::rides_out`] said so: asks the
     /// sentinels for the master again and waits until they named one (at most the command
     /// timeout, and no later than `deadline`), then a moment, so that a master that is still
-    /// unreachable is not asked in a tight loop.
+    /// unreachable is not asked in a tight loop (on the application's connection: the moment
+    /// alone, while it reconnects).
     ///
     /// # Cancel safety
     /// Cancel safe: it only waits.
