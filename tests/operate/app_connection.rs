@@ -78,7 +78,9 @@ async fn a_waiter_on_the_apps_connection_is_woken_by_the_release_push() {
     let server = start_redis();
     let (client, _app) = borrowed_client(&server).await;
     let long = MutexOptions::new().ttl(Duration::from_secs(30));
-    let holder = own_client(&server).mutex_with("wake", long.clone()).unwrap();
+    let holder = own_client(&server)
+        .mutex_with("wake", long.clone())
+        .unwrap();
     let guard = holder.try_acquire().await.unwrap().expect("free");
 
     let waiter = client.mutex_with("wake", long).unwrap();
@@ -86,7 +88,10 @@ async fn a_waiter_on_the_apps_connection_is_woken_by_the_release_push() {
         tokio::spawn(async move { waiter.acquire_timeout(Duration::from_secs(20)).await });
     queued(&server, "wake", 1).await;
     guard.release().await.unwrap();
-    let served = waiting.await.unwrap().expect("woken by the push before the lease ended");
+    let served = waiting
+        .await
+        .unwrap()
+        .expect("woken by the push before the lease ended");
     served.release().await.unwrap();
 }
 
@@ -112,10 +117,14 @@ async fn the_watchdog_renews_over_the_apps_connection() {
     let first = expiry(con.clone()).await;
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap();
     // Past three of the leases it started with: renewed again and again.
-    eventually(Duration::from_secs(20), "the hold renewed past 3 leases", || {
-        let con = con.clone();
-        async move { (expiry(con).await > first + 3 * ttl_ms).then_some(()) }
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the hold renewed past 3 leases",
+        || {
+            let con = con.clone();
+            async move { (expiry(con).await > first + 3 * ttl_ms).then_some(()) }
+        },
+    )
     .await;
     assert!(guard.lease().is_held(), "{:?}", guard.lease().state());
     assert!(guard.release().await.unwrap().was_held());
@@ -158,7 +167,9 @@ async fn cut_while_waiting_and_holding(query: &str) {
         .unwrap()
         .expect("free");
     let long = MutexOptions::new().ttl(Duration::from_secs(30));
-    let holder = own_client(&server).mutex_with("cut-wait", long.clone()).unwrap();
+    let holder = own_client(&server)
+        .mutex_with("cut-wait", long.clone())
+        .unwrap();
     let guard = holder.try_acquire().await.unwrap().expect("free");
     let waiter = client.mutex_with("cut-wait", long).unwrap();
     let waiting =
@@ -184,13 +195,20 @@ async fn cut_while_waiting_and_holding(query: &str) {
             Some(!channels.is_empty())
         }
     };
-    eventually(Duration::from_secs(10), "the waiter subscribed again, or left", || {
-        let (subscribed, finished) = (subscribed(), waiting.is_finished());
-        async move { (subscribed.await? || finished).then_some(()) }
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the waiter subscribed again, or left",
+        || {
+            let (subscribed, finished) = (subscribed(), waiting.is_finished());
+            async move { (subscribed.await? || finished).then_some(()) }
+        },
+    )
     .await;
     guard.release().await.unwrap();
-    let served = waiting.await.unwrap().expect("the wait is served after the cut");
+    let served = waiting
+        .await
+        .unwrap()
+        .expect("the wait is served after the cut");
     served.release().await.unwrap();
 
     // The hold taken before the cut is still renewed, over the reconnected manager.
@@ -203,15 +221,24 @@ async fn cut_while_waiting_and_holding(query: &str) {
     };
     let after_cut = expiry(con.clone()).await;
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap();
-    eventually(Duration::from_secs(20), "the hold renewed after the cut", || {
-        let con = con.clone();
-        async move { (expiry(con).await > after_cut + 2 * ttl_ms).then_some(()) }
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the hold renewed after the cut",
+        || {
+            let con = con.clone();
+            async move { (expiry(con).await > after_cut + 2 * ttl_ms).then_some(()) }
+        },
+    )
     .await;
     assert!(held.lease().is_held(), "{:?}", held.lease().state());
     assert!(held.release().await.unwrap().was_held());
     // The client locks again, and the application's own use of its manager goes on.
-    let again = client.mutex("cut-wait").unwrap().try_acquire().await.unwrap();
+    let again = client
+        .mutex("cut-wait")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap();
     again.expect("free again").release().await.unwrap();
     let _: () = app.set("app:key", "v").await.unwrap();
 }
@@ -238,7 +265,11 @@ async fn redis_down_is_an_error_within_the_command_timeout() {
         let err = lock.try_acquire().await.unwrap_err();
         assert!(err.is_connection() || err.is_timeout(), "{err}");
         // Generous margin over the configured timeout: this checks "no hang", not speed.
-        assert!(started.elapsed() < timeout * 4, "took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < timeout * 4,
+            "took {:?}",
+            started.elapsed()
+        );
     }
     server.restart().unwrap();
     let guard = eventually(Duration::from_secs(20), "the client recovers", || async {
@@ -270,7 +301,10 @@ async fn a_multiplexed_connection_takes_and_hands_over_locks() {
     let guard = lock.try_acquire().await.unwrap().expect("free");
     let mut in_db1 = app.clone();
     let holder: Option<String> = in_db1.get("dlock:{mux}").await.unwrap();
-    assert!(holder.is_some(), "the lock key is in the application's database");
+    assert!(
+        holder.is_some(),
+        "the lock key is in the application's database"
+    );
     let mut db0 = crate::support::raw(&server).await;
     assert!(!db0.exists::<_, bool>("dlock:{mux}").await.unwrap());
 
@@ -337,7 +371,9 @@ async fn a_cluster_connection_takes_and_hands_over_locks() {
     let long = MutexOptions::new().ttl(Duration::from_secs(30));
     let mut fences: Vec<FencingToken> = Vec::new();
     for i in 0..6 {
-        let lock = client().mutex_with(&format!("order:{i}"), long.clone()).unwrap();
+        let lock = client()
+            .mutex_with(&format!("order:{i}"), long.clone())
+            .unwrap();
         let guard = lock.try_acquire().await.unwrap().expect("free");
         fences.push(guard.fencing_token().await.unwrap());
         assert!(guard.release().await.unwrap().was_held());
@@ -350,9 +386,7 @@ async fn a_cluster_connection_takes_and_hands_over_locks() {
     let con = backend.raw().await;
     eventually(Duration::from_secs(10), "the waiter queued", || {
         let mut con = con.clone();
-        async move {
-            (con.llen::<_, usize>("dlock:{handed}:queue").await.ok()? == 1).then_some(())
-        }
+        async move { (con.llen::<_, usize>("dlock:{handed}:queue").await.ok()? == 1).then_some(()) }
     })
     .await;
     assert!(guard.release().await.unwrap().was_held());
@@ -364,7 +398,10 @@ async fn a_cluster_connection_takes_and_hands_over_locks() {
         .await
         .unwrap();
     let on_own = lock_commands_on_resp3(backend.servers());
-    assert!(on_own.is_empty(), "lock commands on dlock's own connections: {on_own:?}");
+    assert!(
+        on_own.is_empty(),
+        "lock commands on dlock's own connections: {on_own:?}"
+    );
 }
 
 /// The fenced fast path's plain `INCR` needs a connection dlock names and sees replaced: on
@@ -397,9 +434,8 @@ async fn fenced_acquires_on_the_apps_connection_floor_every_fence_by_script() {
         }
         assert!(fences.windows(2).all(|w| w[0] < w[1]), "{name}: {fences:?}");
     };
-    let names = async || {
-        calls(&server, "client|setname").await + calls(&server, "client|getname").await
-    };
+    let names =
+        async || calls(&server, "client|setname").await + calls(&server, "client|getname").await;
     let before = calls(&server, "time").await;
     rounds(own_client(&server), "fenced-own").await;
     let after_own = calls(&server, "time").await;
@@ -417,7 +453,11 @@ async fn fenced_acquires_on_the_apps_connection_floor_every_fence_by_script() {
         ROUNDS,
         "fence.lua in every fenced acquire on the application's connection"
     );
-    assert_eq!(names().await, names_before, "CLIENT SETNAME/GETNAME on the app's connection");
+    assert_eq!(
+        names().await,
+        names_before,
+        "CLIENT SETNAME/GETNAME on the app's connection"
+    );
     let name: Option<String> = redis::cmd("CLIENT")
         .arg("GETNAME")
         .query_async(&mut app)
@@ -442,7 +482,10 @@ async fn a_sentinel_client_refuses_the_apps_connection() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
     let text = error.to_string();
-    assert!(text.contains("Sentinel") && text.contains("leave out app_connection"), "{text}");
+    assert!(
+        text.contains("Sentinel") && text.contains("leave out app_connection"),
+        "{text}"
+    );
 }
 
 /// A connection of the other kind than the builder's is refused when built, naming the fix.

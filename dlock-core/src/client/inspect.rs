@@ -497,7 +497,7 @@ impl Client {
             )
             .await?;
         for slot in first_slots(&shards)? {
-            self.scan_node(matching, Some((&cluster, slot)), &mut keys)
+            self.scan_node(matching, Some((cluster, slot)), &mut keys)
                 .await?;
         }
         Ok(keys)

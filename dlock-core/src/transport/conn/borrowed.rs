@@ -15,13 +15,9 @@
 //! `fence_epoch.rs`); rebuild it, so a Sentinel client (which moves to a new master by building
 //! a new connection) refuses it when it is built.
 
-use std::sync::Arc;
-
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
-
-use super::Conn;
 
 /// An application's redis-rs connection that a [`crate::Client`] runs its commands on: a
 /// [`ConnectionManager`], a [`MultiplexedConnection`] or a cluster's [`ClusterConnection`]
@@ -112,50 +108,30 @@ impl ConnectionLike for AppConn {
     }
 }
 
-/// A client's two connections when it runs on the application's: commands on `commands`,
-/// subscriptions on `pushes` (dlock's own, never [`Conn::Borrowed`] itself).
-pub(crate) struct Borrowed {
-    pub(super) commands: AppConn,
-    pub(super) pushes: Conn,
-}
-
-impl Borrowed {
-    /// The pair, behind the `Arc` that keeps [`Conn`] as small as its other variants (a
-    /// multiplexed connection is ten words).
-    pub(super) fn wrap(commands: &AppConnection, pushes: Conn) -> Conn {
-        Conn::Borrowed(Arc::new(Self {
-            commands: commands.0.clone(),
-            pushes,
-        }))
-    }
-
-    /// One command on the application's connection. The future owns a clone of it (a cheap
-    /// handle): the pair is shared, so it cannot lend its connection mutably.
+impl AppConn {
+    /// One command on the connection. The future owns a clone of it (a cheap handle): the
+    /// connection is shared with the application, so it is never lent mutably.
     pub(super) fn command<'a>(&self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let mut commands = self.commands.clone();
-        Box::pin(async move { commands.req_packed_command(cmd).await })
+        let mut conn = self.clone();
+        Box::pin(async move { conn.req_packed_command(cmd).await })
     }
 
-    /// A pipeline on the application's connection (see [`Borrowed::command`]).
+    /// A pipeline on the connection (see [`AppConn::command`]).
     pub(super) fn commands<'a>(
         &self,
         pipeline: &'a Pipeline,
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let mut commands = self.commands.clone();
-        Box::pin(async move {
-            commands
-                .req_packed_commands(pipeline, offset, count)
-                .await
-        })
+        let mut conn = self.clone();
+        Box::pin(async move { conn.req_packed_commands(pipeline, offset, count).await })
     }
 
-    /// The application's cluster connection, for requests routed to each master.
+    /// The cluster connection, for requests routed to each master.
     pub(super) fn cluster(&self) -> Option<&ClusterConnection> {
-        match &self.commands {
-            AppConn::Cluster(cc) => Some(cc),
-            AppConn::Manager(_) | AppConn::Multiplexed(_) => None,
+        match self {
+            Self::Cluster(cc) => Some(cc),
+            Self::Manager(_) | Self::Multiplexed(_) => None,
         }
     }
 }

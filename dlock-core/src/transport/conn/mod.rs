@@ -45,8 +45,8 @@ mod explain;
 mod factory;
 mod follow;
 
+use borrowed::AppConn;
 pub use borrowed::AppConnection;
-use borrowed::Borrowed;
 
 /// A cheap-to-clone handle on the client's connection.
 #[derive(Clone)]
@@ -70,6 +70,24 @@ impl std::fmt::Debug for Conn {
             Self::Unresolved(_) => "Conn::Unresolved",
             Self::Borrowed(_) => "Conn::Borrowed",
         })
+    }
+}
+
+/// A client's two connections when it runs on the application's: commands on `commands`,
+/// subscriptions on `pushes` (dlock's own, never [`Conn::Borrowed`] itself).
+pub(crate) struct Borrowed {
+    commands: AppConn,
+    pushes: Conn,
+}
+
+impl Borrowed {
+    /// The pair, behind the `Arc` that keeps [`Conn`] as small as its other variants (a
+    /// multiplexed connection is ten words).
+    fn wrap(commands: &AppConnection, pushes: Conn) -> Conn {
+        Conn::Borrowed(Arc::new(Self {
+            commands: commands.0.clone(),
+            pushes,
+        }))
     }
 }
 
@@ -111,7 +129,7 @@ impl Conn {
     pub(crate) fn cluster(&self) -> Option<&ClusterConnection> {
         match self {
             Self::Cluster(cc) => Some(cc),
-            Self::Borrowed(pair) => pair.cluster(),
+            Self::Borrowed(pair) => pair.commands.cluster(),
             Self::Single(_) | Self::Unresolved(_) => None,
         }
     }
@@ -374,7 +392,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.req_packed_command(cmd),
             Self::Cluster(cc) => cc.req_packed_command(cmd),
-            Self::Borrowed(pair) => pair.command(cmd),
+            Self::Borrowed(pair) => pair.commands.command(cmd),
             Self::Unresolved(why) => {
                 let error = unresolved(why);
                 Box::pin(async move { Err(error) })
@@ -391,7 +409,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Single(cm) => cm.req_packed_commands(pipeline, offset, count),
             Self::Cluster(cc) => cc.req_packed_commands(pipeline, offset, count),
-            Self::Borrowed(pair) => pair.commands(pipeline, offset, count),
+            Self::Borrowed(pair) => pair.commands.commands(pipeline, offset, count),
             Self::Unresolved(why) => {
                 let error = unresolved(why);
                 Box::pin(async move { Err(error) })
