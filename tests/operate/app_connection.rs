@@ -368,6 +368,13 @@ async fn a_cluster_connection_takes_and_hands_over_locks() {
             .build()
             .unwrap()
     };
+    // `connect()` checks that a message published on the application's cluster connection
+    // (`SPUBLISH`) is heard on dlock's own.
+    Client::cluster_builder(urls.iter().map(String::as_str))
+        .app_connection(app.clone())
+        .connect()
+        .await
+        .unwrap();
     let long = MutexOptions::new().ttl(Duration::from_secs(30));
     let mut fences: Vec<FencingToken> = Vec::new();
     for i in 0..6 {
@@ -513,4 +520,28 @@ async fn a_connection_of_the_other_kind_is_refused() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
     assert!(error.to_string().contains("cluster_builder"), "{error}");
+}
+
+/// The builder's address must reach the server the application's connection reaches, or no
+/// wake-up would arrive: `connect()` publishes a message on the application's connection and
+/// refuses when dlock's own connection does not hear it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_refuses_an_address_other_than_the_apps_connections() {
+    let (app_server, other) = (start_redis(), start_redis());
+    let app = app_manager(&app_server.url()).await;
+    let error = Client::builder(other.url().as_str())
+        .app_connection(app.clone())
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert!(error.to_string().contains("different servers"), "{error}");
+    // The same server under another spelling of its address is accepted.
+    let same = format!("redis://localhost:{}/", app_server.port());
+    Client::builder(same.as_str())
+        .app_connection(app)
+        .connect()
+        .await
+        .unwrap();
 }

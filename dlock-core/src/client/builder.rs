@@ -15,7 +15,7 @@ use crate::timing::validate_ttl;
 use crate::token::{TokenSource, client_id, host_name};
 use crate::transport::Transport;
 use crate::transport::conn::{AppConnection, ConnSettings, ConnSlot, Factory};
-use crate::transport::listen::Listeners;
+use crate::transport::listen::{Heard, Listeners};
 use crate::transport::wait::Waiters;
 
 /// Default key prefix: every key dlock writes starts with it.
@@ -403,7 +403,8 @@ impl ClientBuilder {
     /// its TLS settings) must reach the same server or cluster: dlock still opens one
     /// connection there, lazily, for the wake-ups of waiting `acquire` calls alone — the
     /// `redis` crate delivers a connection's push messages only to the handler set when it
-    /// was built, which is the application's.
+    /// was built, which is the application's. [`ClientBuilder::connect`] checks that a message
+    /// published on the application's connection is heard there.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -587,7 +588,10 @@ impl ClientBuilder {
     /// KeyDB, Redis before 7.0; read from `INFO server`), naming it and why. A Sentinel
     /// client fails with the sentinels' answers when they name no reachable master (each
     /// sentinel and its reason, a TLS certificate problem included), or with
-    /// [`crate::ErrorKind::InvalidInput`] when none of them knows the master name.
+    /// [`crate::ErrorKind::InvalidInput`] when none of them knows the master name. With
+    /// [`ClientBuilder::app_connection`]: [`crate::ErrorKind::InvalidInput`] when a message
+    /// published on the application's connection is not heard on the client's own at the
+    /// builder's address (they reach different servers, so no wake-up would arrive).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made client.
@@ -599,6 +603,9 @@ impl ClientBuilder {
             return Err(client.ctx.transport.slot().resolution_error().unwrap_or(e));
         }
         super::unsupported::refuse_unsupported(&client.ctx.transport).await?;
+        if client.ctx.transport.slot().is_borrowed() {
+            Box::pin(hears_the_app_connection(&client)).await?;
+        }
         Ok(client)
     }
 }
@@ -709,18 +716,63 @@ impl Client {
     }
 }
 
+/// Checks that wake-ups published on the application's connection reach the client's own
+/// connection (the builder's address): one message on a channel of the client's key prefix
+/// and id, published by `PUBLISH` (`SPUBLISH` on a cluster) on the application's connection,
+/// must be heard within the command timeout.
+async fn hears_the_app_connection(client: &Client) -> Result<()> {
+    let transport = &client.ctx.transport;
+    let channel = format!(
+        "{}probe:{}",
+        client.ctx.config.key_prefix, client.ctx.client_id
+    );
+    let mut heard = transport.subscribe(&channel).await?;
+    let publish = redis::cmd(transport.slot().publish_command())
+        .arg(&channel)
+        .arg("dlock: the same server?")
+        .clone();
+    let _receivers: u64 = transport
+        .query(&publish, "connect: publish a probe")
+        .await?;
+    let limit = transport.command_timeout();
+    // A gap (the connection dropped meanwhile) is not an answer: the message may still come.
+    let message = async {
+        loop {
+            match heard.next().await {
+                Some(Heard::Message(_)) => return true,
+                Some(_) => {}
+                None => return false,
+            }
+        }
+    };
+    match tokio::time::timeout(limit, message).await {
+        Ok(true) => Ok(()),
+        _ => Err(Error::invalid(format!(
+            "a message published on the application's connection was not heard within {limit:?} \
+             on the client's own connection to the builder's address: they reach different \
+             servers (or clusters), and waiting acquires would never be woken; give the builder \
+             the address the application's connection uses"
+        ))),
+    }
+}
+
 /// Refuses an application's connection that the client cannot use with `target`.
 fn check_app_connection(app: &AppConnection, target: &Target) -> Result<()> {
     match target {
         Target::Sentinel { .. } => Err(Error::invalid(format!(
-            "a Sentinel client cannot run on the application's connection ({}): it follows a              failover by connecting to the master the sentinels name next, which it cannot do              with a connection it did not build; leave out app_connection and let the client              connect by itself (it opens one multiplexed connection for all of its locks)",
+            "a Sentinel client cannot run on the application's connection ({}): it follows a \
+             failover by connecting to the master the sentinels name next, which it cannot do \
+             with a connection it did not build; leave out app_connection and let the client \
+             connect by itself (it opens one multiplexed connection for all of its locks)",
             app.kind()
         ))),
         Target::Single(_) if app.is_cluster() => Err(Error::invalid(
-            "the application's connection is a cluster connection (ClusterConnection): build              the client with Client::cluster_builder and the cluster's nodes",
+            "the application's connection is a cluster connection (ClusterConnection): build \
+             the client with Client::cluster_builder and the cluster's nodes",
         )),
         Target::Cluster(_) if !app.is_cluster() => Err(Error::invalid(format!(
-            "the application's connection is a standalone one ({}): a cluster client needs a              ClusterConnection; for one server, build the client with Client::builder",
+            "the application's connection is a standalone one ({}): a cluster client needs a \
+             ClusterConnection; for one server, build the client with Client::builder",
             app.kind()
         ))),
         Target::Single(_) | Target::Cluster(_) => Ok(()),
