@@ -17,9 +17,14 @@ mod error;
 mod idempotency;
 mod metrics;
 mod problem;
+mod rate_limit;
 
 pub use error::{Error, ErrorKind, Result};
 pub use idempotency::{
     IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, Idempotency, IdempotencyBuilder, IdempotencyLayer,
     IdempotencyService,
+};
+pub use rate_limit::{
+    KeyBy, RATELIMIT, RATELIMIT_POLICY, RateLimitBuilder, RateLimitLayer, RateLimitService,
+    TrustedProxies,
 };

@@ -15,3 +15,17 @@ pub(crate) fn idempotency(layer: &str, outcome: &'static str) {
     #[cfg(not(feature = "metrics"))]
     let _ = (layer, outcome);
 }
+/// Counts one decision of the rate limit layer `limiter` (`dlock_tower_rate_limit_requests_total`):
+/// `admitted`, `limited`, `unchecked` (Redis down, failing open) or `unavailable` (failing
+/// closed).
+pub(crate) fn rate_limit(limiter: &str, outcome: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "dlock_tower_rate_limit_requests_total",
+        "limiter" => limiter.to_owned(),
+        "outcome" => outcome
+    )
+    .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (limiter, outcome);
+}

@@ -6,4 +6,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod idempotency;
+mod rate_limit;
 mod support;
