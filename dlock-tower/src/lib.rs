@@ -18,6 +18,7 @@ mod idempotency;
 mod metrics;
 mod problem;
 mod rate_limit;
+mod single_flight;
 
 pub use error::{Error, ErrorKind, Result};
 pub use idempotency::{
@@ -28,3 +29,4 @@ pub use rate_limit::{
     KeyBy, RATELIMIT, RATELIMIT_POLICY, RateLimitBuilder, RateLimitLayer, RateLimitService,
     TrustedProxies,
 };
+pub use single_flight::{SingleFlightExt, SingleFlightOptions};

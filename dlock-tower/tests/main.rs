@@ -7,4 +7,5 @@
 
 mod idempotency;
 mod rate_limit;
+mod single_flight;
 mod support;
