@@ -2,11 +2,13 @@
 //! (revision 07) on a dlock mutex per key, with the response stored by a guarded write under
 //! the request's lease.
 //!
+//! * [`config`]: the header names, the handler's [`Idempotency`] context, the settings.
 //! * [`key`]: the header's value (a Structured Field String, or bare).
 //! * [`record`]: the record in Redis, its versioned wire format, the fingerprint and scope.
 //! * [`service`]: what one request goes through (read, lock, run, store, release).
 //! * [`response`]: the stored response: collected within a limit, replayed.
 
+mod config;
 mod key;
 mod record;
 mod response;
@@ -18,95 +20,13 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::http::{HeaderName, Method};
-use dlock_core::{Client, FencingToken, Lease};
+use dlock_core::Client;
 
 use crate::error::{Error, Result};
+use config::Config;
 
+pub use config::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, Idempotency};
 pub use service::IdempotencyService;
-
-/// The header that marks a replayed response: `Idempotent-Replayed: true` (the name Stripe's
-/// API uses; the draft defines none).
-pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
-
-/// The request header the draft defines.
-pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-
-/// How the layer finds who is asking: from the request's parts (after the authentication
-/// middleware put its result in the extensions). `None` is the anonymous principal.
-type PrincipalFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
-
-/// What the handler of a first (or recovered) request can read from the request's extensions
-/// (`axum::Extension<Idempotency>`): the lease it runs under, its fencing token, and whether a
-/// previous attempt with the key lost its lease or died (the record was recoverable).
-///
-/// Exactly-once effects need the handler to write under [`Idempotency::fence`] in its own
-/// store, in the transaction that records the key: the layer's promise stops at Redis.
-#[derive(Clone)]
-pub struct Idempotency {
-    lease: Lease,
-    fence: FencingToken,
-    key: String,
-    recovered: bool,
-}
-
-impl Idempotency {
-    /// The lease of the key's lock: [`Lease::lost`] resolves if it is lost while the handler
-    /// runs (its response will not be stored then).
-    pub fn lease(&self) -> &Lease {
-        &self.lease
-    }
-
-    /// The fencing token of this attempt: a retry after a lost lease runs under a larger one.
-    pub fn fence(&self) -> FencingToken {
-        self.fence
-    }
-
-    /// The key the client sent.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// Whether an earlier attempt with this key ran and stored nothing (its lease was lost, or
-    /// its process died): this attempt runs again, under a new fence.
-    pub fn recovered(&self) -> bool {
-        self.recovered
-    }
-}
-
-impl fmt::Debug for Idempotency {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self {
-            lease,
-            fence,
-            key: _,
-            recovered,
-        } = self;
-        f.debug_struct("Idempotency")
-            .field("lock", &lease.name())
-            .field("fence", fence)
-            .field("recovered", recovered)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The settings every request of one layer shares.
-pub(crate) struct Config {
-    pub(crate) client: Client,
-    pub(crate) name: String,
-    pub(crate) required: bool,
-    pub(crate) methods: Vec<Method>,
-    pub(crate) principal: Option<Arc<PrincipalFn>>,
-    pub(crate) fingerprint_headers: Vec<HeaderName>,
-    pub(crate) replay_headers: Vec<HeaderName>,
-    pub(crate) expiry: Duration,
-    pub(crate) lease: Duration,
-    pub(crate) max_request_body: usize,
-    pub(crate) max_response_body: usize,
-    pub(crate) store_server_errors: bool,
-    pub(crate) fail_open: bool,
-    pub(crate) retry_after: Duration,
-    pub(crate) record_prefix: String,
-}
 
 /// A tower [`Layer`](tower_layer::Layer) that makes POST and PATCH requests with an
 /// `Idempotency-Key` safe to retry, across every replica that shares the Redis; see the crate

@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
 
-use super::IDEMPOTENT_REPLAYED;
+use super::config::IDEMPOTENT_REPLAYED;
 use super::record::Stored;
 
 /// The header of a replay whose body was over the limit: the original body's length.

@@ -25,9 +25,10 @@ use dlock_core::{Guarded, MutexGuard, MutexOptions};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower_service::Service;
 
+use super::config::{Config, IDEMPOTENCY_KEY, Idempotency};
+use super::key;
 use super::record::{self, Record, Stored};
 use super::response::{self, Collected};
-use super::{Config, IDEMPOTENCY_KEY, Idempotency, key};
 use crate::error::Error;
 use crate::metrics;
 use crate::problem::problem;
