@@ -44,7 +44,7 @@
 //!
 //! | the request | the answer |
 //! |---|---|
-//! | POST or PATCH without the key, key required | `400`, problem details (`application/problem+json`) |
+//! | POST or PATCH without the key, key required | `400`, problem details (`application/problem+json`), `code: "missing_key"` |
 //! | a malformed key, or two | `400` |
 //! | a body over the limit (1 MiB) | `413` |
 //! | the first with its key | the handler runs under the key's lock; its response is stored |
@@ -70,7 +70,14 @@
 //! a retry after that runs as a new request.
 //!
 //! **5xx responses** are not stored by default: the record is removed and a retry runs again
-//! ([`IdempotencyBuilder::store_server_errors`]).
+//! ([`IdempotencyBuilder::store_server_errors`]). Nor is any response with `Retry-After` (the
+//! handler's own "in progress, retry" or "rate limited"): replaying "retry later" for a day
+//! would contradict it.
+//!
+//! **Problem bodies** carry a stable `code` member besides RFC 9457's: `missing_key`,
+//! `bad_key`, `too_large`, `in_progress` (409), `key_reused` (422), `unavailable` (503),
+//! `internal`; the rate limit's 429 is `rate_limited`. A service whose own "in progress,
+//! retry" 409 says `code: "in_progress"` with `Retry-After` shows its clients one kind of 409.
 //!
 //! **Streaming bodies.** The request body is read whole before the handler runs (its digest is
 //! part of the fingerprint), up to `max_request_body`: the layer is for API calls, not uploads.

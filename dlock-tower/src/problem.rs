@@ -1,16 +1,20 @@
 //! Error responses as RFC 9457 problem details (`application/problem+json`), with
 //! `Retry-After` where a retry can succeed: the shape the idempotency draft's error scenarios
-//! use, shared by both layers.
+//! use, shared by both layers. Each carries a stable `code` member (an RFC 9457 extension
+//! member) for programs: `missing_key`, `bad_key`, `too_large`, `bad_body`, `in_progress`,
+//! `key_reused`, `unavailable`, `internal`, `body_failed`, `rate_limited`; an application whose
+//! own errors carry a `code` (its "in progress, retry" 409) can answer with the same one.
 
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Response, StatusCode, header};
 
-/// A problem-details response: `status`, a short `title` and a `detail` for people; with
-/// `Retry-After` (whole seconds, at least 1) when `retry_after` is given.
+/// A problem-details response: `status`, a stable `code`, a short `title` and a `detail` for
+/// people; with `Retry-After` (whole seconds, at least 1) when `retry_after` is given.
 pub(crate) fn problem(
     status: StatusCode,
+    code: &str,
     title: &str,
     detail: &str,
     retry_after: Option<Duration>,
@@ -20,6 +24,7 @@ pub(crate) fn problem(
         "title": title,
         "status": status.as_u16(),
         "detail": detail,
+        "code": code,
     });
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;

@@ -79,6 +79,10 @@ fn app(
                 if fail_next.swap(false, Ordering::SeqCst) {
                     return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
                 }
+                if body == "busy" {
+                    // The handler's own "in progress, retry": never stored.
+                    return (StatusCode::CONFLICT, [("retry-after", "1")], "busy").into_response();
+                }
                 let reply = serde_json::json!({ "order": id, "run": run, "body": body });
                 (
                     StatusCode::CREATED,
@@ -123,6 +127,16 @@ fn is_problem(answer: &Answer, status: u16) {
         Some("application/problem+json")
     );
     assert_eq!(answer.json()["status"], status);
+    let codes = match status {
+        400 => &["missing_key", "bad_key"][..],
+        409 => &["in_progress"],
+        413 => &["too_large"],
+        422 => &["key_reused"],
+        503 => &["unavailable"],
+        _ => &["internal"],
+    };
+    let code = answer.json()["code"].as_str().unwrap().to_owned();
+    assert!(codes.contains(&code.as_str()), "{:?}", answer.json());
 }
 
 /// The keys the layer stored records under.
@@ -274,6 +288,16 @@ async fn server_errors_are_not_stored_unless_asked() {
         (201, None)
     );
     assert_eq!(a.runs.load(Ordering::SeqCst), 2);
+
+    // A response that says "retry later" (Retry-After) is not stored either.
+    for _ in 0..2 {
+        let busy = send(&a.router, pay(Some("kb"), "ann", "busy")).await;
+        assert_eq!(
+            (busy.status, busy.header("idempotent-replayed")),
+            (409, None)
+        );
+    }
+    assert_eq!(a.runs.load(Ordering::SeqCst), 4);
 
     let stores = app(replica(&server.url()).await, &total, false, |b| {
         b.store_server_errors(true)

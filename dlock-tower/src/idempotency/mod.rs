@@ -183,7 +183,7 @@ impl IdempotencyBuilder {
     }
 
     /// Whether 5xx responses are stored and replayed (default `false`: the record is removed,
-    /// and a retry runs again).
+    /// and a retry runs again). A response with `Retry-After` is never stored.
     pub fn store_server_errors(mut self, store: bool) -> Self {
         self.config.store_server_errors = store;
         self

@@ -296,11 +296,15 @@ async fn store(
     response: Response<Body>,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    if parts.status.is_server_error() && !config.store_server_errors {
+    // A 5xx (unless asked), or any answer that tells the client to retry later (it carries
+    // `Retry-After`: "in progress", "rate limited"), is not stored: its retry must run again,
+    // not replay "retry later" for the record's lifetime.
+    let retry_later = parts.headers.contains_key(axum::http::header::RETRY_AFTER);
+    if (parts.status.is_server_error() && !config.store_server_errors) || retry_later {
         // Removed, so that a retry runs again as a first request (not as a recovery).
         let _ = guard.guarded().del(&names.record).exec().await;
         release(guard).await;
-        metrics::idempotency(&config.name, "not_stored_5xx");
+        metrics::idempotency(&config.name, "not_stored");
         return Response::from_parts(parts, body);
     }
     let (kept, omitted_len, body) = match response::collect(body, config.max_response_body).await {
@@ -384,7 +388,7 @@ async fn in_progress(config: &Config, names: &Names) -> Response<Body> {
         Ok(Some(running)) if running.fingerprint() != names.fingerprint => mismatch(config),
         _ => refuse(
             config,
-            "conflict",
+            "in_progress",
             StatusCode::CONFLICT,
             "A request is outstanding for this Idempotency-Key",
             "a request with this key is being processed; retry after the time in Retry-After",
@@ -395,7 +399,7 @@ async fn in_progress(config: &Config, names: &Names) -> Response<Body> {
 fn mismatch(config: &Config) -> Response<Body> {
     refuse(
         config,
-        "mismatch",
+        "key_reused",
         StatusCode::UNPROCESSABLE_ENTITY,
         "Idempotency-Key is already used",
         "this key was used with another request (method, path, body or fingerprinted headers); use a new key",
@@ -422,14 +426,15 @@ fn failed(config: &Config, e: &Error) -> Admit {
     tracing::error!(layer = %config.name, error = %e, "idempotency: refused");
     Admit::Answer(refuse(
         config,
-        "error",
+        "internal",
         StatusCode::INTERNAL_SERVER_ERROR,
         "Idempotency record unusable",
         "the idempotency record of this key cannot be used; the server's log says why",
     ))
 }
 
-/// A problem response, counted under `outcome`; 409 and 503 carry `Retry-After`.
+/// A problem response, counted under `outcome`, which is also its `code`; 409 and 503 carry
+/// `Retry-After`.
 fn refuse(
     config: &Config,
     outcome: &'static str,
@@ -443,7 +448,7 @@ fn refuse(
         StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE
     )
     .then_some(config.retry_after);
-    problem(status, title, detail, retry)
+    problem(status, outcome, title, detail, retry)
 }
 
 fn millis(d: std::time::Duration) -> u64 {

@@ -330,6 +330,7 @@ where
             metrics::rate_limit(&config.name, "limited");
             let mut response = problem(
                 StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
                 "Too many requests",
                 &format!(
                     "the quota of policy {:?} is spent; retry after the time in Retry-After",
@@ -351,6 +352,7 @@ where
             if unavailable {
                 problem(
                     StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
                     "Service unavailable",
                     "the rate limiter cannot be reached; retry after the time in Retry-After",
                     Some(Duration::from_secs(1)),
@@ -358,6 +360,7 @@ where
             } else {
                 problem(
                     StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
                     "Rate limit unusable",
                     "the rate limiter refused this request; the server's log says why",
                     None,
