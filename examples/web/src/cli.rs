@@ -256,7 +256,7 @@ pub async fn serve(config: Config) -> Result<(), BoxError> {
         locks: client.clone(),
         metrics,
     };
-    axum::serve(listener, router(state))
+    axum::serve(listener, router(state)?)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use dlock_core::{Client, distributed_lock};
+use dlock_tower::IdempotencyLayer;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
@@ -39,13 +40,26 @@ struct NewOrder {
 
 /// `POST /orders/{id}`, `GET /orders/{id}`, `POST /orders/{id}/pay`,
 /// `GET /orders/{id}/receipt`, `GET /metrics`.
-pub(crate) fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/orders/{id}", post(create).get(show))
+///
+/// `pay` sits behind dlock-tower's `IdempotencyLayer`, which wraps the order's lock rather than
+/// replacing it: a request with an `Idempotency-Key` runs once per key (a duplicate in progress
+/// gets 409 `in_progress` with `Retry-After: 1`, a completed one its replay), a request without
+/// one runs as before, and two keys for one order still take turns on the order's lock. Both
+/// 409s that say "retry" have `code: "in_progress"` and `Retry-After`, so a client sees one kind.
+///
+/// # Errors
+/// The layer's configuration, refused (a bug of this file).
+pub(crate) fn router(state: AppState) -> Result<Router, dlock_tower::Error> {
+    // The example has no authentication, so every client shares one key scope; a real service
+    // passes `.principal(…)` reading what its authentication left in the request.
+    let idempotency = IdempotencyLayer::builder(state.locks.clone(), "web-pay").build()?;
+    Ok(Router::new()
         .route("/orders/{id}/pay", post(pay))
+        .route_layer(idempotency)
+        .route("/orders/{id}", post(create).get(show))
         .route("/orders/{id}/receipt", get(receipt))
         .route("/metrics", get(metrics))
-        .with_state(state)
+        .with_state(state))
 }
 
 /// Prometheus text exposition of the process's metrics: 200.

@@ -1,0 +1,151 @@
+//! The `web` example's `POST /orders/{id}/pay` behind dlock-tower's IdempotencyLayer, across
+//! three replicas (separate processes) on one Redis: every key's requests, sent at once and
+//! retried, charge each order once; each answer is the first attempt's (a replay marked
+//! `Idempotent-Replayed: true`) or the one kind of "retry" 409 (`code: "in_progress"`,
+//! `Retry-After: 1`); a key reused for another order gets 422 `key_reused`.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use http_body_util::{BodyExt, Full};
+use hyper::Method;
+use hyper::body::Bytes;
+use redis::AsyncCommands;
+use serde_json::Value;
+
+use super::web_pay::{Http, Replica, create_order, http};
+use crate::support::{eventually, raw, redis};
+
+const ORDERS: u64 = 8;
+/// Per order, the same key, spread over the replicas.
+const REQUESTS_PER_KEY: usize = 6;
+
+/// One answer, with the headers the contract names.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    retry_after: Option<String>,
+    replayed: bool,
+    body: Value,
+}
+
+async fn pay_with_key(http: &Http, base: &str, id: u64, key: &str) -> Answer {
+    let request = hyper::Request::builder()
+        .method(Method::POST)
+        .uri(format!("{base}/orders/{id}/pay"))
+        .header("idempotency-key", format!("\"{key}\""))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = http.request(request).await.unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let (retry_after, replayed) = (header("retry-after"), header("idempotent-replayed"));
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        retry_after,
+        replayed: replayed.as_deref() == Some("true"),
+        body: serde_json::from_slice(&bytes).unwrap(),
+    }
+}
+
+fn is_retry_later(answer: &Answer) -> bool {
+    answer.status == 409 && answer.body["code"] == "in_progress"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_charge_once_across_three_replicas() {
+    let server = redis();
+    let replicas = [
+        Replica::start(&server, "a", &[]),
+        Replica::start(&server, "b", &[]),
+        Replica::start(&server, "c", &[]),
+    ];
+    let bases: Vec<&str> = replicas.iter().map(|r| r.base.as_str()).collect();
+    let http = http();
+    for id in 1..=ORDERS {
+        create_order(&http, bases[id as usize % 3], id, 1000 + id).await;
+    }
+
+    let requests = (1..=ORDERS).flat_map(|id| (0..REQUESTS_PER_KEY).map(move |n| (id, n % 3)));
+    let answers = join_all(requests.map(|(id, r)| {
+        let (http, base) = (&http, bases[r]);
+        async move { (id, pay_with_key(http, base, id, &format!("k-{id}")).await) }
+    }))
+    .await;
+
+    let mut con = raw(&server).await;
+    for id in 1..=ORDERS {
+        let mine: Vec<&Answer> = answers
+            .iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, a)| a)
+            .collect();
+        // The one kind of "retry" 409, or the first attempt's 200 (itself, or replayed).
+        for answer in &mine {
+            if is_retry_later(answer) {
+                assert_eq!(answer.retry_after.as_deref(), Some("1"), "{answer:?}");
+            } else {
+                assert_eq!(answer.status, 200, "order {id}: {answer:?}");
+            }
+        }
+        let first: Vec<&&Answer> = mine
+            .iter()
+            .filter(|a| a.status == 200 && !a.replayed)
+            .collect();
+        assert!(
+            first.len() <= 1,
+            "order {id}: the handler answered twice: {mine:#?}"
+        );
+
+        // Retried until it is not "retry later": the stored answer, replayed.
+        let (http, base) = (&http, bases[id as usize % 3]);
+        let replay = eventually(
+            Duration::from_secs(20),
+            "the key's answer is stored",
+            || async move {
+                let answer = pay_with_key(http, base, id, &format!("k-{id}")).await;
+                (!is_retry_later(&answer)).then_some(answer)
+            },
+        )
+        .await;
+        assert!(replay.replayed, "order {id}: {replay:?}");
+        assert_eq!(replay.status, 200);
+        if let Some(first) = first.first() {
+            assert_eq!(replay.body, first.body);
+        }
+        for answer in mine.iter().filter(|a| a.status == 200) {
+            assert_eq!(
+                answer.body, replay.body,
+                "order {id}: two different answers for one key"
+            );
+        }
+        let charges: Vec<String> = con
+            .lrange(format!("provider:charges:{{{id}}}"), 0, -1)
+            .await
+            .unwrap();
+        assert_eq!(charges.len(), 1, "order {id} charged {charges:?}");
+    }
+
+    // The key of order 1, reused for order 2: 422, nothing charged.
+    let reused = pay_with_key(&http, bases[0], 2, "k-1").await;
+    assert_eq!(
+        (reused.status, &reused.body["code"]),
+        (422, &Value::from("key_reused"))
+    );
+    // Without a key the route answers as before: already paid, final.
+    let plain = super::web_pay::pay(&http, bases[1], 1).await;
+    assert_eq!(
+        (plain.status, &plain.body["code"]),
+        (409, &Value::from("already_paid"))
+    );
+
+    for replica in replicas {
+        assert!(replica.terminate().success(), "a clean exit on SIGTERM");
+    }
+}
