@@ -9,6 +9,7 @@
 //! curl -i -X POST localhost:3000/orders/43/pay -H 'Idempotency-Key: "a1"'   # 200, stored
 //! curl -i -X POST localhost:3000/orders/43/pay -H 'Idempotency-Key: "a1"'   # the same 200, Idempotent-Replayed: true
 //! curl -i -X POST localhost:3000/orders/42/pay -H 'Idempotency-Key: "a1"'   # 422 key_reused
+//! curl -i 'localhost:3000/orders?ids=42,43'        # 200, RateLimit: "search";r=9;t=2
 //! curl -i localhost:3000/orders/42
 //! ```
 //!
@@ -43,6 +44,9 @@
 //! | | same, `Idempotent-Replayed: true` | the stored answer | the key was used before for this order (a 200 or `already_paid`; a "retry" answer is never stored) |
 //! | | 409 | `code: "in_progress"`, `Retry-After: 1`, `application/problem+json` | a request with this key is running |
 //! | | 422 | `code: "key_reused"` | the key was used for another order |
+//! | `GET /orders?ids=1,2,3` | 200 | the orders among `ids` that exist | a search, rate-limited per client address across replicas (dlock-tower's `RateLimitLayer`: 30 a minute, 10 at once), every answer with `RateLimit-Policy` and `RateLimit` |
+//! | | 429 | `code: "rate_limited"`, `Retry-After`, the `RateLimit` fields | this client's budget is spent |
+//! | | 400 | `code: "invalid_ids"` | an id that is not a number, none, or more than 50 |
 //! | `GET /orders/{id}/receipt` | 200 | the receipt | paid; under the order's lock (a handler taking `Path(order_id): Path<u64>`, locked with `#[distributed_lock(key = "order:{order_id}")]`), so a payment in flight finishes first; 404 `not_found`, 409 `unpaid`, 409 `in_progress` after 2 s |
 //! | `GET /metrics` | 200 | Prometheus text | dlock's lock metrics (`dlock_acquire_duration_seconds`, `dlock_held`, `dlock_lease_lost`, …, listed at zero from start-up; an unlabelled lock as `lock="(none)"`; dlock-core's feature `metrics`) |
 //! | any | 404 | `code: "not_found"` | no such order |

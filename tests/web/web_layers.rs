@@ -1,8 +1,10 @@
-//! The `web` example's `POST /orders/{id}/pay` behind dlock-tower's IdempotencyLayer, across
-//! three replicas (separate processes) on one Redis: every key's requests, sent at once and
-//! retried, charge each order once; each answer is the first attempt's (a replay marked
-//! `Idempotent-Replayed: true`) or the one kind of "retry" 409 (`code: "in_progress"`,
-//! `Retry-After: 1`); a key reused for another order gets 422 `key_reused`.
+//! The `web` example's dlock-tower layers, replicas as separate processes on one Redis.
+//! `POST /orders/{id}/pay` behind the IdempotencyLayer, across three replicas: every key's
+//! requests, sent at once and retried, charge each order once; each answer is the first
+//! attempt's (a replay marked `Idempotent-Replayed: true`) or the one kind of "retry" 409
+//! (`code: "in_progress"`, `Retry-After: 1`); a key reused for another order gets 422
+//! `key_reused`. `GET /orders?ids=…` behind the RateLimitLayer: one budget per client address
+//! across two replicas, then 429 with `Retry-After` and the `RateLimit` fields.
 
 use std::time::Duration;
 
@@ -14,6 +16,9 @@ use redis::AsyncCommands;
 use serde_json::Value;
 
 use super::web_pay::{Http, Replica, create_order, http};
+
+/// The search's burst (examples/web/src/routes.rs, `search_quota`).
+const SEARCH_BURST: usize = 10;
 use crate::support::{eventually, raw, redis};
 
 const ORDERS: u64 = 8;
@@ -144,6 +149,78 @@ async fn idempotency_keys_charge_once_across_three_replicas() {
         (plain.status, &plain.body["code"]),
         (409, &Value::from("already_paid"))
     );
+
+    for replica in replicas {
+        assert!(replica.terminate().success(), "a clean exit on SIGTERM");
+    }
+}
+
+/// `GET {base}{path}`: status, the named headers, the JSON body.
+async fn get(http: &Http, url: &str) -> (u16, [Option<String>; 3], Value) {
+    let request = hyper::Request::get(url)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = http.request(request).await.unwrap();
+    let headers = ["retry-after", "ratelimit", "ratelimit-policy"].map(|name| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    });
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_search_is_rate_limited_per_client_across_replicas() {
+    let server = redis();
+    let replicas = [
+        Replica::start(&server, "a", &[]),
+        Replica::start(&server, "b", &[]),
+    ];
+    let http = http();
+    for id in 1..=2 {
+        create_order(&http, &replicas[0].base, id, 1000 + id).await;
+    }
+    let bad = get(&http, &format!("{}/orders?ids=1,x", replicas[0].base)).await;
+    assert_eq!((bad.0, &bad.2["code"]), (400, &Value::from("invalid_ids")));
+
+    // The burst, alternating replicas: one budget for this client's address.
+    for n in 1..SEARCH_BURST {
+        let (status, [_, limit, policy], body) = get(
+            &http,
+            &format!("{}/orders?ids=1,2,99", replicas[n % 2].base),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(body.as_array().map(Vec::len), Some(2), "{body}");
+        assert_eq!(policy.as_deref(), Some("\"search\";q=1;w=2"));
+        let remaining = (SEARCH_BURST - 1 - n).to_string();
+        assert!(
+            limit
+                .unwrap()
+                .starts_with(&format!("\"search\";r={remaining};t="))
+        );
+    }
+    // Then, well before the budget refills (one every 2 s), a 429 with its fields.
+    let mut limited = None;
+    for n in 0..20 {
+        let answer = get(&http, &format!("{}/orders?ids=1", replicas[n % 2].base)).await;
+        if answer.0 == 429 {
+            limited = Some(answer);
+            break;
+        }
+    }
+    let (_, [retry_after, limit, policy], body) = limited.expect("no 429 after the burst");
+    let wait: u64 = retry_after.unwrap().parse().unwrap();
+    assert!((1..=2).contains(&wait), "{wait}");
+    assert_eq!(
+        limit.as_deref(),
+        Some(format!("\"search\";r=0;t={wait}").as_str())
+    );
+    assert_eq!(policy.as_deref(), Some("\"search\";q=1;w=2"));
+    assert_eq!(body["code"], "rate_limited");
 
     for replica in replicas {
         assert!(replica.terminate().success(), "a clean exit on SIGTERM");
