@@ -3,7 +3,9 @@
 //! requests, sent at once and retried, charge each order once; each answer is the first
 //! attempt's (a replay marked `Idempotent-Replayed: true`) or the one kind of "retry" 409
 //! (`code: "in_progress"`, `Retry-After: 1`); a key reused for another order gets 422
-//! `key_reused`. `GET /orders?ids=…` behind the RateLimitLayer: one budget per client address
+//! `key_reused`. A replica paused (SIGSTOP) past its leases mid-payment, or killed (SIGKILL):
+//! the retry runs again on another replica and its answer is the one replayed; the paused
+//! one's late payment is refused by the store's fence. `GET /orders?ids=…` behind the RateLimitLayer: one budget per client address
 //! across two replicas, then 429 with `Retry-After` and the `RateLimit` fields.
 
 use std::time::Duration;
@@ -225,4 +227,97 @@ async fn the_search_is_rate_limited_per_client_across_replicas() {
     for replica in replicas {
         assert!(replica.terminate().success(), "a clean exit on SIGTERM");
     }
+}
+
+/// Whether a lock of the idempotency layer is still in Redis (its key, whatever its scope).
+async fn layer_lock_held(con: &mut redis::aio::MultiplexedConnection) -> bool {
+    let keys: Vec<String> = con.keys("dlock:{idem:web-pay:*").await.unwrap();
+    !keys.is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_paused_or_killed_mid_payment_is_retried_on_another() {
+    let server = redis();
+    // Replica a charges slowly (3 s); leases are 1 s (the order's lock and the key's).
+    let mut slow = Replica::start(
+        &server,
+        "a",
+        &["--provider-latency-ms", "3000", "--lock-ttl-ms", "1000"],
+    );
+    let other = Replica::start(&server, "b", &["--lock-ttl-ms", "1000"]);
+    let http = http();
+    let locks = crate::support::client(&server);
+    let mut con = raw(&server).await;
+    for id in 1..=2 {
+        create_order(&http, &other.base, id, 1000 + id).await;
+    }
+    let holding = |id: u64| {
+        let locks = locks.clone();
+        async move { locks.inspect(&format!("order:{id}")).await.ok().flatten() }
+    };
+
+    // SIGSTOP while it charges order 1, until both its leases ran out.
+    let first = tokio::spawn({
+        let (http, base) = (http.clone(), slow.base.clone());
+        async move { pay_with_key(&http, &base, 1, "p-1").await }
+    });
+    eventually(Duration::from_secs(10), "replica a charges order 1", || {
+        holding(1)
+    })
+    .await;
+    let paused = slow.child.process().pause().unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "replica a's leases ran out",
+        || {
+            let mut con = con.clone();
+            let held = holding(1);
+            async move { (held.await.is_none() && !layer_lock_held(&mut con).await).then_some(()) }
+        },
+    )
+    .await;
+    let retry = pay_with_key(&http, &other.base, 1, "p-1").await;
+    assert_eq!((retry.status, retry.replayed), (200, false), "{retry:?}");
+    assert_eq!(retry.body["paid_by"], "b");
+    paused.resume().unwrap();
+    // Resumed, replica a finishes its charge, but the store refuses its record (fenced out):
+    // its answer is "retry", never stored; the key replays b's payment.
+    let late = first.await.unwrap();
+    assert!(is_retry_later(&late), "{late:?}");
+    let replay = pay_with_key(&http, &slow.base, 1, "p-1").await;
+    assert!(replay.replayed, "{replay:?}");
+    assert_eq!(replay.body, retry.body);
+    let records: Vec<String> = con.lrange("order:{1}:payments", 0, -1).await.unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+
+    // SIGKILL while it charges order 2: the retry runs again on b.
+    let killed = tokio::spawn({
+        let (http, base) = (http.clone(), slow.base.clone());
+        async move {
+            let request = hyper::Request::post(format!("{base}/orders/2/pay"))
+                .header("idempotency-key", "k-2")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            http.request(request).await.is_err()
+        }
+    });
+    eventually(Duration::from_secs(10), "replica a charges order 2", || {
+        holding(2)
+    })
+    .await;
+    slow.child.process_mut().kill();
+    assert!(killed.await.unwrap(), "the killed replica answered");
+    let retry = eventually(Duration::from_secs(20), "the key's retry runs", || {
+        let (http, base) = (&http, other.base.as_str());
+        async move {
+            let answer = pay_with_key(http, base, 2, "k-2").await;
+            (!is_retry_later(&answer)).then_some(answer)
+        }
+    })
+    .await;
+    assert_eq!((retry.status, retry.replayed), (200, false), "{retry:?}");
+    assert_eq!(retry.body["paid_by"], "b");
+    let replay = pay_with_key(&http, &other.base, 2, "k-2").await;
+    assert_eq!((replay.replayed, &replay.body), (true, &retry.body));
+    assert!(other.terminate().success());
 }

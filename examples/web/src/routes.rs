@@ -4,6 +4,7 @@
 //! answer of the contract. Everything that decides lives in `pay` and `store`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
@@ -60,7 +61,12 @@ struct NewOrder {
 pub(crate) fn router(state: AppState) -> Result<Router, dlock_tower::Error> {
     // The example has no authentication, so every client shares one key scope; a real service
     // passes `.principal(…)` reading what its authentication left in the request.
-    let idempotency = IdempotencyLayer::builder(state.locks.clone(), "web-pay").build()?;
+    // The key's lease follows `--lock-ttl-ms` (the order lock's), at least the layer's 1 s: a
+    // replica that dies mid-payment blocks the key's retries that long.
+    let lease = state.locks.default_ttl().max(Duration::from_secs(1));
+    let idempotency = IdempotencyLayer::builder(state.locks.clone(), "web-pay")
+        .lease(lease)
+        .build()?;
     let pay = Router::new()
         .route("/orders/{id}/pay", post(pay))
         .route_layer(idempotency);
