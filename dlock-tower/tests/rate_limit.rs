@@ -300,3 +300,74 @@ async fn configurations_that_limit_nothing_or_twice_are_refused() {
             .is_err()
     );
 }
+
+/// Three replicas (a client each) send as fast as answers come for 3 s through one group of
+/// 200/s, burst 20: never more than the quota (burst + rate × span, the span by the Redis
+/// server's clock, measured around the run, so at least the decisions' own span) plus 1 %, and
+/// at least 95 % of it; every answer carries the fields of the draft, each 429 a `Retry-After`
+/// of 1 s (the next cell is 5 ms away, rounded up). The decisions are dlock-core's limiter's,
+/// one per request: their exact count within ±1 % on the decisions' own server times is
+/// `other_kinds::rate_limiter` (four processes); here the span is measured from outside, which
+/// on a loaded machine adds tens of ms (a few cells) after the last decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_one_budget() {
+    const RATE: u32 = 200;
+    const BURST: u32 = 20;
+    let server = RedisServer::start().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let quota = Quota::per_second(RATE).burst(BURST);
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        let client = replica(&server.url()).await;
+        replicas.push(app(client, &runs, |b| {
+            b.key(KeyBy::Route).group("search", ["/search"], quota)
+        }));
+    }
+    let mut con = server.connection().unwrap();
+    let server_us = |con: &mut redis::Connection| {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+        s * 1_000_000 + us
+    };
+    let started = server_us(&mut con);
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    let loops = (0..12).map(|i| {
+        let router = replicas[i % 3].clone();
+        tokio::spawn(async move {
+            let (mut admitted, mut limited) = (0u64, 0u64);
+            while tokio::time::Instant::now() < until {
+                let answer = send(&router, get_with("/search", None)).await;
+                let (policy, params) = field(&answer, "ratelimit-policy");
+                assert_eq!(
+                    (policy.as_str(), param(&params, "q"), param(&params, "w")),
+                    ("search", 200, 1)
+                );
+                let (_, params) = field(&answer, "ratelimit");
+                match answer.status {
+                    200 => admitted += 1,
+                    429 => {
+                        assert_eq!(answer.header("retry-after"), Some("1"));
+                        assert_eq!(param(&params, "r"), 0);
+                        limited += 1;
+                    }
+                    other => panic!("{other}"),
+                }
+            }
+            (admitted, limited)
+        })
+    });
+    let (mut admitted, mut limited) = (0, 0);
+    for task in loops.collect::<Vec<_>>() {
+        let (a, l) = task.await.unwrap();
+        admitted += a;
+        limited += l;
+    }
+    let span_us = server_us(&mut con) - started;
+    let expected = f64::from(BURST) + span_us as f64 / 1e6 * f64::from(RATE);
+    assert!(limited > 0, "the load never exceeded the rate");
+    let admitted_f = admitted as f64;
+    assert!(
+        admitted_f <= expected * 1.01 && admitted_f >= expected * 0.95,
+        "{admitted} admitted in {span_us} µs of server time; the quota allows {expected:.1}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst) as u64, admitted);
+}
