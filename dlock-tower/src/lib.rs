@@ -64,7 +64,9 @@
 //!
 //! **A lost lease** leaves the record `running` with its lock free: the next request with the
 //! key finds it recoverable and runs again, under a new, larger fencing token
-//! ([`Idempotency::recovered`], [`Idempotency::fence`]).
+//! ([`Idempotency::recovered`], [`Idempotency::fence`]). The same for a request whose client
+//! hung up (hyper drops the request's future: the handler stops where it was, the lock is
+//! released in the background), a handler that panicked, and a replica that died.
 //!
 //! **Expiry:** a record lives 24 h from its request's start ([`IdempotencyBuilder::expiry`]);
 //! a retry after that runs as a new request.

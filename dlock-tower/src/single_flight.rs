@@ -141,8 +141,9 @@ pub trait SingleFlightExt {
     /// * [`ErrorKind::TooLarge`]: this caller's result is over `max_size`.
     /// * [`ErrorKind::Format`]: the stored result is of another format version, or does not
     ///   deserialize as `T`.
-    /// * [`ErrorKind::Core`]: Redis failed (unless failing open); [`ErrorKind::InvalidInput`]
-    ///   for a key dlock refuses as a lock name or a `ttl` under 1 ms.
+    /// * [`ErrorKind::Core`]: Redis failed (unless failing open), or the key is one dlock
+    ///   refuses as a lock name, or the lease is under dlock's shortest watchdog lease;
+    ///   [`ErrorKind::InvalidInput`] for a `ttl` or a re-check interval under 1 ms.
     ///
     /// # Cancel safety
     /// A dropped winner releases its lock in the background (a waiter takes over at its next
@@ -228,9 +229,9 @@ where
     F: FnOnce() -> Fut + Send,
     Fut: Future<Output = std::result::Result<T, E>> + Send,
 {
-    if ttl < Duration::from_millis(1) {
+    if ttl < Duration::from_millis(1) || options.recheck < Duration::from_millis(1) {
         return Err(Error::invalid(
-            "single flight: the result's ttl must be at least 1 ms",
+            "single flight: the result's ttl and the re-check interval must be at least 1 ms",
         ));
     }
     let lock = format!("sf:{key}");

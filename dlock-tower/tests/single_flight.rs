@@ -170,6 +170,14 @@ async fn limits_timeouts_and_redis_down() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TooLarge);
+    let spinning = SingleFlightOptions::default().recheck(Duration::ZERO);
+    let e = client
+        .single_flight_with(KEY, Duration::from_secs(1), &spinning, || async {
+            Ok::<_, std::io::Error>(1u8)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let v: u8 = client
         .single_flight(KEY, Duration::from_secs(10), || async {
             Ok::<_, std::io::Error>(7)
