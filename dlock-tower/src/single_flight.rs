@@ -28,7 +28,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use dlock_core::{Client, Guarded, MutexGuard, MutexOptions, ext};
+use dlock_core::{Client, Guarded, Mutex, MutexGuard, MutexOptions, ext};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -229,28 +229,7 @@ where
     F: FnOnce() -> Fut + Send,
     Fut: Future<Output = std::result::Result<T, E>> + Send,
 {
-    if ttl < Duration::from_millis(1) || options.recheck < Duration::from_millis(1) {
-        return Err(Error::invalid(
-            "single flight: the result's ttl and the re-check interval must be at least 1 ms",
-        ));
-    }
-    let lock = format!("sf:{key}");
-    let mutex = client.mutex_with(
-        &lock,
-        MutexOptions::new()
-            .ttl(options.lease)
-            .watchdog()
-            .reentrant(false)
-            .fenced(),
-    )?;
-    let result = format!("{}{{{lock}}}", options.prefix);
-    let flight = Flight {
-        client,
-        channel: format!("{result}:done"),
-        result,
-        ttl,
-        options,
-    };
+    let (mutex, flight) = Flight::new(client, key, ttl, options)?;
     let deadline = Instant::now() + options.wait;
     let mut subscription: Option<ext::Subscription> = None;
     loop {
@@ -319,7 +298,39 @@ struct Flight<'a> {
     options: &'a SingleFlightOptions,
 }
 
-impl Flight<'_> {
+impl<'a> Flight<'a> {
+    /// The key's mutex and flight, after checking the arguments.
+    fn new(
+        client: &'a Client,
+        key: &str,
+        ttl: Duration,
+        options: &'a SingleFlightOptions,
+    ) -> Result<(Mutex, Self)> {
+        if ttl < Duration::from_millis(1) || options.recheck < Duration::from_millis(1) {
+            return Err(Error::invalid(
+                "single flight: the result's ttl and the re-check interval must be at least 1 ms",
+            ));
+        }
+        let lock = format!("sf:{key}");
+        let mutex = client.mutex_with(
+            &lock,
+            MutexOptions::new()
+                .ttl(options.lease)
+                .watchdog()
+                .reentrant(false)
+                .fenced(),
+        )?;
+        let result = format!("{}{{{lock}}}", options.prefix);
+        let flight = Self {
+            client,
+            channel: format!("{result}:done"),
+            result,
+            ttl,
+            options,
+        };
+        Ok((mutex, flight))
+    }
+
     /// The stored result, if any.
     async fn read<T: DeserializeOwned>(&self) -> Result<Option<T>> {
         let cmd = dlock_core::redis::cmd("GET").arg(&self.result).clone();

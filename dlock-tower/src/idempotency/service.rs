@@ -108,64 +108,15 @@ where
     if !config.methods.contains(request.method()) {
         return call(&mut inner, request).await;
     }
-    let mut values = request.headers().get_all(IDEMPOTENCY_KEY).iter();
-    let key = match (values.next(), values.next()) {
-        (None, _) if config.required => {
-            return refuse(
-                &config,
-                "missing_key",
-                StatusCode::BAD_REQUEST,
-                "Idempotency-Key is missing",
-                "this operation requires an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header-07)",
-            );
-        }
-        (None, _) => return call(&mut inner, request).await,
-        (Some(_), Some(_)) => {
-            return refuse(
-                &config,
-                "bad_key",
-                StatusCode::BAD_REQUEST,
-                "Idempotency-Key is malformed",
-                "send one Idempotency-Key header, with one key",
-            );
-        }
-        (Some(value), None) => match key::parse(value.as_bytes()) {
-            Ok(key) => key,
-            Err(key::BadKey(why)) => {
-                return refuse(
-                    &config,
-                    "bad_key",
-                    StatusCode::BAD_REQUEST,
-                    "Idempotency-Key is malformed",
-                    &why,
-                );
-            }
-        },
+    let key = match key_of(&config, &request) {
+        Ok(Some(key)) => key,
+        Ok(None) => return call(&mut inner, request).await,
+        Err(refused) => return *refused,
     };
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, config.max_request_body).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<LengthLimitError>() => {
-            return refuse(
-                &config,
-                "too_large",
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "Request body too large",
-                &format!(
-                    "an idempotent request's body is read whole (its digest is part of the fingerprint); the limit is {} bytes",
-                    config.max_request_body
-                ),
-            );
-        }
-        Err(_) => {
-            return refuse(
-                &config,
-                "bad_body",
-                StatusCode::BAD_REQUEST,
-                "Request body unreadable",
-                "the request body ended with an error",
-            );
-        }
+    let body = match read_body(&config, body).await {
+        Ok(body) => body,
+        Err(refused) => return *refused,
     };
     let names = names(&config, &parts, key, &body);
     let mut request = Request::from_parts(parts, Body::from(body));
@@ -186,6 +137,61 @@ where
             let response = call(&mut inner, request).await;
             store(&config, &names, guard, fence, response).await
         }
+    }
+}
+
+/// Step 1: the request's key; `None` (no header, not required) runs it unprotected; `Err` is
+/// the 400 to answer.
+fn key_of(config: &Config, request: &Request<Body>) -> Result<Option<String>, Box<Response<Body>>> {
+    let malformed = |why: &str| {
+        Box::new(refuse(
+            config,
+            "bad_key",
+            StatusCode::BAD_REQUEST,
+            "Idempotency-Key is malformed",
+            why,
+        ))
+    };
+    let mut values = request.headers().get_all(IDEMPOTENCY_KEY).iter();
+    match (values.next(), values.next()) {
+        (None, _) if config.required => Err(Box::new(refuse(
+            config,
+            "missing_key",
+            StatusCode::BAD_REQUEST,
+            "Idempotency-Key is missing",
+            "this operation requires an Idempotency-Key header \
+             (draft-ietf-httpapi-idempotency-key-header-07)",
+        ))),
+        (None, _) => Ok(None),
+        (Some(_), Some(_)) => Err(malformed("send one Idempotency-Key header, with one key")),
+        (Some(value), None) => key::parse(value.as_bytes())
+            .map(Some)
+            .map_err(|key::BadKey(why)| malformed(&why)),
+    }
+}
+
+/// Step 2: the request body, read whole within the limit; `Err` is the 413 or 400 to answer.
+async fn read_body(config: &Config, body: Body) -> Result<Bytes, Box<Response<Body>>> {
+    match Limited::new(body, config.max_request_body).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(Box::new(refuse(
+            config,
+            "too_large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Request body too large",
+            &format!(
+                "an idempotent request's body is read whole (its digest is part of the \
+                 fingerprint); the limit is {} bytes",
+                config.max_request_body
+            ),
+        ))),
+        Err(_) => Err(Box::new(refuse(
+            config,
+            "bad_body",
+            StatusCode::BAD_REQUEST,
+            "Request body unreadable",
+            "the request body ended with an error",
+        ))),
     }
 }
 
@@ -296,11 +302,7 @@ async fn store(
     response: Response<Body>,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    // A 5xx (unless asked), or any answer that tells the client to retry later (it carries
-    // `Retry-After`: "in progress", "rate limited"), is not stored: its retry must run again,
-    // not replay "retry later" for the record's lifetime.
-    let retry_later = parts.headers.contains_key(axum::http::header::RETRY_AFTER);
-    if (parts.status.is_server_error() && !config.store_server_errors) || retry_later {
+    if !storable(config, &parts) {
         // Removed, so that a retry runs again as a first request (not as a recovery).
         let _ = guard.guarded().del(&names.record).exec().await;
         release(guard).await;
@@ -354,6 +356,14 @@ async fn store(
     }
     release(guard).await;
     Response::from_parts(parts, body)
+}
+
+/// Whether a response is stored: not a 5xx (unless asked), and not an answer that tells the
+/// client to retry later (it carries `Retry-After`: "in progress", "rate limited"), whose
+/// retry must run again rather than replay "retry later" for the record's lifetime.
+fn storable(config: &Config, parts: &axum::http::response::Parts) -> bool {
+    let retry_later = parts.headers.contains_key(axum::http::header::RETRY_AFTER);
+    !retry_later && (config.store_server_errors || !parts.status.is_server_error())
 }
 
 async fn release(guard: MutexGuard) {

@@ -328,18 +328,7 @@ where
         }
         Ok(Decision::Limited { wait, .. }) => {
             metrics::rate_limit(&config.name, "limited");
-            let mut response = problem(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "Too many requests",
-                &format!(
-                    "the quota of policy {:?} is spent; retry after the time in Retry-After",
-                    group.policy
-                ),
-                Some(wait),
-            );
-            fields(response.headers_mut(), group, 0, wait);
-            response
+            limited(group, wait)
         }
         Ok(_) => {
             metrics::rate_limit(&config.name, "unchecked");
@@ -347,26 +336,47 @@ where
         }
         Err(e) => {
             metrics::rate_limit(&config.name, "unavailable");
-            let unavailable = e.is_connection() || e.is_timeout();
             tracing::warn!(limiter = %config.name, error = %e, "rate limit: no decision");
-            if unavailable {
-                problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "Service unavailable",
-                    "the rate limiter cannot be reached; retry after the time in Retry-After",
-                    Some(Duration::from_secs(1)),
-                )
-            } else {
-                problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "Rate limit unusable",
-                    "the rate limiter refused this request; the server's log says why",
-                    None,
-                )
-            }
+            undecided(&e)
         }
+    }
+}
+
+/// The 429 of a spent budget: `Retry-After` and the fields, a problem body.
+fn limited(group: &Group, wait: Duration) -> Response<Body> {
+    let mut response = problem(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        "Too many requests",
+        &format!(
+            "the quota of policy {:?} is spent; retry after the time in Retry-After",
+            group.policy
+        ),
+        Some(wait),
+    );
+    fields(response.headers_mut(), group, 0, wait);
+    response
+}
+
+/// No decision (failing closed): 503 with `Retry-After` when Redis cannot be reached, 500 for
+/// anything else (foreign data under the limiter's key).
+fn undecided(e: &dlock_core::Error) -> Response<Body> {
+    if e.is_connection() || e.is_timeout() {
+        problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service unavailable",
+            "the rate limiter cannot be reached; retry after the time in Retry-After",
+            Some(Duration::from_secs(1)),
+        )
+    } else {
+        problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Rate limit unusable",
+            "the rate limiter refused this request; the server's log says why",
+            None,
+        )
     }
 }
 
