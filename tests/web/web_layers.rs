@@ -1,6 +1,7 @@
 //! The `web` example's dlock-tower layers, replicas as separate processes on one Redis.
-//! `POST /orders/{id}/pay` behind the IdempotencyLayer, across three replicas: every key's
-//! requests, sent at once and retried, charge each order once; each answer is the first
+//! `POST /orders/{id}/pay` behind the IdempotencyLayer, across three replicas: 1,000 POSTs for
+//! 200 keys, sent at once and retried, charge each order once (in Redis, and in PostgreSQL:
+//! one payment row per order); each answer is the first
 //! attempt's (a replay marked `Idempotent-Replayed: true`) or the one kind of "retry" 409
 //! (`code: "in_progress"`, `Retry-After: 1`); a key reused for another order gets 422
 //! `key_reused`. A replica paused (SIGSTOP) past its leases mid-payment, or killed (SIGKILL):
@@ -10,7 +11,7 @@
 
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full};
 use hyper::Method;
 use hyper::body::Bytes;
@@ -23,9 +24,9 @@ use super::web_pay::{Http, Replica, create_order, http};
 const SEARCH_BURST: usize = 10;
 use crate::support::{eventually, raw, redis};
 
-const ORDERS: u64 = 8;
-/// Per order, the same key, spread over the replicas.
-const REQUESTS_PER_KEY: usize = 6;
+const ORDERS: u64 = 200;
+/// Per order, the same key, spread over the replicas: 1,000 POSTs in all.
+const REQUESTS_PER_KEY: usize = 5;
 
 /// One answer, with the headers the contract names.
 #[derive(Debug, Clone)]
@@ -36,12 +37,12 @@ struct Answer {
     body: Value,
 }
 
-async fn pay_with_key(http: &Http, base: &str, id: u64, key: &str) -> Answer {
+async fn pay_with_key(http: &Http, base: &str, id: u64, key: &str, body: &str) -> Answer {
     let request = hyper::Request::builder()
         .method(Method::POST)
         .uri(format!("{base}/orders/{id}/pay"))
         .header("idempotency-key", format!("\"{key}\""))
-        .body(Full::new(Bytes::new()))
+        .body(Full::new(Bytes::from(body.to_owned())))
         .unwrap();
     let response = http.request(request).await.unwrap();
     let header = |name: &str| {
@@ -65,14 +66,16 @@ fn is_retry_later(answer: &Answer) -> bool {
     answer.status == 409 && answer.body["code"] == "in_progress"
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idempotency_keys_charge_once_across_three_replicas() {
+/// 1,000 POSTs, 200 keys (one per order, 5 requests each, spread over three replicas), all at
+/// once and each key retried until it is stored: every order is charged and recorded once,
+/// each answer is the first attempt's or the one kind of "retry" 409, a key reused for another
+/// order or with another body gets 422. Returns the server, for the store's own checks.
+async fn keys_charge_once(store_args: &[&str]) -> dlock_testkit::RedisServer {
     let server = redis();
-    let replicas = [
-        Replica::start(&server, "a", &[]),
-        Replica::start(&server, "b", &[]),
-        Replica::start(&server, "c", &[]),
-    ];
+    let replicas: Vec<Replica> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| Replica::start(&server, name, store_args))
+        .collect();
     let bases: Vec<&str> = replicas.iter().map(|r| r.base.as_str()).collect();
     let http = http();
     for id in 1..=ORDERS {
@@ -80,11 +83,20 @@ async fn idempotency_keys_charge_once_across_three_replicas() {
     }
 
     let requests = (1..=ORDERS).flat_map(|id| (0..REQUESTS_PER_KEY).map(move |n| (id, n % 3)));
-    let answers = join_all(requests.map(|(id, r)| {
+    // 200 in flight at a time (each a connection: the file-descriptor limit of the test).
+    let answers: Vec<(u64, Answer)> = futures_util::stream::iter(requests.map(|(id, r)| {
         let (http, base) = (&http, bases[r]);
-        async move { (id, pay_with_key(http, base, id, &format!("k-{id}")).await) }
+        async move {
+            (
+                id,
+                pay_with_key(http, base, id, &format!("k-{id}"), "").await,
+            )
+        }
     }))
+    .buffer_unordered(200)
+    .collect()
     .await;
+    assert_eq!(answers.len(), 1_000);
 
     let mut con = raw(&server).await;
     for id in 1..=ORDERS {
@@ -93,45 +105,7 @@ async fn idempotency_keys_charge_once_across_three_replicas() {
             .filter(|(i, _)| *i == id)
             .map(|(_, a)| a)
             .collect();
-        // The one kind of "retry" 409, or the first attempt's 200 (itself, or replayed).
-        for answer in &mine {
-            if is_retry_later(answer) {
-                assert_eq!(answer.retry_after.as_deref(), Some("1"), "{answer:?}");
-            } else {
-                assert_eq!(answer.status, 200, "order {id}: {answer:?}");
-            }
-        }
-        let first: Vec<&&Answer> = mine
-            .iter()
-            .filter(|a| a.status == 200 && !a.replayed)
-            .collect();
-        assert!(
-            first.len() <= 1,
-            "order {id}: the handler answered twice: {mine:#?}"
-        );
-
-        // Retried until it is not "retry later": the stored answer, replayed.
-        let (http, base) = (&http, bases[id as usize % 3]);
-        let replay = eventually(
-            Duration::from_secs(20),
-            "the key's answer is stored",
-            || async move {
-                let answer = pay_with_key(http, base, id, &format!("k-{id}")).await;
-                (!is_retry_later(&answer)).then_some(answer)
-            },
-        )
-        .await;
-        assert!(replay.replayed, "order {id}: {replay:?}");
-        assert_eq!(replay.status, 200);
-        if let Some(first) = first.first() {
-            assert_eq!(replay.body, first.body);
-        }
-        for answer in mine.iter().filter(|a| a.status == 200) {
-            assert_eq!(
-                answer.body, replay.body,
-                "order {id}: two different answers for one key"
-            );
-        }
+        check_key(&http, bases[id as usize % 3], id, &mine).await;
         let charges: Vec<String> = con
             .lrange(format!("provider:charges:{{{id}}}"), 0, -1)
             .await
@@ -139,12 +113,14 @@ async fn idempotency_keys_charge_once_across_three_replicas() {
         assert_eq!(charges.len(), 1, "order {id} charged {charges:?}");
     }
 
-    // The key of order 1, reused for order 2: 422, nothing charged.
-    let reused = pay_with_key(&http, bases[0], 2, "k-1").await;
-    assert_eq!(
-        (reused.status, &reused.body["code"]),
-        (422, &Value::from("key_reused"))
-    );
+    // The key of order 1, reused for order 2, or for order 1 with a body: 422, nothing charged.
+    for (id, body) in [(2, ""), (1, "{\"tip\":1}")] {
+        let reused = pay_with_key(&http, bases[0], id, "k-1", body).await;
+        assert_eq!(
+            (reused.status, &reused.body["code"]),
+            (422, &Value::from("key_reused"))
+        );
+    }
     // Without a key the route answers as before: already paid, final.
     let plain = super::web_pay::pay(&http, bases[1], 1).await;
     assert_eq!(
@@ -154,6 +130,74 @@ async fn idempotency_keys_charge_once_across_three_replicas() {
 
     for replica in replicas {
         assert!(replica.terminate().success(), "a clean exit on SIGTERM");
+    }
+    server
+}
+
+/// One key's answers: the one kind of "retry" 409, or the first attempt's 200 (itself, or
+/// replayed); then retried until stored, its replay.
+async fn check_key(http: &Http, base: &str, id: u64, mine: &[&Answer]) {
+    for answer in mine {
+        if is_retry_later(answer) {
+            assert_eq!(answer.retry_after.as_deref(), Some("1"), "{answer:?}");
+        } else {
+            assert_eq!(answer.status, 200, "order {id}: {answer:?}");
+        }
+    }
+    let first: Vec<&&Answer> = mine
+        .iter()
+        .filter(|a| a.status == 200 && !a.replayed)
+        .collect();
+    assert!(
+        first.len() <= 1,
+        "order {id}: the handler answered twice: {mine:#?}"
+    );
+    let replay = eventually(
+        Duration::from_secs(20),
+        "the key's answer is stored",
+        || async move {
+            let answer = pay_with_key(http, base, id, &format!("k-{id}"), "").await;
+            (!is_retry_later(&answer)).then_some(answer)
+        },
+    )
+    .await;
+    assert!(replay.replayed, "order {id}: {replay:?}");
+    assert_eq!(replay.status, 200);
+    for answer in mine.iter().filter(|a| a.status == 200) {
+        assert_eq!(
+            answer.body, replay.body,
+            "order {id}: two different answers for one key"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_charge_once_across_three_replicas() {
+    keys_charge_once(&[]).await;
+}
+
+/// The same with the orders in PostgreSQL: one payment row per order (the handler writes under
+/// the order lock's fence, checked by the SQL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_charge_once_with_postgres() {
+    let Some(pg) = super::web_postgres::postgres("idempotency_keys_charge_once_with_postgres")
+    else {
+        return;
+    };
+    let url = pg.url();
+    let _server = keys_charge_once(&super::web_postgres::on_postgres(&url, &[])).await;
+    let db = super::web_postgres::sql(&pg).await;
+    let rows = db
+        .query(
+            "SELECT order_id::text, count(*) FROM payments GROUP BY order_id",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len() as u64, ORDERS);
+    for row in rows {
+        let (order, count): (String, i64) = (row.get(0), row.get(1));
+        assert_eq!(count, 1, "order {order} has {count} payment rows");
     }
 }
 
@@ -259,7 +303,7 @@ async fn a_replica_paused_or_killed_mid_payment_is_retried_on_another() {
     // SIGSTOP while it charges order 1, until both its leases ran out.
     let first = tokio::spawn({
         let (http, base) = (http.clone(), slow.base.clone());
-        async move { pay_with_key(&http, &base, 1, "p-1").await }
+        async move { pay_with_key(&http, &base, 1, "p-1", "").await }
     });
     eventually(Duration::from_secs(10), "replica a charges order 1", || {
         holding(1)
@@ -276,7 +320,7 @@ async fn a_replica_paused_or_killed_mid_payment_is_retried_on_another() {
         },
     )
     .await;
-    let retry = pay_with_key(&http, &other.base, 1, "p-1").await;
+    let retry = pay_with_key(&http, &other.base, 1, "p-1", "").await;
     assert_eq!((retry.status, retry.replayed), (200, false), "{retry:?}");
     assert_eq!(retry.body["paid_by"], "b");
     paused.resume().unwrap();
@@ -284,7 +328,7 @@ async fn a_replica_paused_or_killed_mid_payment_is_retried_on_another() {
     // its answer is "retry", never stored; the key replays b's payment.
     let late = first.await.unwrap();
     assert!(is_retry_later(&late), "{late:?}");
-    let replay = pay_with_key(&http, &slow.base, 1, "p-1").await;
+    let replay = pay_with_key(&http, &slow.base, 1, "p-1", "").await;
     assert!(replay.replayed, "{replay:?}");
     assert_eq!(replay.body, retry.body);
     let records: Vec<String> = con.lrange("order:{1}:payments", 0, -1).await.unwrap();
@@ -310,14 +354,14 @@ async fn a_replica_paused_or_killed_mid_payment_is_retried_on_another() {
     let retry = eventually(Duration::from_secs(20), "the key's retry runs", || {
         let (http, base) = (&http, other.base.as_str());
         async move {
-            let answer = pay_with_key(http, base, 2, "k-2").await;
+            let answer = pay_with_key(http, base, 2, "k-2", "").await;
             (!is_retry_later(&answer)).then_some(answer)
         }
     })
     .await;
     assert_eq!((retry.status, retry.replayed), (200, false), "{retry:?}");
     assert_eq!(retry.body["paid_by"], "b");
-    let replay = pay_with_key(&http, &other.base, 2, "k-2").await;
+    let replay = pay_with_key(&http, &other.base, 2, "k-2", "").await;
     assert_eq!((replay.replayed, &replay.body), (true, &retry.body));
     assert!(other.terminate().success());
 }
