@@ -5,6 +5,7 @@
 // Helpers outside #[test] functions unwrap too: a panic is how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cost;
 mod idempotency;
 mod rate_limit;
 mod single_flight;
