@@ -131,12 +131,12 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-## dlock-core and dlock-scheduler each build alone with default features: `--all-features`
+## dlock-core, dlock-scheduler and dlock-tower each build alone with default features: `--all-features`
 ## (lint, doc) turns on every feature of the workspace at once, which would hide a crate that
 ## needs a feature it does not ask for (the scheduler on the test-only `__conformance`), or code
 ## that only a feature uses (dead code, a warning here: it fails the step too).
 default-features:
-	@for package in dlock-core dlock-scheduler; do \
+	@for package in dlock-core dlock-scheduler dlock-tower; do \
 	  echo "$(CARGO) check -p $$package"; \
 	  out=$$($(CARGO) check -p $$package 2>&1); status=$$?; printf '%s\n' "$$out"; \
 	  [ $$status -eq 0 ] || exit $$status; \
@@ -171,7 +171,7 @@ unit:
 	$(CARGO) test --workspace --all-features --no-fail-fast
 
 ## The published crates proven from their packages (scripts/test-packages.sh): `cargo package`
-## of the six (each verified against the others just packaged), what each package holds (its
+## of the seven (each verified against the others just packaged), what each package holds (its
 ## Lua scripts, README, both licenses: scripts/check-packages.py, which tests itself first), and
 ## packaging/user, a crate outside the workspace built and tested from the unpacked packages.
 ## Each step prints its time. Measured on 2 cores: warm, 14 s idle (2.5 min with other builds

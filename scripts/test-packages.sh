@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The published crates proven from their packages (issue 47), `make package`'s steps:
 #
-# 1. `cargo package` of the six published crates: cargo builds each package, unpacked, against
+# 1. `cargo package` of the seven published crates: cargo builds each package, unpacked, against
 #    the ones just packaged (a local registry under target/package). The verify builds use the
 #    workspace's target directory, so the dependencies they share with it are not built again
 #    (a crate whose features differ from the workspace's is built once more, then kept).
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 cargo=${CARGO:-cargo}
-packages=(dlock-cron dlock-macros dlock-core dlock-testkit dlock-scheduler dlock-cli)
+packages=(dlock-cron dlock-macros dlock-core dlock-testkit dlock-scheduler dlock-cli dlock-tower)
 target=${CARGO_TARGET_DIR:-$root/target}
 
 step() {

@@ -19,6 +19,7 @@
 //! | [`testing`] | testing your code against real Redis and its faults (`dlock-testkit`); dlock's own checks |
 //! | [`guarantees`] | what dlock promises, what it does not, what it needs |
 //! | [`benchmarks`] | what it costs and how fast it is, at scale |
+//! | [`web_layers`] | dlock-tower: idempotency keys, distributed rate limits and single-flight as tower layers for axum |
 //!
 //! The scheduler's chapters are in `dlock_scheduler::_guide` (jobs, delivery, one-off jobs and
 //! groups, operating).
@@ -55,3 +56,6 @@ pub mod guarantees {}
 
 #[doc = include_str!("../guide/benchmarks.md")]
 pub mod benchmarks {}
+
+#[doc = include_str!("../guide/web_layers.md")]
+pub mod web_layers {}

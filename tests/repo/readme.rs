@@ -33,13 +33,14 @@ const BENCHMARKS_MAX_LINES: usize = 400;
 /// The crates whose guide is in `<crate>/guide/*.md`, wired in `<crate>/src/_guide.rs`.
 const GUIDES: [&str; 2] = ["dlock-core", "dlock-scheduler"];
 /// The published crates: each has a README of its own (its registry page).
-const PUBLISHED: [&str; 6] = [
+const PUBLISHED: [&str; 7] = [
     "dlock-core",
     "dlock-macros",
     "dlock-cron",
     "dlock-scheduler",
     "dlock-testkit",
     "dlock-cli",
+    "dlock-tower",
 ];
 /// The files the blocks are copies of, by path in `examples/readme/`.
 const PROGRAMS: [(&str, &str); 10] = [

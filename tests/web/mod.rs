@@ -3,5 +3,6 @@
 //!
 //! Run alone with `make test-web` (filter `web::`; tests/README.md).
 
+mod web_layers;
 mod web_pay;
 mod web_postgres;

@@ -46,7 +46,7 @@ fn tell(message: &str) {
 
 /// A PostgreSQL server for `test`, or `None` (after saying why the test is skipped) when this
 /// machine cannot run one.
-fn postgres(test: &str) -> Option<PostgresServer> {
+pub(crate) fn postgres(test: &str) -> Option<PostgresServer> {
     if let Err(missing) = PostgresServer::check_requirements() {
         tell(&format!(
             "SKIPPED web_postgres::{test}: {}",
@@ -58,7 +58,7 @@ fn postgres(test: &str) -> Option<PostgresServer> {
 }
 
 /// A connection for assertions on the tables.
-async fn sql(pg: &PostgresServer) -> tokio_postgres::Client {
+pub(crate) async fn sql(pg: &PostgresServer) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
         .await
         .expect("connect to PostgreSQL");
@@ -67,7 +67,7 @@ async fn sql(pg: &PostgresServer) -> tokio_postgres::Client {
 }
 
 /// The replicas' arguments for the PostgreSQL store, then `extra`.
-fn on_postgres<'a>(url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn on_postgres<'a>(url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["--store", "postgres", "--postgres-url", url];
     args.extend_from_slice(extra);
     args

@@ -47,6 +47,8 @@
 //!   then `tasks` tasks ask the rate limiter `name` (`rate` per second, `burst`) for one cell
 //!   at a time, as fast as answers come, for `ms`; prints `admitted <n> limited <n>` and
 //!   then `times <µs,µs,…>`: the server time of every admitted cell.
+//! * `single-flight url=… key=… callers=N compute_ms=M` — dlock-tower's single-flight from
+//!   `callers` tasks at once (see `single_flight.rs`).
 //! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …`,
 //!   `oneoff-replica …` — scheduler replicas (see `replica.rs`, `retry_replica.rs`,
 //!   `schedule_replica.rs`, `group_replica.rs`, `oneoff_replica.rs`).
@@ -56,6 +58,7 @@ mod oneoff_replica;
 mod replica;
 mod retry_replica;
 mod schedule_replica;
+mod single_flight;
 #[path = "../support/target.rs"]
 mod target;
 
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
             "schedule-replica" => schedule_replica::schedule_replica(&opts).await,
             "group-replica" => group_replica::group_replica(&opts).await,
             "oneoff-replica" => oneoff_replica::oneoff_replica(&opts).await,
+            "single-flight" => single_flight::single_flight(&opts).await,
             other => Err(format!("unknown command {other:?}").into()),
         }
     });

@@ -256,7 +256,9 @@ pub async fn serve(config: Config) -> Result<(), BoxError> {
         locks: client.clone(),
         metrics,
     };
-    axum::serve(listener, router(state))
+    // With the peer's address in each request: the search's rate limit is per client address.
+    let app = router(state)?.into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;

@@ -5,6 +5,11 @@
 //! curl -i -X POST localhost:3000/orders/42 -H 'content-type: application/json' -d '{"amount":1250}'
 //! curl -i -X POST localhost:3000/orders/42/pay      # 200 and a receipt
 //! curl -i -X POST localhost:3000/orders/42/pay      # 409 already_paid, with the same receipt
+//! curl -i -X POST localhost:3000/orders/43 -H 'content-type: application/json' -d '{"amount":990}'
+//! curl -i -X POST localhost:3000/orders/43/pay -H 'Idempotency-Key: "a1"'   # 200, stored
+//! curl -i -X POST localhost:3000/orders/43/pay -H 'Idempotency-Key: "a1"'   # the same 200, Idempotent-Replayed: true
+//! curl -i -X POST localhost:3000/orders/42/pay -H 'Idempotency-Key: "a1"'   # 422 key_reused
+//! curl -i 'localhost:3000/orders?ids=42,43'        # 200, RateLimit: "search";r=9;t=2
 //! curl -i localhost:3000/orders/42
 //! ```
 //!
@@ -35,11 +40,22 @@
 //! | `POST /orders/{id}/pay` | 200 | the receipt | this request charged the order |
 //! | | 409 | `code: "already_paid"`, `receipt` | paid before (by this or another replica): final, the receipt of *that* payment; never charged twice |
 //! | | 409 | `code: "in_progress"`, `Retry-After: 1` | another request holds the order's lock for longer than the 1 s this one waits, or took it over (this one's lease ran out and the store refused its write: "fenced out" in the log): `{"error": "payment for order 42 in progress, retry"}`; retrying is safe and ends in 200 or `already_paid` |
+//! | `POST /orders/{id}/pay` with `Idempotency-Key: "k1"` | as above, once per key | the answer, stored 24 h | the first request with the key (dlock-tower's `IdempotencyLayer`, draft-ietf-httpapi-idempotency-key-header-07) |
+//! | | same, `Idempotent-Replayed: true` | the stored answer | the key was used before for this order (a 200 or `already_paid`; a "retry" answer is never stored) |
+//! | | 409 | `code: "in_progress"`, `Retry-After: 1`, `application/problem+json` | a request with this key is running |
+//! | | 422 | `code: "key_reused"` | the key was used for another order |
+//! | `GET /orders?ids=1,2,3` | 200 | the orders among `ids` that exist | a search, rate-limited per client address across replicas (dlock-tower's `RateLimitLayer`: 30 a minute, 10 at once), every answer with `RateLimit-Policy` and `RateLimit` |
+//! | | 429 | `code: "rate_limited"`, `Retry-After`, the `RateLimit` fields | this client's budget is spent |
+//! | | 400 | `code: "invalid_ids"` | an id that is not a number, none, or more than 50 |
 //! | `GET /orders/{id}/receipt` | 200 | the receipt | paid; under the order's lock (a handler taking `Path(order_id): Path<u64>`, locked with `#[distributed_lock(key = "order:{order_id}")]`), so a payment in flight finishes first; 404 `not_found`, 409 `unpaid`, 409 `in_progress` after 2 s |
 //! | `GET /metrics` | 200 | Prometheus text | dlock's lock metrics (`dlock_acquire_duration_seconds`, `dlock_held`, `dlock_lease_lost`, …, listed at zero from start-up; an unlabelled lock as `lock="(none)"`; dlock-core's feature `metrics`) |
 //! | any | 404 | `code: "not_found"` | no such order |
 //! | any | 503 | `code: "unavailable"`, `Retry-After: 1` | Redis or PostgreSQL unreachable or too slow, or the lease was lost before the payment began; retry (the handler is idempotent) |
 //! | any | 500 | `code: "internal"` | a bug or misconfiguration (e.g. another program writes these keys, or the database user lacks a right) |
+//!
+//! With a key, a retry is safe also across replicas and after a timeout: the client gets the
+//! answer the first attempt stored. The key does not replace the lock: requests without a key,
+//! or with different keys for one order, still take turns on the order's lock.
 //!
 //! Both "no" answers of `pay` are 409 Conflict (as payment APIs answer a concurrent request with
 //! the same idempotency key), told apart by `code` and by `Retry-After`, which only the
