@@ -1,0 +1,240 @@
+//! The `Network` fixture itself: each nemesis cuts the links it names and no other, a heal
+//! restores them, replication runs over the network's links, nothing in the network reaches
+//! the host, and the namespaces of a test that died are removed.
+
+use std::process::{Command, Stdio};
+
+use dlock_testkit::{Network, NodeId, SERVER_PORT, ServerOptions};
+
+use super::network;
+
+/// Whether a new connection from `from` to the server in `to` answers `PING` within a second
+/// (a cut drops the SYN or its answer silently, so the attempt hangs until `timeout` ends it).
+fn reaches(net: &Network, from: NodeId, to: NodeId) -> bool {
+    let mut cmd = net.command(from, "timeout");
+    cmd.args(["1", "redis-cli", "-h", &net.address(to).to_string()])
+        .args(["-p", &SERVER_PORT.to_string(), "PING"]);
+    let out = cmd.stderr(Stdio::null()).output().expect("run redis-cli");
+    out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "PONG"
+}
+
+/// Which of the ordered pairs of `nodes` reach each other, as a list of `(from, to)` indices.
+fn reachable(net: &Network, nodes: &[NodeId]) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    for &a in nodes {
+        for &b in nodes {
+            if a != b && reaches(net, a, b) {
+                pairs.push((a.index(), b.index()));
+            }
+        }
+    }
+    pairs
+}
+
+fn blackhole_rules(net: &Network) -> usize {
+    let rules = net.router_rules().expect("ip rule list");
+    rules.lines().filter(|l| l.contains("blackhole")).count()
+}
+
+#[test]
+fn each_nemesis_cuts_what_it_names_and_heal_restores_it() {
+    let Some(mut net) =
+        network("partitions::network::each_nemesis_cuts_what_it_names_and_heal_restores_it")
+    else {
+        return;
+    };
+    let nodes: Vec<NodeId> = ["a", "b", "c"]
+        .iter()
+        .map(|label| net.add_node(label).expect("node"))
+        .collect();
+    for &node in &nodes {
+        net.start_server(node, ServerOptions::new())
+            .expect("server");
+    }
+    let [a, b, c] = [nodes[0], nodes[1], nodes[2]];
+    let all = vec![(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)];
+    assert_eq!(reachable(&net, &nodes), all, "before any fault");
+
+    net.partition(&[&[a], &[b]]).expect("partition");
+    assert_eq!(
+        reachable(&net, &nodes),
+        vec![(0, 2), (1, 2), (2, 0), (2, 1)]
+    );
+    assert_eq!(blackhole_rules(&net), 2);
+    net.heal().expect("heal");
+    assert_eq!(reachable(&net, &nodes), all, "after the heal");
+    assert_eq!(blackhole_rules(&net), 0);
+
+    net.isolate(&[a, c]).expect("isolate");
+    assert_eq!(reachable(&net, &nodes), vec![(0, 2), (2, 0)]);
+    net.heal().expect("heal");
+
+    // One direction only: TCP fails both ways (its answers are cut), the rule is one.
+    net.cut_one_way(a, b).expect("one-way");
+    assert_eq!(net.cuts(), vec![(a, b)]);
+    assert_eq!(blackhole_rules(&net), 1);
+    assert!(!reaches(&net, a, b));
+    assert!(reaches(&net, a, c) && reaches(&net, c, b));
+    // Faults add up: the half-open link of b and c joins the one-way cut.
+    net.half_open(b, c).expect("half-open");
+    assert_eq!(net.cuts(), vec![(a, b), (b, c), (c, b)]);
+    assert_eq!(reachable(&net, &nodes), vec![(0, 2), (2, 0)]);
+    net.heal().expect("heal");
+    assert_eq!(reachable(&net, &nodes), all, "after the last heal");
+}
+
+#[test]
+fn replication_runs_over_the_network_and_a_partition_stops_it() {
+    let Some(mut net) =
+        network("partitions::network::replication_runs_over_the_network_and_a_partition_stops_it")
+    else {
+        return;
+    };
+    let master = net.add_node("master").expect("node");
+    let replica = net.add_node("replica").expect("node");
+    net.start_server(master, ServerOptions::new())
+        .expect("master");
+    net.start_replica(replica, master, ServerOptions::new())
+        .expect("replica");
+    let mut con = net
+        .server(master)
+        .expect("master")
+        .connection()
+        .expect("socket");
+    redis::cmd("SET")
+        .arg("k")
+        .arg("1")
+        .exec(&mut con)
+        .expect("SET");
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query(&mut con)
+        .expect("WAIT");
+    assert_eq!(acked, 1, "the replica acknowledged over the network");
+
+    net.partition(&[&[master], &[replica]]).expect("partition");
+    redis::cmd("SET")
+        .arg("k")
+        .arg("2")
+        .exec(&mut con)
+        .expect("SET");
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(300)
+        .query(&mut con)
+        .expect("WAIT");
+    assert_eq!(acked, 0, "a partitioned replica acknowledges nothing");
+    // The harness's own connection goes through the socket: the partition does not touch it.
+    let v: String = redis::cmd("GET")
+        .arg("k")
+        .query(
+            &mut net
+                .server(replica)
+                .expect("replica")
+                .connection()
+                .expect("socket"),
+        )
+        .expect("GET");
+    assert_eq!(
+        v, "1",
+        "the write made during the partition did not reach the replica"
+    );
+}
+
+/// The host's IPv4 addresses other than loopback (`ip -4 -o addr` in the host namespace).
+fn host_addresses() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr"])
+        .output()
+        .expect("ip addr");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .filter_map(|cidr| cidr.split('/').next())
+        .filter(|ip| !ip.starts_with("127."))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn nothing_in_the_network_reaches_the_host() {
+    let Some(mut net) = network("partitions::network::nothing_in_the_network_reaches_the_host")
+    else {
+        return;
+    };
+    let node = net.add_node("client").expect("node");
+    net.add_node("other").expect("node");
+    // Every route is a node link or the default route through the router.
+    for (ns, routes) in net.routes().expect("routes") {
+        for route in routes.lines() {
+            let inside = route.starts_with("10.77.") || route.starts_with("default via 10.77.");
+            assert!(inside, "{ns} has a route out of the network: {route}");
+        }
+    }
+    // And a connection to each host address fails (the router answers "unreachable").
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").expect("listener");
+    let port = listener.local_addr().expect("addr").port().to_string();
+    listener.set_nonblocking(true).expect("nonblocking");
+    for host in host_addresses() {
+        let mut cmd = net.command(node, "timeout");
+        cmd.args(["1", "redis-cli", "-h", &host, "-p", &port, "PING"]);
+        let out = cmd.output().expect("redis-cli");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("PONG") && !out.status.success(),
+            "node reached the host at {host}:{port}"
+        );
+    }
+    assert!(
+        listener.accept().is_err(),
+        "a connection from the network reached the host"
+    );
+}
+
+#[test]
+fn namespaces_go_with_the_network_and_those_of_dead_tests_are_swept() {
+    let Some(mut net) = network(
+        "partitions::network::namespaces_go_with_the_network_and_those_of_dead_tests_are_swept",
+    ) else {
+        return;
+    };
+    let node = net.add_node("a").expect("node");
+    net.start_server(node, ServerOptions::new())
+        .expect("server");
+    let name = net.namespace(node).expect("ns").to_owned();
+    let mut sleeper = net.command(node, "sleep");
+    sleeper.arg("600");
+    // Left running on purpose: dropping the network must kill it.
+    let mut sleeper = dlock_testkit::ChildGuard::spawn(sleeper).expect("sleep");
+    drop(net);
+    let list = || {
+        String::from_utf8_lossy(
+            &Command::new("ip")
+                .args(["netns", "list"])
+                .output()
+                .expect("ip")
+                .stdout,
+        )
+        .into_owned()
+    };
+    assert!(!list().contains(&name), "{name} outlived its network");
+    let status = sleeper
+        .wait_timeout(std::time::Duration::from_secs(5))
+        .expect("wait");
+    assert!(
+        status.is_some(),
+        "a process started in the network outlived it"
+    );
+
+    // A namespace named for a pid that no longer runs, as a SIGKILLed test leaves behind.
+    let mut gone = Command::new("true").spawn().expect("true");
+    gone.wait().expect("wait");
+    let stale = format!("dlock-net-{}-0-n0", gone.id());
+    let added = Command::new("ip")
+        .args(["netns", "add", &stale])
+        .status()
+        .expect("ip");
+    assert!(added.success());
+    let _next = network("partitions::network::namespaces_go…").expect("network");
+    assert!(!list().contains(&stale), "{stale} was not swept");
+}

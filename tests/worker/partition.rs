@@ -1,0 +1,69 @@
+//! `lease-probe`: a lock holder for the partition tests (`tests/partitions/`), run inside a
+//! client namespace of a `dlock_testkit::Network`.
+//!
+//! Run with: `dlock-test-worker lease-probe url=… name=… ttl_ms=1500 command_timeout_ms=500
+//! connect_timeout_ms=500 [retry_ms=30000]` (started by the tests).
+//!
+//! It acquires `name` with the watchdog and prints `acquired fence=F at_us=T`; when the
+//! lease is reported lost it prints `lost reason=R at_us=T`, drops the guard and tries to take
+//! the lock again, one `try_acquire` after another, until it has it or `retry_ms` passed:
+//! `reacquired fence=F at_us=T attempts=N` or `gave-up attempts=N`. Times are the wall clock
+//! in µs since the epoch, read in this process at the moment it learnt the outcome, so the test
+//! compares them with its own record of when it cut and healed the network (one machine, one
+//! clock) without counting the pipe's delay.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dlock_core::{Client, MutexOptions};
+
+use crate::{BoxError, num, opt, report};
+
+/// Pause between two attempts to take the lock again: short against the command timeout, so
+/// the recovery is measured within a few ms.
+const RETRY_PAUSE: Duration = Duration::from_millis(10);
+
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+pub(crate) async fn lease_probe(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let name = opt(opts, "name")?;
+    let client = Client::builder(opt(opts, "url")?)
+        .command_timeout(Duration::from_millis(num(opts, "command_timeout_ms", 500)?))
+        .connect_timeout(Duration::from_millis(num(opts, "connect_timeout_ms", 500)?))
+        .build()?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 1_500)?);
+    let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl).watchdog())?;
+    let guard = lock.acquire().await?;
+    let fence = guard.fencing_token().await?.get();
+    report(&format!("acquired fence={fence} at_us={}", now_us()));
+    let lost = guard.lost().await;
+    report(&format!(
+        "lost reason={:?} at_us={}",
+        lost.reason(),
+        now_us()
+    ));
+    drop(guard);
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(num(opts, "retry_ms", 30_000)?);
+    let mut attempts = 0u64;
+    while tokio::time::Instant::now() < deadline {
+        attempts += 1;
+        // Errors (timeouts, refused connections) are what the partition causes: try again.
+        if let Ok(Some(again)) = lock.try_acquire().await {
+            let at = now_us();
+            let fence = again.fencing_token().await?.get();
+            report(&format!(
+                "reacquired fence={fence} at_us={at} attempts={attempts}"
+            ));
+            again.release().await?;
+            return Ok(());
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+    report(&format!("gave-up attempts={attempts}"));
+    Ok(())
+}
