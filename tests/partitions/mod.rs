@@ -10,6 +10,7 @@
 //! `SKIPPED <test>: <why>` and passes, except under `CI=true` as root, where that is a failure
 //! (CI runs as root and must run them).
 
+mod half_open;
 mod network;
 
 use dlock_testkit::Network;

@@ -5,8 +5,9 @@
 //! connect_timeout_ms=500 [retry_ms=30000]` (started by the tests).
 //!
 //! It acquires `name` with the watchdog and prints `acquired fence=F at_us=T`; when the
-//! lease is reported lost it prints `lost reason=R at_us=T`, drops the guard and tries to take
-//! the lock again, one `try_acquire` after another, until it has it or `retry_ms` passed:
+//! lease is reported lost it prints `lost reason=R at_us=T safe_until_us=S`, drops the guard and tries to take
+//! the lock again (`safe_until_us`: the end of the lease as the guard knew it last), one
+//! `try_acquire` after another, until it has it or `retry_ms` passed:
 //! `reacquired fence=F at_us=T attempts=N` or `gave-up attempts=N`. Times are the wall clock
 //! in µs since the epoch, read in this process at the moment it learnt the outcome, so the test
 //! compares them with its own record of when it cut and healed the network (one machine, one
@@ -41,10 +42,13 @@ pub(crate) async fn lease_probe(opts: &HashMap<String, String>) -> Result<(), Bo
     let fence = guard.fencing_token().await?.get();
     report(&format!("acquired fence={fence} at_us={}", now_us()));
     let lost = guard.lost().await;
+    // How long ago the lease's last known end was: the lease's end on the wall clock.
+    let past_end = std::time::Instant::now().saturating_duration_since(guard.safe_until());
+    let at = now_us();
     report(&format!(
-        "lost reason={:?} at_us={}",
+        "lost reason={:?} at_us={at} safe_until_us={}",
         lost.reason(),
-        now_us()
+        at.saturating_sub(past_end.as_micros())
     ));
     drop(guard);
     let deadline =
