@@ -11,6 +11,7 @@
 //! (CI runs as root and must run them).
 
 mod half_open;
+mod history;
 mod network;
 
 use dlock_testkit::Network;
