@@ -8,27 +8,43 @@ use dlock_testkit::{Network, NodeId, SERVER_PORT, ServerOptions};
 
 use super::network;
 
-/// Whether a new connection from `from` to the server in `to` answers `PING` within a second
-/// (a cut drops the SYN or its answer silently, so the attempt hangs until `timeout` ends it).
+/// How long a probe waits for `PONG`: a cut drops the SYN or its answer silently, so a probe
+/// across it hangs until then. Long against a loaded machine's scheduling; probes run at once.
+const PROBE_LIMIT: &str = "2";
+
+/// Whether a new connection from `from` to the server in `to` answers `PING` within
+/// [`PROBE_LIMIT`] seconds.
 fn reaches(net: &Network, from: NodeId, to: NodeId) -> bool {
     let mut cmd = net.command(from, "timeout");
-    cmd.args(["1", "redis-cli", "-h", &net.address(to).to_string()])
+    cmd.args([PROBE_LIMIT, "redis-cli", "-h", &net.address(to).to_string()])
         .args(["-p", &SERVER_PORT.to_string(), "PING"]);
     let out = cmd.stderr(Stdio::null()).output().expect("run redis-cli");
     out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "PONG"
 }
 
-/// Which of the ordered pairs of `nodes` reach each other, as a list of `(from, to)` indices.
+/// Which of the ordered pairs of `nodes` reach each other, as a list of `(from, to)` indices
+/// (probed all at once).
 fn reachable(net: &Network, nodes: &[NodeId]) -> Vec<(usize, usize)> {
-    let mut pairs = Vec::new();
-    for &a in nodes {
-        for &b in nodes {
-            if a != b && reaches(net, a, b) {
-                pairs.push((a.index(), b.index()));
-            }
-        }
-    }
+    let pairs: Vec<(NodeId, NodeId)> = nodes
+        .iter()
+        .flat_map(|&a| nodes.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
+        .collect();
+    let reached: Vec<bool> = std::thread::scope(|scope| {
+        let probes: Vec<_> = pairs
+            .iter()
+            .map(|&(a, b)| scope.spawn(move || reaches(net, a, b)))
+            .collect();
+        probes
+            .into_iter()
+            .map(|p| p.join().expect("probe"))
+            .collect()
+    });
     pairs
+        .iter()
+        .zip(reached)
+        .filter(|(_, ok)| *ok)
+        .map(|((a, b), _)| (a.index(), b.index()))
+        .collect()
 }
 
 fn blackhole_rules(net: &Network) -> usize {
@@ -178,7 +194,7 @@ fn nothing_in_the_network_reaches_the_host() {
     listener.set_nonblocking(true).expect("nonblocking");
     for host in host_addresses() {
         let mut cmd = net.command(node, "timeout");
-        cmd.args(["1", "redis-cli", "-h", &host, "-p", &port, "PING"]);
+        cmd.args([PROBE_LIMIT, "redis-cli", "-h", &host, "-p", &port, "PING"]);
         let out = cmd.output().expect("redis-cli");
         assert!(
             !String::from_utf8_lossy(&out.stdout).contains("PONG") && !out.status.success(),

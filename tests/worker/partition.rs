@@ -71,3 +71,59 @@ pub(crate) async fn lease_probe(opts: &HashMap<String, String>) -> Result<(), Bo
     report(&format!("gave-up attempts={attempts}"));
     Ok(())
 }
+
+/// `lock-history url=… name=… process=N ms=6000 ttl_ms=1000 command_timeout_ms=300
+/// hold_ms=20`: for `ms`, takes `name` with `try_acquire` (fenced, no watchdog: the lease ends
+/// at its `safe_until`), holds it `hold_ms`, releases it, pauses 10 ms, and again. Prints every
+/// operation as a line `op <process> acquire|release <invoked_us> <completed_us|-> <outcome>`
+/// (the text of `tests/partitions/history.rs`), then `done ops=N`. Errors are outcomes
+/// (`unknown`): the partition tests cut this process off on purpose.
+pub(crate) async fn lock_history(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let process = num(opts, "process", 0)?;
+    let client = Client::builder(opt(opts, "url")?)
+        .command_timeout(Duration::from_millis(num(opts, "command_timeout_ms", 300)?))
+        .connect_timeout(Duration::from_millis(num(opts, "command_timeout_ms", 300)?))
+        .build()?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 1_000)?);
+    let lock = client.mutex_with(opt(opts, "name")?, MutexOptions::new().ttl(ttl).fenced())?;
+    let hold = Duration::from_millis(num(opts, "hold_ms", 20)?);
+    let until = tokio::time::Instant::now() + Duration::from_millis(num(opts, "ms", 6_000)?);
+    let mut ops = 0u64;
+    while tokio::time::Instant::now() < until {
+        let invoked = now_us();
+        let outcome = match lock.try_acquire().await {
+            Ok(Some(guard)) => {
+                let completed = now_us();
+                let left = guard
+                    .safe_until()
+                    .saturating_duration_since(std::time::Instant::now());
+                let safe_until = completed + left.as_micros();
+                let fence = guard.fencing_token().await.map_or(0, |f| f.get());
+                report(&format!(
+                    "op {process} acquire {invoked} {completed} granted:{fence}:{safe_until}"
+                ));
+                tokio::time::sleep(hold).await;
+                let asked = now_us();
+                let released = guard.release().await;
+                let (completed, outcome) = match released {
+                    Ok(dlock_core::ReleaseOutcome::Released) => (now_us().to_string(), "released"),
+                    Ok(_) => (now_us().to_string(), "not-held"),
+                    Err(_) => ("-".to_owned(), "unknown"),
+                };
+                ops += 2;
+                report(&format!(
+                    "op {process} release {asked} {completed} {outcome}"
+                ));
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            Ok(None) => format!("{} busy", now_us()),
+            Err(_) => "- unknown".to_owned(),
+        };
+        ops += 1;
+        report(&format!("op {process} acquire {invoked} {outcome}"));
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+    report(&format!("done ops={ops}"));
+    Ok(())
+}
