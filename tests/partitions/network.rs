@@ -254,3 +254,55 @@ fn namespaces_go_with_the_network_and_those_of_dead_tests_are_swept() {
     let _next = network("partitions::network::namespaces_go…").expect("network");
     assert!(!list().contains(&stale), "{stale} was not swept");
 }
+
+#[test]
+fn a_master_isolated_with_a_minority_is_failed_over_by_the_majority() {
+    let Some(mut net) = network(
+        "partitions::network::a_master_isolated_with_a_minority_is_failed_over_by_the_majority",
+    ) else {
+        return;
+    };
+    let nodes: Vec<NodeId> = ["master", "r1", "r2"]
+        .iter()
+        .map(|label| net.add_node(label).expect("node"))
+        .collect();
+    let master = nodes[0];
+    net.start_server(master, ServerOptions::new())
+        .expect("master");
+    for &replica in &nodes[1..] {
+        net.start_replica(replica, master, ServerOptions::new())
+            .expect("replica");
+    }
+    for &node in &nodes {
+        net.start_sentinel(node, master, 2).expect("sentinel");
+    }
+    net.wait_sentinels(2).expect("the sentinels see each other");
+    assert_eq!(net.sentinel_master(nodes[1]).expect("asked"), master);
+
+    // The master with its own sentinel: a minority. The other two vote a replica in.
+    net.isolate(&[master]).expect("isolate");
+    let new = net.wait_failover(master).expect("failover");
+    assert!(nodes[1..].contains(&new), "promoted node {new:?}");
+    assert_eq!(
+        net.sentinel_master(master).expect("asked"),
+        master,
+        "the isolated sentinel heard nothing"
+    );
+    // Healed, the old master is told to follow the new one.
+    net.heal().expect("heal");
+    let old = net.server(master).expect("old master");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let role: Vec<redis::Value> = redis::cmd("ROLE")
+            .query(&mut old.connection().expect("socket"))
+            .expect("ROLE");
+        if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old master never rejoined: {role:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -6,6 +6,7 @@
 //! a client is an address the client can reach. The harness reaches each through a Unix socket
 //! (see `node_server.rs`).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 
 use super::node_server::{NetServer, Role, Spec};
@@ -254,26 +255,40 @@ impl Network {
             })
     }
 
-    /// Waits until every running sentinel names a master other than `old`, and that server
-    /// says it is a master; returns its node.
+    /// Waits until a majority of the running sentinels name the same master other than
+    /// `old`, and that server says it is a master; returns its node. A majority, not all: a
+    /// sentinel isolated with the old master goes on naming it until the heal.
     ///
     /// # Errors
     ///
     /// When no failover completes within 30 s (the error says what was seen last).
     pub fn wait_failover(&self, old: NodeId) -> Result<NodeId, HarnessError> {
         poll(FAILOVER_TIMEOUT, || {
-            let mut named = None;
-            for (node, _) in self.sentinels.iter().filter(|(_, s)| s.pid().is_some()) {
-                let master = self.sentinel_master(*node).map_err(|e| e.to_string())?;
-                if master == old || named.is_some_and(|n| n != master) {
-                    return Err(format!(
-                        "the sentinel in node {} names node {}",
-                        node.0, master.0
-                    ));
+            let running: Vec<NodeId> = self
+                .sentinels
+                .iter()
+                .filter(|(_, s)| s.pid().is_some())
+                .map(|(n, _)| *n)
+                .collect();
+            let mut named: BTreeMap<NodeId, usize> = BTreeMap::new();
+            for &node in &running {
+                if let Ok(master) = self.sentinel_master(node) {
+                    *named.entry(master).or_insert(0) += 1;
                 }
-                named = Some(master);
             }
-            let new = named.ok_or("no sentinel runs")?;
+            let (new, votes) = named
+                .iter()
+                .filter(|(n, _)| **n != old)
+                .max_by_key(|(_, v)| **v)
+                .map(|(n, v)| (*n, *v))
+                .ok_or_else(|| format!("the sentinels name {named:?} (node indices)"))?;
+            if votes * 2 <= running.len() {
+                return Err(format!(
+                    "{votes} of {} sentinels name node {}",
+                    running.len(),
+                    new.0
+                ));
+            }
             let role: Vec<redis::Value> = self
                 .server(new)
                 .and_then(|s| s.query(&redis::cmd("ROLE")))
