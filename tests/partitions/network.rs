@@ -220,8 +220,26 @@ fn namespaces_go_with_the_network_and_those_of_dead_tests_are_swept() {
     let name = net.namespace(node).expect("ns").to_owned();
     let mut sleeper = net.command(node, "sleep");
     sleeper.arg("600");
-    // Left running on purpose: dropping the network must kill it.
+    // Left running on purpose: dropping the network must kill it. Dropped once it is inside
+    // the namespace (`ip netns exec` has entered it), which is when the network can see it.
     let mut sleeper = dlock_testkit::ChildGuard::spawn(sleeper).expect("sleep");
+    let pid = sleeper.pid().to_string();
+    let inside = || {
+        let out = Command::new("ip").args(["netns", "pids", &name]).output();
+        out.is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .any(|p| p == pid)
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !inside() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sleep never entered {name}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     drop(net);
     let list = || {
         String::from_utf8_lossy(

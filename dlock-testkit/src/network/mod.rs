@@ -246,7 +246,9 @@ impl Network {
     /// program`): a client of the network. Add its arguments and spawn it, e.g. with
     /// [`LineChild::spawn`](crate::LineChild::spawn); `ip netns exec` executes the program in
     /// place, so the child's pid is the program's. The network kills it when it drops, if it
-    /// still runs.
+    /// still runs and has entered the namespace by then (a process spawned at the very moment
+    /// the network drops may not have: keep it in a [`ChildGuard`](crate::ChildGuard) or
+    /// [`LineChild`](crate::LineChild), which kill it on their own drop).
     ///
     /// A node that is not in the network gives a command that fails to run.
     pub fn command(&self, node: NodeId, program: impl AsRef<OsStr>) -> Command {

@@ -89,17 +89,31 @@ impl Drop for Namespace {
 /// Kills every process in namespace `name` and deletes it. Best effort, never panics: it runs
 /// in `Drop`, and a namespace that is already gone is what it wants.
 pub(crate) fn remove(name: &str) {
-    if let Ok(pids) = ip(&["netns", "pids", name]) {
-        for pid in pids
+    // A few rounds: an `ip netns exec` that was entering the namespace during one round is in
+    // it by the next (one that has not opened it by the deletion fails to start).
+    for _ in 0..KILL_ROUNDS {
+        let Ok(pids) = ip(&["netns", "pids", name]) else {
+            break;
+        };
+        let pids: Vec<i32> = pids
             .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
             // Listed in the namespace just now: one of ours, or one started inside it.
             let _ = signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
+        std::thread::sleep(KILL_PAUSE);
     }
     let _ = ip(&["netns", "del", name]);
 }
+
+/// Rounds of [`remove`]'s kill, and the pause after each that found a process.
+const KILL_ROUNDS: usize = 5;
+const KILL_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Removes the namespaces of processes that no longer run (a test that was SIGKILLed).
 /// Returns their names.
