@@ -8,12 +8,15 @@
 //!   within twice its command timeout (one case is dlock's open defect, ignored with why);
 //! - `history.rs` is the checker of lock histories (a lease mutex, and stateright's
 //!   linearizability tester where no lease matters), and `lock_workload.rs` runs two clients
-//!   across a half-open cut, saves their history and checks it.
+//!   across a half-open cut, saves their history and checks it;
+//! - `guarded_writes.rs`: writes a holder queued during a cut reach Redis after the heal and
+//!   are refused (plain `RPUSH`es, the control, land after the new holder's).
 //!
 //! These tests need root and iproute2. Where namespaces cannot be made a test prints
 //! `SKIPPED <test>: <why>` and passes, except under `CI=true` as root, where that is a failure
 //! (CI runs as root and must run them).
 
+mod guarded_writes;
 mod half_open;
 mod history;
 mod lock_workload;

@@ -127,3 +127,74 @@ pub(crate) async fn lock_history(opts: &HashMap<String, String>) -> Result<(), B
     report(&format!("done ops={ops}"));
     Ok(())
 }
+
+/// `guarded-writer url=… name=… ttl_ms=1500 command_timeout_ms=500 period_ms=50 ms=6000
+/// [unguarded=1]`:
+/// acquires `name` (waiting, with the watchdog), prints `acquired fence=F`, then every
+/// `period_ms` until `ms` appends its fence to `{name}:writes` with a guarded write, whatever
+/// it knows of its lease (a client that queued writes during a cut). Prints `applied`,
+/// `refused` or `unknown` for each, then `done applied=A refused=R unknown=U`. With
+/// `unguarded=1` it appends with a plain `RPUSH` on a connection of its own instead (the
+/// control: what the guarded write prevents).
+pub(crate) async fn guarded_writer(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let name = opt(opts, "name")?;
+    let timeout = Duration::from_millis(num(opts, "command_timeout_ms", 500)?);
+    let client = Client::builder(opt(opts, "url")?)
+        .command_timeout(timeout)
+        .connect_timeout(timeout)
+        .build()?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 1_500)?);
+    let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl).watchdog())?;
+    let guard = lock.acquire().await?;
+    let fence = guard.fencing_token().await?.get();
+    report(&format!("acquired fence={fence}"));
+    let period = Duration::from_millis(num(opts, "period_ms", 50)?);
+    let until = tokio::time::Instant::now() + Duration::from_millis(num(opts, "ms", 6_000)?);
+    let (mut applied, mut refused, mut unknown) = (0u64, 0u64, 0u64);
+    let key = format!("{{{name}}}:writes");
+    let mut plain = if num(opts, "unguarded", 0)? == 1 {
+        let client = redis::Client::open(opt(opts, "url")?)?;
+        Some(client.get_multiplexed_async_connection().await?)
+    } else {
+        None
+    };
+    while tokio::time::Instant::now() < until {
+        let outcome = match &mut plain {
+            Some(con) => {
+                let mut push = redis::cmd("RPUSH");
+                push.arg(&key).arg(fence);
+                match tokio::time::timeout(timeout, push.exec_async(con)).await {
+                    Ok(Ok(())) => Ok(dlock_core::Guarded::Applied(Vec::new())),
+                    _ => Err(()),
+                }
+            }
+            None => guard
+                .guarded()
+                .rpush(&key, fence)
+                .exec()
+                .await
+                .map_err(|_| ()),
+        };
+        let word = match outcome {
+            Ok(dlock_core::Guarded::Applied(_)) => {
+                applied += 1;
+                "applied"
+            }
+            // Refused, or a variant added later: not applied.
+            Ok(_) => {
+                refused += 1;
+                "refused"
+            }
+            Err(_) => {
+                unknown += 1;
+                "unknown"
+            }
+        };
+        report(word);
+        tokio::time::sleep(period).await;
+    }
+    report(&format!(
+        "done applied={applied} refused={refused} unknown={unknown}"
+    ));
+    Ok(())
+}
