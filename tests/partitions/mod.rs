@@ -11,6 +11,8 @@
 //!   across a half-open cut, saves their history and checks it;
 //! - `guarded_writes.rs`: writes a holder queued during a cut reach Redis after the heal and
 //!   are refused (plain `RPUSH`es, the control, land after the new holder's).
+//! - `set_workload.rs`: Jepsen's set under the lock, a client cut off between its read and its
+//!   write: no acknowledged element lost or doubled.
 //!
 //! These tests need root and iproute2. Where namespaces cannot be made a test prints
 //! `SKIPPED <test>: <why>` and passes, except under `CI=true` as root, where that is a failure
@@ -21,6 +23,7 @@ mod half_open;
 mod history;
 mod lock_workload;
 mod network;
+mod set_workload;
 
 use dlock_testkit::Network;
 

@@ -47,7 +47,7 @@
 //!   then `tasks` tasks ask the rate limiter `name` (`rate` per second, `burst`) for one cell
 //!   at a time, as fast as answers come, for `ms`; prints `admitted <n> limited <n>` and
 //!   then `times <µs,µs,…>`: the server time of every admitted cell.
-//! * `lease-probe …`, `lock-history …`, `guarded-writer …` — clients of the partition tests (see `partition.rs`).
+//! * `lease-probe …`, `lock-history …`, `guarded-writer …`, `set-adder …` — clients of the partition tests (see `partition.rs`).
 //! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …`,
 //!   `oneoff-replica …` — scheduler replicas (see `replica.rs`, `retry_replica.rs`,
 //!   `schedule_replica.rs`, `group_replica.rs`, `oneoff_replica.rs`).
@@ -103,6 +103,7 @@ fn main() -> ExitCode {
             "lease-probe" => partition::lease_probe(&opts).await,
             "lock-history" => partition::lock_history(&opts).await,
             "guarded-writer" => partition::guarded_writer(&opts).await,
+            "set-adder" => partition::set_adder(&opts).await,
             "replica" => replica::replica(&opts).await,
             "retry-replica" => retry_replica::retry_replica(&opts).await,
             "schedule-replica" => schedule_replica::schedule_replica(&opts).await,

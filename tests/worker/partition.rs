@@ -198,3 +198,77 @@ pub(crate) async fn guarded_writer(opts: &HashMap<String, String>) -> Result<(),
     ));
     Ok(())
 }
+
+/// `set-adder url=… name=… process=N ttl_ms=1500 command_timeout_ms=500 ms=6000 limit=150
+/// think_ms=50`: Jepsen's set under a lock. Until `ms` or `limit` elements, takes `name`
+/// (`try_acquire`, watchdog), reads the set
+/// `{name}:set` (a comma-separated string), adds its next element `<process>-<n>` and writes
+/// the whole value back with a guarded `SET` after `think_ms` (printing `holding` first, so a
+/// test can cut it off between its read and its write) — a read-modify-write that only mutual
+/// exclusion keeps from losing elements — then releases. Prints `added <element>` for each write that
+/// was applied, then `done added=A unknown=U`.
+pub(crate) async fn set_adder(opts: &HashMap<String, String>) -> Result<(), BoxError> {
+    let (name, process) = (opt(opts, "name")?, num(opts, "process", 0)?);
+    let timeout = Duration::from_millis(num(opts, "command_timeout_ms", 500)?);
+    let url = opt(opts, "url")?;
+    let client = Client::builder(url)
+        .command_timeout(timeout)
+        .connect_timeout(timeout)
+        .build()?;
+    let mut plain = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let ttl = Duration::from_millis(num(opts, "ttl_ms", 1_500)?);
+    let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl).watchdog())?;
+    let key = format!("{{{name}}}:set");
+    let until = tokio::time::Instant::now() + Duration::from_millis(num(opts, "ms", 6_000)?);
+    let (mut next, mut added, mut unknown) = (0u64, 0u64, 0u64);
+    let (limit, think) = (
+        num(opts, "limit", 150)?,
+        Duration::from_millis(num(opts, "think_ms", 50)?),
+    );
+    while tokio::time::Instant::now() < until && next < limit {
+        let Ok(Some(guard)) = lock.try_acquire().await else {
+            tokio::time::sleep(RETRY_PAUSE).await;
+            continue;
+        };
+        let mut get = redis::cmd("GET");
+        get.arg(&key);
+        let read = get.query_async::<Option<String>>(&mut plain);
+        let current = match tokio::time::timeout(timeout, read).await {
+            Ok(Ok(value)) => value.unwrap_or_default(),
+            _ => {
+                unknown += 1;
+                continue;
+            }
+        };
+        let element = format!("{process}-{next}");
+        next += 1;
+        report("holding");
+        tokio::time::sleep(think).await;
+        let value = if current.is_empty() {
+            element.clone()
+        } else {
+            format!("{current},{element}")
+        };
+        let write = guard
+            .guarded()
+            .set(&key, value)
+            .exec()
+            .await
+            .map_err(|_| ());
+        match write {
+            Ok(dlock_core::Guarded::Applied(_)) => {
+                added += 1;
+                report(&format!("added {element}"));
+            }
+            Ok(_) => {}
+            Err(_) => unknown += 1,
+        }
+        // A release that fails leaves the lease to expire.
+        let _ = guard.release().await;
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+    report(&format!("done added={added} unknown={unknown}"));
+    Ok(())
+}
