@@ -47,7 +47,8 @@
 //!   then `tasks` tasks ask the rate limiter `name` (`rate` per second, `burst`) for one cell
 //!   at a time, as fast as answers come, for `ms`; prints `admitted <n> limited <n>` and
 //!   then `times <µs,µs,…>`: the server time of every admitted cell.
-//! * `lease-probe …`, `lock-history …`, `guarded-writer …`, `set-adder …` — clients of the partition tests (see `partition.rs`).
+//! * `lease-probe …`, `lock-history …`, `guarded-writer …`, `set-adder …` — clients of the
+//!   partition tests, run in a namespace of a `dlock_testkit::Network` (see `partition.rs`).
 //! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …`,
 //!   `oneoff-replica …` — scheduler replicas (see `replica.rs`, `retry_replica.rs`,
 //!   `schedule_replica.rs`, `group_replica.rs`, `oneoff_replica.rs`).

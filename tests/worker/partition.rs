@@ -1,13 +1,12 @@
-//! `lease-probe`: a lock holder for the partition tests (`tests/partitions/`), run inside a
-//! client namespace of a `dlock_testkit::Network`.
+//! The clients of the partition tests (`tests/partitions/`), each run inside a client
+//! namespace of a `dlock_testkit::Network`: `lease-probe`, `lock-history`, `guarded-writer`
+//! and `set-adder` (each function says what it does and prints).
 //!
-//! Run with: `dlock-test-worker lease-probe url=… name=… ttl_ms=1500 command_timeout_ms=500
-//! connect_timeout_ms=500 [retry_ms=30000]` (started by the tests).
-//!
-//! It acquires `name` with the watchdog and prints `acquired fence=F at_us=T`; when the
-//! lease is reported lost it prints `lost reason=R at_us=T safe_until_us=S`, drops the guard and tries to take
-//! the lock again (`safe_until_us`: the end of the lease as the guard knew it last), one
-//! `try_acquire` after another, until it has it or `retry_ms` passed:
+//! `lease-probe url=… name=… ttl_ms=1500 command_timeout_ms=500 connect_timeout_ms=500
+//! [retry_ms=30000]` acquires `name` with the watchdog and prints `acquired fence=F at_us=T`;
+//! when the lease is reported lost it prints `lost reason=R at_us=T safe_until_us=S` (`S`: the
+//! end of the lease as the guard knew it last), drops the guard and tries to take the lock
+//! again, one `try_acquire` after another, until it has it or `retry_ms` passed:
 //! `reacquired fence=F at_us=T attempts=N` or `gave-up attempts=N`. Times are the wall clock
 //! in µs since the epoch, read in this process at the moment it learnt the outcome, so the test
 //! compares them with its own record of when it cut and healed the network (one machine, one
