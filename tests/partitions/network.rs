@@ -324,3 +324,42 @@ fn a_master_isolated_with_a_minority_is_failed_over_by_the_majority() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_test_that_panics_leaves_no_namespace() {
+    let test = "partitions::network::a_test_that_panics_leaves_no_namespace";
+    if network(test).is_none() {
+        return;
+    }
+    let names = std::sync::Mutex::new(Vec::new());
+    let panicked = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut net = network(test).expect("network");
+                let node = net.add_node("a").expect("node");
+                net.start_server(node, ServerOptions::new())
+                    .expect("server");
+                names
+                    .lock()
+                    .expect("names")
+                    .push(net.namespace(node).expect("ns").to_owned());
+                panic!("the test fails with its network up");
+            })
+            .join()
+            .is_err()
+    });
+    assert!(panicked);
+    let list = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .expect("ip")
+            .stdout,
+    )
+    .into_owned();
+    let names = names.into_inner().expect("names");
+    assert_eq!(names.len(), 1, "the network came up before the panic");
+    for name in names {
+        assert!(!list.contains(&name), "{name} outlived a panic");
+    }
+}
