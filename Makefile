@@ -6,7 +6,7 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
 ## The integration binary's folders (tests/README.md): `make test-<group>` runs one.
-TEST_GROUPS := locks watchdog other_kinds scheduler operate repo security web
+TEST_GROUPS := locks watchdog other_kinds scheduler operate repo security web partitions
 
 .PHONY: deps deps-run deps-check demo demo-counter test check lint package fmt-check clippy default-features modules core-tree fmt doc unit \
 	unit-fast model-unit conformance model model-mutants bench bench-scale clean \
@@ -26,9 +26,9 @@ define run_steps
 endef
 
 ## What `make test` needs: Redis and cargo, rustfmt and clippy, python3 (the module check),
-## Chromium (the dashboard's browser test) and PostgreSQL (the web example's store).
+## Chromium (the dashboard's browser test), PostgreSQL (the web example's store) and iproute2 (the partition tests).
 deps:
-	@scripts/ensure-deps.sh lint python chromium postgres servers
+	@scripts/ensure-deps.sh lint python chromium postgres servers netns
 
 ## What the demos, the benchmark and the conformance runs need: Redis and cargo only.
 deps-run:
@@ -41,6 +41,7 @@ deps-check:
 ## The optional parts a folder of the integration binary needs (`make test-<group>`).
 GROUP_DEPS_scheduler := chromium
 GROUP_DEPS_web := postgres
+GROUP_DEPS_partitions := netns
 
 ## Command 1: the demo — three replicas run the lottery job; each draw happens on one of them.
 ## The build is shown (a fresh clone compiles for minutes); the run itself is quiet.

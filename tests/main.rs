@@ -18,6 +18,7 @@ mod support;
 mod locks;
 mod operate;
 mod other_kinds;
+mod partitions;
 mod repo;
 mod scheduler;
 mod security;

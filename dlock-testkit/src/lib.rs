@@ -39,6 +39,9 @@
 //!   caught up; [`RedisSentinels`]: 3 sentinels watching it (a master is down after 1 s).
 //! - [`PostgresServer`]: a PostgreSQL server on a Unix socket in its temp dir, for code that
 //!   checks fencing tokens in SQL.
+//! - [`Network`]: servers, replicas, sentinels and client processes in network namespaces of
+//!   their own, joined through a router namespace where faults cut the links (root and
+//!   iproute2 only; see below).
 //! - [`ChildGuard`] and [`LineChild`]: a child process of the test — a lock holder of your
 //!   own — killed and reaped on drop; `LineChild` talks to it in lines on stdin and stdout.
 //!
@@ -53,6 +56,10 @@
 //! | Redis crashes | [`RedisServer::kill`], [`restart`](RedisServer::restart) (empty), [`crash_and_recover`](RedisServer::crash_and_recover) (back to the last save), [`RedisCluster::restart_node`] | errors while it is down; locks and fence counters gone after an empty restart |
 //! | the master dies | [`RedisReplicaSet::kill_master`], then [`RedisSentinels::wait_failover`] or [`RedisReplicaSet::promote_replica`] | a failover: writes not yet replicated are lost |
 //! | a replica lags | [`RedisReplicaSet::pause_replica`] | `WAIT` counts it out |
+//! | a network partition | [`Network::partition`] (any sets of nodes), [`Network::isolate`] (a master with a minority) | requests across the cut time out; a lease that cannot be renewed is lost within its TTL |
+//! | a one-way cut | [`Network::cut_one_way`] | TCP stalls both ways (its acknowledgements are cut) |
+//! | a half-open link: packets vanish, no RST | [`Network::half_open`] | both ends keep their connections open and hear nothing until a timeout of their own |
+//! | the network heals | [`Network::heal`] | the client is back within its own timeouts, not TCP's |
 //! | the server's clock jumps | [`ServerOptions::movable_clock`] + [`RedisServer::jump_clock`] | keys expire early; the machine's clock is not touched |
 //!
 //! `expire_lock` knows dlock's keys: `<prefix>{<name>}` for a mutex, `<prefix>{<name>}:sem`
@@ -90,6 +97,11 @@
 //!   `pg_config --bindir`. On Debian: `apt-get install -y postgresql-15`.
 //!   [`PostgresServer::check_requirements`] says what is missing, for a test that reports
 //!   itself skipped.
+//!
+//! - **Root and iproute2**, only for [`Network`] (`ip netns`, veth pairs, `ip rule … blackhole`;
+//!   the kernel needs no `tc`). On Debian: `apt-get install -y iproute2`.
+//!   [`Network::check_requirements`] says what is missing, for a test that reports itself
+//!   skipped.
 //!
 //! TLS needs nothing more: certificates are made at start-up ([`TlsMaterial`]).
 //!
@@ -133,6 +145,25 @@
 //! # Ok::<(), dlock_testkit::HarnessError>(())
 //! ```
 //!
+//! # Example: a partition
+//!
+//! ```no_run
+//! use dlock_testkit::{Network, ServerOptions};
+//!
+//! let mut net = Network::start()?; // needs root: see Requirements
+//! let master = net.add_node("master")?;
+//! let replica = net.add_node("replica")?;
+//! net.start_server(master, ServerOptions::new())?;
+//! net.start_replica(replica, master, ServerOptions::new())?;
+//! net.partition(&[&[master], &[replica]])?;
+//! // The test's own connection goes through a Unix socket: no fault cuts it.
+//! let mut con = net.server(master)?.connection()?;
+//! let acked: i64 = redis::cmd("WAIT").arg(1).arg(100).query(&mut con)?;
+//! assert_eq!(acked, 0); // the replica is cut off
+//! net.heal()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Layout
 //!
 //! | module | what |
@@ -152,6 +183,7 @@
 //! | `replicas` | [`RedisReplicaSet`], and reading `INFO replication` |
 //! | `sentinel` | [`RedisSentinels`]: config files, discovery, failover |
 //! | `postgres` | [`PostgresServer`]: finding the programs, the template cluster, start-up and stop |
+//! | `network` | [`Network`]: namespaces and veth links (`netns`), the cuts of each fault (`cuts`) and their `ip rule`s (`faults`), servers and sentinels inside a node (`servers`, `node_server`: [`NetServer`]) |
 //! | `process` | [`ChildGuard`] and signals |
 //! | `pause` | [`Paused`]: a process frozen until the guard drops |
 //! | `lines` | [`LineChild`]: the line protocol over a child's stdin and stdout |
@@ -164,6 +196,7 @@ mod flavour;
 mod launch;
 mod lines;
 mod lock_keys;
+mod network;
 mod nodes;
 mod options;
 mod pause;
@@ -181,6 +214,7 @@ pub use error::HarnessError;
 pub use flavour::{ServerFlavour, ServerKind, server_flavour};
 pub use lines::LineChild;
 pub use lock_keys::DEFAULT_KEY_PREFIX;
+pub use network::{NetServer, Network, NodeId, SENTINEL_MASTER_NAME, SENTINEL_PORT, SERVER_PORT};
 pub use nodes::RedisNodes;
 pub use options::ServerOptions;
 pub use pause::{Paused, pause_process};

@@ -49,12 +49,15 @@
 //!   then `times <µs,µs,…>`: the server time of every admitted cell.
 //! * `single-flight url=… key=… callers=N compute_ms=M` — dlock-tower's single-flight from
 //!   `callers` tasks at once (see `single_flight.rs`).
+//! * `lease-probe …`, `lock-history …`, `guarded-writer …`, `set-adder …` — clients of the
+//!   partition tests, run in a namespace of a `dlock_testkit::Network` (see `partition.rs`).
 //! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …`,
 //!   `oneoff-replica …` — scheduler replicas (see `replica.rs`, `retry_replica.rs`,
 //!   `schedule_replica.rs`, `group_replica.rs`, `oneoff_replica.rs`).
 
 mod group_replica;
 mod oneoff_replica;
+mod partition;
 mod replica;
 mod retry_replica;
 mod schedule_replica;
@@ -101,6 +104,10 @@ fn main() -> ExitCode {
             "shared" => shared(&opts).await,
             "multi" => multi(&opts).await,
             "rate" => rate(&opts).await,
+            "lease-probe" => partition::lease_probe(&opts).await,
+            "lock-history" => partition::lock_history(&opts).await,
+            "guarded-writer" => partition::guarded_writer(&opts).await,
+            "set-adder" => partition::set_adder(&opts).await,
             "replica" => replica::replica(&opts).await,
             "retry-replica" => retry_replica::retry_replica(&opts).await,
             "schedule-replica" => schedule_replica::schedule_replica(&opts).await,
