@@ -165,5 +165,10 @@ mod tests {
         let other = NativeRelease::default();
         assert!(!other.learn(Ok(Value::Array(vec![Value::Nil]))).unwrap());
         assert_eq!(other.known(), Some(false));
+        // `COMMAND` refused (an ACL, an allow-list): not available, and not asked again.
+        let refused = NativeRelease::default();
+        let denied = Error::new(ErrorKind::Permission, "NOPERM");
+        assert!(!refused.learn(Err(denied)).unwrap());
+        assert_eq!(refused.known(), Some(false));
     }
 }
