@@ -388,7 +388,21 @@ impl Transport {
                 let mut ask = redis::cmd("COMMAND");
                 ask.arg("INFO").arg("DELIFEQ");
                 let asked = self.command(&ask, "COMMAND INFO DELIFEQ", "").await;
-                self.native.learn(asked)?
+                let available = self.native.learn(asked)?;
+                if available {
+                    // release.lua still serves every other release (a 0, a waited lock, the
+                    // background ones): loaded now, as a release through it would have. A
+                    // background release whose EVALSHA met NOSCRIPT and then timed out (the
+                    // server paused) would leave the lock to its lease.
+                    self.request("release", keys.name(), |mut conn| async move {
+                        scripts::RELEASE
+                            .load_async(&mut conn)
+                            .await
+                            .map(|_| Value::Okay)
+                    })
+                    .await?;
+                }
+                available
             }
         };
         if !available {
