@@ -75,13 +75,18 @@ VALKEY_RUN := CARGO=$(CARGO) scripts/run-unit-test.sh
 ## `make test`'s smoke set on each Valkey, besides the conformance test: a test of every kind —
 ## the lock family (mutex, semaphore, read-write lock across processes), the scheduler's claim,
 ## the rate limiter, a guarded write, a cluster — and what #48 reads from the server (refusal
-## texts, scripts loading, the ACL user, WAITAOF found by COMMAND INFO).
+## texts, scripts loading, the ACL user, WAITAOF found by COMMAND INFO), and the native release
+## (DELIFEQ on Valkey 9.1, release.lua on 8.1).
 VALKEY_SMOKE := \
 	locks::mutex_exclusion::two_processes_lose_no_update::single \
 	locks::lock_family::grants_follow_arrival_order_across_processes_and_modes::single \
 	scheduler::scheduler_exactly_once::skewed_replicas_run_every_occurrence_exactly_once \
 	other_kinds::rate_limiter::a_burst_then_the_steady_rate::single \
 	locks::guarded_write::a_guarded_batch_applies_while_held_in_one_step::single \
+	locks::native_release::a_plain_hold_is_released_by_delifeq_where_the_server_has_it::single \
+	locks::native_release::a_waiter_queued_before_the_release_is_still_handed_the_lock::single \
+	locks::native_release::a_release_after_the_lease_ran_out_reports_what_it_did_before::single \
+	locks::native_release::a_client_with_its_own_waiter_skips_delifeq::single \
 	operate::cluster::scripts_run_on_a_cluster_with_one_slot_per_lock \
 	operate::cluster::hand_off_uses_sharded_pub_sub_on_the_node_of_the_slot \
 	operate::server_texts::every_row_for_this_server_is_what_it_says \

@@ -115,12 +115,12 @@ impl Control {
             .ok_or_else(|| "INFO memory has no used_memory field".into())
     }
 
-    /// `redis_version` from `INFO server`.
-    pub(crate) async fn redis_version(&mut self) -> Result<String, BoxError> {
+    /// `redis_version` from `INFO server`, and the server it names (issue #48): "Valkey 9.1.2"
+    /// from `server_name` and `valkey_version` where the server has them (Valkey reports
+    /// `redis_version:7.2.4` whatever its own version), else "Redis <redis_version>".
+    pub(crate) async fn server_version(&mut self) -> Result<(String, String), BoxError> {
         let text = self.info(&["server"]).await?;
-        Ok(info_field(&text, "redis_version")
-            .unwrap_or("unknown")
-            .to_owned())
+        Ok(server_of(&text))
     }
 
     /// Sum of `LLEN` of the given keys.
@@ -173,9 +173,30 @@ pub(crate) fn info_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+/// `redis_version` and the server's own name and version, from `INFO server`'s `text`.
+fn server_of(text: &str) -> (String, String) {
+    let redis = info_field(text, "redis_version").unwrap_or("unknown");
+    let server = match info_field(text, "valkey_version") {
+        Some(valkey) => format!("Valkey {valkey} (redis_version {redis})"),
+        None => match info_field(text, "server_name") {
+            Some(name) if name != "redis" => format!("{name} (redis_version {redis})"),
+            _ => format!("Redis {redis}"),
+        },
+    };
+    (redis.to_owned(), server)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_is_named_by_its_own_version() {
+        let valkey =
+            "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n";
+        assert_eq!(server_of(valkey).1, "Valkey 9.1.2 (redis_version 7.2.4)");
+        assert_eq!(server_of("redis_version:7.0.15\r\n").1, "Redis 7.0.15");
+    }
 
     #[test]
     fn reads_info_fields() {

@@ -215,8 +215,8 @@ fn run(counts: &Counts, only: &[String], subjects: Vec<Kind>, json: &Path) -> Re
         .pid()
         .ok_or("redis-server is not running right after it started")?;
     let runtime = current_thread_runtime()?;
-    let redis_version =
-        runtime.block_on(async { Control::connect(&url).await?.redis_version().await })?;
+    let (redis_version, server_name) =
+        runtime.block_on(async { Control::connect(&url).await?.server_version().await })?;
     // Every subject connects once before any stage runs: a subject that cannot run here (a dlock
     // variant whose option dlock-core lacks) stops the run at once, not after minutes.
     for kind in &subjects {
@@ -224,11 +224,11 @@ fn run(counts: &Counts, only: &[String], subjects: Vec<Kind>, json: &Path) -> Re
             .map_err(|e| format!("subject `{}`: {e}", kind.name()))?;
     }
     drop(runtime);
-    let meta = Meta::collect(*counts, redis_version, &subjects);
+    let meta = Meta::collect(*counts, (redis_version, server_name), &subjects);
     if counts.quick {
         eprintln!("dlock-bench: QUICK smoke run: smaller counts, figures not comparable");
     }
-    eprintln!("dlock-bench: redis {} at {url}", meta.redis_version);
+    eprintln!("dlock-bench: {} at {url}", meta.server);
 
     let setting = Setting {
         url,

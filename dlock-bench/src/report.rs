@@ -163,6 +163,8 @@ pub(crate) struct Meta {
     pub(crate) quick: bool,
     pub(crate) counts: Counts,
     pub(crate) redis_version: String,
+    /// The server measured, by its own name and version ("Redis 7.0.15", "Valkey 9.1.2 …").
+    pub(crate) server: String,
     pub(crate) cpus: usize,
     pub(crate) cpu_model: String,
     pub(crate) kernel: String,
@@ -180,7 +182,11 @@ pub(crate) struct Meta {
 }
 
 impl Meta {
-    pub(crate) fn collect(counts: Counts, redis_version: String, subjects: &[Kind]) -> Meta {
+    pub(crate) fn collect(
+        counts: Counts,
+        (redis_version, server): (String, String),
+        subjects: &[Kind],
+    ) -> Meta {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
             .lines()
@@ -193,6 +199,7 @@ impl Meta {
             quick: counts.quick,
             counts,
             redis_version,
+            server,
             cpus: std::thread::available_parallelism().map_or(0, usize::from),
             cpu_model,
             kernel,
@@ -221,9 +228,9 @@ impl Meta {
         let subjects: Vec<&str> = self.subjects.iter().map(|k| k.label()).collect();
         let _ = writeln!(
             out,
-            "Redis {} · {} CPUs ({}) · kernel {} · load average {} at the start, {} at the end  \n\
+            "{} · {} CPUs ({}) · kernel {} · load average {} at the start, {} at the end  \n\
              Subjects (rslock pinned at ={}): {}.  \nConnections: {}.  \nRuntimes: {}.\n",
-            self.redis_version,
+            self.server,
             self.cpus,
             self.cpu_model,
             self.kernel,
@@ -519,7 +526,11 @@ mod tests {
             name: "W2 pairs/s".into(),
             values: vec![(Kind::Floor, 200.0), (Kind::Dlock, 150.0)],
         };
-        let meta = Meta::collect(Counts::QUICK, "7".into(), &[Kind::Floor, Kind::Dlock]);
+        let meta = Meta::collect(
+            Counts::QUICK,
+            ("7".into(), "Redis 7".into()),
+            &[Kind::Floor, Kind::Dlock],
+        );
         let results = Results {
             meta,
             entries: Vec::new(),
@@ -544,7 +555,7 @@ mod tests {
             (Counts::SCALE, "scale run"),
         ] {
             let mut out = String::new();
-            Meta::collect(counts, "7".into(), &[Kind::Dlock]).header(&mut out);
+            Meta::collect(counts, ("7".into(), "Redis 7".into()), &[Kind::Dlock]).header(&mut out);
             let first = out.lines().next().unwrap_or_default();
             assert!(first.contains(kind), "{first}");
         }

@@ -2,6 +2,7 @@
 //! election.rs and wait.rs, reduced to their decisions).
 
 use crate::mutant::Mutant;
+use crate::native;
 use crate::properties;
 use crate::server::{Mode, Ms, Op, Push, RW_LIMIT, ReleaseHow, Reply, Token};
 use crate::state::{Held, Kind, LEASE, LockModel, Phase, State};
@@ -159,7 +160,17 @@ pub(crate) fn receive(model: &LockModel, state: &mut State, c: u8) {
                 how: ReleaseHow::Own,
             },
         ),
-        (Op::Release { .. } | Op::SharedRelease { .. }, _) => done(state, c),
+        (Op::NativeRelease { token, .. }, reply) => {
+            match native::answered(model, state, c, token, &reply) {
+                Some(fallback) => send(model, state, c, fallback),
+                None => done(state, c),
+            }
+        }
+        (Op::Release { token, .. }, reply) => {
+            native::fallback_answered(state, c, token, &reply);
+            done(state, c);
+        }
+        (Op::SharedRelease { .. }, _) => done(state, c),
         (Op::Extend { .. }, Reply::Extended(results)) => {
             // 2: extended, and someone asked the holder to give the lock back (ask.lua).
             let result = results.first().copied();
@@ -280,20 +291,11 @@ fn attempted(
 
 /// Releases the current hold at once (an error after the lock was taken drops its guard).
 fn release_now(model: &LockModel, state: &mut State, c: u8) {
-    let Phase::Holding { token, .. } = state.clients[usize::from(c)].phase else {
+    let Phase::Holding { token, fence, .. } = state.clients[usize::from(c)].phase else {
         return done(state, c);
     };
-    send(
-        model,
-        state,
-        c,
-        Op::Release {
-            name: 0,
-            token,
-            leaving: None,
-            how: ReleaseHow::Own,
-        },
-    );
+    let op = native::release_op(model, token, fence);
+    send(model, state, c, op);
 }
 
 /// A push reaches its client (wait.rs): a grant is checked against the waiter's latest
@@ -345,7 +347,10 @@ pub(crate) fn send(model: &LockModel, state: &mut State, c: u8, op: Op) {
     }
     let releasing = matches!(
         op,
-        Op::Release { .. } | Op::SharedRelease { .. } | Op::ElectionResign { .. }
+        Op::Release { .. }
+            | Op::NativeRelease { .. }
+            | Op::SharedRelease { .. }
+            | Op::ElectionResign { .. }
     );
     if let Phase::Holding {
         token,

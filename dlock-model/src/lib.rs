@@ -123,6 +123,7 @@ mod guarded;
 pub mod model;
 mod mutant;
 mod mutex;
+mod native;
 mod properties;
 pub mod quorum;
 pub mod rate;
@@ -137,6 +138,10 @@ mod state;
 mod step;
 
 pub use mutant::Mutant;
+pub use native::{
+    NATIVE_LEAVES_NOTHING, REACH_NATIVE_EXPIRED, REACH_NATIVE_HANDED, REACH_NATIVE_RELEASED,
+    REACH_NATIVE_TAKEN,
+};
 
 pub use properties::{ASK_TOLD, ASK_YIELDED, EXCLUSIVE_AS_SEEN, GUARDED_REFUSED, KEPT_REFUSED};
 pub use reach::{

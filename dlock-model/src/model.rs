@@ -19,7 +19,7 @@ pub use crate::state::{
     Action, Client, Env, Ghost, Held, Kind, LEASE, LockModel, Observer, Phase, Req, State,
 };
 use crate::step::apply;
-use crate::{reach, rules};
+use crate::{native, reach, rules};
 
 impl LockModel {
     /// Whether client `c` has something due now (the clock waits for it).
@@ -118,12 +118,7 @@ impl LockModel {
                 fence: fence.unwrap_or(0),
             }
         } else {
-            Op::Release {
-                name: 0,
-                token,
-                leaving: None,
-                how: ReleaseHow::Own,
-            }
+            native::release_op(self, token, fence)
         };
         client::send(self, state, c, op);
     }
@@ -232,6 +227,7 @@ impl LockModel {
             self.kind == Kind::Mutex && reqs().count() >= 3,
             KEPT_REFUSED,
         );
+        out.extend(native::reachable(self));
         out
     }
 
@@ -279,6 +275,7 @@ impl Model for LockModel {
                     floored: None,
                     wrote: false,
                     away_since_ask: false,
+                    fallback: false,
                     lose_next: false,
                 }
             })
@@ -430,6 +427,7 @@ impl Model for LockModel {
         let mut all = properties::all();
         all.extend(rules::all());
         all.extend(reach::all());
+        all.extend(native::all());
         all
     }
 }

@@ -105,11 +105,21 @@ pub enum Mutant {
     /// died stay after the key kept for them is gone. Caught by `a mutex queue never outlives
     /// its kept key`.
     QueueNeverExpires,
+    /// The native release (`DELIFEQ`, issue #48) compares the token only, not the whole value
+    /// the caller's `SET` wrote: it deletes a key a waiter flagged and kept, and the queue is
+    /// left behind a lock nobody hands on. Caught by `dead holder handed on` on `unit native
+    /// mutex`.
+    NativeTokenOnly,
+    /// The client takes the native release's 0 as "released" and skips the fallback to
+    /// release.lua: a hold flagged by a queued waiter stays until its lease (and the key's
+    /// keep) runs out, and the waiter is served late. Caught by `a finished native release
+    /// leaves no live hold of its caller` on `unit native mutex`.
+    NativeZeroReleased,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 28] = [
+    pub const ALL: [Mutant; 30] = [
         Mutant::NewcomerTakesExpired,
         Mutant::EnqueueForgetsKeep,
         Mutant::NoReadmitOnLeave,
@@ -138,5 +148,7 @@ impl Mutant {
         Mutant::JoinScansNothing,
         Mutant::SetLimitKeepsHeavy,
         Mutant::QueueNeverExpires,
+        Mutant::NativeTokenOnly,
+        Mutant::NativeZeroReleased,
     ];
 }

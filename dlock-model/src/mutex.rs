@@ -360,6 +360,28 @@ pub(crate) fn release(
     }
 }
 
+/// `DELIFEQ <lock> <value>` (Valkey 9), with the whole value the caller's plain `SET` wrote:
+/// the key is deleted (1) only while it holds exactly that value — the caller's token, nobody
+/// flagged it (`-`, version 1), no fence added — else 0 and nothing changes. A key another
+/// program wrote compares unequal (0); one of another Redis type answers `WRONGTYPE`, which
+/// the client takes as 0 (it runs release.lua, which reports it). A key kept past its deadline
+/// is flagged (`w2`): 0. DELIFEQ reads no clock and touches no other key.
+pub(crate) fn native_release(server: &mut Server, name: Name, token: Token) -> Reply {
+    if server.foreign(&[Key::Lock(name)]).is_some() {
+        return Reply::Int(0);
+    }
+    let Some(held) = server.data.locks.get(&name) else {
+        return Reply::Int(0);
+    };
+    let token_only = server.is(Mutant::NativeTokenOnly);
+    if held.token != token || (!token_only && (held.waiting || held.fence.is_some())) {
+        return Reply::Int(0);
+    }
+    server.write(Key::Lock(name));
+    server.data.locks.remove(&name);
+    Reply::Int(1)
+}
+
 /// fence.lua: the fence of the caller's current hold, issued on demand and kept with it.
 pub(crate) fn fence(server: &mut Server, now: Ms, name: Name, token: Token) -> Reply {
     if server.foreign(&[Key::Lock(name)]).is_some() {

@@ -17,19 +17,27 @@ use crate::model::{LockModel, State};
 use crate::server::{Data, Ms, Token};
 
 /// A paused client resumed after the clock moved while it held, waited or had a call out.
-pub(crate) const EV_PAUSE: u8 = 1;
+pub(crate) const EV_PAUSE: u16 = 1;
 /// A lost reply's call was sent again and answered (the script ran twice).
-pub(crate) const EV_LOST_REPLY: u8 = 1 << 1;
+pub(crate) const EV_LOST_REPLY: u16 = 1 << 1;
 /// A waiter whose grant push was lost holds, by asking again.
-pub(crate) const EV_LOST_PUSH: u8 = 1 << 2;
+pub(crate) const EV_LOST_PUSH: u16 = 1 << 2;
 /// A crashed client's queue entry was skipped (a hand-off or an admission passed it by).
-pub(crate) const EV_CRASH: u8 = 1 << 3;
+pub(crate) const EV_CRASH: u16 = 1 << 3;
 /// A restart lost a hold or a queue entry that would still be there.
-pub(crate) const EV_RESTART_LOST: u8 = 1 << 4;
+pub(crate) const EV_RESTART_LOST: u16 = 1 << 4;
 /// A restart from the lagging copy brought back a hold or an entry that had ended or left.
-pub(crate) const EV_RESTART_STALE: u8 = 1 << 5;
+pub(crate) const EV_RESTART_STALE: u16 = 1 << 5;
 /// The observer read a leader older than one it had seen, and kept the newer.
-pub(crate) const EV_OBSERVER_FILTERED: u8 = 1 << 6;
+pub(crate) const EV_OBSERVER_FILTERED: u16 = 1 << 6;
+/// The native release (`DELIFEQ`, native.rs) deleted a hold.
+pub(crate) const EV_NATIVE_RELEASED: u16 = 1 << 7;
+/// The native release answered 0 and release.lua handed the lock to a waiter.
+pub(crate) const EV_NATIVE_HANDED: u16 = 1 << 8;
+/// The native release answered 0 and release.lua found the caller's lease expired.
+pub(crate) const EV_NATIVE_EXPIRED: u16 = 1 << 9;
+/// The native release answered 0 and release.lua found another holder.
+pub(crate) const EV_NATIVE_TAKEN: u16 = 1 << 10;
 
 /// `a paused client resumed after the clock moved (reachable)`.
 pub const REACH_PAUSE: &str = "a paused client resumed after the clock moved (reachable)";
@@ -66,7 +74,7 @@ pub(crate) fn all() -> Vec<Property<LockModel>> {
     ]
 }
 
-fn event(state: &State, bit: u8) -> bool {
+fn event(state: &State, bit: u16) -> bool {
     state.ghost.events & bit != 0
 }
 

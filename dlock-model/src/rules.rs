@@ -304,6 +304,7 @@ fn callers(op: &Op) -> Option<Vec<Token>> {
         Op::SetNxGet { token, .. }
         | Op::FencedFast { token, .. }
         | Op::Release { token, .. }
+        | Op::NativeRelease { token, .. }
         | Op::Fence { token, .. }
         | Op::SharedRelease { token, .. }
         | Op::ElectionPublish { token, .. }

@@ -465,6 +465,19 @@ pub enum Op {
         /// Own, forced or hand-off.
         how: ReleaseHow,
     },
+    /// `DELIFEQ <lock> <value>` (Valkey 9; issue #48): the native release of a hold taken by
+    /// the caller's plain `SET` (mutex.rs `fast_attempt_once`), sent with the whole value that
+    /// `SET` wrote. It deletes the key and answers 1 only while the value is unchanged — the
+    /// caller's token, flag `-`, version 1, no fence — and answers 0 otherwise (a waiter
+    /// flagged it, a fence was added, the key expired or another owner holds it): the client
+    /// then runs release.lua ([`Op::Release`]) with the same arguments, whose answer it
+    /// reports.
+    NativeRelease {
+        /// The lock.
+        name: Name,
+        /// The caller's token (the rest of the value is its meta, the same for every call).
+        token: Token,
+    },
     /// fence.lua.
     Fence {
         /// The lock.

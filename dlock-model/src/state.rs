@@ -157,6 +157,9 @@ pub struct Env {
     /// them), at any time: one atomic step each, whose reply the observer filters as
     /// election.rs `Observed` does.
     pub reads: u8,
+    /// The server has `DELIFEQ` (Valkey 9, issue #48): a mutex hold taken by the plain `SET`
+    /// is released with it first, and with release.lua after a 0 (native.rs).
+    pub native: bool,
 }
 
 /// The checked model of one lock kind.
@@ -263,6 +266,8 @@ pub struct Client {
     /// may overtake it (issue #35's trade-off; README's "FIFO for a waiter that was running"
     /// and "Failover can lose a lock").
     pub away_since_ask: bool,
+    /// Its release runs release.lua after the native release answered 0 (native.rs).
+    pub fallback: bool,
 }
 
 /// Ghost state for the properties: the rules broken so far (bits of `properties.rs`) and the
@@ -294,7 +299,7 @@ pub struct Ghost {
     pub kept_refused: bool,
     /// What the last step did that a reachability check looks for (bits of `reach.rs`):
     /// cleared at every step, so that a state is told apart only right after the event.
-    pub events: u8,
+    pub events: u16,
     /// Clients (one bit each) paused while the clock moved: their resumption is the pause's
     /// effect (the reachability check [`crate::REACH_PAUSE`]).
     pub paused_ticked: u8,

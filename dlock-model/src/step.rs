@@ -31,6 +31,7 @@ pub fn apply(server: &mut Server, now: Ms, op: Op) -> Reply {
             leaving,
             how,
         } => mutex::release(server, now, name, token, leaving, how),
+        Op::NativeRelease { name, token } => mutex::native_release(server, name, token),
         Op::Fence { name, token } => mutex::fence(server, now, name, token),
         Op::Extend { items } => mutex::extend(server, now, &items),
         Op::SharedAcquire {

@@ -135,6 +135,12 @@ fn guarded_rwlock() {
     check("unit guarded rwlock", bounds::unit_guarded(Kind::RwLock));
 }
 
+/// Issue #48: the native release (`DELIFEQ`) with its fallback to release.lua.
+#[test]
+fn native_mutex() {
+    check("unit native mutex", bounds::unit_native());
+}
+
 #[test]
 fn ask_mutex() {
     check("unit ask mutex", bounds::unit_ask(Kind::Mutex));

@@ -200,6 +200,19 @@ const CASES: &[Case] = &[
         "a mutex whose waiter may crash",
         "a mutex queue never outlives its kept key",
     ),
+    // Issue #48: a native release that compares the token only deletes a key a waiter
+    // flagged, and nobody hands the lock on; a client that takes its 0 as "released" leaves
+    // the flagged hold alive.
+    case(
+        Mutant::NativeTokenOnly,
+        "unit native mutex",
+        "dead holder handed on",
+    ),
+    case(
+        Mutant::NativeZeroReleased,
+        "unit native mutex",
+        dlock_model::NATIVE_LEAVES_NOTHING,
+    ),
     // Issue #44: a lowered limit leaves the heavier request queued.
     case(
         Mutant::SetLimitKeepsHeavy,
@@ -239,6 +252,7 @@ fn base(name: &str) -> Option<LockModel> {
         "unit guarded mutex" => bounds::unit_guarded(Kind::Mutex),
         "unit guarded semaphore" => bounds::unit_guarded(Kind::Semaphore),
         "unit ask mutex" => bounds::unit_ask(Kind::Mutex),
+        "unit native mutex" => bounds::unit_native(),
         "unit ask semaphore" => bounds::unit_ask(Kind::Semaphore),
         "unit ask rwlock" => bounds::unit_ask(Kind::RwLock),
         _ => return None,

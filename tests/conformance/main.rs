@@ -151,6 +151,7 @@ fn check(
         Ok(()) => {
             // Fewer sequences than the default (a quick run) may miss paths: printed only.
             let strict = cases >= DEFAULT_CASES;
+            native_reached(&real.borrow(), strict && mutant.is_none())?;
             let report = real
                 .borrow_mut()
                 .coverage
@@ -176,6 +177,44 @@ fn check(
         )),
         Err(TestError::Abort(why)) => Err(format!("aborted: {why}")),
     }
+}
+
+/// The native release step (`DELIFEQ`, issue #48): on a server with the command, says how
+/// often the sequences reached each of its outcomes (1; or 0 and what release.lua answered
+/// next), and (`strict`) fails unless each one the client must handle was reached — released
+/// by `DELIFEQ`, and after a 0: handed to a waiter, found expired, found held by another. On a
+/// server without it, says that the step was skipped, by name.
+fn native_reached(real: &Real, strict: bool) -> Result<(), String> {
+    if !real.has_native() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the native release step (DELIFEQ, Op::NativeRelease): this server has no \
+             such command (COMMAND INFO DELIFEQ); Valkey 9 has it"
+        );
+        return Ok(());
+    }
+    let seen: Vec<String> = real
+        .native_outcomes
+        .iter()
+        .map(|(what, n)| format!("{what}: {n}"))
+        .collect();
+    let _ = writeln!(
+        std::io::stderr(),
+        "native release (DELIFEQ, then release.lua after a 0): {}",
+        seen.join(", ")
+    );
+    let missed: Vec<&str> = redis_side::NATIVE_OUTCOMES
+        .iter()
+        .copied()
+        .filter(|what| !real.native_outcomes.contains_key(what))
+        .collect();
+    if strict && !missed.is_empty() {
+        return Err(format!(
+            "the default run must reach every outcome of the native release; not reached: {}",
+            missed.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// The scheduler's walks (scheduler.rs) on the scripts with `mutant` applied, as a fixed part

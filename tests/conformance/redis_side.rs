@@ -7,7 +7,7 @@
 //! the same order); [`Real::run`] answers with what Redis replied, [`Real::drain`] with the
 //! messages each client's subscription received meanwhile.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use dlock_core::__private::conformance::{
@@ -63,6 +63,12 @@ pub(crate) struct Real {
     /// The holds taken by the uncontended acquire: released by the whole value their `SET`
     /// wrote, as the client does (lease.rs).
     by_value: BTreeSet<Token>,
+    /// The server has `DELIFEQ` (`COMMAND INFO DELIFEQ`, as the client asks; Valkey 9): a hold
+    /// released by value goes to it first (issue #48, `Op::NativeRelease`).
+    native: bool,
+    /// The native release's outcomes so far (one of [`NATIVE_OUTCOMES`], or another answer
+    /// of release.lua after a 0), counted by the driver.
+    pub native_outcomes: BTreeMap<&'static str, usize>,
     /// The replica's (or the AOF's) copy: a snapshot of the data, taken at `Op::Replicate`.
     copy: persist::Snapshot,
 }
@@ -135,6 +141,7 @@ impl Real {
             .collect();
         let mut con = con;
         name_connection(&mut con, 0)?;
+        let native = has_delifeq(&mut con)?;
         Ok(Self {
             server,
             con,
@@ -148,6 +155,8 @@ impl Real {
             epoch: 0,
             coverage: None,
             by_value: BTreeSet::new(),
+            native,
+            native_outcomes: BTreeMap::new(),
             copy: persist::Snapshot::new(),
         })
     }
@@ -411,6 +420,18 @@ impl Real {
                 }
                 self.call(Source::Release, &[&key], &args)
             }
+            Op::NativeRelease { name, token } => {
+                let key = self.key(LockRef::Mutex(*name)).to_owned();
+                let value = lock_value(&token_hex(*token), HOLDER, "").ok_or("token")?;
+                let answer = self.command(redis::cmd("DELIFEQ").arg(&key).arg(value))?;
+                // A key of another type answers WRONGTYPE, which the client takes as 0 (it
+                // runs release.lua next, which reports the key).
+                let answer = match answer {
+                    Err((code, _)) if code == "WRONGTYPE" => Ok(Value::Int(0)),
+                    other => other,
+                };
+                Ok(answer)
+            }
             Op::Fence { name, token } => {
                 let key = self.key(LockRef::Mutex(*name)).to_owned();
                 let args = [token_hex(*token), self.counter(&key).to_owned()];
@@ -655,6 +676,23 @@ impl Real {
         }
     }
 
+    /// Whether the hold of `token` is released by `DELIFEQ` first, as the client does: the
+    /// server has the command and the uncontended `SET` took the hold (the driver leaves out
+    /// a hold whose fence the client knows).
+    pub(crate) fn native_release(&self, token: Token) -> bool {
+        self.native && self.by_value.contains(&token)
+    }
+
+    /// Counts one outcome of the native release.
+    pub(crate) fn native_outcome(&mut self, what: &'static str) {
+        *self.native_outcomes.entry(what).or_default() += 1;
+    }
+
+    /// Whether the server has `DELIFEQ`.
+    pub(crate) fn has_native(&self) -> bool {
+        self.native
+    }
+
     /// The hold of `token` was taken by the uncontended acquire: its release sends the whole
     /// value.
     pub(crate) fn release_by_value(&mut self, token: Token) {
@@ -760,6 +798,27 @@ pub(crate) fn epoch_of(name: &Value) -> Option<u32> {
             .ok(),
         _ => None,
     }
+}
+
+/// The native release's outcomes the default run must reach (issue #48): `DELIFEQ` answered 1,
+/// or 0 and release.lua then handed the lock on, found the lease expired, or found another
+/// holder.
+pub(crate) const NATIVE_OUTCOMES: [&str; 4] = [
+    "1 (released)",
+    "0, then handed on",
+    "0, then expired",
+    "0, then held by another",
+];
+
+/// Whether the server has `DELIFEQ`: asked with `COMMAND INFO`, as the client asks (an array
+/// with the command's entry, or nil in its place).
+fn has_delifeq(con: &mut redis::Connection) -> Result<bool, String> {
+    let reply: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("DELIFEQ")
+        .query(con)
+        .map_err(io("COMMAND INFO DELIFEQ"))?;
+    Ok(matches!(reply, Value::Array(items) if items.first().is_some_and(|i| *i != Value::Nil)))
 }
 
 pub(crate) fn answer(result: redis::RedisResult<Value>) -> Result<Answer, String> {

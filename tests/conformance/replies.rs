@@ -280,6 +280,7 @@ pub(crate) fn real_norm(op: &Op, answer: &Answer) -> Result<(Norm, Vec<u64>), St
             },
             other => (Norm::Int(int(other).ok_or_else(odd)?), vec![]),
         },
+        Op::NativeRelease { .. } => (Norm::Int(int(value).ok_or_else(odd)?), vec![]),
         Op::Fence { .. } => match int(value).ok_or_else(odd)? {
             n if n > 0 => (Norm::Fence, fence_list(n)),
             n => (Norm::Int(n), vec![]),

@@ -16,6 +16,7 @@ mod macro_lock;
 mod multilock;
 mod mutex_exclusion;
 mod mutex_release;
+mod native_release;
 mod queue_reask;
 mod reentrancy;
 mod release_request;

@@ -322,8 +322,14 @@ impl LeaseCore {
     /// Gives the lock back in Redis (its last hold is gone), owner-checked, and says what was
     /// found. The lease counts as released from the start: its holder has given it up. If the
     /// answer does not arrive, the release is retried once in the background.
+    ///
+    /// On a server with `DELIFEQ`, a hold that its uncontended `SET` took, and whose value
+    /// nothing is known to have changed, goes to it first (`transport/native.rs`): its 1 is
+    /// "released, nobody waited"; its 0 sends release.lua with the same arguments, whose
+    /// answer (handed on, expired, held by another) is the one returned.
     pub(crate) async fn release(&self) -> Result<ReleaseReply> {
         self.mark_released();
+        let mut pending = ReleaseOnDrop::new(&self.transport, &self.keys, self.token);
         // A lease that never waited names its owner by the whole value its `SET` wrote, which
         // `release.lua` matches with one comparison (a value changed since — a fence on demand,
         // a waiter's flag — is still matched by its token). A waiting acquire's value was
@@ -334,11 +340,14 @@ impl LeaseCore {
                 holder: &self.transport.holder,
                 label: self.label.as_deref().unwrap_or_default(),
             };
+            if self.native_first() && self.transport.release_native(&self.keys, &value).await? {
+                pending.disarm();
+                return Ok(ReleaseReply::Released);
+            }
             release_call(&self.keys, value, None)
         } else {
             release_call(&self.keys, self.token, None)
         };
-        let mut pending = ReleaseOnDrop::new(&self.transport, &self.keys, self.token);
         let reply = self
             .transport
             .run(&call, "release", self.keys.name())
@@ -347,6 +356,17 @@ impl LeaseCore {
         self.transport
             .release_reply(&reply)
             .ok_or_else(|| unexpected("release", &reply))
+    }
+
+    /// Whether this lease's release tries `DELIFEQ` first: its lock should still hold the value
+    /// its `SET` wrote. Not when a fence was issued to it (fenced, or fenced on demand: the
+    /// fence may be in the value), nor when this client knows that someone waits for the lock —
+    /// a waiting acquire of its own, or a release request (`asked`) — since a waiter's flag
+    /// makes `DELIFEQ` answer 0 and cost a second round trip before release.lua hands it on.
+    fn native_first(&self) -> bool {
+        self.fence.get().is_none()
+            && !self.asked.load(Ordering::Relaxed)
+            && !self.transport.waiters.waits_here(&self.keys.lock)
     }
 
     /// Gives the lock back in the background (its last hold was dropped); never blocks.

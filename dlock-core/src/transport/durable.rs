@@ -38,6 +38,7 @@ use crate::timing;
 use crate::token::ExtendOwner;
 use crate::transport::Transport;
 use crate::transport::conn::ConnSlot;
+use crate::transport::native::has_command;
 
 /// Locks per `extend.lua` call (the script's documented batch size).
 const PER_CALL: usize = 100;
@@ -459,32 +460,9 @@ async fn wait(
     counted.ok_or_else(|| unexpected(what, &reply))
 }
 
-/// Whether a `COMMAND INFO <one command>` reply describes the command: the server answers a
-/// one-element array, whose element is nil for a command it does not know.
-fn has_command(reply: &Value) -> bool {
-    match reply {
-        Value::Array(items) => items
-            .first()
-            .is_some_and(|item| !matches!(item, Value::Nil)),
-        Value::Map(entries) => !entries.is_empty(),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn command_info_says_whether_the_command_exists() {
-        // Redis 7.0 answers `COMMAND INFO WAITAOF` with [nil]; 7.2 and Valkey describe it.
-        assert!(!has_command(&Value::Array(vec![Value::Nil])));
-        assert!(!has_command(&Value::Array(vec![])));
-        assert!(has_command(&Value::Array(vec![Value::Array(vec![
-            Value::BulkString(b"waitaof".to_vec()),
-            Value::Int(4),
-        ])])));
-    }
 
     #[test]
     fn a_shortfall_says_how_many_of_how_many_within_what() {

@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 pub(crate) mod conn;
 pub(crate) mod durable;
 pub(crate) mod listen;
+pub(crate) mod native;
 pub(crate) mod sentinel;
 pub(crate) mod shards;
 pub(crate) mod tls_probe;
@@ -29,6 +30,7 @@ pub(crate) mod wait;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::LockKeys;
 use crate::runtime::spawn_detached;
+use crate::scripts::wire::LockValue;
 use crate::scripts::{self, Call, ReleaseReply};
 use crate::token::OwnerToken;
 use crate::transport::conn::{Conn, ConnSlot};
@@ -46,6 +48,8 @@ pub(crate) struct Transport {
     pub(crate) background: TaskTracker,
     /// `<host>\x1f<pid>`: who holds a lock, written into lock values and queue entries.
     pub(crate) holder: Arc<str>,
+    /// Whether the server has `DELIFEQ`, once asked (`transport/native.rs`).
+    native: native::NativeRelease,
 }
 
 impl Transport {
@@ -62,6 +66,7 @@ impl Transport {
             command_timeout,
             background: TaskTracker::new(),
             holder,
+            native: native::NativeRelease::default(),
         }
     }
 
@@ -366,6 +371,56 @@ impl Transport {
         let context = format!("{op} `{name}`");
         let by = Instant::now() + self.command_timeout;
         Box::pin(self.slot.explain(&context, name, error, by)).await
+    }
+
+    /// The native release (`transport/native.rs`) of the hold of `keys` whose lock holds
+    /// `value`, the whole value its `SET` wrote: `Ok(true)` when `DELIFEQ` deleted it
+    /// (released; nobody waited); `Ok(false)` when the caller runs release.lua with the same
+    /// arguments (no `DELIFEQ` on this server, or it answered 0 or refused). The first call
+    /// asks the server whether it has the command (`COMMAND INFO DELIFEQ`); concurrent first
+    /// calls may each ask.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Connection`] / [`ErrorKind::Timeout`]: `DELIFEQ` may or may not have run
+    /// (the caller's pending release, owner-checked, settles it).
+    ///
+    /// # Cancel safety
+    /// As any release: dropped mid-way, the lock may be deleted already (the caller's
+    /// `ReleaseOnDrop` then runs release.lua, which answers "expired").
+    pub(crate) async fn release_native(
+        &self,
+        keys: &LockKeys,
+        value: &LockValue<'_>,
+    ) -> Result<bool> {
+        let available = match self.native.known() {
+            Some(known) => known,
+            None => {
+                let mut ask = redis::cmd("COMMAND");
+                ask.arg("INFO").arg("DELIFEQ");
+                let asked = self.command(&ask, "COMMAND INFO DELIFEQ", "").await;
+                let available = self.native.learn(asked)?;
+                if available {
+                    // release.lua still serves every other release (a 0, a waited lock, the
+                    // background ones): loaded now, as a release through it would have. A
+                    // background release whose EVALSHA met NOSCRIPT and then timed out (the
+                    // server paused) would leave the lock to its lease.
+                    self.request("release", keys.name(), |mut conn| async move {
+                        scripts::RELEASE
+                            .load_async(&mut conn)
+                            .await
+                            .map(|_| Value::Okay)
+                    })
+                    .await?;
+                }
+                available
+            }
+        };
+        if !available {
+            return Ok(false);
+        }
+        let cmd = native::delifeq(&keys.lock, value);
+        let reply = self.command(&cmd, "release", keys.name()).await;
+        self.native.answered(reply, keys.name())
     }
 
     /// Reads `release.lua`'s answer; a hand-off to one of this client's own waiters wakes it

@@ -241,6 +241,13 @@ impl Waiters {
         })
     }
 
+    /// Whether a waiting acquire call of this client waits for the lock `lock_key` now (it uses
+    /// the lock's wake channel): a release of that lock is then likely to find it flagged.
+    pub(crate) fn waits_here(&self, lock_key: &str) -> bool {
+        let channels = lock(&self.channels);
+        !channels.is_empty() && channels.get(lock_key).is_some_and(|entry| entry.users > 0)
+    }
+
     /// Every waiting acquire call's queue entry.
     pub(crate) fn queued(&self) -> Vec<Queued> {
         lock(&self.slots)

@@ -81,6 +81,17 @@ pub fn unit(kind: Kind) -> LockModel {
     m
 }
 
+/// The native release (issue #48): [`unit()`]'s mutex on a server with `DELIFEQ`, so that a
+/// hold taken by the plain `SET` is released with it, and with release.lua after a 0. Its
+/// pause, lost push and lost reply reach each of the 0's causes: a waiter flagged the hold
+/// (release.lua hands it on), the holder was paused past its lease (release.lua answers
+/// "expired") and the other client took it meanwhile ("held by another").
+pub fn unit_native() -> LockModel {
+    let mut m = unit(Kind::Mutex);
+    m.env.native = true;
+    m
+}
+
 /// The model of `kind` at the deeper bounds of `make model`: more clients or requests,
 /// more of the environment, a longer clock.
 pub fn deep(kind: Kind) -> LockModel {
