@@ -76,6 +76,11 @@ async fn connect_fails_at_start_up_on_a_port_that_is_not_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_fails_at_start_up_on_a_tls_port_reached_with_redis_url() {
+    if crate::support::skipped_without_tls(
+        "connect_fails_at_start_up_on_a_tls_port_reached_with_redis_url",
+    ) {
+        return;
+    }
     let server = RedisServer::start_with(ServerOptions::new().tls())
         .unwrap_or_else(|e| panic!("TLS redis-server: {e}"));
     let tls_port = server.tls_port().unwrap();
