@@ -195,22 +195,27 @@ fn probe(port: u16, password: Option<&str>, pid: u32) -> Result<(), String> {
     if pong != "PONG" {
         return Err(format!("PING answered {pong:?}"));
     }
+    match served_by(&mut con)? {
+        Some(server_pid) if server_pid == pid.to_string() => Ok(()),
+        other => Err(format!(
+            "port {port} is served by process {}, not by our child {pid}",
+            other.as_deref().unwrap_or("?")
+        )),
+    }
+}
+
+/// The process that serves `con`: `INFO server`'s `process_id`, or `None` if it names none.
+/// (A readiness probe checks it against the child it started, so that a port or socket served
+/// by another process is never taken for ours.)
+pub(crate) fn served_by(con: &mut redis::Connection) -> Result<Option<String>, String> {
     let info: String = redis::cmd("INFO")
         .arg("server")
-        .query(&mut con)
+        .query(con)
         .map_err(|e| format!("INFO server: {e}"))?;
-    let server_pid = info
+    Ok(info
         .lines()
         .find_map(|line| line.strip_prefix("process_id:"))
-        .map(str::trim);
-    if server_pid == Some(pid.to_string().as_str()) {
-        Ok(())
-    } else {
-        Err(format!(
-            "port {port} is served by process {}, not by our child {pid}",
-            server_pid.unwrap_or("?")
-        ))
-    }
+        .map(|pid| pid.trim().to_owned()))
 }
 
 /// `redis://[:password@]127.0.0.1:port/`, the password percent-encoded.

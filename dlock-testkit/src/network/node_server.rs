@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::launch::STDIO_FILE;
+use crate::launch::{STDIO_FILE, served_by};
 use crate::options::LOG_FILE;
 use crate::{ChildGuard, HarnessError, Paused};
 
@@ -134,20 +134,11 @@ impl NetServer {
     /// `Ok` when the socket answers `PING` and names `pid` in `INFO server`.
     fn probe(&self, pid: u32) -> Result<(), String> {
         let mut con = self.connection().map_err(|e| e.message().to_owned())?;
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query(&mut con)
-            .map_err(|e| format!("INFO server: {e}"))?;
-        let server_pid = info
-            .lines()
-            .find_map(|line| line.strip_prefix("process_id:"))
-            .map(str::trim);
-        if server_pid == Some(pid.to_string().as_str()) {
-            Ok(())
-        } else {
-            Err(format!(
-                "the socket is served by process {server_pid:?}, not {pid}"
-            ))
+        match served_by(&mut con)? {
+            Some(server_pid) if server_pid == pid.to_string() => Ok(()),
+            other => Err(format!(
+                "the socket is served by process {other:?}, not {pid}"
+            )),
         }
     }
 
