@@ -196,7 +196,7 @@ unit-fast:
 ## runs and that are not all `--ignored` (deep.rs and mutants.rs are `make model`'s and
 ## `make model-mutants`').
 model-unit:
-	$(CARGO) test -p dlock-model --test check --test steps --test asks --test rates
+	$(CARGO) test -p dlock-model --test check --test steps --test asks --test rates --test conns
 
 ## The shipped Lua held to the model (tests/conformance/), its default run.
 conformance:

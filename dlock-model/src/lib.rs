@@ -106,6 +106,14 @@
 //! more than rate x window + burst, a refused try changes nothing, a refilled bucket admits a
 //! try, a refund keeps the TAT at or after now, a reservation waits at most its max wait) and
 //! mutants ([`rate::RateMutant`]).
+//!
+//! # The transport
+//!
+//! [`conns::ConnModel`] checks what the lock models take for granted — a call runs when it is
+//! sent — against connections that hold requests back (a half-open link, a paused server): a
+//! `try_acquire` that timed out, its cleanup and the next request, with its properties (an
+//! abandoned acquire holds nothing once every connection drained; a request sent after a
+//! timeout is not queued behind the one that timed out) and mutants ([`conns::ConnMutant`]).
 
 pub use server::{
     Abstract, Asked, ClientId, Data, Entry, ExtendItem, Grant, Hold, Holder, Key, LockRef, Mode,
@@ -117,6 +125,7 @@ pub use step::apply;
 mod ask;
 pub mod attempts;
 mod client;
+pub mod conns;
 pub mod counts;
 mod election;
 mod guarded;

@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 
 use dlock_model::attempts::AttemptMutant;
+use dlock_model::conns::ConnMutant;
 use dlock_model::model::{self, Kind, LockModel, Req, bounds};
 use dlock_model::quorum::QuorumMutant;
 use dlock_model::rate::RateMutant;
@@ -437,13 +438,20 @@ fn model_mutants() {
             Err(why) => failures.push(why),
         }
     }
+    for result in ConnMutant::ALL.map(ConnMutant::caught) {
+        match result {
+            Ok(()) => caught += 1,
+            Err(why) => failures.push(why),
+        }
+    }
     let total = Mutant::ALL.len()
         + RateMutant::ALL.len()
         + AttemptMutant::ALL.len()
         + ScheduleMutant::ALL.len()
         + SchedMutant::ALL.len()
         + OnceMutant::ALL.len()
-        + QuorumMutant::ALL.len();
+        + QuorumMutant::ALL.len()
+        + ConnMutant::ALL.len();
     for why in &failures {
         eprintln!("FAILED: {why}");
     }

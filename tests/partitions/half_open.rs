@@ -13,17 +13,13 @@
 //!   goes out at most a renewal period (TTL/3 = 0.5 s) after the cut; Linux retransmits it
 //!   0.2, 0.6, 1.4 and 3.0 s later (RTO from 200 ms, doubling), so 2.6 s after the cut the
 //!   last retransmission was at most 1.9 s in and the next is at least 3.0 s in.
-//!   **dlock fails this today (issue 50's defect, `#[ignore]`d with the reason): 2.7 s after
-//!   the heal instead of 1 s.** A standalone client keeps its connection after a timeout, so
-//!   it is answered only at TCP's next retransmission (`ss -tnoi` in the client's namespace:
-//!   `rto:1632 backoff:3`, 1.2 s after the heal), and what it queued meanwhile then runs late:
-//!   `MONITOR` shows a `SET NX` of an abandoned `try_acquire` taking the lock, and its
-//!   background release answered `NOSCRIPT` after its own timeout, so it was never sent again
-//!   and the orphan held the lock for its TTL (1.5 s more). Replacing the connection on every
-//!   timeout is not the fix: it breaks the order of one socket that makes those cleanups land
-//!   after what they clean up (with it, `operate::redis_down::the_first_request_to_a_hung_
-//!   server_errs_within_the_timeout` fails every time: a late acquire from the paused server
-//!   outlives its cleanup and holds the lock for 30 s).
+//!   Until issue 50's fix dlock took 2.7 s here: a standalone client kept its silent
+//!   connection after a timeout, so it was heard only at TCP's next retransmission
+//!   (`ss -tnoi`: `rto:1632 backoff:3`), and what it queued meanwhile ran late — an abandoned
+//!   `try_acquire`'s `SET NX` took the lock after its background release had met `NOSCRIPT`
+//!   past its own timeout. Now the silent connection is replaced and kept for the cleanups of
+//!   what it carried, which it sends as `EVAL` (`dlock-core/src/transport/conn/rotate.rs`,
+//!   checked first in `dlock_model::conns`).
 //! - 5 s, past the connection's `TCP_USER_TIMEOUT` (3 s here): the client's connections were
 //!   aborted, and it has been connecting into the void.
 
@@ -185,8 +181,6 @@ fn check(measured: &Measured) {
 }
 
 #[test]
-#[ignore = "defect of issue 50: a standalone client keeps a silent connection after a timeout \
-            and recovers at TCP's next retransmission, 2.7 s after the heal (see the module docs)"]
 fn a_half_open_cut_healed_in_tcps_back_off_is_recovered_within_two_timeouts() {
     let test = "partitions::half_open::a_half_open_cut_healed_in_tcps_back_off_is_recovered_within_two_timeouts";
     if let Some(measured) = run(test, IN_THE_BACK_OFF) {

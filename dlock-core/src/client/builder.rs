@@ -545,12 +545,14 @@ impl ClientBuilder {
         slot.describe_client(&self.key_prefix, self.connect_timeout);
         let _ = follow.set(Arc::downgrade(&slot));
         let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
+        // Grants may come twice while the old connection is kept (`transport/conn/rotate.rs`).
+        let watch = crate::transport::conn::kept_for(self.command_timeout);
         slot.set_on_failover(Box::new(move |conn, generation| {
             if let Some(listeners) = to_listeners.upgrade() {
                 listeners.resubscribe(conn.clone());
             }
             if let Some(waiters) = to_waiters.upgrade() {
-                waiters.resubscribe(conn, generation);
+                waiters.resubscribe(conn, generation, watch);
             }
         }));
         let transport = Arc::new(Transport::new(

@@ -253,6 +253,27 @@ impl Call {
         self.cmd.arg(arg);
         self
     }
+
+    /// The same call as `EVAL` with the script's text, which no `NOSCRIPT` can refuse: for a
+    /// request whose reply comes after its own timeout, so that loading the script and sending
+    /// it again would never happen (a release on a kept connection, `transport/conn/rotate.rs`).
+    /// `None` for a script that is not one of [`Source::ALL`] (or an argument that is not plain
+    /// bytes; dlock writes none).
+    pub(crate) fn eval(&self) -> Option<Cmd> {
+        let source = Source::ALL
+            .into_iter()
+            .find(|source| source.script().get_hash() == self.script.get_hash())?;
+        let mut cmd = Cmd::with_capacity(12, 4096);
+        cmd.arg("EVAL").arg(&*source.text());
+        // After `EVALSHA <sha>`: the number of keys, the keys, the arguments.
+        for arg in self.cmd.args_iter().skip(2) {
+            let redis::Arg::Simple(bytes) = arg else {
+                return None;
+            };
+            cmd.arg(bytes);
+        }
+        Some(cmd)
+    }
 }
 
 /// The error for a script reply dlock does not understand.
@@ -271,6 +292,24 @@ pub(crate) fn is_noscript(err: &redis::RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn a_calls_eval_form_carries_the_scripts_text_and_the_same_arguments() {
+        let mut call = Call::new(&RELEASE, 1);
+        call.arg("dlock:{a}").arg("token").arg(7);
+        let eval = call.eval().unwrap();
+        let args: Vec<Vec<u8>> = eval
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => panic!("a call has only plain arguments"),
+            })
+            .collect();
+        assert_eq!(args[0], b"EVAL");
+        assert_eq!(args[1], Source::Release.text().as_bytes());
+        let rest: Vec<&[u8]> = args[2..].iter().map(Vec::as_slice).collect();
+        assert_eq!(rest, [&b"1"[..], b"dlock:{a}", b"token", b"7"]);
+    }
+
     #[test]
     fn calls_are_evalsha_with_the_scripts_hash() {
         let mut call = Call::new(&EXTEND, 1);

@@ -225,8 +225,9 @@ impl Transport {
         F: Future<Output = redis::RedisResult<Value>> + 'a,
     {
         let limit = self.settle().await?;
-        let (conn, _) = self.conn()?;
-        self.timed(make(conn), limit, op, name).await
+        let (conn, generation) = self.conn()?;
+        let sent = (generation, Instant::now());
+        self.timed(make(conn), limit, (op, name), sent).await
     }
 
     /// Sends one script call under the command timeout, loading the script if the server does
@@ -323,12 +324,16 @@ impl Transport {
     /// lives only while it is in flight and never inline in the caller's future — an `async
     /// fn` would keep the unboxed argument in its own state, and every acquire future would
     /// carry the largest request it can make, also while it only waits for its turn.
+    ///
+    /// `sent` is the connection's generation and when the request went out: a standalone
+    /// client's connection that stays silent past the timeout is replaced
+    /// (`transport/conn/rotate.rs`).
     fn timed<'a>(
         &'a self,
         request: impl Future<Output = redis::RedisResult<Value>> + 'a,
         limit: Duration,
-        op: &'a str,
-        name: &'a str,
+        (op, name): (&'a str, &'a str),
+        (generation, sent): (u64, Instant),
     ) -> impl Future<Output = Result<Value>> + 'a {
         let request = Box::pin(self.slot.within(limit, request));
         // The error's explanation fits in the same budget (`transport/conn/explain.rs`).
@@ -344,16 +349,21 @@ impl Transport {
             match request.await {
                 Ok(Ok(value)) => {
                     self.slot.succeeded();
+                    self.slot.answered(generation);
                     Ok(value)
                 }
                 // Boxed: the error path's state (it may ask the seed nodes) stays out of line.
                 Ok(Err(e)) => {
+                    if !(e.is_io_error() || e.is_connection_dropped() || e.is_timeout()) {
+                        self.slot.answered(generation);
+                    }
                     self.suspect(&e);
                     let context = context();
                     let explained = self.slot.explain(&context, name, e, by);
                     Err(Box::pin(explained).await)
                 }
                 Err(_) => {
+                    self.slot.timed_out(generation, sent, limit);
                     self.slot.follow();
                     let timeout = Error::timeout(&context(), limit);
                     Err(Box::pin(self.slot.explain_timeout(timeout)).await)
@@ -448,9 +458,10 @@ impl Transport {
         token: OwnerToken,
         entry: Option<Arc<str>>,
     ) {
+        let call = release_call(&keys, token, entry.as_deref());
+        self.release_on_kept(&keys, &call);
         let transport = self.clone();
         let spawned = spawn_detached(self.background.track_future(async move {
-            let call = release_call(&keys, token, entry.as_deref());
             let mut attempts = 1;
             let released = loop {
                 let released = transport
@@ -485,6 +496,42 @@ impl Transport {
             tracing::debug!(
                 "dlock: no runtime for a background release; the lease will expire instead"
             );
+        }
+    }
+}
+
+impl Transport {
+    /// Sends `call` (a background release) also on each connection the slot replaced and still
+    /// keeps, as `EVAL`, so that it runs after whatever that connection carried — an abandoned
+    /// acquire's `SET` among it (`transport/conn/rotate.rs`). Owner-checked, so it is harmless
+    /// where nothing was left; bounded by the time each connection is kept.
+    fn release_on_kept(self: &Arc<Self>, keys: &LockKeys, call: &Call) {
+        let kept = self.slot.kept();
+        if kept.is_empty() {
+            return;
+        }
+        let Some(eval) = call.eval() else {
+            return;
+        };
+        for (until, mut conn) in kept {
+            let transport = self.clone();
+            let (eval, name) = (eval.clone(), keys.name().to_owned());
+            spawn_detached(self.background.track_future(async move {
+                let limit = until.saturating_duration_since(Instant::now());
+                let sent = tokio::time::timeout(limit, eval.query_async::<Value>(&mut conn));
+                match sent.await {
+                    Ok(Ok(reply)) => {
+                        let outcome = transport.release_reply(&reply);
+                        tracing::debug!(lock = %name, ?outcome, "dlock: background release on a replaced connection");
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(lock = %name, error = %e, "dlock: background release on a replaced connection failed");
+                    }
+                    Err(_) => {
+                        tracing::debug!(lock = %name, "dlock: a replaced connection stayed silent; its background release was not answered");
+                    }
+                }
+            }));
         }
     }
 }

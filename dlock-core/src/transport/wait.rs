@@ -25,7 +25,7 @@
 //!   in a socket) after its lease ran out and someone else took the lock. The waiter therefore
 //!   checks a grant against the server time of its own latest attempt (see `kinds/queue.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -123,6 +123,41 @@ pub(crate) struct Waiters {
     channels: Mutex<HashMap<Arc<str>, ChannelEntry>>,
     on_orphan: OnceLock<OrphanHandler>,
     wake_suffix: String,
+    /// Grants taken while a replaced connection may deliver them a second time.
+    taken: Mutex<Taken>,
+}
+
+/// The grants waiters took while a replaced connection is kept (`transport/conn/rotate.rs`):
+/// it is still subscribed to the wake channels, so a grant may arrive on it too, after its
+/// waiter took the first copy and left. Without this record that copy would look like an
+/// orphan, and be released in the background under its new holder.
+#[derive(Default)]
+struct Taken {
+    /// Until when grants are recorded (none while no connection was replaced).
+    until: Option<Instant>,
+    tokens: HashSet<OwnerToken>,
+    order: VecDeque<OwnerToken>,
+}
+
+/// How many taken grants are remembered at most (the oldest are forgotten first).
+const TAKEN_AT_MOST: usize = 4_096;
+
+impl Taken {
+    fn record(&mut self, token: OwnerToken) {
+        match self.until {
+            Some(until) if Instant::now() < until => {}
+            Some(_) => *self = Self::default(),
+            None => return,
+        }
+        if self.tokens.insert(token) {
+            self.order.push_back(token);
+        }
+        while self.order.len() > TAKEN_AT_MOST {
+            if let Some(old) = self.order.pop_front() {
+                self.tokens.remove(&old);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Waiters {
@@ -140,6 +175,7 @@ impl Waiters {
             slots: Mutex::default(),
             channels: Mutex::default(),
             on_orphan: OnceLock::new(),
+            taken: Mutex::default(),
             // What follows the lock key in a wake channel's name (one definition: `wire`).
             wake_suffix: wire::wake_channel("", client_id),
         }
@@ -178,6 +214,11 @@ impl Waiters {
         let slot = lock(&self.slots).get(&grant.token).cloned();
         match slot {
             Some(slot) => slot.deliver(grant),
+            None if lock(&self.taken).tokens.contains(&grant.token) => {
+                tracing::debug!(
+                    "dlock: a grant delivered twice (a replaced connection is kept); ignored"
+                );
+            }
             None => {
                 let lock_key = std::str::from_utf8(channel)
                     .ok()
@@ -274,7 +315,16 @@ impl Waiters {
     /// master at once (its attempt queues it again) instead of napping until the holder's lease
     /// ends. Runs in the background; a channel that cannot be subscribed now is subscribed by
     /// the next waiter that joins it.
-    pub(crate) fn resubscribe(self: &Arc<Self>, conn: Conn, generation: u64) {
+    ///
+    /// The old connection may still deliver grants for `watch` (a standalone client keeps it,
+    /// `transport/conn/rotate.rs`): grants taken until then are remembered, so that a second
+    /// copy is not released as an orphan.
+    pub(crate) fn resubscribe(self: &Arc<Self>, conn: Conn, generation: u64, watch: Duration) {
+        {
+            let mut taken = lock(&self.taken);
+            let until = Instant::now() + watch;
+            taken.until = Some(taken.until.map_or(until, |u| u.max(until)));
+        }
         let waiters = self.clone();
         spawn_detached(async move {
             let channels: Vec<_> = lock(&waiters.channels)
@@ -401,7 +451,9 @@ impl Registration {
 
     /// The grant delivered to this waiter, if one is waiting to be taken.
     pub(crate) fn take_grant(&self) -> Option<Grant> {
-        self.slot.take_grant(self.token)
+        let grant = self.slot.take_grant(self.token)?;
+        lock(&self.waiters.taken).record(self.token);
+        Some(grant)
     }
 
     /// Completes when something was delivered to this waiter: a grant, or a nudge (a
@@ -596,6 +648,42 @@ mod tests {
         // Garbage is ignored, not a panic.
         waiters.on_push(message("not a grant"));
         assert!(lock(&orphans).is_empty());
+    }
+
+    /// While a replaced connection is kept (`transport/conn/rotate.rs`), a grant may arrive on
+    /// it too, after its waiter took the first copy and left: that copy is no orphan (releasing
+    /// it would release the new holder's lock). A grant nobody took still is one.
+    #[tokio::test]
+    async fn a_second_copy_of_a_taken_grant_is_not_an_orphan_while_an_old_connection_is_kept() {
+        let (waiters, orphans) = waiters();
+        waiters.resubscribe(
+            Conn::Unresolved(Arc::from("test")),
+            2,
+            Duration::from_secs(60),
+        );
+        let message = |token: OwnerToken| PushInfo {
+            kind: PushKind::Message,
+            data: vec![
+                Value::BulkString(b"dlock:{a}:wake:c0ffee".to_vec()),
+                Value::BulkString(
+                    format!("{} 17 1700000000000 2500 1", token.hex().as_str()).into_bytes(),
+                ),
+            ],
+        };
+        let token = OwnerToken::generate().unwrap();
+        let registration = register(&waiters, token);
+        waiters.on_push(message(token));
+        assert_eq!(registration.take_grant().unwrap().fence, 17);
+        drop(registration);
+        waiters.on_push(message(token));
+        assert!(
+            lock(&orphans).is_empty(),
+            "the second copy was released as an orphan"
+        );
+
+        let abandoned = OwnerToken::generate().unwrap();
+        waiters.on_push(message(abandoned));
+        assert_eq!(lock(&orphans).pop().unwrap().token, abandoned);
     }
 
     #[test]

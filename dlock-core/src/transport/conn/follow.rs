@@ -180,11 +180,8 @@ impl ConnSlot {
                 }
             };
             let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
-            self.live.store(Arc::new(Live {
-                conn: conn.clone(),
-                generation,
-                probe,
-            }));
+            self.live
+                .store(Arc::new(Live::new(conn.clone(), generation, probe)));
             let from = previous.map_or_else(|| "none".to_owned(), |p| p.addr);
             tracing::info!(
                 master = %addr,

@@ -44,9 +44,11 @@ mod borrowed;
 mod explain;
 mod factory;
 mod follow;
+mod rotate;
 
 use borrowed::AppConn;
 pub use borrowed::AppConnection;
+pub(crate) use rotate::kept_for;
 
 /// A cheap-to-clone handle on the client's connection.
 #[derive(Clone)]
@@ -170,6 +172,19 @@ struct Live {
     /// A task that never ends by itself: finished means its runtime has shut down, and with it
     /// the connection's own tasks (its reader, its reconnection, its push forwarding).
     probe: JoinHandle<()>,
+    /// When it was made, and when a request on it was last answered (`transport/conn/rotate.rs`).
+    life: rotate::Life,
+}
+
+impl Live {
+    fn new(conn: Conn, generation: u64, probe: JoinHandle<()>) -> Self {
+        Self {
+            conn,
+            generation,
+            probe,
+            life: rotate::Life::default(),
+        }
+    }
 }
 
 impl Drop for Live {
@@ -203,6 +218,9 @@ pub(crate) struct ConnSlot {
     on_failover: OnceLock<FailoverHook>,
     /// A Sentinel client's following of its master (idle for other clients).
     follower: Follower,
+    /// Connections replaced after they went silent, kept for the cleanups of what they carried
+    /// (`transport/conn/rotate.rs`).
+    draining: rotate::Draining,
     /// What explains a failed request (`transport/conn/explain.rs`).
     diagnosis: crate::transport::tls_probe::Diagnosis,
 }
@@ -260,14 +278,14 @@ impl ConnSlot {
     /// carries subscriptions only).
     pub(crate) fn new(factory: Factory, borrowed: Option<AppConnection>) -> Result<Self> {
         let conn = factory.build()?;
-        let live = Live {
-            conn: match &borrowed {
+        let live = Live::new(
+            match &borrowed {
                 Some(app) => Borrowed::wrap(app, conn),
                 None => conn,
             },
-            generation: 1,
-            probe: tokio::spawn(std::future::pending()),
-        };
+            1,
+            tokio::spawn(std::future::pending()),
+        );
         Ok(Self {
             single: !matches!(factory, Factory::Cluster(..)),
             factory,
@@ -279,6 +297,7 @@ impl ConnSlot {
             explained: Mutex::new(None),
             on_failover: OnceLock::new(),
             follower: Follower::default(),
+            draining: rotate::Draining::default(),
             diagnosis: crate::transport::tls_probe::Diagnosis::default(),
         })
     }
@@ -331,14 +350,14 @@ impl ConnSlot {
             .spawn(std::future::pending());
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let conn = self.factory.build()?;
-        let fresh = Live {
-            conn: match &self.borrowed {
+        let fresh = Live::new(
+            match &self.borrowed {
                 Some(app) => Borrowed::wrap(app, conn),
                 None => conn,
             },
             generation,
             probe,
-        };
+        );
         let conn = fresh.conn.clone();
         self.live.store(std::sync::Arc::new(fresh));
         tracing::debug!(
