@@ -546,7 +546,7 @@ impl ClientBuilder {
         let _ = follow.set(Arc::downgrade(&slot));
         let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
         // Grants may come twice while the old connection is kept (`transport/conn/rotate.rs`).
-        let watch = crate::transport::conn::kept_for(self.command_timeout);
+        let watch = crate::transport::conn::silence::kept_for(self.command_timeout);
         slot.set_on_failover(Box::new(move |conn, generation| {
             if let Some(listeners) = to_listeners.upgrade() {
                 listeners.resubscribe(conn.clone());

@@ -197,6 +197,6 @@ fn tcp_settings(
         .with_interval(Duration::from_secs(2));
     let tcp = base.set_nodelay(settings.nodelay).set_keepalive(keepalive);
     #[cfg(target_os = "linux")]
-    let tcp = tcp.set_user_timeout(super::rotate::user_timeout(settings.command_timeout));
+    let tcp = tcp.set_user_timeout(super::silence::user_timeout(settings.command_timeout));
     tcp
 }

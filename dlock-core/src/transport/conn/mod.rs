@@ -45,10 +45,10 @@ mod explain;
 mod factory;
 mod follow;
 mod rotate;
+pub(crate) mod silence;
 
 use borrowed::AppConn;
 pub use borrowed::AppConnection;
-pub(crate) use rotate::kept_for;
 
 /// A cheap-to-clone handle on the client's connection.
 #[derive(Clone)]
@@ -173,7 +173,7 @@ struct Live {
     /// the connection's own tasks (its reader, its reconnection, its push forwarding).
     probe: JoinHandle<()>,
     /// When it was made, and when a request on it was last answered (`transport/conn/rotate.rs`).
-    life: rotate::Life,
+    life: silence::Life,
 }
 
 impl Live {
@@ -182,7 +182,7 @@ impl Live {
             conn,
             generation,
             probe,
-            life: rotate::Life::default(),
+            life: silence::Life::default(),
         }
     }
 }
@@ -220,7 +220,7 @@ pub(crate) struct ConnSlot {
     follower: Follower,
     /// Connections replaced after they went silent, kept for the cleanups of what they carried
     /// (`transport/conn/rotate.rs`).
-    draining: rotate::Draining,
+    draining: silence::Draining<Conn>,
     /// What explains a failed request (`transport/conn/explain.rs`).
     diagnosis: crate::transport::tls_probe::Diagnosis,
 }
@@ -297,7 +297,7 @@ impl ConnSlot {
             explained: Mutex::new(None),
             on_failover: OnceLock::new(),
             follower: Follower::default(),
-            draining: rotate::Draining::default(),
+            draining: silence::Draining::default(),
             diagnosis: crate::transport::tls_probe::Diagnosis::default(),
         })
     }

@@ -28,62 +28,13 @@
 //! application's connection is the application's.
 
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::silence::kept_for;
 use super::{ConnSlot, Factory, Live};
 use crate::runtime::lock;
 use crate::transport::conn::Conn;
-
-/// How many replaced connections are kept at most (each stays a few seconds).
-const KEPT_AT_MOST: usize = 4;
-
-/// When a connection was made, and when a request on it was last answered.
-pub(super) struct Life {
-    born: Instant,
-    /// Nanoseconds after `born` of the last answer, plus one (0: none yet).
-    answered: AtomicU64,
-}
-
-impl Default for Life {
-    fn default() -> Self {
-        Self {
-            born: Instant::now(),
-            answered: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Life {
-    fn answered(&self) {
-        let after = u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
-        self.answered.fetch_max(after + 1, Ordering::Relaxed);
-    }
-
-    /// Whether nothing was answered on the connection since `sent`.
-    fn silent_since(&self, sent: Instant) -> bool {
-        match self.answered.load(Ordering::Relaxed) {
-            0 => true,
-            after => self.born + Duration::from_nanos(after - 1) < sent,
-        }
-    }
-}
-
-/// The replaced connections still kept, each with the instant it is let go.
-#[derive(Default)]
-pub(super) struct Draining(Mutex<Vec<(Instant, Conn)>>);
-
-/// The `TCP_USER_TIMEOUT` of a connection with this command timeout: data left unacknowledged
-/// that long aborts the connection (`factory.rs`).
-pub(super) fn user_timeout(command_timeout: Duration) -> Duration {
-    (command_timeout * 3).max(Duration::from_secs(3))
-}
-
-/// How long a replaced connection is kept, for a client with this command timeout.
-pub(crate) fn kept_for(command_timeout: Duration) -> Duration {
-    user_timeout(command_timeout) + command_timeout
-}
 
 impl ConnSlot {
     /// A request on the connection of `generation` was answered (a reply, or the server's
@@ -138,21 +89,13 @@ impl ConnSlot {
             runtime.spawn(std::future::pending()),
         );
         let old = self.live.swap(Arc::new(fresh));
-        let until = Instant::now() + kept_for(limit);
-        let mut kept = lock(&self.draining.0);
-        kept.retain(|(until, _)| *until > Instant::now());
-        if kept.len() >= KEPT_AT_MOST {
-            kept.remove(0);
-        }
-        kept.push((until, old.conn.clone()));
+        self.draining
+            .keep(old.conn.clone(), Instant::now() + kept_for(limit));
         Some((conn, generation))
     }
 
     /// The replaced connections still kept, each with the instant it is let go.
     pub(crate) fn kept(&self) -> Vec<(Instant, Conn)> {
-        let mut kept = lock(&self.draining.0);
-        let now = Instant::now();
-        kept.retain(|(until, _)| *until > now);
-        kept.clone()
+        self.draining.kept()
     }
 }
