@@ -15,7 +15,7 @@ own redis-server
 
 usage: dlock-bench [--quick | --scale]
                    [--only w1,w2,w3,w4,w5,mem,w6,w7,w8,cluster,sched,sched-scale,
-                           sched-oneoff,guarded]
+                           sched-oneoff,guarded,rate,web]
                    [--subjects LIST] [--json PATH]
 
   --quick          a smoke run with about a tenth of the work (labelled QUICK; not comparable)
@@ -34,7 +34,10 @@ usage: dlock-bench [--quick | --scale]
                    across 3 replicas, 10 s each (--quick: 100, 3 s); sched-oneoff =
                    10,000 one-off jobs due at the same instant across 3 replicas
                    (--quick: 1,000); guarded = a guarded write and fenced_set beside a
-                   plain SET, 20,000 writes each, one at a time (--quick: 2,000))
+                   plain SET, 20,000 writes each, one at a time (--quick: 2,000); rate =
+                   W9, the rate limiter; web = W10 idempotent POST and W11 rate-limit layer,
+                   dlock-tower's layers called in-process, 12,800 requests a subject
+                   (--quick: 1,280))
   --subjects LIST  the subjects of W1, W2 and W3, in any order (default
                    floor,floor_nodelay,rslock,dlock,dlock_nodelay,dlock_fenced):
                      floor          raw SET NX + compare-and-delete, redis crate defaults
@@ -59,7 +62,7 @@ first, as W2-fence, warm counters)";
 const DEFAULT_JSON: &str = "target/bench/results.json";
 
 /// The names `--only` accepts, each selecting one or more stages of the run.
-pub(crate) const WORKLOADS: [&str; 15] = [
+pub(crate) const WORKLOADS: [&str; 16] = [
     "w1",
     "w2",
     "w3",
@@ -75,6 +78,7 @@ pub(crate) const WORKLOADS: [&str; 15] = [
     "sched-oneoff",
     "guarded",
     "rate",
+    "web",
 ];
 
 /// What to do.

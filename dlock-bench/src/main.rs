@@ -113,6 +113,7 @@ mod w6_stats;
 mod w7;
 mod w7_stats;
 mod w8;
+mod web;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -135,7 +136,7 @@ type Stage = (
 );
 
 /// The stages, in run (and report) order.
-const STAGES: [Stage; 21] = [
+const STAGES: [Stage; 22] = [
     ("w1", "W1 (unpinned)", w1::run),
     ("w1", "W1 1-CPU", w1::run_1cpu),
     ("w1", "W1 1-CPU multi-thread", w1::run_1cpu_multi_thread),
@@ -157,6 +158,7 @@ const STAGES: [Stage; 21] = [
     ("sched-oneoff", "scheduler one-off burst", sched_oneoff::run),
     ("guarded", "guarded writes", guarded::run),
     ("rate", "W9 rate limiter", rate::run),
+    ("web", "W10/W11 web layers", web::run),
 ];
 
 /// A subcommand: its name, and the `main` of the child process.

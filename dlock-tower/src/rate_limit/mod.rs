@@ -50,7 +50,9 @@ struct Config {
 /// limit shared by every replica (dlock-core's GCRA on the Redis server's clock): one quota per
 /// route group, a budget per key ([`KeyBy`]). Made by [`RateLimitLayer::builder`].
 ///
-/// * Admitted: the handler runs; the response carries `RateLimit-Policy` and `RateLimit`.
+/// * Admitted: the handler runs, with the [`Decision`] in the request's extensions (read it
+///   with `Extension<dlock_core::Decision>`: the cells remaining and the server's time of the
+///   decision); the response carries `RateLimit-Policy` and `RateLimit`.
 /// * Limited: `429 Too Many Requests`, `Retry-After` (seconds until a cell conforms), the same
 ///   two fields, a problem-details body; the handler does not run.
 /// * Redis down: 503 with `Retry-After` (fail closed, the default), or the request runs
@@ -319,8 +321,12 @@ where
     };
     let decision = group.limiter.try_acquire(&key, 1).await;
     match decision {
-        Ok(Decision::Allowed { remaining, .. }) => {
+        Ok(allowed @ Decision::Allowed { remaining, .. }) => {
             metrics::rate_limit(&config.name, "admitted");
+            // The handler may read its decision (`Extension<Decision>`): what remains, and the
+            // server's time of the decision.
+            let mut request = request;
+            request.extensions_mut().insert(allowed);
             let mut response = call(&mut inner, request).await;
             let reset = headers::refill(&group.quota, remaining);
             fields(response.headers_mut(), group, remaining, reset);
