@@ -647,7 +647,9 @@ fn the_readme_programs_run_against_redis() {
 }
 
 /// The README's service: `#[distributed_lock]` on an axum handler answers a payment with the
-/// lock's fencing token, and the service stops cleanly on Ctrl-C (SIGINT).
+/// lock's fencing token; behind `IdempotencyLayer`, a retry with the same `Idempotency-Key` gets
+/// the stored answer (the same fencing token, marked as a replay) and a new key runs again; the
+/// service stops cleanly on Ctrl-C (SIGINT).
 #[test]
 fn the_readme_service_pays_an_order_under_its_lock() {
     let server = redis();
@@ -658,11 +660,36 @@ fn the_readme_service_pays_an_order_under_its_lock() {
     let address = child
         .wait_for("listening on http://", Duration::from_secs(30))
         .unwrap();
-    let answer = post(&address, "/orders/42/pay");
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let body = |answer: &str| answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    let first = post(&address, "/orders/42/pay", "Idempotency-Key: \"k1\"\r\n");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
     assert!(
-        answer.contains("charged order 42, fencing token "),
-        "{answer}"
+        body(&first).contains("charged order 42, fencing token "),
+        "{first}"
+    );
+    let retry = post(&address, "/orders/42/pay", "Idempotency-Key: \"k1\"\r\n");
+    assert!(retry.starts_with("HTTP/1.1 200"), "{retry}");
+    assert!(
+        retry
+            .to_ascii_lowercase()
+            .contains("idempotent-replayed: true"),
+        "{retry}"
+    );
+    assert_eq!(
+        body(&retry),
+        body(&first),
+        "the retry was not the stored answer"
+    );
+    let other = post(&address, "/orders/42/pay", "Idempotency-Key: \"k2\"\r\n");
+    assert!(other.starts_with("HTTP/1.1 200"), "{other}");
+    assert!(
+        !other.to_ascii_lowercase().contains("idempotent-replayed"),
+        "{other}"
+    );
+    assert_ne!(
+        body(&other),
+        body(&first),
+        "a new key was answered from the record"
     );
     let pid = Pid::from_raw(i32::try_from(child.process().pid()).unwrap());
     kill(pid, Signal::SIGINT).unwrap();
@@ -672,14 +699,15 @@ fn the_readme_service_pays_an_order_under_its_lock() {
     assert!(status.success(), "{status}");
 }
 
-/// One HTTP/1.1 POST without a body to `address`; the whole answer (the server closes it).
-fn post(address: &str, path: &str) -> String {
+/// One HTTP/1.1 POST without a body to `address`, with `headers` (each ending in CRLF); the
+/// whole answer (the server closes it).
+fn post(address: &str, path: &str, headers: &str) -> String {
     let mut stream = TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).unwrap();
     let mut answer = String::new();

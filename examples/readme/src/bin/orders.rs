@@ -1,6 +1,6 @@
 //! Run with: `cargo run -p readme --bin orders` (Redis at `DLOCK_REDIS_URL`, default
 //! redis://127.0.0.1:6379/; listens on `LISTEN`, default 127.0.0.1:3000), then
-//! `curl -X POST http://127.0.0.1:3000/orders/42/pay`.
+//! `curl -X POST -H 'Idempotency-Key: "k1"' http://127.0.0.1:3000/orders/42/pay` (twice).
 #![allow(clippy::print_stdout)] // an example reports on stdout
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Router, routing::post};
 use dlock_core::{Client, distributed_lock};
+use dlock_tower::IdempotencyLayer;
 
 /// One request per order at a time across every replica: another request for the same order
 /// waits up to 1 s for the lock, then gets 409. The lease is renewed while the body runs.
@@ -45,7 +46,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Connects now: a wrong URL, password or port stops the service before it listens.
     let client = Client::builder(url.as_str()).connect().await?;
     dlock_core::set_default_client(client.clone())?; // the client #[distributed_lock] uses
-    let app = Router::new().route("/orders/{order}/pay", post(pay));
+    // A retried POST with the same Idempotency-Key gets the stored answer (dlock-tower).
+    let replays = IdempotencyLayer::builder(client.clone(), "orders").build()?;
+    let app = Router::new()
+        .route("/orders/{order}/pay", post(pay))
+        .route_layer(replays);
     let listener = tokio::net::TcpListener::bind(listen).await?;
     println!("listening on http://{}", listener.local_addr()?);
     let ctrl_c = async {
