@@ -319,7 +319,7 @@ async fn configurations_that_limit_nothing_or_twice_are_refused() {
     );
 }
 
-/// Three replicas (a client each) send as fast as answers come for 3 s through one group of
+/// Three replicas (a client each) send as fast as answers come for 5 s (the span) through one group of
 /// 200/s, burst 20: the requests admitted are the quota within ±1 % — burst + rate × span,
 /// the span from the first admitting decision to the last by the Redis server's clock (each
 /// handler reads its decision from the request's extensions); every answer carries the fields
@@ -338,7 +338,7 @@ async fn three_replicas_share_one_budget() {
             b.key(KeyBy::Route).group("search", ["/search"], quota)
         }));
     }
-    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
     let loops = (0..12).map(|i| {
         let router = replicas[i % 3].clone();
         tokio::spawn(async move {
