@@ -75,6 +75,10 @@ pub(crate) struct Global {
     /// Print JSON (stable field names, documented in the README) instead of a table.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Show times in UTC instead of each job's time zone (`jobs`, `runs`). JSON times are
+    /// always UTC; one-off jobs, which have no zone, are shown in UTC.
+    #[arg(long, global = true)]
+    pub(crate) utc: bool,
 }
 
 /// What to do.
@@ -108,9 +112,21 @@ pub(crate) enum Command {
         #[arg(long)]
         ask: bool,
     },
-    /// List the scheduler's jobs: schedule, next occurrence, last run, paused, replicas.
+    /// List the scheduler's jobs (schedule, next occurrence, last run, paused, replicas) and
+    /// the handlers of one-off jobs (queued, next due, paused, replicas). Times in each job's
+    /// zone (`--utc`: in UTC).
     Jobs,
-    /// Show a job's recent runs from the run ledger.
+    /// List pending one-off jobs (not started yet, or waiting for a retry), due first: of
+    /// every handler the replicas registered, or of HANDLER.
+    Once {
+        /// Only this handler's (read even when no live replica registered it).
+        handler: Option<String>,
+        /// How many of each handler's queue to read (at least 1).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+    },
+    /// Show a job's recent runs from the run ledger, times in the job's zone (`--utc`: in
+    /// UTC; a handler's one-off jobs `once:<handler>`: in UTC).
     Runs {
         /// The job's name.
         job: String,

@@ -12,6 +12,7 @@
 //! | `prompt` | the password asked for on the terminal when Redis wants one |
 //! | `locks` | `locks`, `inspect`, `unlock` |
 //! | `jobs` | `jobs`, `runs`, `pause`, `resume`, `run-now` |
+//! | `once` | the one-off handlers of `jobs`, and `once` (pending one-off jobs) |
 //! | `report`, `failure`, `table` | what a command hands back, exit codes, tables and times |
 
 mod cli;
@@ -20,6 +21,7 @@ mod explain;
 mod failure;
 mod jobs;
 mod locks;
+mod once;
 mod prompt;
 mod report;
 mod table;
@@ -100,10 +102,14 @@ async fn run(cli: &Cli, password: Option<String>) -> Result<Report, Failure> {
             name, ask: true, ..
         } => locks::ask(&client, name, json).await,
         Command::Unlock { name, yes, .. } => locks::unlock(&client, name, *yes, json).await,
-        Command::Jobs => jobs::jobs(&Target::admin(&client)?, json).await,
+        Command::Jobs => jobs::jobs(&Target::admin(&client)?, json, global.utc).await,
+        Command::Once { handler, limit } => {
+            let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
+            once::once(&Target::admin(&client)?, handler.as_deref(), limit, json).await
+        }
         Command::Runs { job, limit } => {
             let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
-            jobs::runs(&Target::admin(&client)?, job, limit, json).await
+            jobs::runs(&Target::admin(&client)?, job, limit, json, global.utc).await
         }
         Command::Pause { job, force } => control(&client, job, Action::Pause, *force, json).await,
         Command::Resume { job, force } => control(&client, job, Action::Resume, *force, json).await,

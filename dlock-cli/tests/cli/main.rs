@@ -11,6 +11,7 @@ mod failures;
 mod inspect;
 mod jobs;
 mod locks;
+mod once;
 mod reach;
 mod secrets;
 mod unlock;

@@ -71,6 +71,7 @@
 //! replica cover the whole ledger ([`crate::SchedulerBuilder::history`] runs).
 
 mod csrf;
+mod one_offs;
 mod page;
 
 use axum::Router;
@@ -117,12 +118,17 @@ where
         .with_state(scheduler)
 }
 
-/// `GET /`: the page.
-async fn show(State(scheduler): State<Scheduler>) -> Response {
-    match scheduler.overview().await {
-        Ok(jobs) => {
+/// `GET /` (`?utc=1`: every time in UTC): the page.
+async fn show(State(scheduler): State<Scheduler>, uri: Uri) -> Response {
+    let zones = page::Zones {
+        utc: uri.query().is_some_and(|q| {
+            form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "utc" && v == "1")
+        }),
+    };
+    match read(&scheduler).await {
+        Ok((jobs, handlers)) => {
             let now = scheduler.shared.clock.now();
-            let mut response = page::render(&jobs, now).into_response();
+            let mut response = page::render(&jobs, &handlers, zones, now).into_response();
             let headers = response.headers_mut();
             set(headers, CONTENT_TYPE, "text/html; charset=utf-8");
             set(headers, CONTENT_SECURITY_POLICY, page::CSP);
@@ -134,6 +140,22 @@ async fn show(State(scheduler): State<Scheduler>) -> Response {
         }
         Err(e) => failure(&e),
     }
+}
+
+/// What the page shows: the jobs, and the handlers of one-off jobs with their first pending
+/// ones.
+async fn read(
+    scheduler: &Scheduler,
+) -> Result<(Vec<crate::JobOverview>, Vec<one_offs::HandlerView>), Error> {
+    let jobs = scheduler.overview().await?;
+    let mut handlers = Vec::new();
+    for handler in scheduler.one_off_handlers().await? {
+        let pending = scheduler
+            .pending_one_offs(&handler.name, one_offs::PENDING_SHOWN)
+            .await?;
+        handlers.push((handler, pending));
+    }
+    Ok((jobs, handlers))
 }
 
 /// `POST /` with a form body `job=<name>&action=pause|resume|run-now`: checks the origin,
