@@ -42,8 +42,9 @@ impl Dashboard {
         Self::start_with_handlers(server, replicas, &[]).await
     }
 
-    /// As [`Dashboard::start`], every replica also registering `handlers` (each succeeds at
-    /// once) for one-off jobs.
+    /// As [`Dashboard::start`], every replica but the first also registering `handlers` (each
+    /// succeeds at once) for one-off jobs: the page is served by a scheduler without them, as
+    /// in an admin application.
     pub(crate) async fn start_with_handlers(
         server: &RedisServer,
         replicas: Vec<(&str, Vec<Job>)>,
@@ -57,7 +58,7 @@ impl Dashboard {
             let mut builder = Scheduler::builder(Client::open(server.url().as_str()).unwrap())
                 .replica_id(id)
                 .heartbeat(Duration::from_millis(200));
-            for handler in handlers {
+            for handler in handlers.iter().filter(|_| first.is_some()) {
                 builder = builder.handler(*handler, |_ctx| async { Ok::<(), String>(()) });
             }
             for job in jobs {

@@ -391,8 +391,9 @@ async fn chromium_shows_the_dashboard_and_runs_a_job_now() {
 }
 
 /// Issue #51: the dashboard lists the handlers of one-off jobs and their pending jobs (what,
-/// when, keyed), and its Pause button pauses a handler's one-off jobs before any of them ran
-/// (the same form and same-origin POST as the jobs'; it answered 404 "not known" before);
+/// when, keyed), and its Pause button pauses a handler's one-off jobs before any of them ran,
+/// served by a scheduler without the handler (the same form and same-origin POST as the jobs';
+/// it answered 404 "not known" before);
 /// `?utc=1` shows every time in UTC instead of the job's zone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_lists_pending_one_offs_and_pauses_their_handler() {
@@ -413,14 +414,51 @@ async fn chromium_lists_pending_one_offs_and_pauses_their_handler() {
         &["send_report"],
     )
     .await;
-    eventually(STEP, "both replicas registered the handler", || async {
+    // Registered by replica-b only: the page's scheduler (replica-a's) does not have it.
+    eventually(STEP, "replica-b registered the handler", || async {
         let handlers = d.admin.one_off_handlers().await.unwrap();
         handlers
             .iter()
-            .any(|h| h.name == "send_report" && h.replicas.len() == 2)
+            .any(|h| h.name == "send_report" && h.replicas == ["replica-b"])
             .then_some(())
     })
     .await;
+    let (browser, address) = Browser::start(&binary);
+    let mut page = Page::open(&address).await;
+    page.navigate(&d.base).await;
+    let row = "table.handlers tr[data-handler=\"send_report\"]";
+    let state = page
+        .eval(&format!(
+            "document.querySelector('{row} .badge').textContent"
+        ))
+        .await;
+    assert_eq!(state, "active", "{}", browser.log());
+    // Nothing enqueued yet: no one-off of the handler ever existed.
+    let none = page
+        .eval("document.querySelectorAll('table.pending').length")
+        .await;
+    assert_eq!(none, 0);
+
+    // Pause the handler's one-off jobs: a real form POST, before any one-off was even enqueued.
+    page.events.clear();
+    page.eval(&format!(
+        "document.querySelector('{row} button[value=\"pause\"]').click()"
+    ))
+    .await;
+    page.event("Page.loadEventFired").await;
+    assert_eq!(
+        page.eval("location.href").await,
+        json!(d.base),
+        "303 back to the page"
+    );
+    assert!(d.admin.is_paused("once:send_report").await.unwrap());
+    let state = page
+        .eval(&format!(
+            "document.querySelector('{row} .badge').textContent"
+        ))
+        .await;
+    assert_eq!(state, "paused");
+
     // Enqueued by a process that registers the handler but runs nothing: due in an hour and
     // in two (not run during the test), one with an idempotency key.
     let enqueuer = dlock_scheduler::Scheduler::builder(
@@ -447,16 +485,7 @@ async fn chromium_lists_pending_one_offs_and_pauses_their_handler() {
         .await
         .unwrap();
 
-    let (browser, address) = Browser::start(&binary);
-    let mut page = Page::open(&address).await;
     page.navigate(&d.base).await;
-    let row = "table.handlers tr[data-handler=\"send_report\"]";
-    let state = page
-        .eval(&format!(
-            "document.querySelector('{row} .badge').textContent"
-        ))
-        .await;
-    assert_eq!(state, "active", "{}", browser.log());
     let queued = page
         .eval(&format!(
             "document.querySelector('{row} td.queued').textContent"
@@ -482,26 +511,6 @@ async fn chromium_lists_pending_one_offs_and_pauses_their_handler() {
     assert_eq!(cells[2], "1", "attempt: {cells}");
     assert_eq!(cells[3], "yes", "keyed: {cells}");
     assert_eq!(cells[5], "4711", "arguments: {cells}");
-
-    // Pause the handler's one-off jobs: a real form POST, before any one-off ran.
-    page.events.clear();
-    page.eval(&format!(
-        "document.querySelector('{row} button[value=\"pause\"]').click()"
-    ))
-    .await;
-    page.event("Page.loadEventFired").await;
-    assert_eq!(
-        page.eval("location.href").await,
-        json!(d.base),
-        "303 back to the page"
-    );
-    assert!(d.admin.is_paused("once:send_report").await.unwrap());
-    let state = page
-        .eval(&format!(
-            "document.querySelector('{row} .badge').textContent"
-        ))
-        .await;
-    assert_eq!(state, "paused");
 
     // The one zone policy: the job's zone, or UTC on request.
     let next = "document.querySelector('tr[data-job=\"lottery\"] time').textContent";

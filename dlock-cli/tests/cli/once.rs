@@ -2,8 +2,8 @@
 //! with the handler `work`: `dlock pause once:work` works before any one-off ran (it exited 3
 //! "no running replica registered it"); `dlock run-now once:work` is refused with the call to
 //! use (it answered done and nothing ran); `dlock jobs` lists the handler and `dlock once` its
-//! pending jobs (what, when, keyed), in tables and in JSON; and `dlock runs` shows times in the
-//! job's zone like `dlock jobs` (`--utc`: in UTC).
+//! pending jobs (what, when, keyed), in tables and in JSON. And one zone policy: `dlock runs`
+//! shows times in the job's zone like `dlock jobs` (`--utc`: in UTC).
 
 use std::time::Duration;
 
@@ -34,17 +34,7 @@ async fn one_offs_are_listed_paused_before_any_ran_and_run_now_is_refused() {
     let url = server.url();
     let scheduler = replica(&url);
     let enqueuer = scheduler.clone();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        scheduler
-            .run_until(
-                async {
-                    let _ = stopped.await;
-                },
-                Duration::from_secs(5),
-            )
-            .await;
-    });
+    let (stop, task) = start(scheduler);
     let handler = eventually(Duration::from_secs(20), "the handler listed", || async {
         let run = dlock(&["--url", &url, "jobs", "--json"]).await;
         let doc = run.json();
@@ -119,7 +109,20 @@ async fn one_offs_are_listed_paused_before_any_ran_and_run_now_is_refused() {
         "{row}"
     );
 
-    // `runs` in the job's zone, as `jobs`; UTC on request.
+    dlock(&["--url", &url, "resume", "once:work"])
+        .await
+        .expect(0);
+    stop.send(()).unwrap();
+    task.await.unwrap();
+}
+
+/// One zone policy: `dlock runs` shows a job's times in its zone, as `dlock jobs` does (it
+/// printed UTC); `--utc` shows both in UTC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_and_jobs_show_the_jobs_zone_or_utc_on_request() {
+    let server = redis();
+    let url = server.url();
+    let (stop, task) = start(replica(&url));
     eventually(Duration::from_secs(20), "a run of tick", || async {
         let run = dlock(&["--url", &url, "runs", "tick", "--json"]).await;
         (run.code == 0).then_some(())
@@ -141,10 +144,22 @@ async fn one_offs_are_listed_paused_before_any_ran_and_run_now_is_refused() {
     let jobs = dlock(&["--url", &url, "jobs", "--utc"]).await.expect(0);
     let row = jobs.stdout.lines().find(|l| l.starts_with("tick")).unwrap();
     assert!(!row.contains("JST"), "{row}");
-
-    dlock(&["--url", &url, "resume", "once:work"])
-        .await
-        .expect(0);
     stop.send(()).unwrap();
     task.await.unwrap();
+}
+
+/// A replica running until its sender is used or dropped.
+fn start(scheduler: Scheduler) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        scheduler
+            .run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await;
+    });
+    (stop, task)
 }
