@@ -125,6 +125,11 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
         limit: u64,
     },
+    /// Run-time schedules (`Scheduler::add_schedule`): add, remove, list.
+    Schedule {
+        #[command(subcommand)]
+        action: ScheduleAction,
+    },
     /// Show a job's recent runs from the run ledger, times in the job's zone (`--utc`: in
     /// UTC; a handler's one-off jobs `once:<handler>`: in UTC).
     Runs {
@@ -161,6 +166,38 @@ pub(crate) enum Command {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// What `dlock schedule` does.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ScheduleAction {
+    /// Add a run-time schedule (or replace the one of that name): a live replica's handler
+    /// runs on a cron schedule, on exactly one replica per occurrence. Checked as the API
+    /// checks it (name, cron expression, zone, arguments, a handler some live replica
+    /// registered); refused with exit 2 otherwise.
+    Add {
+        /// The schedule's name: its job's name in `jobs`, `runs`, `pause`.
+        name: String,
+        /// The handler it runs (registered by the replicas with `SchedulerBuilder::handler`).
+        #[arg(long)]
+        handler: String,
+        /// Its cron expression (5 fields, or 6 with seconds), e.g. `"0 7 * * MON-FRI"`.
+        #[arg(long)]
+        cron: String,
+        /// Its IANA time zone, e.g. `Europe/Berlin`, `UTC`.
+        #[arg(long, value_name = "ZONE")]
+        tz: String,
+        /// The handler's arguments, as JSON (`JobContext::args`).
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+    },
+    /// Remove a run-time schedule (exit 3 if there is none); its ledger stays.
+    Remove {
+        /// The schedule's name.
+        name: String,
+    },
+    /// List the run-time schedules (exit 3 if there is none).
+    List,
 }
 
 /// The kind of lock `inspect` looks at.

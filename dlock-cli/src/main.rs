@@ -13,6 +13,7 @@
 //! | `locks` | `locks`, `inspect`, `unlock` |
 //! | `jobs` | `jobs`, `runs`, `pause`, `resume`, `run-now` |
 //! | `once` | the one-off handlers of `jobs`, and `once` (pending one-off jobs) |
+//! | `schedule` | `schedule add`, `remove`, `list` (run-time schedules) |
 //! | `report`, `failure`, `table` | what a command hands back, exit codes, tables and times |
 
 mod cli;
@@ -24,6 +25,7 @@ mod locks;
 mod once;
 mod prompt;
 mod report;
+mod schedule;
 mod table;
 
 use std::io::Write;
@@ -31,7 +33,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ScheduleAction};
 use crate::connect::{Secrets, Target};
 use crate::failure::Failure;
 use crate::jobs::Action;
@@ -106,6 +108,29 @@ async fn run(cli: &Cli, password: Option<String>) -> Result<Report, Failure> {
         Command::Once { handler, limit } => {
             let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
             once::once(&Target::admin(&client)?, handler.as_deref(), limit, json).await
+        }
+        Command::Schedule { action } => {
+            let admin = Target::admin(&client)?;
+            match action {
+                ScheduleAction::Add {
+                    name,
+                    handler,
+                    cron,
+                    tz,
+                    args,
+                } => {
+                    let new = schedule::NewSchedule {
+                        name,
+                        handler,
+                        cron,
+                        tz,
+                        args: args.as_deref(),
+                    };
+                    schedule::add(&admin, &new, json).await
+                }
+                ScheduleAction::Remove { name } => schedule::remove(&admin, name, json).await,
+                ScheduleAction::List => schedule::list(&admin, json).await,
+            }
         }
         Command::Runs { job, limit } => {
             let limit = usize::try_from(*limit).unwrap_or(usize::MAX);

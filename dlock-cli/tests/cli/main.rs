@@ -13,5 +13,6 @@ mod jobs;
 mod locks;
 mod once;
 mod reach;
+mod schedule;
 mod secrets;
 mod unlock;
