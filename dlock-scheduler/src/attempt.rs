@@ -377,6 +377,7 @@ async fn perform(
         attempt: attempt.number(),
         client: attempt.shared.client.clone(),
         args: attempt.args.clone(),
+        slot: slot.as_ref().map(Permit::lease),
     };
     let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded).await;
     // Whether the lease was in danger as the handler ended: said in the record, for whoever

@@ -187,3 +187,89 @@ async fn a_message_on_a_wake_channel_just_left_is_not_read_as_a_grant() {
     assert_eq!(logs.matching("malformed message"), Vec::<String>::new());
     assert_eq!(logs.matching("no listener or waiter").len(), 1);
 }
+
+/// Issue #51: a grouped run's `ctx.remaining()` followed the job's lock only, not its group
+/// slot, which the run also holds and whose lease is renewed apart (after a pause the slot's
+/// was up to 28 ms shorter). Made deterministic: while the run goes on, its slot is taken from
+/// it in Redis (its semaphore's keys deleted), so the slot's next renewal is refused and its
+/// lease is lost, while the job's lock is still renewed. `remaining()` must fall to zero then,
+/// with the lock's lease still held. (The run is not cancelled: `OnLost::Signal`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grouped_runs_remaining_follows_its_group_slot() {
+    let server = redis();
+    let url = server.url();
+    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
+    let (seen_tx, seen) = tokio::sync::oneshot::channel::<(bool, dlock_core::LeaseState)>();
+    let once = std::sync::Mutex::new(Some((started_tx, seen_tx)));
+    let job = dlock_scheduler::Job::new("report", "0 0 1 1 *", "UTC", move |ctx| {
+        let taken = once.lock().unwrap().take();
+        async move {
+            let Some((started, seen)) = taken else {
+                return Ok(());
+            };
+            let _ = started.send(());
+            // Until the slot's loss shows in remaining() (bounded: the test fails after it).
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            let zero = loop {
+                if ctx.remaining().is_zero() {
+                    break true;
+                }
+                if tokio::time::Instant::now() > deadline {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let _ = seen.send((zero, ctx.lease_state()));
+            Ok::<(), String>(())
+        }
+    })
+    .unwrap()
+    .group("reports")
+    .lease(Duration::from_secs(1))
+    .on_lost(dlock_core::OnLost::Signal);
+    let scheduler = Scheduler::builder(Client::open(url.as_str()).unwrap())
+        .group("reports", 1)
+        .job(job)
+        .build()
+        .unwrap();
+    let admin = scheduler.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        scheduler
+            .run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await
+    });
+    admin.run_now("report").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), started)
+        .await
+        .expect("the run started")
+        .unwrap();
+    let mut con = raw(&server).await;
+    let slot_keys: Vec<String> = redis::cmd("KEYS")
+        .arg("dlock:{sched-group:reports}*")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(!slot_keys.is_empty(), "the run holds a slot");
+    let () = con.del(&slot_keys).await.unwrap();
+    let (zero, lock) = tokio::time::timeout(Duration::from_secs(40), seen)
+        .await
+        .expect("the handler reported")
+        .unwrap();
+    assert!(
+        zero,
+        "remaining() never fell to zero although the slot was lost"
+    );
+    assert_eq!(
+        lock,
+        dlock_core::LeaseState::Held,
+        "the job's lock still stood: remaining() followed the slot"
+    );
+    let _ = stop.send(());
+    running.await.unwrap();
+}
