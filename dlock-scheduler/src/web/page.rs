@@ -13,8 +13,6 @@ use chrono_tz::Tz;
 use crate::ledger::{RunOutcome, RunRecord};
 use crate::overview::{JobOverview, JobReplica};
 
-use super::one_offs::HandlerView;
-
 /// How many of a job's last runs the page lists (the counts per replica cover the whole
 /// ledger).
 pub(crate) const RUNS_SHOWN: usize = 10;
@@ -87,10 +85,11 @@ impl Zones {
     }
 }
 
-/// The whole page.
+/// The whole page; `one_offs` is the section on one-off jobs, rendered by `one_offs.rs` (empty:
+/// none).
 pub(crate) fn render(
     jobs: &[JobOverview],
-    handlers: &[HandlerView],
+    one_offs: &str,
     zones: Zones,
     now: DateTime<Utc>,
 ) -> String {
@@ -127,14 +126,14 @@ pub(crate) fn render(
         plural(replicas.len()),
         instant(now, &format!("{}", now.format("%Y-%m-%d %H:%M:%S UTC"))),
     );
-    if jobs.is_empty() && handlers.is_empty() {
+    if jobs.is_empty() && one_offs.is_empty() {
         out += "<p class=\"none\">No job: no scheduler replica is running under this \
                 client's prefix, and this scheduler has no job of its own.</p>";
     } else {
         if !jobs.is_empty() {
             jobs_table(&mut out, jobs, zones);
         }
-        super::one_offs::section(&mut out, handlers);
+        out += one_offs;
         for job in jobs {
             runs_table(&mut out, job, zones);
         }
@@ -454,7 +453,7 @@ mod tests {
             runtime: None,
             not_run_by: Vec::new(),
         };
-        let page = render(&[job], &[], Zones::default(), DateTime::<Utc>::from(beat));
+        let page = render(&[job], "", Zones::default(), DateTime::<Utc>::from(beat));
         assert!(page.contains("2 replicas running · <span class=\"warn\">1 stalled</span>"));
         assert!(page.contains("<div class=\"replica\">a<small>"), "{page}");
         assert!(page.contains(
@@ -494,7 +493,7 @@ mod tests {
             }],
         };
         assert!(job.is_unrunnable());
-        let page = render(&[job], &[], Zones::default(), Utc::now());
+        let page = render(&[job], "", Zones::default(), Utc::now());
         assert!(
             page.contains("<small>run-time schedule · handler export</small>"),
             "{page}"
