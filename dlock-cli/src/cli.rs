@@ -10,8 +10,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 ///
 /// Exit codes: 0 done; 1 error (Redis unreachable or timed out, an error reply, data dlock did
 /// not write); 2 usage (bad arguments, bad lock or job name, bad URL, `unlock` without `--yes`
-/// where nobody can confirm); 3 nothing found (no lock held, no job, no run, a job that is not
-/// known to `pause`/`resume`/`run-now` without `--force`); 4 aborted (the
+/// where nobody can confirm, a schedule `schedule add` refuses, `run-now once:<handler>`); 3
+/// nothing found (no lock held, no job, no pending one-off job, no run-time schedule, no run, a
+/// job that is not known to `pause`/`resume`/`run-now` without `--force`); 4 aborted (the
 /// confirmation was not given, or the holder changed meanwhile). A refused user name or
 /// password, and a TLS certificate problem, are errors (1), each with its own message.
 ///
