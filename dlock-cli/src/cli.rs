@@ -10,8 +10,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 ///
 /// Exit codes: 0 done; 1 error (Redis unreachable or timed out, an error reply, data dlock did
 /// not write); 2 usage (bad arguments, bad lock or job name, bad URL, `unlock` without `--yes`
-/// where nobody can confirm); 3 nothing found (no lock held, no job, no run, a job that is not
-/// known to `pause`/`resume`/`run-now` without `--force`); 4 aborted (the
+/// where nobody can confirm, a schedule `schedule add` refuses, `run-now once:<handler>`); 3
+/// nothing found (no lock held, no job, no pending one-off job, no run-time schedule, no run, a
+/// job that is not known to `pause`/`resume`/`run-now` without `--force`); 4 aborted (the
 /// confirmation was not given, or the holder changed meanwhile). A refused user name or
 /// password, and a TLS certificate problem, are errors (1), each with its own message.
 ///
@@ -75,6 +76,10 @@ pub(crate) struct Global {
     /// Print JSON (stable field names, documented in the README) instead of a table.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Show times in UTC instead of each job's time zone (`jobs`, `runs`). JSON times are
+    /// always UTC; one-off jobs, which have no zone, are shown in UTC.
+    #[arg(long, global = true)]
+    pub(crate) utc: bool,
 }
 
 /// What to do.
@@ -108,9 +113,26 @@ pub(crate) enum Command {
         #[arg(long)]
         ask: bool,
     },
-    /// List the scheduler's jobs: schedule, next occurrence, last run, paused, replicas.
+    /// List the scheduler's jobs (schedule, next occurrence, last run, paused, replicas) and
+    /// the handlers of one-off jobs (queued, next due, paused, replicas). Times in each job's
+    /// zone (`--utc`: in UTC).
     Jobs,
-    /// Show a job's recent runs from the run ledger.
+    /// List pending one-off jobs (not started yet, or waiting for a retry), due first: of
+    /// every handler the replicas registered, or of HANDLER.
+    Once {
+        /// Only this handler's (read even when no live replica registered it).
+        handler: Option<String>,
+        /// How many of each handler's queue to read (at least 1).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+    },
+    /// Run-time schedules (`Scheduler::add_schedule`): add, remove, list.
+    Schedule {
+        #[command(subcommand)]
+        action: ScheduleAction,
+    },
+    /// Show a job's recent runs from the run ledger, times in the job's zone (`--utc`: in
+    /// UTC; a handler's one-off jobs `once:<handler>`: in UTC).
     Runs {
         /// The job's name.
         job: String,
@@ -145,6 +167,38 @@ pub(crate) enum Command {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// What `dlock schedule` does.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ScheduleAction {
+    /// Add a run-time schedule (or replace the one of that name): a live replica's handler
+    /// runs on a cron schedule, on exactly one replica per occurrence. Checked as the API
+    /// checks it (name, cron expression, zone, arguments, a handler some live replica
+    /// registered); refused with exit 2 otherwise.
+    Add {
+        /// The schedule's name: its job's name in `jobs`, `runs`, `pause`.
+        name: String,
+        /// The handler it runs (registered by the replicas with `SchedulerBuilder::handler`).
+        #[arg(long)]
+        handler: String,
+        /// Its cron expression (5 fields, or 6 with seconds), e.g. `"0 7 * * MON-FRI"`.
+        #[arg(long)]
+        cron: String,
+        /// Its IANA time zone, e.g. `Europe/Berlin`, `UTC`.
+        #[arg(long, value_name = "ZONE")]
+        tz: String,
+        /// The handler's arguments, as JSON (`JobContext::args`).
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+    },
+    /// Remove a run-time schedule (exit 3 if there is none); its ledger stays.
+    Remove {
+        /// The schedule's name.
+        name: String,
+    },
+    /// List the run-time schedules (exit 3 if there is none).
+    List,
 }
 
 /// The kind of lock `inspect` looks at.

@@ -85,7 +85,12 @@ impl From<dlock_core::Error> for Failure {
 
 impl From<dlock_scheduler::Error> for Failure {
     fn from(e: dlock_scheduler::Error) -> Self {
-        let exit = if e.kind() == dlock_scheduler::ErrorKind::InvalidJob {
+        use dlock_scheduler::ErrorKind;
+        // What the operator typed was refused (a name, a cron expression or zone, arguments).
+        let exit = if matches!(
+            e.kind(),
+            ErrorKind::InvalidJob | ErrorKind::InvalidSchedule | ErrorKind::InvalidArgs
+        ) {
             Exit::Usage
         } else {
             Exit::Error

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::failure::{Exit, Failure};
 use crate::report::Report;
-use crate::table::{Table, human_duration, human_time, json_time, millis, utc, zoned};
+use crate::table::{Table, human_duration, json_time, millis, shown, utc};
 
 /// A job in `dlock jobs --json`.
 #[derive(Debug, Serialize)]
@@ -230,7 +230,7 @@ fn duration(r: &RunRecord) -> Option<std::time::Duration> {
 ///
 /// # Errors
 /// Redis unreachable or erring.
-pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failure> {
+pub(crate) async fn jobs(admin: &Scheduler, json: bool, in_utc: bool) -> Result<Report, Failure> {
     let mut out = Vec::new();
     let mut notes = Vec::new();
     for job in admin.overview().await? {
@@ -238,7 +238,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
         let (next, next_local) = match &job.next_fire {
             Ok(next) => (
                 next.map(|t| json_time(t.with_timezone(&Utc))),
-                next.map(|t| zoned(t.with_timezone(&Utc), &job.time_zone)),
+                next.map(|t| shown(t.with_timezone(&Utc), Some(&job.time_zone), in_utc)),
             ),
             Err(e) => {
                 notes.push(format!(
@@ -300,12 +300,18 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
             paused: job.paused,
         });
     }
+    let handlers = crate::once::handlers(admin).await?;
     let mut report = if json {
         #[derive(Serialize)]
         struct Jobs<'a> {
             jobs: &'a [JobJson],
+            /// The handlers of one-off jobs (`dlock once` lists their pending jobs).
+            one_off_handlers: &'a [crate::once::HandlerJson],
         }
-        Report::json(&Jobs { jobs: &out })?
+        Report::json(&Jobs {
+            jobs: &out,
+            one_off_handlers: &handlers,
+        })?
     } else {
         let mut t = Table::new(&[
             "JOB", "CRON", "ZONE", "NEXT", "LAST RUN", "PAUSED", "HANDLER", "REPLICAS",
@@ -315,7 +321,7 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
                 || "none".to_owned(),
                 // In the job's zone, as NEXT is: one zone per row, each time labelled.
                 |r| {
-                    let started = zoned(r.started, &job.time_zone);
+                    let started = shown(r.started, Some(&job.time_zone), in_utc);
                     format!("{} ({started}, {})", r.outcome, r.replica)
                 },
             );
@@ -338,16 +344,28 @@ pub(crate) async fn jobs(admin: &Scheduler, json: bool) -> Result<Report, Failur
                 },
             ]);
         }
-        Report::new(if out.is_empty() {
+        let mut text = if out.is_empty() {
             String::new()
         } else {
             t.render()
-        })
+        };
+        if !handlers.is_empty() {
+            // A section of its own: one-off jobs have no schedule (`dlock once` lists them).
+            let mut t = Table::new(&crate::once::HandlerJson::HEADER);
+            for h in &handlers {
+                t.row(h.row());
+            }
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&t.render());
+        }
+        Report::new(text)
     };
     for note in notes {
         report = report.note(note);
     }
-    if out.is_empty() {
+    if out.is_empty() && handlers.is_empty() {
         report = report
             .note(
                 "no scheduler replica is running under this prefix (replicas register their \
@@ -395,8 +413,15 @@ pub(crate) async fn runs(
     job: &str,
     limit: usize,
     json: bool,
+    in_utc: bool,
 ) -> Result<Report, Failure> {
     let history = admin.history(job).await?;
+    let zone = if in_utc || json {
+        None
+    } else {
+        zone_of(admin, job).await?
+    };
+    let zone = zone.as_deref();
     let latest = &history[history.len().saturating_sub(limit)..];
     let runs: Vec<RunJson> = latest.iter().map(RunJson::of).collect();
     let report = if json {
@@ -419,20 +444,20 @@ pub(crate) async fn runs(
             "TRIGGER",
             "ATTEMPT",
         ]);
-        for (r, shown) in latest.iter().zip(&runs) {
+        for (r, json_run) in latest.iter().zip(&runs) {
             t.row(vec![
-                human_time(r.occurrence),
-                human_time(utc(r.started_at)),
+                shown(r.occurrence, zone, in_utc),
+                shown(utc(r.started_at), zone, in_utc),
                 r.replica.clone(),
                 r.host.clone(),
                 r.pid.to_string(),
                 outcome_cell(r),
                 duration(r).map_or_else(|| "-".into(), human_duration),
-                shown
+                json_run
                     .fencing_token
                     .map_or_else(|| "-".into(), |f| f.to_string()),
                 if r.manual { "run-now" } else { "schedule" }.to_owned(),
-                attempt_cell(r),
+                attempt_cell(r, zone, in_utc),
             ]);
         }
         Report::new(if runs.is_empty() {
@@ -449,6 +474,28 @@ pub(crate) async fn runs(
     Ok(report)
 }
 
+/// The time zone of `job`, as a live replica registered it (the first by id) or as its
+/// run-time schedule says; `None` for a job without one (a handler's one-off jobs, or a job no
+/// replica registers now): its times are shown in UTC.
+async fn zone_of(admin: &Scheduler, job: &str) -> Result<Option<String>, Failure> {
+    let registered = admin
+        .registered_replicas()
+        .await?
+        .into_iter()
+        .flat_map(|r| r.jobs)
+        .find(|j| j.name == job)
+        .map(|j| j.time_zone);
+    if registered.is_some() {
+        return Ok(registered);
+    }
+    Ok(admin
+        .schedules()
+        .await?
+        .into_iter()
+        .find(|s| s.name == job)
+        .map(|s| s.time_zone))
+}
+
 /// The OUTCOME cell of `dlock runs`: the outcome, marked when the run ended while its lease was
 /// suspect: `succeeded (lease suspect)`.
 fn outcome_cell(r: &RunRecord) -> String {
@@ -461,14 +508,16 @@ fn outcome_cell(r: &RunRecord) -> String {
 
 /// The ATTEMPT cell of `dlock runs`: the attempt's number, the earlier attempts' outcomes, and
 /// the next attempt's time while one is pending: `2 (1 abandoned; next 12:00:05)`.
-fn attempt_cell(r: &RunRecord) -> String {
+fn attempt_cell(r: &RunRecord, zone: Option<&str>, in_utc: bool) -> String {
     let mut cell = r.attempt.to_string();
     let earlier: Vec<String> = r
         .earlier_attempts
         .iter()
         .map(|a| format!("{} {}", a.attempt, outcome_json(&a.outcome).0))
         .collect();
-    let next = r.next_retry.map(|t| format!("next {}", human_time(utc(t))));
+    let next = r
+        .next_retry
+        .map(|t| format!("next {}", shown(utc(t), zone, in_utc)));
     let notes: Vec<String> = earlier.into_iter().chain(next).collect();
     if !notes.is_empty() {
         cell.push_str(&format!(" ({})", notes.join("; ")));
@@ -525,10 +574,15 @@ pub(crate) async fn control(
         .await?
         .into_iter()
         .filter(|r| {
+            // A replica runs the one-off jobs `once:<h>` of each handler `h` it registered.
+            let one_offs = job
+                .strip_prefix("once:")
+                .is_some_and(|h| r.handlers.iter().any(|mine| mine == h));
             !r.stalled
-                && r.jobs
-                    .iter()
-                    .any(|j| j.name == job && j.loop_stalled_for.is_none())
+                && (one_offs
+                    || r.jobs
+                        .iter()
+                        .any(|j| j.name == job && j.loop_stalled_for.is_none()))
         })
         .map(|r| r.id)
         .collect();

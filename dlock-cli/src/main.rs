@@ -12,6 +12,8 @@
 //! | `prompt` | the password asked for on the terminal when Redis wants one |
 //! | `locks` | `locks`, `inspect`, `unlock` |
 //! | `jobs` | `jobs`, `runs`, `pause`, `resume`, `run-now` |
+//! | `once` | the one-off handlers of `jobs`, and `once` (pending one-off jobs) |
+//! | `schedule` | `schedule add`, `remove`, `list` (run-time schedules) |
 //! | `report`, `failure`, `table` | what a command hands back, exit codes, tables and times |
 
 mod cli;
@@ -20,8 +22,10 @@ mod explain;
 mod failure;
 mod jobs;
 mod locks;
+mod once;
 mod prompt;
 mod report;
+mod schedule;
 mod table;
 
 use std::io::Write;
@@ -29,7 +33,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ScheduleAction};
 use crate::connect::{Secrets, Target};
 use crate::failure::Failure;
 use crate::jobs::Action;
@@ -100,10 +104,37 @@ async fn run(cli: &Cli, password: Option<String>) -> Result<Report, Failure> {
             name, ask: true, ..
         } => locks::ask(&client, name, json).await,
         Command::Unlock { name, yes, .. } => locks::unlock(&client, name, *yes, json).await,
-        Command::Jobs => jobs::jobs(&Target::admin(&client)?, json).await,
+        Command::Jobs => jobs::jobs(&Target::admin(&client)?, json, global.utc).await,
+        Command::Once { handler, limit } => {
+            let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
+            once::once(&Target::admin(&client)?, handler.as_deref(), limit, json).await
+        }
+        Command::Schedule { action } => {
+            let admin = Target::admin(&client)?;
+            match action {
+                ScheduleAction::Add {
+                    name,
+                    handler,
+                    cron,
+                    tz,
+                    args,
+                } => {
+                    let new = schedule::NewSchedule {
+                        name,
+                        handler,
+                        cron,
+                        tz,
+                        args: args.as_deref(),
+                    };
+                    schedule::add(&admin, &new, json).await
+                }
+                ScheduleAction::Remove { name } => schedule::remove(&admin, name, json).await,
+                ScheduleAction::List => schedule::list(&admin, json).await,
+            }
+        }
         Command::Runs { job, limit } => {
             let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
-            jobs::runs(&Target::admin(&client)?, job, limit, json).await
+            jobs::runs(&Target::admin(&client)?, job, limit, json, global.utc).await
         }
         Command::Pause { job, force } => control(&client, job, Action::Pause, *force, json).await,
         Command::Resume { job, force } => control(&client, job, Action::Resume, *force, json).await,

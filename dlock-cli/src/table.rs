@@ -84,6 +84,16 @@ pub(crate) fn zoned(t: DateTime<Utc>, zone: &str) -> String {
     }
 }
 
+/// A time for people under the CLI's one zone policy: in the job's zone `zone` (labelled),
+/// or in UTC (`…Z`) with `--utc` or when the job has no zone (`None`: a one-off job's, or one
+/// no replica registers now).
+pub(crate) fn shown(t: DateTime<Utc>, zone: Option<&str>, utc: bool) -> String {
+    match zone {
+        Some(zone) if !utc => zoned(t, zone),
+        _ => human_time(t),
+    }
+}
+
 /// A time for JSON: RFC 3339 in UTC with milliseconds.
 pub(crate) fn json_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)

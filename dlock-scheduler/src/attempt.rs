@@ -76,6 +76,30 @@ pub(crate) struct Attempt {
     pub(crate) cancel: CancellationToken,
     /// The run's JSON arguments ([`JobContext::args`]): the job's, or a one-off job's own.
     pub(crate) args: Option<Arc<str>>,
+    /// Keeps the attempt's lease renewals and its records apart (see [`RecordGate`]).
+    pub(crate) gate: RecordGate,
+}
+
+/// Serialises an attempt's lease renewals (at-least-once delivery) with its records, and
+/// remembers that its end was recorded. Without it a renewal sent while the final record was
+/// on its way (or while the lock was being released after it) found the attempt's lease gone
+/// — `finish.lua` removes it — and the attempt logged that it was *superseded* although it
+/// had completed (issue #51). With it a renewal never overlaps a record, and none is sent
+/// after the end was recorded, so a refused renewal means what it says.
+#[derive(Debug, Default)]
+pub(crate) struct RecordGate(tokio::sync::Mutex<bool>);
+
+/// What one renewal of an attempt's lease learned.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// Renewed: the attempt still holds its run.
+    Renewed,
+    /// The attempt recorded its end: there is nothing left to renew.
+    Ended,
+    /// Refused: another attempt holds the run, or this one was found abandoned.
+    Superseded,
+    /// Redis did not answer; renew again at the next turn.
+    Failed,
 }
 
 impl Attempt {
@@ -206,20 +230,36 @@ async fn renew_lease(
     run_id: &str,
     superseded: &CancellationToken,
 ) -> Infallible {
-    let (shared, entry) = (&attempt.shared, &attempt.entry);
+    let entry = &attempt.entry;
     let every = entry.job.lease / 3;
     loop {
         tokio::time::sleep(every).await;
-        match claim::renew_attempt(shared, entry, run_id, &attempt.token).await {
-            Ok(true) => {}
-            Ok(false) => {
+        match renew_once(attempt, run_id).await {
+            Renewal::Renewed | Renewal::Failed => {}
+            Renewal::Ended => return std::future::pending().await,
+            Renewal::Superseded => {
                 tracing::warn!(job = %entry.job.name, run = %run_id, attempt = attempt.number(), "dlock-scheduler: this attempt was superseded (its lease in the ledger ran out: the replica was paused or cut off); stopping it");
                 superseded.cancel();
                 return std::future::pending().await;
             }
-            Err(e) => {
-                tracing::debug!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not renew the attempt's lease; trying again");
-            }
+        }
+    }
+}
+
+/// Renews the attempt's lease once, unless its end was recorded; never while a record of it
+/// is on its way ([`RecordGate`]).
+pub(crate) async fn renew_once(attempt: &Attempt, run_id: &str) -> Renewal {
+    let (shared, entry) = (&attempt.shared, &attempt.entry);
+    let ended = attempt.gate.0.lock().await;
+    if *ended {
+        return Renewal::Ended;
+    }
+    match claim::renew_attempt(shared, entry, run_id, &attempt.token).await {
+        Ok(true) => Renewal::Renewed,
+        Ok(false) => Renewal::Superseded,
+        Err(e) => {
+            tracing::debug!(job = %entry.job.name, run = %run_id, error = %e, "dlock-scheduler: could not renew the attempt's lease; trying again");
+            Renewal::Failed
         }
     }
 }
@@ -337,6 +377,7 @@ async fn perform(
         attempt: attempt.number(),
         client: attempt.shared.client.clone(),
         args: attempt.args.clone(),
+        slot: slot.as_ref().map(Permit::lease),
     };
     let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded).await;
     // Whether the lease was in danger as the handler ended: said in the record, for whoever
@@ -505,6 +546,12 @@ async fn record_end(
         ),
         suspect,
     };
+    // No renewal goes out while this record does; once an end is recorded none goes out at
+    // all (the guard is held to the function's end).
+    let mut ended = attempt.gate.0.lock().await;
+    if *outcome != RunOutcome::Running {
+        *ended = true;
+    }
     // finish.lua is retry-safe (the same record twice is one), so a request that timed out or
     // lost its connection is sent once more: a record lost to one slow reply would leave the
     // run looking abandoned once its lock is released.
@@ -535,6 +582,61 @@ const RECORD_SENDS: u32 = 2;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #51: a one-off job that completed logged "this attempt was superseded" when a
+    /// lease renewal reached Redis after its final record (which removes the lease) — while
+    /// the record's reply or the lock's release was on its way. Here that renewal comes right
+    /// after the record, deterministically: it must learn that the attempt ended, not that it
+    /// was superseded.
+    #[tokio::test]
+    async fn a_renewal_after_the_final_record_is_not_a_supersession() {
+        use crate::claim::tests::retry_for;
+        use crate::handler::HandlerOptions;
+        use crate::job::Delivery;
+
+        let server = dlock_testkit::RedisServer::start().unwrap();
+        let options = HandlerOptions::new()
+            .lease(Duration::from_secs(1))
+            .delivery(Delivery::at_least_once(3, Duration::ZERO));
+        let scheduler = crate::Scheduler::builder(dlock_core::Client::open(server.url()).unwrap())
+            .handler_with("send_report", options, |_| async { Ok::<(), String>(()) })
+            .build()
+            .unwrap();
+        let shared = scheduler.shared.clone();
+        let entry = shared.once["send_report"].clone();
+        scheduler
+            .run_at("send_report", Utc::now(), &1)
+            .await
+            .unwrap();
+        let retry = retry_for(&shared, &entry, "A").await;
+        let attempt = Attempt {
+            shared: shared.clone(),
+            entry: entry.clone(),
+            occurrence: retry.occurrence,
+            fire_at: retry.occurrence,
+            trigger: Trigger::Retry {
+                run_id: retry.run_id.clone(),
+                attempt: retry.attempt,
+                manual: retry.manual,
+            },
+            token: "A".to_owned(),
+            stop: CancellationToken::new(),
+            cancel: CancellationToken::new(),
+            args: retry.args,
+            gate: RecordGate::default(),
+        };
+        let run_id = retry.run_id.as_str();
+        assert_eq!(
+            record(&attempt, run_id, &RunOutcome::Running, Some(1)).await,
+            Some(Recorded::Done)
+        );
+        assert_eq!(renew_once(&attempt, run_id).await, Renewal::Renewed);
+        assert_eq!(
+            record(&attempt, run_id, &RunOutcome::Succeeded, Some(1)).await,
+            Some(Recorded::Done)
+        );
+        assert_eq!(renew_once(&attempt, run_id).await, Renewal::Ended);
+    }
 
     #[test]
     fn panic_messages_are_read_from_the_payload() {

@@ -50,6 +50,9 @@ pub struct JobContext {
     pub(crate) client: Client,
     /// The run's JSON arguments (a run-time schedule's or a one-off job's).
     pub(crate) args: Option<Arc<str>>,
+    /// The lease of the group slot the run holds ([`crate::Job::group`]); `None` for a job
+    /// outside a group.
+    pub(crate) slot: Option<Lease>,
 }
 
 impl JobContext {
@@ -123,9 +126,15 @@ impl JobContext {
         self.args.as_deref()
     }
 
-    /// How much of the lease is left.
+    /// How much of the lease is left: of the job's lock, and for a grouped job also of its
+    /// group slot, whichever ends first — the run holds both, and either one running out ends
+    /// what it may do (the slot's lease is renewed apart from the lock's, so after a pause
+    /// the two differ).
     pub fn remaining(&self) -> Duration {
-        self.lease.remaining()
+        let lock = self.lease.remaining();
+        self.slot
+            .as_ref()
+            .map_or(lock, |slot| lock.min(slot.remaining()))
     }
 
     /// Resolves when the run's lease is lost (see [`dlock_core::Lease::lost`]): its renewal was
@@ -173,6 +182,7 @@ impl fmt::Debug for JobContext {
             attempt,
             client: _,
             args,
+            slot: _,
         } = self;
         f.debug_struct("JobContext")
             .field("job", job)

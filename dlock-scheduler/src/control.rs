@@ -111,8 +111,9 @@ impl Scheduler {
     }
 
     /// Whether `job` is known under the client's key prefix: this scheduler has it, a running
-    /// replica registered it ([`Scheduler::registered_replicas`]), or it has ledger entries or
-    /// a pause record in Redis. The control calls refuse a job that is not.
+    /// replica registered it ([`Scheduler::registered_replicas`]; `once:<handler>` when a
+    /// replica registered the handler, whether or not a one-off of it ran), or it has ledger
+    /// entries or a pause record in Redis. The control calls refuse a job that is not.
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidJob`] for a name no job can have; a Redis error.
@@ -132,17 +133,24 @@ impl Scheduler {
 
     /// Whether `job` (a valid name) is known: `Ok(Ok(()))`, or `Ok(Err(why))`.
     async fn known(&self, job: &str) -> Result<Result<(), Error>, Error> {
-        let one_offs = job
-            .strip_prefix(crate::validate::ONE_OFF_PREFIX)
-            .is_some_and(|handler| self.shared.once.contains_key(handler));
+        let handler = job.strip_prefix(crate::validate::ONE_OFF_PREFIX);
+        let one_offs = handler.is_some_and(|handler| self.shared.once.contains_key(handler));
         if self.shared.jobs.contains(job) || one_offs {
             return Ok(Ok(()));
         }
+        // A replica runs the one-off jobs `once:<h>` of every handler `h` it registered, so
+        // those names are known as soon as it publishes its handlers — before any one-off ran.
         let registered: Vec<String> = self
             .registered_replicas()
             .await?
             .into_iter()
-            .flat_map(|r| r.jobs.into_iter().map(|j| j.name))
+            .flat_map(|r| {
+                let once = r
+                    .handlers
+                    .into_iter()
+                    .map(|h| format!("{}{h}", crate::validate::ONE_OFF_PREFIX));
+                r.jobs.into_iter().map(|j| j.name).chain(once)
+            })
             .chain(
                 self.shared
                     .jobs
@@ -193,13 +201,21 @@ impl Scheduler {
     /// resumed. An unknown job is refused as [`Scheduler::pause`] says
     /// ([`Scheduler::force_run_now`] is not).
     ///
+    /// A handler's one-off jobs (`once:<handler>`) are refused: a run of that job is one
+    /// one-off job, with its own arguments and due time, so enqueue one with
+    /// [`Scheduler::run_at`] (the time now) instead. (Earlier versions queued a request that
+    /// no replica took: `Ok`, and nothing ran.)
+    ///
     /// # Errors
-    /// As [`Scheduler::pause`].
+    /// As [`Scheduler::pause`]; [`crate::ErrorKind::InvalidJob`] for `once:<handler>`, naming
+    /// the call to use.
     ///
     /// # Cancel safety
     /// If the future is dropped, the request may or may not have been queued; a retry after
     /// an error that [may have taken effect](Error::may_have_taken_effect) may queue a second run.
     pub async fn run_now(&self, job: &str) -> Result<(), Error> {
+        validate::job_name(job)?;
+        refuse_one_offs(job)?;
         self.ensure_known(job).await?;
         self.force_run_now(job).await
     }
@@ -214,6 +230,7 @@ impl Scheduler {
     /// As [`Scheduler::run_now`].
     pub async fn force_run_now(&self, job: &str) -> Result<(), Error> {
         validate::job_name(job)?;
+        refuse_one_offs(job)?;
         let client = &self.shared.client;
         let keys = JobKeys::new(client, job)?;
         let requested = self.shared.clock.now().timestamp_millis();
@@ -242,6 +259,20 @@ impl Scheduler {
         validate::job_name(job)?;
         ledger::history(&self.shared.client, job, self.shared.clock.now()).await
     }
+}
+
+/// `run_now` of a handler's one-off jobs (`once:<handler>`) is refused: that job has no
+/// schedule to run ahead of, and a run of it is one one-off job, which needs its arguments and
+/// a due time (`run_at`) — queueing a request nobody takes would answer `Ok` and run nothing.
+fn refuse_one_offs(job: &str) -> Result<(), Error> {
+    let Some(handler) = job.strip_prefix(crate::validate::ONE_OFF_PREFIX) else {
+        return Ok(());
+    };
+    Err(Error::invalid_job(format!(
+        "`{job}` is the one-off jobs of handler `{handler}`, not a job with a schedule: \
+         run_now has no arguments to give a one-off job; enqueue one to run now with \
+         Scheduler::run_at(\"{handler}\", now, args) (or run_after with a zero delay)"
+    )))
 }
 
 /// Up to five of `names` close to `job` (a typo away: by edit distance, or one containing the
@@ -311,6 +342,29 @@ impl Scheduler {
     /// Cancel safe: it only reads.
     pub async fn registered_replicas(&self) -> Result<Vec<RegisteredReplica>, Error> {
         registry::read(&self.shared.client).await
+    }
+
+    /// The live replicas: those of [`Scheduler::registered_replicas`] that are not stalled,
+    /// each with its handlers ([`RegisteredReplica::handlers`]: it runs their one-off jobs
+    /// and the run-time schedules of them) and its jobs, by replica id.
+    ///
+    /// ```no_run
+    /// # async fn demo(admin: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
+    /// for replica in admin.replicas().await? {
+    ///     println!("{} runs {} jobs, handlers {:?}", replica.id, replica.jobs.len(), replica.handlers);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Scheduler::registered_replicas`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn replicas(&self) -> Result<Vec<RegisteredReplica>, Error> {
+        let mut replicas = self.registered_replicas().await?;
+        replicas.retain(|r| !r.stalled);
+        Ok(replicas)
     }
 }
 

@@ -30,8 +30,8 @@
 //! | declaring a job | [`Job`], [`macro@scheduled`], [`Overlap`], [`Delivery`], [`MisfirePolicy`], [`HandlerOptions`]; bounds [`DEFAULT_RUN_LEASE`], [`MIN_RUN_LEASE`], [`MAX_ATTEMPTS`], [`MAX_BACKOFF`] |
 //! | inside a run | [`JobContext`], [`Replica`] |
 //! | the calendar | [`Schedule`], [`Occurrences`], [`ScheduleError`], [`ScheduleErrorKind`], [`jitter_for`]; the time types' crates [`chrono`], [`chrono_tz`] |
-//! | run-time schedules and one-off jobs | [`Scheduler::add_schedule`], [`RuntimeSchedule`], [`UnrunnableSchedule`]; [`Scheduler::run_after`], [`OneOffId`] |
-//! | the ledger and operators' views | [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]; [`Scheduler::overview`], [`JobOverview`], [`JobReplica`], [`NotRunBy`]; [`RegisteredReplica`], [`RegisteredJob`]; the dashboard `web` (feature `web`) |
+//! | run-time schedules and one-off jobs | [`Scheduler::add_schedule`], [`RuntimeSchedule`], [`UnrunnableSchedule`]; [`Scheduler::run_after`], [`OneOffId`]; [`Scheduler::one_off_handlers`], [`OneOffHandler`], [`Scheduler::pending_one_offs`], [`PendingOneOff`] |
+//! | the ledger and operators' views | [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]; [`Scheduler::overview`], [`JobOverview`], [`JobReplica`], [`NotRunBy`]; [`Scheduler::replicas`], [`RegisteredReplica`], [`RegisteredJob`]; the dashboard `web` (feature `web`) |
 //! | clocks (for tests) | [`Clock`], [`SystemClock`], [`SkewedClock`] |
 //! | errors | [`Error`], [`ErrorKind`] |
 //!
@@ -161,6 +161,7 @@
 //! | facade | `scheduler`, `builder`, `control`, `schedules` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history; adding and removing run-time schedules |
 //! | | `once` | [`Scheduler::run_at`] and the other one-off calls; [`OneOffId`] |
 //! | views | `overview` | [`Scheduler::overview`]: each job's schedule, next fire, state, replicas and ledger ([`JobOverview`]), for `dlock jobs` and the dashboard |
+//! | | `one_offs` | [`Scheduler::one_off_handlers`] and [`Scheduler::pending_one_offs`]: the handlers of one-off jobs and their pending jobs, for `dlock jobs`, `dlock once` and the dashboard |
 //! | | `web` (feature `web`) | the dashboard: an axum `Router` to mount (`web::router`), its page and its POSTs' cross-site rule |
 //! | guide | `_guide` | [`_guide`]: the guide's chapters (`guide/*.md`), modules of documentation only |
 //!
@@ -194,6 +195,7 @@ mod metrics;
 mod misfire;
 mod once;
 mod once_loop;
+mod one_offs;
 mod overview;
 mod registry;
 mod replica_state;
@@ -225,6 +227,7 @@ pub use job::{
 pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
 pub use once::OneOffId;
+pub use one_offs::{OneOffHandler, PendingOneOff};
 pub use overview::{JobOverview, JobReplica, NotRunBy};
 pub use registry::{RegisteredJob, RegisteredReplica};
 pub use schedule_store::{RuntimeSchedule, UnrunnableSchedule};

@@ -1,5 +1,6 @@
-//! Run-time schedules, the calls: [`Scheduler::add_schedule`], [`Scheduler::remove_schedule`],
-//! [`Scheduler::schedules`]. Stored by [`crate::schedule_store`], followed by every replica
+//! Run-time schedules, the calls: [`Scheduler::add_schedule`] (and
+//! [`Scheduler::add_schedule_json`], for operators' tools, with the same checks),
+//! [`Scheduler::remove_schedule`], [`Scheduler::schedules`]. Stored by [`crate::schedule_store`], followed by every replica
 //! ([`crate::follow`]).
 
 use std::time::SystemTime;
@@ -60,36 +61,101 @@ impl Scheduler {
         tz: &str,
         args: &impl Serialize,
     ) -> Result<(), Error> {
-        let shared = &self.shared;
-        validate::job_name(name)?;
-        let registered = shared.handlers.get(handler).ok_or_else(|| {
-            let names = shared.handlers.keys().map(|h| h.to_string()).collect();
-            let close = crate::control::close_names(handler, names);
-            let hint = if close.is_empty() {
-                String::new()
-            } else {
-                format!("; did you mean {}?", close.join(", "))
-            };
-            Error::invalid_job(format!(
-                "schedule `{name}`: no handler `{handler}` is registered on this scheduler \
-                 (SchedulerBuilder::handler){hint}"
-            ))
-        })?;
-        if shared
-            .jobs
-            .get(name)
-            .is_some_and(|entry| entry.job.handler_name.is_none())
-        {
-            return Err(Error::invalid_job(format!(
-                "schedule `{name}`: a job in this scheduler's code has that name; name the \
-                 schedule differently (e.g. `{name}:{handler}`)"
-            )));
-        }
         let args = serde_json::to_string(args).map_err(|e| {
             Error::invalid_args(format!(
                 "schedule `{name}`: its arguments do not serialize to JSON: {e}"
             ))
         })?;
+        self.store_schedule(name, handler, cron, tz, args, HandlerOn::ThisScheduler)
+            .await
+    }
+
+    /// [`Scheduler::add_schedule`] from a process that does not run the handler — an
+    /// operator's tool (`dlock schedule add`), an admin application: `handler` must be
+    /// registered on this scheduler or on a live replica ([`Scheduler::replicas`]), and `args`
+    /// is JSON text (`None`: no arguments). The checks are `add_schedule`'s: the name, the cron
+    /// expression and zone, a clash with a job in code (this scheduler's or a live replica's),
+    /// the arguments; only the handler's options are checked by each replica that has it (one
+    /// that cannot run the schedule says why in the registry,
+    /// [`crate::RegisteredReplica::unrunnable`]) unless this scheduler registered the handler.
+    ///
+    /// ```no_run
+    /// # async fn demo(admin: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
+    /// admin
+    ///     .add_schedule_json("report:acme", "send_report", "0 7 * * MON-FRI", "Europe/Berlin",
+    ///         Some(r#"{"tenant": "acme"}"#))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Scheduler::add_schedule`]; [`crate::ErrorKind::InvalidJob`] when neither this
+    /// scheduler nor a live replica registered `handler` (with close names);
+    /// [`crate::ErrorKind::InvalidArgs`] when `args` is not JSON.
+    ///
+    /// # Cancel safety
+    /// As [`Scheduler::add_schedule`].
+    pub async fn add_schedule_json(
+        &self,
+        name: &str,
+        handler: &str,
+        cron: &str,
+        tz: &str,
+        args: Option<&str>,
+    ) -> Result<(), Error> {
+        let args = match args {
+            None => "null".to_owned(),
+            Some(text) => serde_json::from_str::<serde_json::Value>(text)
+                .and_then(|value| serde_json::to_string(&value))
+                .map_err(|e| {
+                    Error::invalid_args(format!(
+                        "schedule `{name}`: its arguments are not JSON ({e}): {text}"
+                    ))
+                })?,
+        };
+        self.store_schedule(name, handler, cron, tz, args, HandlerOn::ThisOrALiveReplica)
+            .await
+    }
+
+    /// The checks of a run-time schedule, then its record written (`args`: JSON text).
+    async fn store_schedule(
+        &self,
+        name: &str,
+        handler: &str,
+        cron: &str,
+        tz: &str,
+        args: String,
+        on: HandlerOn,
+    ) -> Result<(), Error> {
+        let shared = &self.shared;
+        validate::job_name(name)?;
+        let local = shared.handlers.get(handler);
+        let live = match (local, on) {
+            (None, HandlerOn::ThisOrALiveReplica) => self.replicas().await?,
+            _ => Vec::new(),
+        };
+        let on_a_replica = live.iter().any(|r| r.handlers.iter().any(|h| h == handler));
+        if local.is_none() && !on_a_replica {
+            return Err(unknown_handler(name, handler, shared, &live, on));
+        }
+        let here = shared
+            .jobs
+            .get(name)
+            .is_some_and(|entry| entry.job.handler_name.is_none());
+        let there = live
+            .iter()
+            .any(|r| r.jobs.iter().any(|j| j.name == name && j.handler.is_none()));
+        if here || there {
+            return Err(Error::invalid_job(format!(
+                "schedule `{name}`: a job in {} code has that name; name the schedule \
+                 differently (e.g. `{name}:{handler}`)",
+                if here {
+                    "this scheduler's"
+                } else {
+                    "a live replica's"
+                }
+            )));
+        }
         let schedule = RuntimeSchedule {
             name: name.to_owned(),
             handler: handler.to_owned(),
@@ -98,8 +164,17 @@ impl Scheduler {
             args: (args != "null").then_some(args),
             added_at: SystemTime::from(shared.clock.now()),
         };
-        // The checks a replica makes before it runs it: cron, zone, name, options.
-        crate::follow::entry_for(shared, registered, &schedule)?;
+        match local {
+            // The checks a replica makes before it runs it: cron, zone, name, options.
+            Some(registered) => {
+                crate::follow::entry_for(shared, registered, &schedule)?;
+            }
+            // The same cron and zone rules; the options are the replicas' to check.
+            None => {
+                validate::handler_name(handler)?;
+                crate::Schedule::new(cron, tz)?;
+            }
+        }
         let record = schedule_store::encode(&schedule)?;
         schedule_store::put(&shared.client, &shared.schedule_keys, name, Some(&record)).await?;
         Ok(())
@@ -139,4 +214,44 @@ impl Scheduler {
             .map(|(name, read)| read.map_err(|refused| Error::protocol(refused.describe(&name))))
             .collect()
     }
+}
+
+/// Where the handler of a schedule being added must be registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HandlerOn {
+    /// On the scheduler that adds it ([`Scheduler::add_schedule`]).
+    ThisScheduler,
+    /// There or on a live replica ([`Scheduler::add_schedule_json`]).
+    ThisOrALiveReplica,
+}
+
+/// The error for a handler registered nowhere it may be, with close names.
+fn unknown_handler(
+    name: &str,
+    handler: &str,
+    shared: &crate::replica_state::Shared,
+    live: &[crate::RegisteredReplica],
+    on: HandlerOn,
+) -> Error {
+    let names = shared
+        .handlers
+        .keys()
+        .map(|h| h.to_string())
+        .chain(live.iter().flat_map(|r| r.handlers.iter().cloned()))
+        .collect();
+    let close = crate::control::close_names(handler, names);
+    let hint = if close.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", close.join(", "))
+    };
+    let nowhere = match on {
+        HandlerOn::ThisScheduler => "on this scheduler (SchedulerBuilder::handler)",
+        HandlerOn::ThisOrALiveReplica => {
+            "on this scheduler or on a live replica (SchedulerBuilder::handler)"
+        }
+    };
+    Error::invalid_job(format!(
+        "schedule `{name}`: no handler `{handler}` is registered {nowhere}{hint}"
+    ))
 }

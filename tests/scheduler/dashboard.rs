@@ -39,6 +39,17 @@ pub(crate) struct Dashboard {
 impl Dashboard {
     /// Starts one replica per `(id, jobs)` and serves the first one's dashboard.
     pub(crate) async fn start(server: &RedisServer, replicas: Vec<(&str, Vec<Job>)>) -> Dashboard {
+        Self::start_with_handlers(server, replicas, &[]).await
+    }
+
+    /// As [`Dashboard::start`], every replica but the first also registering `handlers` (each
+    /// succeeds at once) for one-off jobs: the page is served by a scheduler without them, as
+    /// in an admin application.
+    pub(crate) async fn start_with_handlers(
+        server: &RedisServer,
+        replicas: Vec<(&str, Vec<Job>)>,
+        handlers: &[&str],
+    ) -> Dashboard {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
         let mut first = None;
@@ -47,6 +58,9 @@ impl Dashboard {
             let mut builder = Scheduler::builder(Client::open(server.url().as_str()).unwrap())
                 .replica_id(id)
                 .heartbeat(Duration::from_millis(200));
+            for handler in handlers.iter().filter(|_| first.is_some()) {
+                builder = builder.handler(*handler, |_ctx| async { Ok::<(), String>(()) });
+            }
             for job in jobs {
                 names.push(job.name().to_owned());
                 builder = builder.job(job);

@@ -286,18 +286,25 @@ fn jobs() -> Vec<Job> {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chromium_shows_the_dashboard_and_runs_a_job_now() {
-    let Some(binary) = chromium() else {
+/// The Chromium to use, or `None` after saying on stderr why `test` is skipped.
+fn chromium_or_skip(test: &str) -> Option<String> {
+    let found = chromium();
+    if found.is_none() {
         let looked = std::env::var("DLOCK_CHROMIUM").map_or_else(
             |_| "`chromium` and `chromium-browser` on PATH".to_owned(),
             |path| format!("DLOCK_CHROMIUM={path}"),
         );
         tell(&format!(
-            "SKIPPED dashboard_browser::chromium_shows_the_dashboard_and_runs_a_job_now: no \
-             runnable Chromium ({looked}); scripts/ensure-deps.sh installs it as root on Debian \
-             (apt-get install chromium)"
+            "SKIPPED dashboard_browser::{test}: no runnable Chromium ({looked}); \
+             scripts/ensure-deps.sh installs it as root on Debian (apt-get install chromium)"
         ));
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_shows_the_dashboard_and_runs_a_job_now() {
+    let Some(binary) = chromium_or_skip("chromium_shows_the_dashboard_and_runs_a_job_now") else {
         return;
     };
     let started = Instant::now();
@@ -381,4 +388,147 @@ async fn chromium_shows_the_dashboard_and_runs_a_job_now() {
         png.len(),
         started.elapsed().as_secs_f64()
     ));
+}
+
+/// Issue #51: the dashboard lists the handlers of one-off jobs and their pending jobs (what,
+/// when, keyed), and its Pause button pauses a handler's one-off jobs before any of them ran,
+/// served by a scheduler without the handler (the same form and same-origin POST as the jobs';
+/// it answered 404 "not known" before);
+/// `?utc=1` shows every time in UTC instead of the job's zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_lists_pending_one_offs_and_pauses_their_handler() {
+    let test = "chromium_lists_pending_one_offs_and_pauses_their_handler";
+    let Some(binary) = chromium_or_skip(test) else {
+        return;
+    };
+    let server = redis();
+    let d = Dashboard::start_with_handlers(
+        &server,
+        vec![
+            (
+                "replica-a",
+                vec![job("lottery", "*/2 * * * * *", "Europe/Berlin")],
+            ),
+            ("replica-b", Vec::new()),
+        ],
+        &["send_report"],
+    )
+    .await;
+    // Registered by replica-b only: the page's scheduler (replica-a's) does not have it.
+    eventually(STEP, "replica-b registered the handler", || async {
+        let handlers = d.admin.one_off_handlers().await.unwrap();
+        handlers
+            .iter()
+            .any(|h| h.name == "send_report" && h.replicas == ["replica-b"])
+            .then_some(())
+    })
+    .await;
+    let (browser, address) = Browser::start(&binary);
+    let mut page = Page::open(&address).await;
+    page.navigate(&d.base).await;
+    let row = "table.handlers tr[data-handler=\"send_report\"]";
+    let state = page
+        .eval(&format!(
+            "document.querySelector('{row} .badge').textContent"
+        ))
+        .await;
+    assert_eq!(state, "active", "{}", browser.log());
+    // Nothing enqueued yet: no one-off of the handler ever existed.
+    let none = page
+        .eval("document.querySelectorAll('table.pending').length")
+        .await;
+    assert_eq!(none, 0);
+
+    // Pause the handler's one-off jobs: a real form POST, before any one-off was even enqueued.
+    page.events.clear();
+    page.eval(&format!(
+        "document.querySelector('{row} button[value=\"pause\"]').click()"
+    ))
+    .await;
+    page.event("Page.loadEventFired").await;
+    assert_eq!(
+        page.eval("location.href").await,
+        json!(d.base),
+        "303 back to the page"
+    );
+    assert!(d.admin.is_paused("once:send_report").await.unwrap());
+    let state = page
+        .eval(&format!(
+            "document.querySelector('{row} .badge').textContent"
+        ))
+        .await;
+    assert_eq!(state, "paused");
+
+    // Enqueued by a process that registers the handler but runs nothing: due in an hour and
+    // in two (not run during the test), one with an idempotency key.
+    let enqueuer = dlock_scheduler::Scheduler::builder(
+        dlock_core::Client::open(server.url().as_str()).unwrap(),
+    )
+    .handler("send_report", |_ctx| async { Ok::<(), String>(()) })
+    .build()
+    .unwrap();
+    let keyed = enqueuer
+        .run_after_keyed(
+            "send_report",
+            "invoice-4711",
+            Duration::from_secs(3600),
+            &4711,
+        )
+        .await
+        .unwrap();
+    let plain = enqueuer
+        .run_after(
+            "send_report",
+            Duration::from_secs(7200),
+            &json!({"tenant": "acme"}),
+        )
+        .await
+        .unwrap();
+
+    page.navigate(&d.base).await;
+    let queued = page
+        .eval(&format!(
+            "document.querySelector('{row} td.queued').textContent"
+        ))
+        .await;
+    assert_eq!(queued, "2");
+    let ids = page
+        .eval(
+            "[...document.querySelectorAll('table.pending[data-handler=\"send_report\"] \
+             tbody tr')].map(r => r.dataset.id)",
+        )
+        .await;
+    assert_eq!(
+        ids,
+        json!([keyed.to_string(), plain.to_string()]),
+        "due first"
+    );
+    let cells = page
+        .eval(&format!(
+            "[...document.querySelectorAll('tr[data-id=\"{keyed}\"] td')].map(c => c.textContent)"
+        ))
+        .await;
+    assert_eq!(cells[2], "1", "attempt: {cells}");
+    assert_eq!(cells[3], "yes", "keyed: {cells}");
+    assert_eq!(cells[5], "4711", "arguments: {cells}");
+
+    // The one zone policy: the job's zone, or UTC on request.
+    let next = "document.querySelector('tr[data-job=\"lottery\"] time').textContent";
+    let zoned = page.eval(next).await;
+    let zoned = zoned.as_str().unwrap_or_default();
+    assert!(
+        zoned.ends_with(" CET") || zoned.ends_with(" CEST"),
+        "{zoned:?}"
+    );
+    page.events.clear();
+    page.eval("document.querySelector('a.zones').click()").await;
+    page.event("Page.loadEventFired").await;
+    let in_utc = page.eval(next).await;
+    assert!(
+        in_utc.as_str().unwrap_or_default().ends_with(" UTC"),
+        "{in_utc}"
+    );
+    drop(page);
+    drop(browser);
+    d.stop().await;
 }

@@ -11,6 +11,7 @@ mod scheduler_crash;
 mod scheduler_exactly_once;
 mod scheduler_group;
 mod scheduler_oneoff;
+mod scheduler_operator;
 mod scheduler_outage;
 mod scheduler_records;
 mod scheduler_registry;

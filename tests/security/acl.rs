@@ -27,6 +27,11 @@ const CLUSTER_RULES: &str = "+cluster|slots +cluster|shards";
 /// The README's read-only operator user.
 const VIEWER_RULES: &str = "resetkeys resetchannels -@all +@read +@connection -@dangerous +evalsha +eval +script|load +info";
 
+/// The README's operator user (the guide's line, for the prefix `billing:`): reads everything
+/// under the prefix, writes only the scheduler's keys and channels — what `dlock schedule
+/// add|remove`, `pause`, `resume` and `run-now` need — and takes no lock.
+pub(crate) const OPERATOR_RULES: &str = "resetkeys resetchannels -@all +@read +@write +@pubsub +@connection -@dangerous +evalsha +eval +script|load +time +info %R~billing:* ~billing:{sched:* &billing:{sched:*";
+
 /// Creates `user` with password `pw`, the `rules`, the key pattern `~<prefix>*` and the
 /// channel pattern `&<prefix>*`.
 async fn acl_user(server: &RedisServer, user: &str, prefix: &str, rules: &str) {
@@ -458,4 +463,99 @@ fn the_readme_acl_line_is_this_one() {
         guide.contains(&format!("`{viewer}`")),
         "{path} lacks: {viewer}"
     );
+    let operator = format!("ACL SETUSER ops on >secret {OPERATOR_RULES}");
+    assert!(guide.contains(&operator), "{path} lacks: {operator}");
+}
+
+/// Issue #51: the README's operator user runs what `dlock schedule add|remove`, `pause`,
+/// `resume` and `run-now` run — and takes no lock; the read-only user lists the schedules and
+/// is refused adding one, with a `Permission` error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_changes_schedules_the_viewer_only_reads_them() {
+    let server = redis();
+    acl_user(&server, "app", "app:", DLOCK_RULES).await;
+    let replica = Scheduler::builder(client_as(&server, "app", "app:"))
+        .heartbeat(Duration::from_millis(200))
+        .handler("export", |_ctx| async { Ok::<(), String>(()) })
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        replica
+            .run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await
+    });
+    // The guide's line, for this test's prefix.
+    let rules = OPERATOR_RULES.replace("billing:", "app:");
+    let mut con = raw(&server).await;
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg("ops")
+        .arg("reset")
+        .arg("on")
+        .arg(">pw");
+    for rule in rules.split_whitespace() {
+        cmd.arg(rule);
+    }
+    let () = cmd.query_async(&mut con).await.unwrap();
+    let ops = Scheduler::builder(client_as(&server, "ops", "app:"))
+        .build()
+        .unwrap();
+    crate::support::eventually(Duration::from_secs(10), "the replica is live", || async {
+        let live = ops.replicas().await.unwrap();
+        live.iter()
+            .any(|r| r.handlers.iter().any(|h| h == "export"))
+            .then_some(())
+    })
+    .await;
+    ops.add_schedule_json(
+        "export:acme",
+        "export",
+        "0 3 * * *",
+        "UTC",
+        Some(r#"{"t":1}"#),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ops.schedules().await.unwrap()[0].name, "export:acme");
+    ops.pause("export:acme").await.unwrap();
+    ops.resume("export:acme").await.unwrap();
+    ops.run_now("export:acme").await.unwrap();
+    assert!(ops.remove_schedule("export:acme").await.unwrap());
+    let taken = client_as(&server, "ops", "app:")
+        .mutex("order:1")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert_eq!(taken.kind(), ErrorKind::Permission, "{taken}");
+
+    acl_user(&server, "viewer", "app:", VIEWER_RULES).await;
+    let viewer = Scheduler::builder(client_as(&server, "viewer", "app:"))
+        .build()
+        .unwrap();
+    assert!(viewer.schedules().await.unwrap().is_empty());
+    let handlers = viewer.one_off_handlers().await.unwrap();
+    assert_eq!(handlers[0].name, "export");
+    assert!(
+        viewer
+            .pending_one_offs("export", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let refused = viewer
+        .add_schedule_json("export:acme", "export", "0 3 * * *", "UTC", None)
+        .await
+        .unwrap_err();
+    let kind = refused.as_core().map(dlock_core::Error::kind);
+    assert_eq!(kind, Some(ErrorKind::Permission), "{refused}");
+    assert!(viewer.schedules().await.unwrap().is_empty());
+    let _ = stop.send(());
+    running.await.unwrap();
 }

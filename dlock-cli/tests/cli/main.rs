@@ -11,6 +11,8 @@ mod failures;
 mod inspect;
 mod jobs;
 mod locks;
+mod once;
 mod reach;
+mod schedule;
 mod secrets;
 mod unlock;

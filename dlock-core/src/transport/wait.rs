@@ -207,8 +207,23 @@ impl Waiters {
         else {
             return;
         };
+        // Grants are published only on this client's wake channels. A message on another
+        // channel is not one: it reaches the waiters when a listener of the channel
+        // (`ext::subscribe`, the scheduler's `run_now` wake-ups) has just left it and the
+        // server has not taken the unsubscription yet — at every graceful shutdown of a
+        // scheduler whose jobs other replicas still announce (issue #51). Not a fault.
+        let Some(lock_key) = std::str::from_utf8(channel)
+            .ok()
+            .and_then(|c| c.strip_suffix(self.wake_suffix.as_str()))
+        else {
+            tracing::debug!(
+                channel = %String::from_utf8_lossy(channel),
+                "dlock: a message on a channel no listener or waiter has now (it was just left)"
+            );
+            return;
+        };
         let Some(grant) = Grant::parse(payload) else {
-            tracing::warn!("dlock: ignoring a malformed message on a wake channel");
+            tracing::warn!(%lock_key, "dlock: ignoring a malformed message on a wake channel");
             return;
         };
         let slot = lock(&self.slots).get(&grant.token).cloned();
@@ -220,10 +235,7 @@ impl Waiters {
                 );
             }
             None => {
-                let lock_key = std::str::from_utf8(channel)
-                    .ok()
-                    .and_then(|c| c.strip_suffix(self.wake_suffix.as_str()));
-                if let (Some(lock_key), Some(handler)) = (lock_key, self.on_orphan.get()) {
+                if let Some(handler) = self.on_orphan.get() {
                     handler(Orphan {
                         lock_key: lock_key.to_owned(),
                         token: grant.token,
@@ -647,6 +659,17 @@ mod tests {
 
         // Garbage is ignored, not a panic.
         waiters.on_push(message("not a grant"));
+        assert!(lock(&orphans).is_empty());
+
+        // A message on a channel that is not one of this client's wake channels (a listened
+        // channel just left) is no grant, even if it reads like one.
+        waiters.on_push(PushInfo {
+            kind: PushKind::Message,
+            data: vec![
+                Value::BulkString(b"dlock:{sched:tick}:wake".to_vec()),
+                Value::BulkString(payload.as_bytes().to_vec()),
+            ],
+        });
         assert!(lock(&orphans).is_empty());
     }
 

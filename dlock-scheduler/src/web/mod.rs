@@ -2,7 +2,12 @@
 //! where it likes, showing one server-rendered page of every job — cron expression, time
 //! zone, next fire (in the job's zone, and in the viewer's once the page's small inline script
 //! ran), paused state, the replicas running it, its last runs (replica, outcome, duration,
-//! fencing token) and the runs per replica — with buttons to pause, resume and run a job now.
+//! fencing token) and the runs per replica — with buttons to pause, resume and run a job now;
+//! then the handlers of one-off jobs (their hidden job `once:<handler>`, paused or not, queued,
+//! next due, live replicas, with pause and resume) and each one's first pending one-off jobs
+//! (id, due time, attempt, keyed or not, who enqueued it, arguments). Times are in each job's
+//! zone, or all in UTC with `?utc=1` (a link on the page switches); one-off jobs have no zone
+//! and are shown in UTC.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -67,10 +72,13 @@
 //! # What it reads
 //! [`Scheduler::overview`] at every page load: the job registry (each job that a running
 //! replica registered, plus the handle's own jobs; replicas that stalled are marked), then per job whether it is paused and its
-//! ledger — two requests per job. The page lists each job's last ten runs; the counts per
-//! replica cover the whole ledger ([`crate::SchedulerBuilder::history`] runs).
+//! ledger — two requests per job; then [`Scheduler::one_off_handlers`] and, per handler,
+//! [`Scheduler::pending_one_offs`] (its first ten) — three requests per handler. The page
+//! lists each job's last ten runs; the counts per replica cover the whole ledger
+//! ([`crate::SchedulerBuilder::history`] runs).
 
 mod csrf;
+mod one_offs;
 mod page;
 
 use axum::Router;
@@ -117,12 +125,19 @@ where
         .with_state(scheduler)
 }
 
-/// `GET /`: the page.
-async fn show(State(scheduler): State<Scheduler>) -> Response {
-    match scheduler.overview().await {
-        Ok(jobs) => {
+/// `GET /` (`?utc=1`: every time in UTC): the page.
+async fn show(State(scheduler): State<Scheduler>, uri: Uri) -> Response {
+    let zones = page::Zones {
+        utc: uri.query().is_some_and(|q| {
+            form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "utc" && v == "1")
+        }),
+    };
+    match read(&scheduler).await {
+        Ok((jobs, handlers)) => {
             let now = scheduler.shared.clock.now();
-            let mut response = page::render(&jobs, now).into_response();
+            let mut one_offs_html = String::new();
+            one_offs::section(&mut one_offs_html, &handlers);
+            let mut response = page::render(&jobs, &one_offs_html, zones, now).into_response();
             let headers = response.headers_mut();
             set(headers, CONTENT_TYPE, "text/html; charset=utf-8");
             set(headers, CONTENT_SECURITY_POLICY, page::CSP);
@@ -136,8 +151,25 @@ async fn show(State(scheduler): State<Scheduler>) -> Response {
     }
 }
 
+/// What the page shows: the jobs, and the handlers of one-off jobs with their first pending
+/// ones.
+async fn read(
+    scheduler: &Scheduler,
+) -> Result<(Vec<crate::JobOverview>, Vec<one_offs::HandlerView>), Error> {
+    let jobs = scheduler.overview().await?;
+    let mut handlers = Vec::new();
+    for handler in scheduler.one_off_handlers().await? {
+        let pending = scheduler
+            .pending_one_offs(&handler.name, one_offs::PENDING_SHOWN)
+            .await?;
+        handlers.push((handler, pending));
+    }
+    Ok((jobs, handlers))
+}
+
 /// `POST /` with a form body `job=<name>&action=pause|resume|run-now`: checks the origin,
-/// acts, and sends the browser back to the page.
+/// acts, and sends the browser back to the page. A handler's one-off jobs are paused and
+/// resumed through the same form (`job=once:<handler>`).
 async fn act(
     State(scheduler): State<Scheduler>,
     OriginalUri(uri): OriginalUri,

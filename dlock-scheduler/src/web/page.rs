@@ -66,8 +66,33 @@ impl fmt::Display for Esc<'_> {
     }
 }
 
-/// The whole page.
-pub(crate) fn render(jobs: &[JobOverview], now: DateTime<Utc>) -> String {
+/// How the page shows times: in each job's zone (the default), or all in UTC (`?utc=1`). The
+/// viewer's own time is added next to each by the page's script either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Zones {
+    pub(crate) utc: bool,
+}
+
+impl Zones {
+    /// The zone to show a job's times in.
+    fn of(self, job_zone: &str) -> Tz {
+        if self.utc {
+            Tz::UTC
+        } else {
+            // UTC for a zone this version does not know.
+            job_zone.parse().unwrap_or(Tz::UTC)
+        }
+    }
+}
+
+/// The whole page; `one_offs` is the section on one-off jobs, rendered by `one_offs.rs` (empty:
+/// none).
+pub(crate) fn render(
+    jobs: &[JobOverview],
+    one_offs: &str,
+    zones: Zones,
+    now: DateTime<Utc>,
+) -> String {
     // Replicas stalled as a whole do not run anything now: counted apart.
     let ids = |stalled: bool| -> std::collections::BTreeSet<&str> {
         jobs.iter()
@@ -87,21 +112,30 @@ pub(crate) fn render(jobs: &[JobOverview], now: DateTime<Utc>) -> String {
         0 => String::new(),
         n => format!(" · <span class=\"warn\">{n} stalled</span>"),
     };
+    // The one zone policy: each job's zone, or UTC on request (a link to switch).
+    let switch = if zones.utc {
+        "<a class=\"zones\" href=\"?\">show times in each job's zone</a>"
+    } else {
+        "<a class=\"zones\" href=\"?utc=1\">show times in UTC</a>"
+    };
     out += &format!(
-        "<p>{} job{} · {} replica{} running{stalled} · read {}</p></header><main>",
+        "<p>{} job{} · {} replica{} running{stalled} · read {} · {switch}</p></header><main>",
         jobs.len(),
         plural(jobs.len()),
         replicas.len(),
         plural(replicas.len()),
         instant(now, &format!("{}", now.format("%Y-%m-%d %H:%M:%S UTC"))),
     );
-    if jobs.is_empty() {
+    if jobs.is_empty() && one_offs.is_empty() {
         out += "<p class=\"none\">No job: no scheduler replica is running under this \
                 client's prefix, and this scheduler has no job of its own.</p>";
     } else {
-        jobs_table(&mut out, jobs);
+        if !jobs.is_empty() {
+            jobs_table(&mut out, jobs, zones);
+        }
+        out += one_offs;
         for job in jobs {
-            runs_table(&mut out, job);
+            runs_table(&mut out, job, zones);
         }
     }
     out += "</main><script>";
@@ -110,7 +144,7 @@ pub(crate) fn render(jobs: &[JobOverview], now: DateTime<Utc>) -> String {
     out
 }
 
-fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
+fn jobs_table(out: &mut String, jobs: &[JobOverview], zones: Zones) {
     out.push_str(
         "<table class=\"jobs\"><thead><tr><th>Job</th><th>Schedule</th><th>Next fire</th>\
          <th>State</th><th>Replicas</th><th>Runs per replica</th><th>Actions</th></tr></thead>\
@@ -133,7 +167,10 @@ fn jobs_table(out: &mut String, jobs: &[JobOverview]) {
         );
         match &job.next_fire {
             Ok(Some(t)) => {
-                let text = t.format("%Y-%m-%d %H:%M:%S %Z").to_string();
+                let text = t
+                    .with_timezone(&zones.of(&job.time_zone))
+                    .format("%Y-%m-%d %H:%M:%S %Z")
+                    .to_string();
                 *out += &instant(t.with_timezone(&Utc), &text);
             }
             Ok(None) => out.push_str("<span class=\"none\">none</span>"),
@@ -222,7 +259,7 @@ fn replica(out: &mut String, r: &JobReplica) {
     );
 }
 
-fn runs_table(out: &mut String, job: &JobOverview) {
+fn runs_table(out: &mut String, job: &JobOverview, zones: Zones) {
     if job.history.is_empty() {
         *out += &format!(
             "<h2>Last runs of {}</h2><p class=\"none\">No run recorded yet.</p>",
@@ -231,15 +268,15 @@ fn runs_table(out: &mut String, job: &JobOverview) {
         return;
     }
     let shown = job.history.len().min(RUNS_SHOWN);
+    // The job's zone, as in the jobs table (or UTC on request).
+    let zone = zones.of(&job.time_zone);
     *out += &format!(
         "<h2>Last runs of {} <small>{shown} of the {} in the ledger, newest first; times in \
          {}</small></h2>",
         Esc(&job.name),
         job.history.len(),
-        Esc(&job.time_zone)
+        Esc(zone.name())
     );
-    // The job's zone, as in the jobs table; UTC for a zone this version does not know.
-    let zone: Tz = job.time_zone.parse().unwrap_or(Tz::UTC);
     *out += &format!(
         "<table class=\"runs\" data-job=\"{}\"><thead><tr><th>Occurrence</th><th>Trigger</th>\
          <th>Replica</th><th>Outcome</th><th>Duration</th><th>Fencing token</th>\
@@ -357,7 +394,7 @@ fn duration(run: &RunRecord) -> String {
 
 /// An instant: `text` (server-rendered, shown as is without JS) in a `<time>` element whose
 /// `datetime` is the UTC instant, which the script also shows in the viewer's zone.
-fn instant(t: DateTime<Utc>, text: &str) -> String {
+pub(crate) fn instant(t: DateTime<Utc>, text: &str) -> String {
     format!(
         "<time datetime=\"{}\" data-viewer>{}</time>",
         t.to_rfc3339_opts(SecondsFormat::Millis, true),
@@ -416,7 +453,7 @@ mod tests {
             runtime: None,
             not_run_by: Vec::new(),
         };
-        let page = render(&[job], DateTime::<Utc>::from(beat));
+        let page = render(&[job], "", Zones::default(), DateTime::<Utc>::from(beat));
         assert!(page.contains("2 replicas running · <span class=\"warn\">1 stalled</span>"));
         assert!(page.contains("<div class=\"replica\">a<small>"), "{page}");
         assert!(page.contains(
@@ -456,7 +493,7 @@ mod tests {
             }],
         };
         assert!(job.is_unrunnable());
-        let page = render(&[job], Utc::now());
+        let page = render(&[job], "", Zones::default(), Utc::now());
         assert!(
             page.contains("<small>run-time schedule · handler export</small>"),
             "{page}"
