@@ -325,8 +325,8 @@ impl Transport {
     /// fn` would keep the unboxed argument in its own state, and every acquire future would
     /// carry the largest request it can make, also while it only waits for its turn.
     ///
-    /// `sent` is the connection's generation and when the request went out: a standalone
-    /// client's connection that stays silent past the timeout is replaced
+    /// `sent` is the connection's generation and when the request went out: a standalone or
+    /// Sentinel client's own connection that stays silent past the timeout is replaced
     /// (`transport/conn/rotate.rs`).
     fn timed<'a>(
         &'a self,

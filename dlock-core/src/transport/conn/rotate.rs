@@ -1,4 +1,4 @@
-//! A standalone client's connection that went silent is replaced, and kept for the cleanups of
+//! A client's own connection that went silent is replaced, and kept for the cleanups of
 //! what it carried.
 //!
 //! A request unanswered within the command timeout, on a connection that answered nothing since
@@ -23,9 +23,10 @@
 //! waiters' registry ignores a grant whose waiter already took it (`transport/wait.rs`), which
 //! would otherwise be released as an orphan under its new holder.
 //!
-//! Only a standalone client's own connection is replaced: a Sentinel client asks the sentinels
-//! (`follow.rs`), a cluster connection manages its nodes' connections itself, and the
-//! application's connection is the application's.
+//! A Sentinel client's connection is replaced the same way, to the master in use (the timeout
+//! also has it ask the sentinels, `follow.rs`, which move it to another master if they name
+//! one). A cluster connection manages its nodes' connections itself, and the application's
+//! connection is the application's: neither is replaced.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -47,10 +48,11 @@ impl ConnSlot {
     }
 
     /// A request sent at `sent` on the connection of `generation` got no answer within
-    /// `limit`: a standalone client's own connection that answered nothing since is replaced
+    /// `limit`: a standalone or Sentinel client's own connection that answered nothing since is
+    /// replaced
     /// (see the module docs). Runs the failover hook for the new connection.
     pub(crate) fn timed_out(&self, generation: u64, sent: Instant, limit: Duration) {
-        if !matches!(self.factory, Factory::Single(..)) || self.borrowed.is_some() {
+        if matches!(self.factory, Factory::Cluster(..)) || self.borrowed.is_some() {
             return;
         }
         let Some((conn, generation)) = self.replace_silent(generation, sent, limit) else {
