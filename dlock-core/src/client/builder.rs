@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::Client;
 use super::context::{Config, Context};
+use super::credentials::{SentinelAuth, TlsSettings};
 use crate::error::{Error, Result};
 use crate::key::{LockKeys, validate_prefix};
 use redis::IntoConnectionInfo;
@@ -53,155 +54,6 @@ pub struct ClientBuilder {
     /// The application's connection, which commands go to (see
     /// [`ClientBuilder::app_connection`]).
     app: Option<AppConnection>,
-}
-
-/// What a `rediss://` connection trusts and presents ([`ClientBuilder::tls_ca_pem`] …).
-#[derive(Clone, Default)]
-struct TlsSettings {
-    /// PEM: the CA that signs the servers' certificates, instead of the system's roots.
-    ca: Option<Vec<u8>>,
-    /// PEM: the client certificate and its key (mutual TLS).
-    identity: Option<(Vec<u8>, Vec<u8>)>,
-    /// Accept any server certificate (development only).
-    insecure: bool,
-}
-
-impl TlsSettings {
-    fn is_set(&self) -> bool {
-        self.ca.is_some() || self.identity.is_some() || self.insecure
-    }
-
-    /// The CA and client certificate, when either is given.
-    fn certificates(&self) -> Option<redis::TlsCertificates> {
-        if self.ca.is_none() && self.identity.is_none() {
-            return None;
-        }
-        Some(redis::TlsCertificates {
-            client_tls: self
-                .identity
-                .as_ref()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-            root_cert: self.ca.clone(),
-        })
-    }
-
-    /// `info` with these settings, when it is a `rediss://` address (the key and certificates
-    /// go into the connection info, which the `redis` crate never prints).
-    fn apply(&self, info: redis::ConnectionInfo) -> Result<redis::ConnectionInfo> {
-        let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
-        if !tls {
-            if self.is_set() {
-                return Err(Error::invalid(
-                    "TLS settings (tls_ca_pem, tls_client_cert_pem, tls_insecure_dev_only) need \
-                     a rediss:// URL",
-                ));
-            }
-            return Ok(info);
-        }
-        install_crypto_provider();
-        let info = if self.insecure {
-            match info.addr().clone() {
-                redis::ConnectionAddr::TcpTls { host, port, .. } => {
-                    info.set_addr(redis::ConnectionAddr::TcpTls {
-                        host,
-                        port,
-                        insecure: true,
-                        tls_params: None,
-                    })
-                }
-                _ => info,
-            }
-        } else {
-            info
-        };
-        let Some(certs) = self.certificates() else {
-            return Ok(info);
-        };
-        redis::Client::build_with_tls(info, certs)
-            .map(|client| client.get_connection_info().clone())
-            .map_err(|e| {
-                Error::invalid(format!(
-                    "cannot use these TLS certificates (PEM expected): {e}"
-                ))
-            })
-    }
-}
-
-/// The `redis` crate turns rustls on without a crypto provider: dlock installs `ring`'s as the
-/// process default before its first TLS connection, unless the application installed one.
-fn install_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Lost a race with another installer: theirs is as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
-/// A Sentinel client's credentials: the data nodes' (the master) and the sentinels' (which
-/// override those in the sentinel URLs). Never printed.
-#[derive(Default)]
-struct SentinelAuth {
-    node_username: Option<String>,
-    node_password: Option<String>,
-    node_db: Option<i64>,
-    sentinel_username: Option<String>,
-    sentinel_password: Option<String>,
-}
-
-impl SentinelAuth {
-    /// The sentinels with their credentials (these override the URLs'), and the data nodes'
-    /// login.
-    fn apply(
-        &self,
-        sentinels: Vec<redis::ConnectionInfo>,
-    ) -> (Vec<redis::ConnectionInfo>, redis::RedisConnectionInfo) {
-        let sentinels = sentinels
-            .into_iter()
-            .map(|info| {
-                let mut settings = info.redis_settings().clone();
-                if let Some(user) = &self.sentinel_username {
-                    settings = settings.set_username(user);
-                }
-                if let Some(password) = &self.sentinel_password {
-                    settings = settings.set_password(password);
-                }
-                info.set_redis_settings(settings)
-            })
-            .collect();
-        let mut node = redis::RedisConnectionInfo::default();
-        if let Some(user) = &self.node_username {
-            node = node.set_username(user);
-        }
-        if let Some(password) = &self.node_password {
-            node = node.set_password(password);
-        }
-        if let Some(db) = self.node_db {
-            node = node.set_db(db);
-        }
-        (sentinels, node)
-    }
-
-    /// The name of the first setting given, for the error of a non-Sentinel builder.
-    fn first_set(&self) -> Option<&'static str> {
-        let Self {
-            node_username,
-            node_password,
-            node_db,
-            sentinel_username,
-            sentinel_password,
-        } = self;
-        [
-            (node_username.is_some(), "node_username"),
-            (node_password.is_some(), "node_password"),
-            (node_db.is_some(), "node_db"),
-            (sentinel_username.is_some(), "sentinel_username"),
-            (sentinel_password.is_some(), "sentinel_password"),
-        ]
-        .into_iter()
-        .find_map(|(set, name)| set.then_some(name))
-    }
 }
 
 /// Where a client connects.
@@ -462,6 +314,39 @@ impl ClientBuilder {
     /// client cannot use (on a Sentinel client, or of the other kind than the builder's: one
     /// server or a cluster); [`crate::ErrorKind::NoRuntime`] outside a Tokio runtime.
     pub fn build(self) -> Result<Client> {
+        let default_ttl = self.check()?;
+        let client_id = client_id()?;
+        crate::metrics::describe();
+        // The fence counters' names, built once per process here rather than by a request.
+        crate::key::slot_tag(0);
+        let waiters = Arc::new(Waiters::new(&client_id));
+        let listeners = Arc::new(Listeners::default());
+        // A Sentinel client asks for the master again when its connection drops (first, so
+        // that the waiters woken below find the re-resolution under way and wait for it).
+        let follow: Arc<OnceLock<Weak<ConnSlot>>> = Arc::default();
+        let push = push_handler(&follow, &waiters, &listeners);
+        let settings = ConnSettings {
+            command_timeout: self.command_timeout,
+            connect_timeout: self.connect_timeout,
+            nodelay: self.nodelay,
+        };
+        let factory = factory(self.target, (&self.tls, &self.auth), settings, push)?;
+        let slot = Arc::new(ConnSlot::new(factory, self.app)?);
+        slot.describe_client(&self.key_prefix, self.connect_timeout);
+        let _ = follow.set(Arc::downgrade(&slot));
+        let transport = wire(slot, (waiters, listeners), self.command_timeout);
+        let config = Config {
+            key_prefix: self.key_prefix,
+            default_ttl,
+        };
+        let ctx = Context::new(transport, config, client_id, TokenSource::new()?);
+        // After the context: its watchdog has set the connection's rebuild hook.
+        ctx.transport.slot().start_following();
+        Ok(Client { ctx: Arc::new(ctx) })
+    }
+
+    /// The settings checked before anything is built; the default TTL.
+    fn check(&self) -> Result<Duration> {
         tokio::runtime::Handle::try_current()
             .map_err(|_| Error::no_runtime("dlock_core::ClientBuilder::build"))?;
         validate_prefix(&self.key_prefix)?;
@@ -483,102 +368,7 @@ impl ClientBuilder {
         if let Some(app) = &self.app {
             check_app_connection(app, &self.target)?;
         }
-        let client_id = client_id()?;
-        crate::metrics::describe();
-        // The fence counters' names, built once per process here rather than by a request.
-        crate::key::slot_tag(0);
-        let waiters = Arc::new(Waiters::new(&client_id));
-        let listeners = Arc::new(Listeners::default());
-        let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
-        // A Sentinel client asks for the master again when its connection drops (first, so
-        // that the waiters woken below find the re-resolution under way and wait for it).
-        let follow: Arc<OnceLock<Weak<ConnSlot>>> = Arc::default();
-        let to_slot = follow.clone();
-        let push = move |info: redis::PushInfo| {
-            if info.kind == redis::PushKind::Disconnection
-                && let Some(slot) = to_slot.get().and_then(Weak::upgrade)
-            {
-                slot.follow();
-            }
-            if to_listeners.upgrade().is_some_and(|l| l.on_push(&info)) {
-                return Ok(());
-            }
-            if let Some(waiters) = to_waiters.upgrade() {
-                waiters.on_push(info);
-            }
-            Ok::<(), ()>(())
-        };
-        let settings = ConnSettings {
-            command_timeout: self.command_timeout,
-            connect_timeout: self.connect_timeout,
-            nodelay: self.nodelay,
-        };
-        let tls = &self.tls;
-        let factory = match self.target {
-            Target::Single(info) => {
-                Factory::single(tls.apply((*info).map_err(bad_url)?)?, settings, push)?
-            }
-            Target::Cluster(nodes) => {
-                let nodes = nodes
-                    .map_err(bad_url)?
-                    .into_iter()
-                    .map(|node| tls.apply(node))
-                    .collect::<Result<Vec<_>>>()?;
-                Factory::cluster(nodes, tls.certificates(), settings, push)?
-            }
-            Target::Sentinel {
-                master_name,
-                sentinels,
-            } => {
-                // TLS settings go to every sentinel (they need rediss:// URLs), and through
-                // them to the data nodes (`sentinel.rs`).
-                let sentinels = sentinels
-                    .map_err(bad_url)?
-                    .into_iter()
-                    .map(|sentinel| tls.apply(sentinel))
-                    .collect::<Result<Vec<_>>>()?;
-                let (sentinels, node) = self.auth.apply(sentinels);
-                Factory::sentinel(master_name, sentinels, node, settings, push)?
-            }
-        };
-        let slot = Arc::new(ConnSlot::new(factory, self.app)?);
-        slot.describe_client(&self.key_prefix, self.connect_timeout);
-        let _ = follow.set(Arc::downgrade(&slot));
-        let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
-        // Grants may come twice while the old connection is kept (`transport/conn/rotate.rs`).
-        let watch = crate::transport::conn::silence::kept_for(self.command_timeout);
-        slot.set_on_failover(Box::new(move |conn, generation| {
-            if let Some(listeners) = to_listeners.upgrade() {
-                listeners.resubscribe(conn.clone());
-            }
-            if let Some(waiters) = to_waiters.upgrade() {
-                waiters.resubscribe(conn, generation, watch);
-            }
-        }));
-        let transport = Arc::new(Transport::new(
-            slot,
-            (waiters, listeners),
-            self.command_timeout,
-            holder_identity().into(),
-        ));
-        // Grants that reach this client after their waiter stopped waiting are released in the
-        // background, which hands the lock on to the next waiter.
-        let orphans = Arc::downgrade(&transport);
-        transport.waiters.set_orphan_handler(Box::new(move |orphan| {
-            if let Some(transport) = orphans.upgrade() {
-                let keys = LockKeys::from_lock_key(&orphan.lock_key);
-                tracing::debug!(lock = %keys.name(), "dlock: releasing a grant nobody waits for");
-                transport.release_in_background(keys, orphan.token, None);
-            }
-        }));
-        let config = Config {
-            key_prefix: self.key_prefix,
-            default_ttl,
-        };
-        let ctx = Context::new(transport, config, client_id, TokenSource::new()?);
-        // After the context: its watchdog has set the connection's rebuild hook.
-        ctx.transport.slot().start_following();
-        Ok(Client { ctx: Arc::new(ctx) })
+        Ok(default_ttl)
     }
 
     /// Creates the client and checks that Redis answers.
@@ -756,6 +546,109 @@ async fn hears_the_app_connection(client: &Client) -> Result<()> {
              the address the application's connection uses"
         ))),
     }
+}
+
+/// Where the connection's push messages go: a disconnection has a Sentinel client ask for its
+/// master again; messages go to the listeners, then to the waiters.
+fn push_handler(
+    follow: &Arc<OnceLock<Weak<ConnSlot>>>,
+    waiters: &Arc<Waiters>,
+    listeners: &Arc<Listeners>,
+) -> impl Fn(redis::PushInfo) -> std::result::Result<(), ()> + Send + Sync + 'static {
+    let (to_slot, to_waiters, to_listeners) = (
+        follow.clone(),
+        Arc::downgrade(waiters),
+        Arc::downgrade(listeners),
+    );
+    move |info: redis::PushInfo| {
+        if info.kind == redis::PushKind::Disconnection
+            && let Some(slot) = to_slot.get().and_then(Weak::upgrade)
+        {
+            slot.follow();
+        }
+        if to_listeners.upgrade().is_some_and(|l| l.on_push(&info)) {
+            return Ok(());
+        }
+        if let Some(waiters) = to_waiters.upgrade() {
+            waiters.on_push(info);
+        }
+        Ok(())
+    }
+}
+
+/// How to (re)build the connection to `target`, with TLS and a Sentinel client's credentials
+/// applied to each address.
+fn factory(
+    target: Target,
+    (tls, auth): (&TlsSettings, &SentinelAuth),
+    settings: ConnSettings,
+    push: impl redis::aio::AsyncPushSender,
+) -> Result<Factory> {
+    match target {
+        Target::Single(info) => {
+            Factory::single(tls.apply((*info).map_err(bad_url)?)?, settings, push)
+        }
+        Target::Cluster(nodes) => {
+            let nodes = nodes
+                .map_err(bad_url)?
+                .into_iter()
+                .map(|node| tls.apply(node))
+                .collect::<Result<Vec<_>>>()?;
+            Factory::cluster(nodes, tls.certificates(), settings, push)
+        }
+        Target::Sentinel {
+            master_name,
+            sentinels,
+        } => {
+            // TLS settings go to every sentinel (they need rediss:// URLs), and through
+            // them to the data nodes (`sentinel.rs`).
+            let sentinels = sentinels
+                .map_err(bad_url)?
+                .into_iter()
+                .map(|sentinel| tls.apply(sentinel))
+                .collect::<Result<Vec<_>>>()?;
+            let (sentinels, node) = auth.apply(sentinels);
+            Factory::sentinel(master_name, sentinels, node, settings, push)
+        }
+    }
+}
+
+/// The transport on `slot`, with its hooks: after a failover or a replaced connection, wake
+/// channels are subscribed again and waiters ask again; grants nobody waits for any more are
+/// released in the background (which hands the lock on to the next waiter).
+fn wire(
+    slot: Arc<ConnSlot>,
+    (waiters, listeners): (Arc<Waiters>, Arc<Listeners>),
+    command_timeout: Duration,
+) -> Arc<Transport> {
+    let (to_waiters, to_listeners) = (Arc::downgrade(&waiters), Arc::downgrade(&listeners));
+    // Grants may come twice while the old connection is kept (`transport/conn/rotate.rs`).
+    let watch = crate::transport::conn::silence::kept_for(command_timeout);
+    slot.set_on_failover(Box::new(move |conn, generation| {
+        if let Some(listeners) = to_listeners.upgrade() {
+            listeners.resubscribe(conn.clone());
+        }
+        if let Some(waiters) = to_waiters.upgrade() {
+            waiters.resubscribe(conn, generation, watch);
+        }
+    }));
+    let transport = Arc::new(Transport::new(
+        slot,
+        (waiters, listeners),
+        command_timeout,
+        holder_identity().into(),
+    ));
+    let orphans = Arc::downgrade(&transport);
+    transport
+        .waiters
+        .set_orphan_handler(Box::new(move |orphan| {
+            if let Some(transport) = orphans.upgrade() {
+                let keys = LockKeys::from_lock_key(&orphan.lock_key);
+                tracing::debug!(lock = %keys.name(), "dlock: releasing a grant nobody waits for");
+                transport.release_in_background(keys, orphan.token, None);
+            }
+        }));
+    transport
 }
 
 /// Refuses an application's connection that the client cannot use with `target`.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 pub(crate) mod builder;
 pub(crate) mod context;
+mod credentials;
 pub(crate) mod fenced;
 pub(crate) mod inspect;
 pub(crate) mod shutdown;
