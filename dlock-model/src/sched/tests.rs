@@ -47,6 +47,8 @@ fn once_args(run: &str, key: Option<&str>, due: Ms) -> OnceArgs {
         channel: "wake".to_owned(),
         message: "job".to_owned(),
         sharded: false,
+        max_wait: None,
+        replace: false,
     }
 }
 
@@ -224,4 +226,48 @@ fn once_trim_never_drops_a_pending_run_and_looks_at_most_as_told() {
     assert_eq!(once_trim(&mut s, 1, 0, 1), 1);
     assert_eq!(once_trim(&mut s, 1, 0, 10), 1);
     assert_eq!(s.runs.keys().collect::<Vec<_>>(), ["o3"]);
+}
+
+#[test]
+fn a_debounced_key_moves_its_due_time_up_to_the_first_call_plus_the_max_wait() {
+    let mut s = JobRedis::default();
+    let debounce = |due: Ms| OnceArgs {
+        max_wait: Some(10),
+        ..once_args("o", Some("ok"), due)
+    };
+    // The first call is capped too: due no later than now + max wait.
+    assert_eq!(once(&mut s, 0, &debounce(30)).due, 10);
+    let moved = once(&mut s, 2, &debounce(6));
+    assert_eq!((moved.status, moved.due), (3, 6));
+    assert_eq!(s.retries["ok"], 6);
+    assert_eq!(s.runs["ok"], 6);
+    // Later calls move it later, never past the first call (0) + 10.
+    assert_eq!(once(&mut s, 5, &debounce(12)).due, 10);
+    let replace = OnceArgs {
+        replace: true,
+        args: "{\"v\":2}".to_owned(),
+        ..once_args("o", Some("ok"), 99)
+    };
+    let replaced = once(&mut s, 6, &replace);
+    assert_eq!(
+        (replaced.status, replaced.due),
+        (3, 10),
+        "replace alone keeps the due time"
+    );
+    assert_eq!(s.ledger["ok:args"], "{\"v\":2}");
+    // Claimed (attempt 1): nothing changes any more.
+    let claim = claim_record("b", "h", "2", 10, true, "t", 1);
+    s.ledger.insert("ok:claim".to_owned(), claim);
+    s.ledger.remove("ok:end");
+    let before = s.clone();
+    assert_eq!(once(&mut s, 11, &debounce(20)).status, 4);
+    assert_eq!(once(&mut s, 11, &replace).status, 4);
+    assert_eq!(s, before);
+    // A newer dlock's records: refused by their version, untouched.
+    let newer = "2\u{1f}b".to_owned();
+    s.ledger.insert("ok:claim".to_owned(), newer);
+    s.ledger.insert("ok:end".to_owned(), "2\u{1f}x".to_owned());
+    let before = s.clone();
+    assert_eq!(once(&mut s, 12, &replace).status, 5);
+    assert_eq!(s, before);
 }
