@@ -72,12 +72,14 @@ pub(super) enum Op {
     /// register.lua of instance `i`: publish, or withdraw.
     Register { i: u8, leave: bool },
     /// once.lua: with idempotency key `key` (0: none), a run id used before (`again`), due at
-    /// a time in the past (`past`) or after `delay` ticks.
+    /// a time in the past (`past`) or after `delay` ticks; `mode` 1 debounces (max wait one
+    /// tick and a half), 2 replaces the arguments, 3 both, 0 neither.
     Once {
         key: u8,
         again: bool,
         past: bool,
         delay: u8,
+        mode: u8,
     },
     /// once_cancel.lua of the `pick`-th one-off run enqueued.
     OnceCancel { pick: u8 },
@@ -124,6 +126,11 @@ fn draw(dice: &mut Dice) -> Op {
             again: dice.below(4) == 0,
             past: dice.below(4) == 0,
             delay: n(dice, 3),
+            mode: if dice.below(2) == 0 {
+                0
+            } else {
+                n(dice, 3) + 1
+            },
         },
         18 => Op::OnceCancel { pick: n(dice, 3) },
         _ => Op::OnceTrim {
@@ -252,7 +259,8 @@ impl<'a> Walk<'a> {
                 again,
                 past,
                 delay,
-            } => self.once(key, again, past, delay),
+                mode,
+            } => self.once(key, again, past, delay, mode),
             Op::OnceCancel { pick } => self.once_cancel(pick),
             Op::OnceTrim { keep, look } => self.once_trim(keep, look),
         }
@@ -530,7 +538,14 @@ impl<'a> Walk<'a> {
         same("register.lua", &now, &want)
     }
 
-    fn once(&mut self, key: u8, again: bool, past: bool, delay: u8) -> Result<(), String> {
+    fn once(
+        &mut self,
+        key: u8,
+        again: bool,
+        past: bool,
+        delay: u8,
+        mode: u8,
+    ) -> Result<(), String> {
         let run_id = match self.once_ids.last() {
             Some(id) if again && key == 0 => id.clone(),
             _ => format!("o{:016x}", self.next_serial()),
@@ -560,11 +575,14 @@ impl<'a> Walk<'a> {
             replica: "r9".into(),
             host: "host".into(),
             pid: "1".into(),
-            args: "{\"n\":1}".into(),
+            // Each call's own payload, so that a replace shows.
+            args: format!("{{\"n\":{}}}", self.serial),
             retention: RETENTION as Ms,
             channel: self.keys.wake.clone(),
             message: JOB.into(),
             sharded: false,
+            max_wait: (mode & 1 == 1).then_some((UNIT + UNIT / 2) as Ms),
+            replace: mode & 2 == 2,
         };
         let k = &self.keys;
         let keys = [&k.claims, &k.runs, &k.ledger, &k.retries].map(String::as_str);
@@ -585,6 +603,8 @@ impl<'a> Walk<'a> {
             args.channel.clone(),
             args.message.clone(),
             "PUBLISH".into(),
+            args.max_wait.map_or(String::new(), |w| w.to_string()),
+            if args.replace { "1" } else { "" }.into(),
         ];
         let reply = ok(self.sched.call(Script::Once, &keys, &argv)?, "once.lua")?;
         let real = decode::once(&reply)?;
