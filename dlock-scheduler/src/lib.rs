@@ -30,7 +30,7 @@
 //! | declaring a job | [`Job`], [`macro@scheduled`], [`Overlap`], [`Delivery`], [`MisfirePolicy`], [`HandlerOptions`]; bounds [`DEFAULT_RUN_LEASE`], [`MIN_RUN_LEASE`], [`MAX_ATTEMPTS`], [`MAX_BACKOFF`] |
 //! | inside a run | [`JobContext`], [`Replica`] |
 //! | the calendar | [`Schedule`], [`Occurrences`], [`ScheduleError`], [`ScheduleErrorKind`], [`jitter_for`]; the time types' crates [`chrono`], [`chrono_tz`] |
-//! | run-time schedules and one-off jobs | [`Scheduler::add_schedule`], [`RuntimeSchedule`], [`UnrunnableSchedule`]; [`Scheduler::run_after`], [`OneOffId`] |
+//! | run-time schedules and one-off jobs | [`Scheduler::add_schedule`], [`RuntimeSchedule`], [`UnrunnableSchedule`]; [`Scheduler::run_after`], [`OneOffId`], [`KeyedOneOff`] (debounce, replace), [`Enqueued`] |
 //! | the ledger and operators' views | [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]; [`Scheduler::overview`], [`JobOverview`], [`JobReplica`], [`NotRunBy`]; [`RegisteredReplica`], [`RegisteredJob`]; the dashboard `web` (feature `web`) |
 //! | clocks (for tests) | [`Clock`], [`SystemClock`], [`SkewedClock`] |
 //! | errors | [`Error`], [`ErrorKind`] |
@@ -193,6 +193,7 @@ mod liveness;
 mod metrics;
 mod misfire;
 mod once;
+mod once_keyed;
 mod once_loop;
 mod overview;
 mod registry;
@@ -225,6 +226,7 @@ pub use job::{
 pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
 pub use once::OneOffId;
+pub use once_keyed::{Enqueued, KeyedOneOff};
 pub use overview::{JobOverview, JobReplica, NotRunBy};
 pub use registry::{RegisteredJob, RegisteredReplica};
 pub use schedule_store::{RuntimeSchedule, UnrunnableSchedule};

@@ -19,6 +19,7 @@ use serde::Serialize;
 use crate::control::close_names;
 use crate::error::Error;
 use crate::ledger::{JobKeys, RecordError, RunOutcome, RunRecord};
+use crate::once_keyed::{Enqueued, KeyedOneOff, Update};
 use crate::scheduler::Scheduler;
 use crate::scripts::{self, millis};
 use crate::validate::{self, ONE_OFF_PREFIX};
@@ -105,7 +106,7 @@ impl FromStr for OneOffId {
 }
 
 /// When a one-off job is due.
-enum Due {
+pub(crate) enum Due {
     /// At this time (the past: now), by the Redis server's clock.
     At(DateTime<Utc>),
     /// This long after now, by the Redis server's clock.
@@ -204,7 +205,9 @@ impl Scheduler {
 
     /// [`Scheduler::run_at`] with an idempotency key: the first call with `key` (for
     /// `handler`) enqueues the job; later calls with the same key enqueue nothing and return
-    /// the first one's id, whatever their `when` and `args`. So a caller that retries after an
+    /// the first one's id, whatever their `when` and `args` (unless they ask to
+    /// [`debounce`](KeyedOneOff::debounce) or [`replace`](KeyedOneOff::replace) the job while
+    /// it is pending). So a caller that retries after an
     /// error or a timeout does not create duplicates. The key is remembered for the claim
     /// retention ([`crate::SchedulerBuilder::claim_retention`], a day by default) from the
     /// first call, and as long as the job is pending or in the ledger. Keys are per handler;
@@ -221,38 +224,62 @@ impl Scheduler {
     /// # Ok(()) }
     /// ```
     ///
+    /// It returns a [`KeyedOneOff`]: await it for the id, or call
+    /// [`KeyedOneOff::debounce`] (move the pending job's due time on each call, capped) or
+    /// [`KeyedOneOff::replace`] (replace its arguments) first, and
+    /// [`KeyedOneOff::submit`] to learn what the call did.
+    ///
     /// # Errors
     /// As [`Scheduler::run_at`]; also [`crate::ErrorKind::InvalidJob`] for an empty key.
     ///
     /// # Cancel safety
     /// Cancel safe in effect: if the future is dropped the job may or may not have been
     /// enqueued, and calling again with the same key enqueues it at most once.
-    pub async fn run_at_keyed(
-        &self,
-        handler: &str,
-        key: &str,
+    pub fn run_at_keyed<'a>(
+        &'a self,
+        handler: &'a str,
+        key: &'a str,
         when: DateTime<Utc>,
         args: &impl Serialize,
-    ) -> Result<OneOffId, Error> {
-        self.enqueue(handler, Some(key), Due::At(when), args).await
+    ) -> KeyedOneOff<'a> {
+        KeyedOneOff::new(self, handler, key, Due::At(when), to_json(handler, args))
     }
 
-    /// [`Scheduler::run_after`] with an idempotency key, as [`Scheduler::run_at_keyed`].
+    /// [`Scheduler::run_after`] with an idempotency key, as [`Scheduler::run_at_keyed`]:
+    /// with [`KeyedOneOff::debounce`] each call moves the pending job to `delay` after it,
+    /// at most `max_wait` after the first call.
+    ///
+    /// ```no_run
+    /// # async fn demo(scheduler: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
+    /// use std::time::Duration;
+    ///
+    /// // Reindex 2 s after the last edit of the document, and at most 30 s after the first.
+    /// let id = scheduler
+    ///     .run_after_keyed("reindex", "doc-42", Duration::from_secs(2), &42)
+    ///     .debounce(Duration::from_secs(30))
+    ///     .await?;
+    /// # let _ = id; Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`Scheduler::run_at_keyed`].
     ///
     /// # Cancel safety
     /// As [`Scheduler::run_at_keyed`].
-    pub async fn run_after_keyed(
-        &self,
-        handler: &str,
-        key: &str,
+    pub fn run_after_keyed<'a>(
+        &'a self,
+        handler: &'a str,
+        key: &'a str,
         delay: Duration,
         args: &impl Serialize,
-    ) -> Result<OneOffId, Error> {
-        self.enqueue(handler, Some(key), Due::After(delay), args)
-            .await
+    ) -> KeyedOneOff<'a> {
+        KeyedOneOff::new(
+            self,
+            handler,
+            key,
+            Due::After(delay),
+            to_json(handler, args),
+        )
     }
 
     /// Cancels a one-off job that has not started: records it cancelled (its ledger entry
@@ -347,7 +374,7 @@ impl Scheduler {
         Ok(Some(record))
     }
 
-    /// Enqueues a one-off job of `handler` (`once.lua`).
+    /// Enqueues a one-off job of `handler` without a key.
     async fn enqueue(
         &self,
         handler: &str,
@@ -355,6 +382,22 @@ impl Scheduler {
         due: Due,
         args: &impl Serialize,
     ) -> Result<OneOffId, Error> {
+        let args = to_json(handler, args)?;
+        let enqueued = self
+            .enqueue_json(handler, key, due, &args, Update::default())
+            .await?;
+        Ok(enqueued.id().clone())
+    }
+
+    /// Enqueues a one-off job of `handler` (`once.lua`), or updates the pending one of its key.
+    pub(crate) async fn enqueue_json(
+        &self,
+        handler: &str,
+        key: Option<&str>,
+        due: Due,
+        args: &str,
+        update: Update,
+    ) -> Result<Enqueued, Error> {
         let shared = &self.shared;
         let Some(entry) = shared.once.get(handler) else {
             return Err(unknown_handler(handler, shared.handlers.keys()));
@@ -365,11 +408,6 @@ impl Scheduler {
                  names the job (e.g. \"invoice-4711-reminder\"), or use run_at / run_after"
             )));
         }
-        let args = serde_json::to_string(args).map_err(|e| {
-            Error::invalid_args(format!(
-                "the arguments of a one-off job of `{handler}` do not serialize to JSON: {e}"
-            ))
-        })?;
         let (at, delay) = match due {
             Due::At(when) => (when.timestamp_millis().to_string(), 0),
             Due::After(delay) => (String::new(), millis(delay)),
@@ -396,22 +434,29 @@ impl Scheduler {
                 .arg(&shared.replica.id)
                 .arg(&shared.replica.host)
                 .arg(shared.replica.pid)
-                .arg(&args)
+                .arg(args)
                 .arg(millis(shared.retention))
                 .arg(&keys.wake)
                 .arg(&*entry.job.name)
-                .arg(ext::publish_command(client));
+                .arg(ext::publish_command(client))
+                .arg(
+                    update
+                        .max_wait
+                        .map_or(String::new(), |w| millis(w).to_string()),
+                )
+                .arg(if update.replace { "1" } else { "" });
             let sent = shared.clock.local();
             let what = format!("enqueue a one-off job of `{handler}`");
             let reply: Vec<Value> = ext::invoke(client, &invocation, &what).await?;
             shared.heard(None, sent, reply.last());
             match reply.as_slice() {
                 [Value::Int(2), ..] => continue,
-                [Value::Int(_), Value::BulkString(id), ..] => {
-                    return Ok(OneOffId {
+                [Value::Int(status), Value::BulkString(id), ..] => {
+                    let id = OneOffId {
                         handler: handler.to_owned(),
                         run: String::from_utf8_lossy(id).into_owned(),
-                    });
+                    };
+                    return Enqueued::from_status(*status, id);
                 }
                 other => {
                     return Err(Error::protocol(format!(
@@ -424,6 +469,15 @@ impl Scheduler {
             "three one-off run ids of `{handler}` in a row were taken"
         )))
     }
+}
+
+/// A one-off job's arguments as JSON.
+fn to_json(handler: &str, args: &impl Serialize) -> Result<String, Error> {
+    serde_json::to_string(args).map_err(|e| {
+        Error::invalid_args(format!(
+            "the arguments of a one-off job of `{handler}` do not serialize to JSON: {e}"
+        ))
+    })
 }
 
 /// The error for a handler this scheduler did not register, with close names.

@@ -8,6 +8,7 @@ mod dashboard;
 mod dashboard_browser;
 mod scheduler_control;
 mod scheduler_crash;
+mod scheduler_debounce;
 mod scheduler_exactly_once;
 mod scheduler_group;
 mod scheduler_oneoff;
