@@ -295,10 +295,15 @@ impl SchedulerBuilder {
             }
         }
         let once = crate::once_loop::entries(&self.client, &handlers, &groups)?;
-        let mut jobs = HashMap::new();
+        let mut entries = Vec::with_capacity(self.jobs.len());
         for job in self.jobs {
             let mut entry = JobEntry::new(&self.client, job)?;
             entry.join_group(&self.client, &groups)?;
+            entries.push(entry);
+        }
+        crate::replica_state::spread_groups(&mut entries);
+        let mut jobs = HashMap::new();
+        for entry in entries {
             let name = entry.job.name.clone();
             if jobs.insert(name.clone(), Arc::new(entry)).is_some() {
                 return Err(Error::invalid_job(format!(

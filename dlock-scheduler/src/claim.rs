@@ -60,7 +60,8 @@ pub(crate) async fn claim(
         .arg(occurrence.fire_at.timestamp_millis())
         .arg(millis(shared.turn_grace))
         .arg(millis(shared.liveness()))
-        .arg(attempt_lease(entry));
+        .arg(attempt_lease(entry))
+        .arg(entry.turn_offset);
     let sent = shared.clock.local();
     let reply: Vec<Value> = ext::invoke(&shared.client, &invocation, "claim an occurrence").await?;
     // A won claim answers {1, now, next[, due]}; the others {0|2, reason|wait, now, next[, due]}.

@@ -11,6 +11,7 @@ mod scheduler_crash;
 mod scheduler_debounce;
 mod scheduler_exactly_once;
 mod scheduler_group;
+mod scheduler_group_spread;
 mod scheduler_oneoff;
 mod scheduler_outage;
 mod scheduler_records;

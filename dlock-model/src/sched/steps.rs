@@ -33,6 +33,9 @@ pub struct ClaimArgs {
     pub liveness: Ms,
     /// `ARGV[12]`: the attempt lease in ms (0: at most once).
     pub lease: Ms,
+    /// `ARGV[13]`: the job's turn offset (its rank among its group's jobs; 0 for a job in no
+    /// group), added to the turn counter when picking whose turn it is (issue #51).
+    pub offset: i64,
 }
 
 /// `claim.lua`'s reply. `next` is the replica whose turn the next occurrence is (`None` only
@@ -129,7 +132,10 @@ pub fn claim(s: &mut JobRedis, now: Ms, a: &ClaimArgs) -> ClaimReply {
     s.drop_empty();
     // ZRANGE, then table.sort: by id.
     let live: Vec<String> = s.replicas.keys().cloned().collect();
-    let turn = s.turn.unwrap_or(0);
+    // The stored counter moves by one per claim; the offset shifts whose turn it is, so the
+    // jobs of a group due at one instant start on different replicas.
+    let counted = s.turn.unwrap_or(0);
+    let turn = counted + a.offset;
     let turn_of = |n: i64| -> Option<String> {
         (!live.is_empty()).then(|| live[n.rem_euclid(live.len() as i64) as usize].clone())
     };
@@ -167,7 +173,7 @@ pub fn claim(s: &mut JobRedis, now: Ms, a: &ClaimArgs) -> ClaimReply {
         record,
         a.lease,
     );
-    s.turn = Some(turn + 1);
+    s.turn = Some(counted + 1);
     ClaimReply::Won {
         now,
         next: turn_of(turn + 1),

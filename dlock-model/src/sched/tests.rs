@@ -17,6 +17,7 @@ fn claim_args(replica: &str, run: Ms, token: &str) -> ClaimArgs {
         grace: 5,
         liveness: 20,
         lease: 0,
+        offset: 0,
     }
 }
 
@@ -270,4 +271,37 @@ fn a_debounced_key_moves_its_due_time_up_to_the_first_call_plus_the_max_wait() {
     let before = s.clone();
     assert_eq!(once(&mut s, 12, &replace).status, 5);
     assert_eq!(s, before);
+}
+
+#[test]
+fn the_turn_offset_gives_the_jobs_of_a_group_due_at_one_instant_different_replicas() {
+    // Three live replicas, three jobs of a group with equal turn counters (one claim each).
+    let mut jobs = [
+        JobRedis::default(),
+        JobRedis::default(),
+        JobRedis::default(),
+    ];
+    let mut winners = Vec::new();
+    for (offset, job) in jobs.iter_mut().enumerate() {
+        for r in ["a", "b", "c"] {
+            heartbeat(job, 0, r, 20, false);
+        }
+        job.turn = Some(1);
+        // Inside the grace only the turn holder wins: ask as each replica in turn.
+        for r in ["a", "b", "c"] {
+            let args = ClaimArgs {
+                offset: offset as i64,
+                ..claim_args(r, 10, "t")
+            };
+            if matches!(claim(job, 10, &args), ClaimReply::Won { .. }) {
+                winners.push(r);
+            }
+        }
+        assert_eq!(
+            job.turn,
+            Some(2),
+            "the stored counter moves by one, offset or not"
+        );
+    }
+    assert_eq!(winners, ["b", "c", "a"]);
 }

@@ -47,13 +47,15 @@ pub(super) enum Op {
     /// The clock moves one tick.
     Tick,
     /// claim.lua by replica `r` of occurrence `occ` (1..=4), fired `jitter` quarter-ticks late,
-    /// with a turn grace of `grace` ticks, at least once when `lease`.
+    /// with a turn grace of `grace` ticks, at least once when `lease`, with turn offset
+    /// `offset` (a job's rank in its group).
     Claim {
         r: u8,
         occ: u8,
         jitter: u8,
         grace: u8,
         lease: bool,
+        offset: u8,
     },
     /// request.lua.
     Request,
@@ -98,6 +100,7 @@ fn draw(dice: &mut Dice) -> Op {
             jitter: n(dice, 2),
             grace: n(dice, 2),
             lease: dice.below(3) == 0,
+            offset: if dice.below(2) == 0 { 0 } else { n(dice, 3) },
         },
         8 => Op::Request,
         9 => Op::TakeRequest {
@@ -239,7 +242,8 @@ impl<'a> Walk<'a> {
                 jitter,
                 grace,
                 lease,
-            } => self.claim(r, occ, jitter, grace, lease),
+                offset,
+            } => self.claim(r, occ, jitter, grace, lease, offset),
             Op::Request => self.request(),
             Op::TakeRequest { r, again, lease } => self.take_request(r, again, lease),
             Op::Withdraw { pick, right } => self.withdraw(pick, right),
@@ -266,7 +270,15 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn claim(&mut self, r: u8, occ: u8, jitter: u8, grace: u8, lease: bool) -> Result<(), String> {
+    fn claim(
+        &mut self,
+        r: u8,
+        occ: u8,
+        jitter: u8,
+        grace: u8,
+        lease: bool,
+        offset: u8,
+    ) -> Result<(), String> {
         // The occurrence falls in the middle of tick `occ`; its fire time a quarter later
         // with jitter.
         let occurrence = self.at(u64::from(occ) * 4 + 1);
@@ -284,6 +296,7 @@ impl<'a> Walk<'a> {
             grace: Ms::from(grace) * UNIT as Ms,
             liveness: LIVENESS as Ms,
             lease: if lease { (2 * UNIT) as Ms } else { 0 },
+            offset: i64::from(offset),
         };
         let k = &self.keys;
         let keys = [
@@ -309,6 +322,7 @@ impl<'a> Walk<'a> {
             args.grace.to_string(),
             args.liveness.to_string(),
             args.lease.to_string(),
+            args.offset.to_string(),
         ];
         let reply = ok(self.sched.call(Script::Claim, &keys, &argv)?, "claim.lua")?;
         let real = decode::claim(&reply, lease)?;

@@ -8,6 +8,15 @@ use crate::mutants::Mutant;
 /// Every scheduler mutant.
 pub(crate) const ALL: &[Mutant] = &[
     Mutant {
+        name: "sched-claim-ignores-offset",
+        what: "claim.lua picks whose turn it is without the job's turn offset: every job of a \
+               group due at one instant goes to the same replica",
+        swaps: &[(
+            "redis.call('GET', KEYS[6]) or '0') + (tonumber(ARGV[13] or '') or 0)",
+            "redis.call('GET', KEYS[6]) or '0')",
+        )],
+    },
+    Mutant {
         name: "sched-once-update-not-pending",
         what: "once.lua debounces or replaces a keyed run that is no longer pending (claimed, \
                running, ended or cancelled)",

@@ -13,6 +13,7 @@ const fn c(r: u8, occ: u8, jitter: u8, grace: u8) -> Op {
         jitter,
         grace,
         lease: false,
+        offset: 0,
     }
 }
 
