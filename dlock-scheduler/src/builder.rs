@@ -64,6 +64,7 @@ pub struct SchedulerBuilder {
     shutdown_client: bool,
     loop_hook: Option<LoopHook>,
     one_off_concurrency: usize,
+    trace_hook: Option<crate::trace::TraceHook>,
 }
 
 impl SchedulerBuilder {
@@ -241,6 +242,33 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Carries trace context from whoever enqueues a one-off or delayed job to its run:
+    /// `hook` gives the caller's current W3C `traceparent` (`00-<trace id>-<parent id>-<flags>`),
+    /// if it has one, each time this scheduler enqueues ([`Scheduler::run_at`] and the like).
+    /// It is stored with the job (the `<id>:trace` record of its ledger, format version 1),
+    /// replaced with the arguments by [`crate::KeyedOneOff::replace`], and the run's span
+    /// (`dlock.run`, around the handler, on whichever replica runs it) records it as its
+    /// `traceparent` field, so a subscriber that knows W3C trace context can link the run to
+    /// the request that asked for it. A value that is not a version-00 `traceparent` is
+    /// dropped with a warning (the job is enqueued without it). `tracing` alone has no trace
+    /// ids: read them from your tracing stack here (e.g. OpenTelemetry's propagator).
+    ///
+    /// ```no_run
+    /// # fn demo(client: dlock_core::Client) -> Result<(), dlock_scheduler::Error> {
+    /// let scheduler = dlock_scheduler::Scheduler::builder(client)
+    ///     .handler("send_report", |_| async { Ok::<(), String>(()) })
+    ///     .trace_context(|| std::env::var("TRACEPARENT").ok())
+    ///     .build()?;
+    /// # let _ = scheduler; Ok(()) }
+    /// ```
+    pub fn trace_context(
+        mut self,
+        hook: impl Fn() -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.trace_hook = Some(std::sync::Arc::new(hook));
+        self
+    }
+
     /// Installs the test hook of `__private::on_loop_poll`.
     pub(crate) fn loop_hook(mut self, hook: LoopHook) -> Self {
         self.loop_hook = Some(hook);
@@ -336,6 +364,7 @@ impl SchedulerBuilder {
                 turn_grace: self.turn_grace,
                 shutdown_client: self.shutdown_client,
                 loop_hook: self.loop_hook,
+                trace_hook: self.trace_hook,
             }),
         })
     }
@@ -356,6 +385,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("shutdown_client", &self.shutdown_client)
             .field("loop_hook", &self.loop_hook.is_some())
             .field("one_off_concurrency", &self.one_off_concurrency)
+            .field("trace_hook", &self.trace_hook.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -404,6 +434,7 @@ impl Scheduler {
             turn_grace: DEFAULT_TURN_GRACE,
             shutdown_client: true,
             loop_hook: None,
+            trace_hook: None,
             one_off_concurrency: DEFAULT_ONE_OFF_CONCURRENCY,
         }
     }

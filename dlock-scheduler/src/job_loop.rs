@@ -270,6 +270,7 @@ impl JobLoop {
             stop: self.ctx.stop.clone(),
             cancel: self.ctx.cancel_runs.clone(),
             args: self.ctx.entry.job.args.clone(),
+            trace: None,
         }
     }
 

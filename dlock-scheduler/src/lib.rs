@@ -204,6 +204,7 @@ mod schedule_store;
 mod scheduler;
 mod schedules;
 mod scripts;
+mod trace;
 mod validate;
 mod wake;
 #[cfg(feature = "web")]

@@ -414,6 +414,12 @@ impl Scheduler {
         };
         let client = &shared.client;
         let keys = &entry.keys;
+        let trace = shared
+            .trace_hook
+            .as_ref()
+            .and_then(|hook| hook())
+            .and_then(crate::trace::checked)
+            .unwrap_or_default();
         // A run id is taken only if another process drew the same instance token (not
         // expected): then another is drawn.
         for _ in 0..3 {
@@ -444,7 +450,8 @@ impl Scheduler {
                         .max_wait
                         .map_or(String::new(), |w| millis(w).to_string()),
                 )
-                .arg(if update.replace { "1" } else { "" });
+                .arg(if update.replace { "1" } else { "" })
+                .arg(&trace);
             let sent = shared.clock.local();
             let what = format!("enqueue a one-off job of `{handler}`");
             let reply: Vec<Value> = ext::invoke(client, &invocation, &what).await?;

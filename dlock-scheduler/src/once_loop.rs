@@ -193,6 +193,7 @@ fn start(ctx: &LoopCtx, retry: Retry, token: String, slot: OwnedSemaphorePermit)
         stop: ctx.stop.clone(),
         cancel: ctx.cancel_runs.clone(),
         args: retry.args,
+        trace: retry.trace,
     };
     ctx.runs.spawn(async move {
         let _slot = slot;

@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) shutdown_client: bool,
     /// Test hook run every time a job loop's task is polled (`__private::on_loop_poll`).
     pub(crate) loop_hook: Option<LoopHook>,
+    /// Gives the enqueuing caller's `traceparent` ([`crate::SchedulerBuilder::trace_context`]).
+    pub(crate) trace_hook: Option<crate::trace::TraceHook>,
 }
 
 /// The jobs a replica runs, by name: those in code (fixed at `build()`) and the run-time

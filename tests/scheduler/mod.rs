@@ -21,3 +21,4 @@ mod scheduler_runtime;
 mod scheduler_share;
 mod scheduler_shutdown;
 mod scheduler_stall;
+mod scheduler_trace;

@@ -248,6 +248,7 @@ impl OnceModel {
             sharded: false,
             max_wait: (call == Call::Debounce).then_some(MAX_WAIT),
             replace: call == Call::Replace,
+            trace: String::new(),
         }
     }
 

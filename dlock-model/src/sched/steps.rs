@@ -419,6 +419,8 @@ pub struct OnceArgs {
     pub max_wait: Option<Ms>,
     /// `ARGV[14]` is "1": replace the pending run's arguments.
     pub replace: bool,
+    /// `ARGV[15]`: the submitter's traceparent, "" for none (`<id>:trace` = `"1\x1f<it>"`).
+    pub trace: String,
 }
 
 /// `once.lua`'s reply `{status, id, due, now}`.
@@ -482,6 +484,7 @@ pub fn once(s: &mut JobRedis, now: Ms, a: &OnceArgs) -> OnceReply {
         }
         if a.replace {
             s.ledger.insert(format!("{id}:args"), a.args.clone());
+            set_trace(s, &id, &a.trace);
         }
         return reply(3, due);
     }
@@ -498,12 +501,23 @@ pub fn once(s: &mut JobRedis, now: Ms, a: &OnceArgs) -> OnceReply {
     let end = end_record("scheduled", "", "", &due.to_string(), "", "");
     s.ledger.insert(format!("{id}:end"), end);
     s.ledger.insert(format!("{id}:args"), a.args.clone());
+    set_trace(s, &id, &a.trace);
     announce(s, a, first, due);
     OnceReply {
         status: 1,
         id,
         due,
         now,
+    }
+}
+
+/// once.lua's `<id>:trace` record: the traceparent, or none (removed).
+fn set_trace(s: &mut JobRedis, id: &str, trace: &str) {
+    let field = format!("{id}:trace");
+    if trace.is_empty() {
+        s.ledger.remove(&field);
+    } else {
+        s.ledger.insert(field, format!("1\u{1f}{trace}"));
     }
 }
 
@@ -577,7 +591,7 @@ pub fn once_trim(s: &mut JobRedis, now: Ms, keep: i64, look: i64) -> i64 {
     // ZRANGE runs 0 min(extra, look) - 1: with `look` 0 that is -1, every run.
     for id in zrange(&s.runs, 0, extra.min(look) - 1) {
         if !s.retries.contains_key(&id) {
-            for field in ["claim", "end", "attempts", "args"] {
+            for field in ["claim", "end", "attempts", "args", "trace"] {
                 s.ledger.remove(&format!("{id}:{field}"));
             }
             s.runs.remove(&id);

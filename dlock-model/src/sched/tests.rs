@@ -50,6 +50,7 @@ fn once_args(run: &str, key: Option<&str>, due: Ms) -> OnceArgs {
         sharded: false,
         max_wait: None,
         replace: false,
+        trace: String::new(),
     }
 }
 

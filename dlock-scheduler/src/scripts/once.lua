@@ -18,6 +18,8 @@
 -- ARGV[13] debounce: the longest wait in ms from the key's first call, or "" for none (with
 --          an idempotency key only)
 -- ARGV[14] "1": replace the arguments of the key's pending run with ARGV[8], else ""
+-- ARGV[15] the submitter's W3C traceparent (checked by the caller), or "" for none: stored as
+--          "<id>:trace" = "1\31<traceparent>" (format version 1); a replace replaces it too
 --
 -- Returns  {1, id, due_ms, now_ms}  enqueued
 --          {0, id, due_ms, now_ms}  the idempotency key was used already (its run is pending,
@@ -105,6 +107,11 @@ if ARGV[2] ~= '' then
     end
     if replace then
       redis.call('HSET', KEYS[3], id .. ':args', ARGV[8])
+      if (ARGV[15] or '') ~= '' then
+        redis.call('HSET', KEYS[3], id .. ':trace', '1\31' .. ARGV[15])
+      else
+        redis.call('HDEL', KEYS[3], id .. ':trace')
+      end
     end
     return {3, id, due, now}
   end
@@ -123,5 +130,8 @@ redis.call('HSET', KEYS[3],
   id .. ':claim', claim_record(ARGV[5], ARGV[6], ARGV[7], now, 1, '', 0),
   id .. ':end', end_record('scheduled', '', '', int(due), ''),
   id .. ':args', ARGV[8])
+if (ARGV[15] or '') ~= '' then
+  redis.call('HSET', KEYS[3], id .. ':trace', '1\31' .. ARGV[15])
+end
 announce(first, due)
 return {1, id, due, now}

@@ -75,7 +75,8 @@ pub(super) enum Op {
     Register { i: u8, leave: bool },
     /// once.lua: with idempotency key `key` (0: none), a run id used before (`again`), due at
     /// a time in the past (`past`) or after `delay` ticks; `mode` 1 debounces (max wait one
-    /// tick and a half), 2 replaces the arguments, 3 both, 0 neither.
+    /// tick and a half), 2 replaces the arguments, 3 both, 0 neither; 4 added: with a
+    /// traceparent (the call's own).
     Once {
         key: u8,
         again: bool,
@@ -129,11 +130,11 @@ fn draw(dice: &mut Dice) -> Op {
             again: dice.below(4) == 0,
             past: dice.below(4) == 0,
             delay: n(dice, 3),
-            mode: if dice.below(2) == 0 {
+            mode: (if dice.below(2) == 0 {
                 0
             } else {
                 n(dice, 3) + 1
-            },
+            }) | (4 * n(dice, 2)),
         },
         18 => Op::OnceCancel { pick: n(dice, 3) },
         _ => Op::OnceTrim {
@@ -597,6 +598,11 @@ impl<'a> Walk<'a> {
             sharded: false,
             max_wait: (mode & 1 == 1).then_some((UNIT + UNIT / 2) as Ms),
             replace: mode & 2 == 2,
+            trace: if mode & 4 == 4 {
+                format!("00-{:032x}-{:016x}-01", self.serial, self.serial)
+            } else {
+                String::new()
+            },
         };
         let k = &self.keys;
         let keys = [&k.claims, &k.runs, &k.ledger, &k.retries].map(String::as_str);
@@ -619,6 +625,7 @@ impl<'a> Walk<'a> {
             "PUBLISH".into(),
             args.max_wait.map_or(String::new(), |w| w.to_string()),
             if args.replace { "1" } else { "" }.into(),
+            args.trace.clone(),
         ];
         let reply = ok(self.sched.call(Script::Once, &keys, &argv)?, "once.lua")?;
         let real = decode::once(&reply)?;

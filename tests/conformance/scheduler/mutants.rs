@@ -8,6 +8,15 @@ use crate::mutants::Mutant;
 /// Every scheduler mutant.
 pub(crate) const ALL: &[Mutant] = &[
     Mutant {
+        name: "sched-once-trace-dropped",
+        what: "once.lua stores no trace context with a new one-off job: its run cannot link to \
+               the submitter's trace",
+        swaps: &[(
+            "  redis.call('HSET', KEYS[3], id .. ':trace', '1\\31' .. ARGV[15])\nend\nannounce",
+            "end\nannounce",
+        )],
+    },
+    Mutant {
         name: "sched-claim-ignores-offset",
         what: "claim.lua picks whose turn it is without the job's turn offset: every job of a \
                group due at one instant goes to the same replica",

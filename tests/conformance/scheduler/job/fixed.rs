@@ -179,16 +179,17 @@ pub(super) const ALL: &[(&str, &[Op])] = &[
     (
         // Debounce and replace of a keyed one-off (issue #51): a debounce moves the due time
         // later, then is capped by the first call plus the max wait; a replace changes the
-        // arguments alone; once cancelled (no longer pending) both change nothing; a trimmed
-        // run's key (only its claim left) refuses them too.
+        // arguments alone (and the trace context: none, then another); once cancelled (no
+        // longer pending) both change nothing; a trimmed run's key (only its claim left)
+        // refuses them too, and the trim takes the trace record with the run.
         "one-offs debounced and replaced",
         &[
-            once(1, 0, 1),
+            once(1, 0, 5),
             Tick,
             once(1, 1, 1),
             once(1, 2, 1),
             once(1, 0, 2),
-            once(1, 2, 3),
+            once(1, 2, 7),
             once(2, 0, 3),
             OnceCancel { pick: 0 },
             once(2, 1, 1),
