@@ -13,15 +13,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use dlock_core::ext;
-use redis::Value;
 use serde::Serialize;
 
 use crate::control::close_names;
 use crate::error::Error;
 use crate::ledger::{JobKeys, RecordError, RunOutcome, RunRecord};
-use crate::once_keyed::{Enqueued, KeyedOneOff, Update};
+use crate::once_keyed::{KeyedOneOff, Update};
 use crate::scheduler::Scheduler;
-use crate::scripts::{self, millis};
+use crate::scripts;
 use crate::validate::{self, ONE_OFF_PREFIX};
 
 /// Names one one-off job: its handler and its run id, shown as `<handler>/<run id>`
@@ -45,6 +44,14 @@ pub struct OneOffId {
 }
 
 impl OneOffId {
+    /// The id of run `run` of `handler`'s one-off jobs.
+    pub(crate) fn new(handler: &str, run: String) -> Self {
+        Self {
+            handler: handler.to_owned(),
+            run,
+        }
+    }
+
     /// The handler that runs it.
     pub fn handler(&self) -> &str {
         &self.handler
@@ -388,94 +395,6 @@ impl Scheduler {
             .await?;
         Ok(enqueued.id().clone())
     }
-
-    /// Enqueues a one-off job of `handler` (`once.lua`), or updates the pending one of its key.
-    pub(crate) async fn enqueue_json(
-        &self,
-        handler: &str,
-        key: Option<&str>,
-        due: Due,
-        args: &str,
-        update: Update,
-    ) -> Result<Enqueued, Error> {
-        let shared = &self.shared;
-        let Some(entry) = shared.once.get(handler) else {
-            return Err(unknown_handler(handler, shared.handlers.keys()));
-        };
-        if key == Some("") {
-            return Err(Error::invalid_job(format!(
-                "an empty idempotency key for a one-off job of `{handler}`; give a key that \
-                 names the job (e.g. \"invoice-4711-reminder\"), or use run_at / run_after"
-            )));
-        }
-        let (at, delay) = match due {
-            Due::At(when) => (when.timestamp_millis().to_string(), 0),
-            Due::After(delay) => (String::new(), millis(delay)),
-        };
-        let client = &shared.client;
-        let keys = &entry.keys;
-        let trace = shared
-            .trace_hook
-            .as_ref()
-            .and_then(|hook| hook())
-            .and_then(crate::trace::checked)
-            .unwrap_or_default();
-        // A run id is taken only if another process drew the same instance token (not
-        // expected): then another is drawn.
-        for _ in 0..3 {
-            let run_id = match key {
-                Some(_) => String::new(),
-                None => format!("o{}", shared.attempt_token()),
-            };
-            let mut invocation = scripts::ONCE.prepare_invoke();
-            invocation
-                .key(&keys.claims)
-                .key(&keys.runs)
-                .key(&keys.ledger)
-                .key(&keys.retries)
-                .arg(&run_id)
-                .arg(key.unwrap_or(""))
-                .arg(&at)
-                .arg(delay)
-                .arg(&shared.replica.id)
-                .arg(&shared.replica.host)
-                .arg(shared.replica.pid)
-                .arg(args)
-                .arg(millis(shared.retention))
-                .arg(&keys.wake)
-                .arg(&*entry.job.name)
-                .arg(ext::publish_command(client))
-                .arg(
-                    update
-                        .max_wait
-                        .map_or(String::new(), |w| millis(w).to_string()),
-                )
-                .arg(if update.replace { "1" } else { "" })
-                .arg(&trace);
-            let sent = shared.clock.local();
-            let what = format!("enqueue a one-off job of `{handler}`");
-            let reply: Vec<Value> = ext::invoke(client, &invocation, &what).await?;
-            shared.heard(None, sent, reply.last());
-            match reply.as_slice() {
-                [Value::Int(2), ..] => continue,
-                [Value::Int(status), Value::BulkString(id), ..] => {
-                    let id = OneOffId {
-                        handler: handler.to_owned(),
-                        run: String::from_utf8_lossy(id).into_owned(),
-                    };
-                    return Enqueued::from_status(*status, id);
-                }
-                other => {
-                    return Err(Error::protocol(format!(
-                        "once.lua answered {other:?} for a one-off job of `{handler}`"
-                    )));
-                }
-            }
-        }
-        Err(Error::protocol(format!(
-            "three one-off run ids of `{handler}` in a row were taken"
-        )))
-    }
 }
 
 /// A one-off job's arguments as JSON.
@@ -488,7 +407,7 @@ fn to_json(handler: &str, args: &impl Serialize) -> Result<String, Error> {
 }
 
 /// The error for a handler this scheduler did not register, with close names.
-fn unknown_handler<'a>(
+pub(crate) fn unknown_handler<'a>(
     handler: &str,
     registered: impl Iterator<Item = &'a std::sync::Arc<str>>,
 ) -> Error {

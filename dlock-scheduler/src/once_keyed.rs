@@ -2,15 +2,20 @@
 //! [`Scheduler::run_after_keyed`] return, with its [`KeyedOneOff::debounce`] and
 //! [`KeyedOneOff::replace`] (issue #51), and [`Enqueued`], what one call did. Awaited as it is,
 //! it enqueues as those methods always did; the two options act in the same `once.lua` call,
-//! on the key's run while it is still pending, never on one a replica claimed.
+//! on the key's run while it is still pending, never on one a replica claimed. The call itself
+//! (`Scheduler::enqueue_json`, every one-off's, keyed or not) is here too.
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::time::Duration;
 
+use dlock_core::ext;
+use redis::Value;
+
 use crate::error::Error;
-use crate::once::{Due, OneOffId};
+use crate::once::{Due, OneOffId, unknown_handler};
 use crate::scheduler::Scheduler;
+use crate::scripts::{self, millis};
 
 /// What a keyed call asks of the key's pending run, besides enqueueing.
 #[derive(Clone, Copy, Debug, Default)]
@@ -147,6 +152,93 @@ impl<'a> IntoFuture for KeyedOneOff<'a> {
     /// [`KeyedOneOff::submit`], for the job's id alone.
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move { Ok(self.submit().await?.id().clone()) })
+    }
+}
+
+impl Scheduler {
+    /// Enqueues a one-off job of `handler` (`once.lua`), or updates the pending one of its key.
+    pub(crate) async fn enqueue_json(
+        &self,
+        handler: &str,
+        key: Option<&str>,
+        due: Due,
+        args: &str,
+        update: Update,
+    ) -> Result<Enqueued, Error> {
+        let shared = &self.shared;
+        let Some(entry) = shared.once.get(handler) else {
+            return Err(unknown_handler(handler, shared.handlers.keys()));
+        };
+        if key == Some("") {
+            return Err(Error::invalid_job(format!(
+                "an empty idempotency key for a one-off job of `{handler}`; give a key that \
+                 names the job (e.g. \"invoice-4711-reminder\"), or use run_at / run_after"
+            )));
+        }
+        let (at, delay) = match due {
+            Due::At(when) => (when.timestamp_millis().to_string(), 0),
+            Due::After(delay) => (String::new(), millis(delay)),
+        };
+        let client = &shared.client;
+        let keys = &entry.keys;
+        let trace = shared
+            .trace_hook
+            .as_ref()
+            .and_then(|hook| hook())
+            .and_then(crate::trace::checked)
+            .unwrap_or_default();
+        // A run id is taken only if another process drew the same instance token (not
+        // expected): then another is drawn.
+        for _ in 0..3 {
+            let run_id = match key {
+                Some(_) => String::new(),
+                None => format!("o{}", shared.attempt_token()),
+            };
+            let mut invocation = scripts::ONCE.prepare_invoke();
+            invocation
+                .key(&keys.claims)
+                .key(&keys.runs)
+                .key(&keys.ledger)
+                .key(&keys.retries)
+                .arg(&run_id)
+                .arg(key.unwrap_or(""))
+                .arg(&at)
+                .arg(delay)
+                .arg(&shared.replica.id)
+                .arg(&shared.replica.host)
+                .arg(shared.replica.pid)
+                .arg(args)
+                .arg(millis(shared.retention))
+                .arg(&keys.wake)
+                .arg(&*entry.job.name)
+                .arg(ext::publish_command(client))
+                .arg(
+                    update
+                        .max_wait
+                        .map_or(String::new(), |w| millis(w).to_string()),
+                )
+                .arg(if update.replace { "1" } else { "" })
+                .arg(&trace);
+            let sent = shared.clock.local();
+            let what = format!("enqueue a one-off job of `{handler}`");
+            let reply: Vec<Value> = ext::invoke(client, &invocation, &what).await?;
+            shared.heard(None, sent, reply.last());
+            match reply.as_slice() {
+                [Value::Int(2), ..] => continue,
+                [Value::Int(status), Value::BulkString(id), ..] => {
+                    let id = OneOffId::new(handler, String::from_utf8_lossy(id).into_owned());
+                    return Enqueued::from_status(*status, id);
+                }
+                other => {
+                    return Err(Error::protocol(format!(
+                        "once.lua answered {other:?} for a one-off job of `{handler}`"
+                    )));
+                }
+            }
+        }
+        Err(Error::protocol(format!(
+            "three one-off run ids of `{handler}` in a row were taken"
+        )))
     }
 }
 
