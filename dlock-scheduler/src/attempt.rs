@@ -352,6 +352,8 @@ async fn perform(
     );
     if let Some(trace) = &attempt.trace {
         span.record("traceparent", tracing::field::display(&**trace));
+        #[cfg(feature = "opentelemetry")]
+        crate::trace::link(&span, trace);
     }
     let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded)
         .instrument(span)

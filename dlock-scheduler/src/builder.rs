@@ -269,6 +269,28 @@ impl SchedulerBuilder {
         self
     }
 
+    /// [`SchedulerBuilder::trace_context`] from OpenTelemetry (feature `opentelemetry`): the
+    /// hook reads the current `tracing` span's OpenTelemetry context (the application's
+    /// `tracing_opentelemetry` layer gives it), and each run's span `dlock.run` gets a link to
+    /// the submitter's span besides its `traceparent` field — a link, not a parent: a run may
+    /// start long after the request that asked for it ended (OpenTelemetry's advice for work
+    /// started by a message). Without an OpenTelemetry layer there is no context: nothing is
+    /// stored.
+    ///
+    /// ```no_run
+    /// # fn demo(client: dlock_core::Client) -> Result<(), dlock_scheduler::Error> {
+    /// let scheduler = dlock_scheduler::Scheduler::builder(client)
+    ///     .handler("send_report", |_| async { Ok::<(), String>(()) })
+    ///     .trace_context_from_opentelemetry()
+    ///     .build()?;
+    /// # let _ = scheduler; Ok(()) }
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn trace_context_from_opentelemetry(self) -> Self {
+        self.trace_context(crate::trace::current_traceparent)
+    }
+
     /// Installs the test hook of `__private::on_loop_poll`.
     pub(crate) fn loop_hook(mut self, hook: LoopHook) -> Self {
         self.loop_hook = Some(hook);

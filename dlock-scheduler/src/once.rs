@@ -18,7 +18,6 @@ use serde::Serialize;
 use crate::control::close_names;
 use crate::error::Error;
 use crate::ledger::{JobKeys, RecordError, RunOutcome, RunRecord};
-use crate::once_keyed::{KeyedOneOff, Update};
 use crate::scheduler::Scheduler;
 use crate::scripts;
 use crate::validate::{self, ONE_OFF_PREFIX};
@@ -210,85 +209,6 @@ impl Scheduler {
         self.enqueue(handler, None, Due::After(delay), args).await
     }
 
-    /// [`Scheduler::run_at`] with an idempotency key: the first call with `key` (for
-    /// `handler`) enqueues the job; later calls with the same key enqueue nothing and return
-    /// the first one's id, whatever their `when` and `args` (unless they ask to
-    /// [`debounce`](KeyedOneOff::debounce) or [`replace`](KeyedOneOff::replace) the job while
-    /// it is pending). So a caller that retries after an
-    /// error or a timeout does not create duplicates. The key is remembered for the claim
-    /// retention ([`crate::SchedulerBuilder::claim_retention`], a day by default) from the
-    /// first call, and as long as the job is pending or in the ledger. Keys are per handler;
-    /// any non-empty text (it is hashed into the run id).
-    ///
-    /// ```no_run
-    /// # async fn demo(scheduler: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
-    /// use chrono::Utc;
-    ///
-    /// let key = "invoice-4711-reminder";
-    /// let first = scheduler.run_at_keyed("remind", key, Utc::now(), &4711).await?;
-    /// let again = scheduler.run_at_keyed("remind", key, Utc::now(), &4711).await?;
-    /// assert_eq!(first, again); // one job
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// It returns a [`KeyedOneOff`]: await it for the id, or call
-    /// [`KeyedOneOff::debounce`] (move the pending job's due time on each call, capped) or
-    /// [`KeyedOneOff::replace`] (replace its arguments) first, and
-    /// [`KeyedOneOff::submit`] to learn what the call did.
-    ///
-    /// # Errors
-    /// As [`Scheduler::run_at`]; also [`crate::ErrorKind::InvalidJob`] for an empty key.
-    ///
-    /// # Cancel safety
-    /// Cancel safe in effect: if the future is dropped the job may or may not have been
-    /// enqueued, and calling again with the same key enqueues it at most once.
-    pub fn run_at_keyed<'a>(
-        &'a self,
-        handler: &'a str,
-        key: &'a str,
-        when: DateTime<Utc>,
-        args: &impl Serialize,
-    ) -> KeyedOneOff<'a> {
-        KeyedOneOff::new(self, handler, key, Due::At(when), to_json(handler, args))
-    }
-
-    /// [`Scheduler::run_after`] with an idempotency key, as [`Scheduler::run_at_keyed`]:
-    /// with [`KeyedOneOff::debounce`] each call moves the pending job to `delay` after it,
-    /// at most `max_wait` after the first call.
-    ///
-    /// ```no_run
-    /// # async fn demo(scheduler: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
-    /// use std::time::Duration;
-    ///
-    /// // Reindex 2 s after the last edit of the document, and at most 30 s after the first.
-    /// let id = scheduler
-    ///     .run_after_keyed("reindex", "doc-42", Duration::from_secs(2), &42)
-    ///     .debounce(Duration::from_secs(30))
-    ///     .await?;
-    /// # let _ = id; Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Scheduler::run_at_keyed`].
-    ///
-    /// # Cancel safety
-    /// As [`Scheduler::run_at_keyed`].
-    pub fn run_after_keyed<'a>(
-        &'a self,
-        handler: &'a str,
-        key: &'a str,
-        delay: Duration,
-        args: &impl Serialize,
-    ) -> KeyedOneOff<'a> {
-        KeyedOneOff::new(
-            self,
-            handler,
-            key,
-            Due::After(delay),
-            to_json(handler, args),
-        )
-    }
-
     /// Cancels a one-off job that has not started: records it cancelled (its ledger entry
     /// stays, outcome [`RunOutcome::Cancelled`]) and no replica runs it. Returns `true` if it
     /// was cancelled; `false` if it is unknown (never enqueued, a typo, or trimmed from the
@@ -391,14 +311,14 @@ impl Scheduler {
     ) -> Result<OneOffId, Error> {
         let args = to_json(handler, args)?;
         let enqueued = self
-            .enqueue_json(handler, key, due, &args, Update::default())
+            .enqueue_json(handler, key, due, &args, None, false)
             .await?;
         Ok(enqueued.id().clone())
     }
 }
 
 /// A one-off job's arguments as JSON.
-fn to_json(handler: &str, args: &impl Serialize) -> Result<String, Error> {
+pub(crate) fn to_json(handler: &str, args: &impl Serialize) -> Result<String, Error> {
     serde_json::to_string(args).map_err(|e| {
         Error::invalid_args(format!(
             "the arguments of a one-off job of `{handler}` do not serialize to JSON: {e}"

@@ -9,11 +9,13 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use dlock_core::ext;
 use redis::Value;
+use serde::Serialize;
 
 use crate::error::Error;
-use crate::once::{Due, OneOffId, unknown_handler};
+use crate::once::{Due, OneOffId, to_json, unknown_handler};
 use crate::scheduler::Scheduler;
 use crate::scripts::{self, millis};
 
@@ -140,7 +142,14 @@ impl<'a> KeyedOneOff<'a> {
     pub async fn submit(self) -> Result<Enqueued, Error> {
         let args = self.args?;
         self.scheduler
-            .enqueue_json(self.handler, Some(self.key), self.due, &args, self.update)
+            .enqueue_json(
+                self.handler,
+                Some(self.key),
+                self.due,
+                &args,
+                self.update.max_wait,
+                self.update.replace,
+            )
             .await
     }
 }
@@ -156,6 +165,85 @@ impl<'a> IntoFuture for KeyedOneOff<'a> {
 }
 
 impl Scheduler {
+    /// [`Scheduler::run_at`] with an idempotency key: the first call with `key` (for
+    /// `handler`) enqueues the job; later calls with the same key enqueue nothing and return
+    /// the first one's id, whatever their `when` and `args` (unless they ask to
+    /// [`debounce`](KeyedOneOff::debounce) or [`replace`](KeyedOneOff::replace) the job while
+    /// it is pending). So a caller that retries after an
+    /// error or a timeout does not create duplicates. The key is remembered for the claim
+    /// retention ([`crate::SchedulerBuilder::claim_retention`], a day by default) from the
+    /// first call, and as long as the job is pending or in the ledger. Keys are per handler;
+    /// any non-empty text (it is hashed into the run id).
+    ///
+    /// ```no_run
+    /// # async fn demo(scheduler: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
+    /// use chrono::Utc;
+    ///
+    /// let key = "invoice-4711-reminder";
+    /// let first = scheduler.run_at_keyed("remind", key, Utc::now(), &4711).await?;
+    /// let again = scheduler.run_at_keyed("remind", key, Utc::now(), &4711).await?;
+    /// assert_eq!(first, again); // one job
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// It returns a [`KeyedOneOff`]: await it for the id, or call
+    /// [`KeyedOneOff::debounce`] (move the pending job's due time on each call, capped) or
+    /// [`KeyedOneOff::replace`] (replace its arguments) first, and
+    /// [`KeyedOneOff::submit`] to learn what the call did.
+    ///
+    /// # Errors
+    /// As [`Scheduler::run_at`]; also [`crate::ErrorKind::InvalidJob`] for an empty key.
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: if the future is dropped the job may or may not have been
+    /// enqueued, and calling again with the same key enqueues it at most once.
+    pub fn run_at_keyed<'a>(
+        &'a self,
+        handler: &'a str,
+        key: &'a str,
+        when: DateTime<Utc>,
+        args: &impl Serialize,
+    ) -> KeyedOneOff<'a> {
+        KeyedOneOff::new(self, handler, key, Due::At(when), to_json(handler, args))
+    }
+
+    /// [`Scheduler::run_after`] with an idempotency key, as [`Scheduler::run_at_keyed`]:
+    /// with [`KeyedOneOff::debounce`] each call moves the pending job to `delay` after it,
+    /// at most `max_wait` after the first call.
+    ///
+    /// ```no_run
+    /// # async fn demo(scheduler: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
+    /// use std::time::Duration;
+    ///
+    /// // Reindex 2 s after the last edit of the document, and at most 30 s after the first.
+    /// let id = scheduler
+    ///     .run_after_keyed("reindex", "doc-42", Duration::from_secs(2), &42)
+    ///     .debounce(Duration::from_secs(30))
+    ///     .await?;
+    /// # let _ = id; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Scheduler::run_at_keyed`].
+    ///
+    /// # Cancel safety
+    /// As [`Scheduler::run_at_keyed`].
+    pub fn run_after_keyed<'a>(
+        &'a self,
+        handler: &'a str,
+        key: &'a str,
+        delay: Duration,
+        args: &impl Serialize,
+    ) -> KeyedOneOff<'a> {
+        KeyedOneOff::new(
+            self,
+            handler,
+            key,
+            Due::After(delay),
+            to_json(handler, args),
+        )
+    }
+
     /// Enqueues a one-off job of `handler` (`once.lua`), or updates the pending one of its key.
     pub(crate) async fn enqueue_json(
         &self,
@@ -163,7 +251,8 @@ impl Scheduler {
         key: Option<&str>,
         due: Due,
         args: &str,
-        update: Update,
+        max_wait: Option<Duration>,
+        replace: bool,
     ) -> Result<Enqueued, Error> {
         let shared = &self.shared;
         let Some(entry) = shared.once.get(handler) else {
@@ -212,12 +301,8 @@ impl Scheduler {
                 .arg(&keys.wake)
                 .arg(&*entry.job.name)
                 .arg(ext::publish_command(client))
-                .arg(
-                    update
-                        .max_wait
-                        .map_or(String::new(), |w| millis(w).to_string()),
-                )
-                .arg(if update.replace { "1" } else { "" })
+                .arg(max_wait.map_or(String::new(), |w| millis(w).to_string()))
+                .arg(if replace { "1" } else { "" })
                 .arg(&trace);
             let sent = shared.clock.local();
             let what = format!("enqueue a one-off job of `{handler}`");

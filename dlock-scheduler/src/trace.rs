@@ -4,8 +4,11 @@
 //! by `once.lua`, returned by `take_retry.lua` when a replica claims the run).
 //!
 //! `tracing` has no trace ids of its own, so the scheduler carries the text and the run's span
-//! (`dlock.run`) records it as its `traceparent` field; a subscriber that knows W3C trace
-//! context (an OpenTelemetry layer, say) can link the run to it from there.
+//! (`dlock.run`) records it as its `traceparent` field. With the feature `opentelemetry`, the
+//! hook can read the current span's OpenTelemetry context ([`current_traceparent`]) and the
+//! run's span is linked to the submitter's span ([`link`], through `tracing-opentelemetry`):
+//! a link, not a parent, as OpenTelemetry advises for work started by a message, since the run
+//! may start long after the request that asked for it ended.
 
 use std::sync::Arc;
 
@@ -61,6 +64,57 @@ pub(crate) fn parse(job: &str, run: &str, record: &str) -> Option<Arc<str>> {
             tracing::warn!(%job, %run, "dlock-scheduler: the run's trace context is not one dlock wrote; running it without");
             None
         }
+    }
+}
+
+/// The W3C `traceparent` of the current `tracing` span's OpenTelemetry context (the hook of
+/// [`crate::SchedulerBuilder::trace_context_from_opentelemetry`]); `None` without a valid span
+/// context (no OpenTelemetry layer, or no span).
+#[cfg(feature = "opentelemetry")]
+pub(crate) fn current_traceparent() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    let cx = tracing::Span::current().context();
+    let span = cx.span();
+    let sc = span.span_context();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+/// Links `span` (a run's) to the submitter's span named by `traceparent` (checked when it was
+/// enqueued: version 00, ids not zero).
+#[cfg(feature = "opentelemetry")]
+pub(crate) fn link(span: &tracing::Span, traceparent: &str) {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    let ["00", trace, parent, flags] = parts.as_slice() else {
+        return;
+    };
+    let (Ok(trace), Ok(parent), Ok(flags)) = (
+        TraceId::from_hex(trace),
+        SpanId::from_hex(parent),
+        u8::from_str_radix(flags, 16),
+    ) else {
+        return;
+    };
+    let remote = SpanContext::new(
+        trace,
+        parent,
+        TraceFlags::new(flags),
+        true,
+        TraceState::default(),
+    );
+    if remote.is_valid() {
+        span.add_link(remote);
     }
 }
 
