@@ -31,6 +31,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use dlock_core::{Lease, LeaseState, MutexGuard, OnLost, Permit};
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::claim::{self, Claim, Occurrence};
 use crate::context::JobContext;
@@ -76,6 +77,8 @@ pub(crate) struct Attempt {
     pub(crate) cancel: CancellationToken,
     /// The run's JSON arguments ([`JobContext::args`]): the job's, or a one-off job's own.
     pub(crate) args: Option<Arc<str>>,
+    /// The submitter's `traceparent` (a one-off job's), for the run's span.
+    pub(crate) trace: Option<Arc<str>>,
     /// Keeps the attempt's lease renewals and its records apart (see [`RecordGate`]).
     pub(crate) gate: RecordGate,
 }
@@ -379,7 +382,23 @@ async fn perform(
         args: attempt.args.clone(),
         slot: slot.as_ref().map(Permit::lease),
     };
-    let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded).await;
+    // The run's span: the handler's own spans and events nest in it; `traceparent` links it to
+    // the submitter's trace (recorded as a field: `tracing` has no trace ids of its own).
+    let span = tracing::info_span!(
+        "dlock.run",
+        job = %entry.job.name,
+        run = %run_id,
+        attempt = attempt.number(),
+        traceparent = tracing::field::Empty,
+    );
+    if let Some(trace) = &attempt.trace {
+        span.record("traceparent", tracing::field::display(&**trace));
+        #[cfg(feature = "opentelemetry")]
+        crate::trace::link(&span, trace);
+    }
+    let outcome = run_handler(attempt, ctx, &lease, slot.as_ref(), superseded)
+        .instrument(span)
+        .await;
     // Whether the lease was in danger as the handler ended: said in the record, for whoever
     // checks the run's effects.
     let suspect = lease.state() == LeaseState::Suspect;

@@ -64,6 +64,7 @@ pub struct SchedulerBuilder {
     shutdown_client: bool,
     loop_hook: Option<LoopHook>,
     one_off_concurrency: usize,
+    trace_hook: Option<crate::trace::TraceHook>,
 }
 
 impl SchedulerBuilder {
@@ -241,6 +242,55 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Carries trace context from whoever enqueues a one-off or delayed job to its run:
+    /// `hook` gives the caller's current W3C `traceparent` (`00-<trace id>-<parent id>-<flags>`),
+    /// if it has one, each time this scheduler enqueues ([`Scheduler::run_at`] and the like).
+    /// It is stored with the job (the `<id>:trace` record of its ledger, format version 1),
+    /// replaced with the arguments by [`crate::KeyedOneOff::replace`], and the run's span
+    /// (`dlock.run`, around the handler, on whichever replica runs it) records it as its
+    /// `traceparent` field, so a subscriber that knows W3C trace context can link the run to
+    /// the request that asked for it. A value that is not a version-00 `traceparent` is
+    /// dropped with a warning (the job is enqueued without it). `tracing` alone has no trace
+    /// ids: read them from your tracing stack here (e.g. OpenTelemetry's propagator).
+    ///
+    /// ```no_run
+    /// # fn demo(client: dlock_core::Client) -> Result<(), dlock_scheduler::Error> {
+    /// let scheduler = dlock_scheduler::Scheduler::builder(client)
+    ///     .handler("send_report", |_| async { Ok::<(), String>(()) })
+    ///     .trace_context(|| std::env::var("TRACEPARENT").ok())
+    ///     .build()?;
+    /// # let _ = scheduler; Ok(()) }
+    /// ```
+    pub fn trace_context(
+        mut self,
+        hook: impl Fn() -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.trace_hook = Some(std::sync::Arc::new(hook));
+        self
+    }
+
+    /// [`SchedulerBuilder::trace_context`] from OpenTelemetry (feature `opentelemetry`): the
+    /// hook reads the current `tracing` span's OpenTelemetry context (the application's
+    /// `tracing_opentelemetry` layer gives it), and each run's span `dlock.run` gets a link to
+    /// the submitter's span besides its `traceparent` field — a link, not a parent: a run may
+    /// start long after the request that asked for it ended (OpenTelemetry's advice for work
+    /// started by a message). Without an OpenTelemetry layer there is no context: nothing is
+    /// stored.
+    ///
+    /// ```no_run
+    /// # fn demo(client: dlock_core::Client) -> Result<(), dlock_scheduler::Error> {
+    /// let scheduler = dlock_scheduler::Scheduler::builder(client)
+    ///     .handler("send_report", |_| async { Ok::<(), String>(()) })
+    ///     .trace_context_from_opentelemetry()
+    ///     .build()?;
+    /// # let _ = scheduler; Ok(()) }
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn trace_context_from_opentelemetry(self) -> Self {
+        self.trace_context(crate::trace::current_traceparent)
+    }
+
     /// Installs the test hook of `__private::on_loop_poll`.
     pub(crate) fn loop_hook(mut self, hook: LoopHook) -> Self {
         self.loop_hook = Some(hook);
@@ -295,10 +345,15 @@ impl SchedulerBuilder {
             }
         }
         let once = crate::once_loop::entries(&self.client, &handlers, &groups)?;
-        let mut jobs = HashMap::new();
+        let mut entries = Vec::with_capacity(self.jobs.len());
         for job in self.jobs {
             let mut entry = JobEntry::new(&self.client, job)?;
             entry.join_group(&self.client, &groups)?;
+            entries.push(entry);
+        }
+        crate::replica_state::spread_groups(&mut entries);
+        let mut jobs = HashMap::new();
+        for entry in entries {
             let name = entry.job.name.clone();
             if jobs.insert(name.clone(), Arc::new(entry)).is_some() {
                 return Err(Error::invalid_job(format!(
@@ -331,6 +386,7 @@ impl SchedulerBuilder {
                 turn_grace: self.turn_grace,
                 shutdown_client: self.shutdown_client,
                 loop_hook: self.loop_hook,
+                trace_hook: self.trace_hook,
             }),
         })
     }
@@ -351,6 +407,7 @@ impl fmt::Debug for SchedulerBuilder {
             .field("shutdown_client", &self.shutdown_client)
             .field("loop_hook", &self.loop_hook.is_some())
             .field("one_off_concurrency", &self.one_off_concurrency)
+            .field("trace_hook", &self.trace_hook.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -399,6 +456,7 @@ impl Scheduler {
             turn_grace: DEFAULT_TURN_GRACE,
             shutdown_client: true,
             loop_hook: None,
+            trace_hook: None,
             one_off_concurrency: DEFAULT_ONE_OFF_CONCURRENCY,
         }
     }

@@ -60,7 +60,8 @@ pub(crate) async fn claim(
         .arg(occurrence.fire_at.timestamp_millis())
         .arg(millis(shared.turn_grace))
         .arg(millis(shared.liveness()))
-        .arg(attempt_lease(entry));
+        .arg(attempt_lease(entry))
+        .arg(entry.turn_offset);
     let sent = shared.clock.local();
     let reply: Vec<Value> = ext::invoke(&shared.client, &invocation, "claim an occurrence").await?;
     // A won claim answers {1, now, next[, due]}; the others {0|2, reason|wait, now, next[, due]}.
@@ -179,6 +180,8 @@ pub(crate) struct Retry {
     pub(crate) manual: bool,
     /// The run's own JSON arguments (a one-off job's), if it has any.
     pub(crate) args: Option<std::sync::Arc<str>>,
+    /// The submitter's `traceparent` (a one-off job's, see `trace.rs`), if it has one.
+    pub(crate) trace: Option<std::sync::Arc<str>>,
 }
 
 /// What `take_retry.lua` answered.
@@ -234,8 +237,16 @@ pub(crate) async fn take_retry(
             Value::Int(occurrence),
             Value::Int(manual),
             args,
+            trace,
             ..,
         ] => Ok(Retries::Claimed(Retry {
+            trace: match trace {
+                Value::BulkString(record) => {
+                    let run = String::from_utf8_lossy(id);
+                    crate::trace::parse(&job.name, &run, &String::from_utf8_lossy(record))
+                }
+                _ => None,
+            },
             run_id: String::from_utf8_lossy(id).into_owned(),
             attempt: u32::try_from(*attempt).unwrap_or(u32::MAX),
             occurrence: time(*occurrence)?,

@@ -271,6 +271,7 @@ impl JobLoop {
             cancel: self.ctx.cancel_runs.clone(),
             args: self.ctx.entry.job.args.clone(),
             gate: Default::default(),
+            trace: None,
         }
     }
 

@@ -30,7 +30,7 @@
 //! | declaring a job | [`Job`], [`macro@scheduled`], [`Overlap`], [`Delivery`], [`MisfirePolicy`], [`HandlerOptions`]; bounds [`DEFAULT_RUN_LEASE`], [`MIN_RUN_LEASE`], [`MAX_ATTEMPTS`], [`MAX_BACKOFF`] |
 //! | inside a run | [`JobContext`], [`Replica`] |
 //! | the calendar | [`Schedule`], [`Occurrences`], [`ScheduleError`], [`ScheduleErrorKind`], [`jitter_for`]; the time types' crates [`chrono`], [`chrono_tz`] |
-//! | run-time schedules and one-off jobs | [`Scheduler::add_schedule`], [`RuntimeSchedule`], [`UnrunnableSchedule`]; [`Scheduler::run_after`], [`OneOffId`]; [`Scheduler::one_off_handlers`], [`OneOffHandler`], [`Scheduler::pending_one_offs`], [`PendingOneOff`] |
+//! | run-time schedules and one-off jobs | [`Scheduler::add_schedule`], [`RuntimeSchedule`], [`UnrunnableSchedule`]; [`Scheduler::run_after`], [`OneOffId`], [`KeyedOneOff`] (debounce, replace), [`Enqueued`]; [`Scheduler::one_off_handlers`], [`OneOffHandler`], [`Scheduler::pending_one_offs`], [`PendingOneOff`] |
 //! | the ledger and operators' views | [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]; [`Scheduler::overview`], [`JobOverview`], [`JobReplica`], [`NotRunBy`]; [`Scheduler::replicas`], [`RegisteredReplica`], [`RegisteredJob`]; the dashboard `web` (feature `web`) |
 //! | clocks (for tests) | [`Clock`], [`SystemClock`], [`SkewedClock`] |
 //! | errors | [`Error`], [`ErrorKind`] |
@@ -135,6 +135,7 @@
 //! | feature | what |
 //! |---|---|
 //! | `web` | the `web` module: the dashboard (axum) |
+//! | `opentelemetry` | [`SchedulerBuilder::trace_context_from_opentelemetry`]: a one-off job carries its submitter's OpenTelemetry span context, and its run's span links to it (`opentelemetry`, `tracing-opentelemetry`) |
 //! | `__conformance` | not an API: the scripts' texts that dlock's own conformance test loads (hidden, may change in any release) |
 //!
 //! # Layout
@@ -149,6 +150,7 @@
 //! | | `misfire`, `jitter` | [`MisfirePolicy`] and which occurrences are due; [`jitter_for`] |
 //! | | `validate` | job names and options, for `build()` and the control calls |
 //! | | `group` | job groups: declared groups checked, a job's semaphore of its group, waiting for a slot |
+//! | | `trace` | trace context: the hook's type, the `traceparent` check, the `<id>:trace` record; OpenTelemetry's side (feature `opentelemetry`) |
 //! | | `scripts` | `claim.lua`, `take_request.lua`, `take_retry.lua`, `renew_attempt.lua`, `request.lua`, `withdraw.lua`, `finish.lua`, `resume.lua`, `heartbeat.lua`, `register.lua`, `schedule.lua`, `once.lua`, `once_cancel.lua`, `once_trim.lua`; `common.lua` (the run records' format) |
 //! | | `ledger` | the job's keys; [`RunRecord`], [`AttemptRecord`], [`RunOutcome`]: writing and reading the ledger |
 //! | | `schedule_store` | run-time schedules in Redis: keys, records ([`RuntimeSchedule`], format 1), `schedule.lua` |
@@ -160,6 +162,7 @@
 //! | | `once_loop` | per handler, the hidden job `once:<handler>` and the loop that claims and runs its due one-off jobs |
 //! | facade | `scheduler`, `builder`, `control`, `schedules` | [`Scheduler`]: run and shut down; [`SchedulerBuilder`]; pause, resume, `run_now` (refusing unknown jobs), history; adding and removing run-time schedules |
 //! | | `once` | [`Scheduler::run_at`] and the other one-off calls; [`OneOffId`] |
+//! | | `once_keyed` | [`Scheduler::run_at_keyed`], [`Scheduler::run_after_keyed`]: [`KeyedOneOff`] (debounce, replace), [`Enqueued`]; the `once.lua` call of every one-off |
 //! | views | `overview` | [`Scheduler::overview`]: each job's schedule, next fire, state, replicas and ledger ([`JobOverview`]), for `dlock jobs` and the dashboard |
 //! | | `one_offs` | [`Scheduler::one_off_handlers`] and [`Scheduler::pending_one_offs`]: the handlers of one-off jobs and their pending jobs, for `dlock jobs`, `dlock once` and the dashboard |
 //! | | `web` (feature `web`) | the dashboard: an axum `Router` to mount (`web::router`), its page and its POSTs' cross-site rule |
@@ -194,6 +197,7 @@ mod liveness;
 mod metrics;
 mod misfire;
 mod once;
+mod once_keyed;
 mod once_loop;
 mod one_offs;
 mod overview;
@@ -205,6 +209,7 @@ mod schedule_store;
 mod scheduler;
 mod schedules;
 mod scripts;
+mod trace;
 mod validate;
 mod wake;
 #[cfg(feature = "web")]
@@ -227,6 +232,7 @@ pub use job::{
 pub use ledger::{AttemptRecord, RunOutcome, RunRecord};
 pub use misfire::MisfirePolicy;
 pub use once::OneOffId;
+pub use once_keyed::{Enqueued, KeyedOneOff};
 pub use one_offs::{OneOffHandler, PendingOneOff};
 pub use overview::{JobOverview, JobReplica, NotRunBy};
 pub use registry::{RegisteredJob, RegisteredReplica};

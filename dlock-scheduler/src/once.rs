@@ -13,14 +13,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use dlock_core::ext;
-use redis::Value;
 use serde::Serialize;
 
 use crate::control::close_names;
 use crate::error::Error;
 use crate::ledger::{JobKeys, RecordError, RunOutcome, RunRecord};
 use crate::scheduler::Scheduler;
-use crate::scripts::{self, millis};
+use crate::scripts;
 use crate::validate::{self, ONE_OFF_PREFIX};
 
 /// Names one one-off job: its handler and its run id, shown as `<handler>/<run id>`
@@ -44,6 +43,14 @@ pub struct OneOffId {
 }
 
 impl OneOffId {
+    /// The id of run `run` of `handler`'s one-off jobs.
+    pub(crate) fn new(handler: &str, run: String) -> Self {
+        Self {
+            handler: handler.to_owned(),
+            run,
+        }
+    }
+
     /// The handler that runs it.
     pub fn handler(&self) -> &str {
         &self.handler
@@ -105,7 +112,7 @@ impl FromStr for OneOffId {
 }
 
 /// When a one-off job is due.
-enum Due {
+pub(crate) enum Due {
     /// At this time (the past: now), by the Redis server's clock.
     At(DateTime<Utc>),
     /// This long after now, by the Redis server's clock.
@@ -202,59 +209,6 @@ impl Scheduler {
         self.enqueue(handler, None, Due::After(delay), args).await
     }
 
-    /// [`Scheduler::run_at`] with an idempotency key: the first call with `key` (for
-    /// `handler`) enqueues the job; later calls with the same key enqueue nothing and return
-    /// the first one's id, whatever their `when` and `args`. So a caller that retries after an
-    /// error or a timeout does not create duplicates. The key is remembered for the claim
-    /// retention ([`crate::SchedulerBuilder::claim_retention`], a day by default) from the
-    /// first call, and as long as the job is pending or in the ledger. Keys are per handler;
-    /// any non-empty text (it is hashed into the run id).
-    ///
-    /// ```no_run
-    /// # async fn demo(scheduler: dlock_scheduler::Scheduler) -> Result<(), dlock_scheduler::Error> {
-    /// use chrono::Utc;
-    ///
-    /// let key = "invoice-4711-reminder";
-    /// let first = scheduler.run_at_keyed("remind", key, Utc::now(), &4711).await?;
-    /// let again = scheduler.run_at_keyed("remind", key, Utc::now(), &4711).await?;
-    /// assert_eq!(first, again); // one job
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Scheduler::run_at`]; also [`crate::ErrorKind::InvalidJob`] for an empty key.
-    ///
-    /// # Cancel safety
-    /// Cancel safe in effect: if the future is dropped the job may or may not have been
-    /// enqueued, and calling again with the same key enqueues it at most once.
-    pub async fn run_at_keyed(
-        &self,
-        handler: &str,
-        key: &str,
-        when: DateTime<Utc>,
-        args: &impl Serialize,
-    ) -> Result<OneOffId, Error> {
-        self.enqueue(handler, Some(key), Due::At(when), args).await
-    }
-
-    /// [`Scheduler::run_after`] with an idempotency key, as [`Scheduler::run_at_keyed`].
-    ///
-    /// # Errors
-    /// As [`Scheduler::run_at_keyed`].
-    ///
-    /// # Cancel safety
-    /// As [`Scheduler::run_at_keyed`].
-    pub async fn run_after_keyed(
-        &self,
-        handler: &str,
-        key: &str,
-        delay: Duration,
-        args: &impl Serialize,
-    ) -> Result<OneOffId, Error> {
-        self.enqueue(handler, Some(key), Due::After(delay), args)
-            .await
-    }
-
     /// Cancels a one-off job that has not started: records it cancelled (its ledger entry
     /// stays, outcome [`RunOutcome::Cancelled`]) and no replica runs it. Returns `true` if it
     /// was cancelled; `false` if it is unknown (never enqueued, a typo, or trimmed from the
@@ -347,7 +301,7 @@ impl Scheduler {
         Ok(Some(record))
     }
 
-    /// Enqueues a one-off job of `handler` (`once.lua`).
+    /// Enqueues a one-off job of `handler` without a key.
     async fn enqueue(
         &self,
         handler: &str,
@@ -355,79 +309,25 @@ impl Scheduler {
         due: Due,
         args: &impl Serialize,
     ) -> Result<OneOffId, Error> {
-        let shared = &self.shared;
-        let Some(entry) = shared.once.get(handler) else {
-            return Err(unknown_handler(handler, shared.handlers.keys()));
-        };
-        if key == Some("") {
-            return Err(Error::invalid_job(format!(
-                "an empty idempotency key for a one-off job of `{handler}`; give a key that \
-                 names the job (e.g. \"invoice-4711-reminder\"), or use run_at / run_after"
-            )));
-        }
-        let args = serde_json::to_string(args).map_err(|e| {
-            Error::invalid_args(format!(
-                "the arguments of a one-off job of `{handler}` do not serialize to JSON: {e}"
-            ))
-        })?;
-        let (at, delay) = match due {
-            Due::At(when) => (when.timestamp_millis().to_string(), 0),
-            Due::After(delay) => (String::new(), millis(delay)),
-        };
-        let client = &shared.client;
-        let keys = &entry.keys;
-        // A run id is taken only if another process drew the same instance token (not
-        // expected): then another is drawn.
-        for _ in 0..3 {
-            let run_id = match key {
-                Some(_) => String::new(),
-                None => format!("o{}", shared.attempt_token()),
-            };
-            let mut invocation = scripts::ONCE.prepare_invoke();
-            invocation
-                .key(&keys.claims)
-                .key(&keys.runs)
-                .key(&keys.ledger)
-                .key(&keys.retries)
-                .arg(&run_id)
-                .arg(key.unwrap_or(""))
-                .arg(&at)
-                .arg(delay)
-                .arg(&shared.replica.id)
-                .arg(&shared.replica.host)
-                .arg(shared.replica.pid)
-                .arg(&args)
-                .arg(millis(shared.retention))
-                .arg(&keys.wake)
-                .arg(&*entry.job.name)
-                .arg(ext::publish_command(client));
-            let sent = shared.clock.local();
-            let what = format!("enqueue a one-off job of `{handler}`");
-            let reply: Vec<Value> = ext::invoke(client, &invocation, &what).await?;
-            shared.heard(None, sent, reply.last());
-            match reply.as_slice() {
-                [Value::Int(2), ..] => continue,
-                [Value::Int(_), Value::BulkString(id), ..] => {
-                    return Ok(OneOffId {
-                        handler: handler.to_owned(),
-                        run: String::from_utf8_lossy(id).into_owned(),
-                    });
-                }
-                other => {
-                    return Err(Error::protocol(format!(
-                        "once.lua answered {other:?} for a one-off job of `{handler}`"
-                    )));
-                }
-            }
-        }
-        Err(Error::protocol(format!(
-            "three one-off run ids of `{handler}` in a row were taken"
-        )))
+        let args = to_json(handler, args)?;
+        let enqueued = self
+            .enqueue_json(handler, key, due, &args, None, false)
+            .await?;
+        Ok(enqueued.id().clone())
     }
 }
 
+/// A one-off job's arguments as JSON.
+pub(crate) fn to_json(handler: &str, args: &impl Serialize) -> Result<String, Error> {
+    serde_json::to_string(args).map_err(|e| {
+        Error::invalid_args(format!(
+            "the arguments of a one-off job of `{handler}` do not serialize to JSON: {e}"
+        ))
+    })
+}
+
 /// The error for a handler this scheduler did not register, with close names.
-fn unknown_handler<'a>(
+pub(crate) fn unknown_handler<'a>(
     handler: &str,
     registered: impl Iterator<Item = &'a std::sync::Arc<str>>,
 ) -> Error {

@@ -194,6 +194,7 @@ fn start(ctx: &LoopCtx, retry: Retry, token: String, slot: OwnedSemaphorePermit)
         cancel: ctx.cancel_runs.clone(),
         args: retry.args,
         gate: Default::default(),
+        trace: retry.trace,
     };
     ctx.runs.spawn(async move {
         let _slot = slot;

@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) shutdown_client: bool,
     /// Test hook run every time a job loop's task is polled (`__private::on_loop_poll`).
     pub(crate) loop_hook: Option<LoopHook>,
+    /// Gives the enqueuing caller's `traceparent` ([`crate::SchedulerBuilder::trace_context`]).
+    pub(crate) trace_hook: Option<crate::trace::TraceHook>,
 }
 
 /// The jobs a replica runs, by name: those in code (fixed at `build()`) and the run-time
@@ -205,6 +207,10 @@ pub(crate) struct JobEntry {
     pub(crate) retry_hint: Notify,
     /// The job's group, if it joined one ([`JobEntry::join_group`]).
     pub(crate) group: Option<Membership>,
+    /// The job's turn offset in `claim.lua`: its rank among the jobs of its group in code
+    /// (sorted by name; [`spread_groups`]), 0 for the others, so that a group's jobs due at
+    /// one instant start on different replicas.
+    pub(crate) turn_offset: u64,
 }
 
 impl JobEntry {
@@ -244,6 +250,7 @@ impl JobEntry {
             retry_hint: Notify::new(),
             loop_beat: LoopBeat::new(),
             group: None,
+            turn_offset: 0,
         })
     }
 
@@ -366,4 +373,30 @@ pub(crate) enum Turn {
     Unknown = 0,
     Mine = 1,
     Others = 2,
+}
+
+/// Gives each job of a group its rank in the group (by name) as its turn offset, so that the
+/// jobs of a group due at one instant go round the live replicas instead of all starting on
+/// the one whose turn it is (issue #51). Every replica built with the same jobs computes the
+/// same ranks; one with other jobs only changes who is asked first, never who may claim.
+pub(crate) fn spread_groups(entries: &mut [JobEntry]) {
+    let mut by_group: HashMap<Arc<str>, Vec<Arc<str>>> = HashMap::new();
+    for entry in entries.iter() {
+        if let Some(group) = &entry.job.group {
+            by_group
+                .entry(group.clone())
+                .or_default()
+                .push(entry.job.name.clone());
+        }
+    }
+    for names in by_group.values_mut() {
+        names.sort();
+    }
+    for entry in entries.iter_mut() {
+        let rank = entry.job.group.as_ref().and_then(|group| {
+            let names = by_group.get(group)?;
+            names.iter().position(|name| *name == entry.job.name)
+        });
+        entry.turn_offset = rank.map_or(0, |r| r as u64);
+    }
 }

@@ -1,10 +1,10 @@
 //! `dlock-test-worker group-replica …`: one scheduler replica with two jobs of one job group,
 //! for tests/scheduler/scheduler_group.rs.
 //!
-//! `group-replica url=… id=… [max=1] [work_ms=500] [run_ms=120000]` declares the group
-//! `maintenance` with `max` and runs the jobs `a` and `b`, both on the cron `*/1 * * * * *`
-//! and both in the group, until SIGTERM (or `run_ms`), then shuts down gracefully and prints
-//! `stopped …`. Each run is observed in Redis, by the server's clock, in one script call at
+//! `group-replica url=… id=… [max=1] [jobs=2] [work_ms=500] [run_ms=120000]` declares the
+//! group `maintenance` with `max` and runs `jobs` jobs (`a`, `b`, … at most six), all on the
+//! cron `*/1 * * * * *` and all in the group, until SIGTERM (or `run_ms`), then shuts down
+//! gracefully and prints `stopped …`. Each run is observed in Redis, by the server's clock, in one script call at
 //! its start and one at its end (so that the order and the times are the server's):
 //!
 //! * start: `INCR group:inside`, then `RPUSH group:events "start <job> <µs> <inside> <id>"`
@@ -66,6 +66,7 @@ pub(crate) async fn group_replica(opts: &HashMap<String, String>) -> Result<(), 
     let url = opt(opts, "url")?;
     let id = opt(opts, "id")?;
     let max = u32::try_from(num(opts, "max", 1)?)?;
+    let jobs = usize::try_from(num(opts, "jobs", 2)?)?;
     let work = Duration::from_millis(num(opts, "work_ms", 500)?);
     let run_for = Duration::from_millis(num(opts, "run_ms", 120_000)?);
     let con = redis::Client::open(url)?
@@ -74,7 +75,7 @@ pub(crate) async fn group_replica(opts: &HashMap<String, String>) -> Result<(), 
     let mut builder = Scheduler::builder(Client::open(url)?)
         .replica_id(id)
         .group("maintenance", max);
-    for name in ["a", "b"] {
+    for name in ["a", "b", "c", "d", "e", "f"].into_iter().take(jobs) {
         let con = con.clone();
         let job = Job::new(name, "*/1 * * * * *", "UTC", move |ctx| {
             handler(ctx, con.clone(), work)

@@ -208,6 +208,7 @@ fn claim_args(r: usize, o: u8, token: u8) -> ClaimArgs {
         grace: GRACE,
         liveness: LIVENESS,
         lease: 0,
+        offset: 0,
     }
 }
 

@@ -5,6 +5,8 @@
 //! (`finish.lua`'s check: the claim's token, no end other than "running"), ends it, and trims
 //! the ledger at any time (`once_trim.lua`, keeping no final run: the most eager trim). The
 //! claim retention is [`RETENTION`] ticks, so the model reaches a key enqueued again after it.
+//! A call may also debounce (`once.lua` with a max wait of [`MAX_WAIT`] ticks and a delay of
+//! [`DELAY`]) or replace the key's pending run's arguments (issue #51).
 //!
 //! Properties ([`OnceModel::properties`]):
 //! * [`IDEMPOTENT`] — an idempotency key runs once: an enqueue is accepted only when the key's
@@ -15,9 +17,18 @@
 //!   enqueue of the key, after the retention, is a new one-off).
 //! * [`TRIM_KEEPS_PENDING`] — every run still pending or running (in `retries`) keeps its
 //!   records.
+//! * [`CLAIMED_UNTOUCHED`] — once a replica claimed the key's run, neither debounce nor
+//!   replace changes its arguments or its due time (the run's occurrence).
+//! * [`DEBOUNCE_CAPPED`] — a run any call debounced is due (and so claimed, when a replica
+//!   is there) no later than its first call plus the max wait.
+//! * [`ONE_PAYLOAD`] — the key's run holds one payload, the last accepted (by an enqueue or a
+//!   replace), is claimed with it, and is never lost: until a replica claims it or a cancel is
+//!   answered 1, it is pending.
 //!
 //! Reachability: a duplicate refused, a key accepted again after its retention, a one-off run,
-//! a trim that removed a run, a cancel refused because the run had started. Mutants:
+//! a trim that removed a run, a cancel refused because the run had started, a debounce that
+//! moved the due time, one capped by the max wait, a replace applied, and a debounce or replace
+//! refused because the run had been claimed. Mutants:
 //! [`OnceMutant`]. Not modelled: the retries of an at-least-once attempt (the attempt model),
 //! several replicas (a one-off's claim is take_retry.lua's, checked there), the arguments.
 
@@ -37,6 +48,16 @@ pub const IDEMPOTENT: &str = "an idempotency key runs once";
 pub const CANCELLED_NEVER_RUNS: &str = "a cancelled one-off never runs";
 /// `trim keeps every pending run`.
 pub const TRIM_KEEPS_PENDING: &str = "trim keeps every pending run";
+/// `a claimed one-off is never altered`.
+pub const CLAIMED_UNTOUCHED: &str = "a claimed one-off is never altered";
+/// `a debounced one-off is due by its first call plus the max wait`.
+pub const DEBOUNCE_CAPPED: &str = "a debounced one-off is due by its first call plus the max wait";
+/// `a replaced one-off keeps one payload, the last, and is never lost`.
+pub const ONE_PAYLOAD: &str = "a replaced one-off keeps one payload, the last, and is never lost";
+/// The debounce's max wait in ticks.
+pub const MAX_WAIT: Ms = 3;
+/// The delay every call asks for, in ticks.
+pub const DELAY: Ms = 2;
 
 /// One protocol bug.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,17 +67,35 @@ pub enum OnceMutant {
     KeyInLedgerOnly,
     /// once_trim.lua trims pending runs too. Caught by [`TRIM_KEEPS_PENDING`].
     TrimsPending,
+    /// once.lua's debounce and replace skip the pending check (attempt 0, "scheduled"): a
+    /// claimed run's arguments and due time change under it. Caught by [`CLAIMED_UNTOUCHED`].
+    UpdatesClaimed,
+    /// once.lua's debounce ignores the max wait (each call resets the due time, uncapped).
+    /// Caught by [`DEBOUNCE_CAPPED`].
+    Uncapped,
+    /// A replace done as a cancel then an enqueue: the enqueue meets the key's claim and is
+    /// refused, and the job is gone. Caught by [`ONE_PAYLOAD`].
+    ReplaceByCancel,
 }
 
 impl OnceMutant {
     /// Every mutant.
-    pub const ALL: [OnceMutant; 2] = [OnceMutant::KeyInLedgerOnly, OnceMutant::TrimsPending];
+    pub const ALL: [OnceMutant; 5] = [
+        OnceMutant::KeyInLedgerOnly,
+        OnceMutant::TrimsPending,
+        OnceMutant::UpdatesClaimed,
+        OnceMutant::Uncapped,
+        OnceMutant::ReplaceByCancel,
+    ];
 
     /// The property that catches it.
     pub fn property(self) -> &'static str {
         match self {
             OnceMutant::KeyInLedgerOnly => IDEMPOTENT,
             OnceMutant::TrimsPending => TRIM_KEEPS_PENDING,
+            OnceMutant::UpdatesClaimed => CLAIMED_UNTOUCHED,
+            OnceMutant::Uncapped => DEBOUNCE_CAPPED,
+            OnceMutant::ReplaceByCancel => ONE_PAYLOAD,
         }
     }
 
@@ -114,8 +153,18 @@ pub struct OnceState {
     pub cancelled: bool,
     /// A handler started after a cancel answered 1.
     pub ran_cancelled: bool,
+    /// The payload of the key's run by the last accepted call (enqueue or replace).
+    pub payload: u8,
+    /// A call debounced the key's current run.
+    pub debounced: bool,
+    /// The key's current run as its claim found it: arguments and due time (its occurrence).
+    pub taken: Option<(String, Ms)>,
+    /// A claim took the run with another payload than the last accepted one.
+    pub stale: bool,
     /// The reachability events of the last step.
     pub event: u8,
+    /// More of them.
+    pub event2: u8,
 }
 
 /// One step.
@@ -124,7 +173,7 @@ pub enum OnceAction {
     /// Time passes.
     Tick,
     /// once.lua with the key.
-    Enqueue,
+    Enqueue(Call),
     /// once_cancel.lua.
     Cancel,
     /// take_retry.lua claims the due attempt 0's successor.
@@ -142,6 +191,22 @@ const EV_AGAIN: u8 = 1 << 1;
 const EV_RAN: u8 = 1 << 2;
 const EV_TRIMMED: u8 = 1 << 3;
 const EV_CANCEL_REFUSED: u8 = 1 << 4;
+const EV_DEBOUNCED: u8 = 1 << 5;
+const EV_CAPPED: u8 = 1 << 6;
+const EV_REPLACED: u8 = 1 << 7;
+/// In the same byte as the rest would overflow: refusals of updates have their own flag.
+const EV2_UPDATE_REFUSED: u8 = 1;
+
+/// How the caller calls `once.lua` with the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Call {
+    /// A plain keyed enqueue.
+    Plain,
+    /// `.debounce(MAX_WAIT)`.
+    Debounce,
+    /// `.replace()`, with a new payload.
+    Replace,
+}
 
 /// The model: up to two enqueues and one cancel, clock up to `until`.
 #[derive(Clone, Debug)]
@@ -167,35 +232,78 @@ impl OnceModel {
             .collect()
     }
 
-    fn args() -> OnceArgs {
+    fn args(call: Call, payload: u8) -> OnceArgs {
         OnceArgs {
             run_id: String::new(),
             key_id: Some(KEY_ID.to_owned()),
             due: None,
-            delay: 1,
+            delay: DELAY,
             replica: "a".to_owned(),
             host: "h".to_owned(),
             pid: "1".to_owned(),
-            args: "{}".to_owned(),
+            args: payload.to_string(),
             retention: RETENTION,
             channel: "wake".to_owned(),
             message: "once:job".to_owned(),
             sharded: false,
+            max_wait: (call == Call::Debounce).then_some(MAX_WAIT),
+            replace: call == Call::Replace,
+            trace: String::new(),
         }
     }
 
-    /// once.lua, or [`OnceMutant::KeyInLedgerOnly`] (the claims hidden from it).
-    fn enqueue(&self, s: &mut OnceState) -> i64 {
-        let claims = s.redis.claims.clone();
-        if self.mutant == Some(OnceMutant::KeyInLedgerOnly) {
-            s.redis.claims.remove(KEY_ID);
+    /// once.lua, or with the mutant applied.
+    fn enqueue(&self, s: &mut OnceState, call: Call, payload: u8) -> i64 {
+        let mut args = Self::args(call, payload);
+        match self.mutant {
+            Some(OnceMutant::KeyInLedgerOnly) => {
+                let claims = s.redis.claims.clone();
+                s.redis.claims.remove(KEY_ID);
+                let reply = once(&mut s.redis, s.now, &args);
+                if reply.status != 1 {
+                    s.redis.claims = claims;
+                    zrem_retention(&mut s.redis, s.now);
+                }
+                return reply.status;
+            }
+            Some(OnceMutant::Uncapped) if call == Call::Debounce => {
+                args.max_wait = Some(Ms::MAX / 4)
+            }
+            Some(OnceMutant::ReplaceByCancel) if call == Call::Replace => {
+                once_cancel(&mut s.redis, s.now, KEY_ID, "replaced");
+                args.replace = false;
+            }
+            Some(OnceMutant::UpdatesClaimed) if call != Call::Plain => {
+                return Self::update_claimed(s, &args);
+            }
+            _ => {}
         }
-        let reply = once(&mut s.redis, s.now, &Self::args());
-        if self.mutant == Some(OnceMutant::KeyInLedgerOnly) && reply.status != 1 {
-            s.redis.claims = claims;
-            zrem_retention(&mut s.redis, s.now);
+        once(&mut s.redis, s.now, &args).status
+    }
+
+    /// [`OnceMutant::UpdatesClaimed`]: once.lua with the key's records shown to it as pending
+    /// (attempt 0, "scheduled", first called when its claim was), then put back.
+    fn update_claimed(s: &mut OnceState, args: &OnceArgs) -> i64 {
+        let claim = s.redis.ledger.get(&format!("{KEY_ID}:claim")).cloned();
+        let end = s.redis.ledger.get(&format!("{KEY_ID}:end")).cloned();
+        let claimed = s.redis.claims.get(KEY_ID).copied().unwrap_or(s.now);
+        if claim.is_some() {
+            let pending = claim_record("a", "h", "1", claimed, true, "", 0);
+            s.redis.ledger.insert(format!("{KEY_ID}:claim"), pending);
+            let scheduled = end_record("scheduled", "", "", "0", "", "");
+            s.redis.ledger.insert(format!("{KEY_ID}:end"), scheduled);
         }
-        reply.status
+        let status = once(&mut s.redis, s.now, args).status;
+        if status == 3 {
+            for (field, record) in [("claim", claim), ("end", end)] {
+                let field = format!("{KEY_ID}:{field}");
+                match record {
+                    Some(r) => s.redis.ledger.insert(field, r),
+                    None => s.redis.ledger.remove(&field),
+                };
+            }
+        }
+        status
     }
 
     /// take_retry.lua's path for a due pending attempt 0 (once.lua's "scheduled"): claims
@@ -210,6 +318,10 @@ impl OnceModel {
         s.redis.ledger.insert(format!("{KEY_ID}:claim"), record);
         s.redis.ledger.remove(&format!("{KEY_ID}:end"));
         s.redis.retries.insert(KEY_ID.to_owned(), s.now + 2);
+        let args = s.redis.ledger.get(&format!("{KEY_ID}:args")).cloned();
+        let due = s.redis.runs.get(KEY_ID).copied().unwrap_or(-1);
+        s.stale |= args.as_deref() != Some(s.payload.to_string().as_str());
+        s.taken = Some((args.unwrap_or_default(), due));
         true
     }
 
@@ -243,7 +355,12 @@ impl Model for OnceModel {
             starts: 0,
             cancelled: false,
             ran_cancelled: false,
+            payload: 0,
+            debounced: false,
+            taken: None,
+            stale: false,
             event: 0,
+            event2: 0,
         }]
     }
 
@@ -261,8 +378,8 @@ impl Model for OnceModel {
         if s.now < self.until {
             out.push(OnceAction::Tick);
         }
-        if s.enqueues < 2 {
-            out.push(OnceAction::Enqueue);
+        if s.enqueues < 3 {
+            out.extend([Call::Plain, Call::Debounce, Call::Replace].map(OnceAction::Enqueue));
         }
         if s.cancels < 1 {
             out.push(OnceAction::Cancel);
@@ -272,11 +389,14 @@ impl Model for OnceModel {
     fn next_state(&self, last: &OnceState, action: OnceAction) -> Option<OnceState> {
         let mut s = last.clone();
         s.event = 0;
+        s.event2 = 0;
         match action {
             OnceAction::Tick => s.now += 1,
-            OnceAction::Enqueue => {
+            OnceAction::Enqueue(call) => {
                 s.enqueues += 1;
-                match self.enqueue(&mut s) {
+                let payload = s.enqueues;
+                let before = s.redis.runs.get(KEY_ID).copied();
+                match self.enqueue(&mut s, call, payload) {
                     1 => {
                         if !s.accepted.is_empty() {
                             s.event |= EV_AGAIN;
@@ -284,7 +404,26 @@ impl Model for OnceModel {
                         s.accepted.push(s.now);
                         // A new run of the key: the cancel was the last run's.
                         s.cancelled = false;
+                        s.payload = payload;
+                        s.debounced = call == Call::Debounce;
+                        s.taken = None;
                     }
+                    3 => {
+                        if call == Call::Replace {
+                            s.payload = payload;
+                            s.event |= EV_REPLACED;
+                        } else {
+                            s.debounced = true;
+                            let due = s.redis.runs.get(KEY_ID).copied();
+                            if due != before {
+                                s.event |= EV_DEBOUNCED;
+                            }
+                            if due < Some(s.now + DELAY) {
+                                s.event |= EV_CAPPED;
+                            }
+                        }
+                    }
+                    4 => s.event2 |= EV2_UPDATE_REFUSED,
                     _ => s.event |= EV_DUPLICATE,
                 }
             }
@@ -376,6 +515,53 @@ impl Model for OnceModel {
                 "a cancel of a started one-off was refused (reachable)",
                 |_, s: &OnceState| s.event & EV_CANCEL_REFUSED != 0,
             ),
+            Property::always(CLAIMED_UNTOUCHED, |_, s: &OnceState| {
+                let Some((args, due)) = &s.taken else {
+                    return true;
+                };
+                // Until the ledger forgets it (a trim after it ended).
+                let now_args = s.redis.ledger.get(&format!("{KEY_ID}:args"));
+                now_args.is_none_or(|a| a == args)
+                    && s.redis.runs.get(KEY_ID).is_none_or(|d| d == due)
+            }),
+            Property::always(DEBOUNCE_CAPPED, |_, s: &OnceState| {
+                let Some(first) = s.accepted.last() else {
+                    return true;
+                };
+                let due = match &s.taken {
+                    Some((_, due)) => Some(*due),
+                    None => s.redis.runs.get(KEY_ID).copied(),
+                };
+                !s.debounced || due.is_none_or(|due| due <= first + MAX_WAIT)
+            }),
+            Property::always(ONE_PAYLOAD, |_, s: &OnceState| {
+                if s.stale {
+                    return false;
+                }
+                if s.accepted.is_empty() || s.cancelled || s.taken.is_some() {
+                    return true;
+                }
+                let pending = s.redis.end_of(KEY_ID).and_then(|e| e.get(1).copied());
+                let args = s.redis.ledger.get(&format!("{KEY_ID}:args"));
+                s.redis.retries.contains_key(KEY_ID)
+                    && pending == Some("scheduled")
+                    && args.map(String::as_str) == Some(s.payload.to_string().as_str())
+            }),
+            Property::sometimes(
+                "a debounce moved the due time (reachable)",
+                |_, s: &OnceState| s.event & EV_DEBOUNCED != 0,
+            ),
+            Property::sometimes(
+                "a debounce was capped by the max wait (reachable)",
+                |_, s: &OnceState| s.event & EV_CAPPED != 0,
+            ),
+            Property::sometimes("a replace was applied (reachable)", |_, s: &OnceState| {
+                s.event & EV_REPLACED != 0
+            }),
+            Property::sometimes(
+                "a debounce or replace of a claimed one-off was refused (reachable)",
+                |_, s: &OnceState| s.event2 & EV2_UPDATE_REFUSED != 0,
+            ),
         ]
     }
 
@@ -403,6 +589,15 @@ mod tests {
         let unique = checker.unique_state_count();
         if let Err(why) = crate::counts::compare("unit scheduler one-off keys", unique) {
             panic!("{why}");
+        }
+    }
+
+    #[test]
+    fn every_one_off_mutant_is_caught_by_its_property() {
+        for mutant in OnceMutant::ALL {
+            if let Err(why) = mutant.caught() {
+                panic!("{why}");
+            }
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct ClaimArgs {
     pub liveness: Ms,
     /// `ARGV[12]`: the attempt lease in ms (0: at most once).
     pub lease: Ms,
+    /// `ARGV[13]`: the job's turn offset (its rank among its group's jobs; 0 for a job in no
+    /// group), added to the turn counter when picking whose turn it is (issue #51).
+    pub offset: i64,
 }
 
 /// `claim.lua`'s reply. `next` is the replica whose turn the next occurrence is (`None` only
@@ -129,7 +132,10 @@ pub fn claim(s: &mut JobRedis, now: Ms, a: &ClaimArgs) -> ClaimReply {
     s.drop_empty();
     // ZRANGE, then table.sort: by id.
     let live: Vec<String> = s.replicas.keys().cloned().collect();
-    let turn = s.turn.unwrap_or(0);
+    // The stored counter moves by one per claim; the offset shifts whose turn it is, so the
+    // jobs of a group due at one instant start on different replicas.
+    let counted = s.turn.unwrap_or(0);
+    let turn = counted + a.offset;
     let turn_of = |n: i64| -> Option<String> {
         (!live.is_empty()).then(|| live[n.rem_euclid(live.len() as i64) as usize].clone())
     };
@@ -167,7 +173,7 @@ pub fn claim(s: &mut JobRedis, now: Ms, a: &ClaimArgs) -> ClaimReply {
         record,
         a.lease,
     );
-    s.turn = Some(turn + 1);
+    s.turn = Some(counted + 1);
     ClaimReply::Won {
         now,
         next: turn_of(turn + 1),
@@ -408,12 +414,23 @@ pub struct OnceArgs {
     pub message: String,
     /// `ARGV[12]` is "SPUBLISH".
     pub sharded: bool,
+    /// `ARGV[13]`: debounce: the longest wait in ms from the key's first call (its pending
+    /// run's attempt 0 claim time); `None` ("") for no debounce.
+    pub max_wait: Option<Ms>,
+    /// `ARGV[14]` is "1": replace the pending run's arguments.
+    pub replace: bool,
+    /// `ARGV[15]`: the submitter's traceparent, "" for none (`<id>:trace` = `"1\x1f<it>"`).
+    pub trace: String,
 }
 
 /// `once.lua`'s reply `{status, id, due, now}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OnceReply {
-    /// 1 enqueued, 0 the idempotency key was used already, 2 the caller's run id is taken.
+    /// 1 enqueued, 0 the idempotency key was used already, 2 the caller's run id is taken,
+    /// 3 the key's pending run was updated (debounce, replace), 4 debounce or replace was asked
+    /// but the key's run is no longer pending (claimed, ended, cancelled or trimmed): nothing
+    /// changed; 5 debounce or replace was asked but the key's run has records of another
+    /// format version: refused, nothing changed.
     pub status: i64,
     /// The run id.
     pub id: String,
@@ -423,7 +440,9 @@ pub struct OnceReply {
     pub now: Ms,
 }
 
-/// once.lua: enqueue a one-off job's pending run (attempt 0, "scheduled", due in `retries`).
+/// once.lua: enqueue a one-off job's pending run (attempt 0, "scheduled", due in `retries`);
+/// with a key already used, debounce (move the due time, capped by the first call plus
+/// `max_wait`) and/or replace (its arguments) the key's run while it is still pending.
 pub fn once(s: &mut JobRedis, now: Ms, a: &OnceArgs) -> OnceReply {
     s.expire(now);
     zrem_upto(&mut s.claims, now - a.retention);
@@ -431,20 +450,48 @@ pub fn once(s: &mut JobRedis, now: Ms, a: &OnceArgs) -> OnceReply {
         s.claims.contains_key(id) || s.ledger.contains_key(&format!("{id}:claim"))
     };
     let id = a.key_id.clone().unwrap_or_else(|| a.run_id.clone());
+    // The requested due time (the past: now).
+    let requested = a.due.map_or(now + a.delay, |due| due.max(now));
     if known(s, &id) {
-        let (status, due) = if a.key_id.is_some() {
-            (0, s.runs.get(&id).copied().unwrap_or(-1))
-        } else {
-            (2, -1)
-        };
-        return OnceReply {
+        let reply = |status, due| OnceReply {
             status,
-            id,
+            id: id.clone(),
             due,
             now,
         };
+        if a.key_id.is_none() {
+            return reply(2, -1);
+        }
+        let due = s.runs.get(&id).copied().unwrap_or(-1);
+        if a.max_wait.is_none() && !a.replace {
+            return reply(0, due);
+        }
+        let first = match pending_since(s, &id) {
+            Pending::Since(first) => first,
+            Pending::No => return reply(4, due),
+            Pending::OtherVersion => return reply(5, due),
+        };
+        let mut due = due;
+        if let Some(max_wait) = a.max_wait {
+            // Not clamped to now: a cap in the past keeps the run due.
+            due = requested.min(first + max_wait);
+            let earliest = ranked(&s.retries).first().map(|(_, score)| *score);
+            s.runs.insert(id.clone(), due);
+            s.retries.insert(id.clone(), due);
+            let end = end_record("scheduled", "", "", &due.to_string(), "", "");
+            s.ledger.insert(format!("{id}:end"), end);
+            announce(s, a, earliest, due);
+        }
+        if a.replace {
+            s.ledger.insert(format!("{id}:args"), a.args.clone());
+            set_trace(s, &id, &a.trace);
+        }
+        return reply(3, due);
     }
-    let due = a.due.map_or(now + a.delay, |due| due.max(now));
+    let due = match a.max_wait {
+        Some(max_wait) => requested.min(now + max_wait),
+        None => requested,
+    };
     let first = ranked(&s.retries).first().map(|(_, score)| *score);
     s.claims.insert(id.clone(), now);
     s.runs.insert(id.clone(), due);
@@ -454,18 +501,61 @@ pub fn once(s: &mut JobRedis, now: Ms, a: &OnceArgs) -> OnceReply {
     let end = end_record("scheduled", "", "", &due.to_string(), "", "");
     s.ledger.insert(format!("{id}:end"), end);
     s.ledger.insert(format!("{id}:args"), a.args.clone());
-    if first.is_none_or(|first| due < first) {
-        s.published.push(Published {
-            channel: a.channel.clone(),
-            message: a.message.clone(),
-            sharded: a.sharded,
-        });
-    }
+    set_trace(s, &id, &a.trace);
+    announce(s, a, first, due);
     OnceReply {
         status: 1,
         id,
         due,
         now,
+    }
+}
+
+/// once.lua's `<id>:trace` record: the traceparent, or none (removed).
+fn set_trace(s: &mut JobRedis, id: &str, trace: &str) {
+    let field = format!("{id}:trace");
+    if trace.is_empty() {
+        s.ledger.remove(&field);
+    } else {
+        s.ledger.insert(field, format!("1\u{1f}{trace}"));
+    }
+}
+
+/// Whether a keyed run may still be debounced or replaced (once.lua's checks).
+enum Pending {
+    /// Records of version 1, attempt 0, "scheduled": enqueued (first called) at this time.
+    Since(Ms),
+    /// Claimed, ended, cancelled, or only its claim is left.
+    No,
+    /// Records of another format version.
+    OtherVersion,
+}
+
+fn pending_since(s: &JobRedis, id: &str) -> Pending {
+    let (Some(c), Some(e)) = (s.claim_of(id), s.end_of(id)) else {
+        return Pending::No;
+    };
+    if c.first() != Some(&"1") || e.first() != Some(&"1") {
+        return Pending::OtherVersion;
+    }
+    if c.get(7) != Some(&"0") || e.get(1) != Some(&"scheduled") {
+        return Pending::No;
+    }
+    match c.get(4).and_then(|t| t.parse().ok()) {
+        Some(first) => Pending::Since(first),
+        None => Pending::No,
+    }
+}
+
+/// Wakes the replicas when a run now due at `due` is due before every pending one was
+/// (`earliest`, read before the change).
+fn announce(s: &mut JobRedis, a: &OnceArgs, earliest: Option<Ms>, due: Ms) {
+    if earliest.is_none_or(|first| due < first) {
+        s.published.push(Published {
+            channel: a.channel.clone(),
+            message: a.message.clone(),
+            sharded: a.sharded,
+        });
     }
 }
 
@@ -501,7 +591,7 @@ pub fn once_trim(s: &mut JobRedis, now: Ms, keep: i64, look: i64) -> i64 {
     // ZRANGE runs 0 min(extra, look) - 1: with `look` 0 that is -1, every run.
     for id in zrange(&s.runs, 0, extra.min(look) - 1) {
         if !s.retries.contains_key(&id) {
-            for field in ["claim", "end", "attempts", "args"] {
+            for field in ["claim", "end", "attempts", "args", "trace"] {
                 s.ledger.remove(&format!("{id}:{field}"));
             }
             s.runs.remove(&id);

@@ -17,6 +17,7 @@ fn claim_args(replica: &str, run: Ms, token: &str) -> ClaimArgs {
         grace: 5,
         liveness: 20,
         lease: 0,
+        offset: 0,
     }
 }
 
@@ -47,6 +48,9 @@ fn once_args(run: &str, key: Option<&str>, due: Ms) -> OnceArgs {
         channel: "wake".to_owned(),
         message: "job".to_owned(),
         sharded: false,
+        max_wait: None,
+        replace: false,
+        trace: String::new(),
     }
 }
 
@@ -224,4 +228,81 @@ fn once_trim_never_drops_a_pending_run_and_looks_at_most_as_told() {
     assert_eq!(once_trim(&mut s, 1, 0, 1), 1);
     assert_eq!(once_trim(&mut s, 1, 0, 10), 1);
     assert_eq!(s.runs.keys().collect::<Vec<_>>(), ["o3"]);
+}
+
+#[test]
+fn a_debounced_key_moves_its_due_time_up_to_the_first_call_plus_the_max_wait() {
+    let mut s = JobRedis::default();
+    let debounce = |due: Ms| OnceArgs {
+        max_wait: Some(10),
+        ..once_args("o", Some("ok"), due)
+    };
+    // The first call is capped too: due no later than now + max wait.
+    assert_eq!(once(&mut s, 0, &debounce(30)).due, 10);
+    let moved = once(&mut s, 2, &debounce(6));
+    assert_eq!((moved.status, moved.due), (3, 6));
+    assert_eq!(s.retries["ok"], 6);
+    assert_eq!(s.runs["ok"], 6);
+    // Later calls move it later, never past the first call (0) + 10.
+    assert_eq!(once(&mut s, 5, &debounce(12)).due, 10);
+    let replace = OnceArgs {
+        replace: true,
+        args: "{\"v\":2}".to_owned(),
+        ..once_args("o", Some("ok"), 99)
+    };
+    let replaced = once(&mut s, 6, &replace);
+    assert_eq!(
+        (replaced.status, replaced.due),
+        (3, 10),
+        "replace alone keeps the due time"
+    );
+    assert_eq!(s.ledger["ok:args"], "{\"v\":2}");
+    // Claimed (attempt 1): nothing changes any more.
+    let claim = claim_record("b", "h", "2", 10, true, "t", 1);
+    s.ledger.insert("ok:claim".to_owned(), claim);
+    s.ledger.remove("ok:end");
+    let before = s.clone();
+    assert_eq!(once(&mut s, 11, &debounce(20)).status, 4);
+    assert_eq!(once(&mut s, 11, &replace).status, 4);
+    assert_eq!(s, before);
+    // A newer dlock's records: refused by their version, untouched.
+    let newer = "2\u{1f}b".to_owned();
+    s.ledger.insert("ok:claim".to_owned(), newer);
+    s.ledger.insert("ok:end".to_owned(), "2\u{1f}x".to_owned());
+    let before = s.clone();
+    assert_eq!(once(&mut s, 12, &replace).status, 5);
+    assert_eq!(s, before);
+}
+
+#[test]
+fn the_turn_offset_gives_the_jobs_of_a_group_due_at_one_instant_different_replicas() {
+    // Three live replicas, three jobs of a group with equal turn counters (one claim each).
+    let mut jobs = [
+        JobRedis::default(),
+        JobRedis::default(),
+        JobRedis::default(),
+    ];
+    let mut winners = Vec::new();
+    for (offset, job) in jobs.iter_mut().enumerate() {
+        for r in ["a", "b", "c"] {
+            heartbeat(job, 0, r, 20, false);
+        }
+        job.turn = Some(1);
+        // Inside the grace only the turn holder wins: ask as each replica in turn.
+        for r in ["a", "b", "c"] {
+            let args = ClaimArgs {
+                offset: offset as i64,
+                ..claim_args(r, 10, "t")
+            };
+            if matches!(claim(job, 10, &args), ClaimReply::Won { .. }) {
+                winners.push(r);
+            }
+        }
+        assert_eq!(
+            job.turn,
+            Some(2),
+            "the stored counter moves by one, offset or not"
+        );
+    }
+    assert_eq!(winners, ["b", "c", "a"]);
 }

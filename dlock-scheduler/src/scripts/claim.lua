@@ -23,6 +23,8 @@
 --          whose turn it is (0: whoever asks first after the fire time wins)
 -- ARGV[11] liveness in ms: the caller counts as live this long after this call
 -- ARGV[12] attempt lease in ms for at-least-once delivery (the job's lease), 0 for at most once
+-- ARGV[13] the job's turn offset: its rank among its group's jobs (sorted by name), 0 for a job
+--          in no group (absent: 0)
 --
 -- Returns  {1, now_ms, next}            this replica won the occurrence and must run it (or
 --                                        record a skip)
@@ -37,7 +39,11 @@
 --          replicas that lost the claim know when the winner's attempt lease would lapse
 --
 -- Whose turn: the live replicas (KEYS[5], expired ones removed) sorted by id; the turn counter
--- modulo their number picks one. Every replica computes the same from the same keys, and a
+-- plus the job's offset (ARGV[13]), modulo their number, picks one. The jobs of a group share
+-- their crons as a rule, so their counters move in step: without the offset every job of the
+-- group would pick the same replica at each instant (and one kill would drop the whole round);
+-- with it, a round of k jobs on n replicas gives each replica ceil(k / n) at most, while the
+-- counters stay in step. The offset is not stored (INCR moves the counter by one). Every replica computes the same from the same keys, and a
 -- claim moves the turn on, so consecutive occurrences go round the replicas. Preference only
 -- decides *when* a replica may claim; the claim itself stays one check-and-set, so exactly
 -- once never depends on it.
@@ -72,7 +78,7 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', int(now))
 local live = redis.call('ZRANGE', KEYS[5], 0, -1)
 table.sort(live)
-local turn = tonumber(redis.call('GET', KEYS[6]) or '0')
+local turn = tonumber(redis.call('GET', KEYS[6]) or '0') + (tonumber(ARGV[13] or '') or 0)
 local function turn_of(n)
   return live[(n % #live) + 1]
 end

@@ -19,6 +19,8 @@
 --   "<id>:attempts"  the run's earlier attempts, oldest first, separated by \30, each
 --                    "1\31<attempt>\31<replica>\31<host>\31<pid>\31<claimed_ms>\31<ended_ms>\31<outcome>\31<fence>\31<text>"
 --   "<id>:args"      a one-off job's arguments (JSON), as given when it was enqueued
+--   "<id>:trace"     "1\31<traceparent>": the W3C trace context of whoever enqueued a one-off
+--                    job (once.lua), absent when it gave none
 -- A record of another version is never rewritten: the scripts answer as if it were another
 -- attempt's (nothing changes), and the readers refuse it by its version.
 

@@ -22,7 +22,8 @@ local removed = 0
 local old = redis.call('ZRANGE', KEYS[1], 0, math.min(extra, tonumber(ARGV[2])) - 1)
 for _, id in ipairs(old) do
   if not redis.call('ZSCORE', KEYS[3], id) then
-    redis.call('HDEL', KEYS[2], id .. ':claim', id .. ':end', id .. ':attempts', id .. ':args')
+    redis.call('HDEL', KEYS[2], id .. ':claim', id .. ':end', id .. ':attempts', id .. ':args',
+      id .. ':trace')
     redis.call('ZREM', KEYS[1], id)
     removed = removed + 1
   end

@@ -18,9 +18,10 @@
 -- ARGV[5]  the attempt lease in ms (the job's lease)
 -- ARGV[6]  attempts in all   ARGV[7] the base backoff in ms
 --
--- Returns  {1, id, attempt, occurrence_ms, manual 0|1, args, now_ms}  the caller claimed
+-- Returns  {1, id, attempt, occurrence_ms, manual 0|1, args, trace, now_ms}  the caller claimed
 --                        attempt `attempt` of run `id` and must run it; args: the run's JSON
---                        arguments ("<id>:args", a one-off job's), or nil
+--                        arguments ("<id>:args", a one-off job's), or nil; trace: its
+--                        "<id>:trace" record (the submitter's traceparent, once.lua), or nil
 --          {3, now_ms}           something was settled (an abandoned attempt): call again
 --          {0, next_ms, now_ms}  nothing due; the first run is due at next_ms (-1: none)
 --          {0, -2, now_ms}       the job is paused: pending attempts wait until it is resumed
@@ -87,4 +88,5 @@ redis.call('HDEL', KEYS[2], id .. ':end')
 redis.call('ZADD', KEYS[4], int(now + tonumber(ARGV[5])), id)
 local occurrence = redis.call('ZSCORE', KEYS[1], id)
 local args = redis.call('HGET', KEYS[2], id .. ':args')
-return {1, id, attempt + 1, tonumber(occurrence or now), tonumber(c[6]), args, now}
+local trace = redis.call('HGET', KEYS[2], id .. ':trace')
+return {1, id, attempt + 1, tonumber(occurrence or now), tonumber(c[6]), args, trace, now}

@@ -47,13 +47,15 @@ pub(super) enum Op {
     /// The clock moves one tick.
     Tick,
     /// claim.lua by replica `r` of occurrence `occ` (1..=4), fired `jitter` quarter-ticks late,
-    /// with a turn grace of `grace` ticks, at least once when `lease`.
+    /// with a turn grace of `grace` ticks, at least once when `lease`, with turn offset
+    /// `offset` (a job's rank in its group).
     Claim {
         r: u8,
         occ: u8,
         jitter: u8,
         grace: u8,
         lease: bool,
+        offset: u8,
     },
     /// request.lua.
     Request,
@@ -72,12 +74,15 @@ pub(super) enum Op {
     /// register.lua of instance `i`: publish, or withdraw.
     Register { i: u8, leave: bool },
     /// once.lua: with idempotency key `key` (0: none), a run id used before (`again`), due at
-    /// a time in the past (`past`) or after `delay` ticks.
+    /// a time in the past (`past`) or after `delay` ticks; `mode` 1 debounces (max wait one
+    /// tick and a half), 2 replaces the arguments, 3 both, 0 neither; 4 added: with a
+    /// traceparent (the call's own).
     Once {
         key: u8,
         again: bool,
         past: bool,
         delay: u8,
+        mode: u8,
     },
     /// once_cancel.lua of the `pick`-th one-off run enqueued.
     OnceCancel { pick: u8 },
@@ -96,6 +101,7 @@ fn draw(dice: &mut Dice) -> Op {
             jitter: n(dice, 2),
             grace: n(dice, 2),
             lease: dice.below(3) == 0,
+            offset: if dice.below(2) == 0 { 0 } else { n(dice, 3) },
         },
         8 => Op::Request,
         9 => Op::TakeRequest {
@@ -124,6 +130,11 @@ fn draw(dice: &mut Dice) -> Op {
             again: dice.below(4) == 0,
             past: dice.below(4) == 0,
             delay: n(dice, 3),
+            mode: (if dice.below(2) == 0 {
+                0
+            } else {
+                n(dice, 3) + 1
+            }) | (4 * n(dice, 2)),
         },
         18 => Op::OnceCancel { pick: n(dice, 3) },
         _ => Op::OnceTrim {
@@ -232,7 +243,8 @@ impl<'a> Walk<'a> {
                 jitter,
                 grace,
                 lease,
-            } => self.claim(r, occ, jitter, grace, lease),
+                offset,
+            } => self.claim(r, occ, jitter, grace, lease, offset),
             Op::Request => self.request(),
             Op::TakeRequest { r, again, lease } => self.take_request(r, again, lease),
             Op::Withdraw { pick, right } => self.withdraw(pick, right),
@@ -252,13 +264,22 @@ impl<'a> Walk<'a> {
                 again,
                 past,
                 delay,
-            } => self.once(key, again, past, delay),
+                mode,
+            } => self.once(key, again, past, delay, mode),
             Op::OnceCancel { pick } => self.once_cancel(pick),
             Op::OnceTrim { keep, look } => self.once_trim(keep, look),
         }
     }
 
-    fn claim(&mut self, r: u8, occ: u8, jitter: u8, grace: u8, lease: bool) -> Result<(), String> {
+    fn claim(
+        &mut self,
+        r: u8,
+        occ: u8,
+        jitter: u8,
+        grace: u8,
+        lease: bool,
+        offset: u8,
+    ) -> Result<(), String> {
         // The occurrence falls in the middle of tick `occ`; its fire time a quarter later
         // with jitter.
         let occurrence = self.at(u64::from(occ) * 4 + 1);
@@ -276,6 +297,7 @@ impl<'a> Walk<'a> {
             grace: Ms::from(grace) * UNIT as Ms,
             liveness: LIVENESS as Ms,
             lease: if lease { (2 * UNIT) as Ms } else { 0 },
+            offset: i64::from(offset),
         };
         let k = &self.keys;
         let keys = [
@@ -301,6 +323,7 @@ impl<'a> Walk<'a> {
             args.grace.to_string(),
             args.liveness.to_string(),
             args.lease.to_string(),
+            args.offset.to_string(),
         ];
         let reply = ok(self.sched.call(Script::Claim, &keys, &argv)?, "claim.lua")?;
         let real = decode::claim(&reply, lease)?;
@@ -530,7 +553,14 @@ impl<'a> Walk<'a> {
         same("register.lua", &now, &want)
     }
 
-    fn once(&mut self, key: u8, again: bool, past: bool, delay: u8) -> Result<(), String> {
+    fn once(
+        &mut self,
+        key: u8,
+        again: bool,
+        past: bool,
+        delay: u8,
+        mode: u8,
+    ) -> Result<(), String> {
         let run_id = match self.once_ids.last() {
             Some(id) if again && key == 0 => id.clone(),
             _ => format!("o{:016x}", self.next_serial()),
@@ -560,11 +590,19 @@ impl<'a> Walk<'a> {
             replica: "r9".into(),
             host: "host".into(),
             pid: "1".into(),
-            args: "{\"n\":1}".into(),
+            // Each call's own payload, so that a replace shows.
+            args: format!("{{\"n\":{}}}", self.serial),
             retention: RETENTION as Ms,
             channel: self.keys.wake.clone(),
             message: JOB.into(),
             sharded: false,
+            max_wait: (mode & 1 == 1).then_some((UNIT + UNIT / 2) as Ms),
+            replace: mode & 2 == 2,
+            trace: if mode & 4 == 4 {
+                format!("00-{:032x}-{:016x}-01", self.serial, self.serial)
+            } else {
+                String::new()
+            },
         };
         let k = &self.keys;
         let keys = [&k.claims, &k.runs, &k.ledger, &k.retries].map(String::as_str);
@@ -585,6 +623,9 @@ impl<'a> Walk<'a> {
             args.channel.clone(),
             args.message.clone(),
             "PUBLISH".into(),
+            args.max_wait.map_or(String::new(), |w| w.to_string()),
+            if args.replace { "1" } else { "" }.into(),
+            args.trace.clone(),
         ];
         let reply = ok(self.sched.call(Script::Once, &keys, &argv)?, "once.lua")?;
         let real = decode::once(&reply)?;

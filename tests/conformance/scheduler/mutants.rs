@@ -8,6 +8,41 @@ use crate::mutants::Mutant;
 /// Every scheduler mutant.
 pub(crate) const ALL: &[Mutant] = &[
     Mutant {
+        name: "sched-once-trace-dropped",
+        what: "once.lua stores no trace context with a new one-off job: its run cannot link to \
+               the submitter's trace",
+        swaps: &[(
+            "  redis.call('HSET', KEYS[3], id .. ':trace', '1\\31' .. ARGV[15])\nend\nannounce",
+            "end\nannounce",
+        )],
+    },
+    Mutant {
+        name: "sched-claim-ignores-offset",
+        what: "claim.lua picks whose turn it is without the job's turn offset: every job of a \
+               group due at one instant goes to the same replica",
+        swaps: &[(
+            "redis.call('GET', KEYS[6]) or '0') + (tonumber(ARGV[13] or '') or 0)",
+            "redis.call('GET', KEYS[6]) or '0')",
+        )],
+    },
+    Mutant {
+        name: "sched-once-update-not-pending",
+        what: "once.lua debounces or replaces a keyed run that is no longer pending (claimed, \
+               running, ended or cancelled)",
+        swaps: &[(
+            "if c[8] ~= '0' or e[2] ~= 'scheduled' then\n      return {4, id, due, now}",
+            "if false then\n      return {4, id, due, now}",
+        )],
+    },
+    Mutant {
+        name: "sched-once-debounce-uncapped",
+        what: "once.lua's debounce of a pending run ignores the max wait from the first call",
+        swaps: &[(
+            "due = math.min(requested, tonumber(c[5]) + max_wait)",
+            "due = requested",
+        )],
+    },
+    Mutant {
         name: "sched-lapse-never-settled",
         what: "take_retry.lua takes a lapsed attempt (no end, or running) for a final run: a \
                killed replica's run is dropped, never retried",
@@ -77,7 +112,10 @@ pub(crate) const ALL: &[Mutant] = &[
     Mutant {
         name: "sched-once-due-now",
         what: "once.lua makes a delayed one-off job due at once",
-        swaps: &[("local due = now + tonumber(ARGV[4])", "local due = now")],
+        swaps: &[(
+            "local requested = now + tonumber(ARGV[4])",
+            "local requested = now",
+        )],
     },
     Mutant {
         name: "sched-abandoned-no-backoff",

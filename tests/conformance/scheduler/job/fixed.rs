@@ -13,6 +13,7 @@ const fn c(r: u8, occ: u8, jitter: u8, grace: u8) -> Op {
         jitter,
         grace,
         lease: false,
+        offset: 0,
     }
 }
 
@@ -137,24 +138,28 @@ pub(super) const ALL: &[(&str, &[Op])] = &[
                 again: false,
                 past: false,
                 delay: 1,
+                mode: 0,
             },
             Once {
                 key: 1,
                 again: false,
                 past: true,
                 delay: 0,
+                mode: 0,
             },
             Once {
                 key: 0,
                 again: false,
                 past: true,
                 delay: 0,
+                mode: 0,
             },
             Once {
                 key: 0,
                 again: true,
                 past: false,
                 delay: 0,
+                mode: 0,
             },
             OnceCancel { pick: 0 },
             OnceCancel { pick: 0 },
@@ -171,4 +176,37 @@ pub(super) const ALL: &[(&str, &[Op])] = &[
             Register { i: 0, leave: false },
         ],
     ),
+    (
+        // Debounce and replace of a keyed one-off (issue #51): a debounce moves the due time
+        // later, then is capped by the first call plus the max wait; a replace changes the
+        // arguments alone (and the trace context: none, then another); once cancelled (no
+        // longer pending) both change nothing; a trimmed run's key (only its claim left)
+        // refuses them too, and the trim takes the trace record with the run.
+        "one-offs debounced and replaced",
+        &[
+            once(1, 0, 5),
+            Tick,
+            once(1, 1, 1),
+            once(1, 2, 1),
+            once(1, 0, 2),
+            once(1, 2, 7),
+            once(2, 0, 3),
+            OnceCancel { pick: 0 },
+            once(2, 1, 1),
+            once(2, 1, 2),
+            OnceTrim { keep: 0, look: 0 },
+            once(2, 1, 3),
+        ],
+    ),
 ];
+
+/// once.lua with idempotency key `key`, due after `delay` ticks, in `mode` (see `Op::Once`).
+const fn once(key: u8, delay: u8, mode: u8) -> Op {
+    Once {
+        key,
+        again: false,
+        past: false,
+        delay,
+        mode,
+    }
+}
