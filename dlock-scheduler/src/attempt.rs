@@ -643,6 +643,7 @@ mod tests {
             cancel: CancellationToken::new(),
             args: retry.args,
             gate: RecordGate::default(),
+            trace: None,
         };
         let run_id = retry.run_id.as_str();
         assert_eq!(
