@@ -62,7 +62,8 @@ impl PlainConn {
             let Ok(mut conn) = self.open(&url).await else {
                 continue;
             };
-            let role = redis::cmd("ROLE").query_async::<Vec<redis::Value>>(&mut conn);
+            let ask = redis::cmd("ROLE");
+            let role = ask.query_async::<Vec<redis::Value>>(&mut conn);
             if let Ok(Ok(role)) = tokio::time::timeout(self.timeout, role).await {
                 if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master") {
                     return Ok(conn);
