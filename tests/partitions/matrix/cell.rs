@@ -2,19 +2,22 @@
 //! namespaces of their own, two client nodes each running one `dlock-test-worker matrix` per
 //! workload, a nemesis that makes the sentinels fail the master over, and the heal.
 //!
-//! The nodes: `m` (master, sentinel), `r1`, `r2` (replicas, sentinels), `c1`, `c2` (clients).
+//! The nodes: `m` (master, sentinel), `r1`, `r2` (replicas), `s1`, `s2` (sentinels), `c1`,
+//! `c2` (clients). The sentinels other than the master's have nodes of their own, so that the
+//! replication links can be cut without blinding them.
 //!
 //! The timeline: the workers warm up until both clients of the lock workload have held the
-//! lock (bounded). Then both replicas are frozen (`SIGSTOP`) for at most [`FREEZE`], and the
-//! nemesis is applied right after the next grant to client 1, or when the freeze ends: a grant
-//! the master acknowledged and no replica received, the case durability is for (replication
-//! over veth takes microseconds, and no failover would otherwise meet an unreplicated grant;
-//! a relay on the replication link does not help under Sentinel, which points a replica whose
-//! master address differs from the master's back at the master within seconds:
-//! `+fix-slave-config`). The replicas resume at once, cut off from the old master. The harness
-//! waits for the sentinels to fail over, keeps the cut for [`Plan::cut`], heals, lets the
-//! clients run [`Plan::after`] more, and stops them. It then reads the data from the new
-//! master and returns the cell's history.
+//! lock (bounded). Then the master's packets to the replicas are cut (one way), and the
+//! nemesis is applied right after the workload's next grant, or [`Plan::replication_cut`] later:
+//! a grant the master acknowledged and no replica received, the case durability is for.
+//! (Replication over veth takes microseconds, so no failover would otherwise meet an
+//! unreplicated grant. Freezing the replicas does not do it: their kernels still take the
+//! stream into the socket, and they read it when they resume. Nor does a relay on the
+//! replication link under Sentinel, which points a replica whose master address differs from
+//! the master's back at the master within seconds: `+fix-slave-config`.) The harness waits for
+//! the sentinels to fail over, keeps the cut for [`Plan::cut`], heals, lets the clients run
+//! [`Plan::after`] more, and stops them. It then reads the data from the new master and
+//! returns the cell's history.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,9 +34,6 @@ const WORKER: &str = env!("CARGO_BIN_EXE_dlock-test-worker");
 /// before the cut is still within its lease when the other side takes the lock.
 const TTL_MS: u64 = 10_000;
 const COMMAND_TIMEOUT_MS: u64 = 500;
-/// The longest the replicas stay frozen while the harness waits for client 1's next grant:
-/// above the `Replicas` rows' durability timeout (2 s), whose acquires wait that long.
-const FREEZE: Duration = Duration::from_millis(2_500);
 /// The sentinel log lines kept with the history.
 const SENTINEL_EVENTS: [&str; 5] = [
     "+elected-leader",
@@ -48,8 +48,14 @@ const WORKER_MS: u64 = 120_000;
 /// How long each phase of a cell lasts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Plan {
-    /// The longest warm-up, and the longest wait for client 1's next grant.
+    /// The longest warm-up.
     pub(crate) warm: Duration,
+    /// The longest the replication links stay cut before the nemesis, waiting for the lock
+    /// workload's next grant: at most above its longest hold (6 s), and below what makes
+    /// Sentinel pass over a replica whose link has been down too long (ten times
+    /// `down-after-milliseconds`). The `Replicas` rows wait it out: no replica can
+    /// acknowledge a grant meanwhile.
+    pub(crate) replication_cut: Duration,
     /// How long the cut lasts (at least until the failover was seen, plus a second).
     pub(crate) cut: Duration,
     /// How long the clients run after the heal.
@@ -108,13 +114,15 @@ struct Nodes {
     m: NodeId,
     r1: NodeId,
     r2: NodeId,
+    s1: NodeId,
+    s2: NodeId,
     c1: NodeId,
     c2: NodeId,
 }
 
 fn build(net: &mut Network, row: Row) -> Nodes {
-    let [m, r1, r2, c1, c2] =
-        ["m", "r1", "r2", "c1", "c2"].map(|label| net.add_node(label).expect("node"));
+    let [m, r1, r2, s1, s2, c1, c2] =
+        ["m", "r1", "r2", "s1", "s2", "c1", "c2"].map(|label| net.add_node(label).expect("node"));
     let mut options = ServerOptions::new();
     if row == Row::ReplicasMin {
         // On every server, so that the promoted replica keeps it.
@@ -126,11 +134,19 @@ fn build(net: &mut Network, row: Row) -> Nodes {
     for r in [r1, r2] {
         net.start_replica(r, m, options.clone()).expect("replica");
     }
-    for node in [m, r1, r2] {
+    for node in [m, s1, s2] {
         net.start_sentinel(node, m, 2).expect("sentinel");
     }
     net.wait_sentinels(2).expect("the sentinels see each other");
-    Nodes { m, r1, r2, c1, c2 }
+    Nodes {
+        m,
+        r1,
+        r2,
+        s1,
+        s2,
+        c1,
+        c2,
+    }
 }
 
 fn spawn(net: &Network, row: Row, nodes: &Nodes) -> Workers {
@@ -139,7 +155,9 @@ fn spawn(net: &Network, row: Row, nodes: &Nodes) -> Workers {
     let mut children = Vec::new();
     for (w, workload) in WORKLOADS.iter().enumerate() {
         let (hold_min, hold_max) = match *workload {
-            "lock" => (1_000, 5_000),
+            // Longer than a failover (2–3 s): a hold granted just before the cut is still
+            // held when the other side can take the lock.
+            "lock" => (3_000, 6_000),
             "guarded" => (300, 2_000),
             _ => (0, 0),
         };
@@ -167,12 +185,13 @@ fn spawn(net: &Network, row: Row, nodes: &Nodes) -> Workers {
 }
 
 fn apply(net: &Network, nemesis: Nemesis, n: &Nodes) {
+    let others = [n.r1, n.r2, n.s1, n.s2, n.c1, n.c2];
     match nemesis {
-        Nemesis::Partition => net.partition(&[&[n.m], &[n.r1, n.r2, n.c1, n.c2]]),
-        Nemesis::OneWay => [n.r1, n.r2, n.c1, n.c2]
+        Nemesis::Partition => net.partition(&[&[n.m], &others]),
+        Nemesis::OneWay => others
             .into_iter()
             .try_for_each(|to| net.cut_one_way(n.m, to)),
-        Nemesis::HalfOpen => [n.r1, n.r2, n.c1]
+        Nemesis::HalfOpen => [n.r1, n.r2, n.s1, n.s2, n.c1]
             .into_iter()
             .try_for_each(|other| net.half_open(n.m, other)),
         Nemesis::IsolateMinority => net.isolate(&[n.m, n.c1]),
@@ -194,20 +213,17 @@ pub(crate) fn run(test: &str, row: Row, nemesis: Nemesis, plan: Plan) -> Option<
     workers.pump_until(&mut cell, warm_until, |c| {
         grants(c, 1) > 0 && grants(c, 2) > 0
     });
-    let before = grants(&cell, 1);
-    let frozen = [nodes.r1, nodes.r2].map(|r| {
-        net.server(r)
-            .and_then(|s| s.pause())
-            .expect("freeze a replica")
-    });
-    cell.timeline.push(("freeze".into(), now_us()));
-    workers.pump_until(&mut cell, Instant::now() + FREEZE, |c| {
-        grants(c, 1) > before
+    let before = grants(&cell, 1) + grants(&cell, 2);
+    for r in [nodes.r1, nodes.r2] {
+        net.cut_one_way(nodes.m, r).expect("cut the replication");
+    }
+    cell.timeline.push(("replication-cut".into(), now_us()));
+    workers.pump_until(&mut cell, Instant::now() + plan.replication_cut, |c| {
+        grants(c, 1) + grants(c, 2) > before
     });
     apply(&net, nemesis, &nodes);
     let cut = Instant::now();
     cell.timeline.push(("cut".into(), now_us()));
-    drop(frozen);
     let new = net.wait_failover(nodes.m).expect("the sentinels fail over");
     cell.timeline.push(("failover".into(), now_us()));
     let heal_at = (cut + plan.cut).max(Instant::now() + Duration::from_secs(1));
@@ -225,8 +241,11 @@ pub(crate) fn run(test: &str, row: Row, nemesis: Nemesis, plan: Plan) -> Option<
 fn read_finals(net: &Network, old: NodeId, promoted: NodeId, cell: &mut Cell) {
     let master = net.wait_failover(old).unwrap_or(promoted);
     // What the sentinels did (a second failover explains writes lost after the first).
-    for node in net.nodes().into_iter().take(3) {
-        let log = net.sentinel(node).expect("sentinel").log();
+    for node in net.nodes() {
+        let Ok(sentinel) = net.sentinel(node) else {
+            continue;
+        };
+        let log = sentinel.log();
         for line in log
             .lines()
             .filter(|l| SENTINEL_EVENTS.iter().any(|e| l.contains(e)))

@@ -9,11 +9,13 @@
 //! - `cell.rs` runs a cell on a real network; `record.rs` saves its history as JSON lines and
 //!   loads it back; `measure.rs` computes the figures from a history alone; `promise.rs` holds
 //!   the rows, nemeses, promises and the table.
-//! - `make partitions` runs [`matrix`] (ignored here: about 7 minutes): every cell, histories
+//! - `make partitions` runs [`matrix`] (ignored here: about 10 minutes): every cell, histories
 //!   saved under `target/partitions/<run>/`, the table written there and into the guide's
 //!   chapter (`dlock-core/guide/partitions.md`, between its `matrix` markers).
 //! - [`replay`] (`make partitions-replay RUN=target/partitions/<run>`) computes the table again
-//!   from a run's saved histories and checks it is the one the run wrote.
+//!   from a run's saved histories and checks it is the one the run wrote; with
+//!   `DLOCK_PARTITIONS_GUIDE=1` (after a change to the checks) it writes it again, there and
+//!   into the chapter.
 //! - The smoke cell (`make test`) runs one cell, `Replicas` + `min-replicas-to-write` with the
 //!   master isolated with a minority, with shorter phases.
 
@@ -33,6 +35,7 @@ use record::Cell;
 /// for the clients to settle after the heal.
 const FULL: Plan = Plan {
     warm: Duration::from_secs(8),
+    replication_cut: Duration::from_millis(6_500),
     cut: Duration::from_secs(6),
     after: Duration::from_secs(7),
 };
@@ -40,6 +43,7 @@ const FULL: Plan = Plan {
 /// The smoke cell's: the shortest that still meets a failover and a recovery.
 const SMOKE: Plan = Plan {
     warm: Duration::from_secs(6),
+    replication_cut: Duration::from_millis(2_500),
     cut: Duration::from_secs(4),
     after: Duration::from_secs(4),
 };
@@ -182,20 +186,28 @@ fn matrix() {
     let run = dir
         .file_name()
         .map_or(String::new(), |n| n.to_string_lossy().into_owned());
-    let block = format!(
-        "{BEGIN}\nRun `{run}`: {} cells in {:.0} s (the histories: `target/partitions/{run}/`).\n\n{text}{END}",
+    let header = format!(
+        "Run `{run}`: {} cells in {:.0} s (the histories: `target/partitions/{run}/`).",
         cells.len(),
         started.elapsed().as_secs_f64()
     );
+    std::fs::write(dir.join("run.txt"), &header).expect("write the run's header");
     if only.is_none() && std::env::var("DLOCK_PARTITIONS_GUIDE").is_ok_and(|v| v == "1") {
-        let guide = std::fs::read_to_string(GUIDE).expect("the chapter");
-        let (head, rest) = guide.split_once(BEGIN).expect("the chapter's begin marker");
-        let (_, tail) = rest.split_once(END).expect("the chapter's end marker");
-        std::fs::write(GUIDE, format!("{head}{block}{tail}")).expect("write the chapter");
-        println!("table written into {GUIDE}");
+        write_chapter(&header, &text);
     }
-    println!("{block}\nhistories in {}", dir.display());
+    println!("{header}\n\n{text}\nhistories in {}", dir.display());
     assert!(broken.is_empty(), "promises broken: {broken:#?}");
+}
+
+/// Puts `header` and `table` between the chapter's markers.
+#[allow(clippy::print_stdout)] // where it went
+fn write_chapter(header: &str, table: &str) {
+    let guide = std::fs::read_to_string(GUIDE).expect("the chapter");
+    let (head, rest) = guide.split_once(BEGIN).expect("the chapter's begin marker");
+    let (_, tail) = rest.split_once(END).expect("the chapter's end marker");
+    let block = format!("{BEGIN}\n{header}\n\n{table}{END}");
+    std::fs::write(GUIDE, format!("{head}{block}{tail}")).expect("write the chapter");
+    println!("table written into {GUIDE}");
 }
 
 /// `make partitions-replay RUN=<dir>`: the table again from the saved histories alone,
@@ -220,6 +232,13 @@ fn replay() {
     assert!(!cells.is_empty(), "no history in {}", dir.display());
     let (text, broken) = table(&cells);
     println!("{text}");
+    // `DLOCK_PARTITIONS_GUIDE=1`, after a change to the checks (the figures come from the
+    // histories alone): the run's table and the chapter are written again.
+    if std::env::var("DLOCK_PARTITIONS_GUIDE").is_ok_and(|v| v == "1") {
+        std::fs::write(dir.join("table.md"), &text).expect("write the table");
+        let header = std::fs::read_to_string(dir.join("run.txt")).expect("the run's run.txt");
+        write_chapter(header.trim(), &text);
+    }
     let written = std::fs::read_to_string(dir.join("table.md")).expect("the run's table.md");
     assert_eq!(
         text, written,
