@@ -64,10 +64,10 @@ impl PlainConn {
             };
             let ask = redis::cmd("ROLE");
             let role = ask.query_async::<Vec<redis::Value>>(&mut conn);
-            if let Ok(Ok(role)) = tokio::time::timeout(self.timeout, role).await {
-                if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master") {
-                    return Ok(conn);
-                }
+            if let Ok(Ok(role)) = tokio::time::timeout(self.timeout, role).await
+                && matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
+            {
+                return Ok(conn);
             }
         }
         Err("no sentinel named a server that says it is the master".into())

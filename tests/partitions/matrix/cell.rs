@@ -60,6 +60,8 @@ pub(crate) struct Plan {
     pub(crate) cut: Duration,
     /// How long the clients run after the heal.
     pub(crate) after: Duration,
+    /// The lock workload's holds, ms: from, to.
+    pub(crate) lock_hold_ms: (u64, u64),
 }
 
 /// The clients of one cell.
@@ -149,15 +151,13 @@ fn build(net: &mut Network, row: Row) -> Nodes {
     }
 }
 
-fn spawn(net: &Network, row: Row, nodes: &Nodes) -> Workers {
+fn spawn(net: &Network, row: Row, nodes: &Nodes, plan: Plan) -> Workers {
     let (client, durability) = row.client();
     let sentinels = net.sentinel_urls().join(",");
     let mut children = Vec::new();
     for (w, workload) in WORKLOADS.iter().enumerate() {
         let (hold_min, hold_max) = match *workload {
-            // Longer than a failover (2–3 s): a hold granted just before the cut is still
-            // held when the other side can take the lock.
-            "lock" => (3_000, 6_000),
+            "lock" => plan.lock_hold_ms,
             "guarded" => (300, 2_000),
             _ => (0, 0),
         };
@@ -203,7 +203,7 @@ fn apply(net: &Network, nemesis: Nemesis, n: &Nodes) {
 pub(crate) fn run(test: &str, row: Row, nemesis: Nemesis, plan: Plan) -> Option<Cell> {
     let mut net = network(test)?;
     let nodes = build(&mut net, row);
-    let workers = spawn(&net, row, &nodes);
+    let workers = spawn(&net, row, &nodes, plan);
     let mut cell = Cell {
         row: row.name().to_owned(),
         nemesis: nemesis.name().to_owned(),

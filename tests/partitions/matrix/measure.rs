@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::record::Cell;
-use crate::partitions::history::History;
+use crate::partitions::history::{History, Outcome};
 
 /// One workload's figures in one cell.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -34,7 +34,9 @@ pub(crate) struct Measure {
     pub(crate) doubled: usize,
     /// Unavailability windows, ms.
     pub(crate) windows_ms: Vec<u128>,
-    /// Every client of the workload had an answer after the heal.
+    /// Every client of the workload was answered after the heal: no request of it is left
+    /// without an answer at the end, and it had one after the heal or still holds a grant
+    /// from before it.
     pub(crate) recovered: bool,
 }
 
@@ -171,7 +173,7 @@ fn windows(cell: &Cell, workload: &str) -> (Vec<u128>, bool) {
     let heal = cell.at("heal").unwrap_or(0);
     let mut windows = Vec::new();
     let mut recovered = !by_process.is_empty();
-    for events in by_process.values_mut() {
+    for (process, events) in &mut by_process {
         events.sort_unstable();
         let mut open: Option<u128> = None;
         for &(invoked, completed) in events.iter() {
@@ -192,7 +194,15 @@ fn windows(cell: &Cell, workload: &str) -> (Vec<u128>, bool) {
                 .unwrap_or(start);
             windows.push(end.saturating_sub(start) / 1_000);
         }
-        recovered &= events.iter().any(|e| e.1.is_some_and(|c| c > heal));
+        let answered_after_heal = events.iter().any(|e| e.1.is_some_and(|c| c > heal));
+        // A client still in a hold granted before the heal has nothing to be answered.
+        let holding = cell
+            .ops
+            .iter()
+            .filter(|(w, op)| w == workload && op.process == *process)
+            .max_by_key(|(_, op)| op.invoked_us)
+            .is_some_and(|(_, op)| matches!(op.outcome, Outcome::Granted { .. }));
+        recovered &= open.is_none() && (answered_after_heal || holding);
     }
     (windows, recovered)
 }
