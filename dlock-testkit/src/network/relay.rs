@@ -36,6 +36,10 @@ pub(crate) const MAX_CONNECTIONS: usize = 64;
 pub(crate) const MAX_CHUNKS: usize = 256;
 /// Largest chunk read at once.
 const CHUNK: usize = 16 * 1024;
+/// How long a connection to the upstream may take (a cut drops the SYN silently).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause after a failed `accept` (out of descriptors, say), so that it is not retried hot.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// How long a [`Relay`] holds what it forwards: `delay`, plus a uniformly random part of
 /// `jitter` drawn per chunk.
@@ -188,6 +192,7 @@ async fn serve(listener: TcpListener, upstream: SocketAddrV4, latency: Latency) 
     let mut seed = seed();
     loop {
         let Ok((client, _)) = listener.accept().await else {
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
             continue;
         };
         // Over the bound: the connection is closed at once (dropped).
@@ -198,7 +203,8 @@ async fn serve(listener: TcpListener, upstream: SocketAddrV4, latency: Latency) 
         let conn_seed = seed;
         tokio::spawn(async move {
             let _slot = slot;
-            let Ok(server) = TcpStream::connect(upstream).await else {
+            let connect = TcpStream::connect(upstream);
+            let Ok(Ok(server)) = tokio::time::timeout(CONNECT_TIMEOUT, connect).await else {
                 return;
             };
             let _ = client.set_nodelay(true);
