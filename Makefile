@@ -9,7 +9,7 @@ export CARGO_TERM_COLOR ?= never
 TEST_GROUPS := locks watchdog other_kinds scheduler operate repo security web partitions
 
 .PHONY: deps deps-run deps-check demo demo-counter test check lint package fmt-check clippy default-features modules core-tree fmt doc unit \
-	unit-fast model-unit conformance model model-mutants bench bench-scale clean \
+	unit-fast model-unit conformance model model-mutants bench bench-scale clean partitions partitions-replay \
 	test-conformance $(addprefix test-,$(TEST_GROUPS)) valkey-smoke test-compat
 
 ## Runs each target named in $(1) in turn, going on past one that fails, and ends with a
@@ -208,6 +208,21 @@ test-conformance: deps-run conformance
 $(addprefix test-,$(TEST_GROUPS)): test-%:
 	@scripts/ensure-deps.sh $(GROUP_DEPS_$*)
 	$(CARGO) test -p dlock-tests --test integration -- $*::
+
+## The partition matrix of issue 50 (tests/partitions/matrix/, not in `make test`, whose smoke
+## cell is one of it): dlock with each durability and a plain SET NX PX client, under a
+## Sentinel failover with each nemesis, for the three workloads; each cell checked against
+## its stated promise. Saves every cell's history (JSON lines) under target/partitions/<run>/,
+## writes the table there and into dlock-core/guide/partitions.md. About 7 minutes.
+partitions:
+	@scripts/ensure-deps.sh netns
+	DLOCK_PARTITIONS_GUIDE=1 $(CARGO) test -p dlock-tests --test integration -- partitions::matrix::matrix --ignored --nocapture --test-threads 1
+
+## A saved run checked again from its histories alone (no network):
+## `make partitions-replay RUN=target/partitions/<run>`.
+RUN ?=
+partitions-replay:
+	DLOCK_PARTITIONS_REPLAY=$(abspath $(RUN)) $(CARGO) test -p dlock-tests --test integration -- partitions::matrix::replay --ignored --nocapture
 
 fmt:
 	$(CARGO) fmt --all

@@ -18,6 +18,7 @@
 //! | [`managed_services`] | ElastiCache, MemoryDB, Memorystore, Azure Managed Redis, Upstash: what to expect (documented, not tested here) |
 //! | [`testing`] | testing your code against real Redis and its faults (`dlock-testkit`); dlock's own checks |
 //! | [`guarantees`] | what dlock promises, what it does not, what it needs |
+//! | [`partitions`] | partitions and failover, measured: each durability under each network fault |
 //! | [`benchmarks`] | what it costs and how fast it is, at scale |
 //! | [`web_layers`] | dlock-tower: idempotency keys, distributed rate limits and single-flight as tower layers for axum |
 //!
@@ -53,6 +54,9 @@ pub mod testing {}
 
 #[doc = include_str!("../guide/guarantees.md")]
 pub mod guarantees {}
+
+#[doc = include_str!("../guide/partitions.md")]
+pub mod partitions {}
 
 #[doc = include_str!("../guide/benchmarks.md")]
 pub mod benchmarks {}

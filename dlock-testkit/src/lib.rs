@@ -60,6 +60,7 @@
 //! | a one-way cut | [`Network::cut_one_way`] | TCP stalls both ways (its acknowledgements are cut) |
 //! | a half-open link: packets vanish, no RST | [`Network::half_open`] | both ends keep their connections open and hear nothing until a timeout of their own |
 //! | the network heals | [`Network::heal`] | the client is back within its own timeouts, not TCP's |
+//! | a slow, jittery link | [`Network::relay`] (a user-space TCP relay in a node, [`Latency`]) | every round trip through it takes its delay twice, plus jitter; bytes keep their order |
 //! | the server's clock jumps | [`ServerOptions::movable_clock`] + [`RedisServer::jump_clock`] | keys expire early; the machine's clock is not touched |
 //!
 //! `expire_lock` knows dlock's keys: `<prefix>{<name>}` for a mutex, `<prefix>{<name>}:sem`
@@ -183,7 +184,7 @@
 //! | `replicas` | [`RedisReplicaSet`], and reading `INFO replication` |
 //! | `sentinel` | [`RedisSentinels`]: config files, discovery, failover |
 //! | `postgres` | [`PostgresServer`]: finding the programs, the template cluster, start-up and stop |
-//! | `network` | [`Network`]: namespaces and veth links (`netns`), the cuts of each fault (`cuts`) and their `ip rule`s (`faults`), servers and sentinels inside a node (`servers`, `node_server`: [`NetServer`]) |
+//! | `network` | [`Network`]: namespaces and veth links (`netns`), the cuts of each fault (`cuts`) and their `ip rule`s (`faults`), servers and sentinels inside a node (`servers`, `node_server`: [`NetServer`]), the TCP relay (`relay`: [`Relay`]) |
 //! | `process` | [`ChildGuard`] and signals |
 //! | `pause` | [`Paused`]: a process frozen until the guard drops |
 //! | `lines` | [`LineChild`]: the line protocol over a child's stdin and stdout |
@@ -214,7 +215,9 @@ pub use error::HarnessError;
 pub use flavour::{ServerFlavour, ServerKind, server_flavour};
 pub use lines::LineChild;
 pub use lock_keys::DEFAULT_KEY_PREFIX;
-pub use network::{NetServer, Network, NodeId, SENTINEL_MASTER_NAME, SENTINEL_PORT, SERVER_PORT};
+pub use network::{
+    Latency, NetServer, Network, NodeId, Relay, SENTINEL_MASTER_NAME, SENTINEL_PORT, SERVER_PORT,
+};
 pub use nodes::RedisNodes;
 pub use options::ServerOptions;
 pub use pause::{Paused, pause_process};

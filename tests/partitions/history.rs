@@ -167,6 +167,30 @@ impl History {
         report
     }
 
+    /// How many acknowledged grants lost their lock while the holder was within its lease:
+    /// another process was granted it before this hold ended (its release asked, or its
+    /// `safe_until`), or the holder's release, asked before its `safe_until`, found the lock
+    /// not held.
+    pub(crate) fn lost_acquires(&self) -> usize {
+        let (holds, _) = self.holds();
+        holds
+            .iter()
+            .filter(|a| {
+                let overtaken = holds.iter().any(|b| {
+                    b.process != a.process && b.from_us > a.from_us && b.from_us < a.until_us
+                });
+                let found_gone = self.ops.iter().any(|op| {
+                    op.process == a.process
+                        && op.kind == Kind::Release
+                        && op.outcome == Outcome::NotHeld
+                        && op.invoked_us > a.from_us
+                        && op.invoked_us == a.until_us
+                });
+                overtaken || found_gone
+            })
+            .count()
+    }
+
     /// Whether the history is linearizable against a plain mutex (no leases): `None` when a
     /// hold outlived its lease or an operation got no answer (an acquire that took effect
     /// unseen holds a lease nobody releases), where only the lease mutex applies. Check a

@@ -13,6 +13,9 @@
 //!   are refused (plain `RPUSH`es, the control, land after the new holder's).
 //! - `set_workload.rs`: Jepsen's set under the lock, a client cut off between its read and its
 //!   write: no acknowledged element lost or doubled.
+//! - `matrix/`: the durability matrix under Sentinel failovers (dlock's three durabilities and
+//!   a plain `SET NX PX` client, four nemeses, the three workloads), each cell checked against
+//!   its stated promise; one smoke cell here, the whole matrix with `make partitions`.
 //!
 //! These tests need root and iproute2. Where namespaces cannot be made a test prints
 //! `SKIPPED <test>: <why>` and passes, except under `CI=true` as root, where that is a failure
@@ -22,6 +25,7 @@ mod guarded_writes;
 mod half_open;
 mod history;
 mod lock_workload;
+mod matrix;
 mod network;
 mod set_workload;
 

@@ -1,6 +1,7 @@
 //! The `Network` fixture itself: each nemesis cuts the links it names and no other, a heal
 //! restores them, replication runs over the network's links, nothing in the network reaches
-//! the host, and the namespaces of a test that died are removed.
+//! the host, the namespaces of a test that died are removed, and the TCP relay delays both
+//! directions without reordering.
 
 use std::process::{Command, Stdio};
 
@@ -366,4 +367,84 @@ fn a_test_that_panics_leaves_no_namespace() {
     for name in names {
         assert!(!list.contains(&name), "{name} outlived a panic");
     }
+}
+
+/// The relay (latency and jitter in user space): a round trip through it takes at least twice
+/// its delay (each direction is held), and with jitter one connection's bytes keep their
+/// order (a pipelined batch of appends lands in the order sent).
+#[test]
+fn a_relay_delays_both_directions_and_keeps_the_order() {
+    let Some(mut net) =
+        network("partitions::network::a_relay_delays_both_directions_and_keeps_the_order")
+    else {
+        return;
+    };
+    let master = net.add_node("master").expect("node");
+    let client = net.add_node("client").expect("node");
+    net.start_server(master, ServerOptions::new())
+        .expect("server");
+    let upstream = std::net::SocketAddrV4::new(net.address(master), SERVER_PORT);
+    let latency = dlock_testkit::Latency {
+        delay: std::time::Duration::from_millis(100),
+        jitter: std::time::Duration::from_millis(30),
+    };
+    let relay = net.relay(master, 6380, upstream, latency).expect("relay");
+    let host = relay.address().ip().to_string();
+    let port = relay.address().port().to_string();
+
+    let started = std::time::Instant::now();
+    let mut ping = net.command(client, "timeout");
+    ping.args(["5", "redis-cli", "-h", &host, "-p", &port, "PING"]);
+    let out = ping.output().expect("redis-cli");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "PONG");
+    // A lower bound only: the relay holds the request and the reply 100 ms each at least.
+    assert!(
+        started.elapsed() >= 2 * latency.delay,
+        "a round trip through the relay took {:?}",
+        started.elapsed()
+    );
+
+    // 300 appends sent at once (RESP, `redis-cli --pipe`), in several chunks of jitter.
+    let mut batch = String::new();
+    for i in 0..300 {
+        let n = i.to_string();
+        batch.push_str(&format!(
+            "*3\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n${}\r\n{n}\r\n",
+            n.len()
+        ));
+    }
+    let mut pipe = net.command(client, "timeout");
+    pipe.args(["10", "redis-cli", "-h", &host, "-p", &port, "--pipe"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    let mut child = pipe.spawn().expect("redis-cli --pipe");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), batch.as_bytes())
+        .expect("send the batch");
+    assert!(
+        child.wait().expect("wait").success(),
+        "redis-cli --pipe failed"
+    );
+    let list: Vec<u32> = redis::cmd("LRANGE")
+        .arg("l")
+        .arg(0)
+        .arg(-1)
+        .query(
+            &mut net
+                .server(master)
+                .expect("master")
+                .connection()
+                .expect("socket"),
+        )
+        .expect("LRANGE");
+    assert_eq!(
+        list,
+        (0..300).collect::<Vec<u32>>(),
+        "the relay reordered bytes"
+    );
+    drop(relay);
+    // Stopped: nothing listens there any more.
+    let mut after = net.command(client, "timeout");
+    after.args(["2", "redis-cli", "-h", &host, "-p", &port, "PING"]);
+    let out = after.output().expect("redis-cli");
+    assert_ne!(String::from_utf8_lossy(&out.stdout).trim(), "PONG");
 }

@@ -51,13 +51,17 @@
 //!   `callers` tasks at once (see `single_flight.rs`).
 //! * `lease-probe …`, `lock-history …`, `guarded-writer …`, `set-adder …` — clients of the
 //!   partition tests, run in a namespace of a `dlock_testkit::Network` (see `partition.rs`).
+//! * `matrix …` — the client of the partition matrix, dlock's or the plain one (`matrix.rs`,
+//!   `plain.rs`).
 //! * `replica …`, `retry-replica …`, `schedule-replica …`, `group-replica …`,
 //!   `oneoff-replica …` — scheduler replicas (see `replica.rs`, `retry_replica.rs`,
 //!   `schedule_replica.rs`, `group_replica.rs`, `oneoff_replica.rs`).
 
 mod group_replica;
+mod matrix;
 mod oneoff_replica;
 mod partition;
+mod plain;
 mod replica;
 mod retry_replica;
 mod schedule_replica;
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
             "lock-history" => partition::lock_history(&opts).await,
             "guarded-writer" => partition::guarded_writer(&opts).await,
             "set-adder" => partition::set_adder(&opts).await,
+            "matrix" => matrix::matrix(&opts).await,
             "replica" => replica::replica(&opts).await,
             "retry-replica" => retry_replica::retry_replica(&opts).await,
             "schedule-replica" => schedule_replica::schedule_replica(&opts).await,
