@@ -215,9 +215,8 @@ pub use error::HarnessError;
 pub use flavour::{ServerFlavour, ServerKind, server_flavour};
 pub use lines::LineChild;
 pub use lock_keys::DEFAULT_KEY_PREFIX;
-pub use network::{
-    Latency, NetServer, Network, NodeId, Relay, SENTINEL_MASTER_NAME, SENTINEL_PORT, SERVER_PORT,
-};
+pub use network::relay::{Latency, Relay};
+pub use network::{NetServer, Network, NodeId, SENTINEL_MASTER_NAME, SENTINEL_PORT, SERVER_PORT};
 pub use nodes::RedisNodes;
 pub use options::ServerOptions;
 pub use pause::{Paused, pause_process};

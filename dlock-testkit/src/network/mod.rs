@@ -19,7 +19,7 @@
 mod cuts;
 mod netns;
 mod node_server;
-mod relay;
+pub(crate) mod relay;
 
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 pub use node_server::NetServer;
-pub use relay::{Latency, Relay};
 
 use crate::options::LOG_FILE;
 use crate::{HarnessError, ServerOptions, redis_server_binary};
