@@ -29,6 +29,16 @@ step() {
   echo "==> package: $name took $((SECONDS - started)) s"
 }
 
+# cargo unpacks the packages of its local registry into $CARGO_HOME/registry/src/-<hash>/, the
+# hash made from the registry's path, and never unpacks a version again that it finds there: a
+# clone at a path used before (a CI work dir) would verify against the previous run's sources of
+# the same version (dlock-cli against an older dlock-scheduler). Those unnamed registries hold
+# only this workspace's packages; their copies of ours go.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+for p in "${packages[@]}"; do
+  rm -rf "$cargo_home"/registry/src/-*/"$p"-* "$cargo_home"/registry/cache/-*/"$p"-*
+done
+
 package_args=()
 for p in "${packages[@]}"; do package_args+=(-p "$p"); done
 # --allow-dirty: `make test` runs on a work tree with edits too; what is checked is the content.
