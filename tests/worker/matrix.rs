@@ -143,21 +143,24 @@ pub(crate) async fn matrix(opts: &HashMap<String, String>) -> Result<(), BoxErro
     Ok(())
 }
 
+/// An acquire sent at `invoked` that was not granted: answered busy, or left without an answer
+/// (an error: it may still have run). Recorded, then a pause before the next attempt.
+async fn not_granted(run: &mut Run, invoked: u128, answered: bool) {
+    if answered {
+        run.op("acquire", invoked, Some(now_us()), "busy");
+    } else {
+        run.op("acquire", invoked, None, "unknown");
+    }
+    tokio::time::sleep(PAUSE).await;
+}
+
 /// One attempt with dlock, and the hold's work if it was granted.
 async fn dlock_turn(run: &mut Run, lock: &dlock_core::Mutex, client: &Client, until: Instant) {
     let invoked = now_us();
     let guard = match lock.try_acquire().await {
         Ok(Some(guard)) => guard,
-        Ok(None) => {
-            run.op("acquire", invoked, Some(now_us()), "busy");
-            tokio::time::sleep(PAUSE).await;
-            return;
-        }
-        Err(_) => {
-            run.op("acquire", invoked, None, "unknown");
-            tokio::time::sleep(PAUSE).await;
-            return;
-        }
+        Ok(None) => return not_granted(run, invoked, true).await,
+        Err(_) => return not_granted(run, invoked, false).await,
     };
     let completed = now_us();
     let left = guard.safe_until().saturating_duration_since(Instant::now());
@@ -267,16 +270,8 @@ async fn plain_turn(run: &mut Run, conn: &mut PlainConn, until: Instant) {
     let token = format!("{}-{invoked}-{}", run.process, run.seed);
     match plain::acquire(conn, &key, &token, run.ttl).await {
         Ok(true) => {}
-        Ok(false) => {
-            run.op("acquire", invoked, Some(now_us()), "busy");
-            tokio::time::sleep(PAUSE).await;
-            return;
-        }
-        Err(_) => {
-            run.op("acquire", invoked, None, "unknown");
-            tokio::time::sleep(PAUSE).await;
-            return;
-        }
+        Ok(false) => return not_granted(run, invoked, true).await,
+        Err(_) => return not_granted(run, invoked, false).await,
     }
     let completed = now_us();
     // The lease as a careful plain client counts it: from the request, less dlock's drift.

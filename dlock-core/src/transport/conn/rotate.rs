@@ -49,8 +49,7 @@ impl ConnSlot {
 
     /// A request sent at `sent` on the connection of `generation` got no answer within
     /// `limit`: a standalone or Sentinel client's own connection that answered nothing since is
-    /// replaced
-    /// (see the module docs). Runs the failover hook for the new connection.
+    /// replaced (see the module docs). Runs the failover hook for the new connection.
     pub(crate) fn timed_out(&self, generation: u64, sent: Instant, limit: Duration) {
         if matches!(self.factory, Factory::Cluster(..)) || self.borrowed.is_some() {
             return;
