@@ -27,6 +27,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -125,6 +126,9 @@ pub(crate) struct Waiters {
     wake_suffix: String,
     /// Grants taken while a replaced connection may deliver them a second time.
     taken: Mutex<Taken>,
+    /// Whether a connection was ever replaced (`taken` is used): until then a hand-off takes no
+    /// lock for it.
+    watching: AtomicBool,
 }
 
 /// The grants waiters took while a replaced connection is kept (`transport/conn/rotate.rs`):
@@ -176,6 +180,7 @@ impl Waiters {
             channels: Mutex::default(),
             on_orphan: OnceLock::new(),
             taken: Mutex::default(),
+            watching: AtomicBool::new(false),
             // What follows the lock key in a wake channel's name (one definition: `wire`).
             wake_suffix: wire::wake_channel("", client_id),
         }
@@ -333,6 +338,7 @@ impl Waiters {
     /// copy is not released as an orphan.
     pub(crate) fn resubscribe(self: &Arc<Self>, conn: Conn, generation: u64, watch: Duration) {
         {
+            self.watching.store(true, Ordering::Release);
             let mut taken = lock(&self.taken);
             let until = Instant::now() + watch;
             taken.until = Some(taken.until.map_or(until, |u| u.max(until)));
@@ -464,7 +470,9 @@ impl Registration {
     /// The grant delivered to this waiter, if one is waiting to be taken.
     pub(crate) fn take_grant(&self) -> Option<Grant> {
         let grant = self.slot.take_grant(self.token)?;
-        lock(&self.waiters.taken).record(self.token);
+        if self.waiters.watching.load(Ordering::Acquire) {
+            lock(&self.waiters.taken).record(self.token);
+        }
         Some(grant)
     }
 
