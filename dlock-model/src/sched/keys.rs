@@ -31,7 +31,8 @@ pub struct JobRedis {
     pub claims: ZSet,
     /// `runs`: run id → nominal occurrence (or request / due time): the ledger's order.
     pub runs: ZSet,
-    /// `ledger`: field (`<id>:claim`, `<id>:end`, `<id>:attempts`, `<id>:args`) → value.
+    /// `ledger`: field (`<id>:claim`, `<id>:end`, `<id>:attempts`, a one-off's `<id>:args`,
+    /// `<id>:trace` and `<id>:key`) → value.
     pub ledger: BTreeMap<String, String>,
     /// `paused`: present while the job is paused.
     pub paused: bool,

@@ -24,6 +24,9 @@
 //! * [`ONE_PAYLOAD`] — the key's run holds one payload, the last accepted (by an enqueue or a
 //!   replace), is claimed with it, and is never lost: until a replica claims it or a cancel is
 //!   answered 1, it is pending.
+//! * [`KEY_LISTED`] — the key's run stores the key it was enqueued with (`<id>:key`, what
+//!   operators see: the run id is only the key's hash) for as long as the run is in the
+//!   ledger, and no key record outlives its run (issue #51).
 //!
 //! Reachability: a duplicate refused, a key accepted again after its retention, a one-off run,
 //! a trim that removed a run, a cancel refused because the run had started, a debounce that
@@ -54,6 +57,10 @@ pub const CLAIMED_UNTOUCHED: &str = "a claimed one-off is never altered";
 pub const DEBOUNCE_CAPPED: &str = "a debounced one-off is due by its first call plus the max wait";
 /// `a replaced one-off keeps one payload, the last, and is never lost`.
 pub const ONE_PAYLOAD: &str = "a replaced one-off keeps one payload, the last, and is never lost";
+/// `a keyed one-off's key is stored with it, and only while it is`.
+pub const KEY_LISTED: &str = "a keyed one-off's key is stored with it, and only while it is";
+/// The idempotency key the model's calls give (its run id is [`KEY_ID`]).
+pub const KEY: &str = "k";
 /// The debounce's max wait in ticks.
 pub const MAX_WAIT: Ms = 3;
 /// The delay every call asks for, in ticks.
@@ -76,16 +83,25 @@ pub enum OnceMutant {
     /// A replace done as a cancel then an enqueue: the enqueue meets the key's claim and is
     /// refused, and the job is gone. Caught by [`ONE_PAYLOAD`].
     ReplaceByCancel,
+    /// once.lua stores no `<id>:key` (as a replica older than issue #51 enqueues during a
+    /// rolling deploy): operators see that the run is keyed, not by what. Caught by
+    /// [`KEY_LISTED`].
+    KeyNotStored,
+    /// once_trim.lua leaves `<id>:key` behind (as an older replica trims during a rolling
+    /// deploy): a record that outlives its run. Caught by [`KEY_LISTED`].
+    TrimLeavesKey,
 }
 
 impl OnceMutant {
     /// Every mutant.
-    pub const ALL: [OnceMutant; 5] = [
+    pub const ALL: [OnceMutant; 7] = [
         OnceMutant::KeyInLedgerOnly,
         OnceMutant::TrimsPending,
         OnceMutant::UpdatesClaimed,
         OnceMutant::Uncapped,
         OnceMutant::ReplaceByCancel,
+        OnceMutant::KeyNotStored,
+        OnceMutant::TrimLeavesKey,
     ];
 
     /// The property that catches it.
@@ -96,6 +112,7 @@ impl OnceMutant {
             OnceMutant::UpdatesClaimed => CLAIMED_UNTOUCHED,
             OnceMutant::Uncapped => DEBOUNCE_CAPPED,
             OnceMutant::ReplaceByCancel => ONE_PAYLOAD,
+            OnceMutant::KeyNotStored | OnceMutant::TrimLeavesKey => KEY_LISTED,
         }
     }
 
@@ -236,6 +253,7 @@ impl OnceModel {
         OnceArgs {
             run_id: String::new(),
             key_id: Some(KEY_ID.to_owned()),
+            key: KEY.to_owned(),
             due: None,
             delay: DELAY,
             replica: "a".to_owned(),
@@ -275,6 +293,13 @@ impl OnceModel {
             }
             Some(OnceMutant::UpdatesClaimed) if call != Call::Plain => {
                 return Self::update_claimed(s, &args);
+            }
+            Some(OnceMutant::KeyNotStored) => {
+                let reply = once(&mut s.redis, s.now, &args);
+                if reply.status == 1 {
+                    s.redis.ledger.remove(&format!("{KEY_ID}:key"));
+                }
+                return reply.status;
             }
             _ => {}
         }
@@ -473,8 +498,12 @@ impl Model for OnceModel {
                 if self.mutant == Some(OnceMutant::TrimsPending) {
                     s.redis.retries.clear();
                 }
+                let key = s.redis.ledger.get(&format!("{KEY_ID}:key")).cloned();
                 let removed = once_trim(&mut s.redis, s.now, 0, 10);
                 s.redis.retries = retries;
+                if let (Some(OnceMutant::TrimLeavesKey), Some(key)) = (self.mutant, key) {
+                    s.redis.ledger.insert(format!("{KEY_ID}:key"), key);
+                }
                 if removed > 0 {
                     s.event |= EV_TRIMMED;
                 }
@@ -546,6 +575,14 @@ impl Model for OnceModel {
                 s.redis.retries.contains_key(KEY_ID)
                     && pending == Some("scheduled")
                     && args.map(String::as_str) == Some(s.payload.to_string().as_str())
+            }),
+            Property::always(KEY_LISTED, |_, s: &OnceState| {
+                let key = s.redis.ledger.get(&format!("{KEY_ID}:key"));
+                if s.redis.ledger.contains_key(&format!("{KEY_ID}:claim")) {
+                    key.map(String::as_str) == Some(&format!("1\u{1f}{KEY}"))
+                } else {
+                    key.is_none()
+                }
             }),
             Property::sometimes(
                 "a debounce moved the due time (reachable)",

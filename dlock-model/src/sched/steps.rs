@@ -394,6 +394,9 @@ pub struct OnceArgs {
     pub run_id: String,
     /// The run id of `ARGV[2]`'s idempotency key (`"o" + sha1hex(key)`), `None` for no key.
     pub key_id: Option<String>,
+    /// `ARGV[2]`: the idempotency key itself, "" for none: a new keyed run stores it as
+    /// `<id>:key` = `"1\x1f<key>"`, so that operators see it (only its hash is the run id).
+    pub key: String,
     /// `ARGV[3]`: the due time in ms, or `None` to use the delay.
     pub due: Option<Ms>,
     /// `ARGV[4]`: the delay from now in ms.
@@ -501,6 +504,9 @@ pub fn once(s: &mut JobRedis, now: Ms, a: &OnceArgs) -> OnceReply {
     let end = end_record("scheduled", "", "", &due.to_string(), "", "");
     s.ledger.insert(format!("{id}:end"), end);
     s.ledger.insert(format!("{id}:args"), a.args.clone());
+    if a.key_id.is_some() {
+        s.ledger.insert(format!("{id}:key"), format!("1\u{1f}{}", a.key));
+    }
     set_trace(s, &id, &a.trace);
     announce(s, a, first, due);
     OnceReply {
@@ -591,7 +597,7 @@ pub fn once_trim(s: &mut JobRedis, now: Ms, keep: i64, look: i64) -> i64 {
     // ZRANGE runs 0 min(extra, look) - 1: with `look` 0 that is -1, every run.
     for id in zrange(&s.runs, 0, extra.min(look) - 1) {
         if !s.retries.contains_key(&id) {
-            for field in ["claim", "end", "attempts", "args", "trace"] {
+            for field in ["claim", "end", "attempts", "args", "trace", "key"] {
                 s.ledger.remove(&format!("{id}:{field}"));
             }
             s.runs.remove(&id);

@@ -38,6 +38,8 @@ fn once_args(run: &str, key: Option<&str>, due: Ms) -> OnceArgs {
     OnceArgs {
         run_id: run.to_owned(),
         key_id: key.map(str::to_owned),
+        // The run id stands for the key's hash; the key is what the caller gave.
+        key: key.map_or_else(String::new, |id| format!("key of {id}")),
         due: Some(due),
         delay: 0,
         replica: "a".to_owned(),
@@ -204,6 +206,7 @@ fn an_idempotency_key_enqueues_once_within_the_retention() {
     let mut s = JobRedis::default();
     let first = once(&mut s, 0, &once_args("o1", Some("ok"), 5));
     assert_eq!((first.status, first.id.as_str(), first.due), (1, "ok", 5));
+    assert_eq!(s.ledger["ok:key"], "1\u{1f}key of ok", "the key is stored with its run");
     let again = once(&mut s, 1, &once_args("o2", Some("ok"), 9));
     assert_eq!((again.status, again.due), (0, 5));
     assert_eq!(s.drain_published().len(), 1);
@@ -211,6 +214,7 @@ fn an_idempotency_key_enqueues_once_within_the_retention() {
     assert_eq!(once_cancel(&mut s, 2, "ok", "no"), (true, 2));
     assert_eq!(once_cancel(&mut s, 2, "ok", "no"), (false, 2));
     assert_eq!(once_trim(&mut s, 3, 0, 10), 1);
+    assert!(s.ledger.is_empty(), "a trim leaves none of the run's records: {s:?}");
     assert_eq!(once(&mut s, 4, &once_args("o3", Some("ok"), 9)).due, -1);
     // Past the retention, the key enqueues again.
     assert_eq!(once(&mut s, 60, &once_args("o4", Some("ok"), 61)).status, 1);

@@ -21,6 +21,9 @@
 --   "<id>:args"      a one-off job's arguments (JSON), as given when it was enqueued
 --   "<id>:trace"     "1\31<traceparent>": the W3C trace context of whoever enqueued a one-off
 --                    job (once.lua), absent when it gave none
+--   "<id>:key"       "1\31<key>": the idempotency key a keyed one-off job was enqueued with
+--                    (once.lua; the run id is "o" + its SHA-1), absent for one without a key
+--                    (everything after the first \31 is the key: it may hold any byte)
 -- A record of another version is never rewritten: the scripts answer as if it were another
 -- attempt's (nothing changes), and the readers refuse it by its version.
 

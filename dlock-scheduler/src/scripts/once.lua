@@ -7,7 +7,9 @@
 -- KEYS[3]  ledger   hash (see common.lua); "<id>:args" holds the run's JSON arguments
 -- KEYS[4]  retries  zset (see take_retry.lua): the run id, by due time
 -- ARGV[1]  run id chosen by the caller ("o" + 16 hex digits), or "" with an idempotency key
--- ARGV[2]  idempotency key, or "" for none: the run id is then "o" + the key's SHA-1 (hex)
+-- ARGV[2]  idempotency key, or "" for none: the run id is then "o" + the key's SHA-1 (hex),
+--          and a new run stores the key itself as "<id>:key" = "1\31<key>" (format version 1:
+--          what operators see of it)
 -- ARGV[3]  due time in ms (server clock; a time in the past means now), or "" to use ARGV[4]
 -- ARGV[4]  delay in ms from now (server clock), when ARGV[3] is ""
 -- ARGV[5]  replica id   ARGV[6] host   ARGV[7] pid   (who enqueued it)
@@ -48,6 +50,9 @@
 -- Replace (ARGV[14]): the pending run's arguments become ARGV[8]; one "<id>:args" field, so
 -- never two payloads. Pending means records of version 1, attempt 0, "scheduled": a run a
 -- replica claimed (take_retry.lua, atomically) is never altered, nor are its later attempts.
+-- The key record is written only with a new run (debounce and replace keep it: the same key
+-- gives the same id); a run enqueued by an older dlock has none, and readers show its key as
+-- unknown.
 -- Retry safety: with an idempotency key, a repeated call enqueues nothing (a repeated
 -- debounce moves the due time to the same place or later, still capped; a repeated replace
 -- writes the same arguments); without one, a repeated call enqueues a second run.
@@ -130,6 +135,9 @@ redis.call('HSET', KEYS[3],
   id .. ':claim', claim_record(ARGV[5], ARGV[6], ARGV[7], now, 1, '', 0),
   id .. ':end', end_record('scheduled', '', '', int(due), ''),
   id .. ':args', ARGV[8])
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[3], id .. ':key', '1\31' .. ARGV[2])
+end
 if (ARGV[15] or '') ~= '' then
   redis.call('HSET', KEYS[3], id .. ':trace', '1\31' .. ARGV[15])
 end

@@ -11,6 +11,7 @@
 --
 -- Scheduled jobs are trimmed as they are claimed (common.lua's open_run); one-off jobs are
 -- enqueued long before they end, so their ledger is trimmed by the replicas after runs end.
+-- A trimmed run loses every record of it: claim, end, attempts, args, trace and key.
 -- Retry safety: trimming twice trims once.
 -- All keys share the job's hash tag.
 
@@ -23,7 +24,7 @@ local old = redis.call('ZRANGE', KEYS[1], 0, math.min(extra, tonumber(ARGV[2])) 
 for _, id in ipairs(old) do
   if not redis.call('ZSCORE', KEYS[3], id) then
     redis.call('HDEL', KEYS[2], id .. ':claim', id .. ':end', id .. ':attempts', id .. ':args',
-      id .. ':trace')
+      id .. ':trace', id .. ':key')
     redis.call('ZREM', KEYS[1], id)
     removed = removed + 1
   end

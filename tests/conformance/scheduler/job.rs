@@ -585,6 +585,7 @@ impl<'a> Walk<'a> {
         let args = OnceArgs {
             run_id,
             key_id,
+            key: idem.clone(),
             due,
             delay: Ms::from(delay) * UNIT as Ms + (UNIT / 2) as Ms,
             replica: "r9".into(),

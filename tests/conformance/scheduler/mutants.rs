@@ -17,6 +17,20 @@ pub(crate) const ALL: &[Mutant] = &[
         )],
     },
     Mutant {
+        name: "sched-once-key-dropped",
+        what: "once.lua stores no idempotency key with a new keyed one-off job: operators see \
+               only its hash",
+        swaps: &[(
+            "  redis.call('HSET', KEYS[3], id .. ':key', '1\\31' .. ARGV[2])\n",
+            "",
+        )],
+    },
+    Mutant {
+        name: "sched-once-trim-leaves-key",
+        what: "once_trim.lua leaves a trimmed keyed run's key record behind",
+        swaps: &[("id .. ':trace', id .. ':key')", "id .. ':trace')")],
+    },
+    Mutant {
         name: "sched-claim-ignores-offset",
         what: "claim.lua picks whose turn it is without the job's turn offset: every job of a \
                group due at one instant goes to the same replica",
