@@ -1,5 +1,5 @@
 //! One-off jobs: the handlers section of `dlock jobs` and `dlock once [HANDLER]`, the pending
-//! one-off jobs (what, when, keyed or not). One-off jobs have no time zone of their own: their
+//! one-off jobs (what, when, with which idempotency key). One-off jobs have no time zone of their own: their
 //! times are shown in UTC.
 
 use dlock_scheduler::{OneOffHandler, PendingOneOff, Scheduler};
@@ -42,8 +42,11 @@ struct PendingJson {
     /// The replica that enqueued it and when; `null` for a retry.
     enqueued_by: Option<String>,
     enqueued_at: Option<String>,
-    /// Enqueued with an idempotency key (`run_at_keyed`); the key is stored only as a hash.
+    /// Enqueued with an idempotency key (`run_at_keyed`).
     keyed: bool,
+    /// The idempotency key, as given; `null` without one, or when a replica older than the
+    /// key record enqueued it (`keyed` is true then).
+    key: Option<String>,
     /// Its JSON arguments (`null`: unreadable as JSON, shown as text in `args_text`).
     args: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,6 +72,7 @@ impl PendingJson {
             enqueued_by: p.enqueued_by.clone(),
             enqueued_at: p.enqueued_at.map(|t| json_time(utc(t))),
             keyed: p.keyed,
+            key: p.key.clone(),
             args,
             args_text,
         }
@@ -180,6 +184,27 @@ pub(crate) async fn once(
     render(rows, json)
 }
 
+/// The KEY cell: the idempotency key with control characters escaped (a key is any text; a
+/// newline must not break the table), `(not stored)` for a keyed job an older replica
+/// enqueued, `-` without a key.
+fn key_cell(p: &PendingJson) -> String {
+    match (&p.key, p.keyed) {
+        (Some(key), _) => {
+            let mut cell = String::with_capacity(key.len());
+            for c in key.chars() {
+                if c.is_control() {
+                    cell.extend(c.escape_default());
+                } else {
+                    cell.push(c);
+                }
+            }
+            cell
+        }
+        (None, true) => "(not stored)".to_owned(),
+        (None, false) => "-".to_owned(),
+    }
+}
+
 /// The report of `dlock once`.
 fn render(rows: Vec<HandlerJson>, json: bool) -> Result<Report, Failure> {
     let pending: usize = rows
@@ -198,7 +223,7 @@ fn render(rows: Vec<HandlerJson>, json: bool) -> Result<Report, Failure> {
             "ID",
             "DUE (UTC)",
             "ATTEMPT",
-            "KEYED",
+            "KEY",
             "ENQUEUED BY",
             "ARGS",
         ]);
@@ -209,7 +234,7 @@ fn render(rows: Vec<HandlerJson>, json: bool) -> Result<Report, Failure> {
                     p.id.clone(),
                     due_cell(&p.due),
                     p.attempt.to_string(),
-                    if p.keyed { "yes" } else { "no" }.to_owned(),
+                    key_cell(p),
                     p.enqueued_by.clone().unwrap_or_else(|| "-".into()),
                     p.args
                         .as_ref()

@@ -11,7 +11,7 @@
 //! | `<prefix>{sched:<job>}` (+ `:queue`) | dlock mutex | held while a run is going |
 //! | `<prefix>{sched:<job>}:claims` | zset | claimed run ids, by claim time; kept for the retention |
 //! | `<prefix>{sched:<job>}:runs` | zset | run ids of the ledger, by occurrence |
-//! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim`, `<id>:end` and `<id>:attempts` records (format version 1, `scripts/common.lua`); a one-off job's `<id>:args` |
+//! | `<prefix>{sched:<job>}:ledger` | hash | `<id>:claim`, `<id>:end` and `<id>:attempts` records (format version 1, `scripts/common.lua`); a one-off job's `<id>:args`, `<id>:trace` and (keyed) `<id>:key` |
 //! | `<prefix>{sched:<job>}:retries` | zset | at-least-once runs not final yet, by when to look at them: the running attempt's lease deadline, or when the next attempt is due |
 //! | `<prefix>{sched:<job>}:paused` | string | present while paused |
 //! | `<prefix>{sched:<job>}:requests` | list | pending `run_now` requests |

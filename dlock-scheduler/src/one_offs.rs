@@ -58,8 +58,11 @@ pub struct PendingOneOff {
     pub enqueued_at: Option<SystemTime>,
     /// Whether it was enqueued with an idempotency key (`run_at_keyed`): its run id is
     /// derived from the key (`o` + the key's SHA-1), so a later call with the key finds it.
-    /// The key itself is not stored, only its hash.
     pub keyed: bool,
+    /// The idempotency key it was enqueued with, as given. `None` without a key, and for a
+    /// keyed job that a replica older than this field enqueued (during a rolling deploy): only
+    /// the key's hash, its run id, is known then.
+    pub key: Option<String>,
     /// Its arguments (JSON), as given.
     pub args: Option<String>,
 }
@@ -165,7 +168,8 @@ impl Scheduler {
                 .arg(format!("{run}:claim"))
                 .arg(format!("{run}:end"))
                 .arg(format!("{run}:attempts"))
-                .arg(format!("{run}:args"));
+                .arg(format!("{run}:args"))
+                .arg(format!("{run}:key"));
         }
         let fields: Vec<Vec<Option<String>>> =
             ext::query_pipe(client, &pipe, &format!("read the pending runs of `{job}`")).await?;
@@ -173,7 +177,7 @@ impl Scheduler {
         for ((run, score), fields) in queue.into_iter().zip(fields) {
             #[allow(clippy::cast_possible_truncation)]
             let due_ms = score as i64;
-            let [claim, end, attempts, args] = <[Option<String>; 4]>::try_from(fields)
+            let [claim, end, attempts, args, key] = <[Option<String>; 5]>::try_from(fields)
                 .map_err(|_| Error::protocol("HMGET answered the wrong number of fields"))?;
             // Cancelled or trimmed meanwhile.
             let Some(claim) = claim else { continue };
@@ -184,7 +188,8 @@ impl Scheduler {
                          does not read: {claim:?}"
                     ))
                 })?;
-            let Some(item) = pending_of(handler, &run, due_ms, &record, args)? else {
+            let key = key.map(|k| key_of(handler, &run, &k)).transpose()?;
+            let Some(item) = pending_of(handler, &run, due_ms, &record, args, key)? else {
                 continue;
             };
             pending.push(item);
@@ -200,6 +205,7 @@ fn pending_of(
     due_ms: i64,
     record: &RunRecord,
     args: Option<String>,
+    key: Option<String>,
 ) -> Result<Option<PendingOneOff>, Error> {
     let never_ran = record.outcome == RunOutcome::Scheduled;
     if !never_ran && record.next_retry.is_none() {
@@ -210,6 +216,7 @@ fn pending_of(
         .ok_or_else(|| Error::protocol(format!("the one-off job {id} is due at {due_ms} ms")))?;
     Ok(Some(PendingOneOff {
         keyed: is_keyed(run),
+        key,
         id,
         due,
         attempt: if never_ran { 1 } else { record.attempt + 1 },
@@ -217,6 +224,28 @@ fn pending_of(
         enqueued_at: never_ran.then_some(record.started_at),
         args,
     }))
+}
+
+/// The key in a keyed run's `<run>:key` record (`"1\x1f<key>"`, format version 1, written by
+/// once.lua; the key is everything after the first separator).
+///
+/// # Errors
+/// A protocol error naming the run for a record of another version or none.
+fn key_of(handler: &str, run: &str, record: &str) -> Result<String, Error> {
+    match record.split_once('\x1f') {
+        Some(("1", key)) => Ok(key.to_owned()),
+        Some((version, _))
+            if !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Err(Error::protocol(format!(
+                "the one-off job {handler}/{run} has a key record of format version {version}, \
+                 written by a newer dlock; this one reads version 1: upgrade it"
+            )))
+        }
+        _ => Err(Error::protocol(format!(
+            "the one-off job {handler}/{run} has a key record dlock did not write: {record:?}"
+        ))),
+    }
 }
 
 /// Whether a run id was derived from an idempotency key: `o` + 40 hex digits (a SHA-1), where
@@ -235,5 +264,23 @@ mod tests {
         assert!(is_keyed("o0123456789abcdef0123456789abcdef01234567"));
         assert!(!is_keyed("o3f2a9c1d0b7e6a54.12"));
         assert!(!is_keyed("0123456789abcdef0123456789abcdef012345678"));
+    }
+
+    #[test]
+    fn a_key_record_gives_its_key_whole_and_refuses_another_version() {
+        assert_eq!(
+            key_of("h", "o1", "1\x1finvoice-4711").unwrap(),
+            "invoice-4711"
+        );
+        // A key may hold the separator itself: everything after the first one is the key.
+        assert_eq!(key_of("h", "o1", "1\x1fa\x1fb").unwrap(), "a\x1fb");
+        assert_eq!(key_of("h", "o1", "1\x1f").unwrap(), "");
+        let newer = key_of("h", "o1", "2\x1fk").unwrap_err().to_string();
+        assert!(
+            newer.contains("format version 2") && newer.contains("h/o1"),
+            "{newer}"
+        );
+        let foreign = key_of("h", "o1", "k").unwrap_err().to_string();
+        assert!(foreign.contains("did not write"), "{foreign}");
     }
 }

@@ -391,7 +391,7 @@ async fn chromium_shows_the_dashboard_and_runs_a_job_now() {
 }
 
 /// Issue #51: the dashboard lists the handlers of one-off jobs and their pending jobs (what,
-/// when, keyed), and its Pause button pauses a handler's one-off jobs before any of them ran,
+/// when, with which idempotency key, as text: markup in a key is shown, never run), and its Pause button pauses a handler's one-off jobs before any of them ran,
 /// served by a scheduler without the handler (the same form and same-origin POST as the jobs';
 /// it answered 404 "not known" before);
 /// `?utc=1` shows every time in UTC instead of the job's zone.
@@ -467,13 +467,9 @@ async fn chromium_lists_pending_one_offs_and_pauses_their_handler() {
     .handler("send_report", |_ctx| async { Ok::<(), String>(()) })
     .build()
     .unwrap();
+    let key = "<b>invoice</b> & \"4711\"";
     let keyed = enqueuer
-        .run_after_keyed(
-            "send_report",
-            "invoice-4711",
-            Duration::from_secs(3600),
-            &4711,
-        )
+        .run_after_keyed("send_report", key, Duration::from_secs(3600), &4711)
         .await
         .unwrap();
     let plain = enqueuer
@@ -509,7 +505,19 @@ async fn chromium_lists_pending_one_offs_and_pauses_their_handler() {
         ))
         .await;
     assert_eq!(cells[2], "1", "attempt: {cells}");
-    assert_eq!(cells[3], "yes", "keyed: {cells}");
+    assert_eq!(cells[3], key, "the key, as text: {cells}");
+    let markup = page
+        .eval(&format!(
+            "document.querySelectorAll('tr[data-id=\"{keyed}\"] td b').length"
+        ))
+        .await;
+    assert_eq!(markup, 0, "the key's markup was escaped");
+    let plain_key = page
+        .eval(&format!(
+            "document.querySelectorAll('tr[data-id=\"{plain}\"] td')[3].textContent"
+        ))
+        .await;
+    assert_eq!(plain_key, "–", "no key");
     assert_eq!(cells[5], "4711", "arguments: {cells}");
 
     // The one zone policy: the job's zone, or UTC on request.

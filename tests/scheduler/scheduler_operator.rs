@@ -1,7 +1,7 @@
 //! The operator's side of one-off jobs (issue #51) across processes: a replica process
 //! (`oneoff-replica` worker) registers its handler, and an admin scheduler in this process,
 //! without that handler, sees it, pauses and resumes its one-off jobs before any of them ran,
-//! lists the pending ones (what, when, keyed), and is refused `run_now` of them with the call
+//! lists the pending ones (what, when, with which idempotency key), and is refused `run_now` of them with the call
 //! to use instead; `Scheduler::replicas` lists the live replica with its handlers.
 
 use std::time::Duration;
@@ -102,15 +102,16 @@ async fn a_handlers_one_offs_are_paused_and_listed_before_any_ran() {
     let pending = admin.pending_one_offs("count", 100).await.unwrap();
     let seen: Vec<_> = pending
         .iter()
-        .map(|p| (p.id.clone(), p.attempt, p.keyed, p.args.clone()))
+        .map(|p| (p.id.clone(), p.attempt, p.key.as_deref(), p.args.clone()))
         .collect();
     assert_eq!(
         seen,
         [
-            (now.clone(), 1, true, Some("1".to_owned())),
-            (later.clone(), 1, false, Some("2".to_owned()))
+            (now.clone(), 1, Some("k-1"), Some("1".to_owned())),
+            (later.clone(), 1, None, Some("2".to_owned()))
         ]
     );
+    assert!(pending[0].keyed && !pending[1].keyed);
     assert!(pending[0].due < pending[1].due);
     assert!(pending[0].enqueued_by.is_some() && pending[0].enqueued_at.is_some());
     assert_eq!(admin.one_off_handlers().await.unwrap()[0].queued, 2);
@@ -129,6 +130,69 @@ async fn a_handlers_one_offs_are_paused_and_listed_before_any_ran() {
     assert_eq!(
         pending.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
         [later]
+    );
+}
+
+/// The key of a keyed one-off is listed as it was given (any text: it is stored whole, not
+/// only as the hash its run id is), kept by a replace; a keyed job an older replica enqueued
+/// (no key record) is listed keyed with its key unknown, and a key record of a newer format
+/// version is refused by name, not misread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_one_offs_key_is_listed_as_given_and_a_newer_record_is_refused() {
+    let server = redis();
+    let url = server.url();
+    let admin = admin(&url);
+    let enqueue = enqueuer(&url);
+    // A key with a separator of the record format inside, and beyond ASCII.
+    let key = "réf\u{1f}2026-Q4";
+    let hour = Duration::from_secs(3600);
+    let id = enqueue
+        .run_after_keyed("count", key, hour, &1)
+        .await
+        .unwrap();
+    let replaced = enqueue
+        .run_after_keyed("count", key, hour, &2)
+        .replace()
+        .submit()
+        .await
+        .unwrap();
+    assert!(
+        matches!(&replaced, dlock_scheduler::Enqueued::Updated(same) if same == &id),
+        "{replaced:?}"
+    );
+    let listed = |pending: Vec<dlock_scheduler::PendingOneOff>| {
+        let p = pending
+            .into_iter()
+            .next()
+            .expect("the keyed one-off is pending");
+        (p.id, p.keyed, p.key, p.args)
+    };
+    assert_eq!(
+        listed(admin.pending_one_offs("count", 10).await.unwrap()),
+        (id.clone(), true, Some(key.to_owned()), Some("2".to_owned()))
+    );
+
+    let mut con = raw(&server).await;
+    let ledger = "dlock:{sched:once:count}:ledger";
+    let field = format!("{}:key", id.run_id());
+    // As a replica without the key record enqueues it.
+    let removed: i64 = con.hdel(ledger, &field).await.unwrap();
+    assert_eq!(
+        removed, 1,
+        "the key record is where the scripts' contract says"
+    );
+    assert_eq!(
+        listed(admin.pending_one_offs("count", 10).await.unwrap()),
+        (id.clone(), true, None, Some("2".to_owned()))
+    );
+    // A newer dlock's record.
+    let _: () = con.hset(ledger, &field, "2\u{1f}k").await.unwrap();
+    let refused = admin.pending_one_offs("count", 10).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Redis, "{refused}");
+    assert!(
+        refused.to_string().contains("format version 2")
+            && refused.to_string().contains(&id.to_string()),
+        "{refused}"
     );
 }
 

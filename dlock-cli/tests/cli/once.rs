@@ -66,7 +66,7 @@ async fn one_offs_are_listed_paused_before_any_ran_and_run_now_is_refused() {
     let none = dlock(&["--url", &url, "once", "work"]).await.expect(3);
     assert!(none.stderr.contains("no pending one-off job"), "{none:?}");
     let keyed = enqueuer
-        .run_after_keyed("work", "invoice-4711", Duration::ZERO, &4711)
+        .run_after_keyed("work", "invoice-4711\tQ4", Duration::ZERO, &4711)
         .await
         .unwrap();
     let later = enqueuer
@@ -88,15 +88,29 @@ async fn one_offs_are_listed_paused_before_any_ran_and_run_now_is_refused() {
     assert_eq!(pending.len(), 2, "{doc:#}");
     assert_eq!(pending[0]["id"], keyed.to_string());
     assert_eq!(pending[0]["keyed"], true);
+    assert_eq!(
+        pending[0]["key"], "invoice-4711\tQ4",
+        "the key as given: {doc:#}"
+    );
     assert_eq!(pending[0]["args"], 4711);
     assert_eq!(pending[0]["attempt"], 1);
     assert_eq!(pending[0]["enqueued_by"], "solo");
     assert_eq!(pending[1]["id"], later.to_string());
     assert_eq!(pending[1]["args"]["tenant"], "acme");
     assert_eq!(pending[1]["keyed"], false);
+    assert_eq!(pending[1]["key"], serde_json::Value::Null);
     let table = dlock(&["--url", &url, "once"]).await.expect(0);
     assert_eq!(table.stdout.lines().count(), 3, "{table:?}");
-    assert!(table.stdout.contains(&keyed.to_string()), "{table:?}");
+    let row = |id: String| {
+        let line = table.stdout.lines().find(|l| l.contains(&id));
+        line.unwrap_or_else(|| panic!("no row of {id}: {table:?}"))
+    };
+    // The key's tab is escaped: it must not split the table's columns.
+    assert!(
+        row(keyed.to_string()).contains(" invoice-4711\\tQ4 "),
+        "{table:?}"
+    );
+    assert!(row(later.to_string()).contains(" - "), "{table:?}");
     assert!(table.stderr.contains("is paused"), "{table:?}");
     let jobs = dlock(&["--url", &url, "jobs"]).await.expect(0);
     let row = jobs

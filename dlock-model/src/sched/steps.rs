@@ -505,7 +505,8 @@ pub fn once(s: &mut JobRedis, now: Ms, a: &OnceArgs) -> OnceReply {
     s.ledger.insert(format!("{id}:end"), end);
     s.ledger.insert(format!("{id}:args"), a.args.clone());
     if a.key_id.is_some() {
-        s.ledger.insert(format!("{id}:key"), format!("1\u{1f}{}", a.key));
+        s.ledger
+            .insert(format!("{id}:key"), format!("1\u{1f}{}", a.key));
     }
     set_trace(s, &id, &a.trace);
     announce(s, a, first, due);

@@ -206,7 +206,10 @@ fn an_idempotency_key_enqueues_once_within_the_retention() {
     let mut s = JobRedis::default();
     let first = once(&mut s, 0, &once_args("o1", Some("ok"), 5));
     assert_eq!((first.status, first.id.as_str(), first.due), (1, "ok", 5));
-    assert_eq!(s.ledger["ok:key"], "1\u{1f}key of ok", "the key is stored with its run");
+    assert_eq!(
+        s.ledger["ok:key"], "1\u{1f}key of ok",
+        "the key is stored with its run"
+    );
     let again = once(&mut s, 1, &once_args("o2", Some("ok"), 9));
     assert_eq!((again.status, again.due), (0, 5));
     assert_eq!(s.drain_published().len(), 1);
@@ -214,7 +217,10 @@ fn an_idempotency_key_enqueues_once_within_the_retention() {
     assert_eq!(once_cancel(&mut s, 2, "ok", "no"), (true, 2));
     assert_eq!(once_cancel(&mut s, 2, "ok", "no"), (false, 2));
     assert_eq!(once_trim(&mut s, 3, 0, 10), 1);
-    assert!(s.ledger.is_empty(), "a trim leaves none of the run's records: {s:?}");
+    assert!(
+        s.ledger.is_empty(),
+        "a trim leaves none of the run's records: {s:?}"
+    );
     assert_eq!(once(&mut s, 4, &once_args("o3", Some("ok"), 9)).due, -1);
     // Past the retention, the key enqueues again.
     assert_eq!(once(&mut s, 60, &once_args("o4", Some("ok"), 61)).status, 1);

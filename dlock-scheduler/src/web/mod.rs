@@ -5,7 +5,7 @@
 //! fencing token) and the runs per replica — with buttons to pause, resume and run a job now;
 //! then the handlers of one-off jobs (their hidden job `once:<handler>`, paused or not, queued,
 //! next due, live replicas, with pause and resume) and each one's first pending one-off jobs
-//! (id, due time, attempt, keyed or not, who enqueued it, arguments). Times are in each job's
+//! (id, due time, attempt, idempotency key, who enqueued it, arguments). Times are in each job's
 //! zone, or all in UTC with `?utc=1` (a link on the page switches); one-off jobs have no zone
 //! and are shown in UTC.
 //!

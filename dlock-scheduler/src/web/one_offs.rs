@@ -1,8 +1,8 @@
 //! The dashboard's section on one-off jobs: one table of the handlers (their hidden job
 //! `once:<handler>`, paused or not, queue length, live replicas, with pause / resume buttons
 //! that post the page's own form — the same same-origin rule as every POST), and per handler
-//! its pending one-off jobs, due first (id, due time, attempt, keyed, who enqueued it,
-//! arguments). One-off jobs have no time zone of their own: their times are in UTC, with the
+//! its pending one-off jobs, due first (id, due time, attempt, idempotency key, who enqueued
+//! it, arguments). One-off jobs have no time zone of their own: their times are in UTC, with the
 //! viewer's time next to them (the page's script).
 
 use chrono::{DateTime, Utc};
@@ -76,7 +76,7 @@ fn pending_table(out: &mut String, h: &OneOffHandler, pending: &[PendingOneOff])
     *out += &format!(
         "<h2>Pending one-off jobs of {} <small>the first {} by due time, of {} queued</small>\
          </h2><table class=\"pending\" data-handler=\"{}\"><thead><tr><th>Id</th><th>Due</th>\
-         <th>Attempt</th><th>Keyed</th><th>Enqueued by</th><th>Arguments</th></tr></thead>\
+         <th>Attempt</th><th>Key</th><th>Enqueued by</th><th>Arguments</th></tr></thead>\
          <tbody>",
         Esc(&h.name),
         pending.len(),
@@ -97,12 +97,22 @@ fn pending_table(out: &mut String, h: &OneOffHandler, pending: &[PendingOneOff])
              <td>{}</td><td>{}</td><td>{enqueued}</td><td><code>{}</code></td></tr>",
             utc_instant(p.due),
             p.attempt,
-            if p.keyed { "yes" } else { "no" },
+            key_cell(p),
             Esc(p.args.as_deref().unwrap_or("–")),
             id = Esc(&p.id.to_string()),
         );
     }
     out.push_str("</tbody></table>");
+}
+
+/// The idempotency key, escaped; a keyed job an older replica enqueued has only the key's
+/// hash (its run id) stored.
+fn key_cell(p: &PendingOneOff) -> String {
+    match (&p.key, p.keyed) {
+        (Some(key), _) => format!("<code class=\"key\">{}</code>", Esc(key)),
+        (None, true) => "<span class=\"none\">not stored</span>".to_owned(),
+        (None, false) => "<span class=\"none\">–</span>".to_owned(),
+    }
 }
 
 /// An instant in UTC, with the viewer's time added by the page's script.
