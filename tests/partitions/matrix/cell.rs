@@ -16,7 +16,8 @@
 //! replication link under Sentinel, which points a replica whose master address differs from
 //! the master's back at the master within seconds: `+fix-slave-config`.) The harness waits for
 //! the sentinels to fail over, keeps the cut for [`Plan::cut`], heals, lets the clients run
-//! [`Plan::after`] more, and stops them. It then reads the data from the new master and
+//! [`Plan::after`] more and then until every client was answered after the heal (at most
+//! [`Plan::recovery`] more: a loaded machine resyncs the demoted master later), and stops them. It then reads the data from the new master and
 //! returns the cell's history.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use dlock_testkit::{LineChild, Network, NodeId, ServerOptions};
 use serde_json::Value;
 
+use super::measure::measure;
 use super::promise::{Nemesis, Row, WORKLOADS};
 use super::record::Cell;
 use crate::partitions::history::{Kind, Outcome};
@@ -58,8 +60,13 @@ pub(crate) struct Plan {
     pub(crate) replication_cut: Duration,
     /// How long the cut lasts (at least until the failover was seen, plus a second).
     pub(crate) cut: Duration,
-    /// How long the clients run after the heal.
+    /// How long the clients run after the heal, at least.
     pub(crate) after: Duration,
+    /// How much longer they run, at most, until every client was answered after the heal
+    /// (the "recovers" promise is judged on that): a fixed stop cut off a recovery that a
+    /// loaded machine made late (the demoted master's resync, which `min-replicas-to-write`
+    /// waits for), and failed the smoke cell.
+    pub(crate) recovery: Duration,
     /// The lock workload's holds, ms: from, to.
     pub(crate) lock_hold_ms: (u64, u64),
 }
@@ -230,7 +237,17 @@ pub(crate) fn run(test: &str, row: Row, nemesis: Nemesis, plan: Plan) -> Option<
     workers.pump_until(&mut cell, heal_at, |_| false);
     net.heal().expect("heal");
     cell.timeline.push(("heal".into(), now_us()));
-    workers.pump_until(&mut cell, Instant::now() + plan.after, |_| false);
+    let healed = Instant::now();
+    workers.pump_until(&mut cell, healed + plan.after, |_| false);
+    // Checked every 100 ms: it reads the whole history.
+    let mut checked = Instant::now();
+    workers.pump_until(&mut cell, healed + plan.after + plan.recovery, |c| {
+        if checked.elapsed() < Duration::from_millis(100) {
+            return false;
+        }
+        checked = Instant::now();
+        WORKLOADS.iter().all(|w| measure(c, w).recovered)
+    });
     workers.pump(&mut cell);
     drop(workers);
     read_finals(&net, nodes.m, new, &mut cell);

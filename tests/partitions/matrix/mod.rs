@@ -38,6 +38,7 @@ const FULL: Plan = Plan {
     replication_cut: Duration::from_millis(6_500),
     cut: Duration::from_secs(6),
     after: Duration::from_secs(7),
+    recovery: Duration::from_secs(20),
     // Longer than a failover (2–3 s): a hold granted just before the cut is still held when
     // the other side can take the lock.
     lock_hold_ms: (3_000, 6_000),
@@ -49,6 +50,7 @@ const SMOKE: Plan = Plan {
     replication_cut: Duration::from_millis(1_500),
     cut: Duration::from_secs(3),
     after: Duration::from_secs(3),
+    recovery: Duration::from_secs(20),
     // Short, so that both clients have held the lock soon (the warm-up waits for it).
     lock_hold_ms: (1_000, 2_500),
 };
