@@ -1,6 +1,6 @@
 //! One-off jobs: the handlers section of `dlock jobs` and `dlock once [HANDLER]`, the pending
-//! one-off jobs (what, when, with which idempotency key). One-off jobs have no time zone of their own: their
-//! times are shown in UTC.
+//! one-off jobs (what, when, with which idempotency key). One-off jobs have no time zone of
+//! their own: their times are shown in UTC.
 
 use dlock_scheduler::{OneOffHandler, PendingOneOff, Scheduler};
 use serde::Serialize;
