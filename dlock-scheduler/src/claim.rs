@@ -156,7 +156,8 @@ pub(crate) async fn withdraw(
         .key(&keys.requests)
         .key(&keys.retries)
         .arg(run_id)
-        .arg(token);
+        .arg(token)
+        .arg(scripts::secs(scripts::REQUEST_TTL));
     let withdrawn: i64 = ext::invoke(&shared.client, &invocation, "withdraw a claim").await?;
     Ok(withdrawn == 1)
 }
@@ -516,5 +517,45 @@ pub(crate) mod tests {
             .query(&mut con)
             .unwrap();
         assert_eq!(claim, newer);
+    }
+
+    /// A `run_now` request whose claim's reply was lost is withdrawn and queued again. Taking
+    /// the last request deleted the list and its expiry, so the withdrawal must set the expiry
+    /// again, as a new request does: otherwise a job that no replica runs any more keeps the
+    /// list forever.
+    #[tokio::test]
+    async fn a_withdrawn_request_is_queued_again_with_the_lists_expiry() {
+        let server = RedisServer::start().unwrap();
+        let scheduler = scheduler(&server.url(), "p", 1);
+        let shared: Arc<Shared> = scheduler.shared.clone();
+        let entry = shared.jobs.all()[0].clone();
+        scheduler.run_now("p").await.unwrap();
+        let mut con = server.connection().unwrap();
+        let ttl = |con: &mut redis::Connection| -> i64 {
+            redis::cmd("TTL")
+                .arg(&entry.keys.requests)
+                .query(con)
+                .unwrap()
+        };
+        assert!(ttl(&mut con) > 0, "request.lua sets the expiry");
+        let taken = take_request(&shared, &entry, "mA", "A").await.unwrap();
+        assert!(taken.is_some(), "the request is taken");
+        assert_eq!(
+            ttl(&mut con),
+            -2,
+            "the last request taken: the list is gone"
+        );
+        assert!(withdraw(&shared, &entry, "mA", "A").await.unwrap());
+        let queued: i64 = redis::cmd("LLEN")
+            .arg(&entry.keys.requests)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(queued, 1, "the request is queued again");
+        let day = scripts::secs(scripts::REQUEST_TTL);
+        let left = ttl(&mut con);
+        assert!(
+            (day - 60..=day).contains(&left),
+            "the list expires in a day again, not never: TTL {left}"
+        );
     }
 }

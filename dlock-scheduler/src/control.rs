@@ -8,8 +8,6 @@
 //! name no job could have (empty, braces, control characters, too long) is an
 //! [`crate::ErrorKind::InvalidJob`] error, as in `build()`.
 
-use std::time::Duration;
-
 use dlock_core::ext;
 
 use crate::error::Error;
@@ -18,9 +16,6 @@ use crate::registry::{self, RegisteredReplica};
 use crate::scheduler::Scheduler;
 use crate::scripts;
 use crate::validate;
-
-/// How long an unanswered `run_now` request is kept: a day.
-const REQUEST_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl Scheduler {
     /// Pauses `job` on every replica: occurrences are not claimed, and pending attempts of
@@ -238,7 +233,7 @@ impl Scheduler {
         invocation
             .key(&keys.requests)
             .arg(requested)
-            .arg(secs(REQUEST_TTL))
+            .arg(scripts::secs(scripts::REQUEST_TTL))
             .arg(&keys.wake)
             .arg(job)
             .arg(ext::publish_command(client));
@@ -366,10 +361,6 @@ impl Scheduler {
         replicas.retain(|r| !r.stalled);
         Ok(replicas)
     }
-}
-
-fn secs(d: Duration) -> i64 {
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -39,6 +39,10 @@ pub use super::world::{
     SchedAction, SchedModel, SchedMutant, SchedState, Task, Used,
 };
 
+/// How long the `run_now` request list is kept (`request.lua`'s and `withdraw.lua`'s
+/// `EXPIRE`), in seconds: the scheduler's day, past any clock the model explores.
+const REQUEST_KEEP_SECS: i64 = 86_400;
+
 impl SchedModel {
     /// The unit bounds on turns and deaths: a kill and a stop (the turn holder that died, the
     /// replica that died or stopped between its claim and its run, the misfire, the slot).
@@ -270,10 +274,15 @@ impl SchedModel {
         {
             token = c.get(6).map_or(token, |t| (*t).to_owned());
         }
-        let withdrawn = withdraw(&mut s.redis, s.now, &id, &token);
+        let expire = s.redis.requests_expire;
+        let withdrawn = withdraw(&mut s.redis, s.now, &id, &token, REQUEST_KEEP_SECS);
         if withdrawn && self.is(SchedMutant::WithdrawDropsRequest) && id.starts_with('m') {
             s.redis.requests.remove(0);
             s.redis.drop_empty();
+        }
+        if withdrawn && self.is(SchedMutant::WithdrawWithoutExpiry) {
+            // LPUSH alone: the list keeps the expiry it had, or none when it was gone.
+            s.redis.requests_expire = expire;
         }
         withdrawn
     }
@@ -448,7 +457,15 @@ impl SchedModel {
             }
             SchedAction::Request => {
                 s.used.requests += 1;
-                request(&mut s.redis, s.now, s.now, 86_400, "wake", "job", false);
+                request(
+                    &mut s.redis,
+                    s.now,
+                    s.now,
+                    REQUEST_KEEP_SECS,
+                    "wake",
+                    "job",
+                    false,
+                );
                 s.ghost.last_request = s.now;
                 if s.redis.paused {
                     s.ghost.paused_requests += 1;

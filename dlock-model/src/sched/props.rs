@@ -17,6 +17,9 @@
 //! * [`SLOT_HELD`] — the group slot composed with a run: a handler starts only while its
 //!   replica holds the slot on the server (a run whose slot lease ran out while its replica was
 //!   stopped does not start).
+//! * [`REQUESTS_EXPIRE`] — nothing is kept forever: whenever `run_now` requests are queued,
+//!   their list has an expiry (`request.lua` sets it; `withdraw.lua` sets it again for a
+//!   request it queues back, the list having gone with its last request).
 //!
 //! Every fault and every path these are about is reached ([`REACHABLE`]), so none holds
 //! vacuously. [`SchedMutant`] applies one bug at a time; each is caught by the property its
@@ -26,7 +29,7 @@ use stateright::{Checker, Model, Property};
 
 pub use super::world::{
     AT_MOST_ONCE, NO_WAIT_BEHIND_DEAD, PAUSED_OPENS_NOTHING, REQUEST_AT_MOST_ONCE, REQUEST_RUNS,
-    SLOT_HELD, SchedMutant,
+    REQUESTS_EXPIRE, SLOT_HELD, SchedMutant,
 };
 use super::world::{
     EV_DEAD_TURN, EV_DIED_CLAIMED, EV_MISSED, EV_PAUSED_REFUSED, EV_PAUSED_REQUEST_RAN,
@@ -104,6 +107,9 @@ pub(crate) fn all() -> Vec<Property<SchedModel>> {
             !s.ghost.waited_past_grace
         }),
         Property::always(SLOT_HELD, |_, s: &SchedState| !s.ghost.started_without_slot),
+        Property::always(REQUESTS_EXPIRE, |_, s: &SchedState| {
+            s.redis.requests.is_empty() || s.redis.requests_expire.is_some()
+        }),
     ];
     // Closures without captures (stateright takes fn pointers): one per event.
     macro_rules! reached {

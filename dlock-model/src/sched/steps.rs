@@ -282,8 +282,9 @@ pub fn take_request(s: &mut JobRedis, now: Ms, a: &TakeRequestArgs) -> TakeReque
 
 /// withdraw.lua: withdraw the claim of `run_id` made with `token`, if it is that attempt's
 /// first and nothing of its run started; a manual run's request goes back to the head of the
-/// queue. Returns whether it withdrew (1) or changed nothing (0).
-pub fn withdraw(s: &mut JobRedis, now: Ms, run_id: &str, token: &str) -> bool {
+/// queue, and the list expires `keep_secs` from now (`ARGV[3]`). Returns whether it withdrew
+/// (1) or changed nothing (0).
+pub fn withdraw(s: &mut JobRedis, now: Ms, run_id: &str, token: &str, keep_secs: i64) -> bool {
     s.expire(now);
     let Some(c) = s.claim_of(run_id) else {
         return false;
@@ -298,8 +299,9 @@ pub fn withdraw(s: &mut JobRedis, now: Ms, run_id: &str, token: &str) -> bool {
     s.ledger.remove(&format!("{run_id}:claim"));
     s.retries.remove(run_id);
     if let (true, Some(requested)) = (run_id.starts_with('m'), requested) {
-        // LPUSH: the list is made again without an expiry when it was gone.
+        // LPUSH, then EXPIRE: the list may have been gone (its last request taken).
         s.requests.insert(0, requested);
+        s.requests_expire = Some(now + keep_secs * 1000);
     }
     true
 }

@@ -139,11 +139,21 @@ fn a_withdrawn_request_is_queued_again_at_the_head() {
     take_request(&mut s, 3, &take_args("a", "m1", "t"));
     assert_eq!(s.requests, [2]);
     // Another attempt's token, then the right one; twice is once.
-    assert!(!withdraw(&mut s, 4, "m1", "other"));
-    assert!(withdraw(&mut s, 4, "m1", "t"));
-    assert!(!withdraw(&mut s, 4, "m1", "t"));
+    assert!(!withdraw(&mut s, 4, "m1", "other", 60));
+    assert!(withdraw(&mut s, 4, "m1", "t", 60));
+    assert!(!withdraw(&mut s, 4, "m1", "t", 60));
     assert_eq!(s.requests, [1, 2]);
     assert!(s.runs.is_empty() && s.claims.is_empty() && s.ledger.is_empty());
+    // The last request taken deletes the list; queued again, it expires again.
+    let mut s = JobRedis::default();
+    request(&mut s, 0, 1, 60, "wake", "job", false);
+    take_request(&mut s, 3, &take_args("a", "m1", "t"));
+    assert_eq!((s.requests.len(), s.requests_expire), (0, None));
+    assert!(withdraw(&mut s, 4, "m1", "t", 60));
+    assert_eq!(
+        (s.requests.as_slice(), s.requests_expire),
+        ([1].as_slice(), Some(60_004))
+    );
 }
 
 #[test]
@@ -152,7 +162,7 @@ fn a_started_run_is_not_withdrawn() {
     claim(&mut s, 10, &claim_args("a", 10, "t"));
     let running = end_record("running", "", "7", "", "", "");
     s.ledger.insert("10:end".to_owned(), running);
-    assert!(!withdraw(&mut s, 11, "10", "t"));
+    assert!(!withdraw(&mut s, 11, "10", "t", 60));
     assert!(s.claims.contains_key("10"));
 }
 

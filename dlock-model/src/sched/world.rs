@@ -190,6 +190,8 @@ pub const PAUSED_OPENS_NOTHING: &str = "a paused job opens no run";
 pub const NO_WAIT_BEHIND_DEAD: &str = "nothing waits behind a dead replica";
 /// `a run never starts without its group slot`.
 pub const SLOT_HELD: &str = "a run never starts without its group slot";
+/// `the run-now request list always expires`.
+pub const REQUESTS_EXPIRE: &str = "the run-now request list always expires";
 
 /// Another replica claimed an occurrence whose turn holder was dead or stopped.
 pub(crate) const EV_DEAD_TURN: u16 = 1;
@@ -231,17 +233,22 @@ pub enum SchedMutant {
     /// A run starts its handler without looking at its slot's lease (the scheduler ignoring a
     /// lost permit). Caught by [`SLOT_HELD`].
     StartsWithLapsedSlot,
+    /// withdraw.lua queues a withdrawn request again without the list's expiry (the scripts
+    /// before this check): a list whose last request was taken is made again with none, and
+    /// kept forever if no replica takes it. Caught by [`REQUESTS_EXPIRE`].
+    WithdrawWithoutExpiry,
 }
 
 impl SchedMutant {
     /// Every mutant.
-    pub const ALL: [SchedMutant; 6] = [
+    pub const ALL: [SchedMutant; 7] = [
         SchedMutant::TurnIgnoresGrace,
         SchedMutant::ClaimIgnoresPause,
         SchedMutant::TakeIgnoresPause,
         SchedMutant::WithdrawIgnoresToken,
         SchedMutant::WithdrawDropsRequest,
         SchedMutant::StartsWithLapsedSlot,
+        SchedMutant::WithdrawWithoutExpiry,
     ];
 
     /// The property that catches it.
@@ -252,6 +259,7 @@ impl SchedMutant {
             SchedMutant::WithdrawIgnoresToken => AT_MOST_ONCE,
             SchedMutant::WithdrawDropsRequest => REQUEST_RUNS,
             SchedMutant::StartsWithLapsedSlot => SLOT_HELD,
+            SchedMutant::WithdrawWithoutExpiry => REQUESTS_EXPIRE,
         }
     }
 }

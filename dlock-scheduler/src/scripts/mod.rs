@@ -94,6 +94,15 @@ pub(crate) mod text {
     pub(crate) const COMMON: &str = include_str!("common.lua");
 }
 
+/// How long an unanswered `run_now` request is kept: a day. `request.lua` and `withdraw.lua`
+/// (which queues a withdrawn request again) set the request list's expiry to it.
+pub(crate) const REQUEST_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// A duration in whole seconds, for a script argument (`EXPIRE`).
+pub(crate) fn secs(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
 /// A duration in whole milliseconds, for a script argument.
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -9,10 +9,14 @@
 -- KEYS[5]  retries   zset (see claim.lua)
 -- ARGV[1]  run id
 -- ARGV[2]  the attempt token the claim was made with
+-- ARGV[3]  how long the request list is kept without being taken, in seconds (as request.lua's
+--          ARGV[2]): a request queued again sets the list's expiry, since taking the last
+--          request deleted the list and its expiry with it
 --
 -- Returns  1  withdrawn (a manual run's request is back at the head of the queue)
 --          0  no such claim, made by another attempt, or its run started: nothing changed
 --
+-- Nothing is kept forever: a request queued again renews the list's expiry, as a new request does.
 -- Only a first attempt is withdrawn (a retry's claim follows a run that started).
 -- "Started" means an end record exists: the run took its lock (recorded "running") or ended.
 -- Retry safety: withdrawing twice withdraws once.
@@ -33,5 +37,6 @@ redis.call('HDEL', KEYS[3], ARGV[1] .. ':claim')
 redis.call('ZREM', KEYS[5], ARGV[1])
 if string.sub(ARGV[1], 1, 1) == 'm' and requested then
   redis.call('LPUSH', KEYS[4], requested)
+  redis.call('EXPIRE', KEYS[4], ARGV[3])
 end
 return 1

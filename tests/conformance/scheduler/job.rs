@@ -443,11 +443,14 @@ impl<'a> Walk<'a> {
         let keys = [&k.claims, &k.runs, &k.ledger, &k.requests, &k.retries].map(String::as_str);
         let now = self.sched.now_ms()? as Ms;
         let reply = ok(
-            self.sched
-                .call(Script::Withdraw, &keys, &[id.clone(), token.clone()])?,
+            self.sched.call(
+                Script::Withdraw,
+                &keys,
+                &[id.clone(), token.clone(), "150".into()],
+            )?,
             "withdraw.lua",
         )?;
-        let want = sched::withdraw(&mut self.job, now, &id, &token);
+        let want = sched::withdraw(&mut self.job, now, &id, &token, 150);
         same("withdraw.lua", &decode::one(&reply)?, &i64::from(want))
     }
 

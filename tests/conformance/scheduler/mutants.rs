@@ -247,6 +247,15 @@ pub(crate) const ALL: &[Mutant] = &[
         )],
     },
     Mutant {
+        name: "sched-withdraw-kept-forever",
+        what: "withdraw.lua queues a withdrawn request again without the list's expiry: a list \
+               whose last request was taken is made again to be kept forever",
+        swaps: &[(
+            "redis.call('EXPIRE', KEYS[4], ARGV[3])",
+            "redis.call('TTL', KEYS[4])",
+        )],
+    },
+    Mutant {
         name: "sched-request-kept-forever",
         what: "request.lua queues a request without the list's expiry",
         swaps: &[(
