@@ -2,8 +2,9 @@
 //! namespace of a `dlock_testkit::Network`: `lease-probe`, `lock-history`, `guarded-writer`
 //! and `set-adder` (each function says what it does and prints).
 //!
-//! `lease-probe url=… name=… ttl_ms=1500 command_timeout_ms=500 connect_timeout_ms=500
-//! [retry_ms=30000]` acquires `name` with the watchdog and prints `acquired fence=F at_us=T`;
+//! `lease-probe url=…|sentinels=URL,… name=… ttl_ms=1500 command_timeout_ms=500
+//! connect_timeout_ms=500 [retry_ms=30000]` (a fixed server, or the master the sentinels name
+//! `dlock`) acquires `name` with the watchdog and prints `acquired fence=F at_us=T`;
 //! when the lease is reported lost it prints `lost reason=R at_us=T safe_until_us=S` (`S`: the
 //! end of the lease as the guard knew it last), drops the guard and tries to take the lock
 //! again, one `try_acquire` after another, until it has it or `retry_ms` passed:
@@ -31,10 +32,18 @@ fn now_us() -> u128 {
 
 pub(crate) async fn lease_probe(opts: &HashMap<String, String>) -> Result<(), BoxError> {
     let name = opt(opts, "name")?;
-    let client = Client::builder(opt(opts, "url")?)
-        .command_timeout(Duration::from_millis(num(opts, "command_timeout_ms", 500)?))
-        .connect_timeout(Duration::from_millis(num(opts, "connect_timeout_ms", 500)?))
-        .build()?;
+    let command_timeout = Duration::from_millis(num(opts, "command_timeout_ms", 500)?);
+    let connect_timeout = Duration::from_millis(num(opts, "connect_timeout_ms", 500)?);
+    let client = match opts.get("sentinels") {
+        Some(urls) => Client::sentinel_builder("dlock", urls.split(',').map(str::to_owned))
+            .command_timeout(command_timeout)
+            .connect_timeout(connect_timeout)
+            .build()?,
+        None => Client::builder(opt(opts, "url")?)
+            .command_timeout(command_timeout)
+            .connect_timeout(connect_timeout)
+            .build()?,
+    };
     let ttl = Duration::from_millis(num(opts, "ttl_ms", 1_500)?);
     let lock = client.mutex_with(name, MutexOptions::new().ttl(ttl).watchdog())?;
     let guard = lock.acquire().await?;
