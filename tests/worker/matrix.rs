@@ -19,8 +19,9 @@
 //! `tests/partitions/history.rs`), every write as `write <process> <invoked_us>
 //! <completed_us|-> applied|refused|unknown <value>` and every fenced set as `fenced <process>
 //! <invoked_us> <completed_us|-> written|stale|unknown <fence>`, then `done ops=N`. Errors are
-//! outcomes (`unknown`: no answer, it may have taken effect); every operation is bounded by
-//! the command timeout and the loop by `ms`.
+//! outcomes (`unknown`: no answer, it may have taken effect), each also printed as `error
+//! <process> <invoked_us> <text>` (the error's text on one line: the history keeps why); every
+//! operation is bounded by the command timeout and the loop by `ms`.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -69,6 +70,17 @@ impl Run {
         report(&format!(
             "op {} {kind} {invoked} {completed} {outcome}",
             self.process
+        ));
+    }
+
+    /// Why the operation sent at `invoked` ended `unknown`.
+    fn error(&self, invoked: u128, error: &dyn std::fmt::Display) {
+        let text = error.to_string();
+        let text: Vec<&str> = text.split_whitespace().collect();
+        report(&format!(
+            "error {} {invoked} {}",
+            self.process,
+            text.join(" ")
         ));
     }
 
@@ -145,11 +157,13 @@ pub(crate) async fn matrix(opts: &HashMap<String, String>) -> Result<(), BoxErro
 
 /// An acquire sent at `invoked` that was not granted: answered busy, or left without an answer
 /// (an error: it may still have run). Recorded, then a pause before the next attempt.
-async fn not_granted(run: &mut Run, invoked: u128, answered: bool) {
-    if answered {
-        run.op("acquire", invoked, Some(now_us()), "busy");
-    } else {
-        run.op("acquire", invoked, None, "unknown");
+async fn not_granted(run: &mut Run, invoked: u128, error: Option<&dyn std::fmt::Display>) {
+    match error {
+        None => run.op("acquire", invoked, Some(now_us()), "busy"),
+        Some(error) => {
+            run.op("acquire", invoked, None, "unknown");
+            run.error(invoked, error);
+        }
     }
     tokio::time::sleep(PAUSE).await;
 }
@@ -159,8 +173,8 @@ async fn dlock_turn(run: &mut Run, lock: &dlock_core::Mutex, client: &Client, un
     let invoked = now_us();
     let guard = match lock.try_acquire().await {
         Ok(Some(guard)) => guard,
-        Ok(None) => return not_granted(run, invoked, true).await,
-        Err(_) => return not_granted(run, invoked, false).await,
+        Ok(None) => return not_granted(run, invoked, None).await,
+        Err(e) => return not_granted(run, invoked, Some(&e)).await,
     };
     let completed = now_us();
     let left = guard.safe_until().saturating_duration_since(Instant::now());
@@ -191,7 +205,7 @@ async fn dlock_turn(run: &mut Run, lock: &dlock_core::Mutex, client: &Client, un
                     .set(&key, joined(&value, &element))
                     .exec()
                     .await;
-                let (completed, result) = guarded_result(write);
+                let (completed, result) = guarded_result(run, invoked, write);
                 run.event("write", invoked, completed, result, &element);
             }
         }
@@ -201,7 +215,10 @@ async fn dlock_turn(run: &mut Run, lock: &dlock_core::Mutex, client: &Client, un
     let (completed, outcome) = match guard.release().await {
         Ok(ReleaseOutcome::Released | ReleaseOutcome::Nested) => (Some(now_us()), "released"),
         Ok(_) => (Some(now_us()), "not-held"),
-        Err(_) => (None, "unknown"),
+        Err(e) => {
+            run.error(asked, &e);
+            (None, "unknown")
+        }
     };
     run.op("release", asked, completed, outcome);
     tokio::time::sleep(PAUSE).await;
@@ -215,7 +232,8 @@ async fn dlock_guarded_write(
 ) {
     let key = format!("{{{}}}:writes", run.name);
     let invoked = now_us();
-    let (completed, result) = guarded_result(guard.guarded().rpush(&key, fence).exec().await);
+    let write = guard.guarded().rpush(&key, fence).exec().await;
+    let (completed, result) = guarded_result(run, invoked, write);
     run.event("write", invoked, completed, result, &fence.to_string());
     let Ok(token) = guard.fencing_token().await else {
         return;
@@ -227,21 +245,36 @@ async fn dlock_guarded_write(
     let (completed, result) = match fenced {
         Ok(Fenced::Written) => (Some(now_us()), "written"),
         Ok(_) => (Some(now_us()), "stale"),
-        Err(_) => (None, "unknown"),
+        Err(e) => {
+            run.error(invoked, &e);
+            (None, "unknown")
+        }
     };
     run.event("fenced", invoked, completed, result, &fence.to_string());
 }
 
 /// A guarded write's answer: applied (every command ran), refused, or no answer.
-fn guarded_result(outcome: Result<Guarded, dlock_core::Error>) -> (Option<u128>, &'static str) {
+fn guarded_result(
+    run: &Run,
+    invoked: u128,
+    outcome: Result<Guarded, dlock_core::Error>,
+) -> (Option<u128>, &'static str) {
     match outcome {
         Ok(Guarded::Applied(replies)) if replies.iter().all(Result::is_ok) => {
             (Some(now_us()), "applied")
         }
         // A command refused at run time (NOREPLICAS, READONLY): not applied.
-        Ok(Guarded::Applied(_)) => (None, "unknown"),
+        Ok(Guarded::Applied(replies)) => {
+            if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
+                run.error(invoked, e);
+            }
+            (None, "unknown")
+        }
         Ok(_) => (Some(now_us()), "refused"),
-        Err(_) => (None, "unknown"),
+        Err(e) => {
+            run.error(invoked, &e);
+            (None, "unknown")
+        }
     }
 }
 
@@ -270,8 +303,8 @@ async fn plain_turn(run: &mut Run, conn: &mut PlainConn, until: Instant) {
     let token = format!("{}-{invoked}-{}", run.process, run.seed);
     match plain::acquire(conn, &key, &token, run.ttl).await {
         Ok(true) => {}
-        Ok(false) => return not_granted(run, invoked, true).await,
-        Err(_) => return not_granted(run, invoked, false).await,
+        Ok(false) => return not_granted(run, invoked, None).await,
+        Err(e) => return not_granted(run, invoked, Some(&e)).await,
     }
     let completed = now_us();
     // The lease as a careful plain client counts it: from the request, less dlock's drift.
@@ -305,7 +338,10 @@ async fn plain_turn(run: &mut Run, conn: &mut PlainConn, until: Instant) {
                 let invoked = now_us();
                 let (completed, result) = match conn.query::<()>(&set).await {
                     Ok(()) => (Some(now_us()), "applied"),
-                    Err(_) => (None, "unknown"),
+                    Err(e) => {
+                        run.error(invoked, &e);
+                        (None, "unknown")
+                    }
                 };
                 run.event("write", invoked, completed, result, &element);
             }
@@ -316,7 +352,10 @@ async fn plain_turn(run: &mut Run, conn: &mut PlainConn, until: Instant) {
     let (completed, outcome) = match plain::release(conn, &key, &token).await {
         Ok(true) => (Some(now_us()), "released"),
         Ok(false) => (Some(now_us()), "not-held"),
-        Err(_) => (None, "unknown"),
+        Err(e) => {
+            run.error(asked, &e);
+            (None, "unknown")
+        }
     };
     run.op("release", asked, completed, outcome);
     tokio::time::sleep(PAUSE).await;
@@ -344,7 +383,10 @@ async fn plain_write(
                 "written"
             },
         ),
-        Err(_) => (None, "unknown"),
+        Err(e) => {
+            run.error(invoked, &e);
+            (None, "unknown")
+        }
     };
     run.event(what, invoked, completed, result, id);
 }

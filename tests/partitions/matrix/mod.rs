@@ -107,6 +107,25 @@ fn table(cells: &[Cell]) -> (String, Vec<String>) {
     (text, broken)
 }
 
+/// The distinct error texts of a cell's `unknown` outcomes, most frequent first, each with its
+/// count and the first time after the heal (ms; negative: before it): why its clients went
+/// unanswered, for a failure's message (the history has every one).
+fn errors(cell: &Cell) -> String {
+    let heal = cell.at("heal").unwrap_or(0);
+    let mut seen: std::collections::BTreeMap<&str, (usize, i128)> = Default::default();
+    for e in &cell.errors {
+        let at = (e.invoked_us as i128 - heal as i128) / 1_000;
+        let entry = seen.entry(e.text.as_str()).or_insert((0, at));
+        entry.0 += 1;
+    }
+    let mut list: Vec<_> = seen.into_iter().collect();
+    list.sort_by_key(|e| std::cmp::Reverse(e.1.0));
+    list.iter()
+        .take(8)
+        .map(|(text, (n, at))| format!("\n  {n} × (first at {at:+} ms) {text}"))
+        .collect()
+}
+
 /// Runs one cell, saves its history in `dir`, prints its lines of the table.
 #[allow(clippy::print_stdout)] // the cell's figures, as the run goes
 fn run_and_save(test: &str, row: Row, nemesis: Nemesis, plan: Plan, dir: &Path) -> Option<Cell> {
@@ -142,7 +161,11 @@ fn smoke_a_master_isolated_with_a_minority_keeps_the_replicas_promise() {
         return;
     };
     let (_, broken) = table(std::slice::from_ref(&cell));
-    assert!(broken.is_empty(), "promises broken: {broken:?}");
+    assert!(
+        broken.is_empty(),
+        "promises broken: {broken:?}\nthe clients' errors: {}",
+        errors(&cell)
+    );
     // The case was reached: client 1, isolated with the old master, went unanswered, and
     // every workload held the lock.
     assert!(

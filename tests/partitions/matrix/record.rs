@@ -31,6 +31,16 @@ pub(crate) struct Write {
     pub(crate) value: String,
 }
 
+/// Why an operation ended `unknown`: the error its client saw (the worker's `error` line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ErrorText {
+    pub(crate) workload: String,
+    pub(crate) process: u32,
+    /// The operation's `invoked_us`.
+    pub(crate) invoked_us: u128,
+    pub(crate) text: String,
+}
+
 /// One cell's run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Cell {
@@ -45,6 +55,8 @@ pub(crate) struct Cell {
     pub(crate) finals: Vec<(String, String, Value)>,
     /// `(node, line)`: the sentinels' log lines of the failover (`cell.rs`).
     pub(crate) sentinels: Vec<(usize, String)>,
+    /// The errors behind the `unknown` outcomes (diagnosis only: nothing is measured on them).
+    pub(crate) errors: Vec<ErrorText>,
 }
 
 impl Cell {
@@ -64,8 +76,8 @@ impl Cell {
             .count()
     }
 
-    /// Takes one worker line (`op …`, `write …`, `fenced …`) of `workload`; other lines
-    /// (`done`, errors) are ignored.
+    /// Takes one worker line (`op …`, `write …`, `fenced …`, `error …`) of `workload`; other
+    /// lines (`done`) are ignored.
     ///
     /// # Errors
     ///
@@ -79,6 +91,21 @@ impl Cell {
             return Ok(());
         }
         let (what, rest) = line.split_once(' ').unwrap_or((line, ""));
+        if what == "error" {
+            let bad = || format!("not an error line: {line:?}");
+            let mut words = rest.splitn(3, ' ');
+            let (Some(process), Some(invoked), text) = (words.next(), words.next(), words.next())
+            else {
+                return Err(bad());
+            };
+            self.errors.push(ErrorText {
+                workload: workload.to_owned(),
+                process: process.parse().map_err(|_| bad())?,
+                invoked_us: invoked.parse().map_err(|_| bad())?,
+                text: text.unwrap_or_default().to_owned(),
+            });
+            return Ok(());
+        }
         if what != "write" && what != "fenced" {
             return Ok(());
         }
@@ -142,6 +169,12 @@ impl Cell {
         }
         for (node, text) in &self.sentinels {
             line(json!({"type": "sentinel", "node": node, "line": text}));
+        }
+        for e in &self.errors {
+            line(json!({
+                "type": "error", "workload": e.workload, "process": e.process,
+                "invoked_us": us(e.invoked_us), "text": e.text,
+            }));
         }
         out
     }
@@ -215,6 +248,12 @@ impl Cell {
             "sentinel" => self
                 .sentinels
                 .push((usize::try_from(v.get("node")?.as_u64()?).ok()?, s("line")?)),
+            "error" => self.errors.push(ErrorText {
+                workload: s("workload")?,
+                process: u32::try_from(v.get("process")?.as_u64()?).ok()?,
+                invoked_us: n("invoked_us")?,
+                text: s("text")?,
+            }),
             _ => return None,
         }
         Some(())
@@ -242,6 +281,10 @@ mod tests {
         cell.take_line("lock", "op 2 acquire 3 - unknown")?;
         cell.take_line("guarded", "write 1 4 5 applied 7")?;
         cell.take_line("guarded", "fenced 2 6 - unknown 8")?;
+        cell.take_line(
+            "guarded",
+            "error 2 6 NOREPLICAS Not enough good replicas to write.",
+        )?;
         cell.take_line("set", "done ops=3")?;
         cell.finals
             .push(("guarded".into(), "{g}:writes".into(), json!(["7"])));
@@ -249,7 +292,17 @@ mod tests {
             .push((1, "+failover-end master dlock".into()));
         assert_eq!(cell.ops.len(), 2);
         assert_eq!(cell.writes.len(), 2);
+        assert_eq!(
+            cell.errors,
+            [ErrorText {
+                workload: "guarded".into(),
+                process: 2,
+                invoked_us: 6,
+                text: "NOREPLICAS Not enough good replicas to write.".into(),
+            }]
+        );
         assert_eq!(Cell::load(&cell.save())?, cell);
+        assert!(cell.take_line("lock", "error x 1 boom").is_err());
         assert!(cell.take_line("lock", "write 1 x").is_err());
         assert!(Cell::load("{\"type\":\"op\"}").is_err());
         Ok(())
